@@ -1,0 +1,31 @@
+"""Every exception sm_profiler raises, in one place.
+
+Messages name the problem, carry the numbers, and say what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class SmProfilerError(Exception):
+    """Base class: catch this to catch anything sm_profiler raises on purpose."""
+
+
+class ConfigError(SmProfilerError, ValueError):
+    """A size, id, name or option given to the profiler is invalid."""
+
+
+class FormatError(SmProfilerError, ValueError):
+    """A buffer or capture file does not hold a valid sm_profiler trace."""
+
+
+class CaptureError(SmProfilerError, OSError):
+    """A capture or trace file cannot be read or written."""
+
+
+class MissingDependencyError(SmProfilerError, ImportError):
+    """An optional dependency needed for this feature is not installed."""
+
+    def __init__(self, package: str, feature: str, extra: str | None = None):
+        hint = f"pip install 'sm_profiler[{extra}]'" if extra else f"pip install {package}"
+        super().__init__(f"{feature} needs the optional package '{package}', which is not installed; run: {hint}")
+        self.package = package

@@ -1,0 +1,226 @@
+"""The wire format: the one place that knows how the profiling buffer is laid out.
+
+The device ops (``sm_profiler.triton_ops``, ``cute_ops``) and the host decoder import the
+constants below; nobody else retypes a magic number or an offset.
+
+The buffer is an array of little-endian 64-bit words, allocated once::
+
+    word 0..7            global header (HEADER_WORDS)
+      w0  = MAGIC (low 32) | VERSION (high 32)
+      w1  = num_blocks (low 32) | num_groups (high 32)
+      w2  = capacity (low 32, records per lane) | flags (high 32)
+      w3..w7 reserved, zero
+    then num_blocks * num_groups lanes, lane index = block * num_groups + group,
+    each LANE_HEADER_WORDS + capacity words long:
+      l0  = anchor: the full 64-bit %globaltimer, read when the lane was initialised
+      l1  = sm_id (low 32) | attempted (high 32)
+            `attempted` is written only when the lane overflows: the number of records the lane
+            tried to write so far. While the lane fits, it stays 0 and the records count themselves.
+      l2.. capacity records, each one 64-bit word, each written with ONE store:
+            bits  0..1   kind: 1 begin, 2 end, 3 instant (0 = empty slot, never written)
+            bits  2..13  event id (0..MAX_EVENT_ID)
+            bits 14..31  reserved, zero
+            bits 32..63  low 32 bits of %globaltimer (ns; wraps every 2**32 ns = 4.29 s)
+
+One lane has one writer (a program, or lane 0 of one warp), which keeps its cursor in a register,
+so the device needs no atomics, no fences and no host synchronisation. The host zeroes the
+buffer before each launch; an empty slot is zero and every written record is not, which is how
+the decoder counts records when the lane did not overflow.
+
+64-bit times are rebuilt from the anchor: each record is placed after the previous one (or after
+the anchor) by the forward distance of the low words modulo 2**32. This is exact for kernels of
+any length as long as consecutive events of one lane are less than 4.29 s apart.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAGIC = 0x46504D53  # b"SMPF" read as a little-endian u32
+VERSION = 1
+
+HEADER_WORDS = 8
+LANE_HEADER_WORDS = 2
+WORD_BYTES = 8
+
+# Offsets inside the global header, in words.
+HDR_MAGIC_VERSION = 0
+HDR_SHAPE = 1  # num_blocks | num_groups << 32
+HDR_CAPACITY_FLAGS = 2  # capacity | flags << 32
+
+# Offsets inside a lane, in words.
+LANE_ANCHOR = 0
+LANE_SM_ATTEMPTED = 1  # sm_id | attempted << 32
+
+# Record kinds (bits 0..1 of a record).
+KIND_BEGIN = 1
+KIND_END = 2
+KIND_INSTANT = 3
+KIND_BITS = 2
+KIND_MASK = (1 << KIND_BITS) - 1
+
+EVENT_SHIFT = KIND_BITS
+EVENT_BITS = 12
+EVENT_MASK = (1 << EVENT_BITS) - 1
+MAX_EVENT_ID = EVENT_MASK  # 4095
+NUM_EVENT_IDS = MAX_EVENT_ID + 1
+
+TAG_RESERVED_MASK = 0xFFFFFFFF & ~((1 << (EVENT_SHIFT + EVENT_BITS)) - 1)
+TIME_SHIFT = 32
+LOW32 = 0xFFFFFFFF
+
+# Limits chosen so that every index the device computes fits its 32/64-bit arithmetic and the
+# host never allocates something absurd by accident.
+MAX_BLOCKS = 1 << 24
+MAX_GROUPS = 1 << 10
+MAX_CAPACITY = 1 << 24
+MAX_BUFFER_BYTES = 1 << 36  # 64 GiB
+
+# Header flags (w2, high 32 bits).
+FLAG_EMULATED = 1 << 0  # written by the CPU interpreter: host clock, emulated SM ids
+
+
+def make_tag(event_id: int, kind: int) -> int:
+    """The low 32 bits of a record: what the device ORs with the timer's low word."""
+    return (event_id << EVENT_SHIFT) | kind
+
+
+def lane_stride_words(capacity: int) -> int:
+    return LANE_HEADER_WORDS + capacity
+
+
+def buffer_words(num_blocks: int, num_groups: int, capacity: int) -> int:
+    return HEADER_WORDS + num_blocks * num_groups * lane_stride_words(capacity)
+
+
+def encode_header(num_blocks: int, num_groups: int, capacity: int, flags: int = 0) -> np.ndarray:
+    """The HEADER_WORDS words a fresh buffer starts with."""
+    hdr = np.zeros(HEADER_WORDS, dtype=np.uint64)
+    hdr[HDR_MAGIC_VERSION] = MAGIC | (VERSION << 32)
+    hdr[HDR_SHAPE] = num_blocks | (num_groups << 32)
+    hdr[HDR_CAPACITY_FLAGS] = capacity | (flags << 32)
+    return hdr
+
+
+def lane_dtype(capacity: int) -> np.dtype:
+    """A numpy structured dtype for one lane: view the lane area as an array of these."""
+    return np.dtype(
+        [("anchor", "<u8"), ("sm_attempted", "<u8"), ("records", "<u8", (capacity,))]
+    )
+
+
+class Layout:
+    """Shape of one buffer and all the size arithmetic that follows from it.
+
+    Build one with :meth:`checked` (user input: raises ConfigError) or :meth:`from_header`
+    (bytes from a device or a file: raises FormatError).
+    """
+
+    __slots__ = ("num_blocks", "num_groups", "capacity", "flags")
+
+    def __init__(self, num_blocks: int, num_groups: int, capacity: int, flags: int = 0):
+        self.num_blocks = int(num_blocks)
+        self.num_groups = int(num_groups)
+        self.capacity = int(capacity)
+        self.flags = int(flags)
+
+    @classmethod
+    def checked(cls, num_blocks, num_groups, capacity, flags: int = 0) -> Layout:
+        from .errors import ConfigError
+
+        for name, value, limit in (
+            ("num_blocks", num_blocks, MAX_BLOCKS),
+            ("num_groups", num_groups, MAX_GROUPS),
+            ("max_events_per_group", capacity, MAX_CAPACITY),
+        ):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ConfigError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+            if value <= 0:
+                raise ConfigError(f"{name} must be positive, got {value}")
+            if value > limit:
+                raise ConfigError(f"{name}={value} is larger than the supported {limit}; lower it")
+        layout = cls(num_blocks, num_groups, capacity, flags)
+        if layout.total_bytes > MAX_BUFFER_BYTES:
+            raise ConfigError(
+                f"the buffer would need {layout.total_bytes / 2**30:.1f} GiB "
+                f"({num_blocks} blocks x {num_groups} groups x {capacity} records x 8 B); "
+                f"the limit is {MAX_BUFFER_BYTES >> 30} GiB: lower max_events_per_group or num_blocks"
+            )
+        return layout
+
+    @classmethod
+    def from_header(cls, words: np.ndarray) -> Layout:
+        """Parse and validate the header of `words` (a uint64 array holding a whole buffer)."""
+        from .errors import FormatError
+
+        if words.size < HEADER_WORDS:
+            raise FormatError(
+                f"buffer too short: {words.size} words, a header alone is {HEADER_WORDS} words"
+            )
+        mv = int(words[HDR_MAGIC_VERSION])
+        magic, version = mv & LOW32, mv >> 32
+        if magic != MAGIC:
+            raise FormatError(
+                f"not an sm_profiler buffer: magic 0x{magic:08x}, expected 0x{MAGIC:08x}; "
+                "pass the tensor returned by SmProfiler.get_buffer()"
+            )
+        if version != VERSION:
+            raise FormatError(
+                f"buffer has format version {version}; this sm_profiler reads version {VERSION}"
+            )
+        shape = int(words[HDR_SHAPE])
+        cf = int(words[HDR_CAPACITY_FLAGS])
+        nb, ng, cap, flags = shape & LOW32, shape >> 32, cf & LOW32, cf >> 32
+        if not (0 < nb <= MAX_BLOCKS and 0 < ng <= MAX_GROUPS and 0 < cap <= MAX_CAPACITY):
+            raise FormatError(
+                f"impossible header: num_blocks={nb}, num_groups={ng}, capacity={cap}"
+            )
+        layout = cls(nb, ng, cap, flags)
+        if words.size != layout.total_words:
+            raise FormatError(
+                f"buffer holds {words.size} words but its header ({nb} blocks x {ng} groups x "
+                f"{cap} records) needs {layout.total_words}: truncated or not a whole buffer"
+            )
+        return layout
+
+    @property
+    def num_lanes(self) -> int:
+        return self.num_blocks * self.num_groups
+
+    @property
+    def lane_words(self) -> int:
+        return lane_stride_words(self.capacity)
+
+    @property
+    def total_words(self) -> int:
+        return buffer_words(self.num_blocks, self.num_groups, self.capacity)
+
+    @property
+    def total_bytes(self) -> int:
+        return self.total_words * WORD_BYTES
+
+    @property
+    def emulated(self) -> bool:
+        return bool(self.flags & FLAG_EMULATED)
+
+    def header(self) -> np.ndarray:
+        return encode_header(self.num_blocks, self.num_groups, self.capacity, self.flags)
+
+    def lanes(self, words: np.ndarray) -> np.ndarray:
+        """The lane area of `words` as a (num_lanes,) structured array (a view, no copy)."""
+        return words[HEADER_WORDS:].view(lane_dtype(self.capacity))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Layout) and all(
+            getattr(self, s) == getattr(other, s) for s in self.__slots__
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Layout(num_blocks={self.num_blocks}, num_groups={self.num_groups}, "
+            f"capacity={self.capacity}, flags={self.flags})"
+        )
+
+# Under Triton's CPU interpreter there is no %smid: programs are spread over this many
+# emulated SMs (program id modulo), and the host clock stands in for %globaltimer.
+EMULATED_SM_COUNT = 8

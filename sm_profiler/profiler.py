@@ -1,0 +1,232 @@
+"""SmProfiler: owns one device buffer, its event and group names, and the captures taken from it.
+
+Typical use::
+
+    prof = SmProfiler(num_blocks=grid, num_groups=1, max_events_per_group=64)
+    prof.register_event(0, "load")
+    kernel[grid](..., prof.get_buffer(), PROFILE=prof.enabled)
+    prof.print_stats()
+    prof.export("trace.perfetto-trace")
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+
+import numpy as np
+
+from . import format as fmt
+from .capture import Capture
+from .errors import ConfigError
+
+
+class SmProfiler:
+    def __init__(
+        self,
+        num_blocks: int,
+        num_groups: int = 1,
+        max_events_per_group: int = 256,
+        enabled: bool = True,
+        device="cuda",
+        *,
+        group_names: dict[int, str] | list[str] | None = None,
+        kernel_name: str = "kernel",
+    ):
+        flags = fmt.FLAG_EMULATED if str(device).startswith("cpu") else 0
+        self.layout = fmt.Layout.checked(num_blocks, num_groups, max_events_per_group, flags)
+        self.enabled = bool(enabled)
+        self.device = device
+        self.kernel_name = _check_name(kernel_name, "kernel_name")
+        self.event_names: dict[int, str] = {}
+        self.group_names: dict[int, str] = {}
+        if group_names is not None:
+            items = group_names.items() if isinstance(group_names, dict) else enumerate(group_names)
+            for g, name in items:
+                self.register_group(g, name)
+        self._captures: list[Capture] = []
+        self._buffer = None
+        self._dirty = False
+        self.init_buffer()
+
+    # -- sizes -------------------------------------------------------------------------------
+
+    @property
+    def num_blocks(self) -> int:
+        return self.layout.num_blocks
+
+    @property
+    def num_groups(self) -> int:
+        return self.layout.num_groups
+
+    @property
+    def max_events_per_group(self) -> int:
+        return self.layout.capacity
+
+    # -- names -------------------------------------------------------------------------------
+
+    def register_event(self, event_no: int, name: str) -> None:
+        """Name event id `event_no` (0..4095). The device ops take the id as a constexpr."""
+        event_no = _check_id(event_no, fmt.MAX_EVENT_ID, "event_no")
+        name = _check_name(name, "event name")
+        _register(self.event_names, event_no, name, "event")
+
+    def register_group(self, group: int, name: str) -> None:
+        """Name group `group` (e.g. 0 "producer", 1 "consumer"); shown instead of 'group N'."""
+        group = _check_id(group, self.layout.num_groups - 1, "group")
+        name = _check_name(name, "group name")
+        _register(self.group_names, group, name, "group")
+
+    # -- the buffer --------------------------------------------------------------------------
+
+    def init_buffer(self):
+        """Zero the buffer and write its header. Call before each launch that records into it."""
+        import torch
+
+        words = self.layout.total_words if self.enabled else fmt.HEADER_WORDS
+        if self._buffer is None or self._buffer.numel() != words:
+            self._buffer = torch.zeros(words, dtype=torch.int64, device=self.device)
+        else:
+            self._buffer.zero_()
+        if self.enabled:
+            hdr = self.layout.header()
+        else:
+            # Shape 0 x 0: any op that still records finds every lane out of shape and writes nothing.
+            hdr = fmt.encode_header(0, 0, 0)
+        self._buffer[: fmt.HEADER_WORDS].copy_(torch.from_numpy(hdr.view(np.int64)))
+        self._dirty = False
+        return self._buffer
+
+    def get_buffer(self):
+        """The int64 tensor to pass to the kernel (its data pointer is the ops' `buffer_ptr`)."""
+        self._dirty = True
+        return self._buffer
+
+    # -- captures ----------------------------------------------------------------------------
+
+    def capture(self, kernel_name: str | None = None) -> Capture:
+        """Copy the buffer to the host (waits for the device) as a Capture."""
+        self._require_enabled("capture")
+        words = self._buffer.detach().cpu().numpy().view(np.uint64).copy()
+        return Capture(
+            words=words,
+            event_names=dict(self.event_names),
+            group_names=dict(self.group_names),
+            kernel_name=kernel_name or self.kernel_name,
+            metadata=self._metadata(),
+        )
+
+    def snapshot(self, kernel_name: str | None = None) -> Capture:
+        """Keep the current launch's capture and re-initialise the buffer for the next launch.
+
+        Snapshots, and the live buffer after them, all go into one trace by `decode`/`export`.
+        """
+        cap = self.capture(kernel_name)
+        self._captures.append(cap)
+        self.init_buffer()
+        return cap
+
+    def captures(self) -> list[Capture]:
+        """The snapshots taken so far, plus the live buffer if it was handed out since."""
+        live = [self.capture()] if self._dirty or not self._captures else []
+        return self._captures + live
+
+    def decode(self):
+        """Decode every capture (see `captures`) into one TraceData."""
+        from .decode import decode
+
+        self._require_enabled("decode")
+        return decode(self.captures())
+
+    # -- outputs -----------------------------------------------------------------------------
+
+    def stats(self):
+        from .stats import compute_stats
+
+        return compute_stats(self.decode())
+
+    def print_stats(self, file=None) -> None:
+        from .stats import print_stats
+
+        print_stats(self.decode(), file=file)
+
+    def export(self, filename, format: str | None = None) -> None:
+        """Write a trace; the format follows the extension (.perfetto-trace/.pftrace, .json)."""
+        from .export import export
+
+        export(self.decode(), filename, format=format)
+
+    def save(self, path) -> None:
+        """Save the raw capture (only the live buffer, or every snapshot: one file each is not
+        needed; several captures go into one file)."""
+        from .capture import save_many
+
+        self._require_enabled("save")
+        save_many(self.captures(), path)
+
+    def plot(self, path, **kwargs) -> None:
+        from .plot import plot
+
+        plot(self.decode(), path, **kwargs)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _require_enabled(self, what: str) -> None:
+        if not self.enabled:
+            raise ConfigError(f"cannot {what}: this SmProfiler was created with enabled=False")
+
+    def _metadata(self) -> dict:
+        meta = {
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(),
+            "device": str(self.device),
+            "interpreted": self.layout.emulated,
+        }
+        try:
+            import torch
+
+            meta["torch"] = torch.__version__
+            if not self.layout.emulated and torch.cuda.is_available():
+                props = torch.cuda.get_device_properties(self._buffer.device)
+                meta["device_name"] = props.name
+                meta["sm_count"] = props.multi_processor_count
+                meta["compute_capability"] = f"{props.major}.{props.minor}"
+        except Exception:  # metadata is best effort; never fail a capture over it
+            pass
+        if self.layout.emulated:
+            meta["device_name"] = "CPU (Triton interpreter)"
+            meta["sm_count"] = fmt.EMULATED_SM_COUNT
+        try:
+            import triton
+
+            meta["triton"] = triton.__version__
+        except Exception:
+            pass
+        meta["triton_interpret"] = os.environ.get("TRITON_INTERPRET", "0")
+        return meta
+
+
+def _check_id(value, maximum: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(f"{what} must be an int, got {type(value).__name__} {value!r}")
+    if not 0 <= value <= maximum:
+        raise ConfigError(f"{what}={value} is out of range: it must be in 0..{maximum}")
+    return int(value)
+
+
+def _check_name(name, what: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"{what} must be a non-empty string, got {name!r}")
+    return name
+
+
+def _register(table: dict[int, str], key: int, name: str, what: str) -> None:
+    if table.get(key, name) != name:
+        raise ConfigError(
+            f"{what} {key} is already registered as {table[key]!r}; cannot rename it to {name!r}"
+        )
+    for k, v in table.items():
+        if v == name and k != key:
+            raise ConfigError(f"duplicate {what} name {name!r}: already used by {what} {k}")
+    table[key] = name

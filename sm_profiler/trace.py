@@ -1,0 +1,178 @@
+"""Decoded trace data: columnar numpy tables that stats, exporters and plots read.
+
+Data flows one way: format -> decode -> TraceData -> stats / exporters / CLI. Nothing here touches
+a device or a raw buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Values of TraceData.events["kind"].
+RANGE = 0
+INSTANT = 1
+
+# Values of TraceData.unmatched["kind"] (the wire kinds, for readability).
+UNMATCHED_BEGIN = 1
+UNMATCHED_END = 2
+
+EVENT_COLUMNS = ("capture", "lane", "sm", "block", "group", "event", "kind", "start_ns", "end_ns")
+LANE_COLUMNS = (
+    "capture", "lane", "sm", "block", "group", "anchor_ns", "written", "attempted", "dropped",
+    "initialized",
+)  # fmt: skip
+UNMATCHED_COLUMNS = ("capture", "lane", "sm", "block", "group", "event", "kind", "time_ns")
+
+
+@dataclass
+class KernelInfo:
+    """What is known about one capture (one kernel launch) in a trace."""
+
+    name: str
+    num_blocks: int
+    num_groups: int
+    capacity: int
+    emulated: bool
+    group_names: dict[int, str] = field(default_factory=dict)
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class TraceData:
+    """Decoded events of one or more captures, on one `%globaltimer` time axis (ns).
+
+    events     one row per range (begin/end paired) or instant, ordered by lane then start:
+               capture, lane, sm, block, group, event, kind (RANGE/INSTANT), start_ns, end_ns
+    lanes      one row per lane: capture, lane, sm, block, group, anchor_ns, written, attempted,
+               dropped, initialized (False: the lane never ran profiler_init)
+    unmatched  begins with no end and ends with no begin: capture, lane, sm, block, group,
+               event, kind (UNMATCHED_BEGIN/END), time_ns
+    """
+
+    events: dict[str, np.ndarray]
+    lanes: dict[str, np.ndarray]
+    unmatched: dict[str, np.ndarray]
+    kernels: list[KernelInfo]
+    event_names: dict[int, str]
+
+    # -- convenience views -----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.events["kind"])
+
+    @property
+    def num_events(self) -> int:
+        return len(self)
+
+    @property
+    def duration_ns(self) -> np.ndarray:
+        return self.events["end_ns"] - self.events["start_ns"]
+
+    @property
+    def ranges(self) -> dict[str, np.ndarray]:
+        m = self.events["kind"] == RANGE
+        return {k: v[m] for k, v in self.events.items()}
+
+    @property
+    def instants(self) -> dict[str, np.ndarray]:
+        m = self.events["kind"] == INSTANT
+        return {k: v[m] for k, v in self.events.items()}
+
+    @property
+    def dropped_total(self) -> int:
+        return int(self.lanes["dropped"].sum())
+
+    @property
+    def emulated(self) -> bool:
+        return any(k.emulated for k in self.kernels)
+
+    @property
+    def start_ns(self) -> int:
+        """Earliest timestamp of the trace (lane anchors included); 0 when empty."""
+        cands = [self.events["start_ns"], self.unmatched["time_ns"]]
+        init = self.lanes["initialized"]
+        cands.append(self.lanes["anchor_ns"][init])
+        mins = [int(c.min()) for c in cands if len(c)]
+        return min(mins) if mins else 0
+
+    @property
+    def end_ns(self) -> int:
+        cands = [self.events["end_ns"], self.unmatched["time_ns"]]
+        maxs = [int(c.max()) for c in cands if len(c)]
+        return max(maxs) if maxs else self.start_ns
+
+    def event_name(self, event_id: int) -> str:
+        return self.event_names.get(int(event_id), f"event {int(event_id)}")
+
+    def group_name(self, capture: int, group: int) -> str | None:
+        return self.kernels[int(capture)].group_names.get(int(group))
+
+    def lane_label(self, capture: int, block: int, group: int) -> str:
+        """'block 3 · producer', 'block 3 · group 2', or 'block 3' when blocks have one group."""
+        name = self.group_name(capture, group)
+        if name is not None:
+            return f"block {block} · {name}"
+        if self.kernels[int(capture)].num_groups == 1:
+            return f"block {block}"
+        return f"block {block} · group {group}"
+
+    @staticmethod
+    def concat(parts: list[TraceData]) -> TraceData:
+        """One trace from several (several kernels, or several launches of one kernel).
+
+        Capture indices are renumbered in order; times stay on the shared %globaltimer axis.
+        Event names are merged: where two parts use one event id for different names, the later
+        part's id is renumbered (past the largest id in use) so that no name is lost.
+        """
+        if not parts:
+            raise ValueError("concat needs at least one TraceData")
+        events, lanes, unmatched, kernels = [], [], [], []
+        event_names: dict[int, str] = {}
+        offset = 0
+        for p in parts:
+            remap = _merge_names(event_names, p.event_names, p)
+            for src, dst in ((p.events, events), (p.lanes, lanes), (p.unmatched, unmatched)):
+                t = dict(src)
+                t["capture"] = (t["capture"] + offset).astype(np.int32)
+                if "event" in t and remap:
+                    t["event"] = _apply_remap(t["event"], remap)
+                dst.append(t)
+            kernels.extend(p.kernels)
+            offset += len(p.kernels)
+
+        def cat(tables):
+            return {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
+
+        return TraceData(cat(events), cat(lanes), cat(unmatched), kernels, event_names)
+
+
+def _merge_names(merged: dict[int, str], names: dict[int, str], part: TraceData) -> dict[int, int]:
+    """Add `names` into `merged`; return {old id: new id} for ids that had to move."""
+    used = set(merged) | set(names)
+    for col in (part.events["event"], part.unmatched["event"]):
+        if len(col):
+            used.add(int(col.max()))
+    by_name = {v: k for k, v in merged.items()}
+    remap: dict[int, int] = {}
+    for k, v in sorted(names.items()):
+        if merged.get(k, v) == v:
+            merged[k] = v
+            by_name.setdefault(v, k)
+            continue
+        new = by_name.get(v)
+        if new is None:
+            new = max(used) + 1
+            used.add(new)
+            merged[new] = v
+            by_name[v] = new
+        remap[k] = new
+    return remap
+
+
+def _apply_remap(col: np.ndarray, remap: dict[int, int]) -> np.ndarray:
+    out = col.astype(np.int32, copy=True)
+    for old, new in remap.items():
+        out[col == old] = new
+    return out
