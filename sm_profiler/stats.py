@@ -1,0 +1,596 @@
+"""Statistics of a decoded trace: per-event durations, per-SM occupancy, load imbalance, warnings.
+
+`compute_stats` turns a TraceData into a `Stats` (plain data: dataclasses and numpy arrays);
+`format_stats` renders it as an aligned plain-text table; `print_stats` does both.
+
+Everything is vectorized over events, lanes and blocks. The only Python loops run over distinct
+event ids, captures and the handful of worst lanes named in a warning.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import numpy as np
+
+from .format import EMULATED_SM_COUNT
+from .trace import INSTANT, RANGE, UNMATCHED_BEGIN, UNMATCHED_END, KernelInfo, TraceData
+
+PERCENTILES = (50.0, 90.0, 99.0)
+
+# How many offenders a warning names before it says "and N more".
+_WORST = 3
+
+
+@dataclass
+class EventStat:
+    """Durations (ns) of one event's ranges, and how many instants it recorded."""
+
+    event: int
+    name: str
+    count: int  # ranges
+    total_ns: int
+    mean_ns: float
+    min_ns: int
+    p50_ns: float
+    p90_ns: float
+    p99_ns: float
+    max_ns: int
+    instants: int
+
+
+@dataclass
+class SmTable:
+    """One row per SM that ran at least one initialised lane, sorted by SM id. Times are absolute
+    %globaltimer ns; subtract `Span.start_ns` for times from kernel start."""
+
+    sm: np.ndarray  # int32
+    blocks: np.ndarray  # int64: distinct (capture, block) resident on this SM
+    busy_ns: np.ndarray  # int64: length of the union of resident intervals
+    busy_pct: np.ndarray  # float64: busy_ns / span duration * 100
+    first_start_ns: np.ndarray  # int64
+    last_end_ns: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.sm)
+
+
+@dataclass
+class Span:
+    start_ns: int
+    end_ns: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass
+class Imbalance:
+    """How much later the last SM finishes than the average SM."""
+
+    last_sm: int
+    max_end_ns: int
+    mean_end_ns: float
+    excess_ns: float  # max_end_ns - mean_end_ns
+    pct_of_span: float
+
+
+@dataclass
+class Stats:
+    """Statistics of a whole trace; `captures` holds one Stats per capture when there are several."""
+
+    label: str
+    kernels: list[KernelInfo]
+    span: Span
+    events: list[EventStat]  # by total range time, largest first; instant-only events last
+    sms: SmTable
+    imbalance: Imbalance | None
+    lanes_total: int
+    lanes_initialized: int
+    dropped_total: int
+    unmatched_begins: int
+    unmatched_ends: int
+    emulated: bool
+    warnings: list[str] = field(default_factory=list)
+    captures: list[Stats] = field(default_factory=list)
+
+    def event(self, name: str) -> EventStat:
+        for e in self.events:
+            if e.name == name:
+                return e
+        raise KeyError(f"no event named {name!r}; events: {[e.name for e in self.events]}")
+
+
+# -- computing --------------------------------------------------------------------------------
+
+
+def compute_stats(trace: TraceData) -> Stats:
+    """Statistics of `trace`, with a per-capture breakdown when it holds several captures."""
+    n_caps = len(trace.kernels)
+    label = "all captures" if n_caps > 1 else _capture_label(trace, 0, several=False)
+    stats = _section(trace, label)
+    stats.warnings = _warnings(trace)
+    if n_caps > 1:
+        stats.captures = [
+            _section(select_capture(trace, c), _capture_label(trace, c, several=True))
+            for c in range(n_caps)
+        ]
+    return stats
+
+
+def select_capture(trace: TraceData, capture: int) -> TraceData:
+    """The part of `trace` that came from one capture, renumbered as capture 0."""
+
+    def pick(table: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        m = table["capture"] == capture
+        out = {k: v[m] for k, v in table.items()}
+        out["capture"] = np.zeros(int(m.sum()), np.int32)
+        return out
+
+    return TraceData(
+        pick(trace.events),
+        pick(trace.lanes),
+        pick(trace.unmatched),
+        [trace.kernels[capture]],
+        dict(trace.event_names),
+    )
+
+
+def _capture_label(trace: TraceData, c: int, several: bool) -> str:
+    k = trace.kernels[c]
+    shape = (
+        f"{k.num_blocks} blocks x {k.num_groups} groups"
+        if k.num_groups > 1
+        else (f"{k.num_blocks} blocks")
+    )
+    prefix = f"capture {c}: " if several else ""
+    return f"{prefix}{k.name} ({shape})"
+
+
+def _section(trace: TraceData, label: str) -> Stats:
+    span = Span(trace.start_ns, trace.end_ns)
+    sms = _sm_table(trace, span)
+    um_kind = trace.unmatched["kind"]
+    return Stats(
+        label=label,
+        kernels=list(trace.kernels),
+        span=span,
+        events=_event_stats(trace),
+        sms=sms,
+        imbalance=_imbalance(sms, span),
+        lanes_total=len(trace.lanes["lane"]),
+        lanes_initialized=int(trace.lanes["initialized"].sum()),
+        dropped_total=trace.dropped_total,
+        unmatched_begins=int((um_kind == UNMATCHED_BEGIN).sum()),
+        unmatched_ends=int((um_kind == UNMATCHED_END).sum()),
+        emulated=trace.emulated,
+    )
+
+
+def grouped_percentile(sorted_values: np.ndarray, starts: np.ndarray, counts: np.ndarray,
+                       q: float) -> np.ndarray:  # fmt: skip
+    """np.percentile(..., method='linear') of each group of a group-contiguous, within-group
+    sorted array, for all groups at once (groups given by their start index and size > 0)."""
+    pos = (q / 100.0) * (counts - 1)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, counts - 1)
+    frac = pos - lo
+    a = sorted_values[starts + lo].astype(np.float64)
+    b = sorted_values[starts + hi].astype(np.float64)
+    # numpy's own lerp form: exact at both ends, monotone in frac.
+    return np.where(frac >= 0.5, b - (b - a) * (1 - frac), a + (b - a) * frac)
+
+
+def _event_stats(trace: TraceData) -> list[EventStat]:
+    ev = trace.events
+    is_range = ev["kind"] == RANGE
+    r_ids = ev["event"][is_range].astype(np.int64)
+    dur = (ev["end_ns"] - ev["start_ns"])[is_range]
+    i_ids = ev["event"][ev["kind"] == INSTANT].astype(np.int64)
+
+    ids = np.unique(np.concatenate([r_ids, i_ids]))
+    if len(ids) == 0:
+        return []
+    # Sort ranges by (event, duration): each event's durations are then one sorted run.
+    order = np.lexsort((dur, r_ids))
+    s_ids, s_dur = r_ids[order], dur[order]
+    r_uniq, starts, counts = np.unique(s_ids, return_index=True, return_counts=True)
+    if len(r_uniq):
+        totals = np.add.reduceat(s_dur, starts)
+        mins = s_dur[starts]
+        maxs = s_dur[starts + counts - 1]
+        pct = [grouped_percentile(s_dur, starts, counts, q) for q in PERCENTILES]
+    inst_uniq, inst_counts = np.unique(i_ids, return_counts=True)
+    inst = dict(zip(inst_uniq.tolist(), inst_counts.tolist()))
+
+    out: list[EventStat] = []
+    row = {int(e): i for i, e in enumerate(r_uniq.tolist())}
+    for e in ids.tolist():  # one iteration per distinct event id
+        i = row.get(e)
+        if i is None:
+            out.append(EventStat(e, trace.event_name(e), 0, 0, 0.0, 0, 0.0, 0.0, 0.0, 0,
+                                 inst.get(e, 0)))  # fmt: skip
+            continue
+        n = int(counts[i])
+        total = int(totals[i])
+        out.append(
+            EventStat(
+                event=e,
+                name=trace.event_name(e),
+                count=n,
+                total_ns=total,
+                mean_ns=total / n,
+                min_ns=int(mins[i]),
+                p50_ns=float(pct[0][i]),
+                p90_ns=float(pct[1][i]),
+                p99_ns=float(pct[2][i]),
+                max_ns=int(maxs[i]),
+                instants=inst.get(e, 0),
+            )
+        )
+    out.sort(key=lambda s: (s.count == 0, -s.total_ns, s.event))
+    return out
+
+
+def block_intervals(trace: TraceData) -> dict[str, np.ndarray]:
+    """Residency of each block on each SM: one row per distinct (capture, block, sm) among
+    initialised lanes, with start_ns = earliest lane anchor and end_ns = latest event end (or
+    unmatched record, or anchor if the block recorded nothing). Sorted by (sm, start_ns)."""
+    lanes = trace.lanes
+    init = lanes["initialized"]
+    # One global row per lane: lanes of capture c are rows base[c] .. base[c] + num_lanes - 1.
+    n_lanes = len(lanes["lane"])
+    lane_end = lanes["anchor_ns"].astype(np.int64).copy()
+    if n_lanes:
+        base = _capture_base(lanes)
+        for table, col in ((trace.events, "end_ns"), (trace.unmatched, "time_ns")):
+            if len(table[col]):
+                rows = base[table["capture"]] + table["lane"].astype(np.int64)
+                np.maximum.at(lane_end, rows, table[col])
+    cap = lanes["capture"][init].astype(np.int64)
+    blk = lanes["block"][init].astype(np.int64)
+    sm = lanes["sm"][init].astype(np.int64)
+    start = lanes["anchor_ns"][init].astype(np.int64)
+    end = lane_end[init]
+    if len(cap) == 0:
+        z = np.zeros(0, np.int64)
+        return {"capture": z, "block": z, "sm": z, "start_ns": z, "end_ns": z}
+    order = np.lexsort((blk, cap, sm))
+    cap, blk, sm, start, end = cap[order], blk[order], sm[order], start[order], end[order]
+    first = np.ones(len(cap), bool)
+    first[1:] = (cap[1:] != cap[:-1]) | (blk[1:] != blk[:-1]) | (sm[1:] != sm[:-1])
+    g = np.flatnonzero(first)
+    out = {
+        "capture": cap[g],
+        "block": blk[g],
+        "sm": sm[g],
+        "start_ns": np.minimum.reduceat(start, g),
+        "end_ns": np.maximum.reduceat(end, g),
+    }
+    order = np.lexsort((out["start_ns"], out["sm"]))
+    return {k: v[order] for k, v in out.items()}
+
+
+def _capture_base(lanes: dict[str, np.ndarray]) -> np.ndarray:
+    """Row of each capture's lane 0 in the lanes table (captures are stored one after another)."""
+    cap = lanes["capture"].astype(np.int64)
+    n_caps = int(cap.max()) + 1
+    base = np.full(n_caps, 0, np.int64)
+    first = np.ones(len(cap), bool)
+    first[1:] = cap[1:] != cap[:-1]
+    rows = np.flatnonzero(first)
+    base[cap[rows]] = rows - lanes["lane"][rows]
+    return base
+
+
+def union_length(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int
+) -> np.ndarray:
+    """Per group, the total length covered by the union of [start, end) intervals.
+
+    Input sorted by (group, start). Sweep: each interval adds what sticks out past the furthest
+    end seen so far in its group; that running maximum is found for all groups in one
+    np.maximum.accumulate by lifting each group above the previous one.
+    """
+    if len(group) == 0:
+        return np.zeros(n_groups, np.int64)
+    lo = int(min(start.min(), end.min()))
+    width = int(max(start.max(), end.max())) - lo + 1
+    if width * (n_groups + 1) >= 2**62:  # would overflow: do it one group at a time
+        out = np.zeros(n_groups, np.int64)
+        for g in np.unique(group).tolist():
+            m = group == g
+            out[g] = union_length(np.zeros(int(m.sum()), np.int64), start[m], end[m], 1)[0]
+        return out
+    lift = group.astype(np.int64) * width - lo
+    run = np.maximum.accumulate(end + lift)
+    prev = np.empty_like(run)
+    prev[0] = np.iinfo(np.int64).min
+    prev[1:] = run[:-1]
+    new_group = np.ones(len(group), bool)
+    new_group[1:] = group[1:] != group[:-1]
+    # Unlift; a group's first interval has nothing before it.
+    prev_end = np.where(new_group, start, prev - lift)
+    gain = np.maximum(end - np.maximum(start, prev_end), 0)
+    return np.bincount(group, weights=gain, minlength=n_groups).astype(np.int64)
+
+
+def _sm_table(trace: TraceData, span: Span) -> SmTable:
+    b = block_intervals(trace)
+    sm_ids, g_start, blocks = np.unique(b["sm"], return_index=True, return_counts=True)
+    sm_idx = np.repeat(np.arange(len(sm_ids)), blocks)
+    busy = union_length(sm_idx, b["start_ns"], b["end_ns"], len(sm_ids))
+    if len(sm_ids):
+        first = np.minimum.reduceat(b["start_ns"], g_start)
+        last = np.maximum.reduceat(b["end_ns"], g_start)
+    else:
+        first = last = np.zeros(0, np.int64)
+    dur = span.duration_ns
+    pct = busy * (100.0 / dur) if dur > 0 else np.zeros(len(busy))
+    return SmTable(sm_ids.astype(np.int32), blocks.astype(np.int64), busy, pct, first, last)
+
+
+def _imbalance(sms: SmTable, span: Span) -> Imbalance | None:
+    if len(sms) == 0:
+        return None
+    i = int(np.argmax(sms.last_end_ns))
+    mean = float(np.mean(sms.last_end_ns - span.start_ns)) + span.start_ns
+    excess = float(sms.last_end_ns[i]) - mean
+    dur = span.duration_ns
+    return Imbalance(
+        last_sm=int(sms.sm[i]),
+        max_end_ns=int(sms.last_end_ns[i]),
+        mean_end_ns=mean,
+        excess_ns=excess,
+        pct_of_span=excess * 100.0 / dur if dur > 0 else 0.0,
+    )
+
+
+# -- warnings ---------------------------------------------------------------------------------
+
+
+def _warnings(trace: TraceData) -> list[str]:
+    out: list[str] = []
+    several = len(trace.kernels) > 1
+    lanes = trace.lanes
+
+    if trace.emulated:
+        out.append(
+            "emulated trace (CPU interpreter): times are the host clock and SM ids are emulated "
+            f"(program id modulo {EMULATED_SM_COUNT}); they say nothing about GPU timing"
+        )
+
+    dropped = lanes["dropped"]
+    bad = np.flatnonzero(dropped > 0)
+    if len(bad):
+        worst = bad[np.argsort(-dropped[bad], kind="stable")][:_WORST]
+        caps = np.array([trace.kernels[c].capacity for c in lanes["capture"][bad].tolist()])
+        need = int(lanes["attempted"][bad].max())
+        names = "; ".join(
+            f"{_lane_name(trace, i, several)}: {int(lanes['attempted'][i])} records for capacity "
+            f"{trace.kernels[int(lanes['capture'][i])].capacity} ({int(dropped[i])} dropped)"
+            for i in worst.tolist()
+        )
+        more = f"; and {len(bad) - len(worst)} more lanes" if len(bad) > len(worst) else ""
+        out.append(
+            f"{int(dropped.sum())} records dropped in {len(bad)} lanes (capacity "
+            f"{int(caps.max())}): {names}{more}. Raise max_events_per_group to at least {need}"
+        )
+
+    um = trace.unmatched
+    for kind, what, fix in (
+        (UNMATCHED_BEGIN, "begins without an end", "a range_begin whose range_end never ran"),
+        (UNMATCHED_END, "ends without a begin", "a range_end whose range_begin never ran"),
+    ):
+        m = um["kind"] == kind
+        n = int(m.sum())
+        if not n:
+            continue
+        ids, counts = np.unique(um["event"][m], return_counts=True)
+        order = np.argsort(-counts, kind="stable")
+        parts = ", ".join(
+            f"{trace.event_name(e)} x{c}"
+            for e, c in zip(ids[order].tolist(), counts[order].tolist())
+        )
+        hint = " (or the matching record was dropped)" if trace.dropped_total else ""
+        out.append(
+            f"{n} range {what} ({parts}): {fix} on that lane{hint}; pair every begin with an end "
+            "on the same lane, on every path (early exits, masked branches)"
+        )
+
+    init = lanes["initialized"]
+    for c in range(len(trace.kernels)):
+        m = lanes["capture"] == c
+        n_init, n = int(init[m].sum()), int(m.sum())
+        where = f"capture {c} ({trace.kernels[c].name}): " if several else ""
+        if n_init == 0:
+            out.append(
+                f"{where}no lane was initialised: the kernel recorded nothing (was PROFILE on and "
+                "the profiler's buffer passed to this launch?)"
+            )
+        elif n_init < n:
+            never = np.flatnonzero(m & ~init)
+            blocks = np.unique(lanes["block"][never])
+            shown = ", ".join(str(b) for b in blocks[:8].tolist())
+            more = ", ..." if len(blocks) > 8 else ""
+            out.append(
+                f"{where}{n - n_init} of {n} lanes were never initialised (blocks {shown}{more}): "
+                "the grid is smaller than num_blocks x num_groups, or some blocks or groups skip "
+                "profiler_init"
+            )
+    return out
+
+
+def _lane_name(trace: TraceData, row: int, several: bool) -> str:
+    lanes = trace.lanes
+    c, b, g = (int(lanes[k][row]) for k in ("capture", "block", "group"))
+    label = trace.lane_label(c, b, g)
+    return f"capture {c} {label}" if several else label
+
+
+# -- formatting -------------------------------------------------------------------------------
+
+_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
+
+
+def time_unit(max_abs_ns: float) -> tuple[str, float]:
+    """The largest unit in which `max_abs_ns` is at least 1 (ns for anything under 1 µs)."""
+    for name, scale in _UNITS:
+        if max_abs_ns >= scale:
+            return name, scale
+    return "ns", 1.0
+
+
+def format_time(ns: float) -> str:
+    """One value in its own unit: '812 ns', '1.25 µs', '3.40 ms'."""
+    unit, scale = time_unit(abs(ns))
+    return f"{ns:.0f} ns" if unit == "ns" else f"{ns / scale:.2f} {unit}"
+
+
+def _time_column(values: list[float]) -> tuple[str, list[str]]:
+    """A whole column in one unit, picked from its largest value, so that digits line up."""
+    unit, scale = time_unit(max((abs(v) for v in values), default=0.0))
+    if unit == "ns":
+        return unit, [f"{v:.0f}" for v in values]
+    return unit, [f"{v / scale:.2f}" for v in values]
+
+
+def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> list[str]:
+    """Align columns: the first `left` columns left-aligned, the rest right-aligned."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
+
+    return [line(headers)] + [line(r) for r in rows]
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def format_stats(stats: Stats, width: int | None = None, max_sm_rows: int = 16) -> str:
+    """Plain-text report: header, warnings, event table, SM table (or a summary of it when there
+    are more than `max_sm_rows` SMs), load imbalance; then one section per capture if several."""
+    if width is None:
+        width = shutil.get_terminal_size((100, 24)).columns
+    width = max(width, 40)
+    lines: list[str] = []
+    n_caps = len(stats.kernels)
+    title = f"sm_profiler stats: {stats.label}"
+    if n_caps > 1:
+        title += f" ({n_caps} captures)"
+    lines.append(_fit(title, width))
+    for w in stats.warnings:
+        lines.extend(_wrap("warning: " + w, width, indent="  "))
+    lines.extend(_section_lines(stats, width, max_sm_rows))
+    for sub in stats.captures:
+        lines.append("")
+        lines.append(_fit(f"-- {sub.label} " + "-" * width, width))
+        lines.extend(_section_lines(sub, width, max_sm_rows))
+    return "\n".join(lines) + "\n"
+
+
+def _wrap(text: str, width: int, indent: str) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def _section_lines(stats: Stats, width: int, max_sm_rows: int) -> list[str]:
+    lines: list[str] = []
+    span = stats.span
+    lines.append(
+        f"span {format_time(span.duration_ns)} · {len(stats.sms)} SMs · "
+        f"{stats.lanes_initialized}/{stats.lanes_total} lanes initialised · "
+        f"{_plural(sum(e.count for e in stats.events), 'range')} · "
+        f"{_plural(sum(e.instants for e in stats.events), 'instant')}"
+        + (" · EMULATED" if stats.emulated else "")
+    )
+    lines.append("")
+    lines.extend(_event_lines(stats, width))
+    lines.append("")
+    lines.extend(_sm_lines(stats, max_sm_rows))
+    imb = stats.imbalance
+    if imb is not None:
+        lines.append(
+            f"load imbalance: last SM ({imb.last_sm}) finishes {format_time(imb.excess_ns)} after "
+            f"the mean SM ({imb.pct_of_span:.1f}% of span)"
+        )
+    return lines
+
+
+def _event_lines(stats: Stats, width: int) -> list[str]:
+    if not stats.events:
+        return ["no events recorded"]
+    evs = stats.events
+    fields = ("total_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns")
+    has_range = [e.count > 0 for e in evs]
+    cols, units = [], []
+    for f in fields:
+        vals = [float(getattr(e, f)) for e, r in zip(evs, has_range) if r]
+        unit, cells = _time_column(vals)
+        it = iter(cells)
+        cols.append([next(it) if r else "-" for r in has_range])
+        units.append(unit)
+    headers = ["event", "count"] + [
+        f"{f.removesuffix('_ns')} {u}" for f, u in zip(fields, units)
+    ] + ["instants"]  # fmt: skip
+    numeric = [[str(e.count)] + [c[i] for c in cols] + [str(e.instants)] for i, e in enumerate(evs)]
+    # Event names take what the numbers leave; long names are cut with an ellipsis.
+    rest = _table(headers[1:], numeric, left=0)
+    room = max(width - len(rest[0]) - 2, 8)
+    names = [_fit(e.name, room) for e in evs]
+    return _table(headers, [[n] + r for n, r in zip(names, numeric)])
+
+
+def _sm_lines(stats: Stats, max_rows: int) -> list[str]:
+    sms = stats.sms
+    if len(sms) == 0:
+        return ["no SM ran an initialised lane"]
+    t0 = stats.span.start_ns
+    first = (sms.first_start_ns - t0).astype(float).tolist()
+    last = (sms.last_end_ns - t0).astype(float).tolist()
+    busy = sms.busy_ns.astype(float).tolist()
+
+    if len(sms) <= max_rows:
+        u_f, c_f = _time_column(first)
+        u_l, c_l = _time_column(last)
+        u_b, c_b = _time_column(busy)
+        rows = [
+            [str(s), str(b), cb, f"{p:.1f}", f, ll]
+            for s, b, cb, p, f, ll in zip(
+                sms.sm.tolist(), sms.blocks.tolist(), c_b, sms.busy_pct.tolist(), c_f, c_l
+            )
+        ]
+        headers = ["sm", "blocks", f"busy {u_b}", "busy %", f"first {u_f}", f"last {u_l}"]
+        return ["SMs (times from kernel start)"] + _table(headers, rows, left=0)
+
+    # Many SMs: summarize, then name the SMs that finish last (they set the kernel's end).
+    pct = sms.busy_pct
+    lines = [
+        f"SMs: {len(sms)} · blocks per SM {int(sms.blocks.min())}..{int(sms.blocks.max())} · "
+        f"busy % min {pct.min():.1f} / mean {pct.mean():.1f} / max {pct.max():.1f}"
+    ]
+    late = np.argsort(-sms.last_end_ns, kind="stable")[:5]
+    lines.append(
+        "last to finish (from kernel start): "
+        + ", ".join(f"SM {int(sms.sm[i])} at {format_time(last[i])}" for i in late.tolist())
+    )
+    return lines
+
+
+def print_stats(trace: TraceData, file: TextIO | None = None, width: int | None = None) -> None:
+    """Compute and print the statistics of `trace` (to stdout unless `file` is given)."""
+    out = sys.stdout if file is None else file
+    out.write(format_stats(compute_stats(trace), width=width))
