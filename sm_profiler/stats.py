@@ -152,8 +152,14 @@ def _capture_label(trace: TraceData, c: int, several: bool) -> str:
 
 
 def _section(trace: TraceData, label: str) -> Stats:
-    span = Span(trace.start_ns, trace.end_ns)
-    sms = _sm_table(trace, span)
+    blocks = block_intervals(trace)
+    # A block that ran but recorded nothing still occupied its SM: its anchor counts for the span.
+    start, end = trace.start_ns, trace.end_ns
+    if len(blocks["sm"]):
+        start = min(start, int(blocks["start_ns"].min()))
+        end = max(end, int(blocks["end_ns"].max()))
+    span = Span(start, end)
+    sms = _sm_table(blocks, span)
     um_kind = trace.unmatched["kind"]
     return Stats(
         label=label,
@@ -205,7 +211,7 @@ def _event_stats(trace: TraceData) -> list[EventStat]:
         maxs = s_dur[starts + counts - 1]
         pct = [grouped_percentile(s_dur, starts, counts, q) for q in PERCENTILES]
     inst_uniq, inst_counts = np.unique(i_ids, return_counts=True)
-    inst = dict(zip(inst_uniq.tolist(), inst_counts.tolist()))
+    inst = dict(zip(inst_uniq.tolist(), inst_counts.tolist(), strict=True))
 
     out: list[EventStat] = []
     row = {int(e): i for i, e in enumerate(r_uniq.tolist())}
@@ -319,8 +325,7 @@ def union_length(
     return np.bincount(group, weights=gain, minlength=n_groups).astype(np.int64)
 
 
-def _sm_table(trace: TraceData, span: Span) -> SmTable:
-    b = block_intervals(trace)
+def _sm_table(b: dict[str, np.ndarray], span: Span) -> SmTable:
     sm_ids, g_start, blocks = np.unique(b["sm"], return_index=True, return_counts=True)
     sm_idx = np.repeat(np.arange(len(sm_ids)), blocks)
     busy = union_length(sm_idx, b["start_ns"], b["end_ns"], len(sm_ids))
@@ -394,7 +399,7 @@ def _warnings(trace: TraceData) -> list[str]:
         order = np.argsort(-counts, kind="stable")
         parts = ", ".join(
             f"{trace.event_name(e)} x{c}"
-            for e, c in zip(ids[order].tolist(), counts[order].tolist())
+            for e, c in zip(ids[order].tolist(), counts[order].tolist(), strict=True)
         )
         hint = " (or the matching record was dropped)" if trace.dropped_total else ""
         out.append(
@@ -465,7 +470,8 @@ def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> list[str
 
     def line(cells: list[str]) -> str:
         return "  ".join(
-            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            c.ljust(w) if i < left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
         ).rstrip()
 
     return [line(headers)] + [line(r) for r in rows]
@@ -538,20 +544,20 @@ def _event_lines(stats: Stats, width: int) -> list[str]:
     has_range = [e.count > 0 for e in evs]
     cols, units = [], []
     for f in fields:
-        vals = [float(getattr(e, f)) for e, r in zip(evs, has_range) if r]
+        vals = [float(getattr(e, f)) for e, r in zip(evs, has_range, strict=True) if r]
         unit, cells = _time_column(vals)
         it = iter(cells)
         cols.append([next(it) if r else "-" for r in has_range])
         units.append(unit)
     headers = ["event", "count"] + [
-        f"{f.removesuffix('_ns')} {u}" for f, u in zip(fields, units)
+        f"{f.removesuffix('_ns')} {u}" for f, u in zip(fields, units, strict=True)
     ] + ["instants"]  # fmt: skip
     numeric = [[str(e.count)] + [c[i] for c in cols] + [str(e.instants)] for i, e in enumerate(evs)]
     # Event names take what the numbers leave; long names are cut with an ellipsis.
     rest = _table(headers[1:], numeric, left=0)
     room = max(width - len(rest[0]) - 2, 8)
     names = [_fit(e.name, room) for e in evs]
-    return _table(headers, [[n] + r for n, r in zip(names, numeric)])
+    return _table(headers, [[n] + r for n, r in zip(names, numeric, strict=True)])
 
 
 def _sm_lines(stats: Stats, max_rows: int) -> list[str]:
@@ -570,7 +576,13 @@ def _sm_lines(stats: Stats, max_rows: int) -> list[str]:
         rows = [
             [str(s), str(b), cb, f"{p:.1f}", f, ll]
             for s, b, cb, p, f, ll in zip(
-                sms.sm.tolist(), sms.blocks.tolist(), c_b, sms.busy_pct.tolist(), c_f, c_l
+                sms.sm.tolist(),
+                sms.blocks.tolist(),
+                c_b,
+                sms.busy_pct.tolist(),
+                c_f,
+                c_l,
+                strict=True,
             )
         ]
         headers = ["sm", "blocks", f"busy {u_b}", "busy %", f"first {u_f}", f"last {u_l}"]
