@@ -1,0 +1,328 @@
+"""What does recording cost on the GPU? Every variant side by side, in one run.
+
+Variants (per kernel):
+  base        no instrumentation
+  floor       one %globaltimer read + one 8-byte store per event, cursor in a register, no checks
+  ours        sm_profiler.triton_ops, one lane per program
+  ours_warp   sm_profiler.triton_ops with PER_WARP=True (every warp's lane 0 writes its own lane)
+  proton      Triton's Proton instrumentation (enter_scope/exit_scope, backend="instrumentation")
+  seed        the original SM Profiler op style: a counter read-modify-write in global memory and
+              a 40-byte event (5 stores) per record
+
+Kernel time comes from CUPTI through torch.profiler (median over launches); Proton launches are
+timed the same way where CUPTI can run beside it, else with CUDA events (the output says which).
+
+    python benchmarks/device_overhead.py [--launches 30] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+import torch
+import triton
+import triton.language as tl
+import triton.profiler.language as pl
+
+from sm_profiler import SmProfiler
+from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
+
+MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "seed": 5}
+EVT = tl.constexpr(0)
+EVT2 = tl.constexpr(1)
+SEED_WORDS = tl.constexpr(5)  # 40-byte events
+
+
+@triton.jit
+def _globaltimer():
+    return tl.inline_asm_elementwise(
+        "mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1
+    )
+
+
+@triton.jit
+def _rec_init(prof, pid, lane_words, MODE: tl.constexpr):
+    if MODE == 2:
+        return profiler_init(prof, pid, 0)
+    elif MODE == 3:
+        return profiler_init(prof, pid, 0, PER_WARP=True)
+    else:
+        # floor / seed: a private slice of a plain int64 buffer per program
+        return prof + pid.to(tl.int64) * lane_words, tl.full((), 0, tl.int32), 0, 0
+
+
+@triton.jit
+def _rec(ctx, E: tl.constexpr, START: tl.constexpr, MODE: tl.constexpr):
+    if MODE == 1:
+        ptr, cursor, a, b = ctx
+        tl.store(ptr + cursor, _globaltimer())
+        return ptr, cursor + 1, a, b
+    elif MODE == 5:
+        ptr, cursor, a, b = ctx
+        c = tl.load(ptr)  # the counter lives in global memory
+        rec = ptr + 1 + c.to(tl.int64) * SEED_WORDS
+        tl.store(rec + 0, _globaltimer())
+        tl.store(rec + 1, E)
+        tl.store(rec + 2, START)
+        tl.store(rec + 3, tl.program_id(0))
+        tl.store(rec + 4, 0)
+        tl.store(ptr, c + 1)
+        return ctx
+    elif MODE >= 2:
+        if START:
+            return profiler_event_start(ctx, E)
+        else:
+            return profiler_event_end(ctx, E)
+    else:
+        return ctx
+
+
+@triton.jit
+def loop_kernel(out, prof, lane_words, ITERS: tl.constexpr, INNER: tl.constexpr, MODE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, 128)
+    acc = (offs + pid).to(tl.float32) * 1e-3
+    ctx = _rec_init(prof, pid, lane_words, MODE)
+    for _ in range(ITERS):
+        ctx = _rec(ctx, EVT, True, MODE)
+        for _j in tl.static_range(INNER):
+            acc = acc * 1.000001 + 1e-6
+        ctx = _rec(ctx, EVT, False, MODE)
+    tl.store(out + pid * 128 + offs, acc)
+
+
+@triton.jit
+def loop_kernel_proton(out, ITERS: tl.constexpr, INNER: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, 128)
+    acc = (offs + pid).to(tl.float32) * 1e-3
+    for _ in range(ITERS):
+        pl.enter_scope("iter")
+        for _j in tl.static_range(INNER):
+            acc = acc * 1.000001 + 1e-6
+        pl.exit_scope("iter")
+    tl.store(out + pid * 128 + offs, acc)
+
+
+@triton.jit
+def matmul_kernel(a, b, c, M, N, K, prof, lane_words, BM: tl.constexpr, BN: tl.constexpr,
+                  BK: tl.constexpr, MODE: tl.constexpr):  # fmt: skip
+    pid = tl.program_id(0)
+    grid_n = tl.cdiv(N, BN)
+    pm, pn = pid // grid_n, pid % grid_n
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    ctx = _rec_init(prof, pid, lane_words, MODE)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        ctx = _rec(ctx, EVT, True, MODE)  # load
+        x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
+        y = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
+        ctx = _rec(ctx, EVT, False, MODE)
+        ctx = _rec(ctx, EVT2, True, MODE)  # compute
+        acc = tl.dot(x, y, acc)
+        ctx = _rec(ctx, EVT2, False, MODE)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
+@triton.jit
+def matmul_kernel_proton(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid = tl.program_id(0)
+    grid_n = tl.cdiv(N, BN)
+    pm, pn = pid // grid_n, pid % grid_n
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        pl.enter_scope("load")
+        x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
+        y = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
+        pl.exit_scope("load")
+        pl.enter_scope("compute")
+        acc = tl.dot(x, y, acc)
+        pl.exit_scope("compute")
+    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
+def cupti_median_us(fn, launches: int, name_part: str) -> float:
+    """Median kernel duration (µs) of `launches` calls of fn, read from CUPTI via torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(launches):
+            fn()
+        torch.cuda.synchronize()
+    durs = [
+        e.device_time
+        for e in p.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and name_part in e.name
+    ]
+    if len(durs) < launches:
+        raise RuntimeError(f"CUPTI saw {len(durs)} launches of {name_part}, expected {launches}")
+    return statistics.median(durs[-launches:])
+
+
+def event_median_us(fn, launches: int) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(launches):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    return statistics.median(times)
+
+
+def run_case(name, make_launch, events_per_program, grid, launches, rounds, proton_launch):
+    results = {}
+    for r in range(rounds):  # interleave variants so drift hits all of them alike
+        for mode in MODES:
+            fn = make_launch(mode)
+            t = cupti_median_us(fn, launches, name)
+            results.setdefault(mode, []).append(t)
+    row = {k: statistics.median(v) for k, v in results.items()}
+    row["proton"], row["proton_timing"] = proton_launch()
+    base = row["base"]
+    out = {"case": name, "grid": grid, "events_per_program": events_per_program}
+    for k in ["base", "floor", "ours", "ours_warp", "proton", "seed"]:
+        if row.get(k) is None:
+            continue
+        out[f"{k}_us"] = round(row[k], 3)
+        out[f"{k}_added_pct"] = round(100 * (row[k] - base) / base, 2)
+    added_floor = row["floor"] - base
+    out["ours_vs_floor_added"] = round((row["ours"] - base) / added_floor, 3) if added_floor > 0 else None
+    out["proton_timing"] = row["proton_timing"]
+    return out
+
+
+def proton_timed(fn, launches, name):
+    """Time a Proton-instrumented launch; returns (µs, method) or (None, reason)."""
+    try:
+        import triton.profiler as proton
+
+        pl.enable_semantic("triton")
+        sess = proton.start("/tmp/sm_profiler_bench_proton", backend="instrumentation", data="trace")
+        try:
+            try:
+                t, how = cupti_median_us(fn, launches, name), "cupti"
+            except Exception:
+                t, how = event_median_us(fn, launches), "cuda-events"
+        finally:
+            proton.finalize(sess)
+        return t, how
+    except Exception as e:  # report, don't hide: the row says why Proton is missing
+        return None, f"failed: {type(e).__name__}: {e}"[:200]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--launches", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--grid", type=int, default=1056)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--skip-matmul", action="store_true")
+    args = ap.parse_args()
+    dev = torch.cuda.get_device_properties(0)
+    info = {
+        "device": dev.name,
+        "sms": dev.multi_processor_count,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+    }
+    print(info)
+    rows = []
+    grid = args.grid
+    out = torch.empty(grid * 128, device="cuda")
+    for iters, inner in [(64, 64), (64, 16), (16, 16)]:
+        epp = 2 * iters
+        prof = SmProfiler(grid, 4, epp)  # 4 groups: room for per-warp mode
+        plain = torch.zeros(grid * (1 + epp * 5 + 8), dtype=torch.int64, device="cuda")
+        lane_words = 1 + epp * 5 + 8
+
+        def make(mode, iters=iters, inner=inner, prof=prof, plain=plain, lane_words=lane_words):
+            buf = prof.get_buffer() if mode in ("ours", "ours_warp") else plain
+            m = MODES[mode]
+
+            def launch():
+                loop_kernel[(grid,)](out, buf, lane_words, ITERS=iters, INNER=inner, MODE=m, num_warps=4)
+
+            return launch
+
+        def prot(iters=iters, inner=inner):
+            return proton_timed(
+                lambda: loop_kernel_proton[(grid,)](out, ITERS=iters, INNER=inner, num_warps=4),
+                args.launches,
+                "loop_kernel_proton",
+            )
+
+        row = run_case("loop_kernel", make, epp, grid, args.launches, args.rounds, prot)
+        row.update(ITERS=iters, INNER_FMA=inner)
+        rows.append(row)
+        print(json.dumps(row))
+    if not args.skip_matmul:
+        M = N = K = 4096
+        BM, BN, BK = 128, 128, 64
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+        mgrid = (M // BM) * (N // BN)
+        epp = 4 * (K // BK)
+        prof = SmProfiler(mgrid, 8, epp)
+        lane_words = 1 + epp * 5 + 8
+        plain = torch.zeros(mgrid * lane_words, dtype=torch.int64, device="cuda")
+
+        def make_mm(mode):
+            buf = prof.get_buffer() if mode in ("ours", "ours_warp") else plain
+            m = MODES[mode]
+
+            def launch():
+                matmul_kernel[(mgrid,)](a, b, c, M, N, K, buf, lane_words, BM=BM, BN=BN, BK=BK,
+                                        MODE=m, num_warps=8, num_stages=3)  # fmt: skip
+
+            return launch
+
+        def prot_mm():
+            return proton_timed(
+                lambda: matmul_kernel_proton[(mgrid,)](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK,
+                                                       num_warps=8, num_stages=3),  # fmt: skip
+                args.launches,
+                "matmul_kernel_proton",
+            )
+
+        row = run_case("matmul_kernel", make_mm, epp, mgrid, args.launches, args.rounds, prot_mm)
+        row.update(M=M, N=N, K=K, BM=BM, BN=BN, BK=BK)
+        rows.append(row)
+        print(json.dumps(row))
+    print()
+    hdr = f"{'case':<14}{'base µs':>9}{'floor':>8}{'ours':>8}{'warp':>8}{'proton':>8}{'seed':>8}  ours/floor"
+    print(hdr)
+    for r in rows:
+        case = f"{r['case'][:6]} {r.get('INNER_FMA', '')}".strip()
+
+        def pct(k, r=r):
+            v = r.get(f"{k}_added_pct")
+            return f"{v:+.1f}%" if v is not None else "n/a"
+
+        print(
+            f"{case:<14}{r['base_us']:>9.2f}{pct('floor'):>8}{pct('ours'):>8}{pct('ours_warp'):>8}"
+            f"{pct('proton'):>8}{pct('seed'):>8}  {r['ours_vs_floor_added']}"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"info": info, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

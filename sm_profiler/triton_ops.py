@@ -1,0 +1,315 @@
+"""Triton device ops: record ranges and instants into the sm_profiler buffer from a @triton.jit kernel.
+
+    from sm_profiler.triton_ops import (
+        profiler_init, profiler_event_start, profiler_event_end, profiler_event_instant)
+
+    @triton.jit
+    def kernel(..., prof_buf, PROFILE: tl.constexpr):
+        ctx = profiler_init(prof_buf, tl.program_id(0), 0, ENABLED=PROFILE)
+        ctx = profiler_event_start(ctx, LOAD)
+        x = tl.load(...)
+        ctx = profiler_event_end(ctx, LOAD, after=x)
+
+The context is a tuple of registers (records pointer, cursor, capacity, leader flag) that every op
+returns updated: the cursor never lives in global memory, so no event costs a load, an atomic or
+a fence. Per event the device reads the low 32 bits of %globaltimer and does ONE 8-byte store
+(see sm_profiler/format.py for the record layout); the only branch is the predicate that turns
+the store of an overflowing record into a 4-byte store of the attempted count.
+
+Modes
+  per program (default): one lane per (program, group); thread 0 of the program stamps and stores.
+  per warp (PER_WARP=True): lane `group + warp index`; lane 0 of every warp reads its own timer
+      and writes its own lane, so warp skew is real.
+
+Under TRITON_INTERPRET=1 (no GPU) inline asm is not available: the ops fall back to the host
+clock (time.monotonic_ns) and an emulated SM id (program id modulo EMULATED_SM_COUNT), written
+with plain tl.store. SmProfiler(device="cpu") marks such buffers as emulated.
+
+Ordering caveat: the compiler may move a timer read across arithmetic, and a load's value is only
+waited for where it is used. `after=value` makes the stamp wait for `value` (a scalar, or a tensor
+that is first reduced with tl.sum — a reduction across the program, so it also waits for the
+other warps); use it on the end of a range that should include a load or a computation.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import triton
+import triton.language as tl
+
+from . import format as fmt
+
+# Compile-time copies of the wire format (format.py is the source of truth).
+_HEADER_WORDS = tl.constexpr(fmt.HEADER_WORDS)
+_LANE_HEADER_WORDS = tl.constexpr(fmt.LANE_HEADER_WORDS)
+_HDR_SHAPE = tl.constexpr(fmt.HDR_SHAPE)
+_HDR_CAPACITY_FLAGS = tl.constexpr(fmt.HDR_CAPACITY_FLAGS)
+_KIND_BEGIN = tl.constexpr(fmt.KIND_BEGIN)
+_KIND_END = tl.constexpr(fmt.KIND_END)
+_KIND_INSTANT = tl.constexpr(fmt.KIND_INSTANT)
+_EVENT_SHIFT = tl.constexpr(fmt.EVENT_SHIFT)
+_MAX_EVENT_ID = tl.constexpr(fmt.MAX_EVENT_ID)
+_EMULATED_SM_COUNT = tl.constexpr(fmt.EMULATED_SM_COUNT)
+
+# Chosen once, when this module is imported: Triton's interpreter is a process-wide switch.
+_INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"))
+
+
+def _host_clock_ns() -> int:
+    """Interpreter stand-in for %globaltimer (ns)."""
+    return time.monotonic_ns()
+
+
+# Triton's dependency scanner only accepts jit functions and builtins in jit code; this host
+# function is reached only under the interpreter, where jit code runs as plain Python.
+_host_clock_ns.__triton_builtin__ = True
+
+
+# --------------------------------------------------------------------------------------------
+# Init
+# --------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def profiler_init(
+    buffer_ptr,
+    block=None,
+    group=0,
+    ENABLED: tl.constexpr = True,
+    PER_WARP: tl.constexpr = False,
+    NUM_WARPS: tl.constexpr = 4,
+):
+    """Open this program's lane and stamp its anchor. Returns the context the other ops take.
+
+    buffer_ptr  the int64 tensor from SmProfiler.get_buffer() (or None: recording disabled)
+    block       lane block index (default: the linear program id)
+    group       lane group; with PER_WARP the first group, and warp w writes group + w
+    ENABLED     constexpr; False compiles every op away (the kernel's PTX is the plain kernel's)
+    NUM_WARPS   interpreter only, with PER_WARP: how many warps to emulate (use the launch's
+                num_warps); on a GPU the warp index comes from the hardware
+    Lanes outside the buffer's shape (block >= num_blocks, group >= num_groups) record nothing.
+    """
+    if ENABLED and buffer_ptr is not None:
+        if block is None:
+            block = _linear_program_id()
+        shape = tl.load(buffer_ptr + _HDR_SHAPE)
+        num_blocks = (shape & 0xFFFFFFFF).to(tl.int32)
+        num_groups = (shape >> 32).to(tl.int32)
+        capacity = (tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
+        block = block.to(tl.int32)
+        if _INTERPRET:
+            return _init_emulated(
+                buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP, NUM_WARPS
+            )
+        else:
+            if PER_WARP:
+                group = group + _warp_index()
+            group = tl.full((), 0, tl.int32) + group
+            # Unsigned compares also reject negative indices.
+            valid = (block.to(tl.uint32) < num_blocks.to(tl.uint32)) & (
+                group.to(tl.uint32) < num_groups.to(tl.uint32)
+            )
+            lane = tl.where(valid, block.to(tl.int64) * num_groups + group, 0)
+            records = buffer_ptr + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS)
+            records += _LANE_HEADER_WORDS
+            leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
+            return records, tl.full((), 0, tl.int32), capacity, leader
+    else:
+        return buffer_ptr, 0, 0, 0
+
+
+@triton.jit
+def _linear_program_id():
+    return (
+        tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)
+    ) * tl.num_programs(0) + tl.program_id(0)
+
+
+@triton.jit
+def _warp_index():
+    return tl.inline_asm_elementwise(
+        "mov.u32 $0, %tid.x;\n\tshr.u32 $0, $0, 5;", "=r", [], dtype=tl.int32, is_pure=True, pack=1
+    )
+
+
+def _init_asm(leader_reg: str) -> str:
+    # leader = valid && <leader_reg> == 0
+    # if leader: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid
+    return (
+        "{\n\t.reg .pred p;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
+        f"mov.u32 w, {leader_reg};\n\t"
+        "setp.eq.u32 p, w, 0;\n\t"
+        "setp.ne.and.u32 p, $2, 0, p;\n\t"
+        "selp.u32 $0, 1, 0, p;\n\t"
+        "mov.u64 t, %globaltimer;\n\t"
+        "mov.u32 s, %smid;\n\t"
+        "@p st.global.u64 [$1+-16], t;\n\t"
+        "@p st.global.u32 [$1+-8], s;\n\t}"
+    )
+
+
+_INIT_PROGRAM_ASM = tl.constexpr(_init_asm("%tid.x"))  # thread 0 of the program
+_INIT_WARP_ASM = tl.constexpr(_init_asm("%laneid"))  # lane 0 of every warp
+
+
+@triton.jit
+def _init_lane_asm(records, valid, PER_WARP: tl.constexpr):
+    if PER_WARP:
+        leader = tl.inline_asm_elementwise(
+            _INIT_WARP_ASM, "=r,l,r", [records, valid], dtype=tl.int32, is_pure=False, pack=1
+        )
+    else:
+        leader = tl.inline_asm_elementwise(
+            _INIT_PROGRAM_ASM, "=r,l,r", [records, valid], dtype=tl.int32, is_pure=False, pack=1
+        )
+    return leader
+
+
+# --------------------------------------------------------------------------------------------
+# Events
+# --------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def profiler_event_start(ctx, event_id: tl.constexpr, after=None):
+    """Begin a range of event `event_id` (constexpr, 0..4095). Returns the updated context."""
+    return _record(ctx, event_id, _KIND_BEGIN, after)
+
+
+@triton.jit
+def profiler_event_end(ctx, event_id: tl.constexpr, after=None):
+    """End the innermost open range of `event_id`. `after=value` stamps only once value is ready."""
+    return _record(ctx, event_id, _KIND_END, after)
+
+
+@triton.jit
+def profiler_event_instant(ctx, event_id: tl.constexpr, after=None):
+    """Record a point event."""
+    return _record(ctx, event_id, _KIND_INSTANT, after)
+
+
+@triton.jit
+def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
+    records, cursor, capacity, leader = ctx
+    if isinstance(cursor, tl.constexpr):
+        # Disabled context: nothing to record, nothing emitted.
+        return ctx
+    else:
+        tl.static_assert(event_id >= 0, "event id must be >= 0")
+        tl.static_assert(event_id <= _MAX_EVENT_ID, "event id must be <= 4095")
+        tag: tl.constexpr = (tl.constexpr(event_id) << _EVENT_SHIFT) | kind
+        if _INTERPRET:
+            _record_emulated(records, cursor, capacity, leader, tag)
+        else:
+            if after is None:
+                _record_asm(records, cursor, capacity, leader, tag)
+            else:
+                _record_after_asm(records, cursor, capacity, leader, tag, _dependency(after))
+        return records, cursor + 1, capacity, leader
+
+
+def _record_asm_text(after: bool) -> str:
+    # $1 records, $2 cursor, $3 capacity, $4 leader, $5 tag, $6 dependency (after= only)
+    # t = %globaltimer_lo; rec = t << 32 | tag
+    # if leader: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor + 1 (attempted)
+    if after:
+        # The timer read is predicated on a test of the dependency, so it cannot issue before the
+        # dependency exists; both predicate values read the timer, so the time never depends on it.
+        timer = (
+            "setp.ne.u32 pd, $6, 0;\n\t"
+            "@pd mov.u32 t, %globaltimer_lo;\n\t"
+            "@!pd mov.u32 t, %globaltimer_lo;\n\t"
+        )
+    else:
+        timer = "mov.u32 t, %globaltimer_lo;\n\t"
+    return (
+        "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 t, c;\n\t.reg .u64 a, r;\n\t"
+        + timer
+        + "setp.ne.u32 pl, $4, 0;\n\t"
+        "setp.lt.and.u32 pin, $2, $3, pl;\n\t"
+        "setp.ge.and.u32 pov, $2, $3, pl;\n\t"
+        "mov.b64 r, {$5, t};\n\t"
+        "mad.wide.u32 a, $2, 8, $1;\n\t"
+        "@pin st.global.u64 [a], r;\n\t"
+        "add.u32 c, $2, 1;\n\t"
+        "@pov st.global.u32 [$1+-4], c;\n\t"
+        "mov.u32 $0, 0;\n\t}"
+    )
+
+
+_RECORD_ASM = tl.constexpr(_record_asm_text(after=False))
+_RECORD_AFTER_ASM = tl.constexpr(_record_asm_text(after=True))
+
+
+@triton.jit
+def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr):
+    return tl.inline_asm_elementwise(
+        _RECORD_ASM,
+        "=r,l,r,r,r,r",
+        [records, cursor, capacity, leader, tl.full((), tag, tl.int32)],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
+def _record_after_asm(records, cursor, capacity, leader, tag: tl.constexpr, dep):
+    return tl.inline_asm_elementwise(
+        _RECORD_AFTER_ASM,
+        "=r,l,r,r,r,r,r",
+        [records, cursor, capacity, leader, tl.full((), tag, tl.int32), dep],
+        dtype=tl.int32,
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
+def _dependency(value):
+    """A 32-bit scalar that exists only once `value` does."""
+    if isinstance(value, tl.tensor) and len(value.shape) > 0:
+        value = tl.sum(tl.ravel(value).to(tl.float32), axis=0)
+    if value.dtype.primitive_bitwidth == 32:
+        return value.to(tl.int32, bitcast=True)
+    else:
+        return value.to(tl.float32).to(tl.int32, bitcast=True)
+
+
+# --------------------------------------------------------------------------------------------
+# CPU interpreter fallback (TRITON_INTERPRET=1): the same layout, written with tl.store.
+# --------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def _init_emulated(
+    buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP: tl.constexpr,
+    NUM_WARPS: tl.constexpr,
+):  # fmt: skip
+    if PER_WARP:
+        groups = group + tl.arange(0, NUM_WARPS)
+    else:
+        groups = group + tl.arange(0, 1)
+    valid = (block >= 0) & (block < num_blocks) & (groups >= 0) & (groups < num_groups)
+    lane = tl.where(valid, block.to(tl.int64) * num_groups + groups, 0)
+    records = buffer_ptr + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS)
+    records += _LANE_HEADER_WORDS
+    anchor = tl.full(groups.shape, _host_clock_ns(), tl.int64)
+    sm = _linear_program_id() % _EMULATED_SM_COUNT
+    tl.store(records - 2, anchor, mask=valid)
+    tl.store(records - 1, tl.full(groups.shape, 0, tl.int64) + sm, mask=valid)
+    return records, tl.full((), 0, tl.int32), capacity, valid
+
+
+@triton.jit
+def _record_emulated(records, cursor, capacity, leader, tag: tl.constexpr):
+    t = tl.full(records.shape, _host_clock_ns(), tl.int64) & 0xFFFFFFFF
+    rec = (t << 32) | tag
+    fits = cursor < capacity
+    tl.store(records + cursor, rec, mask=leader & fits)
+    # Overflow: the attempted count goes into the high half of lane word 1 (sm id stays below).
+    word1 = tl.load(records - 1, mask=leader & ~fits, other=0)
+    attempted = (cursor + 1).to(tl.int64) << 32
+    tl.store(records - 1, (word1 & 0xFFFFFFFF) | attempted, mask=leader & ~fits)

@@ -1,0 +1,89 @@
+"""Small instrumented Triton kernels shared by the interpreter, compile and GPU tests."""
+
+import triton
+import triton.language as tl
+
+from sm_profiler.triton_ops import (
+    profiler_event_end,
+    profiler_event_instant,
+    profiler_event_start,
+    profiler_init,
+)
+
+# Event ids are constexprs: the device ops bake them into the record as immediates.
+LOAD, STORE, LOOP, ITER, TICK, TAIL, SLEEP = (tl.constexpr(i) for i in range(7))
+
+
+@triton.jit
+def add_kernel(x, y, out, n, prof, BLOCK: tl.constexpr, PROFILE: tl.constexpr):
+    pid = tl.program_id(0)
+    ctx = profiler_init(prof, pid, 0, ENABLED=PROFILE)
+    ctx = profiler_event_start(ctx, LOAD)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    a = tl.load(x + offs, mask=m)
+    b = tl.load(y + offs, mask=m)
+    ctx = profiler_event_end(ctx, LOAD, after=a + b)
+    ctx = profiler_event_start(ctx, STORE)
+    tl.store(out + offs, a + b, mask=m)
+    ctx = profiler_event_end(ctx, STORE)
+
+
+@triton.jit
+def plain_add_kernel(x, y, out, n, prof, BLOCK: tl.constexpr, PROFILE: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    a = tl.load(x + offs, mask=m)
+    b = tl.load(y + offs, mask=m)
+    tl.store(out + offs, a + b, mask=m)
+
+
+@triton.jit
+def loop_kernel(out, iters, prof, GROUP, PROFILE: tl.constexpr, PER_WARP: tl.constexpr = False,
+                NUM_WARPS: tl.constexpr = 4):  # fmt: skip
+    """Nested ranges in a for loop, instants in an if branch, and a while loop."""
+    pid = tl.program_id(0)
+    ctx = profiler_init(prof, pid, GROUP, ENABLED=PROFILE, PER_WARP=PER_WARP, NUM_WARPS=NUM_WARPS)
+    acc = pid.to(tl.float32)
+    ctx = profiler_event_start(ctx, LOOP)
+    for i in range(iters):
+        ctx = profiler_event_start(ctx, ITER)
+        acc = acc * 1.0001 + i
+        if i % 3 == 0:
+            ctx = profiler_event_instant(ctx, TICK)
+        ctx = profiler_event_end(ctx, ITER, after=acc)
+    j = 0
+    while j < 2:
+        ctx = profiler_event_instant(ctx, TAIL)
+        j += 1
+    ctx = profiler_event_end(ctx, LOOP)
+    tl.store(out + pid, acc)
+
+
+@triton.jit
+def straight_kernel(prof, N_EVENTS: tl.constexpr):
+    """N_EVENTS instants in straight-line code: the SASS cost per event is a difference of two."""
+    ctx = profiler_init(prof, tl.program_id(0), 0)
+    for _ in tl.static_range(N_EVENTS):
+        ctx = profiler_event_instant(ctx, TICK)
+
+
+@triton.jit
+def spin_kernel(prof, reps, DELAY_NS: tl.constexpr):
+    """Ranges around a known delay: spin until %globaltimer has advanced DELAY_NS."""
+    ctx = profiler_init(prof, tl.program_id(0), 0)
+    for _ in range(reps):
+        ctx = profiler_event_start(ctx, SLEEP)
+        tl.inline_asm_elementwise(
+            "{\n\t.reg .u64 t0, t;\n\t.reg .pred p;\n\t"
+            "mov.u64 t0, %globaltimer;\n"
+            "SPIN:\n\t"
+            "mov.u64 t, %globaltimer;\n\t"
+            "sub.u64 t, t, t0;\n\t"
+            f"setp.lt.u64 p, t, {DELAY_NS};\n\t"
+            "@p bra SPIN;\n\t"
+            "mov.u32 $0, 0;\n\t}",
+            "=r", [], dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+        ctx = profiler_event_end(ctx, SLEEP)
