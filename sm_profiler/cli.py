@@ -1,0 +1,350 @@
+"""The `sm-profiler` command line (also `python -m sm_profiler`).
+
+    sm-profiler info CAPTURE              what a capture file holds
+    sm-profiler stats CAPTURE             per-event and per-SM statistics
+    sm-profiler export CAPTURE OUT        write a Perfetto (.perfetto-trace/.pftrace) or JSON trace
+    sm-profiler open TRACE                serve a trace to ui.perfetto.dev from 127.0.0.1
+
+CAPTURE files are written by `SmProfiler.save` / `sm_profiler.save_many`. Errors sm_profiler
+raises on purpose print one line to stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import os
+import shutil
+import sys
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+from .errors import CaptureError, ConfigError, SmProfilerError
+from .progress import stage
+
+PERFETTO_UI = "https://ui.perfetto.dev"
+# ui.perfetto.dev's content security policy lets it fetch from this port only (Perfetto's own
+# open_trace_in_ui uses it for the same reason).
+PERFETTO_PORT = 9001
+
+# Formats whose bytes are text and may go to a terminal; anything else is binary (Perfetto).
+_TEXT_FORMATS = {"json", "chrome"}
+_SUFFIX = {"json": ".json", "chrome": ".json"}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 nothing happened, 2 error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except SmProfilerError as e:
+        print(f"sm-profiler: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # `sm-profiler stats x | head`: the reader left; that is not an error worth a traceback.
+        _silence_stdout()
+        return 0
+    except KeyboardInterrupt:
+        print("sm-profiler: interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sm-profiler",
+        description="Inspect, summarize and export sm_profiler captures.",
+    )
+    sub = p.add_subparsers(title="commands", metavar="COMMAND")
+
+    c = sub.add_parser("info", help="what a capture file holds: layout, kernels, lanes, events")
+    c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
+    c.set_defaults(func=cmd_info)
+
+    c = sub.add_parser("stats", help="per-event durations, per-SM occupancy, load imbalance")
+    c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
+    c.add_argument("--width", type=int, default=None, help="line width (default: terminal's)")
+    c.set_defaults(func=cmd_stats)
+
+    c = sub.add_parser("export", help="write a Perfetto or JSON trace")
+    c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
+    c.add_argument(
+        "out",
+        metavar="OUT",
+        help="output file; the format follows its extension (.perfetto-trace, .pftrace, .json); "
+        "'-' writes to stdout",
+    )
+    c.add_argument("--format", default=None, help="perfetto or json (overrides the extension)")
+    c.set_defaults(func=cmd_export)
+
+    c = sub.add_parser(
+        "open",
+        help="serve a trace on 127.0.0.1 and open it in ui.perfetto.dev",
+        description="Serve TRACE once on 127.0.0.1 for ui.perfetto.dev to fetch (like Perfetto's "
+        f"open_trace_in_ui). ui.perfetto.dev only fetches from port {PERFETTO_PORT}.",
+    )
+    c.add_argument("trace", metavar="TRACE", help="a .perfetto-trace, .pftrace or .json file")
+    c.add_argument("--port", type=int, default=PERFETTO_PORT, help="default %(default)s")
+    c.add_argument("--no-browser", action="store_true", help="print the URL, open no browser")
+    c.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="give up after this many seconds (default: never)",
+    )
+    c.set_defaults(func=cmd_open)
+    return p
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def _load(path: str):
+    from .capture import load
+
+    return load(path)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .decode import decode
+    from .stats import compute_stats, format_time
+    from .trace import UNMATCHED_BEGIN, UNMATCHED_END
+
+    caps = _load(args.capture)
+    out = sys.stdout
+    s = "s" if len(caps) != 1 else ""
+    out.write(f"{args.capture}: {len(caps)} capture{s}\n")
+    for i, cap in enumerate(caps):
+        lay = cap.layout
+        trace = decode(cap)
+        lanes = trace.lanes
+        n_ranges = len(trace.ranges["kind"])
+        n_inst = len(trace.events["kind"]) - n_ranges
+        um = trace.unmatched["kind"]
+        out.write(f"\ncapture {i}: {cap.kernel_name}\n")
+        out.write(
+            f"  layout     {_plural(lay.num_blocks, 'block')} x {_plural(lay.num_groups, 'group')} "
+            f"x {_plural(lay.capacity, 'record')} per lane ({lay.total_bytes:,} bytes)\n"
+        )
+        out.write(
+            "  emulated   "
+            + (
+                "yes (CPU interpreter: host clock, emulated SM ids)\n"
+                if lay.emulated
+                else "no (GPU %globaltimer and %smid)\n"
+            )
+        )
+        for k in sorted(cap.metadata):
+            out.write(f"  {k:<10} {cap.metadata[k]}\n")
+        if cap.group_names:
+            names = ", ".join(f"{g} {n}" for g, n in sorted(cap.group_names.items()))
+            out.write(f"  groups     {names}\n")
+        names = ", ".join(f"{e} {n}" for e, n in sorted(cap.event_names.items())) or "(none named)"
+        out.write(f"  events     {names}\n")
+        n_init = int(lanes["initialized"].sum())
+        n_sm = len(set(lanes["sm"][lanes["initialized"]].tolist()))
+        out.write(
+            f"  lanes      {n_init} of {len(lanes['lane'])} initialised, on {n_sm} SMs; "
+            f"{int(lanes['written'].sum()):,} records\n"
+        )
+        out.write(
+            f"  recorded   {_plural(n_ranges, 'range')}, {_plural(n_inst, 'instant')}; "
+            f"{trace.dropped_total:,} dropped; unmatched: {int((um == UNMATCHED_BEGIN).sum())} "
+            f"begins, {int((um == UNMATCHED_END).sum())} ends\n"
+        )
+        out.write(f"  span       {format_time(compute_stats(trace).span.duration_ns)}\n")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from .decode import decode
+    from .stats import print_stats
+
+    caps = _load(args.capture)
+    with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
+        trace = decode(caps)
+    print_stats(trace, width=args.width)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .decode import decode
+
+    to_stdout = args.out == "-"
+    fmt = (args.format or ("perfetto" if to_stdout else "")).lower()
+    if to_stdout and fmt not in _TEXT_FORMATS and sys.stdout.isatty():
+        raise ConfigError(
+            "refusing to write a binary Perfetto trace to the terminal; give a file name "
+            "(sm-profiler export CAPTURE trace.perfetto-trace), redirect stdout "
+            "(... - > trace.perfetto-trace), or use --format json"
+        )
+    caps = _load(args.capture)
+    with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
+        trace = decode(caps)
+    from .export import export
+
+    if not to_stdout:
+        with stage(f"writing {args.out}"):
+            export(trace, args.out, format=args.format)
+        size = os.path.getsize(args.out)
+        print(f"wrote {args.out} ({size:,} bytes, {len(trace):,} events)")
+        return 0
+    # The exporter writes files; stream its file to stdout.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace" + _SUFFIX.get(fmt, ".perfetto-trace"))
+        with stage("exporting"):
+            export(trace, path, format=args.format)
+        with open(path, "rb") as f:
+            shutil.copyfileobj(f, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+    return 0
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    served = serve_trace(
+        args.trace, port=args.port, open_browser=not args.no_browser, timeout_s=args.timeout
+    )
+    return 0 if served else 1
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+def _capture_mib(caps) -> float:
+    return sum(int(c.words.nbytes) for c in caps) / 2**20
+
+
+def _silence_stdout() -> None:
+    # Python flushes stdout again at exit; point it at devnull so that flush cannot fail too.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+# -- serving a trace to ui.perfetto.dev ---------------------------------------------------------
+
+
+class _TraceServer(http.server.HTTPServer):
+    """Serves one file, at /<its name>, to the Perfetto UI; remembers when it was fetched."""
+
+    def __init__(self, port: int, path: str):
+        self.trace_path = path
+        self.url_path = "/" + urllib.parse.quote(os.path.basename(path))
+        self.fetched = False
+        super().__init__(("127.0.0.1", port), _TraceHandler)
+
+
+class _TraceHandler(http.server.BaseHTTPRequestHandler):
+    server: _TraceServer
+
+    def end_headers(self) -> None:
+        # The UI runs at https://ui.perfetto.dev and fetches from us: allow that origin only.
+        self.send_header("Access-Control-Allow-Origin", PERFETTO_UI)
+        self.send_header("Cache-Control", "no-cache")
+        super().end_headers()
+
+    def do_OPTIONS(self) -> None:  # CORS preflight, should a browser send one
+        self.send_response(204)
+        self.send_header("Access-Control-Allow-Methods", "GET")
+        self.end_headers()
+
+    def do_HEAD(self) -> None:
+        self._send(body=False)
+
+    def do_GET(self) -> None:
+        if self._send(body=True):
+            self.server.fetched = True
+
+    def do_POST(self) -> None:
+        self.send_error(404, "File not found")
+
+    def _send(self, body: bool) -> bool:
+        if urllib.parse.urlsplit(self.path).path != self.server.url_path:
+            self.send_error(404, "File not found")
+            return False
+        try:
+            f = open(self.server.trace_path, "rb")
+        except OSError:
+            self.send_error(404, "File not found")
+            return False
+        with f:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
+            self.end_headers()
+            if body:
+                shutil.copyfileobj(f, self.wfile)
+        return True
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 (the base class's name)
+        pass  # no access log on stderr: the command prints what matters itself
+
+
+def serve_trace(
+    path: str | os.PathLike,
+    port: int = PERFETTO_PORT,
+    open_browser: bool = True,
+    timeout_s: float | None = None,
+    out: TextIO | None = None,
+    on_ready: Callable[[int], None] | None = None,
+) -> bool:
+    """Serve `path` on 127.0.0.1:`port` until ui.perfetto.dev (or anyone) has fetched it once.
+
+    Returns True once fetched, False if `timeout_s` passed first. `port=0` picks a free port;
+    `on_ready(port)` is called once the server listens.
+    """
+    out = sys.stdout if out is None else out
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.isfile(path):
+        raise CaptureError(f"trace file {path!r} does not exist; write one with sm-profiler export")
+    try:
+        httpd = _TraceServer(port, path)
+    except OSError as e:
+        raise ConfigError(
+            f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}; is another trace being "
+            "served? Stop it, or pass --port N"
+        ) from e
+    with httpd:
+        actual = httpd.server_address[1]
+        url = f"{PERFETTO_UI}/#!/?url=http://127.0.0.1:{actual}{httpd.url_path}"
+        out.write(f"Serving {path} on http://127.0.0.1:{actual}{httpd.url_path}\n")
+        out.write(f"Open in the Perfetto UI: {url}\n")
+        out.write(
+            f"On a remote machine, forward the port first: ssh -L {actual}:127.0.0.1:{actual} "
+            "<this host>, then open the URL in a local browser.\n"
+        )
+        if actual != PERFETTO_PORT:
+            out.write(
+                f"Note: ui.perfetto.dev only fetches from 127.0.0.1:{PERFETTO_PORT}; with port "
+                f"{actual}, use the URL with a port-forward (ssh -L {PERFETTO_PORT}:127.0.0.1:"
+                f"{actual}) or another client.\n"
+            )
+        out.write("Waiting for the trace to be fetched (Ctrl-C to stop) ...\n")
+        out.flush()
+        if on_ready is not None:
+            on_ready(actual)
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open_new_tab(url)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not httpd.fetched:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    out.write(f"Timed out after {timeout_s:g} s: nothing fetched the trace.\n")
+                    return False
+                # handle_request returns after this long without a request, to check the clock.
+                httpd.timeout = min(left, 0.5)
+            httpd.handle_request()
+        out.write("Trace fetched; stopping the server.\n")
+    return True
