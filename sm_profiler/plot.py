@@ -1,0 +1,220 @@
+"""The SM occupancy picture: one row per SM, blocks as bars over time, ranges colored by event.
+
+Each SM's row is split into slots, one per block resident at the same time (greedy interval
+assignment), and each slot into one band per group (warp group / lane). A block's residency is a
+light grey bar; the top-level ranges of each lane (those not nested in another range of the
+same lane) are drawn over it in their event's color. All rectangles of one event go into one
+PolyCollection, so drawing costs one call per event name, not per range.
+
+matplotlib is optional (`pip install 'sm_profiler[plot]'`) and imported only here.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import os
+
+import numpy as np
+
+from .errors import MissingDependencyError
+from .paths import check_writable
+from .stats import block_intervals
+from .trace import RANGE, TraceData
+
+BLOCK_COLOR = "#d9d9d9"
+# Inches per SM row: 132 SMs (H100) give a ~17 inch tall figure whose rows stay distinguishable.
+ROW_INCHES = 0.12
+MAX_Y_TICKS = 44
+
+
+def plot(
+    trace: TraceData,
+    path: str | os.PathLike,
+    *,
+    width_in: float = 14.0,
+    dpi: int = 100,
+    colors: dict[str, str] | None = None,
+    title: str | None = None,
+) -> str:
+    """Write the SM occupancy timeline of `trace` to `path` (PNG, or any format matplotlib
+    knows by the extension). Returns the path.
+
+    colors: event name -> matplotlib color, for some or all events (others get tab10/tab20).
+    """
+    try:
+        import matplotlib  # noqa: F401 (fails first, and clearly, when matplotlib is absent)
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.collections import PolyCollection
+        from matplotlib.figure import Figure
+        from matplotlib.patches import Patch
+    except ImportError as e:
+        raise MissingDependencyError("matplotlib", "plot()", extra="plot") from e
+
+    check_writable(path)
+    layout = occupancy_layout(trace)
+    t0 = layout["t0_ns"]
+    n_rows = max(len(layout["sm_ids"]), 1)
+
+    fig = Figure(figsize=(width_in, max(2.5, n_rows * ROW_INCHES) + 1.6), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+
+    b = layout["blocks"]
+    ax.add_collection(
+        PolyCollection(
+            _rects(b["x0"], b["x1"], b["y0"], b["y1"]),
+            facecolors=BLOCK_COLOR,
+            edgecolors="none",
+            linewidths=0,
+            antialiased=False,
+        )
+    )
+    r = layout["ranges"]
+    palette = _palette(trace, np.unique(r["event"]).tolist(), colors or {})
+    handles = [Patch(facecolor=BLOCK_COLOR, label="block resident")]
+    for ev, color in palette.items():  # one collection per event: its legend entry and color
+        m = r["event"] == ev
+        ax.add_collection(
+            PolyCollection(
+                _rects(r["x0"][m], r["x1"][m], r["y0"][m], r["y1"][m]),
+                facecolors=color,
+                edgecolors="none",
+                linewidths=0,
+                antialiased=False,
+            )
+        )
+        handles.append(Patch(facecolor=color, label=trace.event_name(ev)))
+
+    span_us = max((layout["t1_ns"] - t0) / 1e3, 1e-3)
+    ax.set_xlim(0, span_us)
+    ax.set_ylim(n_rows - 0.5, -0.5)  # SM with the smallest id on top, like a trace viewer
+    step = max(1, math.ceil(n_rows / MAX_Y_TICKS))
+    ticks = np.arange(0, len(layout["sm_ids"]), step)
+    ax.set_yticks(ticks, [str(s) for s in layout["sm_ids"][ticks].tolist()])
+    ax.set_xlabel("time from kernel start (µs)")
+    ax.set_ylabel("SM")
+    names = sorted({k.name for k in trace.kernels})
+    default_title = f"SM occupancy: {', '.join(names)}" if names else "SM occupancy"
+    if trace.emulated:
+        default_title += "  (emulated: host clock, SM ids emulated)"
+    ax.set_title(title if title is not None else default_title)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    return os.fspath(path)
+
+
+def occupancy_layout(trace: TraceData) -> dict:
+    """Where everything goes, in data units (x: µs from kernel start, y: SM row), without
+    matplotlib: {"sm_ids", "t0_ns", "t1_ns", "blocks": {x0,x1,y0,y1,sm,slot},
+    "ranges": {x0,x1,y0,y1,event}}."""
+    b = block_intervals(trace)
+    t0, t1 = trace.start_ns, trace.end_ns
+    if len(b["sm"]):
+        t0 = min(t0, int(b["start_ns"].min()))
+        t1 = max(t1, int(b["end_ns"].max()))
+    sm_ids, row = np.unique(b["sm"], return_inverse=True)
+    slot, n_slots = _assign_slots(row, b["start_ns"], b["end_ns"], len(sm_ids))
+    band = 0.8 / n_slots[row] if len(row) else np.zeros(0)
+    # A thin gap between slots keeps two blocks resident side by side apart.
+    y0 = row - 0.4 + slot * band + 0.04 * band
+    blocks = {
+        "x0": (b["start_ns"] - t0) / 1e3,
+        "x1": (b["end_ns"] - t0) / 1e3,
+        "y0": y0,
+        "y1": y0 + 0.92 * band,
+        "sm": b["sm"],
+        "slot": slot,
+    }
+
+    ev = trace.events
+    top = _top_level_ranges(ev)
+    cap, blk, sm = (ev[k][top].astype(np.int64) for k in ("capture", "block", "sm"))
+    # Find each range's block row by its (capture, block, sm) key.
+    kb, ks = (
+        int(max(blk.max(initial=0), b["block"].max(initial=0))) + 1,
+        int(max(sm.max(initial=0), b["sm"].max(initial=0))) + 1,
+    )
+    bkey = (b["capture"] * kb + b["block"]) * ks + b["sm"]
+    order = np.argsort(bkey, kind="stable")
+    pos = order[np.searchsorted(bkey[order], (cap * kb + blk) * ks + sm)] if len(cap) else cap
+    groups = np.array([k.num_groups for k in trace.kernels], np.int64)[cap]
+    g = ev["group"][top].astype(np.int64)
+    sub = (blocks["y1"][pos] - blocks["y0"][pos]) / np.maximum(groups, 1)
+    ry0 = blocks["y0"][pos] + g * sub + 0.1 * sub  # a margin keeps groups and blocks apart
+    ranges = {
+        "x0": (ev["start_ns"][top] - t0) / 1e3,
+        "x1": (ev["end_ns"][top] - t0) / 1e3,
+        "y0": ry0,
+        "y1": ry0 + 0.8 * sub,
+        "event": ev["event"][top],
+    }
+    return {"sm_ids": sm_ids, "t0_ns": t0, "t1_ns": t1, "blocks": blocks, "ranges": ranges}
+
+
+def _assign_slots(row: np.ndarray, start: np.ndarray, end: np.ndarray, n_rows: int):
+    """Greedy interval partitioning per SM (input sorted by row, then start): each block takes
+    the lowest free slot. One loop step per block, which is far fewer than events."""
+    slot = np.zeros(len(row), np.int64)
+    n_slots = np.ones(n_rows, np.int64)
+    free: list[int] = []
+    busy: list[tuple[int, int]] = []  # (end, slot) of blocks still resident
+    prev = -1
+    for i, (r, s, e) in enumerate(zip(row.tolist(), start.tolist(), end.tolist(), strict=True)):
+        if r != prev:
+            free, busy, used, prev = [], [], 0, r
+        while busy and busy[0][0] <= s:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            k = heapq.heappop(free)
+        else:
+            k, used = used, used + 1
+        heapq.heappush(busy, (e, k))
+        slot[i] = k
+        n_slots[r] = max(n_slots[r], k + 1)
+    return slot, n_slots
+
+
+def _top_level_ranges(ev: dict[str, np.ndarray]) -> np.ndarray:
+    """Indices of ranges not contained in an earlier-starting range of the same lane."""
+    idx = np.flatnonzero(ev["kind"] == RANGE)
+    if len(idx) == 0:
+        return idx
+    lane = ev["capture"][idx].astype(np.int64) * (int(ev["lane"].max()) + 1) + ev["lane"][idx]
+    s, e = ev["start_ns"][idx], ev["end_ns"][idx]
+    order = np.lexsort((-e, s, lane))  # outer range first when two start together
+    idx, lane, s, e = idx[order], lane[order], s[order], e[order]
+    _, lane_rank = np.unique(lane, return_inverse=True)
+    # Running max of ends within each lane, in one accumulate: lift each lane above the last.
+    lo = int(min(s.min(), e.min()))
+    width = int(e.max()) - lo + 1
+    lift = lane_rank.astype(np.int64) * width - lo
+    run = np.maximum.accumulate(e + lift)
+    first = np.ones(len(idx), bool)
+    first[1:] = lane[1:] != lane[:-1]
+    prev_end = np.empty_like(run)
+    prev_end[1:] = run[:-1] - lift[1:]
+    top = first.copy()
+    top[~first] = e[~first] > prev_end[~first]
+    return np.sort(idx[top])
+
+
+def _rects(x0, x1, y0, y1) -> np.ndarray:
+    """(n, 4, 2) vertices of axis-aligned rectangles."""
+    v = np.empty((len(x0), 4, 2))
+    v[:, 0, 0] = v[:, 3, 0] = x0
+    v[:, 1, 0] = v[:, 2, 0] = x1
+    v[:, 0, 1] = v[:, 1, 1] = y0
+    v[:, 2, 1] = v[:, 3, 1] = y1
+    return v
+
+
+def _palette(trace: TraceData, event_ids: list[int], given: dict[str, str]) -> dict[int, str]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(event_ids) <= 10 else "tab20"]
+    out = {}
+    for i, e in enumerate(event_ids):
+        out[e] = given.get(trace.event_name(e), cmap(i % cmap.N))
+    return out
