@@ -26,6 +26,8 @@ BLOCK_COLOR = "#d9d9d9"
 # Inches per SM row: 132 SMs (H100) give a ~17 inch tall figure whose rows stay distinguishable.
 ROW_INCHES = 0.12
 MAX_Y_TICKS = 44
+# Image rows per SM row when painting: enough for 4 concurrent blocks x 4 groups to stay apart.
+RASTER_ROWS_PER_SM = 48
 
 
 def plot(
@@ -36,11 +38,14 @@ def plot(
     dpi: int = 100,
     colors: dict[str, str] | None = None,
     title: str | None = None,
+    max_vector: int = 50_000,
 ) -> str:
     """Write the SM occupancy timeline of `trace` to `path` (PNG, or any format matplotlib
     knows by the extension). Returns the path.
 
     colors: event name -> matplotlib color, for some or all events (others get tab10/tab20).
+    max_vector: above this many rectangles the picture is painted as an image (fast for
+    millions of ranges) instead of drawn as vector rectangles.
     """
     try:
         import matplotlib  # noqa: F401 (fails first, and clearly, when matplotlib is absent)
@@ -60,33 +65,34 @@ def plot(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
 
-    b = layout["blocks"]
-    ax.add_collection(
-        PolyCollection(
-            _rects(b["x0"], b["x1"], b["y0"], b["y1"]),
-            facecolors=BLOCK_COLOR,
-            edgecolors="none",
-            linewidths=0,
-            antialiased=False,
-        )
-    )
-    r = layout["ranges"]
+    b, r = layout["blocks"], layout["ranges"]
     palette = _palette(trace, np.unique(r["event"]).tolist(), colors or {})
     handles = [Patch(facecolor=BLOCK_COLOR, label="block resident")]
-    for ev, color in palette.items():  # one collection per event: its legend entry and color
-        m = r["event"] == ev
-        ax.add_collection(
-            PolyCollection(
-                _rects(r["x0"][m], r["x1"][m], r["y0"][m], r["y1"][m]),
-                facecolors=color,
-                edgecolors="none",
-                linewidths=0,
-                antialiased=False,
-            )
-        )
-        handles.append(Patch(facecolor=color, label=trace.event_name(ev)))
-
+    handles += [Patch(facecolor=c, label=trace.event_name(e)) for e, c in palette.items()]
     span_us = max((layout["t1_ns"] - t0) / 1e3, 1e-3)
+    if len(r["x0"]) + len(b["x0"]) <= max_vector:
+        # Vector rectangles: crisp at any zoom (SVG/PDF); one collection per event name.
+        _add_rects(ax, PolyCollection, b, BLOCK_COLOR)
+        for ev, color in palette.items():
+            m = r["event"] == ev
+            _add_rects(ax, PolyCollection, {k: v[m] for k, v in r.items()}, color)
+    else:
+        # Millions of rectangles cost matplotlib ~10 µs each; paint them into an image instead.
+        from matplotlib.colors import to_rgb
+
+        cols = max(int(width_in * dpi), 16)
+        rows = n_rows * RASTER_ROWS_PER_SM
+        img = np.ones((rows, cols, 3), np.float32)
+        sx, sy = cols / span_us, RASTER_ROWS_PER_SM
+        _paint(img, b, sx, sy, np.array(to_rgb(BLOCK_COLOR), np.float32))
+        for ev, color in palette.items():
+            m = r["event"] == ev
+            _paint(
+                img, {k: v[m] for k, v in r.items()}, sx, sy, np.array(to_rgb(color), np.float32)
+            )
+        ax.imshow(img, extent=(0, span_us, n_rows - 0.5, -0.5), aspect="auto",
+                  interpolation="nearest")  # fmt: skip
+
     ax.set_xlim(0, span_us)
     ax.set_ylim(n_rows - 0.5, -0.5)  # SM with the smallest id on top, like a trace viewer
     step = max(1, math.ceil(n_rows / MAX_Y_TICKS))
@@ -198,6 +204,34 @@ def _top_level_ranges(ev: dict[str, np.ndarray]) -> np.ndarray:
     top = first.copy()
     top[~first] = e[~first] > prev_end[~first]
     return np.sort(idx[top])
+
+
+def _add_rects(ax, PolyCollection, rects: dict[str, np.ndarray], color) -> None:
+    verts = _rects(rects["x0"], rects["x1"], rects["y0"], rects["y1"])
+    ax.add_collection(
+        PolyCollection(verts, facecolors=color, edgecolors="none", linewidths=0, antialiased=False)
+    )
+
+
+def _paint(img: np.ndarray, rects: dict[str, np.ndarray], sx: float, sy: float, rgb) -> None:
+    """Fill rectangles (data units; y rows start at -0.5) into `img`, at least one pixel each.
+
+    Every covered pixel is listed once, vectorized: top-level ranges of one lane do not overlap
+    and lanes have their own bands, so the pixel count stays near the image size.
+    """
+    n_r, n_c = img.shape[:2]
+    c0 = np.clip(np.floor(rects["x0"] * sx), 0, n_c - 1).astype(np.int64)
+    c1 = np.clip(np.ceil(rects["x1"] * sx), c0 + 1, n_c).astype(np.int64)
+    r0 = np.clip(np.round((rects["y0"] + 0.5) * sy), 0, n_r - 1).astype(np.int64)
+    r1 = np.clip(np.round((rects["y1"] + 0.5) * sy), r0 + 1, n_r).astype(np.int64)
+    w, h = c1 - c0, r1 - r0
+    n_pix = w * h
+    total = int(n_pix.sum())
+    if total == 0:
+        return
+    rect = np.repeat(np.arange(len(w)), n_pix)
+    local = np.arange(total) - np.repeat(np.cumsum(n_pix) - n_pix, n_pix)
+    img[r0[rect] + local // w[rect], c0[rect] + local % w[rect]] = rgb
 
 
 def _rects(x0, x1, y0, y1) -> np.ndarray:

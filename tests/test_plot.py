@@ -113,3 +113,16 @@ def test_missing_matplotlib_says_how_to_install(tmp_path, monkeypatch):
         plot(decode(tiny_capture()), tmp_path / "x.png")
     assert "plot() needs the optional package 'matplotlib'" in str(e.value)
     assert not (tmp_path / "x.png").exists()
+
+
+def test_painted_image_path_shows_the_same_colours(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "raster.png"
+    colors = {"load": "#ff0000", "compute": "#0000ff"}
+    plot(decode(tiny_capture()), path, colors=colors, max_vector=0)  # force painting
+    img = _pixels(path)
+    assert _has_colour(img, (255, 0, 0)) and _has_colour(img, (0, 0, 255))
+    assert _has_colour(img, (0xD9, 0xD9, 0xD9))
+    red = (np.abs(img - (255, 0, 0)).max(axis=-1) <= 2).sum()
+    blue = (np.abs(img - (0, 0, 255)).max(axis=-1) <= 2).sum()
+    assert blue > 2 * red
