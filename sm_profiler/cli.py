@@ -31,8 +31,15 @@ PERFETTO_UI = "https://ui.perfetto.dev"
 PERFETTO_PORT = 9001
 
 # Formats whose bytes are text and may go to a terminal; anything else is binary (Perfetto).
-_TEXT_FORMATS = {"json", "chrome"}
-_SUFFIX = {"json": ".json", "chrome": ".json"}
+_TEXT_FORMATS = {"chrome"}
+_SUFFIX = {"chrome": ".json", "perfetto": ".perfetto-trace"}
+# Names the command line accepts for the exporter's formats.
+_FORMAT_ALIASES = {
+    "perfetto": "perfetto",
+    "pftrace": "perfetto",
+    "chrome": "chrome",
+    "json": "chrome",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,7 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="output file; the format follows its extension (.perfetto-trace, .pftrace, .json); "
         "'-' writes to stdout",
     )
-    c.add_argument("--format", default=None, help="perfetto or json (overrides the extension)")
+    c.add_argument(
+        "--format",
+        default=None,
+        choices=sorted(_FORMAT_ALIASES),
+        help="perfetto, or chrome (= json, Chrome trace-event JSON); overrides the extension",
+    )
     c.set_defaults(func=cmd_export)
 
     c = sub.add_parser(
@@ -177,7 +189,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .decode import decode
 
     to_stdout = args.out == "-"
-    fmt = (args.format or ("perfetto" if to_stdout else "")).lower()
+    fmt = _FORMAT_ALIASES[args.format] if args.format else None
+    if to_stdout and fmt is None:
+        fmt = "perfetto"  # no extension to go by
     if to_stdout and fmt not in _TEXT_FORMATS and sys.stdout.isatty():
         raise ConfigError(
             "refusing to write a binary Perfetto trace to the terminal; give a file name "
@@ -191,15 +205,15 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if not to_stdout:
         with stage(f"writing {args.out}"):
-            export(trace, args.out, format=args.format)
+            export(trace, args.out, format=fmt)
         size = os.path.getsize(args.out)
         print(f"wrote {args.out} ({size:,} bytes, {len(trace):,} events)")
         return 0
     # The exporter writes files; stream its file to stdout.
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace" + _SUFFIX.get(fmt, ".perfetto-trace"))
+        path = os.path.join(tmp, "trace" + _SUFFIX[fmt])
         with stage("exporting"):
-            export(trace, path, format=args.format)
+            export(trace, path, format=fmt)
         with open(path, "rb") as f:
             shutil.copyfileobj(f, sys.stdout.buffer)
         sys.stdout.buffer.flush()

@@ -119,9 +119,32 @@ def test_export_json_file_and_stdout_agree(capture_file, tmp_path, capsysbinary)
     assert main(["export", capture_file, str(out)]) == 0
     assert f"wrote {out}" in capsysbinary.readouterr().out.decode()
     data = json.loads(out.read_text())
-    assert data  # a JSON document
+    # The tiny capture's 2 load and 2 compute ranges, as complete ("X") events.
+    names = [e["name"] for e in data["traceEvents"] if e.get("ph") == "X"]
+    assert names.count("load") == 2 and names.count("compute") == 2
     assert main(["export", capture_file, "-", "--format", "json"]) == 0
     assert json.loads(capsysbinary.readouterr().out) == data
+    assert main(["export", capture_file, "-", "--format", "chrome"]) == 0
+    assert json.loads(capsysbinary.readouterr().out) == data
+
+
+def test_json_to_a_terminal_is_allowed(capture_file, monkeypatch, capsys):
+    _need_exporter()
+    monkeypatch.setattr(sys, "stdout", _Tty())
+    monkeypatch.setattr(_Tty, "buffer", property(lambda self: _TextBuffer(self)), raising=False)
+    assert main(["export", capture_file, "-", "--format", "json"]) == 0
+    assert json.loads(sys.stdout.getvalue())
+
+
+class _TextBuffer:
+    def __init__(self, text: io.StringIO):
+        self.text = text
+
+    def write(self, b: bytes) -> int:
+        return self.text.write(b.decode())
+
+    def flush(self) -> None:
+        pass
 
 
 def test_export_perfetto_file_and_stdout_agree(capture_file, tmp_path, capsysbinary):
