@@ -1,0 +1,150 @@
+"""Host-side benchmark: decode and Perfetto export of a large synthetic capture.
+
+You will see how fast the host turns a raw buffer into a trace, how big the Perfetto file is, and
+how much memory it takes, against the targets:
+
+    decode                       >= 20 M events/s
+    decode + Perfetto export     >=  2 M events/s
+    Perfetto file                <= 16 bytes per event
+    peak memory (decode+export)  <= 4 x the capture size
+
+An "event" here is one record in the capture (a begin, an end or an instant: 8 bytes on the
+wire), so bytes/event compares the file with the buffer it came from. The capture is built
+directly with numpy in the wire format (see sm_profiler.format): 4 groups per block, nested
+begin/end ranges and instants, increasing times whose low 32 bits wrap inside every lane.
+
+Run:  python benchmarks/host.py [--events 10000000] [--lanes 4096]
+"""
+
+# %%
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+import tracemalloc
+
+import numpy as np
+
+from sm_profiler import format as fmt
+from sm_profiler.capture import Capture
+from sm_profiler.decode import decode
+from sm_profiler.export import export
+
+# One repeating unit of records per lane: load [ mma ] mma [ mma ] store-instant ] load.
+UNIT = [
+    (fmt.KIND_BEGIN, 0),
+    (fmt.KIND_BEGIN, 1),
+    (fmt.KIND_END, 1),
+    (fmt.KIND_INSTANT, 2),
+    (fmt.KIND_BEGIN, 1),
+    (fmt.KIND_END, 1),
+    (fmt.KIND_END, 0),
+]
+NAMES = {0: "load", 1: "mma", 2: "store"}
+
+
+def synthetic_capture(num_events: int, num_lanes: int = 4096, seed: int = 0) -> Capture:
+    """A capture holding about `num_events` records over `num_lanes` lanes (4 groups a block)."""
+    rng = np.random.default_rng(seed)
+    groups = 4
+    blocks = max(1, num_lanes // groups)
+    lanes = blocks * groups
+    per_lane = max(len(UNIT), -(-num_events // lanes) // len(UNIT) * len(UNIT))
+    layout = fmt.Layout.checked(blocks, groups, per_lane)
+    words = np.zeros(layout.total_words, np.uint64)
+    words[: fmt.HEADER_WORDS] = layout.header()
+    lv = layout.lanes(words)
+
+    # Blocks start in waves of 132 SMs x 8 blocks; each lane's low word wraps mid-lane.
+    wave = np.arange(blocks) // (132 * 8)
+    start = (1 << 62) + (1 << 32) * 7 - 1_000_000 + wave * 2_000_000
+    anchor = np.repeat(start, groups) + rng.integers(0, 500, lanes)
+    lv["anchor"] = anchor.astype(np.uint64)
+    lv["sm_attempted"] = np.repeat(np.arange(blocks) % 132, groups).astype(np.uint64)
+
+    kind = np.array([k for k, _ in UNIT], np.uint64)
+    event = np.array([e for _, e in UNIT], np.uint64)
+    tag = np.tile((event << np.uint64(fmt.EVENT_SHIFT)) | kind, per_lane // len(UNIT))
+    recs = lv["records"]
+    for a in range(0, lanes, 256):  # a few lanes at a time keeps the temporaries small
+        b = min(lanes, a + 256)
+        gaps = rng.integers(20, 400, (b - a, per_lane), dtype=np.int64)
+        t = np.cumsum(gaps, axis=1) + anchor[a:b, None]
+        recs[a:b] = ((t.astype(np.uint64) & np.uint64(fmt.LOW32)) << np.uint64(32)) | tag
+    return Capture(words, event_names=NAMES, kernel_name="synthetic")
+
+
+def bench(num_events: int, num_lanes: int, repeat: int = 3) -> dict:
+    cap = synthetic_capture(num_events, num_lanes)
+    n = cap.layout.num_lanes * cap.layout.capacity
+    capture_bytes = cap.words.nbytes
+    out = {"events": n, "capture_bytes": capture_bytes}
+
+    t_decode = min(_timed(lambda: decode(cap)) for _ in range(repeat))
+    out["decode_s"] = t_decode
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "trace.perfetto-trace")
+        t_both = min(_timed(lambda: export(decode(cap), path)) for _ in range(repeat))
+        out["decode_export_s"] = t_both
+        out["file_bytes"] = os.path.getsize(path)
+        out["trace_rows"] = len(decode(cap))
+
+        # Memory in a separate run: tracemalloc sees numpy's buffers but slows Python a little.
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        export(decode(cap), path)
+        out["peak_bytes"] = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+    return out
+
+
+def _timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def report(r: dict) -> str:
+    n = r["events"]
+    rows = [
+        ("decode", f"{n / r['decode_s'] / 1e6:.1f} M events/s", ">= 20", n / r["decode_s"] >= 20e6),
+        (
+            "decode + Perfetto export",
+            f"{n / r['decode_export_s'] / 1e6:.2f} M events/s",
+            ">= 2",
+            n / r["decode_export_s"] >= 2e6,
+        ),
+        (
+            "Perfetto file",
+            f"{r['file_bytes'] / n:.2f} B/event ({r['file_bytes'] / r['trace_rows']:.1f} B/row)",
+            "<= 16",
+            r["file_bytes"] / n <= 16,
+        ),
+        (
+            "peak memory (tracemalloc)",
+            f"{r['peak_bytes'] / r['capture_bytes']:.2f} x capture",
+            "<= 4",
+            r["peak_bytes"] / r["capture_bytes"] <= 4,
+        ),
+    ]
+    lines = [
+        f"{n:,} events (records) in {r['capture_bytes'] / 2**20:.0f} MiB capture, "
+        f"{r['trace_rows']:,} trace rows; decode {r['decode_s']:.3f} s, "
+        f"decode+export {r['decode_export_s']:.3f} s, file {r['file_bytes'] / 2**20:.1f} MiB, "
+        f"peak {r['peak_bytes'] / 2**20:.0f} MiB",
+        f"{'measure':<28}{'value':<34}{'target':<8}ok",
+    ]
+    lines += [f"{a:<28}{b:<34}{c:<8}{'yes' if ok else 'NO'}" for a, b, c, ok in rows]
+    return "\n".join(lines)
+
+
+# %%
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--lanes", type=int, default=4096)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    print(report(bench(a.events, a.lanes, a.repeat)))

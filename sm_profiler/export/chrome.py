@@ -1,0 +1,169 @@
+"""Chrome trace-event JSON export, for small traces (chrome://tracing, Perfetto's legacy importer).
+
+Times are microseconds since the trace start (`trace.start_ns`): a double holds a few hours of
+nanoseconds exactly that way, while absolute %globaltimer values (~1.7e18 ns) would lose them.
+pids are 1.. in SM order plus one "kernels" process; tids are unique in the file and never equal
+a pid, because the Perfetto importer merges a thread whose tid equals a pid into that process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import numpy as np
+
+from ..trace import RANGE, UNMATCHED_BEGIN, TraceData
+from . import (
+    kernel_label,
+    kernel_spans,
+    lane_extent,
+    lane_row_of,
+    process_name,
+    resident_blocks,
+    thread_name,
+)
+from .perfetto import LEVELS, order_rows
+
+
+def write_chrome_json(trace: TraceData, path: str | os.PathLike, compress: bool = False) -> None:
+    data = json.dumps(to_chrome_json(trace), separators=(",", ":")).encode()
+    opener = gzip.open if compress else open
+    with opener(path, "wb") as f:
+        f.write(data)
+
+
+def to_chrome_json(trace: TraceData) -> dict:
+    lanes, ev, um = trace.lanes, trace.events, trace.unmatched
+    t0 = trace.start_ns
+    ev_lane = lane_row_of(trace, ev)
+    um_lane = lane_row_of(trace, um)
+    lo, hi = lane_extent(trace, ev_lane)
+    nl = len(lanes["lane"])
+    init = lanes["initialized"].astype(bool)
+    has_rows = np.bincount(ev_lane, minlength=nl) + np.bincount(um_lane, minlength=nl) > 0
+    used = init | has_rows
+    lane_sm = lanes["sm"].astype(np.int64)
+    sms = np.unique(lane_sm[used])
+    pid_of_lane = np.searchsorted(sms, lane_sm) + 1
+    kernels_pid = len(sms) + 1
+    tid0 = kernels_pid + 1
+
+    def us(t_ns) -> np.ndarray:
+        return (np.asarray(t_ns, np.int64) - t0) / 1e3
+
+    out: list[dict] = []
+    for i, sm in enumerate(sms.tolist()):
+        out.append(_meta("process_name", i + 1, 0, {"name": process_name(trace, sm)}))
+        out.append(_meta("process_sort_index", i + 1, 0, {"sort_index": i}))
+
+    # Lanes: one thread per (lane, overlap level); partial overlaps go to an extra thread.
+    level = np.zeros(len(ev_lane), np.int64)
+    if len(ev_lane):
+        level = order_rows(ev["start_ns"], ev["end_ns"], ev["kind"] == RANGE, ev_lane, lo)["level"]
+    thread_key = ev_lane * LEVELS + level
+    keys = np.unique(
+        np.concatenate([thread_key, um_lane * LEVELS, np.flatnonzero(has_rows) * LEVELS])
+    )
+    tid_of = {}
+    extra = tid0 + nl
+    for k in keys.tolist():
+        g, lv = divmod(k, LEVELS)
+        if lv == 0:
+            tid = tid0 + g
+        else:
+            tid, extra = extra, extra + 1
+        tid_of[k] = tid
+        cap, blk, grp = (int(lanes[c][g]) for c in ("capture", "block", "group"))
+        pid = int(pid_of_lane[g])
+        out.append(_meta("thread_name", pid, tid, {"name": thread_name(trace, cap, blk, grp, lv)}))
+        out.append(_meta("thread_sort_index", pid, tid, {"sort_index": tid}))
+    tid_arr = np.array([tid_of[k] for k in thread_key.tolist()], np.int64)
+
+    names = {e: trace.event_name(e) for e in np.unique(ev["event"]).tolist()}
+    ts, dur = us(ev["start_ns"]), (ev["end_ns"] - ev["start_ns"]) / 1e3
+    is_range = ev["kind"] == RANGE
+    for e, r, p, t, s, d in zip(
+        ev["event"].tolist(),
+        is_range.tolist(),
+        pid_of_lane[ev_lane].tolist(),
+        tid_arr.tolist(),
+        ts.tolist(),
+        dur.tolist(),
+        strict=True,
+    ):
+        if r:
+            out.append({"name": names[e], "ph": "X", "pid": p, "tid": t, "ts": s, "dur": d})
+        else:
+            out.append({"name": names[e], "ph": "i", "s": "t", "pid": p, "tid": t, "ts": s})
+    for e, k, g, s in zip(
+        um["event"].tolist(), um["kind"].tolist(), um_lane.tolist(), us(um["time_ns"]).tolist(),
+        strict=True,
+    ):  # fmt: skip
+        what = "begin" if k == UNMATCHED_BEGIN else "end"
+        out.append(
+            {
+                "name": f"unmatched {what}: {trace.event_name(e)}",
+                "ph": "i",
+                "s": "t",
+                "pid": int(pid_of_lane[g]),
+                "tid": tid_of[g * LEVELS],
+                "ts": s,
+            }
+        )
+    dropped = lanes["dropped"].astype(np.int64)
+    for g in np.flatnonzero(dropped > 0).tolist():
+        key = g * LEVELS
+        if key not in tid_of:
+            continue
+        out.append(
+            {
+                "name": f"{dropped[g]} records dropped (lane full)",
+                "ph": "i",
+                "s": "t",
+                "pid": int(pid_of_lane[g]),
+                "tid": tid_of[key],
+                "ts": float(us(hi[g])),
+            }
+        )
+
+    occ = resident_blocks(trace, lo, hi)
+    pids = np.searchsorted(sms, occ["sm"]) + 1
+    for p, s, v in zip(pids.tolist(), us(occ["time_ns"]).tolist(), occ["value"].tolist(),
+                       strict=True):  # fmt: skip
+        out.append({"name": "resident blocks", "ph": "C", "pid": p, "ts": s, "args": {"blocks": v}})
+
+    k_lo, k_hi = kernel_spans(trace, lo, hi)
+    out.append(_meta("process_name", kernels_pid, 0, {"name": "kernels"}))
+    out.append(_meta("process_sort_index", kernels_pid, 0, {"sort_index": -1}))
+    ktid = extra
+    for c in range(len(trace.kernels)):
+        if k_lo[c] == 0 and k_hi[c] == 0:
+            continue
+        label = kernel_label(trace, c)
+        out.append(_meta("thread_name", kernels_pid, ktid + c, {"name": label}))
+        out.append(
+            {
+                "name": label,
+                "ph": "X",
+                "pid": kernels_pid,
+                "tid": ktid + c,
+                "ts": float(us(k_lo[c])),
+                "dur": (int(k_hi[c]) - int(k_lo[c])) / 1e3,
+            }
+        )
+    return {
+        "traceEvents": out,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "start_ns": t0,
+            "emulated": trace.emulated,
+            "dropped_records": trace.dropped_total,
+            "kernels": [k.name for k in trace.kernels],
+        },
+    }
+
+
+def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
+    return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args}
