@@ -99,8 +99,14 @@ def _lane_base(trace: TraceData) -> np.ndarray:
 
 
 def lane_row_of(trace: TraceData, table: dict[str, np.ndarray]) -> np.ndarray:
-    """Row in `trace.lanes` of each row of `table` (events or unmatched)."""
-    return _lane_base(trace)[table["capture"]] + table["lane"].astype(np.int64)
+    """Row in `trace.lanes` of each row of `table` (events or unmatched).
+
+    int32 while the lanes table allows: this column is as long as the events table.
+    """
+    base = _lane_base(trace)
+    if len(trace.lanes["lane"]) < 2**31:
+        return base.astype(np.int32)[table["capture"]] + table["lane"].astype(np.int32)
+    return base[table["capture"]] + table["lane"].astype(np.int64)
 
 
 def sm_pids(lane_sm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

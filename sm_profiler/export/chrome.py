@@ -62,9 +62,11 @@ def to_chrome_json(trace: TraceData) -> dict:
     level = np.zeros(len(ev_lane), np.int64)
     if len(ev_lane):
         level = order_rows(ev["start_ns"], ev["end_ns"], ev["kind"] == RANGE, ev_lane, lo)["level"]
-    thread_key = ev_lane * LEVELS + level
+    thread_key = ev_lane.astype(np.int64) * LEVELS + level
     keys = np.unique(
-        np.concatenate([thread_key, um_lane * LEVELS, np.flatnonzero(has_rows) * LEVELS])
+        np.concatenate(
+            [thread_key, um_lane.astype(np.int64) * LEVELS, np.flatnonzero(has_rows) * LEVELS]
+        )
     )
     tid_of = {}
     extra = tid0 + nl

@@ -218,8 +218,9 @@ def order_rows(start: np.ndarray, end: np.ndarray, is_range: np.ndarray, lane: n
     time_ns.
     """
     level = np.zeros(len(start), np.int64)
+    lane64 = lane.astype(np.int64)
     for _ in range(LEVELS):
-        pk = _sorted_packets(start, end, is_range, lane * LEVELS + level, ref[lane])
+        pk = _sorted_packets(start, end, is_range, lane64 * LEVELS + level, ref[lane])
         bad = _offenders(pk, is_range)
         bad = bad[level[bad] < LEVELS - 1]
         if len(bad) == 0:
