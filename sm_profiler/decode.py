@@ -1,12 +1,18 @@
 """Decode a raw capture into TraceData, vectorized with numpy (no Python loop per event or lane).
 
-Steps: validate the header; count each lane's records (leading non-zero slots, or the attempted
-count the device wrote on overflow); rebuild 64-bit times from each lane's anchor by summing the
-forward distances of the low 32-bit words; pair begins with ends per (lane, event id) by nesting
-level; report dropped records and unmatched begins/ends instead of failing on them.
+Steps: validate the header; count each lane's records (leading non-zero slots; the device writes
+an attempted count into the lane header only on overflow); rebuild 64-bit times from each lane's
+anchor by summing the forward distances of the low 32-bit words; pair begins with ends per
+(lane, event id) by nesting level; report dropped records and unmatched begins/ends instead of
+failing on them.
 
 Structural damage (bad magic, wrong size, records after an empty slot, reserved bits set) raises
 FormatError: a trace that decodes is one the device could have written.
+
+Speed notes: records are processed as flat arrays of the smallest dtype that holds them (uint8
+kinds, uint16 event ids, uint32 halves of each word read through strided views), positions are
+int32 where they fit, and pairing sorts nothing in the common case: it walks the few nesting
+levels instead.
 """
 
 from __future__ import annotations
@@ -19,6 +25,12 @@ from .errors import FormatError
 from .trace import INSTANT, RANGE, KernelInfo, TraceData
 
 _I32 = np.int32
+_U32 = np.uint32
+_U64 = np.uint64
+# Deeper nesting than this pairs with one radix sort of the levels instead of a pass per level.
+_MAX_LEVEL_PASSES = 16
+# Up to this many event ids in lanes with overlapping ranges are taken one pass per id.
+_MAX_EVENT_PASSES = 16
 
 
 def decode(capture: Capture | list[Capture]) -> TraceData:
@@ -27,66 +39,70 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
         return TraceData.concat([decode(c) for c in capture])
     words = capture.words
     layout = fmt.Layout.from_header(words)
-    lanes = layout.lanes(words)
     nl, cap = layout.num_lanes, layout.capacity
+    lane_words = words[fmt.HEADER_WORDS :].reshape(nl, layout.lane_words)
+    anchor = lane_words[:, fmt.LANE_ANCHOR]
+    sm_att = lane_words[:, fmt.LANE_SM_ATTEMPTED]
+    recs = lane_words[:, fmt.LANE_HEADER_WORDS :]  # (lanes, capacity) view, no copy
 
-    anchor = lanes["anchor"]
-    sm_att = lanes["sm_attempted"]
-    recs = lanes["records"]  # (lanes, capacity) view, no copy
-    sm = (sm_att & fmt.LOW32).astype(_I32)
-    att_hdr = (sm_att >> np.uint64(32)).astype(np.int64)
-
-    written = _count_written(recs)
     initialized = anchor != 0
-    _check_lanes(written, att_hdr, initialized, recs, cap)
+    sm = np.where(initialized, (sm_att & _U64(fmt.LOW32)).astype(np.int64), -1).astype(_I32)
+    att_hdr = (sm_att >> _U64(32)).astype(np.int64)
+    written, nonzero = _count_written(recs)
+    _check_lanes(written, att_hdr, initialized, sm_att, cap)
     attempted = np.where(att_hdr > 0, att_hdr, written)
 
     lane_ids = np.arange(nl, dtype=_I32)
     block = lane_ids // layout.num_groups
     group = lane_ids % layout.num_groups
+    # First record of each lane in the flat record arrays (lane-major, write order).
+    lane_start = np.zeros(nl + 1, np.int64)
+    np.cumsum(written, out=lane_start[1:])
+    n = int(lane_start[-1])
+    pos_t = _I32 if n < 2**31 else np.int64
 
-    # Flat records in lane-major, write order.
-    if int(written.min(initial=cap)) == cap:
-        flat = recs.reshape(-1)
-    else:
-        flat = recs[np.arange(cap) < written[:, None]]
-    rec_lane = np.repeat(lane_ids, written)
-    tag = (flat & fmt.LOW32).astype(np.uint32)
-    kind = (tag & fmt.KIND_MASK).astype(np.int8)
-    event = ((tag >> fmt.EVENT_SHIFT) & fmt.EVENT_MASK).astype(np.int16)
-    _check_tags(tag, kind, rec_lane)
-    time_ns = _rebuild_times(flat, rec_lane, written, anchor)
-    del flat, tag
+    # The two 32-bit halves of every written record, flat. Full lanes need no gather for tags.
+    halves = recs.view(_U32).reshape(nl, cap, 2)  # little-endian: [..., 0] tag, [..., 1] time
+    full = n == nl * cap
+    tag = halves[..., 0] if full else halves[..., 0][nonzero]
+    kind, event = _split_tags(tag, lane_start)
+    del tag
+    hi = halves[..., 1].reshape(-1) if full else halves[..., 1][nonzero]
+    del nonzero
+    time_ns = _rebuild_times(hi, lane_start, written, anchor)
+    del hi
 
-    begin_pos, end_pos, unmatched_pos = _pair(kind, event, rec_lane)
-    instant_pos = np.flatnonzero(kind == fmt.KIND_INSTANT)
+    b_pos, e_pos = _pair(kind, event, lane_start, written)
 
-    # One row per range or instant, ordered by the position of its first record (lane, then
-    # time order) without a sort: scatter row numbers into a position-indexed array.
-    n = len(kind)
-    starts = np.concatenate([begin_pos, instant_pos])
-    ends = np.concatenate([end_pos, instant_pos])
-    kinds = np.concatenate(
-        [np.full(len(begin_pos), RANGE, np.int8), np.full(len(instant_pos), INSTANT, np.int8)]
-    )
-    slot = np.full(n, -1, dtype=np.int64)
-    slot[starts] = np.arange(len(starts))
-    order = slot[slot >= 0]
-    del slot
-    s_pos, e_pos = starts[order], ends[order]
-    ev_lane = rec_lane[s_pos]
+    # One row per range (at its begin) or instant, in record order: lane, then time.
+    row = kind == fmt.KIND_INSTANT
+    row[b_pos] = True
+    n_rows = int(np.count_nonzero(row))
+    end_of = np.arange(n, dtype=pos_t) if n else np.zeros(0, pos_t)
+    end_of[b_pos] = e_pos
+    unmatched_pos = _unmatched(kind, b_pos, e_pos)
+    del b_pos, e_pos
+    s_pos = np.flatnonzero(row).astype(pos_t, copy=False)
+    del row
+    rows_per_lane = np.diff(np.searchsorted(s_pos, lane_start))
+    start_ns = time_ns[s_pos]
+    end_ns = time_ns[end_of[s_pos]]
+    del end_of
+    um_lane = np.repeat(lane_ids, np.diff(np.searchsorted(unmatched_pos, lane_start)))
+    um_time = time_ns[unmatched_pos]
+    del time_ns
+    ev_kind = np.where(kind[s_pos] == fmt.KIND_INSTANT, INSTANT, RANGE).astype(np.int8)
     events = {
-        "capture": np.zeros(len(order), _I32),
-        "lane": ev_lane,
-        "sm": sm[ev_lane],
-        "block": block[ev_lane],
-        "group": group[ev_lane],
+        "capture": np.zeros(n_rows, _I32),
+        "lane": np.repeat(lane_ids, rows_per_lane),
+        "sm": np.repeat(sm, rows_per_lane),
+        "block": np.repeat(block, rows_per_lane),
+        "group": np.repeat(group, rows_per_lane),
         "event": event[s_pos].astype(_I32),
-        "kind": kinds[order],
-        "start_ns": time_ns[s_pos],
-        "end_ns": time_ns[e_pos],
+        "kind": ev_kind,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
     }
-    um_lane = rec_lane[unmatched_pos]
     unmatched = {
         "capture": np.zeros(len(unmatched_pos), _I32),
         "lane": um_lane,
@@ -94,13 +110,13 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
         "block": block[um_lane],
         "group": group[um_lane],
         "event": event[unmatched_pos].astype(_I32),
-        "kind": kind[unmatched_pos],
-        "time_ns": time_ns[unmatched_pos],
+        "kind": kind[unmatched_pos].astype(np.int8),
+        "time_ns": um_time,
     }
     lanes_t = {
         "capture": np.zeros(nl, _I32),
         "lane": lane_ids,
-        "sm": np.where(initialized, sm, -1).astype(_I32),
+        "sm": sm,
         "block": block,
         "group": group,
         "anchor_ns": anchor.astype(np.int64),
@@ -121,125 +137,222 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
     return TraceData(events, lanes_t, unmatched, [info], dict(capture.event_names))
 
 
-def _count_written(recs: np.ndarray) -> np.ndarray:
-    """Records per lane = index of the first empty (zero) slot, or capacity if none is empty."""
+# -- counting and checking ------------------------------------------------------------------
+
+
+def _count_written(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Records per lane (the leading non-zero slots) and the (lanes, capacity) non-zero mask.
+
+    Raises FormatError when a lane has a non-zero slot after an empty one.
+    """
     nonzero = recs != 0
-    first_empty = np.argmin(nonzero, axis=1)
-    full = nonzero[:, -1] if recs.shape[1] else np.ones(len(recs), bool)
-    return np.where(full & nonzero[:, 0], recs.shape[1], first_empty).astype(np.int64)
+    count = np.count_nonzero(nonzero, axis=1)
+    if recs.shape[1]:
+        # argmin finds the first empty slot (0 when there is none: then the lane is full).
+        contiguous = (count == recs.shape[1]) | (np.argmin(nonzero, axis=1) == count)
+        bad = np.flatnonzero(~contiguous)
+        if len(bad):
+            i = int(bad[0])
+            first_empty = int(np.argmin(nonzero[i]))
+            raise FormatError(
+                f"lane {i}: {int(count[i])} non-zero records but only the first {first_empty} "
+                "are contiguous (a record follows an empty slot); the buffer was not zeroed "
+                "before the launch (call init_buffer()) or is corrupt"
+            )
+    return count.astype(np.int64), nonzero
 
 
-def _check_lanes(written, att_hdr, initialized, recs, cap) -> None:
-    nl = len(written)
-    # Nothing may follow the first empty slot: count non-zero slots and compare.
-    nonzero_total = np.count_nonzero(recs, axis=1)
-    bad = np.flatnonzero(nonzero_total != written)
+def _check_lanes(written, att_hdr, initialized, sm_att, cap: int) -> None:
+    bad = np.flatnonzero(~initialized & ((written > 0) | (sm_att != 0)))
     if len(bad):
         i = int(bad[0])
         raise FormatError(
-            f"lane {i}: {int(nonzero_total[i])} non-zero records but only the first "
-            f"{int(written[i])} are contiguous; the buffer was not zeroed before the launch "
-            "(call init_buffer()) or is corrupt"
+            f"lane {i} holds records or a lane header but was never initialised (anchor is 0): "
+            "corrupt buffer"
         )
-    bad = np.flatnonzero(~initialized & ((written > 0) | (att_hdr > 0)))
-    if len(bad):
-        i = int(bad[0])
-        raise FormatError(f"lane {i} holds records but was never initialised (anchor is 0): corrupt buffer")
     bad = np.flatnonzero((att_hdr > 0) & ((att_hdr <= cap) | (written < cap)))
     if len(bad):
         i = int(bad[0])
         raise FormatError(
             f"lane {i}: overflow count {int(att_hdr[i])} is impossible with capacity {cap} and "
-            f"{int(written[i])} records written: corrupt buffer"
+            f"{int(written[i])} records written (the device writes it only past a full lane): "
+            "corrupt buffer"
         )
-    del nl
 
 
-def _check_tags(tag: np.ndarray, kind: np.ndarray, rec_lane: np.ndarray) -> None:
-    bad = np.flatnonzero((kind == 0) | ((tag & fmt.TAG_RESERVED_MASK) != 0))
-    if len(bad):
-        i = int(bad[0])
+def _split_tags(tag: np.ndarray, lane_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 kinds and uint16 event ids of the records' low words (flat, in record order)."""
+    n = tag.size
+    kind = np.bitwise_and(tag, fmt.KIND_MASK, out=np.empty(tag.shape, np.uint8), casting="unsafe")
+    if n and (int(tag.max()) > fmt.TAG_RESERVED_MASK ^ fmt.LOW32 or int(kind.min()) == 0):
+        flat = tag.reshape(-1)
+        bad = (flat & _U32(fmt.TAG_RESERVED_MASK)) != 0
+        bad |= (flat & _U32(fmt.KIND_MASK)) == 0
+        i = int(np.argmax(bad))
+        lane = int(np.searchsorted(lane_start, i, side="right") - 1)
         raise FormatError(
-            f"lane {int(rec_lane[i])}: record tag 0x{int(tag[i]):08x} has kind 0 or reserved bits "
-            "set; this is not a record an sm_profiler op writes (corrupt buffer or another format)"
+            f"lane {lane}: record {i - int(lane_start[lane])} has tag 0x{int(flat[i]):08x} with "
+            "kind 0 or reserved bits set; no sm_profiler op writes that (corrupt buffer or "
+            "another format)"
         )
+    event = np.right_shift(
+        tag, fmt.EVENT_SHIFT, out=np.empty(tag.shape, np.uint16), casting="unsafe"
+    )
+    return kind.reshape(-1), event.reshape(-1)
 
 
-def _rebuild_times(flat, rec_lane, written, anchor) -> np.ndarray:
-    """64-bit ns times: anchor + running sum of forward distances between low 32-bit words."""
-    n = len(flat)
+# -- times ----------------------------------------------------------------------------------
+
+
+def _rebuild_times(hi: np.ndarray, lane_start, written, anchor) -> np.ndarray:
+    """64-bit ns times: anchor + running sum of forward distances between low 32-bit words.
+
+    One pass: each slot holds the distance to the previous record (uint32 arithmetic wraps
+    modulo 2**32); each lane's first slot holds the jump from the previous lane's last time to
+    this lane's first, so one cumulative sum over all lanes gives every lane's times.
+    """
+    n = hi.size
+    times = np.empty(n, _U64)
     if n == 0:
-        return np.zeros(0, np.int64)
-    lo = flat >> np.uint64(32)
-    lane_start = np.cumsum(written) - written  # index of each lane's first record
+        return times.view(np.int64)
+    times[0] = 0
+    np.subtract(hi[1:], hi[:-1], out=times[1:], dtype=_U32)
     has = written > 0
-    starts = lane_start[has]
-    prev = np.empty_like(lo)
-    prev[1:] = lo[:-1]
-    prev[starts] = anchor[has] & np.uint64(fmt.LOW32)
-    d = (lo - prev) & np.uint64(fmt.LOW32)  # uint64 wraps modulo 2**64, the mask makes it 2**32
-    del lo, prev
-    cs = np.cumsum(d)
-    before = cs[starts] - d[starts]  # sum of all earlier lanes' distances
-    del d
-    cs -= np.repeat(before, written[has])
-    cs += np.repeat(anchor[has], written[has])
-    return cs.view(np.int64)
+    starts = lane_start[:-1][has]
+    first = anchor[has] + (hi[starts] - (anchor[has] & _U64(fmt.LOW32)).astype(_U32)).astype(_U64)
+    within = np.add.reduceat(times, starts) - times[starts]  # sum of a lane's later distances
+    last = first + within
+    times[starts[0]] = first[0]
+    times[starts[1:]] = first[1:] - last[:-1]  # uint64: wraps, and the sum wraps back
+    np.cumsum(times, out=times)
+    return times.view(np.int64)
 
 
-def _pair(kind: np.ndarray, event: np.ndarray, rec_lane: np.ndarray):
-    """Match begins with ends: returns (begin positions, end positions, unmatched positions).
+# -- pairing --------------------------------------------------------------------------------
 
-    Fast path: treat each lane as one stack (every range nested in the ones open around it).
-    Lanes where that pairs a begin with an end of another event id, or leaves anything unmatched,
-    are redone with one stack per (lane, event id), which also pairs overlapping ranges.
+
+def _pair(kind, event, lane_start, written) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of paired begins and their ends; each end closes the latest open begin of its
+    (lane, event id).
+
+    Fast path: one stack per lane. Where that pairs a begin with an end of the same id
+    everywhere, it is exactly the per-(lane, event id) result (a stack restricted to one id is
+    that id's stack). Lanes where it pairs different ids are redone grouped by (event id, lane).
     """
-    be = np.flatnonzero(kind != fmt.KIND_INSTANT)
-    if len(be) == 0:
-        z = np.zeros(0, np.int64)
-        return z, z, z
-    lane = rec_lane[be]
-    b, e, um = _match(be, lane.astype(np.int64), kind[be] == fmt.KIND_BEGIN)
-    bad = np.zeros(int(rec_lane.max()) + 1 if len(rec_lane) else 0, bool)
-    bad[rec_lane[b[event[b] != event[e]]]] = True
-    bad[rec_lane[um]] = True
-    if not bad.any():
-        return b, e, um
-    keep = ~bad[rec_lane[b]]
+    has = written > 0
+    starts = lane_start[:-1][has]
+    b, e = _pair_groups(kind, starts)
+    mismatch = np.flatnonzero(event[b] != event[e])
+    if not len(mismatch):
+        return b, e
+    # Redo the lanes with a mismatch with one stack per (event id, lane): take their begin/end
+    # records event id by event id (in record order, so each (event id, lane) is contiguous).
+    rec_lane = np.repeat(np.arange(len(written), dtype=np.int32), written)
+    bad_lane = np.zeros(len(written), bool)
+    bad_lane[rec_lane[b[mismatch]]] = True
+    keep = ~bad_lane[rec_lane[b]]
     b, e = b[keep], e[keep]
-    slow = be[bad[lane]]
-    key = rec_lane[slow].astype(np.int64) * fmt.NUM_EVENT_IDS + event[slow]
-    order = np.argsort(key, kind="stable")
-    slow, key = slow[order], key[order]
-    b2, e2, um2 = _match(slow, key, kind[slow] == fmt.KIND_BEGIN)
-    return np.concatenate([b, b2]), np.concatenate([e, e2]), um2
+    redo = np.repeat(bad_lane, written)
+    redo &= kind != fmt.KIND_INSTANT
+    ids = np.flatnonzero(np.bincount(event[redo], minlength=1))
+    if len(ids) <= _MAX_EVENT_PASSES:
+        sel = np.concatenate([np.flatnonzero(redo & (event == i)) for i in ids])
+    else:  # many ids: one stable radix sort of the uint16 ids
+        sel = np.flatnonzero(redo)
+        sel = sel[np.argsort(event[sel], kind="stable")]
+    del redo
+    ev, lane = event[sel], rec_lane[sel]
+    del rec_lane
+    new_group = np.ones(len(sel), bool)
+    new_group[1:] = (ev[1:] != ev[:-1]) | (lane[1:] != lane[:-1])
+    del ev, lane
+    b2, e2 = _pair_groups(kind[sel], np.flatnonzero(new_group))
+    return np.concatenate([b, sel[b2]]), np.concatenate([e, sel[e2]])
 
 
-def _match(pos: np.ndarray, grp: np.ndarray, is_begin: np.ndarray):
-    """Pair begins and ends in `pos` (sorted by group, then write order) by nesting level.
+def _pair_groups(kind: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pair begins and ends with one stack per group (contiguous runs beginning at `starts`).
 
-    In one group, the begins and ends at one level alternate in time (between two begins that
-    open level L an end must close it), so a begin paired with the next record at its level is
-    paired iff that record is an end. Levels may go negative past unmatched ends; that still holds.
+    Each begin and each matched end gets a level: the stack depth it opens / closes (unmatched
+    ends and instants get 0). In one group the records of one level alternate begin, end,
+    begin, end, ... (an unmatched begin can only be a group's last at its level), and across
+    groups a level's first record is always a begin; so a begin is paired exactly when the next
+    record at its level is an end. No position check between groups is needed.
     """
-    delta = np.where(is_begin, 1, -1).astype(np.int64)
-    cs = np.cumsum(delta)
-    first = np.ones(len(pos), bool)
-    first[1:] = grp[1:] != grp[:-1]
-    gstart = np.flatnonzero(first)
-    offset = (cs - delta)[gstart]
-    depth_after = cs - np.repeat(offset, np.diff(np.append(gstart, len(pos))))
-    level = depth_after + (~is_begin)
-    lo, hi = (int(level.min()), int(level.max())) if len(level) else (0, 0)
-    # Small integer keys get numpy's radix sort, which is linear.
-    if -(1 << 15) <= lo and hi < (1 << 15):
-        level = level.astype(np.int16)
-    order = np.argsort(level, kind="stable")
-    g, lv, bg = grp[order], level[order], is_begin[order]
-    pair = bg[:-1] & ~bg[1:] & (g[:-1] == g[1:]) & (lv[:-1] == lv[1:])
-    bi = order[:-1][pair]
-    ei = order[1:][pair]
-    paired = np.zeros(len(pos), bool)
-    paired[bi] = True
-    paired[ei] = True
-    return pos[bi], pos[ei], pos[~paired]
+    n = len(kind)
+    empty = np.zeros(0, np.int64)
+    if n == 0 or not len(starts):
+        return empty, empty
+    is_b = kind == fmt.KIND_BEGIN
+    is_e = kind == fmt.KIND_END
+    delta = is_b.view(np.int8) - is_e.view(np.int8)
+    depth = _depth_before(delta, starts, floor=False)
+    # Ends that would take a group below 0 are unmatched; only then is the stack floor needed.
+    ends_at_zero = np.any(is_e & (depth <= 0))
+    if ends_at_zero:
+        depth = _depth_before(delta, starts, floor=True)
+    del delta
+    level = depth  # a begin opens depth+1; a matched end closes `depth` (>= 1)
+    level += is_b
+    level[~(is_b | is_e)] = 0  # instants; an unmatched end already has depth 0 (floor)
+    del is_b, is_e
+    top = int(level.max())
+    if top < 256:
+        level = level.astype(np.uint8)
+    elif top < 65536:
+        level = level.astype(np.uint16)
+    bs, es = [empty], [empty]
+    if top <= _MAX_LEVEL_PASSES:
+        for lv in range(1, top + 1):
+            bs_, es_ = _adjacent_pairs(np.flatnonzero(level == lv), kind)
+            bs.append(bs_)
+            es.append(es_)
+    else:
+        sel = np.flatnonzero(level)
+        idx = sel[np.argsort(level[sel], kind="stable")]
+        bs_, es_ = _adjacent_pairs(idx, kind)
+        bs.append(bs_)
+        es.append(es_)
+    return np.concatenate(bs), np.concatenate(es)
+
+
+def _adjacent_pairs(idx: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    k = kind[idx]
+    p = np.flatnonzero((k[:-1] == fmt.KIND_BEGIN) & (k[1:] == fmt.KIND_END))
+    return idx[p], idx[p + 1]
+
+
+def _depth_before(delta: np.ndarray, starts: np.ndarray, floor: bool) -> np.ndarray:
+    """Stack depth before each record, every group starting at 0.
+
+    floor=False: the plain running sum of delta (+1 begin, -1 end), which goes negative after an
+    unmatched end. floor=True: the depth of a real stack, where an end on an empty stack leaves it
+    empty: depth - min(0, running minimum), computed over all groups at once by giving group k
+    the baseline -k * big so that no group's minimum reaches into the next.
+    """
+    n = len(delta)
+    lengths = np.diff(np.append(starts, n))
+    big = int(lengths.max()) + 1 if floor else 0
+    wide = len(starts) * big + n >= 2**31
+    x = np.empty(n, np.int64 if wide else _I32)
+    x[0] = 0
+    np.cumsum(delta[:-1], out=x[1:])  # depth before each record, counted from record 0
+    base = x[starts]  # ... and at each group's start: subtract it (and the floor baseline)
+    if floor:
+        base += np.arange(len(starts), dtype=base.dtype) * big
+    if base.any():
+        x -= np.repeat(base, lengths)
+    if floor:
+        x -= np.minimum.accumulate(x)
+    return x
+
+
+def _unmatched(kind, b_pos, e_pos) -> np.ndarray:
+    """Positions of begins and ends that were not paired, in record order."""
+    n_be = len(kind) - int(np.count_nonzero(kind == fmt.KIND_INSTANT))
+    if n_be == 2 * len(b_pos):
+        return np.zeros(0, np.int64)
+    um = kind != fmt.KIND_INSTANT
+    um[b_pos] = False
+    um[e_pos] = False
+    return np.flatnonzero(um)

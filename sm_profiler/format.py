@@ -78,6 +78,7 @@ MAX_BUFFER_BYTES = 1 << 36  # 64 GiB
 
 # Header flags (w2, high 32 bits).
 FLAG_EMULATED = 1 << 0  # written by the CPU interpreter: host clock, emulated SM ids
+KNOWN_FLAGS = FLAG_EMULATED
 
 
 def make_tag(event_id: int, kind: int) -> int:
@@ -104,9 +105,7 @@ def encode_header(num_blocks: int, num_groups: int, capacity: int, flags: int = 
 
 def lane_dtype(capacity: int) -> np.dtype:
     """A numpy structured dtype for one lane: view the lane area as an array of these."""
-    return np.dtype(
-        [("anchor", "<u8"), ("sm_attempted", "<u8"), ("records", "<u8", (capacity,))]
-    )
+    return np.dtype([("anchor", "<u8"), ("sm_attempted", "<u8"), ("records", "<u8", (capacity,))])
 
 
 class Layout:
@@ -175,6 +174,18 @@ class Layout:
             raise FormatError(
                 f"impossible header: num_blocks={nb}, num_groups={ng}, capacity={cap}"
             )
+        if flags & ~KNOWN_FLAGS:
+            raise FormatError(
+                f"header flags 0x{flags:x} set bits this sm_profiler does not know "
+                f"(known: 0x{KNOWN_FLAGS:x}): corrupt buffer or a newer writer"
+            )
+        reserved = np.flatnonzero(words[HDR_CAPACITY_FLAGS + 1 : HEADER_WORDS])
+        if len(reserved):
+            i = HDR_CAPACITY_FLAGS + 1 + int(reserved[0])
+            raise FormatError(
+                f"header word {i} is reserved and must be zero, got 0x{int(words[i]):x}: "
+                "corrupt buffer or a newer writer"
+            )
         layout = cls(nb, ng, cap, flags)
         if words.size != layout.total_words:
             raise FormatError(
@@ -220,6 +231,7 @@ class Layout:
             f"Layout(num_blocks={self.num_blocks}, num_groups={self.num_groups}, "
             f"capacity={self.capacity}, flags={self.flags})"
         )
+
 
 # Under Triton's CPU interpreter there is no %smid: programs are spread over this many
 # emulated SMs (program id modulo), and the host clock stands in for %globaltimer.

@@ -1,0 +1,284 @@
+"""Property tests: decode(encode(stream)) gives back the stream; damaged bytes give FormatError.
+
+The reference encoder (tests/reference_encoder.py) writes words the way the device ops do and
+computes the expected decode with a plain Python stack per (lane, event id).
+Run longer locally with SM_PROFILER_FUZZ=20.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from reference_encoder import (
+    BEGIN,
+    END,
+    INSTANT,
+    Lane,
+    Stream,
+    actual,
+    check_invariants,
+    encode,
+    examples,
+    expected,
+)
+
+from sm_profiler import format as fmt
+from sm_profiler.capture import Capture
+from sm_profiler.decode import decode
+from sm_profiler.errors import FormatError
+
+U32 = 1 << 32
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+# -- strategies ------------------------------------------------------------------------------
+
+# Anchors: anywhere, or within a few ns of a multiple of 2**32 (the low word about to wrap).
+anchors = st.one_of(
+    st.integers(1, 1 << 62),
+    st.builds(lambda k, off: max(1, k * U32 + off), st.integers(1, 1 << 28), st.integers(-64, 64)),
+)
+# Gaps between consecutive records of a lane: tiny, just under 2**32 (one wrap short), or any.
+gaps = st.one_of(
+    st.integers(0, 16),
+    st.integers(U32 - 17, U32 - 1),
+    st.integers(0, U32 - 1),
+)
+# A few event ids make nesting, overlap and unmatched records likely; the extremes stay in play.
+event_ids = st.one_of(
+    st.integers(0, 3), st.sampled_from([0, 1, fmt.MAX_EVENT_ID]), st.integers(0, 4095)
+)
+kinds = st.sampled_from([BEGIN, BEGIN, END, END, INSTANT])
+
+
+@st.composite
+def nested(draw, depth: int = 0) -> list[tuple[int, int]]:
+    """A well-nested sequence of (kind, event): begin, children, end; instants in between."""
+    out: list[tuple[int, int]] = []
+    for _ in range(draw(st.integers(0, 3 if depth < 6 else 0))):
+        if draw(st.booleans()):
+            ev = draw(event_ids)
+            out.append((BEGIN, ev))
+            out.extend(draw(nested(depth + 1)))
+            out.append((END, ev))
+        else:
+            out.append((INSTANT, draw(event_ids)))
+    return out
+
+
+@st.composite
+def overlapping(draw) -> list[tuple[int, int]]:
+    """Ranges of different ids that overlap without nesting: B a, B b, E a, E b, ..."""
+    ids = draw(st.lists(event_ids, min_size=2, max_size=4, unique=True))
+    out = [(BEGIN, e) for e in ids]
+    out += [(END, e) for e in draw(st.permutations(ids))]
+    return out
+
+
+kind_sequences = st.one_of(
+    st.lists(st.tuples(kinds, event_ids), max_size=24),  # anything: unmatched, odd nesting
+    nested(),
+    overlapping(),
+    st.lists(st.one_of(nested(), overlapping()), max_size=3).map(lambda xs: sum(xs, [])),
+)
+
+
+@st.composite
+def lanes(draw, capacity: int) -> Lane:
+    anchor = draw(anchors)
+    seq = draw(kind_sequences)
+    # Sometimes overflow: the capacity is drawn independently of the sequence length.
+    t, records = anchor, []
+    for kind, ev in seq:
+        t += draw(gaps)
+        records.append((kind, ev, t))
+    return Lane(anchor_ns=anchor, sm_id=draw(st.integers(0, 1023)), records=records)
+
+
+@st.composite
+def streams(draw) -> Stream:
+    nb = draw(st.integers(1, 4))
+    ng = draw(st.integers(1, 3))
+    cap = draw(st.one_of(st.integers(1, 6), st.integers(7, 40)))
+    present = draw(st.lists(st.booleans(), min_size=nb * ng, max_size=nb * ng))
+    lanes_ = {}
+    for i, p in enumerate(present):
+        if p:
+            lanes_[(i // ng, i % ng)] = draw(lanes(cap))
+    flags = draw(st.sampled_from([0, fmt.FLAG_EMULATED]))
+    return Stream(nb, ng, cap, lanes_, flags)
+
+
+def _decode_words(words: np.ndarray):
+    return decode(Capture(words=words))
+
+
+# -- round trip ------------------------------------------------------------------------------
+
+
+@settings(max_examples=examples(300), **SETTINGS)
+@given(streams())
+def test_round_trip_gives_back_the_stream(stream):
+    trace = _decode_words(encode(stream))
+    want, got = expected(stream), actual(trace)
+    assert got.rows == want.rows
+    assert got.ranges == want.ranges
+    assert got.instants == want.instants
+    assert got.unmatched == want.unmatched
+    assert got.written == want.written
+    assert got.attempted == want.attempted
+    assert got.sm == want.sm
+    assert got.anchor_ns == want.anchor_ns
+    assert [int(x) for x in trace.lanes["dropped"]] == [
+        a - w for a, w in zip(want.attempted, want.written, strict=True)
+    ]
+    nl = stream.num_blocks * stream.num_groups
+    assert trace.lanes["block"].tolist() == [i // stream.num_groups for i in range(nl)]
+    assert trace.lanes["group"].tolist() == [i % stream.num_groups for i in range(nl)]
+    # Lane-level columns of events and unmatched follow the lane.
+    for table in (trace.events, trace.unmatched):
+        lane = table["lane"]
+        assert (table["block"] == lane // stream.num_groups).all()
+        assert (table["group"] == lane % stream.num_groups).all()
+        assert (table["sm"] == trace.lanes["sm"][lane]).all()
+        assert (table["capture"] == 0).all()
+    assert trace.kernels[0].emulated == bool(stream.flags & fmt.FLAG_EMULATED)
+    check_invariants(trace)
+
+
+@settings(max_examples=examples(60), **SETTINGS)
+@given(st.lists(streams(), min_size=1, max_size=3))
+def test_several_captures_decode_onto_one_axis(streams_):
+    trace = decode([Capture(words=encode(s)) for s in streams_])
+    offsets = np.cumsum([0] + [len(expected(s).rows) for s in streams_])
+    assert len(trace) == offsets[-1]
+    for i, s in enumerate(streams_):
+        rows = slice(offsets[i], offsets[i + 1])
+        assert (trace.events["capture"][rows] == i).all()
+        want = expected(s).rows
+        assert trace.events["start_ns"][rows].tolist() == [r[3] for r in want]
+        assert trace.events["end_ns"][rows].tolist() == [r[4] for r in want]
+
+
+# -- damaged bytes ---------------------------------------------------------------------------
+
+
+def _decode_or_format_error(words: np.ndarray) -> None:
+    """The one allowed outcome for arbitrary words: FormatError, or a decode that makes sense."""
+    try:
+        trace = _decode_words(words)
+    except FormatError as e:
+        assert str(e)  # a message, not a bare exception
+        return
+    check_invariants(trace)
+
+
+def _header(nb=1, ng=1, cap=4, flags=0) -> list[int]:
+    return [int(w) for w in fmt.encode_header(nb, ng, cap, flags)]
+
+
+words64 = st.integers(0, (1 << 64) - 1)
+
+
+@settings(max_examples=examples(200), **SETTINGS)
+@given(st.lists(words64, max_size=64))
+def test_random_words_never_crash(words):
+    _decode_or_format_error(np.array(words, dtype=np.uint64))
+
+
+@settings(max_examples=examples(200), **SETTINGS)
+@given(
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(1, 6),
+    st.lists(st.one_of(words64, st.integers(0, 64), st.just(0)), max_size=80),
+)
+def test_valid_header_with_random_lanes_never_crashes(nb, ng, cap, body):
+    words = _header(nb, ng, cap)
+    n = nb * ng * (cap + fmt.LANE_HEADER_WORDS)
+    body = (body + [0] * n)[:n]
+    _decode_or_format_error(np.array(words + body, dtype=np.uint64))
+
+
+mutations = st.sampled_from(["flip", "overwrite", "truncate", "extend", "zero", "attempted"])
+
+
+@settings(max_examples=examples(300), **SETTINGS)
+@given(streams(), st.lists(st.tuples(mutations, st.integers(0, 1 << 30), words64), max_size=3))
+def test_damaged_buffers_raise_format_error_or_decode(stream, edits):
+    words = encode(stream)
+    for what, where, value in edits:
+        if not len(words):
+            break
+        i = where % len(words)
+        if what == "flip":
+            words[i] ^= np.uint64(1 << (value % 64))
+        elif what == "overwrite":
+            words[i] = np.uint64(value)
+        elif what == "truncate":
+            words = words[:i]
+        elif what == "extend":
+            words = np.concatenate([words, np.zeros(1 + value % 3, np.uint64)])
+        elif what == "zero":
+            words[i] = 0
+        elif what == "attempted":  # an arbitrary overflow count in some lane header
+            lanes = stream.num_blocks * stream.num_groups
+            stride = stream.capacity + fmt.LANE_HEADER_WORDS
+            j = fmt.HEADER_WORDS + (where % lanes) * stride + fmt.LANE_SM_ATTEMPTED
+            if j < len(words):
+                words[j] = np.uint64((int(words[j]) & fmt.LOW32) | ((value & fmt.LOW32) << 32))
+    _decode_or_format_error(words)
+
+
+@settings(max_examples=examples(100), **SETTINGS)
+@given(streams(), st.integers(0, 1 << 30))
+def test_header_bit_flips_are_caught_or_harmless(stream, bit):
+    """Any one flipped bit in the global header: FormatError, or the same decode as before."""
+    words = encode(stream)
+    i, b = (bit // 64) % fmt.HEADER_WORDS, bit % 64
+    words[i] ^= np.uint64(1 << b)
+    try:
+        trace = _decode_words(words)
+    except FormatError:
+        return
+    # Only a flag flip can survive (FLAG_EMULATED); the events must not change.
+    assert (i, b) == (fmt.HDR_CAPACITY_FLAGS, 32)
+    assert actual(trace).rows == expected(stream).rows
+
+
+@settings(max_examples=examples(100), **SETTINGS)
+@given(streams(), st.data())
+def test_record_after_an_empty_slot_is_rejected(stream, data):
+    lanes = [(k, v) for k, v in stream.lanes.items() if 0 < len(v.records) < stream.capacity]
+    assume(lanes)
+    (block, group), lane = data.draw(st.sampled_from(lanes))
+    words = encode(stream)
+    li = block * stream.num_groups + group
+    base = fmt.HEADER_WORDS + li * (stream.capacity + 2) + 2
+    n = len(lane.records)
+    hole = data.draw(st.integers(0, n - 1))
+    words[base + n] = words[base + hole]  # a record past the end ...
+    words[base + hole] = 0  # ... and an empty slot before it
+    with pytest.raises(FormatError, match=f"lane {li}"):
+        _decode_words(words)
+
+
+@settings(max_examples=examples(100), **SETTINGS)
+@given(streams(), st.data())
+def test_impossible_overflow_counts_are_rejected(stream, data):
+    """attempted != 0 needs a full lane and attempted > capacity."""
+    nl = stream.num_blocks * stream.num_groups
+    li = data.draw(st.integers(0, nl - 1))
+    block, group = divmod(li, stream.num_groups)
+    lane = stream.lanes.get((block, group))
+    n = len(lane.records) if lane else 0
+    if lane and n >= stream.capacity:
+        bad = data.draw(st.integers(1, stream.capacity))  # too small for an overflow
+    else:
+        bad = data.draw(st.integers(1, U32 - 1))  # lane not full, or never ran
+    words = encode(stream)
+    j = fmt.HEADER_WORDS + li * (stream.capacity + 2) + fmt.LANE_SM_ATTEMPTED
+    words[j] = np.uint64((int(words[j]) & fmt.LOW32) | (bad << 32))
+    with pytest.raises(FormatError, match=f"lane {li}"):
+        _decode_words(words)
