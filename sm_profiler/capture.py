@@ -6,6 +6,7 @@ read. It holds no decoded data: decoding is `sm_profiler.decode.decode(capture)`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import zipfile
@@ -32,14 +33,13 @@ class Capture:
 
     def __post_init__(self):
         words = np.asarray(self.words)
-        if words.dtype != np.uint64:
-            if words.dtype.itemsize == 8 and words.dtype.kind in "iu":
-                words = words.view(np.uint64)
-            else:
-                raise FormatError(f"capture words must be 64-bit integers, got dtype {words.dtype}")
-        self.words = words.reshape(-1)
-        self.event_names = {int(k): str(v) for k, v in self.event_names.items()}
-        self.group_names = {int(k): str(v) for k, v in self.group_names.items()}
+        if words.dtype.itemsize != 8 or words.dtype.kind not in "iu":
+            raise FormatError(f"capture words must be 64-bit integers, got dtype {words.dtype}")
+        # Native byte order, contiguous, then the same bits as uint64.
+        words = np.ascontiguousarray(words, dtype=words.dtype.newbyteorder("="))
+        self.words = words.view(np.uint64).reshape(-1)
+        self.event_names = _int_keyed(self.event_names, "event_names")
+        self.group_names = _int_keyed(self.group_names, "group_names")
 
     @property
     def layout(self) -> Layout:
@@ -59,6 +59,14 @@ class Capture:
         save_many([self], path)
 
 
+def _int_keyed(names, what: str) -> dict[int, str]:
+    """{id: name} with int keys (JSON stores them as strings)."""
+    try:
+        return {int(k): str(v) for k, v in dict(names).items()}
+    except (TypeError, ValueError) as e:
+        raise FormatError(f"{what} must map integer ids to names, got {names!r}") from e
+
+
 def save_many(captures: list[Capture], path: str | os.PathLike) -> None:
     """Write captures to one .npz file: raw words plus JSON names and metadata.
 
@@ -67,7 +75,9 @@ def save_many(captures: list[Capture], path: str | os.PathLike) -> None:
     if not captures:
         raise CaptureError("nothing to save: no captures")
     for c in captures:
-        c.layout  # refuse to save something we could not read back
+        if not isinstance(c, Capture):
+            raise CaptureError(f"save_many takes Capture objects, got {type(c).__name__}")
+        _ = c.layout  # refuse to save something we could not read back
     meta = {
         "capture_file_version": CAPTURE_FILE_VERSION,
         "captures": [
@@ -80,11 +90,25 @@ def save_many(captures: list[Capture], path: str | os.PathLike) -> None:
             for c in captures
         ],
     }
-    blob = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    try:
+        blob = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    except (TypeError, ValueError) as e:
+        raise CaptureError(
+            f"cannot save {str(path)!r}: names and metadata must be JSON-serialisable ({e})"
+        ) from e
     check_writable(path)
     arrays = {f"words_{i}": c.words for i, c in enumerate(captures)}
-    with open(path, "wb") as f:
-        np.savez(f, meta=blob, **arrays)
+    # Write a temporary file next to `path` and rename it: `path` is replaced whole or not at all.
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, meta=blob, **arrays)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise CaptureError(f"cannot write {path!r}: {e}") from e
 
 
 def load(path: str | os.PathLike) -> list[Capture]:
@@ -106,17 +130,25 @@ def load(path: str | os.PathLike) -> list[Capture]:
         ) from e
     if not isinstance(meta, dict) or meta.get("capture_file_version") != CAPTURE_FILE_VERSION:
         version = meta.get("capture_file_version") if isinstance(meta, dict) else None
-        raise CaptureError(f"{str(path)!r}: unsupported capture file version {version!r}")
-    caps = []
-    for w, m in zip(words, meta["captures"]):
-        cap = Capture(
-            words=w,
-            event_names=m.get("event_names", {}),
-            group_names=m.get("group_names", {}),
-            kernel_name=m.get("kernel_name", "kernel"),
-            metadata=m.get("metadata", {}),
+        raise CaptureError(
+            f"{str(path)!r}: unsupported capture file version {version!r}; this sm_profiler "
+            f"reads version {CAPTURE_FILE_VERSION}"
         )
-        cap.layout  # validate now, with a clear FormatError
+    caps = []
+    for i, (w, m) in enumerate(zip(words, meta["captures"], strict=True)):
+        if not isinstance(m, dict):
+            raise CaptureError(f"{str(path)!r}: capture {i} has no metadata table: corrupt file")
+        try:
+            cap = Capture(
+                words=w,
+                event_names=m.get("event_names", {}),
+                group_names=m.get("group_names", {}),
+                kernel_name=str(m.get("kernel_name", "kernel")),
+                metadata=m.get("metadata", {}),
+            )
+        except FormatError as e:
+            raise CaptureError(f"{str(path)!r}: capture {i} is unreadable: {e}") from e
+        _ = cap.layout  # validate now, with a clear FormatError
         caps.append(cap)
     if not caps:
         raise CaptureError(f"{str(path)!r} holds no captures")

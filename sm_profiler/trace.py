@@ -123,16 +123,18 @@ class TraceData:
         """One trace from several (several kernels, or several launches of one kernel).
 
         Capture indices are renumbered in order; times stay on the shared %globaltimer axis.
-        Event names are merged: where two parts use one event id for different names, the later
-        part's id is renumbered (past the largest id in use) so that no name is lost.
+        Event names are merged: where two parts use one event id for different names (or a later
+        part names an id that an earlier part used unnamed), the later part's id is renumbered
+        (past the largest id in use) so that no name is lost and no two names share an id.
         """
         if not parts:
             raise ValueError("concat needs at least one TraceData")
         events, lanes, unmatched, kernels = [], [], [], []
         event_names: dict[int, str] = {}
+        used: set[int] = set()
         offset = 0
         for p in parts:
-            remap = _merge_names(event_names, p.event_names, p)
+            remap = _merge_names(event_names, p.event_names, used, p)
             for src, dst in ((p.events, events), (p.lanes, lanes), (p.unmatched, unmatched)):
                 t = dict(src)
                 t["capture"] = (t["capture"] + offset).astype(np.int32)
@@ -148,26 +150,44 @@ class TraceData:
         return TraceData(cat(events), cat(lanes), cat(unmatched), kernels, event_names)
 
 
-def _merge_names(merged: dict[int, str], names: dict[int, str], part: TraceData) -> dict[int, int]:
-    """Add `names` into `merged`; return {old id: new id} for ids that had to move."""
-    used = set(merged) | set(names)
+def _ids_in(part: TraceData) -> set[int]:
+    ids = set(part.event_names)
     for col in (part.events["event"], part.unmatched["event"]):
-        if len(col):
-            used.add(int(col.max()))
+        ids.update(np.unique(col).tolist())
+    return ids
+
+
+def _merge_names(
+    merged: dict[int, str], names: dict[int, str], used: set[int], part: TraceData
+) -> dict[int, int]:
+    """Add `names` into `merged`; return {old id: new id} for ids of `part` that had to move.
+
+    `used` holds every id that earlier parts use, named or not; it is updated with this part's
+    ids after the move. An id keeps its number when that number means the same name (or nothing)
+    so far; a name already known under another id joins that id when this part does not use it;
+    anything else gets a fresh id past every id in use, so two names never share an id.
+    """
+    part_ids = _ids_in(part)
     by_name = {v: k for k, v in merged.items()}
+    taken = used | part_ids | set(merged)
     remap: dict[int, int] = {}
     for k, v in sorted(names.items()):
-        if merged.get(k, v) == v:
-            merged[k] = v
-            by_name.setdefault(v, k)
+        j = by_name.get(v)
+        if merged.get(k) == v:
             continue
-        new = by_name.get(v)
-        if new is None:
-            new = max(used) + 1
-            used.add(new)
-            merged[new] = v
-            by_name[v] = new
+        if j is not None and j not in part_ids - remap.keys():
+            remap[k] = j
+            continue
+        if j is None and k not in merged and k not in used:
+            merged[k] = v
+            by_name[v] = k
+            continue
+        new = max(taken) + 1
+        taken.add(new)
+        merged[new] = v
+        by_name.setdefault(v, new)
         remap[k] = new
+    used.update(remap.get(k, k) for k in part_ids)
     return remap
 
 

@@ -1,0 +1,43 @@
+"""Shared fixtures for the host-side tests (no GPU: everything runs with device="cpu")."""
+
+from __future__ import annotations
+
+import pytest
+from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode
+
+from sm_profiler.capture import Capture
+
+
+@pytest.fixture
+def small_stream() -> Stream:
+    """Two blocks x two groups: nesting, an instant, an overlap, an unmatched end, an empty lane."""
+    t0 = 5 * 2**32 - 10  # the low word wraps a few ns in
+    return Stream(
+        num_blocks=2,
+        num_groups=2,
+        capacity=8,
+        lanes={
+            (0, 0): Lane(
+                t0,
+                3,
+                [(BEGIN, 1, t0 + 5), (BEGIN, 2, t0 + 20), (END, 2, t0 + 30), (END, 1, t0 + 40)],
+            ),
+            (0, 1): Lane(t0 + 1, 4, [(INSTANT, 7, t0 + 2), (END, 1, t0 + 3)]),
+            (1, 0): Lane(
+                t0 + 2,
+                5,
+                [(BEGIN, 1, t0 + 3), (BEGIN, 2, t0 + 4), (END, 1, t0 + 9), (END, 2, t0 + 11)],
+            ),
+        },
+    )
+
+
+@pytest.fixture
+def small_capture(small_stream) -> Capture:
+    return Capture(
+        words=encode(small_stream),
+        event_names={1: "load", 2: "mma", 7: "tick"},
+        group_names={0: "producer", 1: "consumer"},
+        kernel_name="small",
+        metadata={"note": "fixture"},
+    )
