@@ -75,43 +75,47 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
     b_pos, e_pos = _pair(kind, event, lane_start, written)
 
     # One row per range (at its begin) or instant, in record order: lane, then time.
+    # Columns are built so that each big temporary is freed before the next one is made.
     row = kind == fmt.KIND_INSTANT
     row[b_pos] = True
-    n_rows = int(np.count_nonzero(row))
     end_of = np.arange(n, dtype=pos_t) if n else np.zeros(0, pos_t)
     end_of[b_pos] = e_pos
-    unmatched_pos = _unmatched(kind, b_pos, e_pos)
+    um_pos = _unmatched(kind, b_pos, e_pos)
     del b_pos, e_pos
-    s_pos = np.flatnonzero(row).astype(pos_t, copy=False)
-    del row
-    rows_per_lane = np.diff(np.searchsorted(s_pos, lane_start))
-    start_ns = time_ns[s_pos]
-    end_ns = time_ns[end_of[s_pos]]
-    del end_of
-    um_lane = np.repeat(lane_ids, np.diff(np.searchsorted(unmatched_pos, lane_start)))
-    um_time = time_ns[unmatched_pos]
-    del time_ns
-    ev_kind = np.where(kind[s_pos] == fmt.KIND_INSTANT, INSTANT, RANGE).astype(np.int8)
-    events = {
-        "capture": np.zeros(n_rows, _I32),
-        "lane": np.repeat(lane_ids, rows_per_lane),
-        "sm": np.repeat(sm, rows_per_lane),
-        "block": np.repeat(block, rows_per_lane),
-        "group": np.repeat(group, rows_per_lane),
-        "event": event[s_pos].astype(_I32),
-        "kind": ev_kind,
-        "start_ns": start_ns,
-        "end_ns": end_ns,
-    }
+    um_lane = np.repeat(lane_ids, np.diff(np.searchsorted(um_pos, lane_start)))
     unmatched = {
-        "capture": np.zeros(len(unmatched_pos), _I32),
+        "capture": np.zeros(len(um_pos), _I32),
         "lane": um_lane,
         "sm": sm[um_lane],
         "block": block[um_lane],
         "group": group[um_lane],
-        "event": event[unmatched_pos].astype(_I32),
-        "kind": kind[unmatched_pos].astype(np.int8),
-        "time_ns": um_time,
+        "event": event[um_pos].astype(_I32),
+        "kind": kind[um_pos].astype(np.int8),
+        "time_ns": time_ns[um_pos],
+    }
+    del um_pos, um_lane
+    s_pos = np.flatnonzero(row).astype(pos_t, copy=False)
+    del row
+    rows_per_lane = np.diff(np.searchsorted(s_pos, lane_start))
+    e_rows = end_of[s_pos]
+    del end_of
+    start_ns = time_ns[s_pos]
+    end_ns = time_ns[e_rows]
+    del e_rows, time_ns
+    ev_event = event[s_pos].astype(_I32)
+    del event
+    ev_kind = np.where(kind[s_pos] == fmt.KIND_INSTANT, INSTANT, RANGE).astype(np.int8)
+    del kind, s_pos
+    events = {
+        "capture": np.zeros(len(start_ns), _I32),
+        "lane": np.repeat(lane_ids, rows_per_lane),
+        "sm": np.repeat(sm, rows_per_lane),
+        "block": np.repeat(block, rows_per_lane),
+        "group": np.repeat(group, rows_per_lane),
+        "event": ev_event,
+        "kind": ev_kind,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
     }
     lanes_t = {
         "capture": np.zeros(nl, _I32),
@@ -242,32 +246,40 @@ def _pair(kind, event, lane_start, written) -> tuple[np.ndarray, np.ndarray]:
     has = written > 0
     starts = lane_start[:-1][has]
     b, e = _pair_groups(kind, starts)
-    mismatch = np.flatnonzero(event[b] != event[e])
-    if not len(mismatch):
+    mismatch = event[b] != event[e]
+    if not mismatch.any():
         return b, e
     # Redo the lanes with a mismatch with one stack per (event id, lane): take their begin/end
-    # records event id by event id (in record order, so each (event id, lane) is contiguous).
-    rec_lane = np.repeat(np.arange(len(written), dtype=np.int32), written)
+    # records of one event id at a time, in record order, so each (event id, lane) is contiguous.
+    pos_t = b.dtype
+    flag = np.zeros(len(kind), bool)
+    flag[b[mismatch]] = True
+    del mismatch
     bad_lane = np.zeros(len(written), bool)
-    bad_lane[rec_lane[b[mismatch]]] = True
-    keep = ~bad_lane[rec_lane[b]]
-    b, e = b[keep], e[keep]
+    bad_lane[has] = np.logical_or.reduceat(flag, starts)
     redo = np.repeat(bad_lane, written)
+    keep = ~redo[b]
+    bs, es = [b[keep]], [e[keep]]
+    del b, e, keep, flag
     redo &= kind != fmt.KIND_INSTANT
-    ids = np.flatnonzero(np.bincount(event[redo], minlength=1))
+    present = np.zeros(fmt.NUM_EVENT_IDS, bool)
+    present[event] = True  # a superset of the ids in the redone lanes
+    ids = np.flatnonzero(present)
     if len(ids) <= _MAX_EVENT_PASSES:
-        sel = np.concatenate([np.flatnonzero(redo & (event == i)) for i in ids])
-    else:  # many ids: one stable radix sort of the uint16 ids
+        chunks = (np.flatnonzero(redo & (event == i)) for i in ids)
+    else:  # many ids: one stable radix sort of the uint16 ids, then split by id
         sel = np.flatnonzero(redo)
         sel = sel[np.argsort(event[sel], kind="stable")]
-    del redo
-    ev, lane = event[sel], rec_lane[sel]
-    del rec_lane
-    new_group = np.ones(len(sel), bool)
-    new_group[1:] = (ev[1:] != ev[:-1]) | (lane[1:] != lane[:-1])
-    del ev, lane
-    b2, e2 = _pair_groups(kind[sel], np.flatnonzero(new_group))
-    return np.concatenate([b, sel[b2]]), np.concatenate([e, sel[e2]])
+        chunks = np.split(sel, np.flatnonzero(np.diff(event[sel])) + 1)
+    rec_lane = np.repeat(np.arange(len(written), dtype=np.int32), written)
+    for sel in chunks:
+        lane = rec_lane[sel]
+        new_group = np.ones(len(sel), bool)
+        new_group[1:] = lane[1:] != lane[:-1]
+        b2, e2 = _pair_groups(kind[sel], np.flatnonzero(new_group))
+        bs.append(sel[b2].astype(pos_t))
+        es.append(sel[e2].astype(pos_t))
+    return np.concatenate(bs), np.concatenate(es)
 
 
 def _pair_groups(kind: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -280,46 +292,48 @@ def _pair_groups(kind: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.n
     record at its level is an end. No position check between groups is needed.
     """
     n = len(kind)
-    empty = np.zeros(0, np.int64)
     if n == 0 or not len(starts):
-        return empty, empty
+        return np.zeros(0, _I32), np.zeros(0, _I32)
     is_b = kind == fmt.KIND_BEGIN
     is_e = kind == fmt.KIND_END
     delta = is_b.view(np.int8) - is_e.view(np.int8)
+    del is_e
     depth = _depth_before(delta, starts, floor=False)
-    # Ends that would take a group below 0 are unmatched; only then is the stack floor needed.
-    ends_at_zero = np.any(is_e & (depth <= 0))
-    if ends_at_zero:
+    # An end on an empty stack is unmatched and leaves it empty; only then is the floor needed.
+    # The plain sum shows it as a negative depth next, or as an end at depth 0 ending a group.
+    last = np.append(starts[1:], n) - 1
+    if int(depth.min()) < 0 or bool(np.any(depth[last] + delta[last] < 0)):
         depth = _depth_before(delta, starts, floor=True)
     del delta
-    level = depth  # a begin opens depth+1; a matched end closes `depth` (>= 1)
-    level += is_b
-    level[~(is_b | is_e)] = 0  # instants; an unmatched end already has depth 0 (floor)
-    del is_b, is_e
-    top = int(level.max())
-    if top < 256:
-        level = level.astype(np.uint8)
-    elif top < 65536:
-        level = level.astype(np.uint16)
-    bs, es = [empty], [empty]
+    # A begin opens level depth+1; a matched end closes level `depth` (>= 1); unmatched ends
+    # (depth 0 after the floor) and instants get level 0.
+    top = int(depth.max()) + 1
+    level_t = np.uint8 if top < 256 else np.uint16 if top < 65536 else depth.dtype
+    level = np.add(depth, is_b, out=np.empty(n, level_t), casting="unsafe")
+    del depth, is_b
+    level *= (kind != fmt.KIND_INSTANT).view(np.uint8)
+    pos_t = _I32 if n < 2**31 else np.int64
+    bs, es = [np.zeros(0, pos_t)], [np.zeros(0, pos_t)]
     if top <= _MAX_LEVEL_PASSES:
         for lv in range(1, top + 1):
-            bs_, es_ = _adjacent_pairs(np.flatnonzero(level == lv), kind)
+            bs_, es_ = _adjacent_pairs(np.flatnonzero(level == lv), kind, pos_t)
             bs.append(bs_)
             es.append(es_)
     else:
         sel = np.flatnonzero(level)
         idx = sel[np.argsort(level[sel], kind="stable")]
-        bs_, es_ = _adjacent_pairs(idx, kind)
+        del sel
+        bs_, es_ = _adjacent_pairs(idx, kind, pos_t)
         bs.append(bs_)
         es.append(es_)
     return np.concatenate(bs), np.concatenate(es)
 
 
-def _adjacent_pairs(idx: np.ndarray, kind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _adjacent_pairs(idx: np.ndarray, kind: np.ndarray, pos_t) -> tuple[np.ndarray, np.ndarray]:
+    """Begins in `idx` directly followed (in `idx`) by an end: (begin positions, end positions)."""
     k = kind[idx]
     p = np.flatnonzero((k[:-1] == fmt.KIND_BEGIN) & (k[1:] == fmt.KIND_END))
-    return idx[p], idx[p + 1]
+    return idx[p].astype(pos_t), idx[p + 1].astype(pos_t)
 
 
 def _depth_before(delta: np.ndarray, starts: np.ndarray, floor: bool) -> np.ndarray:
