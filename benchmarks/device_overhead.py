@@ -185,12 +185,32 @@ def event_median_us(fn, launches: int) -> float:
 
 
 def run_case(name, make_launch, events_per_program, grid, launches, rounds, proton_launch):
+    """Time every variant; all of them in one CUPTI session, interleaved over `rounds`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fns = {mode: make_launch(mode) for mode in MODES}
+    for fn in fns.values():  # compile and warm up outside the timed session
+        fn()
+        fn()
+    torch.cuda.synchronize()
+    order = []
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(rounds):  # interleave variants so drift hits all of them alike
+            for mode, fn in fns.items():
+                for _ in range(launches):
+                    fn()
+                    order.append(mode)
+        torch.cuda.synchronize()
+    durs = [
+        e.device_time
+        for e in p.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.name.startswith(name)
+    ]
+    if len(durs) != len(order):
+        raise RuntimeError(f"CUPTI saw {len(durs)} launches of {name}, expected {len(order)}")
     results = {}
-    for r in range(rounds):  # interleave variants so drift hits all of them alike
-        for mode in MODES:
-            fn = make_launch(mode)
-            t = cupti_median_us(fn, launches, name)
-            results.setdefault(mode, []).append(t)
+    for mode, d in zip(order, durs):
+        results.setdefault(mode, []).append(d)
     row = {k: statistics.median(v) for k, v in results.items()}
     row["proton"], row["proton_timing"] = proton_launch()
     base = row["base"]
@@ -212,10 +232,10 @@ def proton_timed(fn, launches, name):
         import triton.profiler as proton
 
         pl.enable_semantic("triton")
-        sess = proton.start("/tmp/sm_profiler_bench_proton", backend="instrumentation", data="trace")
+        sess = proton.start("/tmp/sm_profiler_bench_proton", backend="instrumentation")
         try:
             try:
-                t, how = cupti_median_us(fn, launches, name), "cupti"
+                t, how = cupti_median_us(fn, launches * 2, name), "cupti"
             except Exception:
                 t, how = event_median_us(fn, launches), "cuda-events"
         finally:
@@ -256,6 +276,8 @@ def main():
             m = MODES[mode]
 
             def launch():
+                if mode == "seed":
+                    buf.zero_()  # the seed's counters live in the buffer: reset them per launch
                 loop_kernel[(grid,)](out, buf, lane_words, ITERS=iters, INNER=inner, MODE=m, num_warps=4)
 
             return launch
@@ -288,6 +310,8 @@ def main():
             m = MODES[mode]
 
             def launch():
+                if mode == "seed":
+                    buf.zero_()
                 matmul_kernel[(mgrid,)](a, b, c, M, N, K, buf, lane_words, BM=BM, BN=BN, BK=BK,
                                         MODE=m, num_warps=8, num_stages=3)  # fmt: skip
 

@@ -12,7 +12,7 @@
 
 The context is a tuple of registers (records pointer, cursor, capacity, leader flag) that every op
 returns updated: the cursor never lives in global memory, so no event costs a load, an atomic or
-a fence. Per event the device reads the low 32 bits of %globaltimer and does ONE 8-byte store
+a fence. Per event the device reads %globaltimer (keeping the low 32 bits) and does ONE 8-byte store
 (see sm_profiler/format.py for the record layout); the only branch is the predicate that turns
 the store of an overflowing record into a 4-byte store of the attempted count.
 
@@ -91,7 +91,11 @@ def profiler_init(
                 num_warps); on a GPU the warp index comes from the hardware
     Lanes outside the buffer's shape (block >= num_blocks, group >= num_groups) record nothing.
     """
-    if ENABLED and buffer_ptr is not None:
+    if not ENABLED:
+        return _disabled_context()
+    elif buffer_ptr is None:
+        return _disabled_context()
+    else:
         if block is None:
             block = _linear_program_id()
         shape = tl.load(buffer_ptr + _HDR_SHAPE)
@@ -116,8 +120,14 @@ def profiler_init(
             records += _LANE_HEADER_WORDS
             leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
             return records, tl.full((), 0, tl.int32), capacity, leader
-    else:
-        return buffer_ptr, 0, 0, 0
+
+
+@triton.jit
+def _disabled_context():
+    # Values returned from a jit function become tensors, so "disabled" is marked by a type the
+    # ops test at compile time (an int8 cursor); the constants are dead code and vanish.
+    z = tl.full((), 0, tl.int8)
+    return z, z, z, z
 
 
 @triton.jit
@@ -193,7 +203,7 @@ def profiler_event_instant(ctx, event_id: tl.constexpr, after=None):
 @triton.jit
 def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
     records, cursor, capacity, leader = ctx
-    if isinstance(cursor, tl.constexpr):
+    if cursor.dtype == tl.int8:
         # Disabled context: nothing to record, nothing emitted.
         return ctx
     else:
@@ -211,30 +221,30 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
 
 
 def _record_asm_text(after: bool) -> str:
-    # $1 records, $2 cursor, $3 capacity, $4 leader, $5 tag, $6 dependency (after= only)
-    # t = %globaltimer_lo; rec = t << 32 | tag
+    # $1 &records[cursor], $2 records, $3 cursor, $4 capacity, $5 leader, $6 tag, $7 dependency
+    # t = %globaltimer (read 64-bit: CS2R, fixed latency; %globaltimer_lo compiles to the slower
+    #     S2UR); rec = t.lo << 32 | tag
     # if leader: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor + 1 (attempted)
     if after:
         # The timer read is predicated on a test of the dependency, so it cannot issue before the
         # dependency exists; both predicate values read the timer, so the time never depends on it.
         timer = (
-            "setp.ne.u32 pd, $6, 0;\n\t"
-            "@pd mov.u32 t, %globaltimer_lo;\n\t"
-            "@!pd mov.u32 t, %globaltimer_lo;\n\t"
+            "setp.ne.u32 pd, $7, 0;\n\t"
+            "@pd mov.u64 t, %globaltimer;\n\t"
+            "@!pd mov.u64 t, %globaltimer;\n\t"
         )
     else:
-        timer = "mov.u32 t, %globaltimer_lo;\n\t"
+        timer = "mov.u64 t, %globaltimer;\n\t"
     return (
-        "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 t, c;\n\t.reg .u64 a, r;\n\t"
+        "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo, c;\n\t.reg .u64 t, r;\n\t"
         + timer
-        + "setp.ne.u32 pl, $4, 0;\n\t"
-        "setp.lt.and.u32 pin, $2, $3, pl;\n\t"
-        "setp.ge.and.u32 pov, $2, $3, pl;\n\t"
-        "mov.b64 r, {$5, t};\n\t"
-        "mad.wide.u32 a, $2, 8, $1;\n\t"
-        "@pin st.global.u64 [a], r;\n\t"
-        "add.u32 c, $2, 1;\n\t"
-        "@pov st.global.u32 [$1+-4], c;\n\t"
+        + "cvt.u32.u64 lo, t;\n\t"
+        "setp.ne.u32 pl, $5, 0;\n\t"
+        "setp.lt.and.u32 pin|pov, $3, $4, pl;\n\t"
+        "mov.b64 r, {$6, lo};\n\t"
+        "@pin st.global.u64 [$1], r;\n\t"
+        "add.u32 c, $3, 1;\n\t"
+        "@pov st.global.u32 [$2+-4], c;\n\t"
         "mov.u32 $0, 0;\n\t}"
     )
 
@@ -245,10 +255,12 @@ _RECORD_AFTER_ASM = tl.constexpr(_record_asm_text(after=True))
 
 @triton.jit
 def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr):
+    # The slot address is plain pointer arithmetic so that the compiler can strength-reduce it
+    # across a loop (one pointer increment per iteration instead of an address per event).
     return tl.inline_asm_elementwise(
         _RECORD_ASM,
-        "=r,l,r,r,r,r",
-        [records, cursor, capacity, leader, tl.full((), tag, tl.int32)],
+        "=r,l,l,r,r,r,r",
+        [records + cursor, records, cursor, capacity, leader, tl.full((), tag, tl.int32)],
         dtype=tl.int32,
         is_pure=False,
         pack=1,
@@ -259,8 +271,8 @@ def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr):
 def _record_after_asm(records, cursor, capacity, leader, tag: tl.constexpr, dep):
     return tl.inline_asm_elementwise(
         _RECORD_AFTER_ASM,
-        "=r,l,r,r,r,r,r",
-        [records, cursor, capacity, leader, tl.full((), tag, tl.int32), dep],
+        "=r,l,l,r,r,r,r,r",
+        [records + cursor, records, cursor, capacity, leader, tl.full((), tag, tl.int32), dep],
         dtype=tl.int32,
         is_pure=False,
         pack=1,
@@ -269,11 +281,13 @@ def _record_after_asm(records, cursor, capacity, leader, tag: tl.constexpr, dep)
 
 @triton.jit
 def _dependency(value):
-    """A 32-bit scalar that exists only once `value` does."""
+    """A 32-bit scalar that exists only once `value` does (a register move for 32-bit scalars)."""
     if isinstance(value, tl.tensor) and len(value.shape) > 0:
         value = tl.sum(tl.ravel(value).to(tl.float32), axis=0)
     if value.dtype.primitive_bitwidth == 32:
         return value.to(tl.int32, bitcast=True)
+    elif value.dtype.is_int():
+        return value.to(tl.int32)  # truncation: the low register, no arithmetic
     else:
         return value.to(tl.float32).to(tl.int32, bitcast=True)
 

@@ -70,12 +70,16 @@ def straight_kernel(prof, N_EVENTS: tl.constexpr):
 
 
 @triton.jit
-def spin_kernel(prof, reps, DELAY_NS: tl.constexpr):
-    """Ranges around a known delay: spin until %globaltimer has advanced DELAY_NS."""
+def spin_kernel(prof, spun, reps, DELAY_NS: tl.constexpr, AFTER: tl.constexpr = False):
+    """Ranges around a known delay: spin until %globaltimer has advanced DELAY_NS.
+
+    spun[i] gets the time the spin itself saw pass (its last timer read minus its first), so
+    a test can compare our range with the delay as the hardware clock measured it.
+    """
     ctx = profiler_init(prof, tl.program_id(0), 0)
-    for _ in range(reps):
+    for i in range(reps):
         ctx = profiler_event_start(ctx, SLEEP)
-        tl.inline_asm_elementwise(
+        t = tl.inline_asm_elementwise(
             "{\n\t.reg .u64 t0, t;\n\t.reg .pred p;\n\t"
             "mov.u64 t0, %globaltimer;\n"
             "SPIN:\n\t"
@@ -83,7 +87,11 @@ def spin_kernel(prof, reps, DELAY_NS: tl.constexpr):
             "sub.u64 t, t, t0;\n\t"
             f"setp.lt.u64 p, t, {DELAY_NS};\n\t"
             "@p bra SPIN;\n\t"
-            "mov.u32 $0, 0;\n\t}",
-            "=r", [], dtype=tl.int32, is_pure=False, pack=1,
+            "mov.u64 $0, t;\n\t}",
+            "=l", [], dtype=tl.int64, is_pure=False, pack=1,
         )  # fmt: skip
-        ctx = profiler_event_end(ctx, SLEEP)
+        if AFTER:
+            ctx = profiler_event_end(ctx, SLEEP, after=t)
+        else:
+            ctx = profiler_event_end(ctx, SLEEP)
+        tl.store(spun + i, t)

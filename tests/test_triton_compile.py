@@ -1,0 +1,84 @@
+"""What the Triton ops compile to, checked on a CPU: sm_90 PTX and SASS from triton.compile.
+
+These pin the cost of an event so that it cannot grow silently.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("triton")
+
+HERE = os.path.dirname(__file__)
+# SASS instructions one event adds in straight-line code (timer read, bounds/leader predicate,
+# record assembly, the record store and the predicated-off overflow store). Measured: see the
+# test; raise this only with a reason in the commit message.
+MAX_SASS_PER_EVENT = 8
+
+
+@pytest.fixture(scope="module")
+def probe():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, os.path.join(HERE, "triton_compile_probe.py")],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def _strip_name(ptx: str) -> str:
+    """PTX without what differs between two kernels of one body: names, source lines, spacing."""
+    ptx = re.sub(r"\b(plain_)?add_kernel(?=\b|_param)", "KERNEL", ptx)
+    lines = [ln for ln in ptx.splitlines() if not ln.strip().startswith((".loc", ".file"))]
+    return "\n".join(" ".join(ln.split()) for ln in lines)
+
+
+def test_disabled_build_is_the_plain_kernel(probe):
+    assert _strip_name(probe["add_ptx_off"]) == _strip_name(probe["add_ptx_plain"])
+    assert "globaltimer" not in probe["add_ptx_off"]
+    assert "globaltimer" in probe["add_ptx_on"]  # the comparison above can fail
+
+
+def test_sass_per_event_is_pinned(probe):
+    a, b = probe["straight_4"], probe["straight_12"]
+    per_event = (len(b) - len(a)) / 8
+    print(f"SASS instructions per event: {per_event}")
+    assert 0 < per_event <= MAX_SASS_PER_EVENT
+
+
+def test_one_timer_read_and_one_record_store_per_event(probe):
+    for n in (4, 12):
+        ins = probe[f"straight_{n}"]
+        timer_reads = [i for i in ins if "SR_GLOBALTIMER" in i]
+        stores64 = [i for i in ins if re.search(r"\bSTG\.E\.64\b", i)]
+        # +1 each: the lane's anchor at init
+        assert len(timer_reads) == n + 1, timer_reads
+        assert len(stores64) == n + 1, stores64
+        # the SM id is read once per lane, at init
+        assert sum("SR_VIRTUALSMID" in i or "SR_SMID" in i for i in ins) == 1
+
+
+def test_no_atomics_fences_or_loads_per_event(probe):
+    ins = probe["straight_12"]
+    assert not [i for i in ins if i.startswith(("ATOM", "RED", "MEMBAR", "FENCE", "BAR"))]
+    # Two loads in all: the buffer header's shape and capacity, once, at init.
+    assert len([i for i in ins if i.startswith(("LDG", "LD."))]) == 2
+
+
+def test_leader_is_thread_zero_per_program_and_lane_zero_per_warp(probe):
+    assert "%laneid" not in probe["loop_ptx_warp0"] and "%tid.x" in probe["loop_ptx_warp0"]
+    assert "%laneid" in probe["loop_ptx_warp1"]
+    assert any("SR_LANEID" in i for i in probe["loop_sass_warp1"])
+
+
+def test_after_makes_the_timer_read_wait_for_the_value(probe):
+    # loop_kernel ends each iteration with after=acc: the timer reads are predicated on a test
+    # of acc, which ptxas cannot hoist above the computation of acc.
+    ptx = probe["loop_ptx_warp0"]
+    assert re.search(r"@pd mov\.u64 t, %globaltimer", ptx)
+    assert re.search(r"@!pd mov\.u64 t, %globaltimer", ptx)

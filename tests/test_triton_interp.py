@@ -1,0 +1,136 @@
+"""The Triton ops under TRITON_INTERPRET=1: the whole pipeline on a CPU, no GPU needed.
+
+tests/conftest.py turns the interpreter on (before Triton is imported) when there is no GPU.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET", "0") in ("", "0"),
+    reason="interpreter tests run where TRITON_INTERPRET=1 (set by conftest.py without a GPU)",
+)
+
+import sm_profiler  # noqa: E402
+import triton_kernels as K  # noqa: E402
+from sm_profiler import format as fmt  # noqa: E402
+
+NAMES = ("load", "store", "loop", "iter", "tick", "tail", "sleep")
+
+
+def _profiler(num_blocks, num_groups=1, capacity=64):
+    prof = sm_profiler.SmProfiler(num_blocks, num_groups, capacity, device="cpu")
+    for i, name in enumerate(NAMES):
+        prof.register_event(i, name)
+    return prof
+
+
+def _per_program(iters):
+    # loop start, iter start/end per iteration, a tick every 3rd, 2 tail instants, loop end
+    return 1 + 2 * iters + (iters + 2) // 3 + 2 + 1
+
+
+def test_vector_add_end_to_end():
+    n, block = 1000, 256
+    grid = (n + block - 1) // block
+    prof = _profiler(grid)
+    x, y = torch.randn(n), torch.randn(n)
+    out = torch.empty(n)
+    K.add_kernel[(grid,)](x, y, out, n, prof.get_buffer(), BLOCK=block, PROFILE=True)
+    torch.testing.assert_close(out, x + y)
+    trace = prof.decode()
+    assert trace.emulated
+    assert len(trace) == 2 * grid and trace.dropped_total == 0
+    ev = trace.events
+    assert ev["block"].tolist() == [b for b in range(grid) for _ in range(2)]
+    assert [trace.event_name(e) for e in ev["event"][:2]] == ["load", "store"]
+    assert np.all(ev["end_ns"] >= ev["start_ns"])
+    # Emulated SM ids: program id modulo the emulated SM count.
+    assert trace.lanes["sm"].tolist() == [b % fmt.EMULATED_SM_COUNT for b in range(grid)]
+
+
+def test_loop_kernel_nesting_instants_and_while():
+    iters, grid = 7, 3
+    prof = _profiler(grid, capacity=_per_program(iters))
+    out = torch.empty(grid)
+    K.loop_kernel[(grid,)](out, iters, prof.get_buffer(), 0, PROFILE=True)
+    trace = prof.decode()
+    assert trace.dropped_total == 0 and len(trace.unmatched["kind"]) == 0
+    ev = trace.events
+    for lane in range(grid):
+        mine = ev["lane"] == lane
+        names = [trace.event_name(e) for e in ev["event"][mine]]
+        assert names.count("iter") == iters
+        assert names.count("tick") == (iters + 2) // 3
+        assert names.count("tail") == 2
+        assert names[0] == "loop"  # the outer range starts first and encloses the rest
+        s, e = ev["start_ns"][mine], ev["end_ns"][mine]
+        assert np.all(s[1:] >= s[0]) and np.all(e[1:] <= e[0])
+        assert np.all(np.diff(s) >= 0)
+
+
+def test_overflowing_lane_counts_exactly_what_was_dropped():
+    iters, grid, cap = 10, 2, 5
+    prof = _profiler(grid, capacity=cap)
+    K.loop_kernel[(grid,)](torch.empty(grid), iters, prof.get_buffer(), 0, PROFILE=True)
+    trace = prof.decode()
+    assert trace.lanes["written"].tolist() == [cap] * grid
+    assert trace.lanes["attempted"].tolist() == [_per_program(iters)] * grid
+    assert trace.lanes["dropped"].tolist() == [_per_program(iters) - cap] * grid
+    # The records that fit are the first five: loop begin, iter 0 begin, tick, iter 0 end,
+    # iter 1 begin. So one range and one instant decode, and the two begins are unmatched.
+    mine = trace.events["lane"] == 0
+    assert [trace.event_name(e) for e in trace.events["event"][mine]] == ["iter", "tick"]
+    um = trace.unmatched["lane"] == 0
+    assert [trace.event_name(e) for e in trace.unmatched["event"][um]] == ["loop", "iter"]
+    assert trace.unmatched["kind"][um].tolist() == [fmt.KIND_BEGIN] * 2
+
+
+def test_out_of_shape_programs_write_nothing():
+    prof = _profiler(2, num_groups=2, capacity=_per_program(3))
+    buf = prof.get_buffer()
+    before = buf.clone()
+    out = torch.empty(6)
+    K.loop_kernel[(6,)](out, 3, buf, 2, PROFILE=True)  # group 2 of 2: outside for every block
+    K.loop_kernel[(6,)](out, 3, buf, -1, PROFILE=True)  # negative group
+    assert torch.equal(buf, before)
+    K.loop_kernel[(6,)](out, 3, buf, 1, PROFILE=True)  # blocks 2..5 are outside
+    trace = prof.decode()
+    assert trace.lanes["initialized"].tolist() == [False, True, False, True]
+    assert set(trace.events["block"].tolist()) == {0, 1}
+
+
+def test_per_warp_mode_emulates_one_lane_per_warp():
+    warps, grid, iters = 4, 2, 3
+    prof = _profiler(grid, num_groups=warps, capacity=_per_program(iters))
+    K.loop_kernel[(grid,)](
+        torch.empty(grid), iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=True,
+        NUM_WARPS=warps,
+    )  # fmt: skip
+    trace = prof.decode()
+    assert trace.lanes["initialized"].all()
+    per_lane = np.bincount(trace.events["lane"], minlength=grid * warps)
+    assert np.all(per_lane == per_lane[0]) and per_lane[0] > 0
+
+
+def test_disabled_ops_write_nothing():
+    prof = _profiler(2)
+    buf = prof.get_buffer()
+    before = buf.clone()
+    K.loop_kernel[(2,)](torch.empty(2), 3, buf, 0, PROFILE=False)
+    assert torch.equal(buf, before)
+
+
+def test_trace_says_it_was_emulated(tmp_path):
+    prof = _profiler(1)
+    K.loop_kernel[(1,)](torch.empty(1), 2, prof.get_buffer(), 0, PROFILE=True)
+    import io
+
+    out = io.StringIO()
+    prof.print_stats(file=out)
+    assert "emulated" in out.getvalue().lower()
+    prof.export(tmp_path / "t.json")
+    assert "emulated" in (tmp_path / "t.json").read_text().lower()

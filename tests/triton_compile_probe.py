@@ -1,0 +1,67 @@
+"""Compile instrumented kernels for sm_90 on the CPU and print their PTX and SASS as JSON.
+
+Run as a subprocess by test_triton_compile.py, without TRITON_INTERPRET: the ops choose their
+GPU path when they are imported, so this must not share a process with the interpreter tests.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+
+sys.path.insert(0, os.path.dirname(__file__))
+import triton_kernels as K  # noqa: E402
+
+TARGET = GPUTarget("cuda", 90, 32)
+NVDISASM = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
+
+ADD_SIG = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "prof": "*i64",
+           "BLOCK": "constexpr", "PROFILE": "constexpr"}  # fmt: skip
+LOOP_SIG = {"out": "*fp32", "iters": "i32", "prof": "*i64", "GROUP": "i32",
+            "PROFILE": "constexpr", "PER_WARP": "constexpr"}  # fmt: skip
+
+
+def compile_(fn, sig, consts, **opts):
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=consts)
+    return triton.compile(src, target=TARGET, options=opts or None)
+
+
+def sass(kernel) -> list[str]:
+    """Instructions of the kernel's cubin, without the NOP padding after the end."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(kernel.asm["cubin"])
+        f.flush()
+        out = subprocess.run([NVDISASM, "-c", f.name], capture_output=True, text=True, check=True)
+    ins = []
+    for line in out.stdout.splitlines():
+        m = re.match(r"\s+/\*[0-9a-f]{4}\*/\s+(.*?)\s*;", line)
+        if m:
+            ins.append(m.group(1).strip())
+    while ins and ins[-1].startswith(("NOP", "BRA")):
+        ins.pop()
+    return ins
+
+
+def main():
+    res = {}
+    ptx_on = compile_(K.add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": True}).asm["ptx"]
+    ptx_off = compile_(K.add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": False}).asm["ptx"]
+    ptx_plain = compile_(K.plain_add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": False}).asm["ptx"]
+    res["add_ptx_on"], res["add_ptx_off"], res["add_ptx_plain"] = ptx_on, ptx_off, ptx_plain
+    sig = {"prof": "*i64", "N_EVENTS": "constexpr"}
+    for n in (4, 12):
+        res[f"straight_{n}"] = sass(compile_(K.straight_kernel, sig, {"N_EVENTS": n}))
+    for per_warp in (False, True):
+        k = compile_(K.loop_kernel, LOOP_SIG, {"PROFILE": True, "PER_WARP": per_warp})
+        res[f"loop_sass_warp{int(per_warp)}"] = sass(k)
+        res[f"loop_ptx_warp{int(per_warp)}"] = k.asm["ptx"]
+    json.dump(res, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
