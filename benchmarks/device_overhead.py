@@ -30,6 +30,8 @@ from sm_profiler import SmProfiler
 from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
 
 MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "seed": 5}
+# Ablation (--ablation): the floor plus one piece of our op at a time, to see what each costs.
+ABLATION = {"floor_tag": 6, "floor_tag_bound": 7, "floor_tag_bound_count": 8}
 EVT = tl.constexpr(0)
 EVT2 = tl.constexpr(1)
 SEED_WORDS = tl.constexpr(5)  # 40-byte events
@@ -42,6 +44,27 @@ def _globaltimer():
     )
 
 
+# Ablation records: {time.lo, tag} (tag in the high word), predicated on p0 = thread 0.
+_ABL_TAG = tl.constexpr(
+    "{\n\t.reg .u64 t, r;\n\t.reg .u32 lo;\n\t.reg .pred p;\n\t"
+    "mov.u64 t, %globaltimer;\n\tcvt.u32.u64 lo, t;\n\tmov.b64 r, {lo, $3};\n\t"
+    "setp.ne.u32 p, $2, 0;\n\t@p st.global.u64 [$1], r;\n\tmov.u32 $0, 0;\n\t}"
+)
+_ABL_BOUND = tl.constexpr(
+    "{\n\t.reg .u64 t, r;\n\t.reg .u32 lo;\n\t.reg .pred p, q;\n\t"
+    "mov.u64 t, %globaltimer;\n\tcvt.u32.u64 lo, t;\n\tmov.b64 r, {lo, $3};\n\t"
+    "setp.ne.u32 q, $2, 0;\n\tsetp.lt.and.u32 p, $4, $5, q;\n\t"
+    "@p st.global.u64 [$1], r;\n\tmov.u32 $0, 0;\n\t}"
+)
+_ABL_COUNT = tl.constexpr(
+    "{\n\t.reg .u64 t, r;\n\t.reg .u32 lo, c;\n\t.reg .pred p, q, o;\n\t"
+    "mov.u64 t, %globaltimer;\n\tcvt.u32.u64 lo, t;\n\tmov.b64 r, {lo, $3};\n\t"
+    "setp.ne.u32 q, $2, 0;\n\tsetp.lt.and.u32 p|o, $4, $5, q;\n\t"
+    "@p st.global.u64 [$1], r;\n\tadd.u32 c, $4, 1;\n\t@o st.global.u32 [$6+-4], c;\n\t"
+    "mov.u32 $0, 0;\n\t}"
+)
+
+
 @triton.jit
 def _rec_init(prof, pid, lane_words, MODE: tl.constexpr):
     if MODE == 2:
@@ -49,8 +72,14 @@ def _rec_init(prof, pid, lane_words, MODE: tl.constexpr):
     elif MODE == 3:
         return profiler_init(prof, pid, 0, PER_WARP=True)
     else:
-        # floor / seed: a private slice of a plain int64 buffer per program
-        return prof + pid.to(tl.int64) * lane_words, tl.full((), 0, tl.int32), 0, 0
+        # floor / seed / ablation: a private slice of a plain int64 buffer per program
+        leader = tl.inline_asm_elementwise(
+            "{\n\t.reg .u32 w;\n\t.reg .pred p;\n\tmov.u32 w, %tid.x;\n\t"
+            "setp.eq.u32 p, w, 0;\n\tselp.u32 $0, 1, 0, p;\n\t}",
+            "=r", [], dtype=tl.int32, is_pure=True, pack=1,
+        )  # fmt: skip
+        cap = (lane_words - 16) // 5
+        return prof + pid.to(tl.int64) * lane_words, tl.full((), 0, tl.int32), cap, leader
 
 
 @triton.jit
@@ -70,6 +99,20 @@ def _rec(ctx, E: tl.constexpr, START: tl.constexpr, MODE: tl.constexpr):
         tl.store(rec + 4, 0)
         tl.store(ptr, c + 1)
         return ctx
+    elif MODE >= 6:
+        ptr, cursor, cap, leader = ctx
+        tag = tl.full((), E * 4 + 1 + (not START), tl.int32)
+        if MODE == 6:
+            asm: tl.constexpr = _ABL_TAG
+        elif MODE == 7:
+            asm: tl.constexpr = _ABL_BOUND
+        else:
+            asm: tl.constexpr = _ABL_COUNT
+        tl.inline_asm_elementwise(
+            asm, "=r,l,r,r,r,r,l", [ptr + 2 + cursor, leader, tag, cursor, cap, ptr + 2],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+        return ptr, cursor + 1, cap, leader
     elif MODE >= 2:
         if START:
             return profiler_event_start(ctx, E)
@@ -80,9 +123,10 @@ def _rec(ctx, E: tl.constexpr, START: tl.constexpr, MODE: tl.constexpr):
 
 
 @triton.jit
-def loop_kernel(out, prof, lane_words, ITERS: tl.constexpr, INNER: tl.constexpr, MODE: tl.constexpr):
+def loop_kernel(out, prof, lane_words, ITERS: tl.constexpr, INNER: tl.constexpr, MODE: tl.constexpr,
+                BLOCK: tl.constexpr = 1024):  # fmt: skip
     pid = tl.program_id(0)
-    offs = tl.arange(0, 128)
+    offs = tl.arange(0, BLOCK)
     acc = (offs + pid).to(tl.float32) * 1e-3
     ctx = _rec_init(prof, pid, lane_words, MODE)
     for _ in range(ITERS):
@@ -90,13 +134,13 @@ def loop_kernel(out, prof, lane_words, ITERS: tl.constexpr, INNER: tl.constexpr,
         for _j in tl.static_range(INNER):
             acc = acc * 1.000001 + 1e-6
         ctx = _rec(ctx, EVT, False, MODE)
-    tl.store(out + pid * 128 + offs, acc)
+    tl.store(out + pid * BLOCK + offs, acc)
 
 
 @triton.jit
-def loop_kernel_proton(out, ITERS: tl.constexpr, INNER: tl.constexpr):
+def loop_kernel_proton(out, ITERS: tl.constexpr, INNER: tl.constexpr, BLOCK: tl.constexpr = 1024):
     pid = tl.program_id(0)
-    offs = tl.arange(0, 128)
+    offs = tl.arange(0, BLOCK)
     acc = (offs + pid).to(tl.float32) * 1e-3
     for _ in range(ITERS):
         pl.enter_scope("iter")
@@ -184,11 +228,14 @@ def event_median_us(fn, launches: int) -> float:
     return statistics.median(times)
 
 
+MODES_RUN = dict(MODES)
+
+
 def run_case(name, make_launch, events_per_program, grid, launches, rounds, proton_launch):
     """Time every variant; all of them in one CUPTI session, interleaved over `rounds`."""
     from torch.profiler import ProfilerActivity, profile
 
-    fns = {mode: make_launch(mode) for mode in MODES}
+    fns = {mode: make_launch(mode) for mode in MODES_RUN}
     for fn in fns.values():  # compile and warm up outside the timed session
         fn()
         fn()
@@ -215,7 +262,7 @@ def run_case(name, make_launch, events_per_program, grid, launches, rounds, prot
     row["proton"], row["proton_timing"] = proton_launch()
     base = row["base"]
     out = {"case": name, "grid": grid, "events_per_program": events_per_program}
-    for k in ["base", "floor", "ours", "ours_warp", "proton", "seed"]:
+    for k in ["base", "floor", "ours", "ours_warp", "proton", "seed", *ABLATION]:
         if row.get(k) is None:
             continue
         out[f"{k}_us"] = round(row[k], 3)
@@ -252,7 +299,10 @@ def main():
     ap.add_argument("--grid", type=int, default=1056)
     ap.add_argument("--json", default=None)
     ap.add_argument("--skip-matmul", action="store_true")
+    ap.add_argument("--ablation", action="store_true", help="also time the floor plus each piece")
     args = ap.parse_args()
+    if args.ablation:
+        MODES_RUN.update(ABLATION)
     dev = torch.cuda.get_device_properties(0)
     info = {
         "device": dev.name,
@@ -264,7 +314,7 @@ def main():
     print(info)
     rows = []
     grid = args.grid
-    out = torch.empty(grid * 128, device="cuda")
+    out = torch.empty(grid * 1024, device="cuda")
     for iters, inner in [(64, 64), (64, 16), (16, 16)]:
         epp = 2 * iters
         prof = SmProfiler(grid, 4, epp)  # 4 groups: room for per-warp mode
@@ -273,7 +323,7 @@ def main():
 
         def make(mode, iters=iters, inner=inner, prof=prof, plain=plain, lane_words=lane_words):
             buf = prof.get_buffer() if mode in ("ours", "ours_warp") else plain
-            m = MODES[mode]
+            m = MODES_RUN[mode]
 
             def launch():
                 if mode == "seed":
@@ -307,7 +357,7 @@ def main():
 
         def make_mm(mode):
             buf = prof.get_buffer() if mode in ("ours", "ours_warp") else plain
-            m = MODES[mode]
+            m = MODES_RUN[mode]
 
             def launch():
                 if mode == "seed":
@@ -339,9 +389,10 @@ def main():
             v = r.get(f"{k}_added_pct")
             return f"{v:+.1f}%" if v is not None else "n/a"
 
+        abl = "  ".join(f"{k} {pct(k)}" for k in ABLATION if f"{k}_us" in r)
         print(
             f"{case:<14}{r['base_us']:>9.2f}{pct('floor'):>8}{pct('ours'):>8}{pct('ours_warp'):>8}"
-            f"{pct('proton'):>8}{pct('seed'):>8}  {r['ours_vs_floor_added']}"
+            f"{pct('proton'):>8}{pct('seed'):>8}  {r['ours_vs_floor_added']}  {abl}"
         )
     if args.json:
         with open(args.json, "w") as f:
