@@ -256,7 +256,7 @@ def run_case(name, make_launch, events_per_program, grid, launches, rounds, prot
     if len(durs) != len(order):
         raise RuntimeError(f"CUPTI saw {len(durs)} launches of {name}, expected {len(order)}")
     results = {}
-    for mode, d in zip(order, durs):
+    for mode, d in zip(order, durs, strict=True):
         results.setdefault(mode, []).append(d)
     row = {k: statistics.median(v) for k, v in results.items()}
     row["proton"], row["proton_timing"] = proton_launch()
@@ -268,7 +268,9 @@ def run_case(name, make_launch, events_per_program, grid, launches, rounds, prot
         out[f"{k}_us"] = round(row[k], 3)
         out[f"{k}_added_pct"] = round(100 * (row[k] - base) / base, 2)
     added_floor = row["floor"] - base
-    out["ours_vs_floor_added"] = round((row["ours"] - base) / added_floor, 3) if added_floor > 0 else None
+    out["ours_vs_floor_added"] = (
+        round((row["ours"] - base) / added_floor, 3) if added_floor > 0 else None
+    )
     out["proton_timing"] = row["proton_timing"]
     return out
 
@@ -328,7 +330,9 @@ def main():
             def launch():
                 if mode == "seed":
                     buf.zero_()  # the seed's counters live in the buffer: reset them per launch
-                loop_kernel[(grid,)](out, buf, lane_words, ITERS=iters, INNER=inner, MODE=m, num_warps=4)
+                loop_kernel[(grid,)](
+                    out, buf, lane_words, ITERS=iters, INNER=inner, MODE=m, num_warps=4
+                )
 
             return launch
 
@@ -369,8 +373,9 @@ def main():
 
         def prot_mm():
             return proton_timed(
-                lambda: matmul_kernel_proton[(mgrid,)](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK,
-                                                       num_warps=8, num_stages=3),  # fmt: skip
+                lambda: matmul_kernel_proton[(mgrid,)](
+                    a, b, c, M, N, K, BM=BM, BN=BN, BK=BK, num_warps=8, num_stages=3
+                ),  # fmt: skip
                 args.launches,
                 "matmul_kernel_proton",
             )

@@ -62,12 +62,12 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
     pos_t = _I32 if n < 2**31 else np.int64
 
     # The two 32-bit halves of every written record, flat. Full lanes need no gather for tags.
-    halves = recs.view(_U32).reshape(nl, cap, 2)  # little-endian: [..., 0] tag, [..., 1] time
+    halves = recs.view(_U32).reshape(nl, cap, 2)  # little-endian: [..., 0] time, [..., 1] tag
     full = n == nl * cap
-    tag = halves[..., 0] if full else halves[..., 0][nonzero]
+    tag = halves[..., 1] if full else halves[..., 1][nonzero]
     kind, event = _split_tags(tag, lane_start)
     del tag
-    hi = halves[..., 1].reshape(-1) if full else halves[..., 1][nonzero]
+    hi = halves[..., 0].reshape(-1) if full else halves[..., 0][nonzero]
     del nonzero
     time_ns = _rebuild_times(hi, lane_start, written, anchor)
     del hi

@@ -27,5 +27,7 @@ class MissingDependencyError(SmProfilerError, ImportError):
 
     def __init__(self, package: str, feature: str, extra: str | None = None):
         hint = f"pip install 'sm_profiler[{extra}]'" if extra else f"pip install {package}"
-        super().__init__(f"{feature} needs the optional package '{package}', which is not installed; run: {hint}")
+        super().__init__(
+            f"{feature} needs the optional package '{package}', which is not installed; run: {hint}"
+        )
         self.package = package

@@ -17,10 +17,14 @@ The buffer is an array of little-endian 64-bit words, allocated once::
             `attempted` is written only when the lane overflows: the number of records the lane
             tried to write so far. While the lane fits, it stays 0 and the records count themselves.
       l2.. capacity records, each one 64-bit word, each written with ONE store:
-            bits  0..1   kind: 1 begin, 2 end, 3 instant (0 = empty slot, never written)
-            bits  2..13  event id (0..MAX_EVENT_ID)
-            bits 14..31  reserved, zero
-            bits 32..63  low 32 bits of %globaltimer (ns; wraps every 2**32 ns = 4.29 s)
+            bits  0..31  low 32 bits of %globaltimer (ns; wraps every 2**32 ns = 4.29 s)
+            bits 32..63  tag:
+              tag bits  0..1   kind: 1 begin, 2 end, 3 instant (0 = empty slot, never written)
+              tag bits  2..13  event id (0..MAX_EVENT_ID)
+              tag bits 14..31  reserved, zero
+            The time sits in the low word because the device reads the 64-bit %globaltimer into a
+            register pair and the low register is already in place: only the tag is moved into
+            the high register, one instruction per event.
 
 One lane has one writer (a program, or lane 0 of one warp), which keeps its cursor in a register,
 so the device needs no atomics, no fences and no host synchronisation. The host zeroes the
@@ -66,7 +70,7 @@ MAX_EVENT_ID = EVENT_MASK  # 4095
 NUM_EVENT_IDS = MAX_EVENT_ID + 1
 
 TAG_RESERVED_MASK = 0xFFFFFFFF & ~((1 << (EVENT_SHIFT + EVENT_BITS)) - 1)
-TIME_SHIFT = 32
+TAG_SHIFT = 32  # the tag is the record's high 32-bit word; the time is the low word
 LOW32 = 0xFFFFFFFF
 
 # Limits chosen so that every index the device computes fits its 32/64-bit arithmetic and the
@@ -82,8 +86,13 @@ KNOWN_FLAGS = FLAG_EMULATED
 
 
 def make_tag(event_id: int, kind: int) -> int:
-    """The low 32 bits of a record: what the device ORs with the timer's low word."""
+    """The high 32 bits of a record (event id and kind), next to the timer's low word."""
     return (event_id << EVENT_SHIFT) | kind
+
+
+def make_record(time_ns: int, event_id: int, kind: int) -> int:
+    """One record word, exactly as the device writes it."""
+    return (make_tag(event_id, kind) << TAG_SHIFT) | (time_ns & LOW32)
 
 
 def lane_stride_words(capacity: int) -> int:

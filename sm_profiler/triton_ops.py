@@ -132,9 +132,9 @@ def _disabled_context():
 
 @triton.jit
 def _linear_program_id():
-    return (
-        tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)
-    ) * tl.num_programs(0) + tl.program_id(0)
+    return (tl.program_id(2) * tl.num_programs(1) + tl.program_id(1)) * tl.num_programs(
+        0
+    ) + tl.program_id(0)
 
 
 @triton.jit
@@ -223,7 +223,7 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
 def _record_asm_text(after: bool) -> str:
     # $1 &records[cursor], $2 records, $3 cursor, $4 capacity, $5 leader, $6 tag, $7 dependency
     # t = %globaltimer (read 64-bit: CS2R, fixed latency; %globaltimer_lo compiles to the slower
-    #     S2UR); rec = t.lo << 32 | tag
+    #     S2UR); rec = tag << 32 | t.lo: the low register of t is already in place
     # if leader: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor + 1 (attempted)
     if after:
         # The timer read is predicated on a test of the dependency, so it cannot issue before the
@@ -241,7 +241,7 @@ def _record_asm_text(after: bool) -> str:
         + "cvt.u32.u64 lo, t;\n\t"
         "setp.ne.u32 pl, $5, 0;\n\t"
         "setp.lt.and.u32 pin|pov, $3, $4, pl;\n\t"
-        "mov.b64 r, {$6, lo};\n\t"
+        "mov.b64 r, {lo, $6};\n\t"
         "@pin st.global.u64 [$1], r;\n\t"
         "add.u32 c, $3, 1;\n\t"
         "@pov st.global.u32 [$2+-4], c;\n\t"
@@ -320,7 +320,7 @@ def _init_emulated(
 @triton.jit
 def _record_emulated(records, cursor, capacity, leader, tag: tl.constexpr):
     t = tl.full(records.shape, _host_clock_ns(), tl.int64) & 0xFFFFFFFF
-    rec = (t << 32) | tag
+    rec = (tl.full(t.shape, tag, tl.int64) << 32) | t
     fits = cursor < capacity
     tl.store(records + cursor, rec, mask=leader & fits)
     # Overflow: the attempted count goes into the high half of lane word 1 (sm id stays below).

@@ -1,11 +1,30 @@
-"""Shared fixtures for the host-side tests (no GPU: everything runs with device="cpu")."""
+"""Shared fixtures for the host-side tests (no GPU: everything runs with device="cpu").
+
+Without a CUDA GPU, Triton's CPU interpreter is switched on here, before any test module imports
+Triton: the Triton ops choose their interpreter path once, when sm_profiler.triton_ops is imported.
+"""
 
 from __future__ import annotations
 
-import pytest
-from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode
+import os
 
-from sm_profiler.capture import Capture
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+if not _has_cuda():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode  # noqa: E402
+
+from sm_profiler.capture import Capture  # noqa: E402
 
 
 @pytest.fixture

@@ -76,7 +76,7 @@ def encode(stream: Stream) -> np.ndarray:
         words[base + fmt.LANE_SM_ATTEMPTED] = lane.sm_id | (attempted << 32)
         for i, (kind, event, time_ns) in enumerate(lane.records[:cap]):
             tag = (event << fmt.EVENT_SHIFT) | kind
-            words[base + fmt.LANE_HEADER_WORDS + i] = ((time_ns & fmt.LOW32) << 32) | tag
+            words[base + fmt.LANE_HEADER_WORDS + i] = (tag << fmt.TAG_SHIFT) | (time_ns & fmt.LOW32)
     return np.array(words, dtype=np.uint64)
 
 

@@ -180,7 +180,7 @@ def test_a_record_after_an_empty_slot_names_the_lane_and_the_fix():
 
 def test_records_in_a_lane_that_never_ran():
     w = encode(Stream(1, 1, 4))
-    w[fmt.HEADER_WORDS + 2] = np.uint64((5 << 32) | INSTANT)
+    w[fmt.HEADER_WORDS + 2] = np.uint64((INSTANT << fmt.TAG_SHIFT) | 5)
     with pytest.raises(FormatError, match="lane 0 .*never initialised"):
         decode(Capture(words=w))
 
@@ -188,7 +188,7 @@ def test_records_in_a_lane_that_never_ran():
 @pytest.mark.parametrize("tag", [0x4, 1 << 14, 1 << 31])  # kind 0; reserved bits
 def test_bad_record_tags(tag):
     w = encode(Stream(1, 1, 4, {(0, 0): Lane(5, 0, [(INSTANT, 0, 6)])}))
-    w[fmt.HEADER_WORDS + 3] = np.uint64((7 << 32) | tag)
+    w[fmt.HEADER_WORDS + 3] = np.uint64((tag << fmt.TAG_SHIFT) | 7)
     with pytest.raises(FormatError, match=f"lane 0: record 1 has tag 0x{tag:08x}"):
         decode(Capture(words=w))
 

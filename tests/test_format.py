@@ -20,7 +20,7 @@ def test_record_fields_tile_the_low_word():
     id_bits = fmt.EVENT_MASK << fmt.EVENT_SHIFT
     assert fmt.KIND_MASK & id_bits == 0 and fmt.TAG_RESERVED_MASK & (id_bits | fmt.KIND_MASK) == 0
     assert fmt.TAG_RESERVED_MASK | id_bits | fmt.KIND_MASK == fmt.LOW32
-    assert fmt.TIME_SHIFT == 32
+    assert fmt.TAG_SHIFT == 32
     assert {fmt.KIND_BEGIN, fmt.KIND_END, fmt.KIND_INSTANT} == {1, 2, 3}  # 0 = empty slot
 
 

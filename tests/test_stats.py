@@ -51,8 +51,7 @@ def build_capture(
         view["anchor"][i] = spec["anchor"]
         view["sm_attempted"][i] = spec["sm"] | (attempted << 32)
         for j, (kind, event, t) in enumerate(recs[:capacity]):
-            tag = fmt.make_tag(event, KINDS[kind])
-            view["records"][i, j] = tag | ((t & fmt.LOW32) << fmt.TIME_SHIFT)
+            view["records"][i, j] = fmt.make_record(t, event, KINDS[kind])
     return Capture(
         words=words,
         event_names=event_names or {},

@@ -9,9 +9,9 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-import sm_profiler  # noqa: E402
-
 import triton_kernels as K  # noqa: E402  (tests/ is on sys.path: no package)
+
+import sm_profiler  # noqa: E402
 
 
 def _sm_count():

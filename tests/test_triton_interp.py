@@ -14,8 +14,9 @@ pytestmark = pytest.mark.skipif(
     reason="interpreter tests run where TRITON_INTERPRET=1 (set by conftest.py without a GPU)",
 )
 
-import sm_profiler  # noqa: E402
 import triton_kernels as K  # noqa: E402
+
+import sm_profiler  # noqa: E402
 from sm_profiler import format as fmt  # noqa: E402
 
 NAMES = ("load", "store", "loop", "iter", "tick", "tail", "sleep")

@@ -15,6 +15,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 
 sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root
 import triton_kernels as K  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
