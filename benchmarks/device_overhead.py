@@ -57,10 +57,10 @@ _ABL_BOUND = tl.constexpr(
     "@p st.global.u64 [$1], r;\n\tmov.u32 $0, 0;\n\t}"
 )
 _ABL_COUNT = tl.constexpr(
-    "{\n\t.reg .u64 t, r;\n\t.reg .u32 lo, c;\n\t.reg .pred p, q, o;\n\t"
+    "{\n\t.reg .u64 t, r;\n\t.reg .u32 lo;\n\t.reg .pred p, q, o;\n\t"
     "mov.u64 t, %globaltimer;\n\tcvt.u32.u64 lo, t;\n\tmov.b64 r, {lo, $3};\n\t"
     "setp.ne.u32 q, $2, 0;\n\tsetp.lt.and.u32 p|o, $4, $5, q;\n\t"
-    "@p st.global.u64 [$1], r;\n\tadd.u32 c, $4, 1;\n\t@o st.global.u32 [$6+-4], c;\n\t"
+    "@p st.global.u64 [$1], r;\n\t@o st.global.u32 [$6+-4], $4;\n\t"
     "mov.u32 $0, 0;\n\t}"
 )
 

@@ -47,7 +47,9 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
 
     initialized = anchor != 0
     sm = np.where(initialized, (sm_att & _U64(fmt.LOW32)).astype(np.int64), -1).astype(_I32)
+    # The device stores the cursor of the latest record that did not fit (0: no overflow).
     att_hdr = (sm_att >> _U64(32)).astype(np.int64)
+    att_hdr[att_hdr > 0] += 1
     written, nonzero = _count_written(recs)
     _check_lanes(written, att_hdr, initialized, sm_att, cap)
     attempted = np.where(att_hdr > 0, att_hdr, written)
@@ -185,7 +187,7 @@ def _check_lanes(written, att_hdr, initialized, sm_att, cap: int) -> None:
 
 
 def _split_tags(tag: np.ndarray, lane_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """uint8 kinds and uint16 event ids of the records' low words (flat, in record order)."""
+    """uint8 kinds and uint16 event ids of the records' tags (high words; flat, record order)."""
     n = tag.size
     kind = np.bitwise_and(tag, fmt.KIND_MASK, out=np.empty(tag.shape, np.uint8), casting="unsafe")
     if n and (int(tag.max()) > fmt.TAG_RESERVED_MASK ^ fmt.LOW32 or int(kind.min()) == 0):

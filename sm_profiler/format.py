@@ -13,9 +13,11 @@ The buffer is an array of little-endian 64-bit words, allocated once::
     then num_blocks * num_groups lanes, lane index = block * num_groups + group,
     each LANE_HEADER_WORDS + capacity words long:
       l0  = anchor: the full 64-bit %globaltimer, read when the lane was initialised
-      l1  = sm_id (low 32) | attempted (high 32)
-            `attempted` is written only when the lane overflows: the number of records the lane
-            tried to write so far. While the lane fits, it stays 0 and the records count themselves.
+      l1  = sm_id (low 32) | last_dropped (high 32)
+            `last_dropped` is written only when the lane overflows: the index (0-based cursor) of the
+            latest record that did not fit, so the lane attempted last_dropped + 1 records. It is
+            never 0 once written (it is >= capacity >= 1); 0 means the lane did not overflow. The
+            device stores its cursor as it is, which costs no arithmetic.
       l2.. capacity records, each one 64-bit word, each written with ONE store:
             bits  0..31  low 32 bits of %globaltimer (ns; wraps every 2**32 ns = 4.29 s)
             bits 32..63  tag:
@@ -54,7 +56,7 @@ HDR_CAPACITY_FLAGS = 2  # capacity | flags << 32
 
 # Offsets inside a lane, in words.
 LANE_ANCHOR = 0
-LANE_SM_ATTEMPTED = 1  # sm_id | attempted << 32
+LANE_SM_ATTEMPTED = 1  # sm_id | last_dropped << 32 (attempted - 1; 0 = no overflow)
 
 # Record kinds (bits 0..1 of a record).
 KIND_BEGIN = 1
@@ -88,6 +90,12 @@ KNOWN_FLAGS = FLAG_EMULATED
 def make_tag(event_id: int, kind: int) -> int:
     """The high 32 bits of a record (event id and kind), next to the timer's low word."""
     return (event_id << EVENT_SHIFT) | kind
+
+
+def lane_word1(sm_id: int, attempted: int, capacity: int) -> int:
+    """Lane word 1 as the device leaves it after `attempted` records into `capacity` slots."""
+    last_dropped = attempted - 1 if attempted > capacity else 0
+    return sm_id | (last_dropped << 32)
 
 
 def make_record(time_ns: int, event_id: int, kind: int) -> int:

@@ -14,7 +14,7 @@ The context is a tuple of registers (records pointer, cursor, capacity, leader f
 returns updated: the cursor never lives in global memory, so no event costs a load, an atomic or
 a fence. Per event the device reads %globaltimer (keeping the low 32 bits) and does ONE 8-byte store
 (see sm_profiler/format.py for the record layout); the only branch is the predicate that turns
-the store of an overflowing record into a 4-byte store of the attempted count.
+the store of an overflowing record into a 4-byte store of its cursor (the lane's drop count).
 
 Modes
   per program (default): one lane per (program, group); thread 0 of the program stamps and stores.
@@ -224,7 +224,7 @@ def _record_asm_text(after: bool) -> str:
     # $1 &records[cursor], $2 records, $3 cursor, $4 capacity, $5 leader, $6 tag, $7 dependency
     # t = %globaltimer (read 64-bit: CS2R, fixed latency; %globaltimer_lo compiles to the slower
     #     S2UR); rec = tag << 32 | t.lo: the low register of t is already in place
-    # if leader: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor + 1 (attempted)
+    # if leader: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor (last dropped)
     if after:
         # The timer read is predicated on a test of the dependency, so it cannot issue before the
         # dependency exists; both predicate values read the timer, so the time never depends on it.
@@ -236,15 +236,14 @@ def _record_asm_text(after: bool) -> str:
     else:
         timer = "mov.u64 t, %globaltimer;\n\t"
     return (
-        "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo, c;\n\t.reg .u64 t, r;\n\t"
+        "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, r;\n\t"
         + timer
         + "cvt.u32.u64 lo, t;\n\t"
         "setp.ne.u32 pl, $5, 0;\n\t"
         "setp.lt.and.u32 pin|pov, $3, $4, pl;\n\t"
         "mov.b64 r, {lo, $6};\n\t"
         "@pin st.global.u64 [$1], r;\n\t"
-        "add.u32 c, $3, 1;\n\t"
-        "@pov st.global.u32 [$2+-4], c;\n\t"
+        "@pov st.global.u32 [$2+-4], $3;\n\t"
         "mov.u32 $0, 0;\n\t}"
     )
 
@@ -323,7 +322,7 @@ def _record_emulated(records, cursor, capacity, leader, tag: tl.constexpr):
     rec = (tl.full(t.shape, tag, tl.int64) << 32) | t
     fits = cursor < capacity
     tl.store(records + cursor, rec, mask=leader & fits)
-    # Overflow: the attempted count goes into the high half of lane word 1 (sm id stays below).
+    # Overflow: the cursor of this dropped record goes into the high half of lane word 1.
     word1 = tl.load(records - 1, mask=leader & ~fits, other=0)
-    attempted = (cursor + 1).to(tl.int64) << 32
-    tl.store(records - 1, (word1 & 0xFFFFFFFF) | attempted, mask=leader & ~fits)
+    last_dropped = cursor.to(tl.int64) << 32
+    tl.store(records - 1, (word1 & 0xFFFFFFFF) | last_dropped, mask=leader & ~fits)

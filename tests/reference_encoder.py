@@ -72,8 +72,7 @@ def encode(stream: Stream) -> np.ndarray:
     for (block, group), lane in stream.lanes.items():
         base = fmt.HEADER_WORDS + lane_index(stream, block, group) * stride
         words[base + fmt.LANE_ANCHOR] = lane.anchor_ns
-        attempted = len(lane.records) if len(lane.records) > cap else 0
-        words[base + fmt.LANE_SM_ATTEMPTED] = lane.sm_id | (attempted << 32)
+        words[base + fmt.LANE_SM_ATTEMPTED] = fmt.lane_word1(lane.sm_id, len(lane.records), cap)
         for i, (kind, event, time_ns) in enumerate(lane.records[:cap]):
             tag = (event << fmt.EVENT_SHIFT) | kind
             words[base + fmt.LANE_HEADER_WORDS + i] = (tag << fmt.TAG_SHIFT) | (time_ns & fmt.LOW32)

@@ -49,7 +49,7 @@ def build_capture(
         recs = spec.get("records", [])
         attempted = spec.get("attempted", len(recs) if len(recs) > capacity else 0)
         view["anchor"][i] = spec["anchor"]
-        view["sm_attempted"][i] = spec["sm"] | (attempted << 32)
+        view["sm_attempted"][i] = fmt.lane_word1(spec["sm"], attempted, capacity)
         for j, (kind, event, t) in enumerate(recs[:capacity]):
             view["records"][i, j] = fmt.make_record(t, event, KINDS[kind])
     return Capture(
