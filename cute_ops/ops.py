@@ -1,0 +1,327 @@
+"""CuteDSL device ops: the sm_profiler wire format written from @cute.kernel code.
+
+A `Profiler` is a handful of registers (the lane's records address, the cursor, the capacity, the
+leader flag). Its methods emit inline PTX at the point where they are traced and advance the
+cursor, a Python-level Int32: it never lives in global memory. The class implements CuteDSL's
+value protocol (`__extract_mlir_values__` / `__new_from_mlir_values__`) with the cursor as its
+only run-time value, so CuteDSL carries it through `cutlass.range` loops and dynamic `if`s like
+any Int32 the kernel updates there.
+
+The methods are plain Python that emit IR: no control flow of their own, no regions, so
+`with prof.region(E):` does not open a scope and the code inside sees (and defines) the same
+variables as the code around it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Boolean, Int32, Int64, Numeric, Uint32
+from cutlass._mlir import ir
+from cutlass._mlir.dialects import arith, llvm
+from cutlass.cutlass_dsl import T
+
+from sm_profiler import format as fmt
+
+from . import _ptx
+
+_WORD_BYTES = fmt.WORD_BYTES
+
+
+# --------------------------------------------------------------------------------------------
+# Small IR helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _asm(result, operands: list[ir.Value], text: str, constraints: str):
+    """llvm.inline_asm with side effects: never hoisted, merged or dropped by LLVM.
+
+    cute.arch.inline_ptx would rewrite the `%` of `%globaltimer`; this is the op it wraps.
+    """
+    return llvm.inline_asm(
+        result,
+        operands,
+        text,
+        constraints,
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+def _i32(value: int) -> ir.Value:
+    return arith.constant(T.i32(), value)
+
+
+def _load_u64(address: Int64) -> Int64:
+    """A plain 64-bit global load (the header words, once per lane)."""
+    ptr = llvm.inttoptr(llvm.PointerType.get(1), address.ir_value())
+    return Int64(llvm.load(T.i64(), ptr))
+
+
+def read_globaltimer() -> Int64:
+    """The full 64-bit %globaltimer (ns), as a side-effecting read that stays where it is traced."""
+    return Int64(_asm(T.i64(), [], _ptx.GLOBALTIMER, "=l"))
+
+
+def _buffer_address(buffer: Any) -> Int64:
+    """The byte address of word 0 of the profiler buffer, from a tensor, a pointer or an Int64."""
+    if isinstance(buffer, cute.Tensor):
+        dtype, ptr = buffer.element_type, buffer.iterator
+    elif isinstance(buffer, cute.Pointer):
+        dtype, ptr = buffer.dtype, buffer
+    elif isinstance(buffer, Int64):
+        return buffer
+    else:
+        raise TypeError(
+            f"cute_ops.init: buffer must be the profiler buffer as a cute.Tensor "
+            f"(from_dlpack(prof.get_buffer())), a cute.Pointer to Int64, or its Int64 address; "
+            f"got {type(buffer).__name__}"
+        )
+    if dtype not in (cutlass.Int64, cutlass.Uint64):
+        raise TypeError(
+            f"cute_ops.init: the profiler buffer holds 64-bit words, but this buffer's element "
+            f"type is {dtype}; pass SmProfiler.get_buffer() (torch.int64) unchanged"
+        )
+    return ptr.toint()
+
+
+def _dependency(value: Any) -> ir.Value:
+    """A 32-bit register that exists only once `value` does (no arithmetic for 32-bit values)."""
+    if not isinstance(value, Numeric):
+        raise TypeError(
+            f"after= takes a scalar run-time value (a cutlass Numeric such as Float32 or Int32), "
+            f"got {type(value).__name__}; for a register fragment pass one of its elements"
+        )
+    v = value.ir_value()
+    width = type(value).width
+    if not isinstance(v.type, ir.IntegerType):
+        v = arith.bitcast(ir.IntegerType.get_signless(width), v)
+    if width < 32:
+        v = arith.extui(T.i32(), v)
+    elif width > 32:
+        v = arith.trunci(T.i32(), v)
+    return v
+
+
+# --------------------------------------------------------------------------------------------
+# Compile-time argument checks
+# --------------------------------------------------------------------------------------------
+
+
+def _static_bool(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise TypeError(
+        f"cute_ops.init: {name} must be known when the kernel is compiled (a Python bool or a "
+        f"cutlass.Constexpr[bool] kernel argument), got {type(value).__name__} {value!r}"
+    )
+
+
+def _event_id(event_id: Any) -> int:
+    if isinstance(event_id, bool) or not isinstance(event_id, int):
+        raise TypeError(
+            f"event id must be a compile-time int (a Python int or a cutlass.Constexpr[int]), got "
+            f"{type(event_id).__name__} {event_id!r}; the tag is baked into the instruction"
+        )
+    if not 0 <= event_id <= fmt.MAX_EVENT_ID:
+        raise ValueError(
+            f"event id {event_id} is out of range: it must be in 0..{fmt.MAX_EVENT_ID} "
+            "(the format's 12-bit event field); use SmProfiler.register_event ids"
+        )
+    return event_id
+
+
+# --------------------------------------------------------------------------------------------
+# The per-thread handle
+# --------------------------------------------------------------------------------------------
+
+
+class Profiler:
+    """One thread's view of its lane. Create it with `cute_ops.init` inside a kernel.
+
+    Every thread holds one and calls its methods (no `if` around them is needed); only the
+    lane's leader stores. Disabled handles (enabled=False, or buffer None) emit nothing.
+    """
+
+    __slots__ = ("_records", "_cursor", "_capacity", "_leader", "enabled")
+
+    def __init__(
+        self,
+        records: Int64 | None,
+        cursor: Int32 | None,
+        capacity: Int32 | None,
+        leader: Int32 | None,
+        enabled: bool,
+    ):
+        self._records = records  # byte address of records[0] of this thread's lane
+        self._cursor = cursor  # records attempted so far: the only run-time state
+        self._capacity = capacity
+        self._leader = leader  # Int32, 1 in the one thread that writes the lane
+        self.enabled = enabled
+
+    # -- CuteDSL value protocol: the cursor is carried through dynamic loops and ifs ---------
+
+    def __extract_mlir_values__(self) -> list[ir.Value]:
+        return [self._cursor.ir_value()] if self.enabled else []
+
+    def __new_from_mlir_values__(self, values: list[ir.Value]) -> Profiler:
+        cursor = Int32(values[0]) if self.enabled else None
+        return Profiler(self._records, cursor, self._capacity, self._leader, self.enabled)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def start(self, event_id: int, *, after: Any = None) -> None:
+        """Begin a range of `event_id` (a compile-time int, 0..4095)."""
+        self._record(event_id, fmt.KIND_BEGIN, after)
+
+    def end(self, event_id: int, *, after: Any = None) -> None:
+        """End the innermost open range of `event_id`. `after=x` stamps only once x exists."""
+        self._record(event_id, fmt.KIND_END, after)
+
+    def instant(self, event_id: int, *, after: Any = None) -> None:
+        """Record a point event."""
+        self._record(event_id, fmt.KIND_INSTANT, after)
+
+    def region(self, event_id: int, *, after: Any = None) -> _Region:
+        """`with prof.region(E):` records start(E) on entry and end(E, after=after) on exit.
+
+        It opens no scope: names defined before are visible inside, and names defined inside
+        stay visible after, as with any `with`.
+        """
+        _event_id(event_id)  # fail at the `with` line, not at its end
+        return _Region(self, event_id, after)
+
+    @property
+    def cursor(self) -> Int32 | None:
+        """Records attempted so far (an Int32 register; None when disabled)."""
+        return self._cursor
+
+    def _record(self, event_id: int, kind: int, after: Any) -> None:
+        tag = fmt.make_tag(_event_id(event_id), kind)
+        if not self.enabled:
+            return
+        # Plain address arithmetic, so LLVM can strength-reduce it across a loop.
+        slot = self._records + Int64(self._cursor) * _WORD_BYTES
+        operands = [
+            slot.ir_value(),
+            self._records.ir_value(),
+            self._cursor.ir_value(),
+            self._capacity.ir_value(),
+            self._leader.ir_value(),
+            _i32(tag),
+        ]
+        if after is None:
+            _asm(None, operands, _ptx.RECORD, _ptx.RECORD_CONSTRAINTS)
+        else:
+            operands.append(_dependency(after))
+            _asm(None, operands, _ptx.RECORD_AFTER, _ptx.RECORD_AFTER_CONSTRAINTS)
+        self._cursor = self._cursor + 1
+
+    def __repr__(self) -> str:
+        return f"Profiler(enabled={self.enabled})"
+
+
+class _Region:
+    __slots__ = ("_prof", "_event_id", "_after")
+
+    def __init__(self, prof: Profiler, event_id: int, after: Any):
+        self._prof, self._event_id, self._after = prof, event_id, after
+
+    def __enter__(self) -> Profiler:
+        self._prof.start(self._event_id)
+        return self._prof
+
+    def __exit__(self, *exc) -> bool:
+        if exc[0] is None:
+            self._prof.end(self._event_id, after=self._after)
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# Init
+# --------------------------------------------------------------------------------------------
+
+
+def _linear_block_index() -> Int32:
+    bx, by, bz = cute.arch.block_idx()
+    gx, gy, _ = cute.arch.grid_dim()
+    return (bz * gy + by) * gx + bx
+
+
+def _linear_thread_index() -> Int32:
+    tx, ty, tz = cute.arch.thread_idx()
+    nx, ny, _ = cute.arch.block_dim()
+    return (tz * ny + ty) * nx + tx
+
+
+def init(
+    buffer: Any,
+    block: Any = None,
+    group: Any = 0,
+    *,
+    per_warp: bool = False,
+    leader: Any = None,
+    enabled: bool = True,
+) -> Profiler:
+    """Open this thread's lane and stamp its anchor and SM id. Call once, inside the kernel.
+
+    buffer    the SmProfiler buffer: a cute.Tensor (from_dlpack(prof.get_buffer())), a
+              cute.Pointer to Int64, or its Int64 address; None disables recording
+    block     lane block index (default: the linear block index)
+    group     lane group (an int or an Int32); with per_warp, the first group: warp w of the
+              block writes lane group + w
+    per_warp  False: one lane per (block, group), written by `leader`;
+              True: one lane per warp, written by lane 0 of that warp
+    leader    with per_warp=False, a run-time Boolean that is true in exactly one thread of the
+              lane (e.g. `tidx == 128` for the first thread of a consumer warp group);
+              default: thread (0, 0, 0) of the block
+    enabled   compile-time bool; False emits nothing at all (the plain kernel's PTX)
+
+    Lanes outside the buffer's shape (block >= num_blocks, group >= num_groups, negatives)
+    record nothing.
+    """
+    enabled = _static_bool(enabled, "enabled")
+    per_warp = _static_bool(per_warp, "per_warp")
+    if not enabled or buffer is None:
+        return Profiler(None, None, None, None, enabled=False)
+    if isinstance(leader, bool):
+        raise TypeError(
+            "cute_ops.init: leader must be a run-time Boolean true in one thread of the lane "
+            "(e.g. tidx == 0), not a Python bool: every thread would write the same lane"
+        )
+    if per_warp and leader is not None:
+        raise ValueError(
+            "cute_ops.init: per_warp=True chooses lane 0 of every warp as its leader; "
+            "pass either per_warp=True or leader=..., not both"
+        )
+
+    base = _buffer_address(buffer)
+    block = _linear_block_index() if block is None else Int32(block)
+    group = Int32(group)
+    if per_warp:
+        # Not cute.arch.warp_idx(): it broadcasts with shfl.sync over the full warp, which is
+        # undefined where only part of the warp runs the init.
+        group = group + _linear_thread_index() // 32
+        is_leader = cute.arch.lane_idx() == 0
+    elif leader is None:
+        tx, ty, tz = cute.arch.thread_idx()
+        is_leader = (tx | ty | tz) == 0
+    else:
+        is_leader = Boolean(leader)
+
+    shape = _load_u64(base + fmt.HDR_SHAPE * _WORD_BYTES)
+    capacity = Int32(_load_u64(base + fmt.HDR_CAPACITY_FLAGS * _WORD_BYTES) & fmt.LOW32)
+    num_blocks = Int32(shape & fmt.LOW32)
+    num_groups = Int32(shape >> 32)
+    # Unsigned compares also reject negative indices.
+    valid = (Uint32(block) < Uint32(num_blocks)) & (Uint32(group) < Uint32(num_groups))
+    lane = Int64(block) * Int64(num_groups) + Int64(group)
+    lane = Int64(arith.select(valid.ir_value(), lane.ir_value(), Int64(0).ir_value()))
+    lane_bytes = Int64(capacity + fmt.LANE_HEADER_WORDS) * _WORD_BYTES
+    records = base + (fmt.HEADER_WORDS + fmt.LANE_HEADER_WORDS) * _WORD_BYTES + lane * lane_bytes
+    stamp = Int32(valid & is_leader)
+    _asm(None, [records.ir_value(), stamp.ir_value()], _ptx.INIT, _ptx.INIT_CONSTRAINTS)
+    return Profiler(records, Int32(0), capacity, stamp, enabled=True)
