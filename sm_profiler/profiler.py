@@ -42,6 +42,11 @@ class SmProfiler:
         self.event_names: dict[int, str] = {}
         self.group_names: dict[int, str] = {}
         if group_names is not None:
+            if isinstance(group_names, str):
+                raise ConfigError(
+                    f"group_names must be a list or a dict of names, not the string {group_names!r}; "
+                    f"write group_names=[{group_names!r}]"
+                )
             items = group_names.items() if isinstance(group_names, dict) else enumerate(group_names)
             for g, name in items:
                 self.register_group(g, name)
@@ -108,6 +113,8 @@ class SmProfiler:
     def capture(self, kernel_name: str | None = None) -> Capture:
         """Copy the buffer to the host (waits for the device) as a Capture."""
         self._require_enabled("capture")
+        if kernel_name is not None:
+            _check_name(kernel_name, "kernel_name")
         words = self._buffer.detach().cpu().numpy().view(np.uint64).copy()
         return Capture(
             words=words,

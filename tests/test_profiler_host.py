@@ -247,3 +247,19 @@ def test_concat_renumbers_unmatched_records_too():
     out = TraceData.concat([a, b])
     assert out.event_name(out.unmatched["event"][0]) == "x"
     assert out.unmatched["capture"].tolist() == [1]
+
+
+def test_group_names_as_a_string_is_refused():
+    from sm_profiler.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="not the string"):
+        SmProfiler(2, 2, 4, device="cpu", group_names="ab")
+
+
+def test_capture_checks_the_kernel_name():
+    from sm_profiler.errors import ConfigError
+
+    prof = SmProfiler(1, 1, 4, device="cpu")
+    with pytest.raises(ConfigError, match="kernel_name"):
+        prof.capture(kernel_name="")
+    assert prof.capture(kernel_name="gemm").kernel_name == "gemm"
