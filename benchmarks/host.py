@@ -72,7 +72,7 @@ def synthetic_capture(num_events: int, num_lanes: int = 4096, seed: int = 0) -> 
         b = min(lanes, a + 256)
         gaps = rng.integers(20, 400, (b - a, per_lane), dtype=np.int64)
         t = np.cumsum(gaps, axis=1) + anchor[a:b, None]
-        recs[a:b] = ((t.astype(np.uint64) & np.uint64(fmt.LOW32)) << np.uint64(32)) | tag
+        recs[a:b] = (tag << np.uint64(fmt.TAG_SHIFT)) | (t.astype(np.uint64) & np.uint64(fmt.LOW32))
     return Capture(words, event_names=NAMES, kernel_name="synthetic")
 
 
