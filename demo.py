@@ -184,7 +184,12 @@ def main(argv=None) -> int:
     try:
         from sm_profiler.plot import plot
 
-        plot(trace, paths["png"], title="sm_profiler demo: SM occupancy")
+        # One launch per picture: launches lie microseconds long but milliseconds apart.
+        from sm_profiler.stats import select_capture
+
+        plot(
+            select_capture(trace, 0), paths["png"], title=f"SM occupancy: {captures[0].kernel_name}"
+        )
         print(f"wrote {paths['png']}  (SM occupancy plot)")
     except sm_profiler.MissingDependencyError:
         print("skipped the SM occupancy plot: matplotlib is not installed "

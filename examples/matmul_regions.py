@@ -34,7 +34,10 @@ Runs on a GPU, or without one in Triton's CPU interpreter (small matrices, host 
 # exists. A tensor passed to ``after=`` is first reduced with ``tl.sum``: a reduction across the
 # program, which also waits for the other warps and costs a little time itself. Events inside a
 # K loop also change the schedule (e.g. software pipelining of loads), so compare the profiled
-# kernel's time with the unprofiled one (``PROFILE=False``) before trusting the split.
+# kernel's time with the unprofiled one (``PROFILE=False``) before trusting the split: on an
+# H200 (4096^3, fp16) the profiled kernel took 0.48 ms against 0.25 ms unprofiled, most of it
+# the two reductions per K step that ``after=`` adds. Use it to find where time goes, not to
+# time the kernel.
 
 import os
 import sys
