@@ -154,7 +154,7 @@ def test_block_leader_one_lane_per_block():
 
 def test_warp_group_leaders_write_their_own_group():
     iters, grid = 20, _sm_count()
-    prof = _profiler(grid, num_groups=2, capacity=iters)
+    prof = _profiler(grid, num_groups=2, capacity=2 * iters)  # a begin and an end per iteration
     out = torch.zeros(grid * 256, device="cuda")
     _launch(K.launch_group, (out, prof.get_buffer(), iters, grid))
     trace = prof.decode()
