@@ -185,10 +185,9 @@ def main(argv=None) -> int:
         from sm_profiler.plot import plot
 
         # One launch per picture: launches lie microseconds long but milliseconds apart.
-        from sm_profiler.stats import select_capture
 
         plot(
-            select_capture(trace, 0), paths["png"], title=f"SM occupancy: {captures[0].kernel_name}"
+            trace.select_capture(0), paths["png"], title=f"SM occupancy: {captures[0].kernel_name}"
         )
         print(f"wrote {paths['png']}  (SM occupancy plot)")
     except sm_profiler.MissingDependencyError:

@@ -199,11 +199,10 @@ def main(out_dir="sm_profiler_examples_out/persistent_tail", small=None):
         from sm_profiler.plot import plot
 
         # One picture per launch: launches are microseconds long but milliseconds apart.
-        from sm_profiler.stats import select_capture
 
         for c, (name, _, _) in enumerate(runs):
             paths[f"png_{name}"] = os.path.join(out_dir, f"persistent_tail_{name}.png")
-            plot(select_capture(trace, c), paths[f"png_{name}"], title=f"SM occupancy: {name}")
+            plot(trace.select_capture(c), paths[f"png_{name}"], title=f"SM occupancy: {name}")
             print(f"wrote {paths[f'png_{name}']}")
     except sm_profiler.MissingDependencyError as e:
         print(f"no plot: {e}")

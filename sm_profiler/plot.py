@@ -39,6 +39,7 @@ def plot(
     colors: dict[str, str] | None = None,
     title: str | None = None,
     max_vector: int = 50_000,
+    capture: int | None = None,
 ) -> str:
     """Write the SM occupancy timeline of `trace` to `path` (PNG, or any format matplotlib
     knows by the extension). Returns the path.
@@ -46,6 +47,8 @@ def plot(
     colors: event name -> matplotlib color, for some or all events (others get tab10/tab20).
     max_vector: above this many rectangles the picture is painted as an image (fast for
     millions of ranges) instead of drawn as vector rectangles.
+    capture: plot only this capture (launch). Several launches share one time axis, so host
+    gaps between them make each launch's bars thin; plot one at a time to see a launch.
     """
     try:
         import matplotlib  # noqa: F401 (fails first, and clearly, when matplotlib is absent)
@@ -57,6 +60,8 @@ def plot(
         raise MissingDependencyError("matplotlib", "plot()", extra="plot") from e
 
     check_writable(path)
+    if capture is not None:
+        trace = trace.select_capture(capture)
     layout = occupancy_layout(trace)
     t0 = layout["t0_ns"]
     n_rows = max(len(layout["sm_ids"]), 1)

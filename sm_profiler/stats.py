@@ -116,28 +116,10 @@ def compute_stats(trace: TraceData) -> Stats:
     stats.warnings = _warnings(trace)
     if n_caps > 1:
         stats.captures = [
-            _section(select_capture(trace, c), _capture_label(trace, c, several=True))
+            _section(trace.select_capture(c), _capture_label(trace, c, several=True))
             for c in range(n_caps)
         ]
     return stats
-
-
-def select_capture(trace: TraceData, capture: int) -> TraceData:
-    """The part of `trace` that came from one capture, renumbered as capture 0."""
-
-    def pick(table: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        m = table["capture"] == capture
-        out = {k: v[m] for k, v in table.items()}
-        out["capture"] = np.zeros(int(m.sum()), np.int32)
-        return out
-
-    return TraceData(
-        pick(trace.events),
-        pick(trace.lanes),
-        pick(trace.unmatched),
-        [trace.kernels[capture]],
-        dict(trace.event_names),
-    )
 
 
 def _capture_label(trace: TraceData, c: int, several: bool) -> str:

@@ -118,6 +118,25 @@ class TraceData:
             return f"block {block}"
         return f"block {block} · group {group}"
 
+    def select_capture(self, capture: int) -> TraceData:
+        """The part of this trace that came from one capture, renumbered as capture 0."""
+        if not 0 <= capture < len(self.kernels):
+            raise IndexError(f"capture {capture} out of range: this trace has {len(self.kernels)}")
+
+        def pick(table: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            m = table["capture"] == capture
+            out = {k: v[m] for k, v in table.items()}
+            out["capture"] = np.zeros(int(m.sum()), np.int32)
+            return out
+
+        return TraceData(
+            pick(self.events),
+            pick(self.lanes),
+            pick(self.unmatched),
+            [self.kernels[capture]],
+            dict(self.event_names),
+        )
+
     @staticmethod
     def concat(parts: list[TraceData]) -> TraceData:
         """One trace from several (several kernels, or several launches of one kernel).

@@ -102,7 +102,7 @@ def profiler_init(
         num_blocks = (shape & 0xFFFFFFFF).to(tl.int32)
         num_groups = (shape >> 32).to(tl.int32)
         capacity = (tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
-        block = block.to(tl.int32)
+        block = tl.full((), 0, tl.int32) + block  # also takes a Python int
         if _INTERPRET:
             return _init_emulated(
                 buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP, NUM_WARPS

@@ -126,3 +126,23 @@ def test_painted_image_path_shows_the_same_colours(tmp_path):
     red = (np.abs(img - (255, 0, 0)).max(axis=-1) <= 2).sum()
     blue = (np.abs(img - (0, 0, 255)).max(axis=-1) <= 2).sum()
     assert blue > 2 * red
+
+
+def test_plot_one_capture_of_several(tmp_path):
+    from sm_profiler.trace import TraceData
+
+    t1 = 10**9
+    a = decode(
+        build_capture({0: {"sm": 1, "anchor": 10, "records": [("B", 0, 20), ("E", 0, 90)]}}, 1)
+    )
+    b = decode(
+        build_capture(
+            {0: {"sm": 2, "anchor": t1, "records": [("B", 1, t1 + 5), ("E", 1, t1 + 50)]}}, 1
+        )
+    )
+    both = TraceData.concat([a, b])
+    assert both.select_capture(1).events["sm"].tolist() == [2]
+    with pytest.raises(IndexError, match="capture 2 out of range"):
+        both.select_capture(2)
+    out = plot(both, tmp_path / "one.png", capture=1)
+    assert open(out, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
