@@ -24,8 +24,7 @@ from cutlass._mlir.dialects import arith, llvm
 from cutlass.cutlass_dsl import T
 
 from sm_profiler import format as fmt
-
-from . import _ptx
+from sm_profiler import ptx as _ptx
 
 _WORD_BYTES = fmt.WORD_BYTES
 

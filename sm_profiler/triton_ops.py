@@ -40,6 +40,7 @@ import triton
 import triton.language as tl
 
 from . import format as fmt
+from . import ptx
 
 # Compile-time copies of the wire format (format.py is the source of truth).
 _HEADER_WORDS = tl.constexpr(fmt.HEADER_WORDS)
@@ -144,24 +145,8 @@ def _warp_index():
     )
 
 
-def _init_asm(leader_reg: str) -> str:
-    # leader = valid && <leader_reg> == 0
-    # if leader: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid
-    return (
-        "{\n\t.reg .pred p;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
-        f"mov.u32 w, {leader_reg};\n\t"
-        "setp.eq.u32 p, w, 0;\n\t"
-        "setp.ne.and.u32 p, $2, 0, p;\n\t"
-        "selp.u32 $0, 1, 0, p;\n\t"
-        "mov.u64 t, %globaltimer;\n\t"
-        "mov.u32 s, %smid;\n\t"
-        "@p st.global.u64 [$1+-16], t;\n\t"
-        "@p st.global.u32 [$1+-8], s;\n\t}"
-    )
-
-
-_INIT_PROGRAM_ASM = tl.constexpr(_init_asm("%tid.x"))  # thread 0 of the program
-_INIT_WARP_ASM = tl.constexpr(_init_asm("%laneid"))  # lane 0 of every warp
+_INIT_PROGRAM_ASM = tl.constexpr(ptx.init_leader("%tid.x"))  # thread 0 of the program
+_INIT_WARP_ASM = tl.constexpr(ptx.init_leader("%laneid"))  # lane 0 of every warp
 
 
 @triton.jit
@@ -220,36 +205,10 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
         return records, cursor + 1, capacity, leader
 
 
-def _record_asm_text(after: bool) -> str:
-    # $1 &records[cursor], $2 records, $3 cursor, $4 capacity, $5 leader, $6 tag, $7 dependency
-    # t = %globaltimer (read 64-bit: CS2R, fixed latency; %globaltimer_lo compiles to the slower
-    #     S2UR); rec = tag << 32 | t.lo: the low register of t is already in place
-    # if leader: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor (last dropped)
-    if after:
-        # The timer read is predicated on a test of the dependency, so it cannot issue before the
-        # dependency exists; both predicate values read the timer, so the time never depends on it.
-        timer = (
-            "setp.ne.u32 pd, $7, 0;\n\t"
-            "@pd mov.u64 t, %globaltimer;\n\t"
-            "@!pd mov.u64 t, %globaltimer;\n\t"
-        )
-    else:
-        timer = "mov.u64 t, %globaltimer;\n\t"
-    return (
-        "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, r;\n\t"
-        + timer
-        + "cvt.u32.u64 lo, t;\n\t"
-        "setp.ne.u32 pl, $5, 0;\n\t"
-        "setp.lt.and.u32 pin|pov, $3, $4, pl;\n\t"
-        "mov.b64 r, {lo, $6};\n\t"
-        "@pin st.global.u64 [$1], r;\n\t"
-        "@pov st.global.u32 [$2+-4], $3;\n\t"
-        "mov.u32 $0, 0;\n\t}"
-    )
-
-
-_RECORD_ASM = tl.constexpr(_record_asm_text(after=False))
-_RECORD_AFTER_ASM = tl.constexpr(_record_asm_text(after=True))
+# ptx.record: t = %globaltimer; rec = tag << 32 | t.lo32; if leader: cursor < capacity ?
+#   records[cursor] = rec : lane[1].hi32 = cursor (the latest dropped record)
+_RECORD_ASM = tl.constexpr(ptx.record(after=False, first=1))
+_RECORD_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1))
 
 
 @triton.jit

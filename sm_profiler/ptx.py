@@ -1,13 +1,16 @@
-"""The inline PTX of the CuteDSL ops, as plain strings (no cutlass import: tests read them too).
+"""The inline PTX both device front ends emit (Triton ops and cute_ops), as plain strings.
 
-Operands are LLVM inline-asm `$n` references; the comments above each string say what lands where.
-The text follows sm_profiler.triton_ops instruction for instruction, so both front ends put the
-same words in the same places.
+One text for both, so that they put the same words in the same places; offsets come from
+`format`. Operands are LLVM inline-asm `$n` references numbered from `first` (Triton's elementwise
+asm must have an output, so its operands start at $1 and it ends with a dummy `mov.u32 $0, 0`).
+No triton or cutlass import: tests read these strings too.
 """
 
 from __future__ import annotations
 
-from sm_profiler import format as fmt
+import re
+
+from . import format as fmt
 
 # Byte offsets from records[0] (what the ops hold) back into the lane header.
 ANCHOR_OFFSET_BYTES = (fmt.LANE_ANCHOR - fmt.LANE_HEADER_WORDS) * fmt.WORD_BYTES  # -16
@@ -16,22 +19,41 @@ SM_OFFSET_BYTES = (fmt.LANE_SM_ATTEMPTED - fmt.LANE_HEADER_WORDS) * fmt.WORD_BYT
 # the lane attempted that + 1 records (format.lane_word1).
 LAST_DROPPED_OFFSET_BYTES = SM_OFFSET_BYTES + 4
 
+_STAMP_LANE = (
+    "mov.u64 t, %globaltimer;\n\t"
+    "mov.u32 s, %smid;\n\t"
+    f"@p st.global.u64 [{{r}}+{ANCHOR_OFFSET_BYTES}], t;\n\t"
+    f"@p st.global.u32 [{{r}}+{SM_OFFSET_BYTES}], s;\n\t"
+)
+
 # $0 records (u64 address of records[0]), $1 stamp (u32: nonzero = this thread writes the lane)
 # if stamp: lane[0] = %globaltimer (the full 64-bit anchor); lane[1].lo32 = %smid
 INIT = (
     "{\n\t.reg .pred p;\n\t.reg .u32 s;\n\t.reg .u64 t;\n\t"
-    "setp.ne.u32 p, $1, 0;\n\t"
-    "mov.u64 t, %globaltimer;\n\t"
-    "mov.u32 s, %smid;\n\t"
-    f"@p st.global.u64 [$0+{ANCHOR_OFFSET_BYTES}], t;\n\t"
-    f"@p st.global.u32 [$0+{SM_OFFSET_BYTES}], s;\n\t}}"
+    "setp.ne.u32 p, $1, 0;\n\t" + _STAMP_LANE.format(r="$0") + "}"
 )
 INIT_CONSTRAINTS = "l,r"
 
 
-def record(after: bool) -> str:
-    """One event: $0 &records[cursor], $1 records, $2 cursor, $3 capacity, $4 leader, $5 tag,
-    ($6 dependency, with `after`).
+def init_leader(leader_reg: str) -> str:
+    """Triton's init: $0 = leader (out), $1 records, $2 valid; the leader is the thread whose
+    `leader_reg` (%tid.x: thread 0 of the program; %laneid: lane 0 of every warp) is 0.
+
+    leader = valid && leader_reg == 0
+    if leader: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid
+    """
+    return (
+        "{\n\t.reg .pred p;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
+        f"mov.u32 w, {leader_reg};\n\t"
+        "setp.eq.u32 p, w, 0;\n\t"
+        "setp.ne.and.u32 p, $2, 0, p;\n\t"
+        "selp.u32 $0, 1, 0, p;\n\t" + _STAMP_LANE.format(r="$1") + "}"
+    )
+
+
+def record(after: bool, first: int = 0) -> str:
+    """One event. Operands from $first: &records[cursor], records, cursor, capacity, leader, tag,
+    (dependency, with `after`); with first=1, $0 is a dummy output set to 0.
 
     t = %globaltimer, read 64-bit (CS2R, fixed latency; %globaltimer_lo compiles to a slower S2UR)
     rec = tag << 32 | t.lo32: the low register of t is already in place, only the tag moves
@@ -47,7 +69,7 @@ def record(after: bool) -> str:
         )
     else:
         timer = "mov.u64 t, %globaltimer;\n\t"
-    return (
+    text = (
         "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, r;\n\t"
         + timer
         + "cvt.u32.u64 lo, t;\n\t"
@@ -55,8 +77,12 @@ def record(after: bool) -> str:
         "setp.lt.and.u32 pin|pov, $2, $3, pl;\n\t"
         "mov.b64 r, {lo, $5};\n\t"
         "@pin st.global.u64 [$0], r;\n\t"
-        f"@pov st.global.u32 [$1+{LAST_DROPPED_OFFSET_BYTES}], $2;\n\t}}"
+        f"@pov st.global.u32 [$1+{LAST_DROPPED_OFFSET_BYTES}], $2;\n\t"
     )
+    if first:
+        text = re.sub(r"\$(\d)", lambda m: f"${int(m.group(1)) + first}", text)
+        text += "mov.u32 $0, 0;\n\t"
+    return text + "}"
 
 
 RECORD = record(after=False)
