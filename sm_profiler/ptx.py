@@ -35,29 +35,37 @@ INIT = (
 INIT_CONSTRAINTS = "l,r"
 
 
-def init_leader(leader_reg: str) -> str:
-    """Triton's init: $0 = leader (out), $1 records, $2 valid; the leader is the thread whose
-    `leader_reg` (%tid.x: thread 0 of the program; %laneid: lane 0 of every warp) is 0.
+def init_leader(per_warp: bool) -> str:
+    """Triton's init: $0 = leader (out), $1 records, $2 valid.
 
-    leader = valid && leader_reg == 0
+    per program: warp 0 of the program leads, all its lanes (warp-uniform: see
+        `record(warp_uniform=True)`); they write the same values to the same addresses.
+    per warp: lane 0 of every warp leads (`record(warp_uniform=False)`).
+    leader = valid && (per_warp ? %laneid == 0 : %tid.x / 32 == 0)
     if leader: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid
     """
+    who = "mov.u32 w, %laneid;\n\t" if per_warp else "mov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\t"
     return (
         "{\n\t.reg .pred p;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
-        f"mov.u32 w, {leader_reg};\n\t"
-        "setp.eq.u32 p, w, 0;\n\t"
+        + who
+        + "setp.eq.u32 p, w, 0;\n\t"
         "setp.ne.and.u32 p, $2, 0, p;\n\t"
         "selp.u32 $0, 1, 0, p;\n\t" + _STAMP_LANE.format(r="$1") + "}"
     )
 
 
-def record(after: bool, first: int = 0) -> str:
+def record(after: bool, first: int = 0, warp_uniform: bool = False) -> str:
     """One event. Operands from $first: &records[cursor], records, cursor, capacity, leader, tag,
     (dependency, with `after`); with first=1, $0 is a dummy output set to 0.
 
     t = %globaltimer, read 64-bit (CS2R, fixed latency; %globaltimer_lo compiles to a slower S2UR)
     rec = tag << 32 | t.lo32: the low register of t is already in place, only the tag moves
     if leader: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor (last dropped)
+
+    warp_uniform: `leader` is the same in every lane of a warp, and every lane of a leading warp
+    stores (the same value to the same address: one transaction). A warp that does not lead
+    branches over the whole event (`bra.uni`), so it pays one instruction instead of all of them,
+    and the leading warp needs no second predicate for the overflow store.
     """
     if after:
         # Predicated on a test of the dependency, so the read cannot issue before the value
@@ -69,15 +77,19 @@ def record(after: bool, first: int = 0) -> str:
         )
     else:
         timer = "mov.u64 t, %globaltimer;\n\t"
+    head = "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, r;\n\t"
+    if warp_uniform:
+        # ${:uid} makes the label unique for every copy of this asm in a kernel.
+        head += "setp.ne.u32 pl, $4, 0;\n\t@!pl bra.uni SMP_DONE_${:uid};\n\t"
+        bound = "setp.lt.u32 pin|pov, $2, $3;\n\t"
+        tail = "SMP_DONE_${:uid}:\n\t"
+    else:
+        bound = "setp.ne.u32 pl, $4, 0;\n\tsetp.lt.and.u32 pin|pov, $2, $3, pl;\n\t"
+        tail = ""
     text = (
-        "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, r;\n\t"
-        + timer
-        + "cvt.u32.u64 lo, t;\n\t"
-        "setp.ne.u32 pl, $4, 0;\n\t"
-        "setp.lt.and.u32 pin|pov, $2, $3, pl;\n\t"
-        "mov.b64 r, {lo, $5};\n\t"
+        head + timer + "cvt.u32.u64 lo, t;\n\t" + bound + "mov.b64 r, {lo, $5};\n\t"
         "@pin st.global.u64 [$0], r;\n\t"
-        f"@pov st.global.u32 [$1+{LAST_DROPPED_OFFSET_BYTES}], $2;\n\t"
+        f"@pov st.global.u32 [$1+{LAST_DROPPED_OFFSET_BYTES}], $2;\n\t" + tail
     )
     if first:
         text = re.sub(r"\$(\d)", lambda m: f"${int(m.group(1)) + first}", text)

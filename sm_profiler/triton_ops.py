@@ -17,7 +17,9 @@ a fence. Per event the device reads %globaltimer (keeping the low 32 bits) and d
 the store of an overflowing record into a 4-byte store of its cursor (the lane's drop count).
 
 Modes
-  per program (default): one lane per (program, group); thread 0 of the program stamps and stores.
+  per program (default): one lane per (program, group); warp 0 of the program stamps and stores
+      (its lanes write the same word: one transaction); the other warps branch over every event
+      with one warp-uniform branch, so they pay one instruction, not the whole op.
   per warp (PER_WARP=True): lane `group + warp index`; lane 0 of every warp reads its own timer
       and writes its own lane, so warp skew is real.
 
@@ -145,15 +147,17 @@ def _warp_index():
     )
 
 
-_INIT_PROGRAM_ASM = tl.constexpr(ptx.init_leader("%tid.x"))  # thread 0 of the program
-_INIT_WARP_ASM = tl.constexpr(ptx.init_leader("%laneid"))  # lane 0 of every warp
+_INIT_PROGRAM_ASM = tl.constexpr(ptx.init_leader(per_warp=False))  # all of warp 0
+_INIT_WARP_ASM = tl.constexpr(ptx.init_leader(per_warp=True))  # lane 0 of every warp
 
 
 @triton.jit
 def _init_lane_asm(records, valid, PER_WARP: tl.constexpr):
+    # The leader's dtype tells the event ops, at compile time, which record text to use:
+    # uint32 = lane 0 of every warp (predicated stores), int32 = warp 0 (a warp-uniform branch).
     if PER_WARP:
         leader = tl.inline_asm_elementwise(
-            _INIT_WARP_ASM, "=r,l,r", [records, valid], dtype=tl.int32, is_pure=False, pack=1
+            _INIT_WARP_ASM, "=r,l,r", [records, valid], dtype=tl.uint32, is_pure=False, pack=1
         )
     else:
         leader = tl.inline_asm_elementwise(
@@ -207,16 +211,24 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
 
 # ptx.record: t = %globaltimer; rec = tag << 32 | t.lo32; if leader: cursor < capacity ?
 #   records[cursor] = rec : lane[1].hi32 = cursor (the latest dropped record)
-_RECORD_ASM = tl.constexpr(ptx.record(after=False, first=1))
-_RECORD_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1))
+# Per program (warp 0 leads): the other warps branch over each event, one instruction for them.
+_RECORD_ASM = tl.constexpr(ptx.record(after=False, first=1, warp_uniform=True))
+_RECORD_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, warp_uniform=True))
+# Per warp (lane 0 of each warp leads): predicated stores, no branch.
+_RECORD_LANE_ASM = tl.constexpr(ptx.record(after=False, first=1))
+_RECORD_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1))
 
 
 @triton.jit
 def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr):
     # The slot address is plain pointer arithmetic so that the compiler can strength-reduce it
     # across a loop (one pointer increment per iteration instead of an address per event).
+    if leader.dtype == tl.uint32:
+        asm: tl.constexpr = _RECORD_LANE_ASM
+    else:
+        asm: tl.constexpr = _RECORD_ASM
     return tl.inline_asm_elementwise(
-        _RECORD_ASM,
+        asm,
         "=r,l,l,r,r,r,r",
         [records + cursor, records, cursor, capacity, leader, tl.full((), tag, tl.int32)],
         dtype=tl.int32,
@@ -227,8 +239,12 @@ def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr):
 
 @triton.jit
 def _record_after_asm(records, cursor, capacity, leader, tag: tl.constexpr, dep):
+    if leader.dtype == tl.uint32:
+        asm: tl.constexpr = _RECORD_LANE_AFTER_ASM
+    else:
+        asm: tl.constexpr = _RECORD_AFTER_ASM
     return tl.inline_asm_elementwise(
-        _RECORD_AFTER_ASM,
+        asm,
         "=r,l,l,r,r,r,r,r",
         [records + cursor, records, cursor, capacity, leader, tl.full((), tag, tl.int32), dep],
         dtype=tl.int32,

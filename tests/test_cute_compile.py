@@ -104,7 +104,8 @@ def _kernel_body(ptx: str) -> str:
 def test_one_ptx_text_serves_both_front_ends():
     triton_ops = pytest.importorskip("sm_profiler.triton_ops")
     # Triton's copy is the shared text with operands shifted past its dummy output.
-    assert triton_ops._RECORD_ASM.value == _ptx.record(False, first=1)
+    assert triton_ops._RECORD_LANE_ASM.value == _ptx.record(False, first=1)
+    assert triton_ops._RECORD_ASM.value == _ptx.record(False, first=1, warp_uniform=True)
     assert "[$2+-4], $3;" in _ptx.record(False, first=1)  # records, cursor
     assert "[$1+-4], $2;" in _ptx.RECORD
     for store in ("@p st.global.u64 [{}+-16], t;", "@p st.global.u32 [{}+-8], s;"):

@@ -82,3 +82,16 @@ def test_after_makes_the_timer_read_wait_for_the_value(probe):
     ptx = probe["loop_ptx_warp0"]
     assert re.search(r"@pd mov\.u64 t, %globaltimer", ptx)
     assert re.search(r"@!pd mov\.u64 t, %globaltimer", ptx)
+
+
+def test_per_program_events_let_the_other_warps_branch_over_them(probe):
+    # Per program, warp 0 records and the other warps skip each event with one uniform branch:
+    # one conditional branch per event in straight-line code.
+    for n in (4, 12):
+        branches = [i for i in probe[f"straight_{n}"] if re.match(r"@!?U?P\d+ BRA", i)]
+        assert len(branches) == n, branches
+    # Per warp, every warp records: predicated stores and no branch per event.
+    loop_w = probe["loop_sass_warp1"]
+    loop_p = probe["loop_sass_warp0"]
+    n_br = lambda ins: len([i for i in ins if re.match(r"@!?U?P\d+ BRA", i)])  # noqa: E731
+    assert n_br(loop_p) > n_br(loop_w)
