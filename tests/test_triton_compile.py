@@ -86,10 +86,11 @@ def test_after_makes_the_timer_read_wait_for_the_value(probe):
 
 def test_per_program_events_let_the_other_warps_branch_over_them(probe):
     # Per program, warp 0 records and the other warps skip each event with one uniform branch:
-    # one conditional branch per event in straight-line code.
+    # one conditional branch per event in straight-line code (ptxas turns the last one, right
+    # before the end of the kernel, into a predicated exit).
     for n in (4, 12):
         branches = [i for i in probe[f"straight_{n}"] if re.match(r"@!?U?P\d+ BRA", i)]
-        assert len(branches) == n, branches
+        assert n - 1 <= len(branches) <= n, branches
     # Per warp, every warp records: predicated stores and no branch per event.
     loop_w = probe["loop_sass_warp1"]
     loop_p = probe["loop_sass_warp0"]
