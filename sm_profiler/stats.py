@@ -115,6 +115,8 @@ def compute_stats(trace: TraceData) -> Stats:
     stats = _section(trace, label)
     stats.warnings = _warnings(trace)
     if n_caps > 1:
+        # Launches are separated by host time: occupancy and imbalance are per capture only.
+        stats.imbalance = None
         stats.captures = [
             _section(trace.select_capture(c), _capture_label(trace, c, several=True))
             for c in range(n_caps)
@@ -481,7 +483,10 @@ def format_stats(stats: Stats, width: int | None = None, max_sm_rows: int = 16) 
     lines.append(_fit(title, width))
     for w in stats.warnings:
         lines.extend(_wrap("warning: " + w, width, indent="  "))
-    lines.extend(_section_lines(stats, width, max_sm_rows))
+    lines.extend(_section_lines(stats, width, max_sm_rows, sm_table=not stats.captures))
+    if stats.captures:
+        lines.append("SM occupancy and load imbalance: per capture, below (launches are separated")
+        lines.append("by host time, which a combined span would count as idle)")
     for sub in stats.captures:
         lines.append("")
         lines.append(_fit(f"-- {sub.label} " + "-" * width, width))
@@ -495,7 +500,7 @@ def _wrap(text: str, width: int, indent: str) -> list[str]:
     return textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False)
 
 
-def _section_lines(stats: Stats, width: int, max_sm_rows: int) -> list[str]:
+def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = True) -> list[str]:
     lines: list[str] = []
     span = stats.span
     lines.append(
@@ -508,7 +513,8 @@ def _section_lines(stats: Stats, width: int, max_sm_rows: int) -> list[str]:
     lines.append("")
     lines.extend(_event_lines(stats, width))
     lines.append("")
-    lines.extend(_sm_lines(stats, max_sm_rows))
+    if sm_table:
+        lines.extend(_sm_lines(stats, max_sm_rows))
     imb = stats.imbalance
     if imb is not None:
         lines.append(

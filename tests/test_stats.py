@@ -198,6 +198,12 @@ def test_several_captures_get_a_section_each():
     text = format_stats(stats, width=100)
     assert text.startswith("sm_profiler stats: all captures (2 captures)\n")
     assert "-- capture 1: other (1 blocks) ---" in text
+    # Host time between launches is not idle SM time: no combined SM table or imbalance.
+    assert stats.imbalance is None and stats.captures[0].imbalance is not None
+    combined = text[: text.index("-- capture 0")]
+    assert "load imbalance: last SM" not in combined and "busy" not in combined
+    assert "SM occupancy and load imbalance: per capture" in combined
+    assert text.count("load imbalance: last SM") == 2
 
 
 def test_many_sms_are_summarized():
