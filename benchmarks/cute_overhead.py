@@ -28,6 +28,7 @@ import cutlass.cute as cute
 import torch
 from cutlass import Float32, Int32, Int64
 from cutlass.cute.runtime import make_ptr
+from timing import cupti_medians  # benchmarks/timing.py (this script's folder)
 
 import cute_ops
 from sm_profiler import SmProfiler
@@ -107,28 +108,7 @@ def _ptr(t: torch.Tensor):
 
 
 def time_cupti(fns: dict, launches: int, rounds: int) -> dict[str, float]:
-    """Median kernel time (µs) per variant from CUPTI, variants interleaved so drift hits all."""
-    from torch.profiler import ProfilerActivity, profile
-
-    order = []
-    with profile(activities=[ProfilerActivity.CUDA]) as p:
-        for _ in range(rounds):
-            for mode, fn in fns.items():
-                for _ in range(launches):
-                    fn()
-                    order.append(mode)
-        torch.cuda.synchronize()
-    durs = [
-        e.device_time
-        for e in p.events()
-        if e.device_type == torch.autograd.DeviceType.CUDA and "bench_kernel" in e.name
-    ]
-    if len(durs) != len(order):
-        raise RuntimeError(f"CUPTI saw {len(durs)} bench_kernel launches, expected {len(order)}")
-    per: dict[str, list[float]] = {}
-    for mode, d in zip(order, durs, strict=True):
-        per.setdefault(mode, []).append(d)
-    return {k: statistics.median(v) for k, v in per.items()}
+    return cupti_medians(fns, launches, rounds, "bench_kernel")
 
 
 def time_events(fns: dict, launches: int, rounds: int) -> dict[str, float]:

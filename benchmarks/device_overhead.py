@@ -25,6 +25,7 @@ import torch
 import triton
 import triton.language as tl
 import triton.profiler.language as pl
+from timing import cupti_medians  # benchmarks/timing.py (this script's folder)
 
 from sm_profiler import SmProfiler
 from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
@@ -194,23 +195,10 @@ def matmul_kernel_proton(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, B
 
 def cupti_median_us(fn, launches: int, name_part: str) -> float:
     """Median kernel duration (µs) of `launches` calls of fn, read from CUPTI via torch.profiler."""
-    from torch.profiler import ProfilerActivity, profile
-
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as p:
-        for _ in range(launches):
-            fn()
-        torch.cuda.synchronize()
-    durs = [
-        e.device_time
-        for e in p.events()
-        if e.device_type == torch.autograd.DeviceType.CUDA and name_part in e.name
-    ]
-    if len(durs) < launches:
-        raise RuntimeError(f"CUPTI saw {len(durs)} launches of {name_part}, expected {launches}")
-    return statistics.median(durs[-launches:])
+    return cupti_medians({"fn": fn}, launches, 1, name_part)["fn"]
 
 
 def event_median_us(fn, launches: int) -> float:
@@ -233,32 +221,12 @@ MODES_RUN = dict(MODES)
 
 def run_case(name, make_launch, events_per_program, grid, launches, rounds, proton_launch):
     """Time every variant; all of them in one CUPTI session, interleaved over `rounds`."""
-    from torch.profiler import ProfilerActivity, profile
-
     fns = {mode: make_launch(mode) for mode in MODES_RUN}
     for fn in fns.values():  # compile and warm up outside the timed session
         fn()
         fn()
     torch.cuda.synchronize()
-    order = []
-    with profile(activities=[ProfilerActivity.CUDA]) as p:
-        for _ in range(rounds):  # interleave variants so drift hits all of them alike
-            for mode, fn in fns.items():
-                for _ in range(launches):
-                    fn()
-                    order.append(mode)
-        torch.cuda.synchronize()
-    durs = [
-        e.device_time
-        for e in p.events()
-        if e.device_type == torch.autograd.DeviceType.CUDA and e.name.startswith(name)
-    ]
-    if len(durs) != len(order):
-        raise RuntimeError(f"CUPTI saw {len(durs)} launches of {name}, expected {len(order)}")
-    results = {}
-    for mode, d in zip(order, durs, strict=True):
-        results.setdefault(mode, []).append(d)
-    row = {k: statistics.median(v) for k, v in results.items()}
+    row = cupti_medians(fns, launches, rounds, name)
     row["proton"], row["proton_timing"] = proton_launch()
     base = row["base"]
     out = {"case": name, "grid": grid, "events_per_program": events_per_program}

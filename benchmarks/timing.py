@@ -1,0 +1,36 @@
+"""Kernel timing shared by the device benchmarks: CUPTI (through torch.profiler) medians."""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+
+def cupti_medians(fns: dict, launches: int, rounds: int, kernel: str) -> dict[str, float]:
+    """Median kernel time (µs) of each variant in `fns` (name -> launch function).
+
+    All variants run in one profiler session, interleaved over `rounds` so that drift hits all of
+    them alike; only kernels whose name contains `kernel` are counted (fills and copies are not).
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    order = []
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(rounds):
+            for mode, fn in fns.items():
+                for _ in range(launches):
+                    fn()
+                    order.append(mode)
+        torch.cuda.synchronize()
+    durs = [
+        e.device_time
+        for e in p.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA and kernel in e.name
+    ]
+    if len(durs) != len(order):
+        raise RuntimeError(f"CUPTI saw {len(durs)} launches of {kernel}, expected {len(order)}")
+    per: dict[str, list[float]] = {}
+    for mode, d in zip(order, durs, strict=True):
+        per.setdefault(mode, []).append(d)
+    return {k: statistics.median(v) for k, v in per.items()}
