@@ -13,7 +13,9 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("triton")
-pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+
+from test_examples import read_perfetto  # noqa: E402  (tests/ is on sys.path)
 
 import sm_profiler  # noqa: E402
 
@@ -48,20 +50,8 @@ def test_demo_says_it_runs_in_the_interpreter_and_how_to_open_the_trace(demo):
 
 def test_demo_perfetto_trace(demo):
     out_dir, _ = demo
-    trace = pb2.Trace()
-    trace.ParseFromString((out_dir / "demo.perfetto-trace").read_bytes())
-    names, processes, threads, slices = {}, set(), set(), Counter()
-    for p in trace.packet:
-        for n in p.interned_data.event_names:
-            names[n.iid] = n.name
-        if p.HasField("track_descriptor"):
-            d = p.track_descriptor
-            if d.HasField("process"):
-                processes.add(d.process.process_name)
-            if d.HasField("thread"):
-                threads.add(d.thread.thread_name)
-        if p.HasField("track_event") and p.track_event.type == pb2.TrackEvent.TYPE_SLICE_BEGIN:
-            slices[names[p.track_event.name_iid]] += 1
+    read = read_perfetto(out_dir / "demo.perfetto-trace")
+    processes, threads, slices = set(read["processes"]), set(read["threads"]), read["slices"]
     assert processes == {f"SM {i} (emulated)" for i in range(8)}
     # three launches, each its own threads
     for kernel in ("persistent#0", "persistent#1", "one_per_tile"):
