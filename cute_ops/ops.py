@@ -145,7 +145,7 @@ class Profiler:
     lane's leader stores. Disabled handles (enabled=False, or buffer None) emit nothing.
     """
 
-    __slots__ = ("_records", "_cursor", "_capacity", "_leader", "enabled")
+    __slots__ = ("_records", "_cursor", "_capacity", "_leader", "_mode", "enabled")
 
     def __init__(
         self,
@@ -154,11 +154,13 @@ class Profiler:
         capacity: Int32 | None,
         leader: Int32 | None,
         enabled: bool,
+        mode: str = "thread",
     ):
         self._records = records  # byte address of records[0] of this thread's lane
         self._cursor = cursor  # records attempted so far: the only run-time state
-        self._capacity = capacity
-        self._leader = leader  # Int32, 1 in the one thread that writes the lane
+        self._capacity = capacity  # 0 for a lane outside the buffer's shape
+        self._leader = leader  # Int32 flag; its meaning depends on the mode (ptx.RECORD_MODES)
+        self._mode = mode  # "warp": warp 0 leads; "all": every warp; "thread": chosen threads
         self.enabled = enabled
 
     # -- CuteDSL value protocol: the cursor is carried through dynamic loops and ifs ---------
@@ -168,7 +170,9 @@ class Profiler:
 
     def __new_from_mlir_values__(self, values: list[ir.Value]) -> Profiler:
         cursor = Int32(values[0]) if self.enabled else None
-        return Profiler(self._records, cursor, self._capacity, self._leader, self.enabled)
+        return Profiler(
+            self._records, cursor, self._capacity, self._leader, self.enabled, self._mode
+        )
 
     # -- events ------------------------------------------------------------------------------
 
@@ -213,10 +217,10 @@ class Profiler:
             _i32(tag),
         ]
         if after is None:
-            _asm(None, operands, _ptx.RECORD, _ptx.RECORD_CONSTRAINTS)
+            _asm(None, operands, _ptx.RECORD[self._mode], _ptx.RECORD_CONSTRAINTS)
         else:
             operands.append(_dependency(after))
-            _asm(None, operands, _ptx.RECORD_AFTER, _ptx.RECORD_AFTER_CONSTRAINTS)
+            _asm(None, operands, _ptx.RECORD_AFTER[self._mode], _ptx.RECORD_AFTER_CONSTRAINTS)
         self._cursor = self._cursor + 1
 
     def __repr__(self) -> str:
@@ -273,14 +277,16 @@ def init(
     group     lane group (an int or an Int32); with per_warp, the first group: warp w of the
               block writes lane group + w
     per_warp  False: one lane per (block, group), written by `leader`;
-              True: one lane per warp, written by lane 0 of that warp
+              True: one lane per warp, written by that warp (its threads store the same word)
     leader    with per_warp=False, a run-time Boolean that is true in exactly one thread of the
-              lane (e.g. `tidx == 128` for the first thread of a consumer warp group);
-              default: thread (0, 0, 0) of the block
+              lane (e.g. `tidx == 128` for the first thread of a consumer warp group): its
+              stores are predicated per thread. Default: warp 0 of the block writes (all its
+              threads, the same word) and the other warps branch over each event, which is
+              cheaper than any per-thread leader
     enabled   compile-time bool; False emits nothing at all (the plain kernel's PTX)
 
     Lanes outside the buffer's shape (block >= num_blocks, group >= num_groups, negatives)
-    record nothing.
+    record nothing (they write only the header's scratch word).
     """
     enabled = _static_bool(enabled, "enabled")
     per_warp = _static_bool(per_warp, "per_warp")
@@ -293,23 +299,26 @@ def init(
         )
     if per_warp and leader is not None:
         raise ValueError(
-            "cute_ops.init: per_warp=True chooses lane 0 of every warp as its leader; "
+            "cute_ops.init: per_warp=True makes every warp the writer of its own lane; "
             "pass either per_warp=True or leader=..., not both"
         )
 
     base = _buffer_address(buffer)
     block = _linear_block_index() if block is None else Int32(block)
     group = Int32(group)
+    tid = _linear_thread_index()
     if per_warp:
         # Not cute.arch.warp_idx(): it broadcasts with shfl.sync over the full warp, which is
         # undefined where only part of the warp runs the init.
-        group = group + _linear_thread_index() // 32
-        is_leader = cute.arch.lane_idx() == 0
+        group = group + tid // 32
+        mode, lead, stamper = "all", Boolean(True), cute.arch.lane_idx() == 0
     elif leader is None:
-        tx, ty, tz = cute.arch.thread_idx()
-        is_leader = (tx | ty | tz) == 0
+        # Warp 0 leads: every thread of it stores (the same word), the other warps branch over
+        # each event; the first thread stamps the lane.
+        mode, lead, stamper = "warp", tid // 32 == 0, tid == 0
     else:
-        is_leader = Boolean(leader)
+        mode, lead = "thread", Boolean(leader)
+        stamper = lead
 
     shape = _load_u64(base + fmt.HDR_SHAPE * _WORD_BYTES)
     capacity = Int32(_load_u64(base + fmt.HDR_CAPACITY_FLAGS * _WORD_BYTES) & fmt.LOW32)
@@ -318,9 +327,16 @@ def init(
     # Unsigned compares also reject negative indices.
     valid = (Uint32(block) < Uint32(num_blocks)) & (Uint32(group) < Uint32(num_groups))
     lane = Int64(block) * Int64(num_groups) + Int64(group)
-    lane = Int64(arith.select(valid.ir_value(), lane.ir_value(), Int64(0).ir_value()))
     lane_bytes = Int64(capacity + fmt.LANE_HEADER_WORDS) * _WORD_BYTES
-    records = base + (fmt.HEADER_WORDS + fmt.LANE_HEADER_WORDS) * _WORD_BYTES + lane * lane_bytes
-    stamp = Int32(valid & is_leader)
+    offset = lane * lane_bytes + fmt.LANE_HEADER_WORDS * _WORD_BYTES
+    # A lane outside the shape gets capacity 0 and records at the end of the global header: its
+    # events all take the overflow path, whose store lands in the header's scratch word
+    # (format.HDR_SCRATCH), inside the buffer. So no event tests "is my lane real".
+    offset = Int64(arith.select(valid.ir_value(), offset.ir_value(), Int64(0).ir_value()))
+    capacity = Int32(arith.select(valid.ir_value(), capacity.ir_value(), Int32(0).ir_value()))
+    records = base + fmt.HEADER_WORDS * _WORD_BYTES + offset
+    stamp = Int32(valid & stamper)
     _asm(None, [records.ir_value(), stamp.ir_value()], _ptx.INIT, _ptx.INIT_CONSTRAINTS)
-    return Profiler(records, Int32(0), capacity, stamp, enabled=True)
+    # The leader flag ignores `valid` (capacity 0 already keeps such a lane in the scratch word):
+    # a flag that depends on the thread index alone lets ptxas keep one predicate for all events.
+    return Profiler(records, Int32(0), capacity, Int32(lead), enabled=True, mode=mode)

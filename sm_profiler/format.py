@@ -9,7 +9,11 @@ The buffer is an array of little-endian 64-bit words, allocated once::
       w0  = MAGIC (low 32) | VERSION (high 32)
       w1  = num_blocks (low 32) | num_groups (high 32)
       w2  = capacity (low 32, records per lane) | flags (high 32)
-      w3..w7 reserved, zero
+      w3..w6 reserved, zero
+      w7  = device scratch (HDR_SCRATCH): lanes outside the buffer's shape are given capacity 0
+            and records at lane 0's start, so their "overflow" stores (their cursors) land in
+            w7 and never outside the buffer; this lets every event skip a per-thread "is my
+            lane real" test. The decoder ignores w7.
     then num_blocks * num_groups lanes, lane index = block * num_groups + group,
     each LANE_HEADER_WORDS + capacity words long:
       l0  = anchor: the full 64-bit %globaltimer, read when the lane was initialised
@@ -43,7 +47,9 @@ from __future__ import annotations
 import numpy as np
 
 MAGIC = 0x46504D53  # b"SMPF" read as a little-endian u32
-VERSION = 1
+VERSION = 2
+# Versions this decoder reads: version 1 is version 2 with the scratch word always zero.
+READABLE_VERSIONS = (1, 2)
 
 HEADER_WORDS = 8
 LANE_HEADER_WORDS = 2
@@ -53,6 +59,7 @@ WORD_BYTES = 8
 HDR_MAGIC_VERSION = 0
 HDR_SHAPE = 1  # num_blocks | num_groups << 32
 HDR_CAPACITY_FLAGS = 2  # capacity | flags << 32
+HDR_SCRATCH = 7  # written by out-of-shape lanes (their drop cursors); ignored by the decoder
 
 # Offsets inside a lane, in words.
 LANE_ANCHOR = 0
@@ -180,9 +187,10 @@ class Layout:
                 f"not an sm_profiler buffer: magic 0x{magic:08x}, expected 0x{MAGIC:08x}; "
                 "pass the tensor returned by SmProfiler.get_buffer()"
             )
-        if version != VERSION:
+        if version not in READABLE_VERSIONS:
             raise FormatError(
-                f"buffer has format version {version}; this sm_profiler reads version {VERSION}"
+                f"buffer has format version {version}; this sm_profiler reads versions "
+                f"{', '.join(map(str, READABLE_VERSIONS))}"
             )
         shape = int(words[HDR_SHAPE])
         cf = int(words[HDR_CAPACITY_FLAGS])
@@ -196,7 +204,8 @@ class Layout:
                 f"header flags 0x{flags:x} set bits this sm_profiler does not know "
                 f"(known: 0x{KNOWN_FLAGS:x}): corrupt buffer or a newer writer"
             )
-        reserved = np.flatnonzero(words[HDR_CAPACITY_FLAGS + 1 : HEADER_WORDS])
+        end = HDR_SCRATCH if version >= 2 else HEADER_WORDS
+        reserved = np.flatnonzero(words[HDR_CAPACITY_FLAGS + 1 : end])
         if len(reserved):
             i = HDR_CAPACITY_FLAGS + 1 + int(reserved[0])
             raise FormatError(

@@ -38,35 +38,50 @@ INIT_CONSTRAINTS = "l,r"
 def init_leader(per_warp: bool) -> str:
     """Triton's init: $0 = leader (out), $1 records, $2 valid.
 
-    per program: warp 0 of the program leads, all its lanes (warp-uniform: see
-        `record(warp_uniform=True)`); they write the same values to the same addresses.
-    per warp: lane 0 of every warp leads (`record(warp_uniform=False)`).
-    leader = valid && (per_warp ? %laneid == 0 : %tid.x / 32 == 0)
-    if leader: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid
+    per program: warp 0 of the program leads, all its lanes (`record(mode="warp")`); they write
+        the same values to the same addresses. leader = %tid.x / 32 == 0, also in a lane outside
+        the shape (its capacity 0 sends its stores to the header's scratch word): a leader that
+        depends on nothing but the warp index lets ptxas keep one predicate for every event's
+        branch instead of re-deriving it per event.
+    per warp: every warp leads its own lane (`record(mode="all")`); lane 0 stamps it.
+    if stamping: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid
     """
-    who = "mov.u32 w, %laneid;\n\t" if per_warp else "mov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\t"
+    if per_warp:
+        return (
+            "{\n\t.reg .pred p;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
+            "mov.u32 w, %laneid;\n\tsetp.eq.u32 p, w, 0;\n\tsetp.ne.and.u32 p, $2, 0, p;\n\t"
+            "mov.u32 $0, 1;\n\t" + _STAMP_LANE.format(r="$1") + "}"
+        )
     return (
-        "{\n\t.reg .pred p;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
-        + who
-        + "setp.eq.u32 p, w, 0;\n\t"
-        "setp.ne.and.u32 p, $2, 0, p;\n\t"
-        "selp.u32 $0, 1, 0, p;\n\t" + _STAMP_LANE.format(r="$1") + "}"
+        "{\n\t.reg .pred p, q;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
+        "mov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\tsetp.eq.u32 q, w, 0;\n\t"
+        "selp.u32 $0, 1, 0, q;\n\tsetp.ne.and.u32 p, $2, 0, q;\n\t"
+        + _STAMP_LANE.format(r="$1")
+        + "}"
     )
 
 
-def record(after: bool, first: int = 0, warp_uniform: bool = False) -> str:
+# Who stores a record (`record(mode=...)`):
+#   "warp"    the leader flag is warp-uniform (per program: warp 0 of the program). Every lane of
+#             a leading warp stores (the same word to the same address: one transaction); a warp
+#             that does not lead branches over the whole event (`bra.uni`): one instruction.
+#   "all"     every thread that runs the op stores; no leader test at all (per warp: the threads
+#             of a warp share a lane). Lanes outside the buffer's shape have capacity 0 and
+#             point at the header's scratch word, so they need no test either.
+#   "thread"  the leader flag picks single threads (a CuteDSL `leader=`): predicated stores.
+RECORD_MODES = ("warp", "all", "thread")
+
+
+def record(after: bool, first: int = 0, mode: str = "thread") -> str:
     """One event. Operands from $first: &records[cursor], records, cursor, capacity, leader, tag,
     (dependency, with `after`); with first=1, $0 is a dummy output set to 0.
 
     t = %globaltimer, read 64-bit (CS2R, fixed latency; %globaltimer_lo compiles to a slower S2UR)
     rec = tag << 32 | t.lo32: the low register of t is already in place, only the tag moves
-    if leader: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor (last dropped)
-
-    warp_uniform: `leader` is the same in every lane of a warp, and every lane of a leading warp
-    stores (the same value to the same address: one transaction). A warp that does not lead
-    branches over the whole event (`bra.uni`), so it pays one instruction instead of all of them,
-    and the leading warp needs no second predicate for the overflow store.
+    if leading: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor (last dropped)
     """
+    if mode not in RECORD_MODES:
+        raise ValueError(f"record mode {mode!r}: expected one of {RECORD_MODES}")
     if after:
         # Predicated on a test of the dependency, so the read cannot issue before the value
         # exists; both predicate values read the timer, so the time never depends on the value.
@@ -78,14 +93,14 @@ def record(after: bool, first: int = 0, warp_uniform: bool = False) -> str:
     else:
         timer = "mov.u64 t, %globaltimer;\n\t"
     head = "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, r;\n\t"
-    if warp_uniform:
+    tail = ""
+    bound = "setp.lt.u32 pin|pov, $2, $3;\n\t"
+    if mode == "warp":
         # ${:uid} makes the label unique for every copy of this asm in a kernel.
         head += "setp.ne.u32 pl, $4, 0;\n\t@!pl bra.uni SMP_DONE_${:uid};\n\t"
-        bound = "setp.lt.u32 pin|pov, $2, $3;\n\t"
         tail = "SMP_DONE_${:uid}:\n\t"
-    else:
+    elif mode == "thread":
         bound = "setp.ne.u32 pl, $4, 0;\n\tsetp.lt.and.u32 pin|pov, $2, $3, pl;\n\t"
-        tail = ""
     text = (
         head + timer + "cvt.u32.u64 lo, t;\n\t" + bound + "mov.b64 r, {lo, $5};\n\t"
         "@pin st.global.u64 [$0], r;\n\t"
@@ -97,8 +112,9 @@ def record(after: bool, first: int = 0, warp_uniform: bool = False) -> str:
     return text + "}"
 
 
-RECORD = record(after=False)
-RECORD_AFTER = record(after=True)
+# CuteDSL's texts (no dummy output), by mode.
+RECORD = {m: record(after=False, mode=m) for m in RECORD_MODES}
+RECORD_AFTER = {m: record(after=True, mode=m) for m in RECORD_MODES}
 RECORD_CONSTRAINTS = "l,l,r,r,r,r"
 RECORD_AFTER_CONSTRAINTS = RECORD_CONSTRAINTS + ",r"
 

@@ -20,8 +20,10 @@ Modes
   per program (default): one lane per (program, group); warp 0 of the program stamps and stores
       (its lanes write the same word: one transaction); the other warps branch over every event
       with one warp-uniform branch, so they pay one instruction, not the whole op.
-  per warp (PER_WARP=True): lane `group + warp index`; lane 0 of every warp reads its own timer
-      and writes its own lane, so warp skew is real.
+  per warp (PER_WARP=True): lane `group + warp index`; every warp reads its own timer and
+      writes its own lane (its threads store the same word: one transaction), so warp skew is
+      real. No event tests a leader flag; lanes outside the buffer's shape write only the
+      header's scratch word (format.HDR_SCRATCH).
 
 Under TRITON_INTERPRET=1 (no GPU) inline asm is not available: the ops fall back to the host
 clock (time.monotonic_ns) and an emulated SM id (program id modulo EMULATED_SM_COUNT), written
@@ -118,9 +120,14 @@ def profiler_init(
             valid = (block.to(tl.uint32) < num_blocks.to(tl.uint32)) & (
                 group.to(tl.uint32) < num_groups.to(tl.uint32)
             )
-            lane = tl.where(valid, block.to(tl.int64) * num_groups + group, 0)
-            records = buffer_ptr + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS)
-            records += _LANE_HEADER_WORDS
+            # A lane outside the shape gets capacity 0 and records at the end of the global
+            # header: each of its events takes the overflow path and stores its cursor into the
+            # header's scratch word (format.HDR_SCRATCH), inside the buffer. No event needs a
+            # "valid" test of its own.
+            lane = block.to(tl.int64) * num_groups + group
+            offset = tl.where(valid, lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS, 0)
+            records = buffer_ptr + _HEADER_WORDS + offset
+            capacity = tl.where(valid, capacity, 0)
             leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
             return records, tl.full((), 0, tl.int32), capacity, leader
 
@@ -148,13 +155,13 @@ def _warp_index():
 
 
 _INIT_PROGRAM_ASM = tl.constexpr(ptx.init_leader(per_warp=False))  # all of warp 0
-_INIT_WARP_ASM = tl.constexpr(ptx.init_leader(per_warp=True))  # lane 0 of every warp
+_INIT_WARP_ASM = tl.constexpr(ptx.init_leader(per_warp=True))  # every warp, lane 0 stamps
 
 
 @triton.jit
 def _init_lane_asm(records, valid, PER_WARP: tl.constexpr):
     # The leader's dtype tells the event ops, at compile time, which record text to use:
-    # uint32 = lane 0 of every warp (predicated stores), int32 = warp 0 (a warp-uniform branch).
+    # uint32 = every warp leads its lane (no test), int32 = warp 0 (a warp-uniform branch).
     if PER_WARP:
         leader = tl.inline_asm_elementwise(
             _INIT_WARP_ASM, "=r,l,r", [records, valid], dtype=tl.uint32, is_pure=False, pack=1
@@ -212,11 +219,11 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
 # ptx.record: t = %globaltimer; rec = tag << 32 | t.lo32; if leader: cursor < capacity ?
 #   records[cursor] = rec : lane[1].hi32 = cursor (the latest dropped record)
 # Per program (warp 0 leads): the other warps branch over each event, one instruction for them.
-_RECORD_ASM = tl.constexpr(ptx.record(after=False, first=1, warp_uniform=True))
-_RECORD_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, warp_uniform=True))
-# Per warp (lane 0 of each warp leads): predicated stores, no branch.
-_RECORD_LANE_ASM = tl.constexpr(ptx.record(after=False, first=1))
-_RECORD_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1))
+_RECORD_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="warp"))
+_RECORD_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="warp"))
+# Per warp (every warp leads its own lane; its threads store the same word): no test at all.
+_RECORD_LANE_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="all"))
+_RECORD_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="all"))
 
 
 @triton.jit

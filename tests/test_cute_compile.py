@@ -27,10 +27,12 @@ import cute_ops  # noqa: E402
 from sm_profiler import format as fmt  # noqa: E402
 from sm_profiler import ptx as _ptx  # noqa: E402
 
-# SASS instructions one event adds in straight-line code (timer read, bounds/leader predicate,
-# tag move, the record store, the predicated-off overflow count and its store). Measured 7 with
-# CuteDSL 4.8.1, as for the Triton ops; raise this only with a reason in the commit message.
-MAX_SASS_PER_EVENT = 8
+# SASS instructions one event adds in straight-line code, on the path of the warp that records
+# (per block, warp 0): the branch the other warps take, timer read, bounds predicate, tag move,
+# the record store, the predicated-off overflow store, and the BSSY/BSYNC pair that CuteDSL
+# 4.8.1's ptxas puts around each skipped event (Triton's does not). Measured 9; the other warps
+# run 3 (BSSY, BRA, BSYNC). Raise this only with a reason in the commit message.
+MAX_SASS_PER_EVENT = 9
 
 
 def _ptr(dtype=cutlass.Int64):
@@ -104,12 +106,13 @@ def _kernel_body(ptx: str) -> str:
 def test_one_ptx_text_serves_both_front_ends():
     triton_ops = pytest.importorskip("sm_profiler.triton_ops")
     # Triton's copy is the shared text with operands shifted past its dummy output.
-    assert triton_ops._RECORD_LANE_ASM.value == _ptx.record(False, first=1)
-    assert triton_ops._RECORD_ASM.value == _ptx.record(False, first=1, warp_uniform=True)
+    assert triton_ops._RECORD_LANE_ASM.value == _ptx.record(False, first=1, mode="all")
+    assert triton_ops._RECORD_ASM.value == _ptx.record(False, first=1, mode="warp")
     assert "[$2+-4], $3;" in _ptx.record(False, first=1)  # records, cursor
-    assert "[$1+-4], $2;" in _ptx.RECORD
-    for store in ("@p st.global.u64 [{}+-16], t;", "@p st.global.u32 [{}+-8], s;"):
-        assert store.format("$0") in _ptx.INIT
+    for mode in _ptx.RECORD_MODES:
+        assert "[$1+-4], $2;" in _ptx.RECORD[mode]
+    for store in ("st.global.u64 [{}+-16], t;", "st.global.u32 [{}+-8], s;"):
+        assert "@p " + store.format("$0") in _ptx.INIT
         assert store.format("$1") in triton_ops._INIT_PROGRAM_ASM.value
     assert _ptx.ANCHOR_OFFSET_BYTES == -fmt.LANE_HEADER_WORDS * fmt.WORD_BYTES
     assert _ptx.LAST_DROPPED_OFFSET_BYTES == -4
@@ -169,14 +172,17 @@ def test_loop_kernel_emits_each_event_site_once(built):
     # loop_kernel has 7 event sites (loop begin/end, iter begin/end, tick, tail begin/end) and is
     # built with unroll=1: one record asm each (plus the init), none duplicated or dropped.
     ptx = built.loop_block.__ptx__
-    assert ptx.count("setp.lt.and.u32 pin|pov") == 7
+    assert ptx.count("pin|pov") == 7
     assert ptx.count("%globaltimer") == 1 + 6 + 2  # end(LOOP, after=acc) reads it twice
 
 
-def test_leader_is_thread_zero_per_block_and_lane_zero_per_warp(built):
+def test_warp_zero_leads_per_block_and_every_warp_per_warp(built):
     block, warp = built.loop_block.__ptx__, built.loop_warp.__ptx__
     assert "%laneid" not in block and "%tid.x" in block
-    assert "%laneid" in warp
+    assert "%laneid" in warp  # lane 0 stamps the anchor
+    # Per block, the other warps branch over each event; per warp, nobody tests a leader flag.
+    assert block.count("bra.uni SMP_DONE_") == 7
+    assert "setp.ne.u32 pl" not in warp and "bra.uni SMP_DONE_" not in warp
     # No warp-wide shuffle: the warp index must be safe to compute in a divergent branch.
     assert "shfl" not in warp
 

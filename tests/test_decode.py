@@ -156,9 +156,21 @@ def test_wrong_version_names_both_versions():
     w = encode(Stream(1, 1, 2))
     w[0] = np.uint64(fmt.MAGIC | ((fmt.VERSION + 1) << 32))
     with pytest.raises(
-        FormatError, match=f"version {fmt.VERSION + 1}; .* reads version {fmt.VERSION}"
+        FormatError, match=f"version {fmt.VERSION + 1}; .* reads versions 1, {fmt.VERSION}"
     ):
         decode(Capture(words=w))
+
+
+def test_scratch_word_is_ignored_in_version_2_and_reserved_in_version_1():
+    stream = Stream(1, 1, 2, {(0, 0): Lane(5, 0, [(INSTANT, 0, 6)])})
+    w = encode(stream)
+    w[fmt.HDR_SCRATCH] = np.uint64(7 << 32)  # an out-of-shape lane's cursor
+    assert decode(Capture(words=w)).events["event"].tolist() == [0]
+    w[0] = np.uint64(fmt.MAGIC | (1 << 32))
+    with pytest.raises(FormatError, match=f"header word {fmt.HDR_SCRATCH} is reserved"):
+        decode(Capture(words=w))
+    w[fmt.HDR_SCRATCH] = np.uint64(0)
+    assert decode(Capture(words=w)).events["event"].tolist() == [0]  # version 1 still reads
 
 
 @pytest.mark.parametrize("cut", [0, 3, fmt.HEADER_WORDS, fmt.HEADER_WORDS + 1, -1])

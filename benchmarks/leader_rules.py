@@ -1,0 +1,261 @@
+"""Which warp should record a per-program lane? An experiment, timed like device_overhead.py.
+
+A Hopper SM issues from 4 sub-partitions (one scheduler each); a warp lives on one of them. If
+every program's recording warp is its warp 0, and warp 0 of every co-resident program sits on the
+same sub-partition, that one scheduler issues all the recording instructions of the SM while the
+other three idle. This script
+  1. maps, for the loop kernel of device_overhead.py, each (program, warp) to its %smid and
+     %warpid (the hardware warp slot) and prints how the warp-0s spread over slot % 4;
+  2. times the per-program ops with the recording warp chosen by different rules, beside base,
+     floor, per-warp variants and Proton.
+
+    python benchmarks/leader_rules.py [--launches 30] [--rounds 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+
+import torch
+import triton
+import triton.language as tl
+from device_overhead import (  # benchmarks/ (this script's folder)
+    _globaltimer,
+    loop_kernel_proton,
+    proton_timed,
+)
+from timing import cupti_medians
+
+from sm_profiler import SmProfiler, format as fmt, ptx
+from sm_profiler.triton_ops import profiler_event_end, profiler_event_start
+
+EVT = tl.constexpr(0)
+
+# Leader rules: sel = the recording warp's index in the program; b = block index, n = warps per
+# program (%ntid.x / 32), s = %nsmid.
+RULES = {
+    "warp0": "mov.u32 sel, 0;\n\t",
+    "b_mod_n": "rem.u32 sel, $3, n;\n\t",
+    "b_div_s_mod_n": "mov.u32 s, %nsmid;\n\tdiv.u32 sel, $3, s;\n\trem.u32 sel, sel, n;\n\t",
+    "hash": "mul.lo.u32 sel, $3, 0x9E3779B1;\n\tshr.u32 sel, sel, 16;\n\trem.u32 sel, sel, n;\n\t",
+}
+
+
+def leader_asm(rule: str) -> str:
+    # $0 leader (out), $1 records, $2 valid, $3 block; stamps anchor and SM id like ptx.INIT.
+    return (
+        "{\n\t.reg .pred p;\n\t.reg .u32 w, n, s, sel;\n\t.reg .u64 t;\n\t"
+        "mov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\tmov.u32 n, %ntid.x;\n\tshr.u32 n, n, 5;\n\t"
+        + RULES[rule]
+        + "setp.eq.u32 p, w, sel;\n\tsetp.ne.and.u32 p, $2, 0, p;\n\tselp.u32 $0, 1, 0, p;\n\t"
+        "mov.u64 t, %globaltimer;\n\tmov.u32 s, %smid;\n\t"
+        f"@p st.global.u64 [$1+{ptx.ANCHOR_OFFSET_BYTES}], t;\n\t"
+        f"@p st.global.u32 [$1+{ptx.SM_OFFSET_BYTES}], s;\n\t}}"
+    )
+
+
+RULE_ASM = {r: leader_asm(r) for r in RULES}
+_ALL_LEAD = tl.constexpr(leader_asm("warp0").replace("setp.eq.u32 p, w, sel;", "setp.eq.u32 p, sel, sel;"))
+_HDR_SHAPE = tl.constexpr(fmt.HDR_SHAPE)
+_HDR_CAPACITY_FLAGS = tl.constexpr(fmt.HDR_CAPACITY_FLAGS)
+_HEADER_WORDS = tl.constexpr(fmt.HEADER_WORDS)
+_LANE_HEADER_WORDS = tl.constexpr(fmt.LANE_HEADER_WORDS)
+RULE_IDS = {r: i for i, r in enumerate(RULES)}
+
+# Per warp, every lane of a warp stores (no lane predicate) and the bounds test has two outputs:
+# what the per-warp record would be if out-of-shape lanes' stores went to a scratch word.
+_WARP_NOPRED = tl.constexpr(
+    "{\n\t.reg .pred pin, pov;\n\t.reg .u32 lo;\n\t.reg .u64 t, r;\n\t"
+    "mov.u64 t, %globaltimer;\n\tcvt.u32.u64 lo, t;\n\tsetp.lt.u32 pin|pov, $3, $4;\n\t"
+    "mov.b64 r, {lo, $5};\n\t@pin st.global.u64 [$1], r;\n\t"
+    f"@pov st.global.u32 [$2+{ptx.LAST_DROPPED_OFFSET_BYTES}], $3;\n\tmov.u32 $0, 0;\n\t}}"
+)
+
+
+@triton.jit
+def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr):
+    shape = tl.load(prof + _HDR_SHAPE)
+    ngroups = (shape >> 32).to(tl.int32)
+    capacity = (tl.load(prof + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
+    group = 0
+    if VAR >= 2:  # per warp: warp w writes group w
+        group = tl.inline_asm_elementwise(
+            "mov.u32 $0, %tid.x;\n\tshr.u32 $0, $0, 5;", "=r", [], dtype=tl.int32, is_pure=True, pack=1
+        )
+    lane = pid.to(tl.int64) * ngroups + group
+    records = prof + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS
+    if VAR == 1:
+        leader = tl.inline_asm_elementwise(
+            RULE, "=r,l,r,r", [records, tl.full((), 1, tl.int32), pid], dtype=tl.int32,
+            is_pure=False, pack=1,
+        )  # fmt: skip
+    else:  # per warp: every warp leads (stamp its lane from all of its lanes)
+        leader = tl.inline_asm_elementwise(
+            _ALL_LEAD,
+            "=r,l,r,r", [records, tl.full((), 1, tl.int32), pid], dtype=tl.int32,
+            is_pure=False, pack=1,
+        )  # fmt: skip
+    return records, tl.full((), 0, tl.int32), capacity, leader
+
+
+@triton.jit
+def _ev(ctx, START: tl.constexpr, VAR: tl.constexpr):
+    if VAR == 3:
+        records, cursor, capacity, leader = ctx
+        tl.inline_asm_elementwise(
+            _WARP_NOPRED, "=r,l,l,r,r,r", [records + cursor, records, cursor, capacity,
+                                           tl.full((), 1 + (not START), tl.int32)],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+        return records, cursor + 1, capacity, leader
+    elif START:
+        return profiler_event_start(ctx, EVT)
+    else:
+        return profiler_event_end(ctx, EVT)
+
+
+@triton.jit
+def loop_rules(out, prof, ITERS: tl.constexpr, INNER: tl.constexpr, VAR: tl.constexpr,
+               RULE: tl.constexpr, BLOCK: tl.constexpr = 1024):  # fmt: skip
+    """device_overhead.loop_kernel with a chosen lane rule. VAR 1: per program (RULE picks the
+    warp); 2: per warp, all lanes of each warp store (warp-uniform branch path); 3: per warp, all
+    lanes store, no leader predicate at all."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    acc = (offs + pid).to(tl.float32) * 1e-3
+    ctx = _init(prof, pid, VAR, RULE)
+    for _ in range(ITERS):
+        ctx = _ev(ctx, True, VAR)
+        for _j in tl.static_range(INNER):
+            acc = acc * 1.000001 + 1e-6
+        ctx = _ev(ctx, False, VAR)
+    tl.store(out + pid * BLOCK + offs, acc)
+
+
+@triton.jit
+def loop_plain(out, ITERS: tl.constexpr, INNER: tl.constexpr, FLOOR: tl.constexpr, prof,
+               BLOCK: tl.constexpr = 1024):  # fmt: skip
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    acc = (offs + pid).to(tl.float32) * 1e-3
+    ptr = prof + pid.to(tl.int64) * (2 * ITERS)
+    for i in range(ITERS):
+        if FLOOR:
+            tl.store(ptr + 2 * i, _globaltimer())
+        for _j in tl.static_range(INNER):
+            acc = acc * 1.000001 + 1e-6
+        if FLOOR:
+            tl.store(ptr + 2 * i + 1, _globaltimer())
+    tl.store(out + pid * BLOCK + offs, acc)
+
+
+@triton.jit
+def where_kernel(out, ITERS: tl.constexpr, INNER: tl.constexpr, slots, BLOCK: tl.constexpr = 1024):
+    """The loop kernel's shape; each warp writes (smid, warpid, start lo32, end lo32)."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    acc = (offs + pid).to(tl.float32) * 1e-3
+    t0 = _globaltimer()
+    for _ in range(ITERS):
+        for _j in tl.static_range(INNER):
+            acc = acc * 1.000001 + 1e-6
+    t1 = _globaltimer()
+    tl.store(out + pid * BLOCK + offs, acc)
+    ids = tl.inline_asm_elementwise(
+        "{\n\t.reg .u32 a, b, w, l;\n\tmov.u32 a, %smid;\n\tmov.u32 b, %warpid;\n\t"
+        "mov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\tmov.u32 l, %laneid;\n\t"
+        "mov.b64 $0, {a, b};\n\tmov.b64 $1, {w, l};\n\t}",
+        "=l,=l", [], dtype=(tl.int64, tl.int64), is_pure=False, pack=1,
+    )  # fmt: skip
+    base = slots + (pid * 4 * 4).to(tl.int64)
+    smwarp, wl = ids
+    w = (wl & 0xFFFFFFFF).to(tl.int32)
+    lane0 = (wl >> 32) == 0
+    tl.store(base + w * 4, smwarp, mask=lane0)
+    tl.store(base + w * 4 + 1, t0, mask=lane0)
+    tl.store(base + w * 4 + 2, t1, mask=lane0)
+
+
+def placement(grid: int, iters: int, inner: int) -> dict:
+    slots = torch.zeros(grid * 4 * 4, dtype=torch.int64, device="cuda")
+    out = torch.empty(grid * 1024, device="cuda")
+    where_kernel[(grid,)](out, ITERS=iters, INNER=inner, slots=slots, num_warps=4)
+    torch.cuda.synchronize()
+    s = slots.view(grid, 4, 4).cpu()
+    sm = (s[:, :, 0] & 0xFFFFFFFF).numpy()
+    hw = (s[:, :, 0] >> 32).numpy()
+    sub0 = collections.Counter()  # (sm, hw slot % 4 of warp 0) -> programs
+    per_sm = collections.defaultdict(list)
+    for p in range(grid):
+        sub0[(int(sm[p, 0]), int(hw[p, 0]) % 4)] += 1
+        per_sm[int(sm[p, 0])].append(p)
+    same_sub = sum(1 for p in range(grid) for w in range(4) if hw[p, w] % 4 == w) / (grid * 4)
+    worst = collections.Counter()
+    for (_smid, _sub), n in sub0.items():
+        worst[n] += 1
+    first = {k: v[:10] for k, v in list(sorted(per_sm.items()))[:6]}
+    return {
+        "fraction_warp_w_on_subpartition_w": round(same_sub, 3),
+        "warp0_per_(sm,subpartition)_histogram": dict(sorted(worst.items())),
+        "programs_on_first_sms": first,
+        "hw_warpid_of_first_programs": hw[:8].tolist(),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--launches", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--grid", type=int, default=1056)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    grid = args.grid
+    dev = torch.cuda.get_device_properties(0)
+    info = {"device": dev.name, "sms": dev.multi_processor_count, "torch": torch.__version__,
+            "triton": triton.__version__, "cuda": torch.version.cuda}  # fmt: skip
+    print(info)
+    res = {"info": info, "placement": placement(grid, 64, 16), "rows": []}
+    print(json.dumps(res["placement"]))
+    out = torch.empty(grid * 1024, device="cuda")
+    for iters, inner in [(64, 16), (16, 16), (64, 64)]:
+        prof = SmProfiler(grid, 4, 2 * iters)
+        buf = prof.get_buffer()
+        plain = torch.zeros(grid * 2 * iters, dtype=torch.int64, device="cuda")
+        fns = {
+            "base": lambda i=iters, f=inner: loop_plain[(grid,)](out, i, f, False, plain, num_warps=4),
+            "floor": lambda i=iters, f=inner: loop_plain[(grid,)](out, i, f, True, plain, num_warps=4),
+        }  # fmt: skip
+        for r in RULES:
+            fns[f"prog_{r}"] = lambda i=iters, f=inner, r=r: loop_rules[(grid,)](
+                out, buf, i, f, 1, RULE_ASM[r], num_warps=4)  # fmt: skip
+        fns["warp_all_lanes_branch"] = lambda i=iters, f=inner: loop_rules[(grid,)](
+            out, buf, i, f, 2, RULE_ASM["warp0"], num_warps=4)  # fmt: skip
+        fns["warp_all_lanes_nopred"] = lambda i=iters, f=inner: loop_rules[(grid,)](
+            out, buf, i, f, 3, RULE_ASM["warp0"], num_warps=4)  # fmt: skip
+        for fn in fns.values():
+            fn()
+            fn()
+        torch.cuda.synchronize()
+        t = {}
+        t.update(cupti_medians(fns, args.launches, args.rounds, "loop_"))
+        t["proton"], how = proton_timed(
+            lambda i=iters, f=inner: loop_kernel_proton[(grid,)](out, ITERS=i, INNER=f, num_warps=4),
+            args.launches, "loop_kernel_proton")  # fmt: skip
+        base, floor = t["base"], t["floor"]
+        row = {"ITERS": iters, "INNER_FMA": inner, "base_us": round(base, 2), "proton_timing": how}
+        for k, v in t.items():
+            if v is None or k == "base":
+                continue
+            row[f"{k}_pct"] = round(100 * (v - base) / base, 2)
+            row[f"{k}_vs_floor"] = round((v - base) / (floor - base), 2)
+        res["rows"].append(row)
+        print(json.dumps(row))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
