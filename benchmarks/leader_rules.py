@@ -4,8 +4,7 @@ A Hopper SM issues from 4 sub-partitions (one scheduler each); a warp lives on o
 every program's recording warp is its warp 0, and warp 0 of every co-resident program sits on the
 same sub-partition, that one scheduler issues all the recording instructions of the SM while the
 other three idle. This script
-  1. maps, for the loop kernel of device_overhead.py, each (program, warp) to its %smid and
-     %warpid (the hardware warp slot) and prints how the warp-0s spread over slot % 4;
+  1. prints which programs of the loop kernel of device_overhead.py share an SM;
   2. times the per-program ops with the recording warp chosen by different rules, beside base,
      floor, per-warp variants and Proton.
 
@@ -16,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 
 import torch
@@ -28,7 +28,8 @@ from device_overhead import (  # benchmarks/ (this script's folder)
 )
 from timing import cupti_medians
 
-from sm_profiler import SmProfiler, format as fmt, ptx
+from sm_profiler import SmProfiler, ptx
+from sm_profiler import format as fmt
 from sm_profiler.triton_ops import profiler_event_end, profiler_event_start
 
 EVT = tl.constexpr(0)
@@ -57,7 +58,9 @@ def leader_asm(rule: str) -> str:
 
 
 RULE_ASM = {r: leader_asm(r) for r in RULES}
-_ALL_LEAD = tl.constexpr(leader_asm("warp0").replace("setp.eq.u32 p, w, sel;", "setp.eq.u32 p, sel, sel;"))
+_ALL_LEAD = tl.constexpr(
+    leader_asm("warp0").replace("setp.eq.u32 p, w, sel;", "setp.eq.u32 p, sel, sel;")
+)
 _HDR_SHAPE = tl.constexpr(fmt.HDR_SHAPE)
 _HDR_CAPACITY_FLAGS = tl.constexpr(fmt.HDR_CAPACITY_FLAGS)
 _HEADER_WORDS = tl.constexpr(fmt.HEADER_WORDS)
@@ -82,7 +85,12 @@ def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr):
     group = 0
     if VAR >= 2:  # per warp: warp w writes group w
         group = tl.inline_asm_elementwise(
-            "mov.u32 $0, %tid.x;\n\tshr.u32 $0, $0, 5;", "=r", [], dtype=tl.int32, is_pure=True, pack=1
+            "mov.u32 $0, %tid.x;\n\tshr.u32 $0, $0, 5;",
+            "=r",
+            [],
+            dtype=tl.int32,
+            is_pure=True,
+            pack=1,
         )
     lane = pid.to(tl.int64) * ngroups + group
     records = prof + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS
@@ -152,56 +160,31 @@ def loop_plain(out, ITERS: tl.constexpr, INNER: tl.constexpr, FLOOR: tl.constexp
 
 
 @triton.jit
-def where_kernel(out, ITERS: tl.constexpr, INNER: tl.constexpr, slots, BLOCK: tl.constexpr = 1024):
-    """The loop kernel's shape; each warp writes (smid, warpid, start lo32, end lo32)."""
+def where_kernel(out, ITERS: tl.constexpr, INNER: tl.constexpr, smids, BLOCK: tl.constexpr = 1024):
+    """The loop kernel's shape; each program writes its %smid."""
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     acc = (offs + pid).to(tl.float32) * 1e-3
-    t0 = _globaltimer()
     for _ in range(ITERS):
         for _j in tl.static_range(INNER):
             acc = acc * 1.000001 + 1e-6
-    t1 = _globaltimer()
     tl.store(out + pid * BLOCK + offs, acc)
-    ids = tl.inline_asm_elementwise(
-        "{\n\t.reg .u32 a, b, w, l;\n\tmov.u32 a, %smid;\n\tmov.u32 b, %warpid;\n\t"
-        "mov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\tmov.u32 l, %laneid;\n\t"
-        "mov.b64 $0, {a, b};\n\tmov.b64 $1, {w, l};\n\t}",
-        "=l,=l", [], dtype=(tl.int64, tl.int64), is_pure=False, pack=1,
-    )  # fmt: skip
-    base = slots + (pid * 4 * 4).to(tl.int64)
-    smwarp, wl = ids
-    w = (wl & 0xFFFFFFFF).to(tl.int32)
-    lane0 = (wl >> 32) == 0
-    tl.store(base + w * 4, smwarp, mask=lane0)
-    tl.store(base + w * 4 + 1, t0, mask=lane0)
-    tl.store(base + w * 4 + 2, t1, mask=lane0)
+    sm = tl.inline_asm_elementwise(
+        "mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1
+    )
+    tl.store(smids + pid, sm)
 
 
 def placement(grid: int, iters: int, inner: int) -> dict:
-    slots = torch.zeros(grid * 4 * 4, dtype=torch.int64, device="cuda")
+    """Which programs run side by side on one SM (the first few SMs)."""
+    smids = torch.full((grid,), -1, dtype=torch.int32, device="cuda")
     out = torch.empty(grid * 1024, device="cuda")
-    where_kernel[(grid,)](out, ITERS=iters, INNER=inner, slots=slots, num_warps=4)
-    torch.cuda.synchronize()
-    s = slots.view(grid, 4, 4).cpu()
-    sm = (s[:, :, 0] & 0xFFFFFFFF).numpy()
-    hw = (s[:, :, 0] >> 32).numpy()
-    sub0 = collections.Counter()  # (sm, hw slot % 4 of warp 0) -> programs
+    where_kernel[(grid,)](out, ITERS=iters, INNER=inner, smids=smids, num_warps=4)
+    sm = smids.cpu().tolist()
     per_sm = collections.defaultdict(list)
-    for p in range(grid):
-        sub0[(int(sm[p, 0]), int(hw[p, 0]) % 4)] += 1
-        per_sm[int(sm[p, 0])].append(p)
-    same_sub = sum(1 for p in range(grid) for w in range(4) if hw[p, w] % 4 == w) / (grid * 4)
-    worst = collections.Counter()
-    for (_smid, _sub), n in sub0.items():
-        worst[n] += 1
-    first = {k: v[:10] for k, v in list(sorted(per_sm.items()))[:6]}
-    return {
-        "fraction_warp_w_on_subpartition_w": round(same_sub, 3),
-        "warp0_per_(sm,subpartition)_histogram": dict(sorted(worst.items())),
-        "programs_on_first_sms": first,
-        "hw_warpid_of_first_programs": hw[:8].tolist(),
-    }
+    for p, s in enumerate(sm):
+        per_sm[s].append(p)
+    return {"programs_on_first_sms": {k: per_sm[k] for k in sorted(per_sm)[:6]}}
 
 
 def main():
@@ -223,17 +206,19 @@ def main():
         prof = SmProfiler(grid, 4, 2 * iters)
         buf = prof.get_buffer()
         plain = torch.zeros(grid * 2 * iters, dtype=torch.int64, device="cuda")
-        fns = {
-            "base": lambda i=iters, f=inner: loop_plain[(grid,)](out, i, f, False, plain, num_warps=4),
-            "floor": lambda i=iters, f=inner: loop_plain[(grid,)](out, i, f, True, plain, num_warps=4),
-        }  # fmt: skip
+        fns = {}
+        for name, floor in (("base", False), ("floor", True)):
+            fns[name] = functools.partial(
+                loop_plain[(grid,)], out, iters, inner, floor, plain, num_warps=4
+            )
         for r in RULES:
-            fns[f"prog_{r}"] = lambda i=iters, f=inner, r=r: loop_rules[(grid,)](
-                out, buf, i, f, 1, RULE_ASM[r], num_warps=4)  # fmt: skip
-        fns["warp_all_lanes_branch"] = lambda i=iters, f=inner: loop_rules[(grid,)](
-            out, buf, i, f, 2, RULE_ASM["warp0"], num_warps=4)  # fmt: skip
-        fns["warp_all_lanes_nopred"] = lambda i=iters, f=inner: loop_rules[(grid,)](
-            out, buf, i, f, 3, RULE_ASM["warp0"], num_warps=4)  # fmt: skip
+            fns[f"prog_{r}"] = functools.partial(
+                loop_rules[(grid,)], out, buf, iters, inner, 1, RULE_ASM[r], num_warps=4
+            )
+        for name, var in (("warp_all_lanes_branch", 2), ("warp_all_lanes_nopred", 3)):
+            fns[name] = functools.partial(
+                loop_rules[(grid,)], out, buf, iters, inner, var, RULE_ASM["warp0"], num_warps=4
+            )
         for fn in fns.values():
             fn()
             fn()
