@@ -206,10 +206,7 @@ class Profiler:
         tag = fmt.make_tag(_event_id(event_id), kind)
         if not self.enabled:
             return
-        # Plain address arithmetic, so LLVM can strength-reduce it across a loop.
-        slot = self._records + Int64(self._cursor) * _WORD_BYTES
         operands = [
-            slot.ir_value(),
             self._records.ir_value(),
             self._cursor.ir_value(),
             self._capacity.ir_value(),

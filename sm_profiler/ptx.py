@@ -73,12 +73,16 @@ RECORD_MODES = ("warp", "all", "thread")
 
 
 def record(after: bool, first: int = 0, mode: str = "thread") -> str:
-    """One event. Operands from $first: &records[cursor], records, cursor, capacity, leader, tag,
-    (dependency, with `after`); with first=1, $0 is a dummy output set to 0.
+    """One event. Operands from $first: records (u64 address of records[0]), cursor, capacity,
+    leader, tag, (dependency, with `after`); with first=1, $0 is a dummy output set to 0.
 
     t = %globaltimer, read 64-bit (CS2R, fixed latency; %globaltimer_lo compiles to a slower S2UR)
     rec = tag << 32 | t.lo32: the low register of t is already in place, only the tag moves
     if leading: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor (last dropped)
+
+    The slot address is computed here (one multiply-add), not passed in: a pointer the compiler
+    strength-reduces across a loop would be advanced (and copied) by every warp on every
+    iteration, where this costs only the warp that records, and only when it records.
     """
     if mode not in RECORD_MODES:
         raise ValueError(f"record mode {mode!r}: expected one of {RECORD_MODES}")
@@ -86,25 +90,26 @@ def record(after: bool, first: int = 0, mode: str = "thread") -> str:
         # Predicated on a test of the dependency, so the read cannot issue before the value
         # exists; both predicate values read the timer, so the time never depends on the value.
         timer = (
-            "setp.ne.u32 pd, $6, 0;\n\t"
+            "setp.ne.u32 pd, $5, 0;\n\t"
             "@pd mov.u64 t, %globaltimer;\n\t"
             "@!pd mov.u64 t, %globaltimer;\n\t"
         )
     else:
         timer = "mov.u64 t, %globaltimer;\n\t"
-    head = "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, r;\n\t"
+    head = "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, r, a;\n\t"
     tail = ""
-    bound = "setp.lt.u32 pin|pov, $2, $3;\n\t"
+    bound = "setp.lt.u32 pin|pov, $1, $2;\n\t"
     if mode == "warp":
         # ${:uid} makes the label unique for every copy of this asm in a kernel.
-        head += "setp.ne.u32 pl, $4, 0;\n\t@!pl bra.uni SMP_DONE_${:uid};\n\t"
+        head += "setp.ne.u32 pl, $3, 0;\n\t@!pl bra.uni SMP_DONE_${:uid};\n\t"
         tail = "SMP_DONE_${:uid}:\n\t"
     elif mode == "thread":
-        bound = "setp.ne.u32 pl, $4, 0;\n\tsetp.lt.and.u32 pin|pov, $2, $3, pl;\n\t"
+        bound = "setp.ne.u32 pl, $3, 0;\n\tsetp.lt.and.u32 pin|pov, $1, $2, pl;\n\t"
     text = (
-        head + timer + "cvt.u32.u64 lo, t;\n\t" + bound + "mov.b64 r, {lo, $5};\n\t"
-        "@pin st.global.u64 [$0], r;\n\t"
-        f"@pov st.global.u32 [$1+{LAST_DROPPED_OFFSET_BYTES}], $2;\n\t" + tail
+        head + timer + "cvt.u32.u64 lo, t;\n\t" + bound + "mov.b64 r, {lo, $4};\n\t"
+        f"mad.wide.u32 a, $1, {fmt.WORD_BYTES}, $0;\n\t"
+        "@pin st.global.u64 [a], r;\n\t"
+        f"@pov st.global.u32 [$0+{LAST_DROPPED_OFFSET_BYTES}], $1;\n\t" + tail
     )
     if first:
         text = re.sub(r"\$(\d)", lambda m: f"${int(m.group(1)) + first}", text)
@@ -115,7 +120,7 @@ def record(after: bool, first: int = 0, mode: str = "thread") -> str:
 # CuteDSL's texts (no dummy output), by mode.
 RECORD = {m: record(after=False, mode=m) for m in RECORD_MODES}
 RECORD_AFTER = {m: record(after=True, mode=m) for m in RECORD_MODES}
-RECORD_CONSTRAINTS = "l,l,r,r,r,r"
+RECORD_CONSTRAINTS = "l,r,r,r,r"
 RECORD_AFTER_CONSTRAINTS = RECORD_CONSTRAINTS + ",r"
 
 # Read-only helpers, used by the floor variant of the benchmark and by tests.

@@ -228,16 +228,14 @@ _RECORD_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="all"
 
 @triton.jit
 def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr):
-    # The slot address is plain pointer arithmetic so that the compiler can strength-reduce it
-    # across a loop (one pointer increment per iteration instead of an address per event).
     if leader.dtype == tl.uint32:
         asm: tl.constexpr = _RECORD_LANE_ASM
     else:
         asm: tl.constexpr = _RECORD_ASM
     return tl.inline_asm_elementwise(
         asm,
-        "=r,l,l,r,r,r,r",
-        [records + cursor, records, cursor, capacity, leader, tl.full((), tag, tl.int32)],
+        "=r,l,r,r,r,r",
+        [records, cursor, capacity, leader, tl.full((), tag, tl.int32)],
         dtype=tl.int32,
         is_pure=False,
         pack=1,
@@ -252,8 +250,8 @@ def _record_after_asm(records, cursor, capacity, leader, tag: tl.constexpr, dep)
         asm: tl.constexpr = _RECORD_AFTER_ASM
     return tl.inline_asm_elementwise(
         asm,
-        "=r,l,l,r,r,r,r,r",
-        [records + cursor, records, cursor, capacity, leader, tl.full((), tag, tl.int32), dep],
+        "=r,l,r,r,r,r,r",
+        [records, cursor, capacity, leader, tl.full((), tag, tl.int32), dep],
         dtype=tl.int32,
         is_pure=False,
         pack=1,

@@ -108,9 +108,10 @@ def test_one_ptx_text_serves_both_front_ends():
     # Triton's copy is the shared text with operands shifted past its dummy output.
     assert triton_ops._RECORD_LANE_ASM.value == _ptx.record(False, first=1, mode="all")
     assert triton_ops._RECORD_ASM.value == _ptx.record(False, first=1, mode="warp")
-    assert "[$2+-4], $3;" in _ptx.record(False, first=1)  # records, cursor
+    assert "[$1+-4], $2;" in _ptx.record(False, first=1)  # records, cursor
     for mode in _ptx.RECORD_MODES:
-        assert "[$1+-4], $2;" in _ptx.RECORD[mode]
+        assert "[$0+-4], $1;" in _ptx.RECORD[mode]
+        assert "mad.wide.u32 a, $1, 8, $0;" in _ptx.RECORD[mode]  # &records[cursor]
     for store in ("st.global.u64 [{}+-16], t;", "st.global.u32 [{}+-8], s;"):
         assert "@p " + store.format("$0") in _ptx.INIT
         assert store.format("$1") in triton_ops._INIT_PROGRAM_ASM.value

@@ -12,6 +12,7 @@ pytestmark = [
 import triton_kernels as K  # noqa: E402  (tests/ is on sys.path: no package)
 
 import sm_profiler  # noqa: E402
+from sm_profiler import format as fmt  # noqa: E402
 
 
 def _sm_count():
@@ -104,6 +105,13 @@ def test_out_of_shape_programs_write_nothing_outside_the_buffer():
     K.loop_kernel[(grid,)](out, 3, inner, -1, PROFILE=True)  # negative group: outside
     torch.cuda.synchronize()
     assert torch.all(guard[:1024] == -1) and torch.all(guard[1024 + words :] == -1)
+    # Inside the buffer, out-of-shape programs touch only the header's scratch word: the high
+    # half holds one of their drop cursors (3 iterations: 11 events, cursors 0..10).
+    hdr = inner[: fmt.HEADER_WORDS].cpu().numpy().view(np.uint64)
+    fresh = prof.layout.header()
+    assert np.array_equal(hdr[: fmt.HDR_SCRATCH], fresh[: fmt.HDR_SCRATCH])
+    scratch = int(hdr[fmt.HDR_SCRATCH])
+    assert scratch & 0xFFFFFFFF == 0 and (scratch >> 32) <= 10, hex(scratch)
     cap = sm_profiler.Capture(inner.cpu().numpy(), prof.event_names)
     trace = sm_profiler.decode(cap)
     init = trace.lanes["initialized"]
