@@ -9,7 +9,7 @@ Variants:
   floor      one %globaltimer read + one 8-byte store per event, cursor in a register, thread 0
              only, no bounds or leader checks: the least an in-kernel event can cost
   ours       cute_ops, one lane per block (thread 0 is the leader)
-  ours_warp  cute_ops with per_warp=True (lane 0 of every warp writes its own lane)
+  ours_warp  cute_ops with per_warp=True (every warp writes its own lane)
 
 Kernel time comes from CUPTI through torch.profiler (median over launches, variants interleaved
 over rounds); --timer events uses CUDA events instead.

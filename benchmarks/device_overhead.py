@@ -4,7 +4,7 @@ Variants (per kernel):
   base        no instrumentation
   floor       one %globaltimer read + one 8-byte store per event, cursor in a register, no checks
   ours        sm_profiler.triton_ops, one lane per program
-  ours_warp   sm_profiler.triton_ops with PER_WARP=True (every warp's lane 0 writes its own lane)
+  ours_warp   sm_profiler.triton_ops with PER_WARP=True (every warp writes its own lane)
   proton      Triton's Proton instrumentation (enter_scope/exit_scope, backend="instrumentation")
   seed        the original SM Profiler op style: a counter read-modify-write in global memory and
               a 40-byte event (5 stores) per record

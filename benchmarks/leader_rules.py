@@ -30,7 +30,7 @@ from timing import cupti_medians
 
 from sm_profiler import SmProfiler, ptx
 from sm_profiler import format as fmt
-from sm_profiler.triton_ops import profiler_event_end, profiler_event_start
+from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
 
 EVT = tl.constexpr(0)
 
@@ -78,10 +78,14 @@ _WARP_NOPRED = tl.constexpr(
 
 
 @triton.jit
-def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr):
-    shape = tl.load(prof + _HDR_SHAPE)
-    ngroups = (shape >> 32).to(tl.int32)
-    capacity = (tl.load(prof + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
+def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr, ng_arg, cap_arg):
+    if VAR == 4:  # per program, the shape from kernel arguments: no header loads at init
+        ngroups = ng_arg
+        capacity = cap_arg
+    else:
+        shape = tl.load(prof + _HDR_SHAPE)
+        ngroups = (shape >> 32).to(tl.int32)
+        capacity = (tl.load(prof + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
     group = 0
     if VAR >= 2:  # per warp: warp w writes group w
         group = tl.inline_asm_elementwise(
@@ -94,7 +98,7 @@ def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr):
         )
     lane = pid.to(tl.int64) * ngroups + group
     records = prof + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS
-    if VAR == 1:
+    if VAR == 1 or VAR == 4:
         leader = tl.inline_asm_elementwise(
             RULE, "=r,l,r,r", [records, tl.full((), 1, tl.int32), pid], dtype=tl.int32,
             is_pure=False, pack=1,
@@ -126,14 +130,18 @@ def _ev(ctx, START: tl.constexpr, VAR: tl.constexpr):
 
 @triton.jit
 def loop_rules(out, prof, ITERS: tl.constexpr, INNER: tl.constexpr, VAR: tl.constexpr,
-               RULE: tl.constexpr, BLOCK: tl.constexpr = 1024):  # fmt: skip
+               RULE: tl.constexpr, ng_arg=4, cap_arg=1, BLOCK: tl.constexpr = 1024):  # fmt: skip
     """device_overhead.loop_kernel with a chosen lane rule. VAR 1: per program (RULE picks the
     warp); 2: per warp, all lanes of each warp store (warp-uniform branch path); 3: per warp, all
-    lanes store, no leader predicate at all."""
+    lanes store, no leader predicate at all; 4: as 1, but the shape comes from kernel arguments
+    (no header loads); 5: the library's profiler_init."""
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     acc = (offs + pid).to(tl.float32) * 1e-3
-    ctx = _init(prof, pid, VAR, RULE)
+    if VAR == 5:  # the library's init
+        ctx = profiler_init(prof, pid, 0)
+    else:
+        ctx = _init(prof, pid, VAR, RULE, ng_arg, cap_arg)
     for _ in range(ITERS):
         ctx = _ev(ctx, True, VAR)
         for _j in tl.static_range(INNER):
@@ -215,6 +223,13 @@ def main():
             fns[f"prog_{r}"] = functools.partial(
                 loop_rules[(grid,)], out, buf, iters, inner, 1, RULE_ASM[r], num_warps=4
             )
+        fns["prog_warp0_no_header_loads"] = functools.partial(
+            loop_rules[(grid,)], out, buf, iters, inner, 4, RULE_ASM["warp0"], 4, 2 * iters,
+            num_warps=4,
+        )  # fmt: skip
+        fns["library_ours"] = functools.partial(
+            loop_rules[(grid,)], out, buf, iters, inner, 5, RULE_ASM["warp0"], num_warps=4
+        )
         for name, var in (("warp_all_lanes_branch", 2), ("warp_all_lanes_nopred", 3)):
             fns[name] = functools.partial(
                 loop_rules[(grid,)], out, buf, iters, inner, var, RULE_ASM["warp0"], num_warps=4

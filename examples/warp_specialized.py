@@ -4,8 +4,8 @@ Per-warp lanes and warp specialization
 
 In this example you will learn:
 
-* how to give every warp of a program its own lane (``PER_WARP=True``): lane 0 of each warp
-  reads its own timer, so the trace shows warps side by side and the skew between them;
+* how to give every warp of a program its own lane (``PER_WARP=True``): each warp reads its
+  own timer, so the trace shows warps side by side and the skew between them;
 * how to name lanes with ``register_group`` (``block 3 · warp 1`` in Perfetto);
 * what works today with Triton's automatic warp specialization
   (``tl.range(..., warp_specialize=True)``), where producer warps load and consumer warps

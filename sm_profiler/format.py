@@ -32,7 +32,7 @@ The buffer is an array of little-endian 64-bit words, allocated once::
             register pair and the low register is already in place: only the tag is moved into
             the high register, one instruction per event.
 
-One lane has one writer (a program's leading warp or thread, or lane 0 of one warp), which keeps its cursor in a register,
+One lane has one writer (a program's leading warp or thread, or one warp), which keeps its cursor in a register,
 so the device needs no atomics, no fences and no host synchronisation. The host zeroes the
 buffer before each launch; an empty slot is zero and every written record is not, which is how
 the decoder counts records when the lane did not overflow.

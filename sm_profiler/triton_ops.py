@@ -13,8 +13,8 @@
 The context is a tuple of registers (records pointer, cursor, capacity, leader flag) that every op
 returns updated: the cursor never lives in global memory, so no event costs a load, an atomic or
 a fence. Per event the device reads %globaltimer (keeping the low 32 bits) and does ONE 8-byte store
-(see sm_profiler/format.py for the record layout); the only branch is the predicate that turns
-the store of an overflowing record into a 4-byte store of its cursor (the lane's drop count).
+(see sm_profiler/format.py for the record layout); a predicate turns the store of an overflowing
+record into a 4-byte store of its cursor (the lane's drop count).
 
 Modes
   per program (default): one lane per (program, group); warp 0 of the program stamps and stores
