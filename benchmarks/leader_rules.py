@@ -77,11 +77,29 @@ _WARP_NOPRED = tl.constexpr(
 )
 
 
+# Per warp, a record design with no overflow store (a possible format v3, measured only): the
+# slot index is clamped to the lane's last slot, and the record's spare tag bits carry the cursor,
+# so the last slot ends up holding the latest attempt and its cursor (the drop count, mod 2**18).
+_WARP_CLAMP = tl.constexpr(
+    "{\n\t.reg .u32 lo, hi, i;\n\t.reg .u64 t, r, a;\n\t"
+    "mov.u64 t, %globaltimer;\n\tcvt.u32.u64 lo, t;\n\tmin.u32 i, $2, $3;\n\t"
+    "mad.lo.u32 hi, $2, 16384, $4;\n\tmov.b64 r, {lo, hi};\n\t"
+    "mad.wide.u32 a, i, 8, $1;\n\tst.global.u64 [a], r;\n\tmov.u32 $0, 0;\n\t}"
+)
+
+
 @triton.jit
 def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr, ng_arg, cap_arg):
     if VAR == 4:  # per program, the shape from kernel arguments: no header loads at init
         ngroups = ng_arg
         capacity = cap_arg
+    elif VAR == 6:  # header words 1 and 2 through the read-only (non-coherent) path
+        shape, cf = tl.inline_asm_elementwise(
+            "ld.global.nc.u64 $0, [$2];\n\tld.global.nc.u64 $1, [$2+8];", "=l,=l,l",
+            [prof + _HDR_SHAPE], dtype=(tl.int64, tl.int64), is_pure=True, pack=1,
+        )  # fmt: skip
+        ngroups = (shape >> 32).to(tl.int32)
+        capacity = (cf & 0xFFFFFFFF).to(tl.int32)
     else:
         shape = tl.load(prof + _HDR_SHAPE)
         ngroups = (shape >> 32).to(tl.int32)
@@ -98,7 +116,7 @@ def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr, ng_arg, cap_arg):
         )
     lane = pid.to(tl.int64) * ngroups + group
     records = prof + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS
-    if VAR == 1 or VAR == 4:
+    if VAR == 1 or VAR == 4 or VAR == 6:
         leader = tl.inline_asm_elementwise(
             RULE, "=r,l,r,r", [records, tl.full((), 1, tl.int32), pid], dtype=tl.int32,
             is_pure=False, pack=1,
@@ -114,7 +132,15 @@ def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr, ng_arg, cap_arg):
 
 @triton.jit
 def _ev(ctx, START: tl.constexpr, VAR: tl.constexpr):
-    if VAR == 3:
+    if VAR == 7:
+        records, cursor, capacity, leader = ctx
+        tl.inline_asm_elementwise(
+            _WARP_CLAMP, "=r,l,r,r,r", [records, cursor, capacity - 1,
+                                        tl.full((), 1 + (not START), tl.int32)],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+        return records, cursor + 1, capacity, leader
+    elif VAR == 3:
         records, cursor, capacity, leader = ctx
         tl.inline_asm_elementwise(
             _WARP_NOPRED, "=r,l,l,r,r,r", [records + cursor, records, cursor, capacity,
@@ -134,7 +160,8 @@ def loop_rules(out, prof, ITERS: tl.constexpr, INNER: tl.constexpr, VAR: tl.cons
     """device_overhead.loop_kernel with a chosen lane rule. VAR 1: per program (RULE picks the
     warp); 2: per warp, all lanes of each warp store (warp-uniform branch path); 3: per warp, all
     lanes store, no leader predicate at all; 4: as 1, but the shape comes from kernel arguments
-    (no header loads); 5: the library's profiler_init."""
+    (no header loads); 5: the library's profiler_init; 6: as 1, with ld.global.nc header loads;
+    7: per warp, the clamped record (_WARP_CLAMP)."""
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     acc = (offs + pid).to(tl.float32) * 1e-3
@@ -227,10 +254,13 @@ def main():
             loop_rules[(grid,)], out, buf, iters, inner, 4, RULE_ASM["warp0"], 4, 2 * iters,
             num_warps=4,
         )  # fmt: skip
+        fns["prog_warp0_nc_loads"] = functools.partial(
+            loop_rules[(grid,)], out, buf, iters, inner, 6, RULE_ASM["warp0"], num_warps=4
+        )
         fns["library_ours"] = functools.partial(
             loop_rules[(grid,)], out, buf, iters, inner, 5, RULE_ASM["warp0"], num_warps=4
         )
-        for name, var in (("warp_all_lanes_branch", 2), ("warp_all_lanes_nopred", 3)):
+        for name, var in (("warp_all_lanes_nopred", 3), ("warp_clamped_no_overflow_store", 7)):
             fns[name] = functools.partial(
                 loop_rules[(grid,)], out, buf, iters, inner, var, RULE_ASM["warp0"], num_warps=4
             )

@@ -312,7 +312,8 @@ def init(
     elif leader is None:
         # Warp 0 leads: every thread of it stores (the same word), the other warps branch over
         # each event; the first thread stamps the lane.
-        mode, lead, stamper = "warp", tid // 32 == 0, tid == 0
+        warp0 = Int32(_asm(T.i32(), [tid.ir_value()], _ptx.WARP_ZERO, _ptx.WARP_ZERO_CONSTRAINTS))
+        mode, lead, stamper = "warp", warp0 != 0, tid == 0
     else:
         mode, lead = "thread", Boolean(leader)
         stamper = lead

@@ -123,5 +123,14 @@ RECORD_AFTER = {m: record(after=True, mode=m) for m in RECORD_MODES}
 RECORD_CONSTRAINTS = "l,r,r,r,r"
 RECORD_AFTER_CONSTRAINTS = RECORD_CONSTRAINTS + ",r"
 
+# $0 = 1 in warp 0 (linear thread index $1 < 32), else 0. A shift, not the `tid & 96` that LLVM
+# turns `tid // 32 == 0` into for a 128-thread block: ptxas recognises a shifted %tid.x as
+# warp-uniform and then branches over events without a BSSY/BSYNC pair around each.
+WARP_ZERO = (
+    "{\n\t.reg .pred p;\n\t.reg .u32 w;\n\tshr.u32 w, $1, 5;\n\t"
+    "setp.eq.u32 p, w, 0;\n\tselp.u32 $0, 1, 0, p;\n\t}"
+)
+WARP_ZERO_CONSTRAINTS = "=r,r"
+
 # Read-only helpers, used by the floor variant of the benchmark and by tests.
 GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
