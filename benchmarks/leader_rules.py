@@ -88,6 +88,18 @@ _WARP_CLAMP = tl.constexpr(
 )
 
 
+# Per warp, the tag and the time as two 4-byte stores into the record's word: the tag store does
+# not wait for the timer, and the time store waits for nothing but the timer (no tag move between
+# them), as in the floor. Same format; two store instructions instead of a move and one store.
+_WARP_SPLIT = tl.constexpr(
+    "{\n\t.reg .pred pin, pov;\n\t.reg .u32 lo, tg;\n\t.reg .u64 t, a;\n\t"
+    "setp.lt.u32 pin|pov, $2, $3;\n\tmad.wide.u32 a, $2, 8, $1;\n\tmov.u32 tg, $4;\n\t"
+    "@pin st.global.u32 [a+4], tg;\n\t"
+    "mov.u64 t, %globaltimer;\n\tcvt.u32.u64 lo, t;\n\t@pin st.global.u32 [a], lo;\n\t"
+    f"@pov st.global.u32 [$1+{ptx.LAST_DROPPED_OFFSET_BYTES}], $2;\n\tmov.u32 $0, 0;\n\t}}"
+)
+
+
 @triton.jit
 def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr, ng_arg, cap_arg):
     if VAR == 4:  # per program, the shape from kernel arguments: no header loads at init
@@ -132,7 +144,15 @@ def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr, ng_arg, cap_arg):
 
 @triton.jit
 def _ev(ctx, START: tl.constexpr, VAR: tl.constexpr):
-    if VAR == 7:
+    if VAR == 8:
+        records, cursor, capacity, leader = ctx
+        tl.inline_asm_elementwise(
+            _WARP_SPLIT, "=r,l,r,r,r", [records, cursor, capacity,
+                                        tl.full((), 1 + (not START), tl.int32)],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+        return records, cursor + 1, capacity, leader
+    elif VAR == 7:
         records, cursor, capacity, leader = ctx
         tl.inline_asm_elementwise(
             _WARP_CLAMP, "=r,l,r,r,r", [records, cursor, capacity - 1,
@@ -161,12 +181,15 @@ def loop_rules(out, prof, ITERS: tl.constexpr, INNER: tl.constexpr, VAR: tl.cons
     warp); 2: per warp, all lanes of each warp store (warp-uniform branch path); 3: per warp, all
     lanes store, no leader predicate at all; 4: as 1, but the shape comes from kernel arguments
     (no header loads); 5: the library's profiler_init; 6: as 1, with ld.global.nc header loads;
-    7: per warp, the clamped record (_WARP_CLAMP)."""
+    7: per warp, the clamped record (_WARP_CLAMP); 8: per warp, split stores (_WARP_SPLIT);
+    9: the library per warp."""
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     acc = (offs + pid).to(tl.float32) * 1e-3
     if VAR == 5:  # the library's init
         ctx = profiler_init(prof, pid, 0)
+    elif VAR == 9:  # the library, per warp
+        ctx = profiler_init(prof, pid, 0, PER_WARP=True)
     else:
         ctx = _init(prof, pid, VAR, RULE, ng_arg, cap_arg)
     for _ in range(ITERS):
@@ -260,7 +283,12 @@ def main():
         fns["library_ours"] = functools.partial(
             loop_rules[(grid,)], out, buf, iters, inner, 5, RULE_ASM["warp0"], num_warps=4
         )
-        for name, var in (("warp_all_lanes_nopred", 3), ("warp_clamped_no_overflow_store", 7)):
+        for name, var in (
+            ("warp_all_lanes_nopred", 3),
+            ("warp_clamped_no_overflow_store", 7),
+            ("warp_split_tag_and_time_stores", 8),
+            ("library_warp", 9),
+        ):
             fns[name] = functools.partial(
                 loop_rules[(grid,)], out, buf, iters, inner, var, RULE_ASM["warp0"], num_warps=4
             )
