@@ -22,7 +22,12 @@ re-checks it on a CPU by compiling for sm_90 and sm_100 with ``triton.compile``)
   fails (``PassManager::run failed``);
 * sm_90 (Hopper), ``warp_specialize=True``: any profiler op in the kernel, even only
   ``profiler_init`` before the loop, makes Triton's Hopper warp-specialization pass fail
-  (``'tt.get_program_id' op operation destroyed but still has uses``). Without our ops, Hopper
+  (``'tt.get_program_id' op operation destroyed but still has uses``). Narrowed down on a CPU
+  with a TMA-descriptor matmul that specializes fine without our ops: the pass fails as soon as
+  the kernel has, outside the specialized loop, an ``inline_asm_elementwise(..., is_pure=False)``
+  whose result reaches no load or store (one reading the program id is enough); the same asm
+  whose result is stored with ``tl.store`` compiles. Every profiler op is such an asm (their
+  stores are inside the asm), so this needs a fix in Triton, not here. Without our ops, Hopper
   warp specialization also needs TMA descriptor loads; the pointer loads used here fail anyway.
   So on an H100 this example runs the per-warp kernel only.
 
