@@ -28,7 +28,7 @@ import cutlass.cute as cute
 import torch
 from cutlass import Float32, Int32, Int64
 from cutlass.cute.runtime import make_ptr
-from timing import cupti_medians  # benchmarks/timing.py (this script's folder)
+from timing import add_timing_args, cupti_medians  # benchmarks/timing.py (this script's folder)
 
 import cute_ops
 from sm_profiler import SmProfiler
@@ -160,11 +160,8 @@ def run_case(iters: int, inner: int, grid: int, args) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--launches", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--grid", type=int, default=1056)
+    add_timing_args(ap)
     ap.add_argument("--timer", choices=["cupti", "events"], default="cupti")
-    ap.add_argument("--json", default=None, help="also write the rows to this file")
     args = ap.parse_args()
     dev = torch.cuda.get_device_properties(0)
     info = {

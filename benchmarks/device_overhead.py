@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 import triton.profiler.language as pl
-from timing import cupti_medians  # benchmarks/timing.py (this script's folder)
+from timing import add_timing_args, cupti_medians  # benchmarks/timing.py (this script's folder)
 
 from sm_profiler import SmProfiler
 from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
@@ -264,10 +264,7 @@ def proton_timed(fn, launches, name):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--launches", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--grid", type=int, default=1056)
-    ap.add_argument("--json", default=None)
+    add_timing_args(ap)
     ap.add_argument("--skip-matmul", action="store_true")
     ap.add_argument("--ablation", action="store_true", help="also time the floor plus each piece")
     args = ap.parse_args()

@@ -26,7 +26,7 @@ from device_overhead import (  # benchmarks/ (this script's folder)
     loop_kernel_proton,
     proton_timed,
 )
-from timing import cupti_medians
+from timing import add_timing_args, cupti_medians
 
 from sm_profiler import SmProfiler, ptx
 from sm_profiler import format as fmt
@@ -144,21 +144,18 @@ def _init(prof, pid, VAR: tl.constexpr, RULE: tl.constexpr, ng_arg, cap_arg):
 
 @triton.jit
 def _ev(ctx, START: tl.constexpr, VAR: tl.constexpr):
-    if VAR == 8:
+    if VAR == 7 or VAR == 8:
         records, cursor, capacity, leader = ctx
+        if VAR == 7:
+            asm: tl.constexpr = _WARP_CLAMP
+            bound = capacity - 1  # the last slot's index
+        else:
+            asm: tl.constexpr = _WARP_SPLIT
+            bound = capacity
+        tag = tl.full((), 1 + (not START), tl.int32)
         tl.inline_asm_elementwise(
-            _WARP_SPLIT, "=r,l,r,r,r", [records, cursor, capacity,
-                                        tl.full((), 1 + (not START), tl.int32)],
-            dtype=tl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
-        return records, cursor + 1, capacity, leader
-    elif VAR == 7:
-        records, cursor, capacity, leader = ctx
-        tl.inline_asm_elementwise(
-            _WARP_CLAMP, "=r,l,r,r,r", [records, cursor, capacity - 1,
-                                        tl.full((), 1 + (not START), tl.int32)],
-            dtype=tl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
+            asm, "=r,l,r,r,r", [records, cursor, bound, tag], dtype=tl.int32, is_pure=False, pack=1
+        )
         return records, cursor + 1, capacity, leader
     elif VAR == 3:
         records, cursor, capacity, leader = ctx
@@ -247,10 +244,7 @@ def placement(grid: int, iters: int, inner: int) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--launches", type=int, default=30)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--grid", type=int, default=1056)
-    ap.add_argument("--json", default=None)
+    add_timing_args(ap)
     args = ap.parse_args()
     grid = args.grid
     dev = torch.cuda.get_device_properties(0)

@@ -7,6 +7,14 @@ import statistics
 import torch
 
 
+def add_timing_args(ap) -> None:
+    """The command-line options every device benchmark takes (argparse parser `ap`)."""
+    ap.add_argument("--launches", type=int, default=30, help="launches per variant per round")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds over all variants")
+    ap.add_argument("--grid", type=int, default=1056, help="programs (blocks) per launch")
+    ap.add_argument("--json", default=None, help="also write the rows to this file")
+
+
 def cupti_medians(fns: dict, launches: int, rounds: int, kernel: str) -> dict[str, float]:
     """Median kernel time (µs) of each variant in `fns` (name -> launch function).
 
