@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import cutlass
 import cutlass.cute as cute
 import torch
 from cutlass import Float32, Int32, Int64
 from cutlass.cute.runtime import make_ptr
-from timing import add_timing_args, cupti_medians  # benchmarks/timing.py (this script's folder)
+from timing import (  # benchmarks/timing.py (this script's folder)
+    add_timing_args,
+    cupti_medians,
+    event_medians,
+)
 
 import cute_ops
 from sm_profiler import SmProfiler
@@ -111,20 +114,6 @@ def time_cupti(fns: dict, launches: int, rounds: int) -> dict[str, float]:
     return cupti_medians(fns, launches, rounds, "bench_kernel")
 
 
-def time_events(fns: dict, launches: int, rounds: int) -> dict[str, float]:
-    per: dict[str, list[float]] = {}
-    for _ in range(rounds):
-        for mode, fn in fns.items():
-            for _ in range(launches):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                fn()
-                e.record()
-                e.synchronize()
-                per.setdefault(mode, []).append(s.elapsed_time(e) * 1e3)
-    return {k: statistics.median(v) for k, v in per.items()}
-
-
 def run_case(iters: int, inner: int, grid: int, args) -> dict:
     epl = 2 * iters
     prof = SmProfiler(grid, THREADS // 32, epl)  # groups for per-warp mode
@@ -141,7 +130,7 @@ def run_case(iters: int, inner: int, grid: int, args) -> dict:
         fn()
         fn()
     torch.cuda.synchronize()
-    timer = time_cupti if args.timer == "cupti" else time_events
+    timer = time_cupti if args.timer == "cupti" else event_medians
     t = timer(fns, args.launches, args.rounds)
     base, floor_added = t["base"], t["floor"] - t["base"]
     row = {"ITERS": iters, "INNER_FMA": inner, "grid": grid, "events_per_lane": epl}

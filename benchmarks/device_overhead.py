@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 
 import torch
 import triton
 import triton.language as tl
 import triton.profiler.language as pl
-from timing import add_timing_args, cupti_medians  # benchmarks/timing.py (this script's folder)
+from timing import (  # benchmarks/timing.py (this script's folder)
+    add_timing_args,
+    cupti_medians,
+    event_medians,
+)
 
 from sm_profiler import SmProfiler
 from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
@@ -205,15 +208,7 @@ def event_median_us(fn, launches: int) -> float:
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(launches):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(times)
+    return event_medians({"fn": fn}, launches, 1)["fn"]
 
 
 MODES_RUN = dict(MODES)

@@ -1,4 +1,4 @@
-"""Kernel timing shared by the device benchmarks: CUPTI (through torch.profiler) medians."""
+"""Kernel timing shared by the device benchmarks: CUPTI or CUDA-event medians."""
 
 from __future__ import annotations
 
@@ -41,4 +41,23 @@ def cupti_medians(fns: dict, launches: int, rounds: int, kernel: str) -> dict[st
     per: dict[str, list[float]] = {}
     for mode, d in zip(order, durs, strict=True):
         per.setdefault(mode, []).append(d)
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
+def event_medians(fns: dict, launches: int, rounds: int) -> dict[str, float]:
+    """Median time (µs) of each variant in `fns` between two CUDA events around each launch.
+
+    The fallback where CUPTI cannot run; it includes launch overhead, so compare only with other
+    CUDA-event numbers. Interleaved over `rounds` like `cupti_medians`.
+    """
+    per: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for mode, fn in fns.items():
+            for _ in range(launches):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fn()
+                e.record()
+                e.synchronize()
+                per.setdefault(mode, []).append(s.elapsed_time(e) * 1e3)
     return {k: statistics.median(v) for k, v in per.items()}
