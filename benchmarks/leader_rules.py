@@ -65,7 +65,6 @@ _HDR_SHAPE = tl.constexpr(fmt.HDR_SHAPE)
 _HDR_CAPACITY_FLAGS = tl.constexpr(fmt.HDR_CAPACITY_FLAGS)
 _HEADER_WORDS = tl.constexpr(fmt.HEADER_WORDS)
 _LANE_HEADER_WORDS = tl.constexpr(fmt.LANE_HEADER_WORDS)
-RULE_IDS = {r: i for i, r in enumerate(RULES)}
 
 # Per warp, every lane of a warp stores (no lane predicate) and the bounds test has two outputs:
 # what the per-warp record would be if out-of-shape lanes' stores went to a scratch word.
@@ -175,8 +174,7 @@ def _ev(ctx, START: tl.constexpr, VAR: tl.constexpr):
 def loop_rules(out, prof, ITERS: tl.constexpr, INNER: tl.constexpr, VAR: tl.constexpr,
                RULE: tl.constexpr, ng_arg=4, cap_arg=1, BLOCK: tl.constexpr = 1024):  # fmt: skip
     """device_overhead.loop_kernel with a chosen lane rule. VAR 1: per program (RULE picks the
-    warp); 2: per warp, all lanes of each warp store (warp-uniform branch path); 3: per warp, all
-    lanes store, no leader predicate at all; 4: as 1, but the shape comes from kernel arguments
+    warp); 3: per warp, all lanes store, no leader predicate at all; 4: as 1, but the shape comes from kernel arguments
     (no header loads); 5: the library's profiler_init; 6: as 1, with ld.global.nc header loads;
     7: per warp, the clamped record (_WARP_CLAMP); 8: per warp, split stores (_WARP_SPLIT);
     9: the library per warp."""
