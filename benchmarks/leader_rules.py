@@ -174,10 +174,10 @@ def _ev(ctx, START: tl.constexpr, VAR: tl.constexpr):
 def loop_rules(out, prof, ITERS: tl.constexpr, INNER: tl.constexpr, VAR: tl.constexpr,
                RULE: tl.constexpr, ng_arg=4, cap_arg=1, BLOCK: tl.constexpr = 1024):  # fmt: skip
     """device_overhead.loop_kernel with a chosen lane rule. VAR 1: per program (RULE picks the
-    warp); 3: per warp, all lanes store, no leader predicate at all; 4: as 1, but the shape comes from kernel arguments
-    (no header loads); 5: the library's profiler_init; 6: as 1, with ld.global.nc header loads;
-    7: per warp, the clamped record (_WARP_CLAMP); 8: per warp, split stores (_WARP_SPLIT);
-    9: the library per warp."""
+    warp); 3: per warp, all lanes store, no leader predicate at all; 4: as 1, but the shape comes
+    from kernel arguments (no header loads); 5: the library's profiler_init; 6: as 1, with
+    ld.global.nc header loads; 7: per warp, the clamped record (_WARP_CLAMP); 8: per warp, split
+    stores (_WARP_SPLIT); 9: the library per warp."""
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     acc = (offs + pid).to(tl.float32) * 1e-3
