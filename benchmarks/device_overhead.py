@@ -5,6 +5,9 @@ Variants (per kernel):
   floor       one %globaltimer read + one 8-byte store per event, cursor in a register, no checks
   ours        sm_profiler.triton_ops, one lane per program
   ours_warp   sm_profiler.triton_ops with PER_WARP=True (every warp writes its own lane)
+  ours_staged / ours_warp_staged
+              the same two with STAGE=n: events staged in shared memory, one profiler_flush at
+              the end of the program copies them into the buffer
   proton      Triton's Proton instrumentation (enter_scope/exit_scope, backend="instrumentation")
   seed        the original SM Profiler op style: a counter read-modify-write in global memory and
               a 40-byte event (5 stores) per record
@@ -31,9 +34,16 @@ from timing import (  # benchmarks/timing.py (this script's folder)
 )
 
 from sm_profiler import SmProfiler
-from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
+from sm_profiler.triton_ops import (
+    profiler_event_end,
+    profiler_event_start,
+    profiler_flush,
+    profiler_init,
+)
 
-MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "seed": 5}
+MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "seed": 5, "ours_staged": 9,
+         "ours_warp_staged": 10}  # fmt: skip
+OURS = ("ours", "ours_warp", "ours_staged", "ours_warp_staged")
 # Ablation (--ablation): the floor plus one piece of our op at a time, to see what each costs.
 ABLATION = {"floor_tag": 6, "floor_tag_bound": 7, "floor_tag_bound_count": 8}
 EVT = tl.constexpr(0)
@@ -70,11 +80,16 @@ _ABL_COUNT = tl.constexpr(
 
 
 @triton.jit
-def _rec_init(prof, pid, lane_words, MODE: tl.constexpr):
+def _rec_init(prof, pid, lane_words, MODE: tl.constexpr, STAGE: tl.constexpr = 0,
+              NUM_WARPS: tl.constexpr = 4):  # fmt: skip
     if MODE == 2:
         return profiler_init(prof, pid, 0)
     elif MODE == 3:
         return profiler_init(prof, pid, 0, PER_WARP=True)
+    elif MODE == 9:
+        return profiler_init(prof, pid, 0, STAGE=STAGE)
+    elif MODE == 10:
+        return profiler_init(prof, pid, 0, PER_WARP=True, NUM_WARPS=NUM_WARPS, STAGE=STAGE)
     else:
         # floor / seed / ablation: a private slice of a plain int64 buffer per program
         leader = tl.inline_asm_elementwise(
@@ -103,7 +118,7 @@ def _rec(ctx, E: tl.constexpr, START: tl.constexpr, MODE: tl.constexpr):
         tl.store(rec + 4, 0)
         tl.store(ptr, c + 1)
         return ctx
-    elif MODE >= 6:
+    elif MODE >= 6 and MODE <= 8:
         ptr, cursor, cap, leader = ctx
         tag = tl.full((), E * 4 + 1 + (not START), tl.int32)
         if MODE == 6:
@@ -117,7 +132,7 @@ def _rec(ctx, E: tl.constexpr, START: tl.constexpr, MODE: tl.constexpr):
             dtype=tl.int32, is_pure=False, pack=1,
         )  # fmt: skip
         return ptr, cursor + 1, cap, leader
-    elif MODE >= 2:
+    elif MODE >= 2 and MODE != 5:
         if START:
             return profiler_event_start(ctx, E)
         else:
@@ -127,17 +142,24 @@ def _rec(ctx, E: tl.constexpr, START: tl.constexpr, MODE: tl.constexpr):
 
 
 @triton.jit
+def _rec_done(ctx, MODE: tl.constexpr):
+    if MODE == 9 or MODE == 10:
+        profiler_flush(ctx)
+
+
+@triton.jit
 def loop_kernel(out, prof, lane_words, ITERS: tl.constexpr, INNER: tl.constexpr, MODE: tl.constexpr,
                 BLOCK: tl.constexpr = 1024):  # fmt: skip
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     acc = (offs + pid).to(tl.float32) * 1e-3
-    ctx = _rec_init(prof, pid, lane_words, MODE)
+    ctx = _rec_init(prof, pid, lane_words, MODE, STAGE=2 * ITERS)
     for _ in range(ITERS):
         ctx = _rec(ctx, EVT, True, MODE)
         for _j in tl.static_range(INNER):
             acc = acc * 1.000001 + 1e-6
         ctx = _rec(ctx, EVT, False, MODE)
+    _rec_done(ctx, MODE)
     tl.store(out + pid * BLOCK + offs, acc)
 
 
@@ -151,19 +173,19 @@ def loop_kernel_proton(out, ITERS: tl.constexpr, INNER: tl.constexpr, BLOCK: tl.
         for _j in tl.static_range(INNER):
             acc = acc * 1.000001 + 1e-6
         pl.exit_scope("iter")
-    tl.store(out + pid * 128 + offs, acc)
+    tl.store(out + pid * BLOCK + offs, acc)
 
 
 @triton.jit
 def matmul_kernel(a, b, c, M, N, K, prof, lane_words, BM: tl.constexpr, BN: tl.constexpr,
-                  BK: tl.constexpr, MODE: tl.constexpr):  # fmt: skip
+                  BK: tl.constexpr, MODE: tl.constexpr, STAGE: tl.constexpr):  # fmt: skip
     pid = tl.program_id(0)
     grid_n = tl.cdiv(N, BN)
     pm, pn = pid // grid_n, pid % grid_n
     rm = pm * BM + tl.arange(0, BM)
     rn = pn * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
-    ctx = _rec_init(prof, pid, lane_words, MODE)
+    ctx = _rec_init(prof, pid, lane_words, MODE, STAGE=STAGE, NUM_WARPS=8)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(0, K, BK):
         ctx = _rec(ctx, EVT, True, MODE)  # load
@@ -173,6 +195,7 @@ def matmul_kernel(a, b, c, M, N, K, prof, lane_words, BM: tl.constexpr, BN: tl.c
         ctx = _rec(ctx, EVT2, True, MODE)  # compute
         acc = tl.dot(x, y, acc)
         ctx = _rec(ctx, EVT2, False, MODE)
+    _rec_done(ctx, MODE)
     tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
 
 
@@ -225,7 +248,7 @@ def run_case(name, make_launch, events_per_program, grid, launches, rounds, prot
     row["proton"], row["proton_timing"] = proton_launch()
     base = row["base"]
     out = {"case": name, "grid": grid, "events_per_program": events_per_program}
-    for k in ["base", "floor", "ours", "ours_warp", "proton", "seed", *ABLATION]:
+    for k in ["base", "floor", *OURS, "proton", "seed", *ABLATION]:
         if row.get(k) is None:
             continue
         out[f"{k}_us"] = round(row[k], 3)
@@ -235,6 +258,20 @@ def run_case(name, make_launch, events_per_program, grid, launches, rounds, prot
         round((row["ours"] - base) / added_floor, 3) if added_floor > 0 else None
     )
     out["proton_timing"] = row["proton_timing"]
+    return out
+
+
+def decoded(make, prof):
+    """One launch of each of our variants into a fresh buffer: what decodes (events, drops).
+
+    A check that the timed code records what it should, not only that it runs."""
+    out = {}
+    for mode in OURS:
+        prof.init_buffer()
+        make(mode, prof)()
+        t = prof.decode()
+        out[mode] = {"ranges": len(t), "dropped": int(t.dropped_total),
+                     "lanes": int(t.lanes["initialized"].sum())}  # fmt: skip
     return out
 
 
@@ -284,7 +321,7 @@ def main():
         lane_words = 1 + epp * 5 + 8
 
         def make(mode, iters=iters, inner=inner, prof=prof, plain=plain, lane_words=lane_words):
-            buf = prof.get_buffer() if mode in ("ours", "ours_warp") else plain
+            buf = prof.get_buffer() if mode in OURS else plain
             m = MODES_RUN[mode]
 
             def launch():
@@ -305,6 +342,7 @@ def main():
 
         row = run_case("loop_kernel", make, epp, grid, args.launches, args.rounds, prot)
         row.update(ITERS=iters, INNER_FMA=inner)
+        row["decoded"] = decoded(lambda mode, p: make(mode, prof=p), SmProfiler(grid, 4, epp))
         rows.append(row)
         print(json.dumps(row))
     if not args.skip_matmul:
@@ -319,15 +357,15 @@ def main():
         lane_words = 1 + epp * 5 + 8
         plain = torch.zeros(mgrid * lane_words, dtype=torch.int64, device="cuda")
 
-        def make_mm(mode):
-            buf = prof.get_buffer() if mode in ("ours", "ours_warp") else plain
+        def make_mm(mode, prof=prof):
+            buf = prof.get_buffer() if mode in OURS else plain
             m = MODES_RUN[mode]
 
             def launch():
                 if mode == "seed":
                     buf.zero_()
                 matmul_kernel[(mgrid,)](a, b, c, M, N, K, buf, lane_words, BM=BM, BN=BN, BK=BK,
-                                        MODE=m, num_warps=8, num_stages=3)  # fmt: skip
+                                        MODE=m, STAGE=epp, num_warps=8, num_stages=3)  # fmt: skip
 
             return launch
 
@@ -341,6 +379,8 @@ def main():
             )
 
         row = run_case("matmul_kernel", make_mm, epp, mgrid, args.launches, args.rounds, prot_mm)
+        row["decoded"] = decoded(lambda mode, p: make_mm(mode, prof=p), SmProfiler(mgrid, 8, epp))
+        torch.testing.assert_close(c.float(), (a.float() @ b.float()), atol=0.5, rtol=0.02)
         row.update(M=M, N=N, K=K, BM=BM, BN=BN, BK=BK)
         rows.append(row)
         print(json.dumps(row))

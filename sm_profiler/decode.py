@@ -51,7 +51,7 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
     att_hdr = (sm_att >> _U64(32)).astype(np.int64)
     att_hdr[att_hdr > 0] += 1
     written, nonzero = _count_written(recs)
-    _check_lanes(written, att_hdr, initialized, sm_att, cap)
+    _check_lanes(written, att_hdr, initialized, sm_att)
     attempted = np.where(att_hdr > 0, att_hdr, written)
 
     lane_ids = np.arange(nl, dtype=_I32)
@@ -168,7 +168,7 @@ def _count_written(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return count.astype(np.int64), nonzero
 
 
-def _check_lanes(written, att_hdr, initialized, sm_att, cap: int) -> None:
+def _check_lanes(written, att_hdr, initialized, sm_att) -> None:
     bad = np.flatnonzero(~initialized & ((written > 0) | (sm_att != 0)))
     if len(bad):
         i = int(bad[0])
@@ -176,13 +176,15 @@ def _check_lanes(written, att_hdr, initialized, sm_att, cap: int) -> None:
             f"lane {i} holds records or a lane header but was never initialised (anchor is 0): "
             "corrupt buffer"
         )
-    bad = np.flatnonzero((att_hdr > 0) & ((att_hdr <= cap) | (written < cap)))
+    # att_hdr = last_dropped + 1 records were attempted, more than were kept: a direct lane
+    # drops only past a full lane, a staged lane (STAGE < capacity) may drop before it is full.
+    bad = np.flatnonzero((att_hdr > 0) & (att_hdr <= written))
     if len(bad):
         i = int(bad[0])
         raise FormatError(
-            f"lane {i}: overflow count {int(att_hdr[i])} is impossible with capacity {cap} and "
-            f"{int(written[i])} records written (the device writes it only past a full lane): "
-            "corrupt buffer"
+            f"lane {i}: overflow index {int(att_hdr[i]) - 1} is impossible with {int(written[i])} "
+            f"records kept (the device writes it only when it drops the record at that index, "
+            f"after the ones it kept): corrupt buffer"
         )
 
 

@@ -20,8 +20,10 @@ The buffer is an array of little-endian 64-bit words, allocated once::
       l1  = sm_id (low 32) | last_dropped (high 32)
             `last_dropped` is written only when the lane overflows: the index (0-based cursor) of the
             latest record that did not fit, so the lane attempted last_dropped + 1 records. It is
-            never 0 once written (it is >= capacity >= 1); 0 means the lane did not overflow. The
-            device stores its cursor as it is, which costs no arithmetic.
+            never 0 once written (it is >= the records kept, and >= 1); 0 means the lane did not
+            overflow. A direct lane overflows past `capacity` and stores its cursor as it is,
+            which costs no arithmetic; a staged lane (STAGE < capacity) can also overflow its
+            stage, keeping fewer than `capacity` records (see ptx.py, "Staged recording").
       l2.. capacity records, each one 64-bit word, each written with ONE store:
             bits  0..31  low 32 bits of %globaltimer (ns; wraps every 2**32 ns = 4.29 s)
             bits 32..63  tag:

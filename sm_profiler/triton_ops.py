@@ -10,8 +10,8 @@
         x = tl.load(...)
         ctx = profiler_event_end(ctx, LOAD, after=x)
 
-The context is a tuple of registers (records pointer, cursor, capacity, leader flag) that every op
-returns updated: the cursor never lives in global memory, so no event costs a load, an atomic or
+The context is a tuple of registers (records pointer, cursor, capacity, leader flag, and for
+staged lanes the stage's shared address and last slot) that every op returns updated: the cursor never lives in global memory, so no event costs a load, an atomic or
 a fence. Per event the device reads %globaltimer (keeping the low 32 bits) and does ONE 8-byte store
 (see sm_profiler/format.py for the record layout); a predicate turns the store of an overflowing
 record into a 4-byte store of its cursor (the lane's drop count).
@@ -24,6 +24,10 @@ Modes
       writes its own lane (its threads store the same word: one transaction), so warp skew is
       real. No event tests a leader flag; lanes outside the buffer's shape write only the
       header's scratch word (format.HDR_SCRATCH).
+  staged (STAGE=n, either mode): events go to a static shared-memory stage of n records per
+      lane (no bounds test, no global store, no wait for the buffer header), and
+      profiler_flush(ctx), once after the last event, copies them into the buffer. Cheapest
+      mode; costs (warps + 1) * (n + 2) * 8 B of shared memory per warp lane (rounded to 1 KiB).
 
 Under TRITON_INTERPRET=1 (no GPU) inline asm is not available: the ops fall back to the host
 clock (time.monotonic_ns) and an emulated SM id (program id modulo EMULATED_SM_COUNT), written
@@ -85,6 +89,7 @@ def profiler_init(
     ENABLED: tl.constexpr = True,
     PER_WARP: tl.constexpr = False,
     NUM_WARPS: tl.constexpr = 4,
+    STAGE: tl.constexpr = 0,
 ):
     """Open this program's lane and stamp its anchor. Returns the context the other ops take.
 
@@ -92,10 +97,18 @@ def profiler_init(
     block       lane block index (default: the linear program id)
     group       lane group; with PER_WARP the first group, and warp w writes group + w
     ENABLED     constexpr; False compiles every op away (the kernel's PTX is the plain kernel's)
-    NUM_WARPS   interpreter only, with PER_WARP: how many warps to emulate (use the launch's
-                num_warps); on a GPU the warp index comes from the hardware
+    NUM_WARPS   with PER_WARP: the launch's num_warps. The interpreter emulates that many warps;
+                a staged GPU lane sizes its stage by it (extra warps' events count as dropped)
+    STAGE       constexpr; 0 (default) writes every event straight into the buffer. n > 0 stages
+                up to n events per lane in shared memory (the cheapest recording) and needs
+                profiler_flush(ctx) after the last event; without it the lane stays empty.
     Lanes outside the buffer's shape (block >= num_blocks, group >= num_groups) record nothing.
     """
+    tl.static_assert(STAGE >= 0, "STAGE must be >= 0 (0 = no shared-memory staging)")
+    if STAGE > 0:
+        tl.static_assert(
+            _stage_error(PER_WARP, NUM_WARPS, STAGE) == "", _stage_error(PER_WARP, NUM_WARPS, STAGE)
+        )
     if not ENABLED:
         return _disabled_context()
     elif buffer_ptr is None:
@@ -110,8 +123,9 @@ def profiler_init(
         block = tl.full((), 0, tl.int32) + block  # also takes a Python int
         if _INTERPRET:
             return _init_emulated(
-                buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP, NUM_WARPS
-            )
+                buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP, NUM_WARPS,
+                STAGE,
+            )  # fmt: skip
         else:
             if PER_WARP:
                 group = group + _warp_index()
@@ -128,8 +142,15 @@ def profiler_init(
             offset = tl.where(valid, lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS, 0)
             records = buffer_ptr + _HEADER_WORDS + offset
             capacity = tl.where(valid, capacity, 0)
-            leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
-            return records, tl.full((), 0, tl.int32), capacity, leader
+            cursor = tl.full((), 0, tl.int32)
+            if STAGE > 0:
+                # The header loads above are not waited for until profiler_flush.
+                leader, stage = _init_staged_asm(PER_WARP, NUM_WARPS, STAGE)
+                return records, cursor, capacity, leader, stage, tl.full((), STAGE - 1, tl.uint32)
+            else:
+                leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
+                z = tl.full((), 0, tl.int8)  # no stage
+                return records, cursor, capacity, leader, z, z
 
 
 @triton.jit
@@ -137,7 +158,7 @@ def _disabled_context():
     # Values returned from a jit function become tensors, so "disabled" is marked by a type the
     # ops test at compile time (an int8 cursor); the constants are dead code and vanish.
     z = tl.full((), 0, tl.int8)
-    return z, z, z, z
+    return z, z, z, z, z, z
 
 
 @triton.jit
@@ -154,8 +175,58 @@ def _warp_index():
     )
 
 
+_INIT_STAGED_CONSTRAINTS = tl.constexpr(ptx.INIT_STAGED_CONSTRAINTS)
 _INIT_PROGRAM_ASM = tl.constexpr(ptx.init_leader(per_warp=False))  # all of warp 0
 _INIT_WARP_ASM = tl.constexpr(ptx.init_leader(per_warp=True))  # every warp, lane 0 stamps
+
+
+def _ptx_text(name, *args):
+    """ptx.<name>(*args), for the constexpr functions below."""
+    return getattr(ptx, name)(*args)
+
+
+# Triton's dependency scanner refuses plain functions referenced from jit code (constexpr
+# functions included); this one only builds strings at compile time. Kernel cache keys still
+# follow ptx.py's texts through _STAGED_TEXTS_KEY.
+_ptx_text.__triton_builtin__ = True
+
+
+@triton.constexpr_function
+def _stage_error(per_warp, num_warps, stage):
+    return _ptx_text("stage_error", per_warp, num_warps, stage)
+
+
+@triton.constexpr_function
+def _init_staged_text(per_warp, num_warps, stage, texts_key):
+    # texts_key is unused here: the caller passes a constexpr global built from ptx.py's texts,
+    # so that Triton's kernel cache key (which hashes the constexpr globals a kernel reads, not
+    # the Python code this calls) changes whenever those texts do.
+    return _ptx_text("init_staged", per_warp, num_warps, stage)
+
+
+_STAGED_TEXTS_KEY = tl.constexpr(
+    ptx.init_staged(False, 1, 1)
+    + ptx.init_staged(True, 1, 1)
+    + ptx.flush()
+    + ptx.record_staged(False)
+)
+
+
+@triton.jit
+def _init_staged_asm(PER_WARP: tl.constexpr, NUM_WARPS: tl.constexpr, STAGE: tl.constexpr):
+    # The leader's dtype marks the mode for the event ops, as in _init_lane_asm.
+    asm: tl.constexpr = _init_staged_text(PER_WARP, NUM_WARPS, STAGE, _STAGED_TEXTS_KEY)
+    if PER_WARP:
+        leader, stage = tl.inline_asm_elementwise(
+            asm, _INIT_STAGED_CONSTRAINTS, [], dtype=(tl.uint32, tl.uint32), is_pure=False,
+            pack=1,
+        )  # fmt: skip
+    else:
+        leader, stage = tl.inline_asm_elementwise(
+            asm, _INIT_STAGED_CONSTRAINTS, [], dtype=(tl.int32, tl.uint32), is_pure=False,
+            pack=1,
+        )  # fmt: skip
+    return leader, stage
 
 
 @triton.jit
@@ -198,7 +269,7 @@ def profiler_event_instant(ctx, event_id: tl.constexpr, after=None):
 
 @triton.jit
 def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
-    records, cursor, capacity, leader = ctx
+    records, cursor, capacity, leader, stage, last = ctx
     if cursor.dtype == tl.int8:
         # Disabled context: nothing to record, nothing emitted.
         return ctx
@@ -207,13 +278,15 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
         tl.static_assert(event_id <= _MAX_EVENT_ID, "event id must be <= 4095")
         tag: tl.constexpr = (tl.constexpr(event_id) << _EVENT_SHIFT) | kind
         if _INTERPRET:
-            _record_emulated(records, cursor, capacity, leader, tag)
+            _record_emulated(records, cursor, capacity, leader, tag, stage, last)
+        elif stage.dtype != tl.int8:
+            _record_staged_asm(cursor, leader, tag, stage, last, after)
         else:
             if after is None:
                 _record_asm(records, cursor, capacity, leader, tag)
             else:
                 _record_after_asm(records, cursor, capacity, leader, tag, _dependency(after))
-        return records, cursor + 1, capacity, leader
+        return records, cursor + 1, capacity, leader, stage, last
 
 
 # ptx.record: t = %globaltimer; rec = tag << 32 | t.lo32; if leader: cursor < capacity ?
@@ -258,6 +331,74 @@ def _record_after_asm(records, cursor, capacity, leader, tag: tl.constexpr, dep)
     )
 
 
+_STAGED_PROGRAM_ASM = tl.constexpr(ptx.record_staged(after=False, first=1, mode="warp"))
+_STAGED_PROGRAM_AFTER_ASM = tl.constexpr(ptx.record_staged(after=True, first=1, mode="warp"))
+_STAGED_LANE_ASM = tl.constexpr(ptx.record_staged(after=False, first=1, mode="all"))
+_STAGED_LANE_AFTER_ASM = tl.constexpr(ptx.record_staged(after=True, first=1, mode="all"))
+
+
+@triton.jit
+def _record_staged_asm(cursor, leader, tag: tl.constexpr, stage, last, after):
+    tag_reg = tl.full((), tag, tl.int32)
+    if leader.dtype == tl.uint32:
+        # Per warp: every warp records, so the slot address is plain Triton arithmetic, which
+        # the compiler can fuse into the loop (and, with a known trip count, fold the clamp).
+        slot = stage + tl.minimum(cursor.to(tl.uint32), last) * 8
+        if after is None:
+            tl.inline_asm_elementwise(
+                _STAGED_LANE_ASM, "=r,r,r", [slot, tag_reg], dtype=tl.int32, is_pure=False, pack=1
+            )
+        else:
+            tl.inline_asm_elementwise(
+                _STAGED_LANE_AFTER_ASM, "=r,r,r,r", [slot, tag_reg, _dependency(after)],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
+    else:
+        # Per program: only warp 0 computes the address, inside the asm, past its branch.
+        if after is None:
+            tl.inline_asm_elementwise(
+                _STAGED_PROGRAM_ASM, "=r,r,r,r,r,r", [stage, cursor, last, leader, tag_reg],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
+        else:
+            tl.inline_asm_elementwise(
+                _STAGED_PROGRAM_AFTER_ASM, "=r,r,r,r,r,r,r",
+                [stage, cursor, last, leader, tag_reg, _dependency(after)],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# Flush (staged lanes)
+# --------------------------------------------------------------------------------------------
+
+_FLUSH_PROGRAM_ASM = tl.constexpr(ptx.flush(first=1, mode="warp"))
+_FLUSH_LANE_ASM = tl.constexpr(ptx.flush(first=1, mode="all"))
+
+
+@triton.jit
+def profiler_flush(ctx):
+    """Copy a staged lane (profiler_init(..., STAGE=n)) into the buffer; call it once, after the
+    lane's last event. Without staging (and with recording disabled) it compiles to nothing, so
+    instrumented kernels can always call it."""
+    records, cursor, capacity, leader, stage, last = ctx
+    if cursor.dtype == tl.int8:
+        pass  # disabled
+    elif stage.dtype == tl.int8:
+        pass  # every event is already in the buffer
+    elif _INTERPRET:
+        _flush_emulated(records, cursor, capacity, leader, last)
+    else:
+        if leader.dtype == tl.uint32:
+            asm: tl.constexpr = _FLUSH_LANE_ASM
+        else:
+            asm: tl.constexpr = _FLUSH_PROGRAM_ASM
+        tl.inline_asm_elementwise(
+            asm, "=r,l,r,r,r,r,r", [records, cursor, capacity, stage, last, leader],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+
+
 @triton.jit
 def _dependency(value):
     """A 32-bit scalar that exists only once `value` does (a register move for 32-bit scalars)."""
@@ -279,7 +420,7 @@ def _dependency(value):
 @triton.jit
 def _init_emulated(
     buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP: tl.constexpr,
-    NUM_WARPS: tl.constexpr,
+    NUM_WARPS: tl.constexpr, STAGE: tl.constexpr,
 ):  # fmt: skip
     if PER_WARP:
         groups = group + tl.arange(0, NUM_WARPS)
@@ -293,16 +434,42 @@ def _init_emulated(
     sm = _linear_program_id() % _EMULATED_SM_COUNT
     tl.store(records - 2, anchor, mask=valid)
     tl.store(records - 1, tl.full(groups.shape, 0, tl.int64) + sm, mask=valid)
-    return records, tl.full((), 0, tl.int32), capacity, valid
+    if STAGE > 0:
+        # The stage is emulated in the buffer itself: slots past min(capacity, STAGE) are
+        # never written, and the flush applies the device's keep/drop rule.
+        stage = tl.full((), 1, tl.int32)
+        last = tl.full((), STAGE - 1, tl.int32)
+    else:
+        stage = tl.full((), 0, tl.int8)
+        last = stage
+    return records, tl.full((), 0, tl.int32), capacity, valid, stage, last
 
 
 @triton.jit
-def _record_emulated(records, cursor, capacity, leader, tag: tl.constexpr):
+def _record_emulated(records, cursor, capacity, leader, tag: tl.constexpr, stage, last):
     t = tl.full(records.shape, _host_clock_ns(), tl.int64) & 0xFFFFFFFF
     rec = (tl.full(t.shape, tag, tl.int64) << 32) | t
-    fits = cursor < capacity
-    tl.store(records + cursor, rec, mask=leader & fits)
-    # Overflow: the cursor of this dropped record goes into the high half of lane word 1.
-    word1 = tl.load(records - 1, mask=leader & ~fits, other=0)
-    last_dropped = cursor.to(tl.int64) << 32
-    tl.store(records - 1, (word1 & 0xFFFFFFFF) | last_dropped, mask=leader & ~fits)
+    if stage.dtype != tl.int8:
+        # Staged: slot min(cursor, last); the flush counts the drops.
+        slot = tl.minimum(cursor, last)
+        tl.store(records + slot, rec, mask=leader & (slot < capacity))
+    else:
+        fits = cursor < capacity
+        tl.store(records + cursor, rec, mask=leader & fits)
+        # Overflow: the cursor of this dropped record goes into the high half of lane word 1.
+        word1 = tl.load(records - 1, mask=leader & ~fits, other=0)
+        last_dropped = cursor.to(tl.int64) << 32
+        tl.store(records - 1, (word1 & 0xFFFFFFFF) | last_dropped, mask=leader & ~fits)
+
+
+@triton.jit
+def _flush_emulated(records, cursor, capacity, leader, last):
+    # The device's rule: the stage held every record if cursor <= STAGE; otherwise its last slot
+    # holds the newest record, which is dropped (here: erased from the buffer).
+    overflowed = cursor > last + 1
+    erase = leader & overflowed & (last < capacity)
+    tl.store(records + last, tl.zeros(records.shape, tl.int64), mask=erase)
+    kept = tl.minimum(tl.where(overflowed, last, cursor), capacity)
+    word1 = tl.load(records - 1, mask=leader, other=0)
+    last_dropped = (cursor - 1).to(tl.int64) << 32
+    tl.store(records - 1, (word1 & 0xFFFFFFFF) | last_dropped, mask=leader & (kept < cursor))

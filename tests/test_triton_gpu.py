@@ -169,3 +169,125 @@ def test_disabled_writes_nothing():
     K.loop_kernel[(grid,)](out, 5, buf, 0, PROFILE=False)
     torch.cuda.synchronize()
     assert int(torch.count_nonzero(buf[8:])) == 0
+
+
+# -- staged lanes (profiler_init(..., STAGE=n) + profiler_flush) --------------------------------
+
+
+def _per_program(iters):
+    return 1 + iters * 2 + (iters + 2) // 3 + 2 + 1
+
+
+def _names_by_lane(trace):
+    ev = trace.events
+    return [ev["event"][ev["lane"] == i].tolist() for i in range(len(trace.lanes))]
+
+
+@pytest.mark.parametrize("per_warp", [False, True])
+def test_staged_lanes_decode_like_direct_ones(per_warp):
+    iters, warps = 40, 4
+    grid = 2 * _sm_count()
+    groups = warps if per_warp else 1
+    out = torch.empty(grid, device="cuda")
+    traces = []
+    for stage in (0, 128):
+        prof = _profiler(grid, num_groups=groups, capacity=_per_program(iters))
+        K.loop_kernel[(grid,)](out, iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=per_warp,
+                               NUM_WARPS=warps, STAGE=stage, num_warps=warps)  # fmt: skip
+        traces.append(prof.decode())
+    direct, staged = traces
+    _assert_lanes_sane(staged, grid * groups)
+    assert staged.dropped_total == 0 and len(staged.unmatched["kind"]) == 0
+    assert np.all(staged.lanes["written"] == _per_program(iters))
+    assert _names_by_lane(staged) == _names_by_lane(direct)
+    if per_warp:
+        sm = staged.lanes["sm"].reshape(grid, warps)
+        assert np.all(sm == sm[:, :1])
+
+
+@pytest.mark.parametrize("per_warp", [False, True])
+def test_staged_overflow_keeps_what_fit_and_counts_exactly(per_warp):
+    iters, warps = 40, 4
+    grid = _sm_count()
+    groups = warps if per_warp else 1
+    total = _per_program(iters)
+    out = torch.empty(grid, device="cuda")
+    # A stage smaller than the lane: STAGE - 1 records kept (the last slot held the newest).
+    prof = _profiler(grid, num_groups=groups, capacity=total)
+    K.loop_kernel[(grid,)](out, iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=per_warp,
+                           NUM_WARPS=warps, STAGE=16, num_warps=warps)  # fmt: skip
+    t = prof.decode()
+    assert np.all(t.lanes["written"] == 15) and np.all(t.lanes["attempted"] == total)
+    # A lane smaller than the stage: capacity records kept.
+    prof = _profiler(grid, num_groups=groups, capacity=10)
+    K.loop_kernel[(grid,)](out, iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=per_warp,
+                           NUM_WARPS=warps, STAGE=256, num_warps=warps)  # fmt: skip
+    t = prof.decode()
+    assert np.all(t.lanes["written"] == 10) and np.all(t.lanes["dropped"] == total - 10)
+
+
+def test_staged_out_of_shape_programs_write_nothing_at_all():
+    grid = 8
+    prof = _profiler(4, num_groups=2, capacity=16)
+    words = prof.layout.total_words
+    guard = torch.full((words + 2048,), -1, dtype=torch.int64, device="cuda")
+    inner = guard[1024 : 1024 + words]
+    inner.copy_(prof.get_buffer())
+    before = inner.clone()
+    out = torch.empty(grid, device="cuda")
+    for per_warp in (False, True):
+        K.loop_kernel[(grid,)](out, 3, inner, 2, PROFILE=True, PER_WARP=per_warp, STAGE=32)
+        K.loop_kernel[(grid,)](out, 3, inner, -1, PROFILE=True, PER_WARP=per_warp, STAGE=32)
+    torch.cuda.synchronize()
+    assert torch.all(guard[:1024] == -1) and torch.all(guard[1024 + words :] == -1)
+    assert torch.equal(inner, before)  # not even the header's scratch word
+
+
+def test_staged_warps_past_num_warps_record_nothing_and_count_their_events_as_dropped():
+    # The ops were told 2 warps, the launch has 4: warps 2 and 3 share a spare stage region.
+    iters, grid = 10, _sm_count()
+    total = _per_program(iters)
+    prof = _profiler(grid, num_groups=4, capacity=total)
+    out = torch.empty(grid, device="cuda")
+    K.loop_kernel[(grid,)](out, iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=True,
+                           NUM_WARPS=2, STAGE=total, num_warps=4)  # fmt: skip
+    t = prof.decode()
+    written = t.lanes["written"].reshape(grid, 4)
+    attempted = t.lanes["attempted"].reshape(grid, 4)
+    assert np.all(written[:, :2] == total) and np.all(written[:, 2:] == 0)
+    assert np.all(attempted == total)
+
+
+def test_staged_ops_leave_tritons_shared_memory_alone():
+    # A pipelined tensor-core matmul uses Triton's dynamic shared memory; the stage is static
+    # shared memory in front of it. The product must be right and the events complete.
+    M = N = K_ = 512
+    BM, BN, BK, warps = 128, 128, 64, 8
+    a = torch.randn(M, K_, device="cuda", dtype=torch.float16)
+    b = torch.randn(K_, N, device="cuda", dtype=torch.float16)
+    grid = (M // BM) * (N // BN)
+    per_lane = 4 * (K_ // BK)
+    for per_warp in (False, True):
+        c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+        prof = _profiler(grid, num_groups=warps if per_warp else 1, capacity=per_lane)
+        K.matmul_kernel[(grid,)](a, b, c, M, N, K_, prof.get_buffer(), BM=BM, BN=BN, BK=BK,
+                                 PER_WARP=per_warp, NUM_WARPS=warps, STAGE=per_lane,
+                                 num_warps=warps, num_stages=3)  # fmt: skip
+        torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.5, rtol=0.02)
+        t = prof.decode()
+        lanes = grid * (warps if per_warp else 1)
+        _assert_lanes_sane(t, lanes)
+        assert t.dropped_total == 0 and len(t) == lanes * per_lane // 2
+
+
+def test_staged_range_around_known_delay_measures_it_within_64_ns():
+    delay_ns, reps = 10_000, 64
+    prof = _profiler(1, capacity=2 * reps)
+    spun = torch.zeros(reps, dtype=torch.int64, device="cuda")
+    K.spin_kernel[(1,)](prof.get_buffer(), spun, reps, DELAY_NS=delay_ns, STAGE=2 * reps,
+                        num_warps=1)  # fmt: skip
+    d = prof.decode().duration_ns
+    excess = d - spun.cpu().numpy()
+    print(f"staged: range - spin (ns): {np.unique(excess, return_counts=True)}")
+    assert len(d) == reps and np.all(excess >= 0)
+    assert np.median(excess) <= 64 and np.max(excess) <= 128, excess

@@ -135,3 +135,71 @@ def test_trace_says_it_was_emulated(tmp_path):
     assert "emulated" in out.getvalue().lower()
     prof.export(tmp_path / "t.json")
     assert "emulated" in (tmp_path / "t.json").read_text().lower()
+
+
+def _run_loop(prof, grid, iters, group=0, **kw):
+    K.loop_kernel[(grid,)](torch.empty(grid), iters, prof.get_buffer(), group, PROFILE=True, **kw)
+    return prof.decode()
+
+
+def _names(trace, lane=0):
+    mine = trace.events["lane"] == lane
+    return [trace.event_name(e) for e in trace.events["event"][mine]]
+
+
+@pytest.mark.parametrize("per_warp", [False, True])
+def test_staged_lanes_decode_like_direct_ones(per_warp):
+    iters, grid, warps = 7, 3, 2
+    total = _per_program(iters)
+    kw = dict(PER_WARP=per_warp, NUM_WARPS=warps)
+    direct = _run_loop(_profiler(grid, warps, total), grid, iters, **kw)
+    staged = _run_loop(_profiler(grid, warps, total), grid, iters, STAGE=total, **kw)
+    assert staged.dropped_total == 0 and len(staged.unmatched["kind"]) == 0
+    assert staged.lanes["written"].tolist() == direct.lanes["written"].tolist()
+    assert np.all(staged.lanes["written"][staged.lanes["initialized"]] == total)
+    for lane in range(len(staged.lanes)):
+        assert _names(staged, lane) == _names(direct, lane)
+
+
+def test_a_stage_smaller_than_the_lane_keeps_stage_minus_one_and_counts_the_rest():
+    # 10 iterations = 29 events into a stage of 5: slots 0..3 hold the first four records, slot 4
+    # was overwritten by every later one (the newest is dropped), so four are kept.
+    iters, grid, stage = 10, 2, 5
+    trace = _run_loop(_profiler(grid, capacity=64), grid, iters, STAGE=stage)
+    total = _per_program(iters)
+    assert trace.lanes["written"].tolist() == [stage - 1] * grid
+    assert trace.lanes["attempted"].tolist() == [total] * grid
+    assert trace.lanes["dropped"].tolist() == [total - stage + 1] * grid
+    # Kept: loop begin, iter 0 begin, tick, iter 0 end -> one range, one instant, loop unmatched.
+    assert _names(trace) == ["iter", "tick"]
+    um = trace.unmatched["lane"] == 0
+    assert [trace.event_name(e) for e in trace.unmatched["event"][um]] == ["loop"]
+
+
+def test_a_stage_that_is_exactly_full_drops_nothing():
+    iters, grid = 4, 2
+    total = _per_program(iters)
+    trace = _run_loop(_profiler(grid, capacity=64), grid, iters, STAGE=total)
+    assert trace.dropped_total == 0 and trace.lanes["written"].tolist() == [total] * grid
+
+
+def test_a_stage_larger_than_the_lane_keeps_capacity():
+    iters, grid, cap = 10, 2, 5
+    trace = _run_loop(_profiler(grid, capacity=cap), grid, iters, STAGE=64)
+    assert trace.lanes["written"].tolist() == [cap] * grid
+    assert trace.lanes["dropped"].tolist() == [_per_program(iters) - cap] * grid
+    assert _names(trace) == ["iter", "tick"]
+
+
+def test_staged_out_of_shape_programs_write_nothing():
+    prof = _profiler(2, num_groups=2, capacity=_per_program(3))
+    buf = prof.get_buffer()
+    before = buf.clone()
+    K.loop_kernel[(6,)](torch.empty(6), 3, buf, 2, PROFILE=True, STAGE=8)
+    assert torch.equal(buf, before)
+
+
+def test_a_stage_too_large_for_static_shared_memory_is_refused_at_compile_time():
+    prof = _profiler(1)
+    with pytest.raises(Exception, match=r"STAGE=8192 needs .* static shared memory.*lower STAGE"):
+        _run_loop(prof, 1, 2, STAGE=8192)

@@ -24,7 +24,8 @@ NVDISASM = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", 
 ADD_SIG = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "prof": "*i64",
            "BLOCK": "constexpr", "PROFILE": "constexpr"}  # fmt: skip
 LOOP_SIG = {"out": "*fp32", "iters": "i32", "prof": "*i64", "GROUP": "i32",
-            "PROFILE": "constexpr", "PER_WARP": "constexpr"}  # fmt: skip
+            "PROFILE": "constexpr", "PER_WARP": "constexpr", "NUM_WARPS": "constexpr",
+            "STAGE": "constexpr"}  # fmt: skip
 
 
 def compile_(fn, sig, consts, **opts):
@@ -54,13 +55,27 @@ def main():
     ptx_off = compile_(K.add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": False}).asm["ptx"]
     ptx_plain = compile_(K.plain_add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": False}).asm["ptx"]
     res["add_ptx_on"], res["add_ptx_off"], res["add_ptx_plain"] = ptx_on, ptx_off, ptx_plain
-    sig = {"prof": "*i64", "N_EVENTS": "constexpr"}
+    sig = {"prof": "*i64", "N_EVENTS": "constexpr", "STAGE": "constexpr", "PER_WARP": "constexpr"}
     for n in (4, 12):
-        res[f"straight_{n}"] = sass(compile_(K.straight_kernel, sig, {"N_EVENTS": n}))
+        consts = {"N_EVENTS": n, "STAGE": 0, "PER_WARP": False}
+        res[f"straight_{n}"] = sass(compile_(K.straight_kernel, sig, consts))
     for per_warp in (False, True):
-        k = compile_(K.loop_kernel, LOOP_SIG, {"PROFILE": True, "PER_WARP": per_warp})
+        k = compile_(
+            K.loop_kernel,
+            LOOP_SIG,
+            {"PROFILE": True, "PER_WARP": per_warp, "NUM_WARPS": 4, "STAGE": 0},
+        )
         res[f"loop_sass_warp{int(per_warp)}"] = sass(k)
         res[f"loop_ptx_warp{int(per_warp)}"] = k.asm["ptx"]
+    # Staged (STAGE > 0): events into shared memory, one flush at the end.
+    for per_warp in (False, True):
+        for n in (4, 12):
+            consts = {"N_EVENTS": n, "STAGE": 32, "PER_WARP": per_warp}
+            k = compile_(K.straight_kernel, sig, consts)
+            res[f"staged_straight_{n}_warp{int(per_warp)}"] = sass(k)
+            res[f"staged_straight_{n}_warp{int(per_warp)}_ptx"] = k.asm["ptx"]
+        consts = {"PROFILE": True, "PER_WARP": per_warp, "NUM_WARPS": 4, "STAGE": 64}
+        res[f"staged_loop_warp{int(per_warp)}"] = sass(compile_(K.loop_kernel, LOOP_SIG, consts))
     json.dump(res, sys.stdout)
 
 

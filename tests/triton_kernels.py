@@ -7,6 +7,7 @@ from sm_profiler.triton_ops import (
     profiler_event_end,
     profiler_event_instant,
     profiler_event_start,
+    profiler_flush,
     profiler_init,
 )
 
@@ -41,10 +42,12 @@ def plain_add_kernel(x, y, out, n, prof, BLOCK: tl.constexpr, PROFILE: tl.conste
 
 @triton.jit
 def loop_kernel(out, iters, prof, GROUP, PROFILE: tl.constexpr, PER_WARP: tl.constexpr = False,
-                NUM_WARPS: tl.constexpr = 4):  # fmt: skip
-    """Nested ranges in a for loop, instants in an if branch, and a while loop."""
+                NUM_WARPS: tl.constexpr = 4, STAGE: tl.constexpr = 0):  # fmt: skip
+    """Nested ranges in a for loop, instants in an if branch, and a while loop; with STAGE > 0
+    the events are staged in shared memory and flushed at the end (a no-op flush otherwise)."""
     pid = tl.program_id(0)
-    ctx = profiler_init(prof, pid, GROUP, ENABLED=PROFILE, PER_WARP=PER_WARP, NUM_WARPS=NUM_WARPS)
+    ctx = profiler_init(prof, pid, GROUP, ENABLED=PROFILE, PER_WARP=PER_WARP, NUM_WARPS=NUM_WARPS,
+                        STAGE=STAGE)  # fmt: skip
     acc = pid.to(tl.float32)
     ctx = profiler_event_start(ctx, LOOP)
     for i in range(iters):
@@ -58,25 +61,29 @@ def loop_kernel(out, iters, prof, GROUP, PROFILE: tl.constexpr, PER_WARP: tl.con
         ctx = profiler_event_instant(ctx, TAIL)
         j += 1
     ctx = profiler_event_end(ctx, LOOP)
+    profiler_flush(ctx)
     tl.store(out + pid, acc)
 
 
 @triton.jit
-def straight_kernel(prof, N_EVENTS: tl.constexpr):
+def straight_kernel(prof, N_EVENTS: tl.constexpr, STAGE: tl.constexpr = 0,
+                    PER_WARP: tl.constexpr = False):  # fmt: skip
     """N_EVENTS instants in straight-line code: the SASS cost per event is a difference of two."""
-    ctx = profiler_init(prof, tl.program_id(0), 0)
+    ctx = profiler_init(prof, tl.program_id(0), 0, PER_WARP=PER_WARP, STAGE=STAGE)
     for _ in tl.static_range(N_EVENTS):
         ctx = profiler_event_instant(ctx, TICK)
+    profiler_flush(ctx)
 
 
 @triton.jit
-def spin_kernel(prof, spun, reps, DELAY_NS: tl.constexpr, AFTER: tl.constexpr = False):
+def spin_kernel(prof, spun, reps, DELAY_NS: tl.constexpr, AFTER: tl.constexpr = False,
+                STAGE: tl.constexpr = 0):  # fmt: skip
     """Ranges around a known delay: spin until %globaltimer has advanced DELAY_NS.
 
     spun[i] gets the time the spin itself saw pass (its last timer read minus its first), so
     a test can compare our range with the delay as the hardware clock measured it.
     """
-    ctx = profiler_init(prof, tl.program_id(0), 0)
+    ctx = profiler_init(prof, tl.program_id(0), 0, STAGE=STAGE)
     for i in range(reps):
         ctx = profiler_event_start(ctx, SLEEP)
         t = tl.inline_asm_elementwise(
@@ -95,3 +102,28 @@ def spin_kernel(prof, spun, reps, DELAY_NS: tl.constexpr, AFTER: tl.constexpr = 
         else:
             ctx = profiler_event_end(ctx, SLEEP)
         tl.store(spun + i, t)
+    profiler_flush(ctx)
+
+
+@triton.jit
+def matmul_kernel(a, b, c, M, N, K, prof, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                  PER_WARP: tl.constexpr, NUM_WARPS: tl.constexpr, STAGE: tl.constexpr):  # fmt: skip
+    """A tiled matmul (Triton's own shared memory, pipelined loads, tensor cores) with a load
+    and a compute range per K step: the staged ops must not disturb Triton's shared memory."""
+    pid = tl.program_id(0)
+    grid_n = tl.cdiv(N, BN)
+    rm = (pid // grid_n) * BM + tl.arange(0, BM)
+    rn = (pid % grid_n) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    ctx = profiler_init(prof, pid, 0, PER_WARP=PER_WARP, NUM_WARPS=NUM_WARPS, STAGE=STAGE)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        ctx = profiler_event_start(ctx, LOAD)
+        x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
+        y = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
+        ctx = profiler_event_end(ctx, LOAD)
+        ctx = profiler_event_start(ctx, ITER)
+        acc = tl.dot(x, y, acc)
+        ctx = profiler_event_end(ctx, ITER)
+    profiler_flush(ctx)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
