@@ -5,9 +5,9 @@ Variants (per kernel):
   floor       one %globaltimer read + one 8-byte store per event, cursor in a register, no checks
   ours        sm_profiler.triton_ops, one lane per program
   ours_warp   sm_profiler.triton_ops with PER_WARP=True (every warp writes its own lane)
-  ours_staged / ours_warp_staged
-              the same two with STAGE=n: events staged in shared memory, one profiler_flush at
-              the end of the program copies them into the buffer
+  ours_warp_staged
+              PER_WARP=True with STAGE=n: each warp's events staged in shared memory, one
+              profiler_flush at the end of the program copies them into the buffer
   proton      Triton's Proton instrumentation (enter_scope/exit_scope, backend="instrumentation")
   seed        the original SM Profiler op style: a counter read-modify-write in global memory and
               a 40-byte event (5 stores) per record
@@ -41,9 +41,8 @@ from sm_profiler.triton_ops import (
     profiler_init,
 )
 
-MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "seed": 5, "ours_staged": 9,
-         "ours_warp_staged": 10}  # fmt: skip
-OURS = ("ours", "ours_warp", "ours_staged", "ours_warp_staged")
+MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "seed": 5, "ours_warp_staged": 10}
+OURS = ("ours", "ours_warp", "ours_warp_staged")
 # Ablation (--ablation): the floor plus one piece of our op at a time, to see what each costs.
 ABLATION = {"floor_tag": 6, "floor_tag_bound": 7, "floor_tag_bound_count": 8}
 EVT = tl.constexpr(0)
@@ -86,8 +85,6 @@ def _rec_init(prof, pid, lane_words, MODE: tl.constexpr, STAGE: tl.constexpr = 0
         return profiler_init(prof, pid, 0)
     elif MODE == 3:
         return profiler_init(prof, pid, 0, PER_WARP=True)
-    elif MODE == 9:
-        return profiler_init(prof, pid, 0, STAGE=STAGE)
     elif MODE == 10:
         return profiler_init(prof, pid, 0, PER_WARP=True, NUM_WARPS=NUM_WARPS, STAGE=STAGE)
     else:
@@ -132,7 +129,7 @@ def _rec(ctx, E: tl.constexpr, START: tl.constexpr, MODE: tl.constexpr):
             dtype=tl.int32, is_pure=False, pack=1,
         )  # fmt: skip
         return ptr, cursor + 1, cap, leader
-    elif MODE >= 2 and MODE != 5:
+    elif MODE == 2 or MODE == 3 or MODE == 10:
         if START:
             return profiler_event_start(ctx, E)
         else:
@@ -143,7 +140,7 @@ def _rec(ctx, E: tl.constexpr, START: tl.constexpr, MODE: tl.constexpr):
 
 @triton.jit
 def _rec_done(ctx, MODE: tl.constexpr):
-    if MODE == 9 or MODE == 10:
+    if MODE == 10:
         profiler_flush(ctx)
 
 
@@ -298,6 +295,12 @@ def main():
     ap = argparse.ArgumentParser()
     add_timing_args(ap)
     ap.add_argument("--skip-matmul", action="store_true")
+    ap.add_argument(
+        "--matmul-stage", type=int, default=128,
+        help="STAGE of ours_warp_staged in the matmul (of 256 events per warp; 128 is what "
+        "Proton's shared buffer keeps there, and a stage for all 256 costs the kernel its second "
+        "block per SM: see staged_occupancy.py)",
+    )  # fmt: skip
     ap.add_argument("--ablation", action="store_true", help="also time the floor plus each piece")
     args = ap.parse_args()
     if args.ablation:
@@ -365,7 +368,8 @@ def main():
                 if mode == "seed":
                     buf.zero_()
                 matmul_kernel[(mgrid,)](a, b, c, M, N, K, buf, lane_words, BM=BM, BN=BN, BK=BK,
-                                        MODE=m, STAGE=epp, num_warps=8, num_stages=3)  # fmt: skip
+                                        MODE=m, STAGE=args.matmul_stage, num_warps=8,
+                                        num_stages=3)  # fmt: skip
 
             return launch
 
@@ -385,7 +389,8 @@ def main():
         rows.append(row)
         print(json.dumps(row))
     print()
-    hdr = f"{'case':<14}{'base µs':>9}{'floor':>8}{'ours':>8}{'warp':>8}{'proton':>8}{'seed':>8}  ours/floor"
+    hdr = (f"{'case':<14}{'base µs':>9}{'floor':>8}{'ours':>8}{'warp':>8}{'staged':>8}"
+           f"{'proton':>8}{'seed':>8}  ours/floor")  # fmt: skip
     print(hdr)
     for r in rows:
         case = f"{r['case'][:6]} {r.get('INNER_FMA', '')}".strip()
@@ -397,6 +402,7 @@ def main():
         abl = "  ".join(f"{k} {pct(k)}" for k in ABLATION if f"{k}_us" in r)
         print(
             f"{case:<14}{r['base_us']:>9.2f}{pct('floor'):>8}{pct('ours'):>8}{pct('ours_warp'):>8}"
+            f"{pct('ours_warp_staged'):>8}"
             f"{pct('proton'):>8}{pct('seed'):>8}  {r['ours_vs_floor_added']}  {abl}"
         )
     if args.json:

@@ -129,148 +129,113 @@ def _shift(text: str, first: int) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Staged recording: events go to shared memory, one flush at the end copies them to the buffer.
+# Staged recording (per warp): events go to shared memory, one flush copies them to the buffer.
 #
-# A lane's stage mirrors its lane in the buffer: [anchor u64][sm u32, 0][STAGE record slots].
+# A warp's stage region mirrors its lane in the buffer: [anchor u64][sm u32, 0][STAGE slots].
 # The ops hold the shared address of slot 0, so the lane-header offsets above apply unchanged.
 # The stage is a static `.shared` array declared by the init asm: Triton's own (dynamic) shared
 # memory starts after it, so the two never overlap. Its size is rounded up to 1 KiB so that the
 # dynamic area that follows keeps the 1 KiB alignment that swizzled TMA/wgmma layouts rely on.
-# Events never test a bound: the slot index is min(cursor, STAGE - 1), so an overflowing lane
+# Events never test a bound: the slot index is min(cursor, STAGE - 1), so an overflowing warp
 # keeps overwriting its last slot and nothing is ever written outside the stage; the flush knows
 # the cursor and writes exactly what fit, and the drop count, in the lane's format-v2 words.
+# Per program, staging does not pay: ptxas predicates the short staged record in every warp
+# instead of letting the other warps branch past it (measured slower than the direct ops).
 # --------------------------------------------------------------------------------------------
 
 STAGE_ALIGN_BYTES = 1024
 MAX_STAGE_BYTES = 48 * 1024  # the limit on a kernel's static shared memory
-STAGE_RECORD_MODES = ("warp", "all")
 
 
-def stage_bytes(regions: int, stage_events: int) -> int:
-    """Bytes of the static shared array for `regions` lanes of `stage_events` records each."""
-    raw = regions * (fmt.LANE_HEADER_WORDS + stage_events) * fmt.WORD_BYTES
+def stage_regions(num_warps: int) -> int:
+    """One region per warp, plus one shared by any warp past `num_warps` (a launch with more
+    warps than the ops were told): those warps record into it, harmlessly, and their flush
+    keeps nothing and reports all their events as dropped."""
+    return num_warps + 1
+
+
+def stage_bytes(num_warps: int, stage_events: int) -> int:
+    """Bytes of static shared memory a staged kernel declares (per program)."""
+    raw = stage_regions(num_warps) * (fmt.LANE_HEADER_WORDS + stage_events) * fmt.WORD_BYTES
     return -(-raw // STAGE_ALIGN_BYTES) * STAGE_ALIGN_BYTES
 
 
-def stage_regions(per_warp: bool, num_warps: int) -> int:
-    """Per program, one region (warp 0's). Per warp, one per warp plus one shared by any warp
-    past `num_warps` (a launch with more warps than the ops were told): those warps record
-    into it, harmlessly, and the flush reports all their events as dropped."""
-    return num_warps + 1 if per_warp else 1
-
-
-def stage_error(per_warp: bool, num_warps: int, stage_events: int) -> str:
+def stage_error(num_warps: int, stage_events: int) -> str:
     """Why this stage cannot be built ('' if it can): checked before any code is emitted."""
     if stage_events < 1:
-        return f"STAGE={stage_events}: the number of staged events per lane must be >= 1"
-    if per_warp and num_warps < 1:
+        return f"STAGE={stage_events}: the number of staged events per warp must be >= 1"
+    if num_warps < 1:
         return f"NUM_WARPS={num_warps}: must be the launch's num_warps (>= 1)"
-    nbytes = stage_bytes(stage_regions(per_warp, num_warps), stage_events)
+    nbytes = stage_bytes(num_warps, stage_events)
     if nbytes > MAX_STAGE_BYTES:
         return (
             f"STAGE={stage_events} needs {nbytes} B of static shared memory "
-            f"({stage_regions(per_warp, num_warps)} lanes x {stage_events} records x 8 B); "
+            f"({stage_regions(num_warps)} regions x {stage_events} records x 8 B); "
             f"the limit is {MAX_STAGE_BYTES} B: lower STAGE"
         )
     return ""
 
 
-def init_staged(per_warp: bool, num_warps: int, stage_events: int) -> str:
-    """Init of a staged lane: $0 = leader (out), $1 = shared address of the stage's slot 0 (out).
+def init_staged(num_warps: int, stage_events: int) -> str:
+    """Init of a staged warp lane: $0 = has-region flag (out), $1 = shared address of its stage
+    region's slot 0 (out).
 
-    Declares the stage, stamps the anchor and SM id into its header words, and touches no
-    global memory: the first events do not wait for the buffer header's loads (the flush does).
-    per program: warp 0 leads (as `init_leader`); per warp: every warp records into its own
-    region, warps past num_warps into a last, shared one, and leader = 0 marks those.
+    Declares the stage, stamps the anchor and SM id into the region's header words, and touches
+    no global memory: no event waits for the buffer header's loads (only the flush does).
+    Warp w records into region min(w, num_warps); the flag is 0 for w >= num_warps.
     """
-    err = stage_error(per_warp, num_warps, stage_events)
+    err = stage_error(num_warps, stage_events)
     if err:
         raise ValueError(err)
     region = (fmt.LANE_HEADER_WORDS + stage_events) * fmt.WORD_BYTES
-    nbytes = stage_bytes(stage_regions(per_warp, num_warps), stage_events)
-    head = (
+    nbytes = stage_bytes(num_warps, stage_events)
+    return (
         f"{{\n\t.shared .align 16 .b8 smp_stage_${{:uid}}[{nbytes}];\n\t"
         ".reg .pred q;\n\t.reg .u32 w, a, s;\n\t.reg .u64 t;\n\t"
         "mov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\tmov.u32 a, smp_stage_${:uid};\n\t"
-    )
-    if per_warp:
-        # leader = "this warp has a region of its own"; the flush keeps nothing of a warp
-        # without one (its region is shared) and reports all its events as dropped.
-        who = (
-            f"setp.lt.u32 q, w, {num_warps};\n\tselp.u32 $0, 1, 0, q;\n\t"
-            f"min.u32 w, w, {num_warps};\n\tmad.lo.u32 a, w, {region}, a;\n\t"
-            "setp.eq.u32 q, 0, 0;\n\t"
-        )
-    else:
-        who = "setp.eq.u32 q, w, 0;\n\tselp.u32 $0, 1, 0, q;\n\t"
-    stamp = (
+        f"setp.lt.u32 q, w, {num_warps};\n\tselp.u32 $0, 1, 0, q;\n\t"
+        f"min.u32 w, w, {num_warps};\n\tmad.lo.u32 a, w, {region}, a;\n\t"
         "mov.u64 t, %globaltimer;\n\tmov.u32 s, %smid;\n\t"
-        "@q st.shared.u64 [a], t;\n\t@q st.shared.u32 [a+8], s;\n\t"
+        "st.shared.u64 [a], t;\n\tst.shared.u32 [a+8], s;\n\t"
         f"add.u32 $1, a, {fmt.LANE_HEADER_WORDS * fmt.WORD_BYTES};\n\t}}"
     )
-    return head + who + stamp
 
 
 INIT_STAGED_CONSTRAINTS = "=r,=r"
 
 
-def record_staged(after: bool, first: int = 0, mode: str = "warp") -> str:
-    """One staged event: t = %globaltimer; stage[min(cursor, last)] = tag << 32 | t.lo32.
+def record_staged(after: bool, first: int = 0) -> str:
+    """One staged event: t = %globaltimer; [slot] = tag << 32 | t.lo32 (one shared store).
 
-    "warp" (per program): operands $first.. = stage (u32 shared address of slot 0), cursor,
-        last (STAGE - 1), leader, tag, (dependency); the slot address is computed here, on the
-        leading warp only, and the other warps branch over the event.
-    "all" (per warp): operands = slot address (u32, computed by the caller in Triton IR, where
-        the compiler can fold the clamp and fuse the address into the loop), tag, (dependency).
+    Operands from $first: slot (u32 shared address), tag, (dependency, with `after`). The caller
+    computes slot = stage + min(cursor, STAGE - 1) * 8 in Triton IR, where the compiler fuses it
+    into the loop's addressing (and, with a known trip count, folds the clamp away).
     """
-    if mode not in STAGE_RECORD_MODES:
-        raise ValueError(f"staged record mode {mode!r}: expected one of {STAGE_RECORD_MODES}")
-    head = "{\n\t.reg .pred pl, pd;\n\t.reg .u32 lo, s, a;\n\t.reg .u64 t;\n\t"
-    if mode == "warp":
-        text = (
-            head
-            + "setp.ne.u32 pl, $3, 0;\n\t@!pl bra.uni SMP_DONE_${:uid};\n\t"
-            + _timer(dep=5 if after else None)
-            + "cvt.u32.u64 lo, t;\n\tmin.u32 s, $1, $2;\n\t"
-            f"mad.lo.u32 a, s, {fmt.WORD_BYTES}, $0;\n\t"
-            "st.shared.v2.u32 [a], {lo, $4};\n\tSMP_DONE_${:uid}:\n\t"
-        )
-    else:
-        text = (
-            head
-            + _timer(dep=2 if after else None)
-            + "cvt.u32.u64 lo, t;\n\tst.shared.v2.u32 [$0], {lo, $1};\n\t"
-        )
+    text = (
+        "{\n\t.reg .pred pd;\n\t.reg .u32 lo;\n\t.reg .u64 t;\n\t"
+        + _timer(dep=2 if after else None)
+        + "cvt.u32.u64 lo, t;\n\tst.shared.v2.u32 [$0], {lo, $1};\n\t"
+    )
     return _shift(text, first) + "}"
 
 
-def flush(first: int = 0, mode: str = "warp") -> str:
-    """Copy a staged lane into the buffer. Operands from $first: records (u64 address of the
-    lane's records[0] in the buffer), cursor, capacity, stage (u32 shared address of slot 0),
-    last (STAGE - 1), leader.
+def flush(first: int = 0) -> str:
+    """Copy a staged warp lane into the buffer. Operands from $first: records (u64 address of
+    the lane's records[0] in the buffer), cursor, capacity, stage (u32 shared address of slot 0),
+    last (STAGE - 1), has-region flag.
 
     kept = cursor if the stage held every record (cursor <= STAGE), else STAGE - 1 (the last
-    slot holds the newest record, which is dropped), and at most capacity; per warp ("all"),
-    0 for a warp whose leader flag is 0 (see `init_staged`). The warp's threads
-    copy records[i] for i in their lane id, +32, ... < kept; then the lane header: the anchor,
-    and sm | last_dropped << 32 with last_dropped = cursor - 1 if anything was dropped, else 0.
-    A lane outside the buffer's shape has capacity 0 and writes nothing at all.
+    slot holds the newest record, which is dropped); at most capacity; 0 without a region of its
+    own. The warp's threads copy records[i] for i = lane id, +32, ... < kept; then the lane
+    header: the anchor, and sm | last_dropped << 32 with last_dropped = cursor - 1 if anything
+    was dropped, else 0. A lane outside the buffer's shape has capacity 0 and writes nothing.
     """
-    if mode not in STAGE_RECORD_MODES:
-        raise ValueError(f"flush mode {mode!r}: expected one of {STAGE_RECORD_MODES}")
-    text = "{\n\t.reg .pred pl, pk, pv, pd;\n\t.reg .u32 n, i, a, s, d;\n\t.reg .u64 g, v;\n\t"
-    if mode == "warp":
-        text += "setp.ne.u32 pl, $5, 0;\n\t@!pl bra.uni SMP_DONE_${:uid};\n\t"
     w = fmt.WORD_BYTES
-    text += (
+    text = (
+        "{\n\t.reg .pred pl, pk, pv, pd;\n\t.reg .u32 n, i, a, s, d;\n\t.reg .u64 g, v;\n\t"
         "bar.warp.sync -1;\n\t"
         "add.u32 n, $4, 1;\n\tsetp.le.u32 pk, $1, n;\n\tselp.u32 n, $1, $4, pk;\n\t"
-        "min.u32 n, n, $2;\n\t"
-    )
-    if mode == "all":
-        # leader 0: a warp past num_warps, whose shared region holds nothing of its own.
-        text += "setp.ne.u32 pl, $5, 0;\n\tselp.u32 n, n, 0, pl;\n\t"
-    text += (
+        "min.u32 n, n, $2;\n\tsetp.ne.u32 pl, $5, 0;\n\tselp.u32 n, n, 0, pl;\n\t"
         "mov.u32 i, %laneid;\n\t"
         "SMP_COPY_${:uid}:\n\t"
         "setp.lt.u32 pk, i, n;\n\t@!pk bra SMP_COPIED_${:uid};\n\t"
@@ -284,7 +249,6 @@ def flush(first: int = 0, mode: str = "warp") -> str:
         f"@pv st.global.u64 [$0+{ANCHOR_OFFSET_BYTES}], v;\n\t"
         f"ld.shared.u32 s, [$3+{SM_OFFSET_BYTES}];\n\tmov.b64 v, {{s, d}};\n\t"
         f"@pv st.global.u64 [$0+{SM_OFFSET_BYTES}], v;\n\t"
-        "SMP_DONE_${:uid}:\n\t"
     )
     return _shift(text, first) + "}"
 

@@ -24,10 +24,12 @@ Modes
       writes its own lane (its threads store the same word: one transaction), so warp skew is
       real. No event tests a leader flag; lanes outside the buffer's shape write only the
       header's scratch word (format.HDR_SCRATCH).
-  staged (STAGE=n, either mode): events go to a static shared-memory stage of n records per
-      lane (no bounds test, no global store, no wait for the buffer header), and
-      profiler_flush(ctx), once after the last event, copies them into the buffer. Cheapest
-      mode; costs (warps + 1) * (n + 2) * 8 B of shared memory per warp lane (rounded to 1 KiB).
+  per warp, staged (PER_WARP=True, STAGE=n): each warp's events go to its region of a static
+      shared-memory stage of n records (no bounds test, no global store, no wait for the
+      buffer header), and profiler_flush(ctx), once after the last event, copies them into
+      the buffer. The cheapest per-warp recording; the stage takes (NUM_WARPS + 1) * (n + 2)
+      * 8 B of shared memory per program (rounded up to 1 KiB), which can cost occupancy in a
+      kernel that uses much shared memory itself (see docs/api.md).
 
 Under TRITON_INTERPRET=1 (no GPU) inline asm is not available: the ops fall back to the host
 clock (time.monotonic_ns) and an emulated SM id (program id modulo EMULATED_SM_COUNT), written
@@ -99,16 +101,20 @@ def profiler_init(
     ENABLED     constexpr; False compiles every op away (the kernel's PTX is the plain kernel's)
     NUM_WARPS   with PER_WARP: the launch's num_warps. The interpreter emulates that many warps;
                 a staged GPU lane sizes its stage by it (extra warps' events count as dropped)
-    STAGE       constexpr; 0 (default) writes every event straight into the buffer. n > 0 stages
-                up to n events per lane in shared memory (the cheapest recording) and needs
-                profiler_flush(ctx) after the last event; without it the lane stays empty.
+    STAGE       constexpr, with PER_WARP; 0 (default) writes every event straight into the
+                buffer. n > 0 stages up to n events per warp in shared memory (the cheapest
+                per-warp recording) and needs profiler_flush(ctx) after the last event;
+                without it the lanes stay empty.
     Lanes outside the buffer's shape (block >= num_blocks, group >= num_groups) record nothing.
     """
     tl.static_assert(STAGE >= 0, "STAGE must be >= 0 (0 = no shared-memory staging)")
     if STAGE > 0:
         tl.static_assert(
-            _stage_error(PER_WARP, NUM_WARPS, STAGE) == "", _stage_error(PER_WARP, NUM_WARPS, STAGE)
+            PER_WARP,
+            "STAGE needs PER_WARP=True: per program, the direct ops already cost the floor per "
+            "event (warp 0 records, the other warps branch past), and staging measured slower",
         )
+        tl.static_assert(_stage_error(NUM_WARPS, STAGE) == "", _stage_error(NUM_WARPS, STAGE))
     if not ENABLED:
         return _disabled_context()
     elif buffer_ptr is None:
@@ -144,8 +150,9 @@ def profiler_init(
             capacity = tl.where(valid, capacity, 0)
             cursor = tl.full((), 0, tl.int32)
             if STAGE > 0:
-                # The header loads above are not waited for until profiler_flush.
-                leader, stage = _init_staged_asm(PER_WARP, NUM_WARPS, STAGE)
+                # The header loads above are not waited for until profiler_flush. The leader
+                # (uint32, as per warp) is the has-region flag the flush needs.
+                leader, stage = _init_staged_asm(NUM_WARPS, STAGE)
                 return records, cursor, capacity, leader, stage, tl.full((), STAGE - 1, tl.uint32)
             else:
                 leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
@@ -192,41 +199,28 @@ _ptx_text.__triton_builtin__ = True
 
 
 @triton.constexpr_function
-def _stage_error(per_warp, num_warps, stage):
-    return _ptx_text("stage_error", per_warp, num_warps, stage)
+def _stage_error(num_warps, stage):
+    return _ptx_text("stage_error", num_warps, stage)
 
 
 @triton.constexpr_function
-def _init_staged_text(per_warp, num_warps, stage, texts_key):
+def _init_staged_text(num_warps, stage, texts_key):
     # texts_key is unused here: the caller passes a constexpr global built from ptx.py's texts,
     # so that Triton's kernel cache key (which hashes the constexpr globals a kernel reads, not
     # the Python code this calls) changes whenever those texts do.
-    return _ptx_text("init_staged", per_warp, num_warps, stage)
+    return _ptx_text("init_staged", num_warps, stage)
 
 
-_STAGED_TEXTS_KEY = tl.constexpr(
-    ptx.init_staged(False, 1, 1)
-    + ptx.init_staged(True, 1, 1)
-    + ptx.flush()
-    + ptx.record_staged(False)
-)
+_STAGED_TEXTS_KEY = tl.constexpr(ptx.init_staged(1, 1) + ptx.flush() + ptx.record_staged(False))
 
 
 @triton.jit
-def _init_staged_asm(PER_WARP: tl.constexpr, NUM_WARPS: tl.constexpr, STAGE: tl.constexpr):
-    # The leader's dtype marks the mode for the event ops, as in _init_lane_asm.
-    asm: tl.constexpr = _init_staged_text(PER_WARP, NUM_WARPS, STAGE, _STAGED_TEXTS_KEY)
-    if PER_WARP:
-        leader, stage = tl.inline_asm_elementwise(
-            asm, _INIT_STAGED_CONSTRAINTS, [], dtype=(tl.uint32, tl.uint32), is_pure=False,
-            pack=1,
-        )  # fmt: skip
-    else:
-        leader, stage = tl.inline_asm_elementwise(
-            asm, _INIT_STAGED_CONSTRAINTS, [], dtype=(tl.int32, tl.uint32), is_pure=False,
-            pack=1,
-        )  # fmt: skip
-    return leader, stage
+def _init_staged_asm(NUM_WARPS: tl.constexpr, STAGE: tl.constexpr):
+    asm: tl.constexpr = _init_staged_text(NUM_WARPS, STAGE, _STAGED_TEXTS_KEY)
+    has_region, stage = tl.inline_asm_elementwise(
+        asm, _INIT_STAGED_CONSTRAINTS, [], dtype=(tl.uint32, tl.uint32), is_pure=False, pack=1
+    )
+    return has_region, stage
 
 
 @triton.jit
@@ -280,7 +274,7 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
         if _INTERPRET:
             _record_emulated(records, cursor, capacity, leader, tag, stage, last)
         elif stage.dtype != tl.int8:
-            _record_staged_asm(cursor, leader, tag, stage, last, after)
+            _record_staged_asm(cursor, tag, stage, last, after)
         else:
             if after is None:
                 _record_asm(records, cursor, capacity, leader, tag)
@@ -331,56 +325,39 @@ def _record_after_asm(records, cursor, capacity, leader, tag: tl.constexpr, dep)
     )
 
 
-_STAGED_PROGRAM_ASM = tl.constexpr(ptx.record_staged(after=False, first=1, mode="warp"))
-_STAGED_PROGRAM_AFTER_ASM = tl.constexpr(ptx.record_staged(after=True, first=1, mode="warp"))
-_STAGED_LANE_ASM = tl.constexpr(ptx.record_staged(after=False, first=1, mode="all"))
-_STAGED_LANE_AFTER_ASM = tl.constexpr(ptx.record_staged(after=True, first=1, mode="all"))
+_STAGED_ASM = tl.constexpr(ptx.record_staged(after=False, first=1))
+_STAGED_AFTER_ASM = tl.constexpr(ptx.record_staged(after=True, first=1))
 
 
 @triton.jit
-def _record_staged_asm(cursor, leader, tag: tl.constexpr, stage, last, after):
+def _record_staged_asm(cursor, tag: tl.constexpr, stage, last, after):
+    # The slot address is plain Triton arithmetic (every warp records), which the compiler fuses
+    # into the loop's addressing and, with a known trip count, folds the clamp out of.
+    slot = stage + tl.minimum(cursor.to(tl.uint32), last) * 8
     tag_reg = tl.full((), tag, tl.int32)
-    if leader.dtype == tl.uint32:
-        # Per warp: every warp records, so the slot address is plain Triton arithmetic, which
-        # the compiler can fuse into the loop (and, with a known trip count, fold the clamp).
-        slot = stage + tl.minimum(cursor.to(tl.uint32), last) * 8
-        if after is None:
-            tl.inline_asm_elementwise(
-                _STAGED_LANE_ASM, "=r,r,r", [slot, tag_reg], dtype=tl.int32, is_pure=False, pack=1
-            )
-        else:
-            tl.inline_asm_elementwise(
-                _STAGED_LANE_AFTER_ASM, "=r,r,r,r", [slot, tag_reg, _dependency(after)],
-                dtype=tl.int32, is_pure=False, pack=1,
-            )  # fmt: skip
+    if after is None:
+        tl.inline_asm_elementwise(
+            _STAGED_ASM, "=r,r,r", [slot, tag_reg], dtype=tl.int32, is_pure=False, pack=1
+        )
     else:
-        # Per program: only warp 0 computes the address, inside the asm, past its branch.
-        if after is None:
-            tl.inline_asm_elementwise(
-                _STAGED_PROGRAM_ASM, "=r,r,r,r,r,r", [stage, cursor, last, leader, tag_reg],
-                dtype=tl.int32, is_pure=False, pack=1,
-            )  # fmt: skip
-        else:
-            tl.inline_asm_elementwise(
-                _STAGED_PROGRAM_AFTER_ASM, "=r,r,r,r,r,r,r",
-                [stage, cursor, last, leader, tag_reg, _dependency(after)],
-                dtype=tl.int32, is_pure=False, pack=1,
-            )  # fmt: skip
+        tl.inline_asm_elementwise(
+            _STAGED_AFTER_ASM, "=r,r,r,r", [slot, tag_reg, _dependency(after)],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
 # Flush (staged lanes)
 # --------------------------------------------------------------------------------------------
 
-_FLUSH_PROGRAM_ASM = tl.constexpr(ptx.flush(first=1, mode="warp"))
-_FLUSH_LANE_ASM = tl.constexpr(ptx.flush(first=1, mode="all"))
+_FLUSH_ASM = tl.constexpr(ptx.flush(first=1))
 
 
 @triton.jit
 def profiler_flush(ctx):
-    """Copy a staged lane (profiler_init(..., STAGE=n)) into the buffer; call it once, after the
-    lane's last event. Without staging (and with recording disabled) it compiles to nothing, so
-    instrumented kernels can always call it."""
+    """Copy a staged warp lane (profiler_init(..., PER_WARP=True, STAGE=n)) into the buffer; call
+    it once, after the last event, in code every warp runs. Without staging (and with recording
+    disabled) it compiles to nothing, so instrumented kernels can always call it."""
     records, cursor, capacity, leader, stage, last = ctx
     if cursor.dtype == tl.int8:
         pass  # disabled
@@ -389,12 +366,8 @@ def profiler_flush(ctx):
     elif _INTERPRET:
         _flush_emulated(records, cursor, capacity, leader, last)
     else:
-        if leader.dtype == tl.uint32:
-            asm: tl.constexpr = _FLUSH_LANE_ASM
-        else:
-            asm: tl.constexpr = _FLUSH_PROGRAM_ASM
         tl.inline_asm_elementwise(
-            asm, "=r,l,r,r,r,r,r", [records, cursor, capacity, stage, last, leader],
+            _FLUSH_ASM, "=r,l,r,r,r,r,r", [records, cursor, capacity, stage, last, leader],
             dtype=tl.int32, is_pure=False, pack=1,
         )  # fmt: skip
 

@@ -60,55 +60,45 @@ def test_offsets_point_back_into_the_lane_header():
 # -- staged texts -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ptx.STAGE_RECORD_MODES)
 @pytest.mark.parametrize("after", [False, True])
-def test_a_staged_event_is_one_timer_read_and_one_shared_store(mode, after):
-    text = ptx.record_staged(after, mode=mode)
-    assert len(re.findall(r"\bst\.shared\.v2\.u32 \[\$?\w+\], \{lo, \$\d\};", text)) == 1
-    assert not re.search(r"\b(st|ld)\.global|\b(atom|red|membar|fence)\.", text)
+def test_a_staged_event_is_one_timer_read_and_one_shared_store(after):
+    text = ptx.record_staged(after)
+    # the caller computed the slot's address: no branch, no bound, no arithmetic here
+    assert "st.shared.v2.u32 [$0], {lo, $1};" in text and text.count("st.") == 1
+    assert not re.search(r"\b(ld|atom|red|membar|fence)\.|\bbra\b", text)
     assert text.count("%globaltimer") == (2 if after else 1)
-    if mode == "warp":
-        # the leader's branch, then the clamp: slot min(cursor, last) of the stage
-        assert "@!pl bra.uni SMP_DONE_${:uid};" in text
-        assert "min.u32 s, $1, $2;" in text and "mad.lo.u32 a, s, 8, $0;" in text
-    else:
-        assert "bra" not in text and "[$0]" in text  # the caller computed the slot address
+    assert ("setp.ne.u32 pd, $2, 0;" in text) == after
 
 
 def test_the_flush_writes_at_most_capacity_records_and_nothing_for_an_out_of_shape_lane():
-    text = ptx.flush(mode="all")
+    text = ptx.flush()
     # kept = min(cursor <= STAGE ? cursor : STAGE - 1, capacity), 0 without a region of its own
     assert "setp.le.u32 pk, $1, n;\n\tselp.u32 n, $1, $4, pk;\n\tmin.u32 n, n, $2;" in text
-    assert "selp.u32 n, n, 0, pl;" in text
+    assert "setp.ne.u32 pl, $5, 0;\n\tselp.u32 n, n, 0, pl;" in text
     # the copy loop is bounded by n; the lane header's two stores need capacity != 0
     assert "setp.lt.u32 pk, i, n;\n\t@!pk bra SMP_COPIED_${:uid};" in text
     stores = re.findall(r"(@\w+ )?st\.global\.u64 \[([^\]]+)\]", text)
     assert stores == [("", "g"), ("@pv ", "$0+-16"), ("@pv ", "$0+-8")]
     assert "setp.ne.u32 pv, $2, 0;" in text
     assert "bar.warp.sync -1;" in text and not re.search(r"\b(atom|membar|fence)\.", text)
-    # per program: warp 0 flushes, the others branch past
-    assert "@!pl bra.uni SMP_DONE_${:uid};" in ptx.flush(mode="warp")
 
 
-@pytest.mark.parametrize("per_warp", [False, True])
-def test_the_staged_init_declares_the_stage_and_touches_no_global_memory(per_warp):
-    text = ptx.init_staged(per_warp, num_warps=4, stage_events=100)
-    regions = 5 if per_warp else 1
-    nbytes = ptx.stage_bytes(regions, 100)
-    assert nbytes == -(-regions * 102 * 8 // 1024) * 1024
+def test_the_staged_init_declares_the_stage_and_touches_no_global_memory():
+    text = ptx.init_staged(num_warps=4, stage_events=100)
+    nbytes = ptx.stage_bytes(4, 100)
+    assert nbytes == -(-5 * 102 * 8 // 1024) * 1024  # 4 warps + the spare region, 1 KiB units
     assert f".shared .align 16 .b8 smp_stage_${{:uid}}[{nbytes}];" in text
     assert not re.search(r"\b(st|ld)\.global", text)
     assert "add.u32 $1, a, 16;" in text  # the ops hold slot 0, past the lane-header words
-    if per_warp:
-        assert "min.u32 w, w, 4;" in text and "mad.lo.u32 a, w, 816, a;" in text
+    # warp w uses region min(w, 4); the flag says whether it is its own
+    assert "setp.lt.u32 q, w, 4;\n\tselp.u32 $0, 1, 0, q;" in text
+    assert "min.u32 w, w, 4;\n\tmad.lo.u32 a, w, 816, a;" in text
 
 
 def test_stage_errors_name_the_problem_and_the_fix():
-    assert ptx.stage_error(True, 4, 64) == ""
-    assert "must be >= 1" in ptx.stage_error(False, 4, 0)
-    msg = ptx.stage_error(True, 8, 1000)
+    assert ptx.stage_error(4, 64) == ""
+    assert "must be >= 1" in ptx.stage_error(4, 0)
+    msg = ptx.stage_error(8, 1000)
     assert "STAGE=1000 needs" in msg and "lower STAGE" in msg and "49152" in msg
     with pytest.raises(ValueError, match="STAGE=1000 needs"):
-        ptx.init_staged(True, 8, 1000)
-    with pytest.raises(ValueError, match="staged record mode 'thread'"):
-        ptx.record_staged(False, mode="thread")
+        ptx.init_staged(8, 1000)

@@ -171,7 +171,7 @@ def test_disabled_writes_nothing():
     assert int(torch.count_nonzero(buf[8:])) == 0
 
 
-# -- staged lanes (profiler_init(..., STAGE=n) + profiler_flush) --------------------------------
+# -- staged warp lanes (profiler_init(..., PER_WARP=True, STAGE=n) + profiler_flush) ----------
 
 
 def _per_program(iters):
@@ -183,79 +183,69 @@ def _names_by_lane(trace):
     return [ev["event"][ev["lane"] == i].tolist() for i in range(len(trace.lanes))]
 
 
-@pytest.mark.parametrize("per_warp", [False, True])
-def test_staged_lanes_decode_like_direct_ones(per_warp):
-    iters, warps = 40, 4
-    grid = 2 * _sm_count()
-    groups = warps if per_warp else 1
-    out = torch.empty(grid, device="cuda")
-    traces = []
-    for stage in (0, 128):
-        prof = _profiler(grid, num_groups=groups, capacity=_per_program(iters))
-        K.loop_kernel[(grid,)](out, iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=per_warp,
-                               NUM_WARPS=warps, STAGE=stage, num_warps=warps)  # fmt: skip
-        traces.append(prof.decode())
-    direct, staged = traces
-    _assert_lanes_sane(staged, grid * groups)
-    assert staged.dropped_total == 0 and len(staged.unmatched["kind"]) == 0
-    assert np.all(staged.lanes["written"] == _per_program(iters))
-    assert _names_by_lane(staged) == _names_by_lane(direct)
-    if per_warp:
-        sm = staged.lanes["sm"].reshape(grid, warps)
-        assert np.all(sm == sm[:, :1])
+def _loop(prof, grid, iters, group=0, warps=4, **kw):
+    K.loop_kernel[(grid,)](torch.empty(grid, device="cuda"), iters, prof.get_buffer(), group,
+                           PROFILE=True, PER_WARP=True, num_warps=warps, **kw)  # fmt: skip
+    return prof.decode()
 
 
-@pytest.mark.parametrize("per_warp", [False, True])
-def test_staged_overflow_keeps_what_fit_and_counts_exactly(per_warp):
-    iters, warps = 40, 4
-    grid = _sm_count()
-    groups = warps if per_warp else 1
+def test_staged_lanes_decode_like_direct_ones():
+    iters, warps, grid = 40, 4, 2 * _sm_count()
     total = _per_program(iters)
-    out = torch.empty(grid, device="cuda")
+    direct = _loop(_profiler(grid, warps, total), grid, iters, NUM_WARPS=warps)
+    staged = _loop(_profiler(grid, warps, total), grid, iters, NUM_WARPS=warps, STAGE=128)
+    _assert_lanes_sane(staged, grid * warps)
+    assert staged.dropped_total == 0 and len(staged.unmatched["kind"]) == 0
+    assert np.all(staged.lanes["written"] == total)
+    assert _names_by_lane(staged) == _names_by_lane(direct)
+    sm = staged.lanes["sm"].reshape(grid, warps)
+    assert np.all(sm == sm[:, :1])
+    # each warp stamped its own times
+    starts = staged.events["start_ns"].reshape(grid, warps, -1)
+    assert np.mean([len(np.unique(starts[p], axis=0)) > 1 for p in range(grid)]) > 0.5
+
+
+def test_staged_overflow_keeps_what_fit_and_counts_exactly():
+    iters, warps, grid = 40, 4, _sm_count()
+    total = _per_program(iters)
     # A stage smaller than the lane: STAGE - 1 records kept (the last slot held the newest).
-    prof = _profiler(grid, num_groups=groups, capacity=total)
-    K.loop_kernel[(grid,)](out, iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=per_warp,
-                           NUM_WARPS=warps, STAGE=16, num_warps=warps)  # fmt: skip
-    t = prof.decode()
+    t = _loop(_profiler(grid, warps, total), grid, iters, NUM_WARPS=warps, STAGE=16)
     assert np.all(t.lanes["written"] == 15) and np.all(t.lanes["attempted"] == total)
     # A lane smaller than the stage: capacity records kept.
-    prof = _profiler(grid, num_groups=groups, capacity=10)
-    K.loop_kernel[(grid,)](out, iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=per_warp,
-                           NUM_WARPS=warps, STAGE=256, num_warps=warps)  # fmt: skip
-    t = prof.decode()
+    t = _loop(_profiler(grid, warps, 10), grid, iters, NUM_WARPS=warps, STAGE=256)
     assert np.all(t.lanes["written"] == 10) and np.all(t.lanes["dropped"] == total - 10)
 
 
-def test_staged_out_of_shape_programs_write_nothing_at_all():
+def test_staged_out_of_shape_warps_write_nothing_at_all():
     grid = 8
-    prof = _profiler(4, num_groups=2, capacity=16)
+    prof = _profiler(4, num_groups=4, capacity=16)
     words = prof.layout.total_words
     guard = torch.full((words + 2048,), -1, dtype=torch.int64, device="cuda")
     inner = guard[1024 : 1024 + words]
     inner.copy_(prof.get_buffer())
     before = inner.clone()
     out = torch.empty(grid, device="cuda")
-    for per_warp in (False, True):
-        K.loop_kernel[(grid,)](out, 3, inner, 2, PROFILE=True, PER_WARP=per_warp, STAGE=32)
-        K.loop_kernel[(grid,)](out, 3, inner, -1, PROFILE=True, PER_WARP=per_warp, STAGE=32)
+    for group in (4, -4):  # warps 0..3 -> groups 4..7 or -4..-1: outside for every block
+        K.loop_kernel[(grid,)](out, 3, inner, group, PROFILE=True, PER_WARP=True, STAGE=32)
     torch.cuda.synchronize()
     assert torch.all(guard[:1024] == -1) and torch.all(guard[1024 + words :] == -1)
     assert torch.equal(inner, before)  # not even the header's scratch word
+    # blocks 4..7 are outside, blocks 0..3 inside: only their lanes change
+    K.loop_kernel[(grid,)](out, 3, inner, 0, PROFILE=True, PER_WARP=True, STAGE=32)
+    torch.cuda.synchronize()
+    assert torch.all(guard[:1024] == -1) and torch.all(guard[1024 + words :] == -1)
+    t = sm_profiler.decode(sm_profiler.Capture(inner.cpu().numpy(), prof.event_names))
+    assert t.lanes["initialized"].all() and t.dropped_total == 0
 
 
 def test_staged_warps_past_num_warps_record_nothing_and_count_their_events_as_dropped():
-    # The ops were told 2 warps, the launch has 4: warps 2 and 3 share a spare stage region.
+    # The ops were told 2 warps, the launch has 4: warps 2 and 3 share the spare stage region.
     iters, grid = 10, _sm_count()
     total = _per_program(iters)
-    prof = _profiler(grid, num_groups=4, capacity=total)
-    out = torch.empty(grid, device="cuda")
-    K.loop_kernel[(grid,)](out, iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=True,
-                           NUM_WARPS=2, STAGE=total, num_warps=4)  # fmt: skip
-    t = prof.decode()
+    t = _loop(_profiler(grid, 4, total), grid, iters, warps=4, NUM_WARPS=2, STAGE=total)
     written = t.lanes["written"].reshape(grid, 4)
-    attempted = t.lanes["attempted"].reshape(grid, 4)
     assert np.all(written[:, :2] == total) and np.all(written[:, 2:] == 0)
-    assert np.all(attempted == total)
+    assert np.all(t.lanes["attempted"] == total)
 
 
 def test_staged_ops_leave_tritons_shared_memory_alone():
@@ -267,17 +257,15 @@ def test_staged_ops_leave_tritons_shared_memory_alone():
     b = torch.randn(K_, N, device="cuda", dtype=torch.float16)
     grid = (M // BM) * (N // BN)
     per_lane = 4 * (K_ // BK)
-    for per_warp in (False, True):
-        c = torch.empty(M, N, device="cuda", dtype=torch.float16)
-        prof = _profiler(grid, num_groups=warps if per_warp else 1, capacity=per_lane)
-        K.matmul_kernel[(grid,)](a, b, c, M, N, K_, prof.get_buffer(), BM=BM, BN=BN, BK=BK,
-                                 PER_WARP=per_warp, NUM_WARPS=warps, STAGE=per_lane,
-                                 num_warps=warps, num_stages=3)  # fmt: skip
-        torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.5, rtol=0.02)
-        t = prof.decode()
-        lanes = grid * (warps if per_warp else 1)
-        _assert_lanes_sane(t, lanes)
-        assert t.dropped_total == 0 and len(t) == lanes * per_lane // 2
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    prof = _profiler(grid, num_groups=warps, capacity=per_lane)
+    K.matmul_kernel[(grid,)](a, b, c, M, N, K_, prof.get_buffer(), BM=BM, BN=BN, BK=BK,
+                             PER_WARP=True, NUM_WARPS=warps, STAGE=per_lane, num_warps=warps,
+                             num_stages=3)  # fmt: skip
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.5, rtol=0.02)
+    t = prof.decode()
+    _assert_lanes_sane(t, grid * warps)
+    assert t.dropped_total == 0 and len(t) == grid * warps * per_lane // 2
 
 
 def test_staged_range_around_known_delay_measures_it_within_64_ns():

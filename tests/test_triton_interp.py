@@ -147,17 +147,22 @@ def _names(trace, lane=0):
     return [trace.event_name(e) for e in trace.events["event"][mine]]
 
 
-@pytest.mark.parametrize("per_warp", [False, True])
-def test_staged_lanes_decode_like_direct_ones(per_warp):
-    iters, grid, warps = 7, 3, 2
+WARPS = 2
+
+
+def _staged(prof, grid, iters, group=0, **kw):
+    kw.setdefault("PER_WARP", True)
+    return _run_loop(prof, grid, iters, group, NUM_WARPS=WARPS, **kw)
+
+
+def test_staged_lanes_decode_like_direct_ones():
+    iters, grid = 7, 3
     total = _per_program(iters)
-    kw = dict(PER_WARP=per_warp, NUM_WARPS=warps)
-    direct = _run_loop(_profiler(grid, warps, total), grid, iters, **kw)
-    staged = _run_loop(_profiler(grid, warps, total), grid, iters, STAGE=total, **kw)
+    direct = _staged(_profiler(grid, WARPS, total), grid, iters)
+    staged = _staged(_profiler(grid, WARPS, total), grid, iters, STAGE=total)
     assert staged.dropped_total == 0 and len(staged.unmatched["kind"]) == 0
-    assert staged.lanes["written"].tolist() == direct.lanes["written"].tolist()
-    assert np.all(staged.lanes["written"][staged.lanes["initialized"]] == total)
-    for lane in range(len(staged.lanes)):
+    assert np.all(staged.lanes["written"] == total)
+    for lane in range(grid * WARPS):
         assert _names(staged, lane) == _names(direct, lane)
 
 
@@ -165,11 +170,11 @@ def test_a_stage_smaller_than_the_lane_keeps_stage_minus_one_and_counts_the_rest
     # 10 iterations = 29 events into a stage of 5: slots 0..3 hold the first four records, slot 4
     # was overwritten by every later one (the newest is dropped), so four are kept.
     iters, grid, stage = 10, 2, 5
-    trace = _run_loop(_profiler(grid, capacity=64), grid, iters, STAGE=stage)
+    trace = _staged(_profiler(grid, WARPS, 64), grid, iters, STAGE=stage)
     total = _per_program(iters)
-    assert trace.lanes["written"].tolist() == [stage - 1] * grid
-    assert trace.lanes["attempted"].tolist() == [total] * grid
-    assert trace.lanes["dropped"].tolist() == [total - stage + 1] * grid
+    assert trace.lanes["written"].tolist() == [stage - 1] * grid * WARPS
+    assert trace.lanes["attempted"].tolist() == [total] * grid * WARPS
+    assert trace.lanes["dropped"].tolist() == [total - stage + 1] * grid * WARPS
     # Kept: loop begin, iter 0 begin, tick, iter 0 end -> one range, one instant, loop unmatched.
     assert _names(trace) == ["iter", "tick"]
     um = trace.unmatched["lane"] == 0
@@ -179,15 +184,15 @@ def test_a_stage_smaller_than_the_lane_keeps_stage_minus_one_and_counts_the_rest
 def test_a_stage_that_is_exactly_full_drops_nothing():
     iters, grid = 4, 2
     total = _per_program(iters)
-    trace = _run_loop(_profiler(grid, capacity=64), grid, iters, STAGE=total)
-    assert trace.dropped_total == 0 and trace.lanes["written"].tolist() == [total] * grid
+    trace = _staged(_profiler(grid, WARPS, 64), grid, iters, STAGE=total)
+    assert trace.dropped_total == 0 and np.all(trace.lanes["written"] == total)
 
 
 def test_a_stage_larger_than_the_lane_keeps_capacity():
     iters, grid, cap = 10, 2, 5
-    trace = _run_loop(_profiler(grid, capacity=cap), grid, iters, STAGE=64)
-    assert trace.lanes["written"].tolist() == [cap] * grid
-    assert trace.lanes["dropped"].tolist() == [_per_program(iters) - cap] * grid
+    trace = _staged(_profiler(grid, WARPS, cap), grid, iters, STAGE=64)
+    assert np.all(trace.lanes["written"] == cap)
+    assert np.all(trace.lanes["dropped"] == _per_program(iters) - cap)
     assert _names(trace) == ["iter", "tick"]
 
 
@@ -195,11 +200,14 @@ def test_staged_out_of_shape_programs_write_nothing():
     prof = _profiler(2, num_groups=2, capacity=_per_program(3))
     buf = prof.get_buffer()
     before = buf.clone()
-    K.loop_kernel[(6,)](torch.empty(6), 3, buf, 2, PROFILE=True, STAGE=8)
+    kw = dict(PROFILE=True, PER_WARP=True, NUM_WARPS=WARPS, STAGE=8)
+    K.loop_kernel[(6,)](torch.empty(6), 3, buf, 2, **kw)  # groups 2, 3 of 2
+    K.loop_kernel[(6,)](torch.empty(6), 3, buf, -2, **kw)  # groups -2, -1
     assert torch.equal(buf, before)
 
 
-def test_a_stage_too_large_for_static_shared_memory_is_refused_at_compile_time():
-    prof = _profiler(1)
+def test_staging_is_refused_per_program_and_past_static_shared_memory():
+    with pytest.raises(Exception, match="STAGE needs PER_WARP=True"):
+        _staged(_profiler(1), 1, 2, STAGE=8, PER_WARP=False)
     with pytest.raises(Exception, match=r"STAGE=8192 needs .* static shared memory.*lower STAGE"):
-        _run_loop(prof, 1, 2, STAGE=8192)
+        _staged(_profiler(1, WARPS), 1, 2, STAGE=8192)

@@ -67,15 +67,13 @@ def main():
         )
         res[f"loop_sass_warp{int(per_warp)}"] = sass(k)
         res[f"loop_ptx_warp{int(per_warp)}"] = k.asm["ptx"]
-    # Staged (STAGE > 0): events into shared memory, one flush at the end.
-    for per_warp in (False, True):
-        for n in (4, 12):
-            consts = {"N_EVENTS": n, "STAGE": 32, "PER_WARP": per_warp}
-            k = compile_(K.straight_kernel, sig, consts)
-            res[f"staged_straight_{n}_warp{int(per_warp)}"] = sass(k)
-            res[f"staged_straight_{n}_warp{int(per_warp)}_ptx"] = k.asm["ptx"]
-        consts = {"PROFILE": True, "PER_WARP": per_warp, "NUM_WARPS": 4, "STAGE": 64}
-        res[f"staged_loop_warp{int(per_warp)}"] = sass(compile_(K.loop_kernel, LOOP_SIG, consts))
+    # Staged (per warp, STAGE > 0): events into shared memory, one flush at the end.
+    for n in (4, 12):
+        k = compile_(K.straight_kernel, sig, {"N_EVENTS": n, "STAGE": 32, "PER_WARP": True})
+        res[f"staged_straight_{n}"] = sass(k)
+        res[f"staged_straight_{n}_ptx"] = k.asm["ptx"]
+    consts = {"PROFILE": True, "PER_WARP": True, "NUM_WARPS": 4, "STAGE": 64}
+    res["staged_loop"] = sass(compile_(K.loop_kernel, LOOP_SIG, consts))
     json.dump(res, sys.stdout)
 
 

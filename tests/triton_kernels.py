@@ -68,7 +68,8 @@ def loop_kernel(out, iters, prof, GROUP, PROFILE: tl.constexpr, PER_WARP: tl.con
 @triton.jit
 def straight_kernel(prof, N_EVENTS: tl.constexpr, STAGE: tl.constexpr = 0,
                     PER_WARP: tl.constexpr = False):  # fmt: skip
-    """N_EVENTS instants in straight-line code: the SASS cost per event is a difference of two."""
+    """N_EVENTS instants in straight-line code: the SASS cost per event is a difference of two.
+    (STAGE needs PER_WARP; the launch's warps are the default 4.)"""
     ctx = profiler_init(prof, tl.program_id(0), 0, PER_WARP=PER_WARP, STAGE=STAGE)
     for _ in tl.static_range(N_EVENTS):
         ctx = profiler_event_instant(ctx, TICK)
@@ -83,7 +84,7 @@ def spin_kernel(prof, spun, reps, DELAY_NS: tl.constexpr, AFTER: tl.constexpr = 
     spun[i] gets the time the spin itself saw pass (its last timer read minus its first), so
     a test can compare our range with the delay as the hardware clock measured it.
     """
-    ctx = profiler_init(prof, tl.program_id(0), 0, STAGE=STAGE)
+    ctx = profiler_init(prof, tl.program_id(0), 0, PER_WARP=STAGE > 0, NUM_WARPS=1, STAGE=STAGE)
     for i in range(reps):
         ctx = profiler_event_start(ctx, SLEEP)
         t = tl.inline_asm_elementwise(
