@@ -7,6 +7,8 @@ In this example you will learn:
 * how to give every warp of a program its own lane (``PER_WARP=True``): each warp reads its
   own timer, so the trace shows warps side by side and the skew between them;
 * how to name lanes with ``register_group`` (``block 3 · warp 1`` in Perfetto);
+* how to make per-warp recording cheap with a shared-memory stage (``STAGE=n`` and one
+  ``profiler_flush(ctx)`` at the end), and what that stage costs;
 * what works today with Triton's automatic warp specialization
   (``tl.range(..., warp_specialize=True)``), where producer warps load and consumer warps
   compute, and what does not.
@@ -60,10 +62,11 @@ DEVICE = "cpu" if INTERPRET else "cuda"
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from sm_profiler import SmProfiler  # noqa: E402
+from sm_profiler import SmProfiler, ptx  # noqa: E402
 from sm_profiler.triton_ops import (  # noqa: E402
     profiler_event_end,
     profiler_event_start,
+    profiler_flush,
     profiler_init,
 )
 
@@ -75,9 +78,13 @@ EVENT_NAMES = ["tile", "load", "mma"]
 # --------------
 #
 # ``PER_WARP=True``: lane (block, group + warp index). The profiler therefore needs
-# ``num_groups >= num_warps``. ``NUM_WARPS`` only matters in the interpreter, which has no warps
-# and emulates that many lanes. ``INNER`` puts load/mma ranges inside the K loop; ``WS`` asks
-# Triton to warp-specialize the loop (see above for where that compiles).
+# ``num_groups >= num_warps``. ``NUM_WARPS`` is the launch's ``num_warps``: the interpreter
+# emulates that many lanes, and a stage is sized by it. ``STAGE=n`` keeps up to n events per
+# warp in shared memory ((NUM_WARPS + 1) * (n + 2) * 8 bytes per program) and
+# ``profiler_flush`` copies them into the buffer at the end: per event a timer read and a
+# shared store instead of a global store and a bounds test. ``INNER`` puts load/mma ranges
+# inside the K loop; ``WS`` asks Triton to warp-specialize the loop (see above for where that
+# compiles).
 
 
 @triton.jit
@@ -85,9 +92,11 @@ def matmul_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K, prof,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PROFILE: tl.constexpr,
     NUM_WARPS: tl.constexpr, INNER: tl.constexpr = True, WS: tl.constexpr = False,
+    STAGE: tl.constexpr = 0,
 ):  # fmt: skip
     pid = tl.program_id(0)
-    ctx = profiler_init(prof, pid, 0, ENABLED=PROFILE, PER_WARP=True, NUM_WARPS=NUM_WARPS)
+    ctx = profiler_init(prof, pid, 0, ENABLED=PROFILE, PER_WARP=True, NUM_WARPS=NUM_WARPS,
+                        STAGE=STAGE)  # fmt: skip
     tiles_n = tl.cdiv(N, BN)
     rm = (pid // tiles_n) * BM + tl.arange(0, BM)
     rn = (pid % tiles_n) * BN + tl.arange(0, BN)
@@ -108,6 +117,7 @@ def matmul_kernel(
             ctx = profiler_event_end(ctx, MMA, after=acc)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty))
     ctx = profiler_event_end(ctx, TILE, after=acc)
+    profiler_flush(ctx)  # staged: copy the warps' records into the buffer; else compiles away
 
 
 # %%
@@ -129,14 +139,14 @@ def make_profiler(num_programs, num_warps, K, BK):
     return prof
 
 
-def matmul(a, b, prof, BM, BN, BK, num_warps, ws=False, inner=True):
+def matmul(a, b, prof, BM, BN, BK, num_warps, ws=False, inner=True, stage=0):
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     grid = ((M // BM) * (N // BN),)
     matmul_kernel[grid](
         a, b, c, M, N, K, prof.get_buffer(), BM=BM, BN=BN, BK=BK, PROFILE=True,
-        NUM_WARPS=num_warps, INNER=inner, WS=ws, num_warps=num_warps,
+        NUM_WARPS=num_warps, INNER=inner, WS=ws, STAGE=stage, num_warps=num_warps,
     )  # fmt: skip
     return c
 
@@ -178,7 +188,23 @@ def main(out_dir="sm_profiler_examples_out/warp_specialized", small=None):
     prof.export(path)
     print(f"wrote {path} (one thread per warp: 'block 0 · warp 1', ...)")
 
-    result = {"profiler": prof, "trace": trace, "perfetto": path, "num_warps": num_warps}
+    # The same launch staged: every warp's events through shared memory, one flush at the end.
+    # The stage holds all of a warp's events here, so the decoded lanes are the same.
+    stage = prof.max_events_per_group
+    prof_staged = make_profiler((M // BM) * (N // BN), num_warps, K, BK)
+    c = matmul(a, b, prof_staged, BM, BN, BK, num_warps, stage=stage)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.5, rtol=0.02)
+    staged = prof_staged.decode()
+    same = staged.lanes["written"].tolist() == trace.lanes["written"].tolist()
+    print(
+        f"staged (STAGE={stage}, {ptx.stage_bytes(num_warps, stage) // 1024} KiB of shared "
+        f"memory per program): {len(staged)} ranges, "
+        f"{'the same records per warp' if same else 'DIFFERENT records per warp'}, "
+        f"{staged.dropped_total} dropped"
+    )
+
+    result = {"profiler": prof, "trace": trace, "perfetto": path, "num_warps": num_warps,
+              "staged": staged}  # fmt: skip
     cc = torch.cuda.get_device_capability() if not INTERPRET else (0, 0)
     if cc[0] >= 10:
         # Blackwell: warp-specialize the K loop, profiler ops outside it (see the docstring).
@@ -208,6 +234,7 @@ SIGNATURE = {
     "a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
     "prof": "*i64", "BM": "constexpr", "BN": "constexpr", "BK": "constexpr",
     "PROFILE": "constexpr", "NUM_WARPS": "constexpr", "INNER": "constexpr", "WS": "constexpr",
+    "STAGE": "constexpr",
 }  # fmt: skip
 VARIANTS = {
     "per-warp ops in the K loop": dict(WS=False, INNER=True),
@@ -225,7 +252,7 @@ def compile_check(capabilities=(90, 100)):
     out = {}
     for cap in capabilities:
         for name, v in VARIANTS.items():
-            consts = dict(BM=128, BN=128, BK=64, PROFILE=True, NUM_WARPS=4, **v)
+            consts = dict(BM=128, BN=128, BK=64, PROFILE=True, NUM_WARPS=4, STAGE=0, **v)
             src = triton.compiler.ASTSource(
                 fn=matmul_kernel, signature=SIGNATURE, constexprs=consts
             )

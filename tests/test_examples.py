@@ -177,6 +177,11 @@ def test_warp_specialized_per_warp_lanes(tmp_path, capsys):
             assert names[0] == "tile" and names.count("load") == names.count("mma") > 0
     threads = read_perfetto(res["perfetto"])["threads"]
     assert {f"block 0 · warp {w}" for w in range(warps)} <= set(threads)
+    # the staged launch decodes to the same events, lane by lane
+    staged = res["staged"]
+    assert staged.dropped_total == 0
+    assert staged.events["event"].tolist() == ev["event"].tolist()
+    assert staged.events["lane"].tolist() == ev["lane"].tolist()
 
 
 def test_warp_specialized_compile_matrix_is_as_documented():
