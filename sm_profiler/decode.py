@@ -174,7 +174,8 @@ def _check_lanes(written, att_hdr, initialized, sm_att) -> None:
         i = int(bad[0])
         raise FormatError(
             f"lane {i} holds records or a lane header but was never initialised (anchor is 0): "
-            "corrupt buffer"
+            "a staged kernel (STAGE) run under the CPU interpreter without profiler_flush(ctx), "
+            "or a corrupt buffer"
         )
     # att_hdr = last_dropped + 1 records were attempted, more than were kept: a direct lane
     # drops only past a full lane, a staged lane (STAGE < capacity) may drop before it is full.

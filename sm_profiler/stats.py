@@ -398,8 +398,9 @@ def _warnings(trace: TraceData) -> list[str]:
         where = f"capture {c} ({trace.kernels[c].name}): " if several else ""
         if n_init == 0:
             out.append(
-                f"{where}no lane was initialised: the kernel recorded nothing (was PROFILE on and "
-                "the profiler's buffer passed to this launch?)"
+                f"{where}no lane was initialised: the kernel recorded nothing (was PROFILE on, "
+                "the profiler's buffer passed to this launch, and, with STAGE, "
+                "profiler_flush(ctx) called after the last event?)"
             )
         elif n_init < n:
             never = np.flatnonzero(m & ~init)

@@ -364,7 +364,7 @@ def profiler_flush(ctx):
     elif stage.dtype == tl.int8:
         pass  # every event is already in the buffer
     elif _INTERPRET:
-        _flush_emulated(records, cursor, capacity, leader, last)
+        _flush_emulated(records, cursor, capacity, leader, stage, last)
     else:
         tl.inline_asm_elementwise(
             _FLUSH_ASM, "=r,l,r,r,r,r,r", [records, cursor, capacity, stage, last, leader],
@@ -404,18 +404,25 @@ def _init_emulated(
     records = buffer_ptr + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS)
     records += _LANE_HEADER_WORDS
     anchor = tl.full(groups.shape, _host_clock_ns(), tl.int64)
-    sm = _linear_program_id() % _EMULATED_SM_COUNT
-    tl.store(records - 2, anchor, mask=valid)
-    tl.store(records - 1, tl.full(groups.shape, 0, tl.int64) + sm, mask=valid)
     if STAGE > 0:
-        # The stage is emulated in the buffer itself: slots past min(capacity, STAGE) are
-        # never written, and the flush applies the device's keep/drop rule.
-        stage = tl.full((), 1, tl.int32)
+        # The stage is emulated in the buffer's record slots (slots past min(capacity, STAGE)
+        # are never written); as on the device, the lane header is written only by the flush,
+        # so a kernel that forgets profiler_flush fails here as it would on a GPU. The stage
+        # element carries the anchor until then.
+        stage = anchor
         last = tl.full((), STAGE - 1, tl.int32)
     else:
+        _stamp_emulated(records, anchor, valid)
         stage = tl.full((), 0, tl.int8)
         last = stage
     return records, tl.full((), 0, tl.int32), capacity, valid, stage, last
+
+
+@triton.jit
+def _stamp_emulated(records, anchor, valid):
+    sm = _linear_program_id() % _EMULATED_SM_COUNT
+    tl.store(records - 2, anchor, mask=valid)
+    tl.store(records - 1, tl.full(anchor.shape, 0, tl.int64) + sm, mask=valid)
 
 
 @triton.jit
@@ -436,7 +443,8 @@ def _record_emulated(records, cursor, capacity, leader, tag: tl.constexpr, stage
 
 
 @triton.jit
-def _flush_emulated(records, cursor, capacity, leader, last):
+def _flush_emulated(records, cursor, capacity, leader, anchor, last):
+    _stamp_emulated(records, anchor, leader)
     # The device's rule: the stage held every record if cursor <= STAGE; otherwise its last slot
     # holds the newest record, which is dropped (here: erased from the buffer).
     overflowed = cursor > last + 1

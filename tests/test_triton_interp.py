@@ -14,10 +14,13 @@ pytestmark = pytest.mark.skipif(
     reason="interpreter tests run where TRITON_INTERPRET=1 (set by conftest.py without a GPU)",
 )
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 import triton_kernels as K  # noqa: E402
 
 import sm_profiler  # noqa: E402
 from sm_profiler import format as fmt  # noqa: E402
+from sm_profiler.triton_ops import profiler_event_instant, profiler_init  # noqa: E402
 
 NAMES = ("load", "store", "loop", "iter", "tick", "tail", "sleep")
 
@@ -211,3 +214,15 @@ def test_staging_is_refused_per_program_and_past_static_shared_memory():
         _staged(_profiler(1), 1, 2, STAGE=8, PER_WARP=False)
     with pytest.raises(Exception, match=r"STAGE=8192 needs .* static shared memory.*lower STAGE"):
         _staged(_profiler(1, WARPS), 1, 2, STAGE=8192)
+
+
+def test_a_staged_kernel_without_profiler_flush_is_reported_not_decoded_as_data():
+    @triton.jit
+    def no_flush(prof, WARPS: tl.constexpr):
+        ctx = profiler_init(prof, tl.program_id(0), 0, PER_WARP=True, NUM_WARPS=WARPS, STAGE=8)
+        ctx = profiler_event_instant(ctx, 0)
+
+    prof = _profiler(1, WARPS)
+    no_flush[(1,)](prof.get_buffer(), WARPS=WARPS)
+    with pytest.raises(sm_profiler.FormatError, match=r"without profiler_flush\(ctx\)"):
+        prof.decode()
