@@ -91,14 +91,20 @@ def test_loop_kernel_nesting_instants_and_overflow():
     assert np.all(t2.lanes["dropped"] == per_program - 10)
 
 
-def test_out_of_shape_programs_write_nothing_outside_the_buffer():
-    grid = 8
-    prof = _profiler(4, num_groups=2, capacity=16)
-    # One big allocation: the profiler buffer sits in the middle of guard words.
+def _guarded(prof):
+    """One big allocation with the profiler's buffer in the middle of -1 guard words:
+    (the allocation, the buffer inside it, the buffer's length in words)."""
     words = prof.layout.total_words
     guard = torch.full((words + 2048,), -1, dtype=torch.int64, device="cuda")
     inner = guard[1024 : 1024 + words]
     inner.copy_(prof.get_buffer())
+    return guard, inner, words
+
+
+def test_out_of_shape_programs_write_nothing_outside_the_buffer():
+    grid = 8
+    prof = _profiler(4, num_groups=2, capacity=16)
+    guard, inner, words = _guarded(prof)
     out = torch.empty(grid, device="cuda")
     K.loop_kernel[(grid,)](out, 3, inner, 1, PROFILE=True)  # group 1 of 2; blocks 4..7 outside
     K.loop_kernel[(grid,)](out, 3, inner, 2, PROFILE=True)  # group 2: outside for every block
@@ -219,10 +225,7 @@ def test_staged_overflow_keeps_what_fit_and_counts_exactly():
 def test_staged_out_of_shape_warps_write_nothing_at_all():
     grid = 8
     prof = _profiler(4, num_groups=4, capacity=16)
-    words = prof.layout.total_words
-    guard = torch.full((words + 2048,), -1, dtype=torch.int64, device="cuda")
-    inner = guard[1024 : 1024 + words]
-    inner.copy_(prof.get_buffer())
+    guard, inner, words = _guarded(prof)
     before = inner.clone()
     out = torch.empty(grid, device="cuda")
     for group in (4, -4):  # warps 0..3 -> groups 4..7 or -4..-1: outside for every block
