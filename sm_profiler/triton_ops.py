@@ -11,8 +11,8 @@
         ctx = profiler_event_end(ctx, LOAD, after=x)
 
 The context is a tuple of registers (records pointer, cursor, capacity, leader flag, and for
-staged lanes the stage's shared address and last slot) that every op returns updated: the cursor never lives in global memory, so no event costs a load, an atomic or
-a fence. Per event the device reads %globaltimer (keeping the low 32 bits) and does ONE 8-byte store
+staged lanes the stage's shared address and last slot) that every op returns updated: the cursor
+never lives in global memory, so no event costs a load, an atomic or a fence. Per event the device reads %globaltimer (keeping the low 32 bits) and does ONE 8-byte store
 (see sm_profiler/format.py for the record layout); a predicate turns the store of an overflowing
 record into a 4-byte store of its cursor (the lane's drop count).
 
@@ -114,7 +114,8 @@ def profiler_init(
             "STAGE needs PER_WARP=True: per program, the direct ops already cost the floor per "
             "event (warp 0 records, the other warps branch past), and staging measured slower",
         )
-        tl.static_assert(_stage_error(NUM_WARPS, STAGE) == "", _stage_error(NUM_WARPS, STAGE))
+        err: tl.constexpr = _stage_error(NUM_WARPS, STAGE)
+        tl.static_assert(err == "", err)
     if not ENABLED:
         return _disabled_context()
     elif buffer_ptr is None:
@@ -412,17 +413,18 @@ def _init_emulated(
         stage = anchor
         last = tl.full((), STAGE - 1, tl.int32)
     else:
-        _stamp_emulated(records, anchor, valid)
+        _stamp_emulated(records, anchor, valid, tl.zeros(anchor.shape, tl.int64))
         stage = tl.full((), 0, tl.int8)
         last = stage
     return records, tl.full((), 0, tl.int32), capacity, valid, stage, last
 
 
 @triton.jit
-def _stamp_emulated(records, anchor, valid):
+def _stamp_emulated(records, anchor, valid, last_dropped):
+    # The lane header: the anchor, and sm | last_dropped << 32 (format.lane_word1).
     sm = _linear_program_id() % _EMULATED_SM_COUNT
     tl.store(records - 2, anchor, mask=valid)
-    tl.store(records - 1, tl.full(anchor.shape, 0, tl.int64) + sm, mask=valid)
+    tl.store(records - 1, (last_dropped << 32) + sm, mask=valid)
 
 
 @triton.jit
@@ -444,13 +446,11 @@ def _record_emulated(records, cursor, capacity, leader, tag: tl.constexpr, stage
 
 @triton.jit
 def _flush_emulated(records, cursor, capacity, leader, anchor, last):
-    _stamp_emulated(records, anchor, leader)
     # The device's rule: the stage held every record if cursor <= STAGE; otherwise its last slot
     # holds the newest record, which is dropped (here: erased from the buffer).
     overflowed = cursor > last + 1
     erase = leader & overflowed & (last < capacity)
     tl.store(records + last, tl.zeros(records.shape, tl.int64), mask=erase)
     kept = tl.minimum(tl.where(overflowed, last, cursor), capacity)
-    word1 = tl.load(records - 1, mask=leader, other=0)
-    last_dropped = (cursor - 1).to(tl.int64) << 32
-    tl.store(records - 1, (word1 & 0xFFFFFFFF) | last_dropped, mask=leader & (kept < cursor))
+    last_dropped = tl.where(kept < cursor, cursor - 1, 0).to(tl.int64)
+    _stamp_emulated(records, anchor, leader, tl.zeros(anchor.shape, tl.int64) + last_dropped)
