@@ -64,7 +64,7 @@ def test_vector_add_records_every_program():
 
 def test_loop_kernel_nesting_instants_and_overflow():
     iters, grid = 40, 3 * _sm_count()
-    per_program = 1 + iters * 2 + (iters + 2) // 3 + 2 + 1
+    per_program = K.loop_events(iters)
     prof = _profiler(grid, capacity=per_program)
     out = torch.empty(grid, device="cuda")
     K.loop_kernel[(grid + 5,)](out, iters, prof.get_buffer(), 0, PROFILE=True)
@@ -147,7 +147,7 @@ def test_range_around_known_delay_measures_it_within_64_ns(after):
 
 def test_per_warp_mode_one_lane_per_warp_with_distinct_times():
     warps, grid, iters = 4, 2 * _sm_count(), 50
-    per_program = 1 + iters * 2 + (iters + 2) // 3 + 2 + 1
+    per_program = K.loop_events(iters)
     prof = _profiler(grid, num_groups=warps, capacity=per_program)
     out = torch.empty(grid, device="cuda")
     K.loop_kernel[(grid,)](
@@ -180,10 +180,6 @@ def test_disabled_writes_nothing():
 # -- staged warp lanes (profiler_init(..., PER_WARP=True, STAGE=n) + profiler_flush) ----------
 
 
-def _per_program(iters):
-    return 1 + iters * 2 + (iters + 2) // 3 + 2 + 1
-
-
 def _names_by_lane(trace):
     ev = trace.events
     return [ev["event"][ev["lane"] == i].tolist() for i in range(len(trace.lanes))]
@@ -197,7 +193,7 @@ def _loop(prof, grid, iters, group=0, warps=4, **kw):
 
 def test_staged_lanes_decode_like_direct_ones():
     iters, warps, grid = 40, 4, 2 * _sm_count()
-    total = _per_program(iters)
+    total = K.loop_events(iters)
     direct = _loop(_profiler(grid, warps, total), grid, iters, NUM_WARPS=warps)
     staged = _loop(_profiler(grid, warps, total), grid, iters, NUM_WARPS=warps, STAGE=128)
     _assert_lanes_sane(staged, grid * warps)
@@ -213,7 +209,7 @@ def test_staged_lanes_decode_like_direct_ones():
 
 def test_staged_overflow_keeps_what_fit_and_counts_exactly():
     iters, warps, grid = 40, 4, _sm_count()
-    total = _per_program(iters)
+    total = K.loop_events(iters)
     # A stage smaller than the lane: STAGE - 1 records kept (the last slot held the newest).
     t = _loop(_profiler(grid, warps, total), grid, iters, NUM_WARPS=warps, STAGE=16)
     assert np.all(t.lanes["written"] == 15) and np.all(t.lanes["attempted"] == total)
@@ -244,7 +240,7 @@ def test_staged_out_of_shape_warps_write_nothing_at_all():
 def test_staged_warps_past_num_warps_record_nothing_and_count_their_events_as_dropped():
     # The ops were told 2 warps, the launch has 4: warps 2 and 3 share the spare stage region.
     iters, grid = 10, _sm_count()
-    total = _per_program(iters)
+    total = K.loop_events(iters)
     t = _loop(_profiler(grid, 4, total), grid, iters, warps=4, NUM_WARPS=2, STAGE=total)
     written = t.lanes["written"].reshape(grid, 4)
     assert np.all(written[:, :2] == total) and np.all(written[:, 2:] == 0)

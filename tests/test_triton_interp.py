@@ -32,11 +32,6 @@ def _profiler(num_blocks, num_groups=1, capacity=64):
     return prof
 
 
-def _per_program(iters):
-    # loop start, iter start/end per iteration, a tick every 3rd, 2 tail instants, loop end
-    return 1 + 2 * iters + (iters + 2) // 3 + 2 + 1
-
-
 def test_vector_add_end_to_end():
     n, block = 1000, 256
     grid = (n + block - 1) // block
@@ -58,7 +53,7 @@ def test_vector_add_end_to_end():
 
 def test_loop_kernel_nesting_instants_and_while():
     iters, grid = 7, 3
-    prof = _profiler(grid, capacity=_per_program(iters))
+    prof = _profiler(grid, capacity=K.loop_events(iters))
     out = torch.empty(grid)
     K.loop_kernel[(grid,)](out, iters, prof.get_buffer(), 0, PROFILE=True)
     trace = prof.decode()
@@ -82,8 +77,8 @@ def test_overflowing_lane_counts_exactly_what_was_dropped():
     K.loop_kernel[(grid,)](torch.empty(grid), iters, prof.get_buffer(), 0, PROFILE=True)
     trace = prof.decode()
     assert trace.lanes["written"].tolist() == [cap] * grid
-    assert trace.lanes["attempted"].tolist() == [_per_program(iters)] * grid
-    assert trace.lanes["dropped"].tolist() == [_per_program(iters) - cap] * grid
+    assert trace.lanes["attempted"].tolist() == [K.loop_events(iters)] * grid
+    assert trace.lanes["dropped"].tolist() == [K.loop_events(iters) - cap] * grid
     # The records that fit are the first five: loop begin, iter 0 begin, tick, iter 0 end,
     # iter 1 begin. So one range and one instant decode, and the two begins are unmatched.
     mine = trace.events["lane"] == 0
@@ -94,7 +89,7 @@ def test_overflowing_lane_counts_exactly_what_was_dropped():
 
 
 def test_out_of_shape_programs_write_nothing():
-    prof = _profiler(2, num_groups=2, capacity=_per_program(3))
+    prof = _profiler(2, num_groups=2, capacity=K.loop_events(3))
     buf = prof.get_buffer()
     before = buf.clone()
     out = torch.empty(6)
@@ -109,7 +104,7 @@ def test_out_of_shape_programs_write_nothing():
 
 def test_per_warp_mode_emulates_one_lane_per_warp():
     warps, grid, iters = 4, 2, 3
-    prof = _profiler(grid, num_groups=warps, capacity=_per_program(iters))
+    prof = _profiler(grid, num_groups=warps, capacity=K.loop_events(iters))
     K.loop_kernel[(grid,)](
         torch.empty(grid), iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=True,
         NUM_WARPS=warps,
@@ -160,7 +155,7 @@ def _staged(prof, grid, iters, group=0, **kw):
 
 def test_staged_lanes_decode_like_direct_ones():
     iters, grid = 7, 3
-    total = _per_program(iters)
+    total = K.loop_events(iters)
     direct = _staged(_profiler(grid, WARPS, total), grid, iters)
     staged = _staged(_profiler(grid, WARPS, total), grid, iters, STAGE=total)
     assert staged.dropped_total == 0 and len(staged.unmatched["kind"]) == 0
@@ -174,7 +169,7 @@ def test_a_stage_smaller_than_the_lane_keeps_stage_minus_one_and_counts_the_rest
     # was overwritten by every later one (the newest is dropped), so four are kept.
     iters, grid, stage = 10, 2, 5
     trace = _staged(_profiler(grid, WARPS, 64), grid, iters, STAGE=stage)
-    total = _per_program(iters)
+    total = K.loop_events(iters)
     assert trace.lanes["written"].tolist() == [stage - 1] * grid * WARPS
     assert trace.lanes["attempted"].tolist() == [total] * grid * WARPS
     assert trace.lanes["dropped"].tolist() == [total - stage + 1] * grid * WARPS
@@ -186,7 +181,7 @@ def test_a_stage_smaller_than_the_lane_keeps_stage_minus_one_and_counts_the_rest
 
 def test_a_stage_that_is_exactly_full_drops_nothing():
     iters, grid = 4, 2
-    total = _per_program(iters)
+    total = K.loop_events(iters)
     trace = _staged(_profiler(grid, WARPS, 64), grid, iters, STAGE=total)
     assert trace.dropped_total == 0 and np.all(trace.lanes["written"] == total)
 
@@ -195,12 +190,12 @@ def test_a_stage_larger_than_the_lane_keeps_capacity():
     iters, grid, cap = 10, 2, 5
     trace = _staged(_profiler(grid, WARPS, cap), grid, iters, STAGE=64)
     assert np.all(trace.lanes["written"] == cap)
-    assert np.all(trace.lanes["dropped"] == _per_program(iters) - cap)
+    assert np.all(trace.lanes["dropped"] == K.loop_events(iters) - cap)
     assert _names(trace) == ["iter", "tick"]
 
 
 def test_staged_out_of_shape_programs_write_nothing():
-    prof = _profiler(2, num_groups=2, capacity=_per_program(3))
+    prof = _profiler(2, num_groups=2, capacity=K.loop_events(3))
     buf = prof.get_buffer()
     before = buf.clone()
     kw = dict(PROFILE=True, PER_WARP=True, NUM_WARPS=WARPS, STAGE=8)

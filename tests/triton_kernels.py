@@ -40,6 +40,12 @@ def plain_add_kernel(x, y, out, n, prof, BLOCK: tl.constexpr, PROFILE: tl.conste
     tl.store(out + offs, a + b, mask=m)
 
 
+def loop_events(iters: int) -> int:
+    """Records one program (or warp) of loop_kernel writes: loop begin, iteration begin and end,
+    a tick every third iteration, two tail instants, loop end."""
+    return 1 + 2 * iters + (iters + 2) // 3 + 2 + 1
+
+
 @triton.jit
 def loop_kernel(out, iters, prof, GROUP, PROFILE: tl.constexpr, PER_WARP: tl.constexpr = False,
                 NUM_WARPS: tl.constexpr = 4, STAGE: tl.constexpr = 0):  # fmt: skip
