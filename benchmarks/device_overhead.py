@@ -216,6 +216,13 @@ def matmul_kernel_proton(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, B
     tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
 
 
+def matmul_operands(M: int, N: int, K: int):
+    """The matmul case's fp16 inputs a (M x K), b (K x N) and its output c, on the GPU."""
+    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+    return a, b, torch.empty(M, N, device="cuda", dtype=torch.float16)
+
+
 def cupti_median_us(fn, launches: int, name_part: str) -> float:
     """Median kernel duration (µs) of `launches` calls of fn, read from CUPTI via torch.profiler."""
     for _ in range(3):
@@ -351,9 +358,7 @@ def main():
     if not args.skip_matmul:
         M = N = K = 4096
         BM, BN, BK = 128, 128, 64
-        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+        a, b, c = matmul_operands(M, N, K)
         mgrid = (M // BM) * (N // BN)
         epp = 4 * (K // BK)
         prof = SmProfiler(mgrid, 8, epp)

@@ -17,60 +17,13 @@ import statistics
 
 import torch
 import triton
-import triton.language as tl
 import triton.profiler as proton
 import triton.profiler.language as pl
-from staged_occupancy import WARPS, mm_kernel  # benchmarks/ (this script's folder)
+from device_overhead import matmul_kernel_proton, matmul_operands  # benchmarks/
+from staged_occupancy import WARPS, mm_kernel
 from timing import add_timing_args, cupti_medians
 
 from sm_profiler import SmProfiler
-from sm_profiler.triton_ops import (
-    profiler_event_end,
-    profiler_event_start,
-    profiler_flush,
-    profiler_init,
-)
-
-
-@triton.jit
-def mm_kernel_const_k(a, b, c, M, N, prof, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                      BK: tl.constexpr, STAGE: tl.constexpr, NUM_WARPS: tl.constexpr):  # fmt: skip
-    pid = tl.program_id(0)
-    grid_n = tl.cdiv(N, BN)
-    rm = (pid // grid_n) * BM + tl.arange(0, BM)
-    rn = (pid % grid_n) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    ctx = profiler_init(prof, pid, 0, PER_WARP=True, NUM_WARPS=NUM_WARPS, STAGE=STAGE)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        ctx = profiler_event_start(ctx, 0)
-        x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
-        y = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
-        ctx = profiler_event_end(ctx, 0)
-        ctx = profiler_event_start(ctx, 1)
-        acc = tl.dot(x, y, acc)
-        ctx = profiler_event_end(ctx, 1)
-    profiler_flush(ctx)
-    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
-
-
-@triton.jit
-def mm_kernel_proton(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid = tl.program_id(0)
-    grid_n = tl.cdiv(N, BN)
-    rm = (pid // grid_n) * BM + tl.arange(0, BM)
-    rn = (pid % grid_n) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        pl.enter_scope("load")
-        x = tl.load(a + rm[:, None] * K + (k + rk)[None, :])
-        y = tl.load(b + (k + rk)[:, None] * N + rn[None, :])
-        pl.exit_scope("load")
-        pl.enter_scope("compute")
-        acc = tl.dot(x, y, acc)
-        pl.exit_scope("compute")
-    tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
 
 
 def main():
@@ -83,9 +36,7 @@ def main():
     print({"device": props.name, "torch": torch.__version__, "triton": triton.__version__})
     M = N = K = 4096
     BM, BN, BK = 128, 128, 64
-    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    a, b, c = matmul_operands(M, N, K)
     grid = (M // BM) * (N // BN)
     prof = SmProfiler(grid, WARPS, 4 * (K // BK))
     opts = dict(num_warps=WARPS, num_stages=3)
@@ -98,9 +49,11 @@ def main():
                                            **common, **opts),  # fmt: skip
         "staged": lambda: mm_kernel[(grid,)](a, b, c, M, N, K, buf, ENABLED=True,
                                              STAGE=args.stage, **common, **opts),  # fmt: skip
-        "staged_const_k": lambda: mm_kernel_const_k[(grid,)](a, b, c, M, N, buf, K=K,
-                                                             STAGE=args.stage, **common, **opts),
-        "proton": lambda: mm_kernel_proton[(grid,)](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK, **opts),
+        "staged_const_k": lambda: mm_kernel[(grid,)](a, b, c, M, N, K, buf, ENABLED=True,
+                                                     STAGE=args.stage, K_CONST=K, **common,
+                                                     **opts),
+        "proton": lambda: matmul_kernel_proton[(grid,)](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK,
+                                                        **opts),
     }  # fmt: skip
     proton_fns = {"proton": fns.pop("proton")}
     for fn in fns.values():
@@ -120,7 +73,7 @@ def main():
             for fn in proton_fns.values():
                 fn()
             torch.cuda.synchronize()
-            tp = cupti_medians(proton_fns, args.launches, args.rounds, "mm_kernel")
+            tp = cupti_medians(proton_fns, args.launches, args.rounds, "matmul_kernel_proton")
         finally:
             proton.finalize(sess)
         row["proton"] = 100 * (tp["proton"] - t["base"]) / t["base"]
