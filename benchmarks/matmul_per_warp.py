@@ -3,9 +3,10 @@
 In device_overhead.py the matmul row moves between runs by more than the differences between
 variants. Here our variants are timed against base in one CUPTI session (interleaved rounds), and
 Proton alone in a Proton session right after (against that base); the whole measurement is
-repeated `--repeats` times so the spread is visible. Variants: base; ours per warp direct; ours per warp
-staged (STAGE=--stage); the same staged kernel with K a compile-time constant (the stage's clamp
-folds away); Proton (enter/exit scope per region, every warp, its shared-memory buffer).
+repeated `--repeats` times so the spread is visible. Variants: base; ours per warp direct; ours
+per warp staged (STAGE=--stage); the same staged kernel with K a compile-time constant (compiled
+on a CPU, its PTX keeps the stage's clamps all the same); Proton (enter/exit scope per region,
+every warp, its shared-memory buffer).
 
     python benchmarks/matmul_per_warp.py [--launches 20] [--rounds 3] [--repeats 3]
 """
