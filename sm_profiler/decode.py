@@ -51,7 +51,7 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
     att_hdr = (sm_att >> _U64(32)).astype(np.int64)
     att_hdr[att_hdr > 0] += 1
     written, nonzero = _count_written(recs)
-    _check_lanes(written, att_hdr, initialized, sm_att)
+    _check_lanes(written, att_hdr, initialized, sm_att, cap, fmt.header_version(words))
     attempted = np.where(att_hdr > 0, att_hdr, written)
 
     lane_ids = np.arange(nl, dtype=_I32)
@@ -168,7 +168,7 @@ def _count_written(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return count.astype(np.int64), nonzero
 
 
-def _check_lanes(written, att_hdr, initialized, sm_att) -> None:
+def _check_lanes(written, att_hdr, initialized, sm_att, cap: int, version: int) -> None:
     bad = np.flatnonzero(~initialized & ((written > 0) | (sm_att != 0)))
     if len(bad):
         i = int(bad[0])
@@ -178,8 +178,12 @@ def _check_lanes(written, att_hdr, initialized, sm_att) -> None:
             "or a corrupt buffer"
         )
     # att_hdr = last_dropped + 1 records were attempted, more than were kept: a direct lane
-    # drops only past a full lane, a staged lane (STAGE < capacity) may drop before it is full.
-    bad = np.flatnonzero((att_hdr > 0) & (att_hdr <= written))
+    # drops only past a full lane, a staged lane (STAGE < capacity, format version 3) may drop
+    # before it is full.
+    impossible = att_hdr <= written
+    if version < fmt.VERSION_EARLY_DROPS:
+        impossible |= (att_hdr <= cap) | (written < cap)
+    bad = np.flatnonzero((att_hdr > 0) & impossible)
     if len(bad):
         i = int(bad[0])
         raise FormatError(

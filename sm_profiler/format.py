@@ -20,8 +20,8 @@ The buffer is an array of little-endian 64-bit words, allocated once::
       l1  = sm_id (low 32) | last_dropped (high 32)
             `last_dropped` is written only when the lane overflows: the index (0-based cursor) of the
             latest record that did not fit, so the lane attempted last_dropped + 1 records. It is
-            never 0 once written (it is >= the records kept, and >= 1); 0 means the lane did not
-            overflow. A direct lane overflows past `capacity` and stores its cursor as it is,
+            never 0 once written (it is >= the records kept, and >= 1; before version 3 also
+            >= capacity, with a full lane); 0 means the lane did not overflow. A direct lane overflows past `capacity` and stores its cursor as it is,
             which costs no arithmetic; a staged lane (STAGE < capacity) can also overflow its
             stage, keeping fewer than `capacity` records (see ptx.py, "Staged recording").
       l2.. capacity records, each one 64-bit word, each written with ONE store:
@@ -49,9 +49,13 @@ from __future__ import annotations
 import numpy as np
 
 MAGIC = 0x46504D53  # b"SMPF" read as a little-endian u32
-VERSION = 2
-# Versions this decoder reads: version 1 is version 2 with the scratch word always zero.
-READABLE_VERSIONS = (1, 2)
+VERSION = 3
+# Versions this decoder reads: version 1 is version 2 with the scratch word always zero; version 2
+# is version 3 where a lane drops records only once it is full (no staged lanes).
+READABLE_VERSIONS = (1, 2, 3)
+# From this version on, a lane may drop records before it is full (a staged lane whose stage
+# was smaller than its capacity), so last_dropped is checked against the records kept only.
+VERSION_EARLY_DROPS = 3
 
 HEADER_WORDS = 8
 LANE_HEADER_WORDS = 2
@@ -134,6 +138,11 @@ def lane_dtype(capacity: int) -> np.dtype:
     return np.dtype([("anchor", "<u8"), ("sm_attempted", "<u8"), ("records", "<u8", (capacity,))])
 
 
+def header_version(words: np.ndarray) -> int:
+    """The format version a buffer's header names (validated by Layout.from_header)."""
+    return int(words[HDR_MAGIC_VERSION]) >> 32
+
+
 class Layout:
     """Shape of one buffer and all the size arithmetic that follows from it.
 
@@ -183,7 +192,7 @@ class Layout:
                 f"buffer too short: {words.size} words, a header alone is {HEADER_WORDS} words"
             )
         mv = int(words[HDR_MAGIC_VERSION])
-        magic, version = mv & LOW32, mv >> 32
+        magic, version = mv & LOW32, header_version(words)
         if magic != MAGIC:
             raise FormatError(
                 f"not an sm_profiler buffer: magic 0x{magic:08x}, expected 0x{MAGIC:08x}; "

@@ -138,7 +138,7 @@ def _shift(text: str, first: int) -> str:
 # dynamic area that follows keeps the 1 KiB alignment that swizzled TMA/wgmma layouts rely on.
 # Events never test a bound: the slot index is min(cursor, STAGE - 1), so an overflowing warp
 # keeps overwriting its last slot and nothing is ever written outside the stage; the flush knows
-# the cursor and writes exactly what fit, and the drop count, in the lane's format-v2 words.
+# the cursor and writes exactly what fit, and the drop count, in the lane's header words.
 # Per program, staging does not pay: ptxas predicates the short staged record in every warp
 # instead of letting the other warps branch past it (measured slower than the direct ops).
 # --------------------------------------------------------------------------------------------

@@ -155,10 +155,25 @@ def test_wrong_magic_says_what_to_pass():
 def test_wrong_version_names_both_versions():
     w = encode(Stream(1, 1, 2))
     w[0] = np.uint64(fmt.MAGIC | ((fmt.VERSION + 1) << 32))
+    readable = ", ".join(map(str, fmt.READABLE_VERSIONS))
+    assert readable.startswith("1, ") and readable.endswith(f", {fmt.VERSION}")
     with pytest.raises(
-        FormatError, match=f"version {fmt.VERSION + 1}; .* reads versions 1, {fmt.VERSION}"
+        FormatError, match=f"version {fmt.VERSION + 1}; .* reads versions {readable}$"
     ):
         decode(Capture(words=w))
+
+
+def test_a_drop_before_the_lane_is_full_reads_in_version_3_only():
+    # A staged lane (STAGE=2 < capacity 4) kept 1 record of 3: last_dropped = 2, lane not full.
+    w = encode(Stream(1, 1, 4, {(0, 0): Lane(5, 0, [(INSTANT, 0, 6)])}))
+    j = fmt.HEADER_WORDS + fmt.LANE_SM_ATTEMPTED
+    w[j] = np.uint64((int(w[j]) & fmt.LOW32) | (2 << 32))
+    t = decode(Capture(words=w))
+    assert t.lanes["written"].tolist() == [1] and t.lanes["attempted"].tolist() == [3]
+    for old in (1, 2):  # older writers drop only past a full lane: there it is corrupt
+        w[0] = np.uint64(fmt.MAGIC | (old << 32))
+        with pytest.raises(FormatError, match="lane 0: overflow index 2 is impossible"):
+            decode(Capture(words=w))
 
 
 def test_scratch_word_is_ignored_in_version_2_and_reserved_in_version_1():
