@@ -13,8 +13,10 @@ In this example you will learn:
   (``tl.range(..., warp_specialize=True)``), where producer warps load and consumer warps
   compute, and what does not.
 
-What works, measured with Triton 3.6 (``python examples/warp_specialized.py --compile-check``
-re-checks it on a CPU by compiling for sm_90 and sm_100 with ``triton.compile``):
+What works, measured with Triton 3.6 and re-checked with 3.7.1, 3.8.0 and 3.9.0 (``python
+examples/warp_specialized.py --compile-check`` compiles for sm_90 and sm_100 on a CPU with
+``triton.compile``; the only difference between versions: with 3.7.1, sm_100 also compiles the
+ops *inside* the specialized loop):
 
 * per-warp lanes in an ordinary kernel, events anywhere: GPU (sm_90, sm_100) and the CPU
   interpreter (which emulates ``num_warps`` lanes with one clock);

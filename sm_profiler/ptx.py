@@ -77,7 +77,10 @@ def record(after: bool, first: int = 0, mode: str = "thread") -> str:
     leader, tag, (dependency, with `after`); with first=1, $0 is a dummy output set to 0.
 
     t = %globaltimer, read 64-bit (CS2R, fixed latency; %globaltimer_lo compiles to a slower S2UR)
-    rec = tag << 32 | t.lo32: the low register of t is already in place, only the tag moves
+    rec = tag << 32 | t.lo32, stored as the vector {t.lo32, tag}: the low register of t is
+    already in place, only the tag moves. (Packing it into one 64-bit register first, with
+    `mov.b64 r, {lo, tag}`, made ptxas 13.4 (Triton 3.9) read the timer through the uniform
+    datapath, S2UR + NOP + a move back, 9 SASS per event instead of 7.)
     if leading: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor (last dropped)
 
     The slot address is computed here (one multiply-add), not passed in: a pointer the compiler
@@ -87,7 +90,7 @@ def record(after: bool, first: int = 0, mode: str = "thread") -> str:
     if mode not in RECORD_MODES:
         raise ValueError(f"record mode {mode!r}: expected one of {RECORD_MODES}")
     timer = _timer(dep=5 if after else None)
-    head = "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, r, a;\n\t"
+    head = "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, a;\n\t"
     tail = ""
     bound = "setp.lt.u32 pin|pov, $1, $2;\n\t"
     if mode == "warp":
@@ -97,9 +100,9 @@ def record(after: bool, first: int = 0, mode: str = "thread") -> str:
     elif mode == "thread":
         bound = "setp.ne.u32 pl, $3, 0;\n\tsetp.lt.and.u32 pin|pov, $1, $2, pl;\n\t"
     text = (
-        head + timer + "cvt.u32.u64 lo, t;\n\t" + bound + "mov.b64 r, {lo, $4};\n\t"
-        f"mad.wide.u32 a, $1, {fmt.WORD_BYTES}, $0;\n\t"
-        "@pin st.global.u64 [a], r;\n\t"
+        head + timer + "cvt.u32.u64 lo, t;\n\t" + bound
+        + f"mad.wide.u32 a, $1, {fmt.WORD_BYTES}, $0;\n\t"
+        "@pin st.global.v2.u32 [a], {lo, $4};\n\t"
         f"@pov st.global.u32 [$0+{LAST_DROPPED_OFFSET_BYTES}], $1;\n\t" + tail
     )
     return _shift(text, first) + "}"

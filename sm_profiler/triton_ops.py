@@ -400,8 +400,11 @@ def _init_emulated(
         groups = group + tl.arange(0, NUM_WARPS)
     else:
         groups = group + tl.arange(0, 1)
-    valid = (block >= 0) & (block < num_blocks) & (groups >= 0) & (groups < num_groups)
-    lane = tl.where(valid, block.to(tl.int64) * num_groups + groups, 0)
+    # Every mask is a tensor of the lanes' shape: Triton 3.9's interpreter refuses a scalar
+    # bool combined with a tensor one ("mask has unsupported dtype").
+    blocks = block + tl.zeros(groups.shape, tl.int32)
+    valid = (blocks >= 0) & (blocks < num_blocks) & (groups >= 0) & (groups < num_groups)
+    lane = tl.where(valid, blocks.to(tl.int64) * num_groups + groups, 0)
     records = buffer_ptr + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS)
     records += _LANE_HEADER_WORDS
     anchor = tl.full(groups.shape, _host_clock_ns(), tl.int64)
@@ -431,6 +434,7 @@ def _stamp_emulated(records, anchor, valid, last_dropped):
 def _record_emulated(records, cursor, capacity, leader, tag: tl.constexpr, stage, last):
     t = tl.full(records.shape, _host_clock_ns(), tl.int64) & 0xFFFFFFFF
     rec = (tl.full(t.shape, tag, tl.int64) << 32) | t
+    cursor = cursor + tl.zeros(records.shape, tl.int32)  # a tensor, so masks are tensors
     if stage.dtype != tl.int8:
         # Staged: slot min(cursor, last); the flush counts the drops.
         slot = tl.minimum(cursor, last)
@@ -448,6 +452,8 @@ def _record_emulated(records, cursor, capacity, leader, tag: tl.constexpr, stage
 def _flush_emulated(records, cursor, capacity, leader, anchor, last):
     # The device's rule: the stage held every record if cursor <= STAGE; otherwise its last slot
     # holds the newest record, which is dropped (here: erased from the buffer).
+    cursor = cursor + tl.zeros(records.shape, tl.int32)  # tensors, so masks are tensors
+    last = last + tl.zeros(records.shape, tl.int32)
     overflowed = cursor > last + 1
     erase = leader & overflowed & (last < capacity)
     tl.store(records + last, tl.zeros(records.shape, tl.int64), mask=erase)

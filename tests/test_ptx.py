@@ -17,7 +17,7 @@ def _stores(text: str) -> list[str]:
 def test_every_mode_reads_the_timer_once_and_stores_once_or_counts_the_drop(mode, after):
     text = ptx.record(after, mode=mode)
     # One record store (in bounds) and one drop-cursor store (overflow), on opposite predicates.
-    assert "@pin st.global.u64 [a], r;" in text
+    assert "@pin st.global.v2.u32 [a], {lo, $4};" in text
     assert f"@pov st.global.u32 [$0+{ptx.LAST_DROPPED_OFFSET_BYTES}], $1;" in text
     assert len(re.findall(r"\bst\.global", text)) == 2
     assert "pin|pov" in text

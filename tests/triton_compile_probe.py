@@ -21,6 +21,15 @@ import triton_kernels as K  # noqa: E402
 TARGET = GPUTarget("cuda", 90, 32)
 NVDISASM = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
 
+
+def ptxas_release() -> str:
+    """The release of the ptxas Triton compiles sm_90 with, e.g. "12.8"."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    ptxas = get_ptxas(TARGET.arch)
+    out = subprocess.run([ptxas.path, "--version"], capture_output=True, text=True).stdout
+    return re.search(r"release (\d+\.\d+)", out).group(1)
+
 ADD_SIG = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "prof": "*i64",
            "BLOCK": "constexpr", "PROFILE": "constexpr"}  # fmt: skip
 LOOP_SIG = {"out": "*fp32", "iters": "i32", "prof": "*i64", "GROUP": "i32",
@@ -50,7 +59,7 @@ def sass(kernel) -> list[str]:
 
 
 def main():
-    res = {}
+    res = {"triton": triton.__version__, "ptxas_release": ptxas_release()}
     ptx_on = compile_(K.add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": True}).asm["ptx"]
     ptx_off = compile_(K.add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": False}).asm["ptx"]
     ptx_plain = compile_(K.plain_add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": False}).asm["ptx"]
