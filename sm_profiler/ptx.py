@@ -28,10 +28,16 @@ _STAMP_LANE = (
 
 # $0 records (u64 address of records[0]), $1 stamp (u32: nonzero = this thread writes the lane)
 # if stamp: lane[0] = %globaltimer (the full 64-bit anchor); lane[1].lo32 = %smid
-INIT = (
-    "{\n\t.reg .pred p;\n\t.reg .u32 s;\n\t.reg .u64 t;\n\t"
-    "setp.ne.u32 p, $1, 0;\n\t" + _STAMP_LANE.format(r="$0") + "}"
-)
+def init(first: int = 0) -> str:
+    """$first records (u64 address of records[0]), $first+1 stamp (u32: nonzero = this thread
+    writes the lane); with first=1, $0 is a dummy output set to 0 (Triton, Gluon)."""
+    text = (
+        "{\n\t.reg .pred p;\n\t.reg .u32 s;\n\t.reg .u64 t;\n\t"
+        "setp.ne.u32 p, $1, 0;\n\t" + _STAMP_LANE.format(r="$0")
+    )
+    return _shift(text, first) + "}"
+
+
 INIT_CONSTRAINTS = "l,r"
 
 
@@ -257,6 +263,7 @@ def flush(first: int = 0) -> str:
 
 
 # CuteDSL's texts (no dummy output), by mode.
+INIT = init()
 RECORD = {m: record(after=False, mode=m) for m in RECORD_MODES}
 RECORD_AFTER = {m: record(after=True, mode=m) for m in RECORD_MODES}
 RECORD_CONSTRAINTS = "l,r,r,r,r"
@@ -270,6 +277,14 @@ WARP_ZERO = (
     "setp.eq.u32 p, w, 0;\n\tselp.u32 $0, 1, 0, p;\n\t}"
 )
 WARP_ZERO_CONSTRAINTS = "=r,r"
+
+# The same flag from a thread index that ptxas cannot see is a shifted %tid.x (Gluon numbers a
+# partition's threads as (%tid.x - first thread) masked to the partition's size): a warp vote
+# makes it warp-uniform in ptxas's eyes, so each event is still one branch for the other warps.
+WARP_ZERO_VOTED = (
+    "{\n\t.reg .pred p, q;\n\t.reg .u32 w;\n\tshr.u32 w, $1, 5;\n\t"
+    "setp.eq.u32 p, w, 0;\n\tvote.sync.any.pred q, p, -1;\n\tselp.u32 $0, 1, 0, q;\n\t}"
+)
 
 # Read-only helpers, used by the floor variant of the benchmark and by tests.
 GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)

@@ -1,0 +1,157 @@
+"""What does recording cost in a warp-specialized Gluon kernel? Every variant side by side, one run.
+
+The kernel: a default partition (4 warps) runs an elementwise loop over a 1024-element tile and a
+1-warp worker partition runs a shorter loop of its own; each partition records a range per
+iteration. Variants:
+  base        no instrumentation (PROFILE=False: the ops compile away)
+  floor       per event one %globaltimer read and one 8-byte store (every thread of the
+              partition stores the same word), cursor in a register, no lane logic
+  ours        sm_profiler.gluon_ops, one lane per (block, partition)
+  ours_warp   sm_profiler.gluon_ops with PER_WARP=True
+  proton      Proton's instrumentation (pl.enter_scope/exit_scope at the same points)
+
+Kernel time from CUPTI (torch.profiler), medians over interleaved launches.
+
+    python benchmarks/gluon_overhead.py [--launches 30] [--rounds 3] [--grid 1056] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+import triton.profiler.language as pl
+from timing import add_timing_args, cupti_medians  # benchmarks/timing.py
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from sm_profiler import SmProfiler
+from sm_profiler.gluon_ops import profiler_event_end, profiler_event_start, profiler_init
+
+MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "proton": 4}
+EVT = gl.constexpr(0)
+BLOCK = gl.constexpr(1024)
+
+
+@gluon.jit
+def _timer():
+    return gl.inline_asm_elementwise(
+        "mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False, pack=1
+    )
+
+
+@gluon.jit
+def _init(prof, lane_words, GROUP: gl.constexpr, MODE: gl.constexpr):
+    if MODE == 2:
+        return profiler_init(prof, gl.program_id(0), GROUP)
+    elif MODE == 3:
+        return profiler_init(prof, gl.program_id(0), GROUP * 4, PER_WARP=True)
+    else:  # floor: a private slice of the buffer per (program, partition)
+        lane = gl.program_id(0) * 2 + GROUP
+        z = gl.full((), 0, gl.int32)
+        return prof + lane.to(gl.int64) * lane_words, z, z, z, z, z
+
+
+@gluon.jit
+def _rec(ctx, START: gl.constexpr, MODE: gl.constexpr):
+    if MODE == 1:
+        ptr, cursor, a, b, c, d = ctx
+        gl.store(ptr + cursor, _timer())
+        return ptr, cursor + 1, a, b, c, d
+    elif MODE == 2 or MODE == 3:
+        if START:
+            return profiler_event_start(ctx, EVT)
+        else:
+            return profiler_event_end(ctx, EVT)
+    elif MODE == 4:
+        if START:
+            pl.enter_scope("iter")
+        else:
+            pl.exit_scope("iter")
+        return ctx
+    else:
+        return ctx
+
+
+@gluon.jit
+def _partition(out, prof, lane_words, ITERS: gl.constexpr, INNER: gl.constexpr,
+               GROUP: gl.constexpr, MODE: gl.constexpr):  # fmt: skip
+    nw: gl.constexpr = gl.num_warps()
+    layout: gl.constexpr = gl.BlockedLayout([BLOCK // (32 * nw)], [32], [nw], [0])
+    offs = gl.arange(0, BLOCK, layout)
+    acc = (offs + gl.program_id(0)).to(gl.float32) * 1e-3
+    if MODE == 0 or MODE == 4:
+        ctx = gl.full((), 0, gl.int32)
+    else:
+        ctx = _init(prof, lane_words, GROUP, MODE)
+    for _ in range(ITERS):
+        ctx = _rec(ctx, True, MODE)
+        for _j in gl.static_range(INNER):
+            acc = acc * 1.000001 + 1e-6
+        ctx = _rec(ctx, False, MODE)
+    gl.store(out + (gl.program_id(0) * 2 + GROUP) * BLOCK + offs, acc)
+
+
+@gluon.jit
+def ws_loop_kernel(out, prof, lane_words, ITERS: gl.constexpr, INNER: gl.constexpr,
+                   MODE: gl.constexpr):  # fmt: skip
+    gl.warp_specialize(
+        [(_partition, (out, prof, lane_words, ITERS, INNER, 0, MODE)),
+         (_partition, (out, prof, lane_words, ITERS // 2, INNER, 1, MODE))],
+        [1], [80],
+    )  # fmt: skip
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_timing_args(ap)
+    args = ap.parse_args()
+    grid, rows = args.grid, []
+    for iters, inner in ((64, 16), (64, 64), (16, 16)):
+        out = torch.empty(grid * 2 * 1024, device="cuda")
+        events = 2 * iters
+        prof = SmProfiler(grid, 8, events)
+        lane_words = events + 8
+        plain = torch.zeros(grid * 2 * lane_words, dtype=torch.int64, device="cuda")
+
+        def launch(mode, iters=iters, inner=inner, out=out, prof=prof, plain=plain, lw=lane_words):
+            buf = prof.get_buffer() if mode in ("ours", "ours_warp") else plain
+            ws_loop_kernel[(grid,)](out, buf, lw, ITERS=iters, INNER=inner, MODE=MODES[mode],
+                                    num_warps=4)  # fmt: skip
+
+        fns = {m: (lambda m=m: launch(m)) for m in ("base", "floor", "ours", "ours_warp")}
+        t = cupti_medians(fns, args.launches, args.rounds, "ws_loop_kernel")
+        # Check what ours recorded before trusting its time.
+        prof.init_buffer()
+        launch("ours")
+        trace = prof.decode()
+        assert trace.dropped_total == 0 and len(trace) == grid * (iters + iters // 2)
+        try:
+            import triton.profiler as proton
+
+            pl.enable_semantic("gluon")
+            sess = proton.start("/tmp/sm_profiler_gluon_proton", backend="instrumentation")
+            try:
+                t["proton"] = cupti_medians({"proton": lambda: launch("proton")}, args.launches,
+                                            args.rounds, "ws_loop_kernel")["proton"]  # fmt: skip
+            finally:
+                proton.finalize(sess)
+        except Exception as e:
+            t["proton"] = None
+            print(f"proton failed: {type(e).__name__}: {str(e)[:200]}")
+        base = t["base"]
+        added = {k: (None if v is None else v - base) for k, v in t.items()}
+        row = {"kernel": f"gluon ws loop {iters}x{inner}", "us": t, "added_us": added,
+               "ours_vs_floor_added": round(added["ours"] / added["floor"], 3)}  # fmt: skip
+        rows.append(row)
+        print(f"{row['kernel']:<24} base {base:8.2f} us  " + "  ".join(
+            f"{k} +{v:.2f}" if v is not None else f"{k} n/a" for k, v in added.items() if k != "base"
+        ) + f"  ours/floor {row['ours_vs_floor_added']}")  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""Gluon device ops: record ranges and instants into the sm_profiler buffer from a @gluon.jit kernel,
+in the default partition and in every worker partition of `gl.warp_specialize`.
+
+    from sm_profiler.gluon_ops import (
+        profiler_init, profiler_event_start, profiler_event_end, profiler_event_instant)
+
+    @gluon.jit
+    def producer(prof, ..., PROFILE: gl.constexpr):           # a worker partition
+        ctx = profiler_init(prof, gl.program_id(0), PRODUCER, ENABLED=PROFILE)
+        ctx = profiler_event_start(ctx, WAIT_EMPTY)
+        mbarrier.wait(empty, phase)
+        ctx = profiler_event_end(ctx, WAIT_EMPTY)
+
+The names, arguments and the context are those of `sm_profiler.triton_ops`, and the inline PTX is
+the same text (`sm_profiler.ptx`): per event one %globaltimer read and one 8-byte store, the
+cursor in a register, no load, atomic or fence. Differences, all from what a partition is:
+
+  per partition (default): one lane per (block, group). Call `profiler_init` at the start of
+      each partition function with that partition's group: worker partitions take no tensors,
+      so each opens its own lane (the buffer pointer is an ordinary argument). The first warp of
+      the partition records, the other warps branch past each event. "First" is counted inside
+      the partition: the ops take the thread index from a Gluon `arange` laid one element per
+      thread over `gl.num_warps()` warps, which the compiler numbers from the partition's first
+      warp (a raw %tid.x would point at warp 0 of the block, which no worker partition has).
+  per warp (PER_WARP=True): lane `group + warp index inside the partition`, every warp records.
+      Give each partition its own range of groups, e.g. default group 0..3, producer 4.
+
+No election between partitions is needed or done: every partition writes its own lane, and a
+lane's writer is chosen inside it. (Triton briefly de-duplicated side-effecting inline asm across
+partitions, #11511, and reverted it: the ops never rely on either behaviour.)
+
+Staging (STAGE > 0) is not offered yet: Gluon allocates shared memory as tensors
+(`gl.allocate_shared_memory`) and offers no per-thread address to store one record at, so
+`profiler_flush` is a no-op kept for symmetry with the Triton ops. There is no interpreter
+fallback: Triton's interpreter does not run Gluon kernels.
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from . import format as fmt
+from . import ptx
+
+# Compile-time copies of the wire format (format.py is the source of truth).
+_HEADER_WORDS = gl.constexpr(fmt.HEADER_WORDS)
+_LANE_HEADER_WORDS = gl.constexpr(fmt.LANE_HEADER_WORDS)
+_HDR_SHAPE = gl.constexpr(fmt.HDR_SHAPE)
+_HDR_CAPACITY_FLAGS = gl.constexpr(fmt.HDR_CAPACITY_FLAGS)
+_KIND_BEGIN = gl.constexpr(fmt.KIND_BEGIN)
+_KIND_END = gl.constexpr(fmt.KIND_END)
+_KIND_INSTANT = gl.constexpr(fmt.KIND_INSTANT)
+_EVENT_SHIFT = gl.constexpr(fmt.EVENT_SHIFT)
+_MAX_EVENT_ID = gl.constexpr(fmt.MAX_EVENT_ID)
+
+# The shared texts: the init stamps anchor and SM id where its flag is set; a record is
+# t = %globaltimer; cursor < capacity ? records[cursor] = {t.lo32, tag} : lane[1].hi32 = cursor.
+_INIT_ASM = gl.constexpr(ptx.init(first=1))
+_WARP_ZERO_ASM = gl.constexpr(ptx.WARP_ZERO_VOTED)
+_WARP_ZERO_CONSTRAINTS = gl.constexpr(ptx.WARP_ZERO_CONSTRAINTS)
+_RECORD_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="warp"))
+_RECORD_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="warp"))
+_RECORD_LANE_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="all"))
+_RECORD_LANE_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="all"))
+
+
+@gluon.jit
+def profiler_init(buffer_ptr, block=None, group=0, ENABLED: gl.constexpr = True,
+                  PER_WARP: gl.constexpr = False):  # fmt: skip
+    """Open this partition's lane (block, group), or with PER_WARP one lane per warp of the
+    partition (group + warp index), and stamp its anchor and SM id. Returns the context.
+
+    buffer_ptr: the int64 tensor from SmProfiler.get_buffer() (or None: records nothing).
+    block: the lane's block index (a scalar such as gl.program_id(0)); default program_id(0).
+    Lanes outside the buffer's shape record nothing (capacity 0: their stores of a drop cursor
+    land in the header's scratch word, inside the buffer)."""
+    if not ENABLED:
+        return _disabled_context()
+    elif buffer_ptr is None:
+        return _disabled_context()
+    else:
+        gl.static_assert(
+            buffer_ptr.dtype.element_ty == gl.int64,
+            "sm_profiler: buffer_ptr must be the int64 tensor from SmProfiler.get_buffer()",
+        )
+        if block is None:
+            block = gl.program_id(0)
+        shape = gl.load(buffer_ptr + _HDR_SHAPE)
+        num_blocks = (shape & 0xFFFFFFFF).to(gl.int32)
+        num_groups = (shape >> 32).to(gl.int32)
+        capacity = (gl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(gl.int32)
+        thread = _partition_thread()
+        warp = thread // 32
+        block = gl.full((), 0, gl.int32) + block
+        if PER_WARP:
+            lane_group = warp + group  # a tensor: each warp's own lane
+        else:
+            lane_group = gl.full((), 0, gl.int32) + group
+        # Unsigned compares also reject negative indices.
+        valid = (block.to(gl.uint32) < num_blocks.to(gl.uint32)) & (
+            lane_group.to(gl.uint32) < num_groups.to(gl.uint32)
+        )
+        lane = block.to(gl.int64) * num_groups + lane_group
+        offset = gl.where(valid, lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS, 0)
+        records = buffer_ptr + _HEADER_WORDS + offset
+        capacity = gl.where(valid, capacity, 0)
+        if PER_WARP:
+            # Every warp leads its own lane (uint32 tells the events: no leader test).
+            leader = gl.full(warp.shape, 1, gl.uint32, warp.type.layout)
+            stamp = valid.to(gl.int32)
+        else:
+            # The partition's first warp leads (int32: a warp-uniform branch per event). A shift
+            # in inline PTX (ptx.WARP_ZERO), not `warp == 0`: LLVM turns that into a mask of
+            # the thread index that hides the flag's warp-uniformity from ptxas, which then
+            # wraps every event in a BSSY/BSYNC pair (10 SASS per event instead of 8).
+            leader = gl.inline_asm_elementwise(
+                _WARP_ZERO_ASM, _WARP_ZERO_CONSTRAINTS, [thread], dtype=gl.int32, is_pure=True,
+                pack=1,
+            )
+            stamp = leader * valid.to(gl.int32)
+        gl.inline_asm_elementwise(
+            _INIT_ASM, "=r,l,r", [records, stamp], dtype=gl.int32, is_pure=False, pack=1
+        )
+        cursor = gl.full((), 0, gl.int32)
+        z = gl.full((), 0, gl.int8)  # no stage
+        return records, cursor, capacity, leader, z, z
+
+
+@gluon.jit
+def _partition_thread():
+    """The thread index inside the current partition, one element per thread (a tensor).
+
+    gl.arange over 32 * num_warps elements laid one per thread: Gluon numbers a partition's
+    threads from its first warp."""
+    nw: gl.constexpr = gl.num_warps()
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [nw], [0])
+    return gl.arange(0, 32 * nw, layout)
+
+
+@gluon.jit
+def _disabled_context():
+    # Marked by a type the ops test at compile time (an int8 cursor); the constants vanish.
+    z = gl.full((), 0, gl.int8)
+    return z, z, z, z, z, z
+
+
+@gluon.jit
+def profiler_event_start(ctx, event_id: gl.constexpr, after=None):
+    """Begin a range of event `event_id` (constexpr, 0..4095). Returns the updated context."""
+    return _record(ctx, event_id, _KIND_BEGIN, after)
+
+
+@gluon.jit
+def profiler_event_end(ctx, event_id: gl.constexpr, after=None):
+    """End the innermost open range of `event_id`. `after=value` stamps only once value is ready."""
+    return _record(ctx, event_id, _KIND_END, after)
+
+
+@gluon.jit
+def profiler_event_instant(ctx, event_id: gl.constexpr, after=None):
+    """Record a point event."""
+    return _record(ctx, event_id, _KIND_INSTANT, after)
+
+
+@gluon.jit
+def profiler_flush(ctx):
+    """Nothing to flush: every event is already in the buffer (no staged lanes in Gluon yet).
+    Kept so that kernels instrumented for either front end read the same."""
+    pass
+
+
+@gluon.jit
+def _record(ctx, event_id: gl.constexpr, kind: gl.constexpr, after):
+    records, cursor, capacity, leader, stage, last = ctx
+    if cursor.dtype == gl.int8:
+        return ctx  # disabled: nothing emitted
+    else:
+        gl.static_assert(event_id >= 0, "event id must be >= 0")
+        gl.static_assert(event_id <= _MAX_EVENT_ID, "event id must be <= 4095")
+        tag: gl.constexpr = (gl.constexpr(event_id) << _EVENT_SHIFT) | kind
+        tag_reg = gl.full((), tag, gl.int32)
+        if after is None:
+            if leader.dtype == gl.uint32:
+                asm: gl.constexpr = _RECORD_LANE_ASM
+            else:
+                asm: gl.constexpr = _RECORD_ASM
+            gl.inline_asm_elementwise(
+                asm, "=r,l,r,r,r,r", [records, cursor, capacity, leader, tag_reg],
+                dtype=gl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
+        else:
+            if leader.dtype == gl.uint32:
+                asm: gl.constexpr = _RECORD_LANE_AFTER_ASM
+            else:
+                asm: gl.constexpr = _RECORD_AFTER_ASM
+            gl.inline_asm_elementwise(
+                asm, "=r,l,r,r,r,r,r", [records, cursor, capacity, leader, tag_reg,
+                                         _dependency(after)],
+                dtype=gl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
+        return records, cursor + 1, capacity, leader, stage, last
+
+
+@gluon.jit
+def _dependency(value):
+    """A 32-bit scalar that exists only once `value` does. A tensor is reduced with gl.sum
+    first, one axis at a time: a reduction across the partition's warps, which waits for them."""
+    if isinstance(value, gl.tensor) and len(value.shape) > 0:
+        value = value.to(gl.float32)
+        for _ in gl.static_range(len(value.shape)):
+            value = gl.sum(value, axis=0)
+    if value.dtype.primitive_bitwidth == 32:
+        return value.to(gl.int32, bitcast=True)
+    elif value.dtype.is_int():
+        return value.to(gl.int32)  # truncation: the low register, no arithmetic
+    else:
+        return value.to(gl.float32).to(gl.int32, bitcast=True)

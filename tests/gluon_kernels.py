@@ -1,0 +1,116 @@
+"""Small instrumented Gluon kernels shared by the compile probe and the GPU tests."""
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
+from sm_profiler.gluon_ops import (
+    profiler_event_end,
+    profiler_event_instant,
+    profiler_event_start,
+    profiler_init,
+)
+
+LOOP, ITER, TICK, PARTITION = (gl.constexpr(i) for i in range(4))
+# Lane groups: the default partition's, then the worker's (per warp: 4 default warps, 0..3).
+DEFAULT, WORKER = gl.constexpr(0), gl.constexpr(1)
+WORKER_PER_WARP = gl.constexpr(4)
+
+
+@gluon.jit
+def straight_kernel(prof, N_EVENTS: gl.constexpr, PER_WARP: gl.constexpr = False):
+    """N_EVENTS instants in straight-line code: the SASS cost per event is a difference of two."""
+    ctx = profiler_init(prof, gl.program_id(0), 0, PER_WARP=PER_WARP)
+    for _ in gl.static_range(N_EVENTS):
+        ctx = profiler_event_instant(ctx, TICK)
+
+
+@gluon.jit
+def _loop_body(out, iters, ctx, OFFSET: gl.constexpr):
+    acc = gl.program_id(0).to(gl.float32) + OFFSET
+    ctx = profiler_event_start(ctx, LOOP)
+    for i in range(iters):
+        ctx = profiler_event_start(ctx, ITER)
+        acc = acc * 1.0001 + i
+        if i % 3 == 0:
+            ctx = profiler_event_instant(ctx, TICK)
+        ctx = profiler_event_end(ctx, ITER, after=acc)
+    ctx = profiler_event_end(ctx, LOOP)
+    gl.store(out + gl.program_id(0) * 2 + OFFSET, acc)
+    return ctx
+
+
+@gluon.jit
+def _default_partition(out, iters, prof, PROFILE: gl.constexpr, PER_WARP: gl.constexpr):
+    ctx = profiler_init(prof, gl.program_id(0), DEFAULT, ENABLED=PROFILE, PER_WARP=PER_WARP)
+    ctx = profiler_event_start(ctx, PARTITION)
+    ctx = _loop_body(out, iters, ctx, 0)
+    ctx = profiler_event_end(ctx, PARTITION)
+
+
+@gluon.jit
+def _worker_partition(out, iters, prof, PROFILE: gl.constexpr, PER_WARP: gl.constexpr):
+    if PER_WARP:
+        group: gl.constexpr = WORKER_PER_WARP
+    else:
+        group: gl.constexpr = WORKER
+    ctx = profiler_init(prof, gl.program_id(0), group, ENABLED=PROFILE, PER_WARP=PER_WARP)
+    ctx = profiler_event_start(ctx, PARTITION)
+    ctx = _loop_body(out, iters, ctx, 1)
+    ctx = profiler_event_end(ctx, PARTITION)
+
+
+@gluon.jit
+def ws_loop_kernel(out, iters, prof, PROFILE: gl.constexpr, PER_WARP: gl.constexpr = False,
+                   WORKER_WARPS: gl.constexpr = 2):  # fmt: skip
+    """A default partition (num_warps warps) and one worker partition (WORKER_WARPS warps), each
+    recording a loop into its own lane(s); out[2 * pid + partition] = the loop's result."""
+    # (The argument tuples are written inline: a tuple assigned to a variable first turns its
+    # constexprs into tensors.)
+    gl.warp_specialize(
+        [(_default_partition, (out, iters, prof, PROFILE, PER_WARP)),
+         (_worker_partition, (out, iters, prof, PROFILE, PER_WARP))],
+        [WORKER_WARPS], [48],
+    )  # fmt: skip
+
+
+@gluon.jit
+def plain_ws_loop_kernel(out, iters, prof, PROFILE: gl.constexpr, PER_WARP: gl.constexpr = False,
+                         WORKER_WARPS: gl.constexpr = 2):  # fmt: skip
+    gl.warp_specialize([(_plain_default, (out, iters)), (_plain_worker, (out, iters))],
+                       [WORKER_WARPS], [48])  # fmt: skip
+
+
+@gluon.jit
+def _plain_loop(out, iters, OFFSET: gl.constexpr):
+    acc = gl.program_id(0).to(gl.float32) + OFFSET
+    for i in range(iters):
+        acc = acc * 1.0001 + i
+    gl.store(out + gl.program_id(0) * 2 + OFFSET, acc)
+
+
+@gluon.jit
+def _plain_default(out, iters):
+    _plain_loop(out, iters, 0)
+
+
+@gluon.jit
+def _plain_worker(out, iters):
+    _plain_loop(out, iters, 1)
+
+
+@gluon.jit
+def _straight_partition(prof, GROUP: gl.constexpr, N_EVENTS: gl.constexpr,
+                        PER_WARP: gl.constexpr):  # fmt: skip
+    ctx = profiler_init(prof, gl.program_id(0), GROUP, PER_WARP=PER_WARP)
+    for _ in gl.static_range(N_EVENTS):
+        ctx = profiler_event_instant(ctx, TICK)
+
+
+@gluon.jit
+def ws_straight_kernel(prof, N_EVENTS: gl.constexpr, PER_WARP: gl.constexpr = False):
+    """N_EVENTS instants in each of two partitions (4 default warps, a 1-warp worker)."""
+    gl.warp_specialize(
+        [(_straight_partition, (prof, 0, N_EVENTS, PER_WARP)),
+         (_straight_partition, (prof, 4, N_EVENTS, PER_WARP))],
+        [1], [48],
+    )  # fmt: skip

@@ -1,0 +1,97 @@
+"""What the Gluon ops compile to, checked on a CPU: sm_90 (and sm_100) PTX and SASS of kernels with
+a default and a worker partition, both recording."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("triton.experimental.gluon")
+
+HERE = os.path.dirname(__file__)
+# SASS one event adds in straight-line code of one partition, per ptxas release (as the Triton
+# ops: tests/test_triton_compile.py explains 8 vs 7). Per partition: the branch the other warps
+# take, the timer read, the bound's compare, the tag move, the cursor move, the two predicated
+# stores (+ the register copy of 12.8/12.9). Per warp: no branch, one less.
+SASS_PER_EVENT = {"12.8": 8, "12.9": 8, "13.4": 7}
+SASS_PER_WARP_EVENT = {"12.8": 7, "12.9": 7, "13.4": 6}
+
+
+@pytest.fixture(scope="module")
+def probe():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run(
+        [sys.executable, os.path.join(HERE, "gluon_compile_probe.py")],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def _strip_name(ptx: str) -> str:
+    """The code only: no names, source lines, comments or debug sections (which spell names)."""
+    ptx = ptx.split(".section\t.debug")[0].split(".section .debug")[0]
+    ptx = re.sub(r"\b(plain_)?ws_loop_kernel(?=\b|_param)", "KERNEL", ptx)
+    lines = [ln for ln in ptx.splitlines() if not ln.strip().startswith((".loc", ".file", "//"))]
+    return "\n".join(" ".join(ln.split()) for ln in lines)
+
+
+@pytest.mark.parametrize("arch", [90, 100])
+def test_disabled_build_is_the_plain_kernel(probe, arch):
+    off, plain = probe[f"loop_off_ptx_{arch}"], probe[f"loop_plain_ptx_{arch}"]
+    assert _strip_name(off) == _strip_name(plain)
+    assert "globaltimer" not in off
+    assert "globaltimer" in probe[f"loop_on_ptx_{arch}"]  # the comparison above can fail
+
+
+@pytest.mark.parametrize("arch", [90, 100])
+@pytest.mark.parametrize("mode", ["on", "warp"])
+def test_both_partitions_record(probe, arch, mode):
+    # Per partition: the anchor, and ws_loop_kernel's events (partition and loop begin/end,
+    # iteration begin, tick, and the iteration end with after=, which reads the timer under
+    # both values of a predicate): 9 reads in the PTX, in each of the two partitions.
+    ptx = probe[f"loop_{mode}_ptx_{arch}"]
+    assert ptx.count("%globaltimer") == 2 * 9
+    assert ptx.count("%smid") == 2  # the SM id once per lane, at each partition's init
+
+
+def _counts(ins, pattern):
+    return len([i for i in ins if re.search(pattern, i)])
+
+
+@pytest.mark.parametrize("per_warp", [0, 1])
+def test_sass_per_event_is_pinned(probe, per_warp):
+    a, b = probe[f"straight_4_{per_warp}"], probe[f"straight_12_{per_warp}"]
+    per_event = (len(b) - len(a)) / 8
+    release = probe["ptxas_release"]
+    pins = SASS_PER_WARP_EVENT if per_warp else SASS_PER_EVENT
+    print(f"Gluon SASS per event (per warp: {bool(per_warp)}), ptxas {release}: {per_event}")
+    assert release in pins, f"ptxas {release} is not pinned: measured {per_event} SASS per event"
+    assert per_event == pins[release]
+
+
+@pytest.mark.parametrize("per_warp", [0, 1])
+def test_one_timer_read_and_one_8_byte_store_per_event_in_each_partition(probe, per_warp):
+    for n in (4, 12):
+        ins = probe[f"ws_straight_{n}_{per_warp}"]
+        # two partitions, each: n events + its anchor
+        assert _counts(ins, "SR_GLOBALTIMER") == 2 * (n + 1)
+        assert all(i.startswith("CS2R") for i in ins if "SR_GLOBALTIMER" in i)
+        assert _counts(ins, r"\bSTG\.E\.64\b") == 2 * (n + 1)
+        assert _counts(ins, "SR_VIRTUALSMID|SR_SMID") == 2
+        # the header's two words, once per partition; no atomics or fences at all
+        assert _counts(ins, r"^(@!?U?P\d+ )?LDG") == 4
+        assert not [i for i in ins if re.match(r"(@!?U?P\d+\s+)?(ATOM|RED|MEMBAR|FENCE)", i)]
+    # Per partition, the non-leading warps branch past each event: no convergence barrier.
+    assert not [i for i in probe[f"ws_straight_12_{per_warp}"] if i.startswith("BSSY")]
+
+
+def test_each_partition_counts_its_warps_from_its_first(probe):
+    # The leader is warp 0 of the partition, from a Gluon arange (which the compiler numbers from
+    # the partition's first thread) voted across the warp; a raw %tid.x would pick warp 0 of
+    # the block, which the worker partition does not have.
+    ptx = probe["loop_on_ptx_90"]
+    assert ptx.count("vote.sync.any.pred") == 2
