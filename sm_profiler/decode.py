@@ -71,6 +71,7 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
     del tag
     hi = halves[..., 0].reshape(-1) if full else halves[..., 0][nonzero]
     del nonzero
+    stale = _stale_lanes(hi, lane_start)
     time_ns = _rebuild_times(hi, lane_start, written, anchor)
     del hi
 
@@ -139,11 +140,33 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
         emulated=layout.emulated,
         group_names=dict(capture.group_names),
         metadata=dict(capture.metadata),
+        stale_lanes=stale,
+        out_of_shape_writes=fmt.header_version(words) >= 2 and int(words[fmt.HDR_SCRATCH]) != 0,
     )
     return TraceData(events, lanes_t, unmatched, [info], dict(capture.event_names))
 
 
 # -- counting and checking ------------------------------------------------------------------
+
+# A lane's records are written in time order, so the forward distance between two consecutive
+# low words is the gap between them. A distance this large (>= 2.1 s, half the low word's
+# range) is far more likely a step back in time: a record left in the slot by an earlier launch
+# into the same buffer, whose own records ended before this launch's (3 events, then 1: slots
+# 1 and 2 still hold the first launch's). Reported, not decoded differently.
+STALE_STEP_NS = 1 << 31
+
+
+def _stale_lanes(hi: np.ndarray, lane_start: np.ndarray) -> list[int]:
+    """Lanes (indices) in which a record's low word steps back from its predecessor's."""
+    if hi.size < 2:
+        return []
+    step = np.subtract(hi[1:], hi[:-1], dtype=_U32)
+    back = np.flatnonzero(step >= _U32(STALE_STEP_NS)) + 1  # position of the later record
+    back = back[~np.isin(back, lane_start)]  # a lane's first record follows the anchor, not it
+    if not len(back):
+        return []
+    return np.unique(np.searchsorted(lane_start, back, side="right") - 1).tolist()
+
 
 
 def _count_written(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -56,13 +56,15 @@ _MAX_EVENT_ID = gl.constexpr(fmt.MAX_EVENT_ID)
 
 # The shared texts: the init stamps anchor and SM id where its flag is set; a record is
 # t = %globaltimer; cursor < capacity ? records[cursor] = {t.lo32, tag} : lane[1].hi32 = cursor.
+# The record's spelling suits the ptxas that Triton bundles (ptx.record explains why).
+_VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
 _INIT_ASM = gl.constexpr(ptx.init(first=1))
 _WARP_ZERO_ASM = gl.constexpr(ptx.WARP_ZERO_VOTED)
 _WARP_ZERO_CONSTRAINTS = gl.constexpr(ptx.WARP_ZERO_CONSTRAINTS)
-_RECORD_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="warp"))
-_RECORD_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="warp"))
-_RECORD_LANE_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="all"))
-_RECORD_LANE_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="all"))
+_RECORD_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR))
+_RECORD_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR))
+_RECORD_LANE_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR))
+_RECORD_LANE_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR))
 
 
 @gluon.jit
@@ -86,6 +88,13 @@ def profiler_init(buffer_ptr, block=None, group=0, ENABLED: gl.constexpr = True,
         )
         if block is None:
             block = gl.program_id(0)
+        else:
+            # A literal block puts every program into one lane, where their records mix.
+            gl.static_assert(
+                isinstance(block, gl.tensor),
+                "profiler_init: block is a Python literal, so every program would write the same "
+                "lane; pass the program's index, e.g. gl.program_id(0), or leave block out",
+            )
         shape = gl.load(buffer_ptr + _HDR_SHAPE)
         num_blocks = (shape & 0xFFFFFFFF).to(gl.int32)
         num_groups = (shape >> 32).to(gl.int32)

@@ -101,10 +101,24 @@ class SmProfiler:
             hdr = fmt.encode_header(0, 0, 0)
         self._buffer[: fmt.HEADER_WORDS].copy_(torch.from_numpy(hdr.view(np.int64)))
         self._dirty = False
+        self._handouts = 0
         return self._buffer
 
     def get_buffer(self):
-        """The int64 tensor to pass to the kernel (its data pointer is the ops' `buffer_ptr`)."""
+        """The int64 tensor to pass to the kernel (its data pointer is the ops' `buffer_ptr`).
+
+        One launch per hand-out: a second get_buffer() before snapshot()/init_buffer() warns,
+        and the capture's stats say so, since two launches into one buffer mix their records."""
+        self._handouts += 1
+        if self._handouts == 2:
+            import warnings
+
+            warnings.warn(
+                "SmProfiler.get_buffer() called again without snapshot(): a second launch into "
+                "the same buffer mixes its records with the first's; call prof.snapshot() after "
+                "each launch (or init_buffer() to discard it)",
+                stacklevel=2,
+            )
         self._dirty = True
         return self._buffer
 
@@ -189,6 +203,7 @@ class SmProfiler:
             "host": platform.node(),
             "device": str(self.device),
             "interpreted": self.layout.emulated,
+            "buffer_handouts": self._handouts,
         }
         try:
             import torch

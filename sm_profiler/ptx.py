@@ -78,15 +78,20 @@ def init_leader(per_warp: bool) -> str:
 RECORD_MODES = ("warp", "all", "thread")
 
 
-def record(after: bool, first: int = 0, mode: str = "thread") -> str:
+def record(after: bool, first: int = 0, mode: str = "thread", vector: bool = False) -> str:
     """One event. Operands from $first: records (u64 address of records[0]), cursor, capacity,
     leader, tag, (dependency, with `after`); with first=1, $0 is a dummy output set to 0.
 
     t = %globaltimer, read 64-bit (CS2R, fixed latency; %globaltimer_lo compiles to a slower S2UR)
-    rec = tag << 32 | t.lo32, stored as the vector {t.lo32, tag}: the low register of t is
-    already in place, only the tag moves. (Packing it into one 64-bit register first, with
-    `mov.b64 r, {lo, tag}`, made ptxas 13.4 (Triton 3.9) read the timer through the uniform
-    datapath, S2UR + NOP + a move back, 9 SASS per event instead of 7.)
+    rec = tag << 32 | t.lo32: the low register of t is already in place, only the tag moves.
+    Two spellings of the same 8-byte store, chosen per ptxas release (see `vector_store_for`):
+      packed (vector=False): `mov.b64 r, {lo, tag}; st.global.u64 [a], r`. ptxas 13.4
+        (Triton 3.9) reads this timer through the uniform datapath, S2UR + NOP + a move back:
+        9 SASS per event instead of 7.
+      vector (vector=True): `st.global.v2.u32 [a], {lo, tag}`. 7 SASS with ptxas 13.4, but
+        ptxas 12.8/12.9 copy the timer's low register into a fresh pair for it: 8 SASS, and
+        measured slower on an H200 (Triton 3.6, loop 64x16: 1.23-1.25x the floor's added time
+        vs 1.09x packed, benchmarks/device_overhead.py).
     if leading: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor (last dropped)
 
     The slot address is computed here (one multiply-add), not passed in: a pointer the compiler
@@ -105,13 +110,36 @@ def record(after: bool, first: int = 0, mode: str = "thread") -> str:
         tail = "SMP_DONE_${:uid}:\n\t"
     elif mode == "thread":
         bound = "setp.ne.u32 pl, $3, 0;\n\tsetp.lt.and.u32 pin|pov, $1, $2, pl;\n\t"
+    address = f"mad.wide.u32 a, $1, {fmt.WORD_BYTES}, $0;\n\t"
+    if vector:
+        body = address + "@pin st.global.v2.u32 [a], {lo, $4};\n\t"
+    else:
+        head = head.replace(".reg .u64 t, a;", ".reg .u64 t, r, a;")
+        body = "mov.b64 r, {lo, $4};\n\t" + address + "@pin st.global.u64 [a], r;\n\t"
     text = (
-        head + timer + "cvt.u32.u64 lo, t;\n\t" + bound
-        + f"mad.wide.u32 a, $1, {fmt.WORD_BYTES}, $0;\n\t"
-        "@pin st.global.v2.u32 [a], {lo, $4};\n\t"
-        f"@pov st.global.u32 [$0+{LAST_DROPPED_OFFSET_BYTES}], $1;\n\t" + tail
+        head + timer + "cvt.u32.u64 lo, t;\n\t" + bound + body
+        + f"@pov st.global.u32 [$0+{LAST_DROPPED_OFFSET_BYTES}], $1;\n\t" + tail
     )
     return _shift(text, first) + "}"
+
+
+def vector_store_for(ptxas_release: tuple[int, int] | None) -> bool:
+    """Which record spelling suits this ptxas (major, minor): the vector store from 13 on."""
+    return ptxas_release is not None and ptxas_release >= (13, 0)
+
+
+def triton_ptxas_release() -> tuple[int, int] | None:
+    """(major, minor) of the ptxas Triton compiles sm_90 with, or None if it cannot be asked.
+
+    The one place ptx.py touches Triton, lazily: the Triton and Gluon ops pick their record
+    spelling with it when they are imported."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas_version
+
+        m = re.search(r"release (\d+)\.(\d+)", get_ptxas_version(90))
+        return (int(m.group(1)), int(m.group(2))) if m else None
+    except Exception:
+        return None
 
 
 def _timer(dep: int | None) -> str:

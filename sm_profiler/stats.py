@@ -341,6 +341,38 @@ def _imbalance(sms: SmTable, span: Span) -> Imbalance | None:
 
 # -- warnings ---------------------------------------------------------------------------------
 
+_SNAPSHOT_FIX = "call prof.snapshot() (or init_buffer()) after each launch"
+
+
+def _relaunch_warnings(trace: TraceData, several: bool) -> list[str]:
+    """Launches that shared one buffer, and programs that ran outside the buffer's shape."""
+    out = []
+    for c, k in enumerate(trace.kernels):
+        where = f"capture {c} ({k.name}): " if several else ""
+        handouts = k.metadata.get("buffer_handouts", 1) if isinstance(k.metadata, dict) else 1
+        if isinstance(handouts, int) and handouts > 1:
+            out.append(
+                f"{where}the buffer was handed out {handouts} times (get_buffer()) without a "
+                f"snapshot in between: if each was a launch, their records are mixed; {_SNAPSHOT_FIX}"
+            )
+        if k.stale_lanes:
+            g = k.num_groups
+            names = ", ".join(f"block {i // g} group {i % g}" for i in k.stale_lanes[:_WORST])
+            more = f" and {len(k.stale_lanes) - _WORST} more" if len(k.stale_lanes) > _WORST else ""
+            out.append(
+                f"{where}{len(k.stale_lanes)} lanes hold records older than the ones before them "
+                f"({names}{more}): left by an earlier launch into the same buffer, so those lanes "
+                f"mix launches; {_SNAPSHOT_FIX}"
+            )
+        if k.out_of_shape_writes:
+            out.append(
+                f"{where}programs outside the buffer's shape ({k.num_blocks} blocks x "
+                f"{k.num_groups} groups) ran the ops and recorded nothing: make num_blocks the "
+                "grid size and num_groups cover every group (and warp, with PER_WARP)"
+            )
+    return out
+
+
 
 def _warnings(trace: TraceData) -> list[str]:
     out: list[str] = []
@@ -369,6 +401,8 @@ def _warnings(trace: TraceData) -> list[str]:
             f"{int(dropped.sum())} records dropped in {len(bad)} lanes (capacity "
             f"{int(caps.max())}): {names}{more}. Raise max_events_per_group to at least {need}"
         )
+
+    out.extend(_relaunch_warnings(trace, several))
 
     um = trace.unmatched
     for kind, what, fix in (

@@ -37,6 +37,11 @@ class KernelInfo:
     emulated: bool
     group_names: dict[int, str] = field(default_factory=dict)
     metadata: dict = field(default_factory=dict)
+    # Lanes whose records step back in time by more than STALE_STEP_NS: records left by an
+    # earlier launch into the same buffer (see decode._stale_lanes).
+    stale_lanes: list[int] = field(default_factory=list)
+    # The header's scratch word was written: programs outside the buffer's shape ran the ops.
+    out_of_shape_writes: bool = False
 
 
 @dataclass

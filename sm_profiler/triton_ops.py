@@ -123,11 +123,18 @@ def profiler_init(
     else:
         if block is None:
             block = _linear_program_id()
+        else:
+            # A literal block puts every program into one lane, where their records mix.
+            tl.static_assert(
+                isinstance(block, tl.tensor),
+                "profiler_init: block is a Python literal, so every program would write the same "
+                "lane; pass the program's index, e.g. tl.program_id(0), or leave block out",
+            )
         shape = tl.load(buffer_ptr + _HDR_SHAPE)
         num_blocks = (shape & 0xFFFFFFFF).to(tl.int32)
         num_groups = (shape >> 32).to(tl.int32)
         capacity = (tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
-        block = tl.full((), 0, tl.int32) + block  # also takes a Python int
+        block = tl.full((), 0, tl.int32) + block
         if _INTERPRET:
             return _init_emulated(
                 buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP, NUM_WARPS,
@@ -284,14 +291,16 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
         return records, cursor + 1, capacity, leader, stage, last
 
 
+# The record's spelling suits the ptxas that Triton bundles (ptx.record explains why).
+_VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
 # ptx.record: t = %globaltimer; rec = tag << 32 | t.lo32; if leader: cursor < capacity ?
 #   records[cursor] = rec : lane[1].hi32 = cursor (the latest dropped record)
 # Per program (warp 0 leads): the other warps branch over each event, one instruction for them.
-_RECORD_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="warp"))
-_RECORD_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="warp"))
+_RECORD_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR))
+_RECORD_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR))
 # Per warp (every warp leads its own lane; its threads store the same word): no test at all.
-_RECORD_LANE_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="all"))
-_RECORD_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="all"))
+_RECORD_LANE_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR))
+_RECORD_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR))
 
 
 @triton.jit

@@ -29,12 +29,10 @@ from sm_profiler import ptx as _ptx  # noqa: E402
 
 # SASS instructions one event adds in straight-line code, on the path of the warp that records
 # (per block, warp 0): the branch the other warps take, timer read, bounds predicate, tag move,
-# the record store and the predicated-off overflow store. Measured 8 with CuteDSL 4.8.1's ptxas,
-# as with Triton 3.6's (ptxas 12.8): the record is a vector store of {timer low word, tag}, and
-# this ptxas copies the timer's low register into a fresh pair for it (one MOV), where the
-# older scalar store of a packed register cost 7 here but 9 with Triton 3.9's ptxas 13.4 (see
-# ptx.record). The other warps run 1 (the branch). Change only with a reason in the commit.
-MAX_SASS_PER_EVENT = 8
+# the record store and the predicated-off overflow store. Measured 7, as for the Triton ops (the
+# packed spelling of ptx.record: CuteDSL 4.8.1's ptxas, like 12.8, copies registers for the
+# vector one); the other warps run 1 (the branch). Raise only with a reason in the commit.
+MAX_SASS_PER_EVENT = 7
 
 
 def _ptr(dtype=cutlass.Int64):

@@ -59,8 +59,8 @@ def test_every_partition_records_its_own_lanes(per_warp):
     assert sm.min() >= 0 and sm.max() < sms
     assert trace.dropped_total == 0 and len(trace.unmatched["kind"]) == 0
     # Each lane holds exactly its events, in time order, after its anchor.
-    counts = np.bincount(trace.events["lane"], minlength=len(lanes))
-    per_lane_records = np.zeros(len(lanes), np.int64)
+    counts = np.bincount(trace.events["lane"], minlength=len(lanes["lane"]))
+    per_lane_records = np.zeros(len(lanes["lane"]), np.int64)
     ev = trace.events
     np.add.at(per_lane_records, ev["lane"], np.where(ev["kind"] == 0, 2, 1))
     assert set(per_lane_records[lanes["initialized"]].tolist()) == {n}

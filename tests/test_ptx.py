@@ -12,12 +12,14 @@ def _stores(text: str) -> list[str]:
     return re.findall(r"(@!?\w+ )?st\.global\.\w+ \[[^\]]+\], \S+;", text)
 
 
+@pytest.mark.parametrize("vector", [False, True])
 @pytest.mark.parametrize("mode", ptx.RECORD_MODES)
 @pytest.mark.parametrize("after", [False, True])
-def test_every_mode_reads_the_timer_once_and_stores_once_or_counts_the_drop(mode, after):
-    text = ptx.record(after, mode=mode)
+def test_every_mode_reads_the_timer_once_and_stores_once_or_counts_the_drop(mode, after, vector):
+    text = ptx.record(after, mode=mode, vector=vector)
     # One record store (in bounds) and one drop-cursor store (overflow), on opposite predicates.
-    assert "@pin st.global.v2.u32 [a], {lo, $4};" in text
+    store = "@pin st.global.v2.u32 [a], {lo, $4};" if vector else "@pin st.global.u64 [a], r;"
+    assert store in text
     assert f"@pov st.global.u32 [$0+{ptx.LAST_DROPPED_OFFSET_BYTES}], $1;" in text
     assert len(re.findall(r"\bst\.global", text)) == 2
     assert "pin|pov" in text
@@ -102,3 +104,9 @@ def test_stage_errors_name_the_problem_and_the_fix():
     assert "STAGE=1000 needs" in msg and "lower STAGE" in msg and "49152" in msg
     with pytest.raises(ValueError, match="STAGE=1000 needs"):
         ptx.init_staged(8, 1000)
+
+
+def test_the_vector_store_is_for_ptxas_13_and_newer():
+    assert not ptx.vector_store_for((12, 8)) and not ptx.vector_store_for((12, 9))
+    assert ptx.vector_store_for((13, 0)) and ptx.vector_store_for((13, 4))
+    assert not ptx.vector_store_for(None)  # unknown: the spelling measured on the GPU machine
