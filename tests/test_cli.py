@@ -35,6 +35,22 @@ def test_stats_prints_the_report(capture_file, capsys):
     assert capsys.readouterr().out == TINY_REPORT
 
 
+@pytest.mark.parametrize("width", [60, 80])
+def test_stats_width_narrows_every_line(tmp_path, capsys, width):
+    first = tiny_capture()
+    first.event_names[1] = "a_very_long_event_name_" * 4
+    lanes = {b: {"sm": b, "anchor": 50, "records": [("B", 0, 60), ("E", 0, 90 + b)]}
+             for b in range(20)}  # fmt: skip
+    path = tmp_path / "two.npz"
+    save_many([first, build_capture(lanes, num_blocks=20, kernel_name="wide" * 30)], path)
+    assert main(["stats", str(path), "--width", str(width)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 30
+    assert max(len(line) for line in lines) <= width
+    wide = main(["stats", str(path), "--width", "200"]) == 0 and capsys.readouterr().out
+    assert max(len(line) for line in wide.splitlines()) > width  # so the width did something
+
+
 def test_python_dash_m_runs_the_same_command(capture_file):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run(
