@@ -197,3 +197,29 @@ def test_a_float_buffer_fails_to_compile_with_a_message_naming_get_buffer():
     assert res["*fp32"][0].startswith("CompilationError")
     inner = res["*fp32"][-1]
     assert "the buffer must be the int64 tensor from SmProfiler.get_buffer()" in inner
+
+
+# -- what `import sm_profiler` gives -------------------------------------------------------------
+
+
+def test_host_submodules_are_attributes_of_the_package_and_triton_ops_is_not():
+    r = _run(
+        """
+        import sys
+        import sm_profiler
+        assert "sm_profiler.stats" not in sys.modules and "torch" not in sys.modules
+        print(sm_profiler.stats.compute_stats.__module__, sm_profiler.plot.plot.__module__,
+              sm_profiler.export.export.__module__)
+        try:
+            sm_profiler.triton_ops
+        except AttributeError as e:
+            print(e)
+        assert "triton" not in sys.modules and "sm_profiler.triton_ops" not in sys.modules
+        """,
+        interpret=None,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    first, second = r.stdout.splitlines()
+    assert first == "sm_profiler.stats sm_profiler.plot sm_profiler.export"
+    assert second.startswith("sm_profiler.triton_ops is not loaded by 'import sm_profiler'")
+    assert "after setting TRITON_INTERPRET" in second
