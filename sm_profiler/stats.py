@@ -441,18 +441,31 @@ def format_time(ns: float) -> str:
     return f"{ns:.0f} ns" if unit == "ns" else f"{ns / scale:.2f} {unit}"
 
 
+def table_unit(max_abs_ns: float) -> tuple[str, float]:
+    """The unit of a table or list of times whose largest is `max_abs_ns`: the largest unit in
+    which that is at least 10, so the table's numbers keep 3 to 4 significant digits ('180 ms',
+    not '0.18 s') and its smaller numbers keep theirs too."""
+    for name, scale in _UNITS:
+        if max_abs_ns >= 10 * scale:
+            return name, scale
+    return "ns", 1.0
+
+
 def format_times(values: list[float]) -> list[str]:
-    """Several values side by side, all in the unit of the largest: '0.49 µs', '1.00 µs'."""
-    unit, scale = time_unit(max((abs(v) for v in values), default=0.0))
+    """Several values side by side, all in one unit (`table_unit`): '2000 ns', '479 ns'."""
+    unit, scale = table_unit(max((abs(v) for v in values), default=0.0))
     return [f"{c} {unit}" for c in _cells(values, unit, scale)]
 
 
-def _cells(values: list[float], unit: str, scale: float) -> list[str]:
+def _cells(values: list[float], unit: str, scale: float, top_ns: float | None = None) -> list[str]:
     """`values` (ns) in `unit`, with one number of decimals for all of them (so that they line
-    up): none for ns, else as many as keep about four significant digits of the largest."""
+    up): none for ns, else as many as keep about four significant digits of `top_ns` (the value
+    the unit was picked from; default the largest of `values`), the same for a whole table."""
     if unit == "ns":
         return [f"{v:.0f}" for v in values]
-    top = max((abs(v) for v in values), default=0.0) / scale
+    if top_ns is None:
+        top_ns = max((abs(v) for v in values), default=0.0)
+    top = top_ns / scale
     digits = 2 if top < 100 else 1 if top < 1000 else 0
     return [f"{v / scale:.{digits}f}" for v in values]
 
@@ -616,10 +629,11 @@ def _event_lines(stats: Stats, width: int) -> list[str]:
     # One unit for the whole table, from the largest single range (totals just get more digits):
     # a row or a column never mixes units.
     per_range = [float(getattr(e, f)) for e in evs if e.count for f in _EVENT_FIELDS[1:]]
-    unit, scale = time_unit(max(per_range, default=0.0))
+    top = max(per_range, default=0.0)
+    unit, scale = table_unit(top)
     cols = []
     for f in _EVENT_FIELDS:
-        cells = iter(_cells([float(getattr(e, f)) for e in evs if e.count], unit, scale))
+        cells = iter(_cells([float(getattr(e, f)) for e in evs if e.count], unit, scale, top))
         cols.append([next(cells) if r else "-" for r in has_range])
     headers = ["event", "count"] + [f.removesuffix("_ns") for f in _EVENT_FIELDS]
     rows = [[e.name, str(e.count)] + [c[i] for c in cols] for i, e in enumerate(evs)]
@@ -643,16 +657,17 @@ def _sm_lines(stats: Stats, width: int, max_rows: int) -> list[str]:
 
     if len(sms) <= max_rows:
         # One unit for the table, from the last finish (the largest time in it).
-        unit, scale = time_unit(max(last, default=0.0))
+        top = max(last, default=0.0)
+        unit, scale = table_unit(top)
         rows = [
             [str(s), str(b), cb, f"{p:.1f}", f, ll]
             for s, b, cb, p, f, ll in zip(
                 sms.sm.tolist(),
                 sms.blocks.tolist(),
-                _cells(busy, unit, scale),
+                _cells(busy, unit, scale, top),
                 sms.busy_pct.tolist(),
-                _cells(first, unit, scale),
-                _cells(last, unit, scale),
+                _cells(first, unit, scale, top),
+                _cells(last, unit, scale, top),
                 strict=True,
             )
         ]

@@ -79,16 +79,16 @@ TINY_REPORT = """\
 sm_profiler stats: tiny (2 blocks)
 span 4.30 µs · 2 SMs · 2/2 lanes initialised · 4 ranges · 1 instant
 
-events (times in µs)
+events (times in ns)
 event    count  total  mean   min   p50   p90   p99   max  instants
-compute      2   5.00  2.50  2.00  2.50  2.90  2.99  3.00         0
-load         2   1.50  0.75  0.50  0.75  0.95  0.99  1.00         0
+compute      2   5000  2500  2000  2500  2900  2990  3000         0
+load         2   1500   750   500   750   950   995  1000         0
 mark         0      -     -     -     -     -     -     -         1
 
-SMs (times in µs from kernel start)
+SMs (times in ns from kernel start)
 sm  blocks  busy  busy %  first  last
- 0       1  2.70    62.8   0.00  2.70
- 1       1  4.10    95.3   0.20  4.30
+ 0       1  2700    62.8      0  2700
+ 1       1  4100    95.3    200  4300
 load imbalance: last SM (1) finishes 800 ns after the mean SM (18.6% of span)
 """
 
@@ -100,18 +100,18 @@ span 4.30 µs · 2 SMs ·
   2/2 lanes initialised · 4 ranges ·
   1 instant
 
-events (times in µs)
+events (times in ns)
 event    count  total  mean   max
-compute      2   5.00  2.50  3.00
-load         2   1.50  0.75  1.00
+compute      2   5000  2500  3000
+load         2   1500   750  1000
 mark         0      -     -     -
 (p90, p99, min, p50, instants left out
   to fit 40 columns)
 
-SMs (times in µs from kernel start)
+SMs (times in ns from kernel start)
 sm  blocks  busy  busy %  first  last
- 0       1  2.70    62.8   0.00  2.70
- 1       1  4.10    95.3   0.20  4.30
+ 0       1  2700    62.8      0  2700
+ 1       1  4100    95.3    200  4300
 load imbalance: last SM (1) finishes
   800 ns after the mean SM (18.6% of
   span)
@@ -166,7 +166,7 @@ def test_every_line_fits_the_width(width):
     assert too_long == []
     # Nothing is cut with an ellipsis except long event names in the name column.
     cut = [line for line in lines if "…" in line]
-    assert cut and all(line.startswith("a_very_long") for line in cut)
+    assert cut and all(line.startswith("a_very_l") for line in cut)
     # The 120-character kernel name is wrapped in full, not cut.
     assert "".join(line.strip(" -") for line in lines).count("k" * 120) >= 1
 
@@ -188,8 +188,8 @@ def test_narrow_tables_leave_out_columns_and_say_which(width):
 
 
 def test_one_time_unit_per_table():
-    """Totals of seconds and ranges of milliseconds: the table is in ms, totals in more digits;
-    no cell carries a unit of its own."""
+    """Totals of seconds and ranges of 2.5 ms: the table is in µs (the largest range is at
+    least 10 of them), totals in more digits; no cell carries a unit of its own."""
     lanes = {
         b: {"sm": b, "anchor": 1,
             "records": [r for i in range(400) for r in (("B", 0, 1 + 3_000_000 * i),
@@ -199,10 +199,10 @@ def test_one_time_unit_per_table():
     cap = build_capture(lanes, num_blocks=2, capacity=800, event_names={0: "step"})
     text = format_stats(compute_stats(decode(cap)), width=100)
     lines = text.splitlines()
-    i = lines.index("events (times in ms)")
+    i = lines.index("events (times in µs)")
     assert lines[i + 1].split()[:4] == ["event", "count", "total", "mean"]
-    assert lines[i + 2].split()[:4] == ["step", "800", "2000", "2.50"]  # 2 s total, in ms
-    assert "SMs (times in s from kernel start)" in lines
+    assert lines[i + 2].split()[:4] == ["step", "800", "2000000", "2500"]  # 2 s total, in µs
+    assert "SMs (times in ms from kernel start)" in lines  # the last SM ends at 1.2 s
     rows = [line for line in lines[i + 1 :] if line and not line.startswith(("SMs", "load"))]
     assert len(rows) == 5  # header and row of the event table, header and 2 rows of the SMs'
     assert not [line for line in rows if {"ns", "µs", "ms", "s"} & set(line.split())]
@@ -213,11 +213,11 @@ def test_a_summary_line_names_times_in_one_unit():
         b: {"sm": b, "anchor": 1, "records": [("B", 0, 10), ("E", 0, 100 + 10 * b)]}
         for b in range(40)
     }
-    lanes[39]["records"][1] = ("E", 0, 2_000)
+    lanes[39]["records"][1] = ("E", 0, 2_001)  # 2000 ns after the anchor at 1
     stats = compute_stats(decode(build_capture(lanes, num_blocks=40)))
     text = format_stats(stats, width=200)
-    # 2 µs and 479 ns side by side: both in µs.
-    assert "last to finish (from kernel start): SM 39 at 2.00 µs, SM 38 at 0.48 µs," in text
+    # 2 µs and 479 ns side by side: both in ns (2 µs is not 10 of them).
+    assert "last to finish (from kernel start): SM 39 at 2000 ns, SM 38 at 479 ns," in text
 
 
 @pytest.mark.parametrize(
