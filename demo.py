@@ -1,7 +1,7 @@
 """sm_profiler demo: profile Triton matmuls inside the kernel and look at every SM.
 
     python demo.py                 # writes ./sm_profiler_demo_out/
-    python demo.py --out DIR
+    python demo.py --out DIR       # or: python demo.py DIR
 
 With a CUDA GPU it runs real kernels; without one it switches on Triton's CPU interpreter
 (TRITON_INTERPRET=1, before triton is imported) and runs the same kernels on small sizes. Under
@@ -127,14 +127,16 @@ def run(cfg: dict) -> list[sm_profiler.Capture]:
         )
         for e, name in EVENT_NAMES.items():
             prof.register_event(e, name)
-        for i in range(launches):
+        for _ in range(launches):
             c = torch.empty(M, N, device=dev, dtype=dt)
             matmul_kernel[(grid,)](
                 a, b, c, M, N, K, prof.get_buffer(), BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
                 PROFILE=True, num_warps=cfg["num_warps"],
             )  # fmt: skip
             torch.testing.assert_close(c.float(), ref.float(), atol=0.5, rtol=0.02)
-            prof.snapshot(f"{label}#{i}" if launches > 1 else label)
+            # Launches of one kernel share its name; traces and stats tell them apart by the
+            # capture index: "persistent (launch 1)".
+            prof.snapshot()
         captures += prof.captures()
     return captures
 
@@ -142,19 +144,23 @@ def run(cfg: dict) -> list[sm_profiler.Capture]:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=DEFAULT_OUT, help="output directory (default %(default)s)")
+    # The examples take their output directory as an argument; take it here too.
+    p.add_argument("out_dir", nargs="?", metavar="OUT", help="the same as --out OUT")
     args = p.parse_args(argv)
+    if args.out_dir is not None:
+        args.out = args.out_dir
     t_start = time.perf_counter()
 
     if INTERPRET:
         print(
             "No GPU used: running the kernels in Triton's CPU interpreter (TRITON_INTERPRET=1).\n"
-            "Times are the host clock and SM ids are emulated (program id modulo 8): the trace "
+            "Times are the host clock and SM ids are emulated (program id modulo 8): the trace\n"
             "shows the structure, not GPU timing."
         )
     cfg = config(gpu=not INTERPRET)
     where = torch.cuda.get_device_name(0) if not INTERPRET else "the CPU interpreter"
     print(
-        f"Profiling a {cfg['M']}x{cfg['N']}x{cfg['K']} matmul on {where}: 2 persistent launches "
+        f"Profiling a {cfg['M']}x{cfg['N']}x{cfg['K']} matmul on {where}:\n2 persistent launches "
         f"(grid {min(cfg['n_sms'], (cfg['M'] // cfg['BM']) * (cfg['N'] // cfg['BN']))}) and one "
         "launch with one program per tile.\n"
     )
@@ -184,17 +190,14 @@ def main(argv=None) -> int:
     try:
         from sm_profiler.plot import plot
 
-        # One launch per picture: launches lie microseconds long but milliseconds apart.
-
-        plot(
-            trace.select_capture(0), paths["png"], title=f"SM occupancy: {captures[0].kernel_name}"
-        )
+        # One panel per launch, each from its own start: the host time between launches is cut.
+        plot(trace, paths["png"])
         print(f"wrote {paths['png']}  (SM occupancy plot)")
     except sm_profiler.MissingDependencyError:
         print("skipped the SM occupancy plot: matplotlib is not installed "
               "(pip install 'sm_profiler[plot]')")  # fmt: skip
     print(
-        f"\nOpen the trace: drag {paths['perfetto']} into https://ui.perfetto.dev, "
+        f"\nOpen the trace: drag {paths['perfetto']} into https://ui.perfetto.dev,\n"
         f"or run: sm-profiler open {paths['perfetto']}"
     )
     print(f"done in {time.perf_counter() - t_start:.1f} s")

@@ -35,10 +35,25 @@ __all__ = [
 ]
 
 
+# Host submodules that `sm_profiler.NAME` loads on first use, as the docs write them
+# (`sm_profiler.stats.compute_stats`). Not triton_ops: importing it reads TRITON_INTERPRET, which
+# must happen where the user imports it, after setting the switch.
+_SUBMODULES = ("capture", "cli", "decode", "export", "format", "plot", "stats", "trace")
+
+
 def __getattr__(name):
     # SmProfiler imports torch lazily, but keep even its module out of `import sm_profiler`.
     if name == "SmProfiler":
         from .profiler import SmProfiler
 
         return SmProfiler
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    if name == "triton_ops":
+        raise AttributeError(
+            "sm_profiler.triton_ops is not loaded by 'import sm_profiler': import it (from "
+            "sm_profiler.triton_ops import profiler_init, ...) after setting TRITON_INTERPRET"
+        )
     raise AttributeError(f"module 'sm_profiler' has no attribute {name!r}")

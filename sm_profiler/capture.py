@@ -111,17 +111,73 @@ def save_many(captures: list[Capture], path: str | os.PathLike) -> None:
         raise CaptureError(f"cannot write {path!r}: {e}") from e
 
 
+# A capture file is a zip archive (np.savez): local file header, or the end record of an empty one.
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def is_capture_file(path: str | os.PathLike) -> bool:
+    """Whether `path` is a zip archive, as capture files are (a cheap test: it reads 4 bytes)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) in _ZIP_MAGIC
+    except OSError:
+        return False
+
+
+def _foreign_kind(path: str | os.PathLike) -> tuple[str, bool] | None:
+    """What a file that is not a zip archive looks like ('a Chrome JSON trace', ...) and whether
+    that is a trace; None for a zip archive, or a file that cannot be read or is empty (np.load
+    then says why)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if head[:4] in _ZIP_MAGIC or (head and b"PK".startswith(head[:2])):
+        return None  # a zip archive, or the start of one (truncated): np.load reports it
+    text = head.lstrip()
+    if text[:1] in (b"{", b"["):
+        if b'"traceEvents"' in head:
+            return "a Chrome JSON trace", True
+        return "a JSON file", False
+    if head[:2] == b"\x1f\x8b":
+        return "a gzip file (a compressed Chrome JSON trace?)", True
+    if head[:6] == b"\x93NUMPY":
+        return "a single numpy array (.npy)", False
+    if head[:1] == b"\x0a":  # field 1 (TracePacket), length-delimited: a protobuf Trace
+        return "a Perfetto trace", True
+    if not head:
+        return None  # empty: np.load reports it as truncated
+    return "another kind of file (a capture is a zip archive)", False
+
+
 def load(path: str | os.PathLike) -> list[Capture]:
     """Read the captures of a file written by `save_many` / `SmProfiler.save`.
 
     Raises CaptureError for a missing, truncated or foreign file and FormatError for a capture
     whose buffer is damaged.
     """
+    foreign = _foreign_kind(path)
+    if foreign:
+        what, is_trace = foreign
+        fix = "; to view a trace, run sm-profiler open on it" if is_trace else ""
+        raise CaptureError(
+            f"{str(path)!r} is not an sm_profiler capture file: it looks like {what}; capture "
+            f"files are the .npz files that SmProfiler.save(path) writes{fix}"
+        )
     try:
         with np.load(path, allow_pickle=False) as z:
+            if "meta" not in z.files:
+                raise CaptureError(
+                    f"{str(path)!r} is a .npz archive but not an sm_profiler capture (it has no "
+                    "'meta' entry); capture files are the .npz files that SmProfiler.save(path) "
+                    "writes"
+                )
             meta = json.loads(bytes(z["meta"]).decode())
             n = len(meta["captures"]) if isinstance(meta, dict) else 0
             words = [z[f"words_{i}"] for i in range(n)]
+    except CaptureError:
+        raise
     except FileNotFoundError as e:
         raise CaptureError(f"capture file {str(path)!r} does not exist") from e
     except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile, EOFError) as e:

@@ -3,7 +3,8 @@
     sm-profiler info CAPTURE              what a capture file holds
     sm-profiler stats CAPTURE             per-event and per-SM statistics
     sm-profiler export CAPTURE OUT        write a Perfetto (.perfetto-trace/.pftrace) or JSON trace
-    sm-profiler open TRACE                serve a trace to ui.perfetto.dev from 127.0.0.1
+    sm-profiler open TRACE                serve a trace (or a capture, exported first) to
+                                          ui.perfetto.dev from 127.0.0.1
 
 CAPTURE files are written by `SmProfiler.save` / `sm_profiler.save_many`. Errors sm_profiler
 raises on purpose print one line to stderr and exit with status 2.
@@ -68,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sm-profiler",
         description="Inspect, summarize and export sm_profiler captures.",
     )
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
 
     c = sub.add_parser("info", help="what a capture file holds: layout, kernels, lanes, events")
@@ -99,9 +103,14 @@ def build_parser() -> argparse.ArgumentParser:
         "open",
         help="serve a trace on 127.0.0.1 and open it in ui.perfetto.dev",
         description="Serve TRACE once on 127.0.0.1 for ui.perfetto.dev to fetch (like Perfetto's "
-        f"open_trace_in_ui). ui.perfetto.dev only fetches from port {PERFETTO_PORT}.",
+        f"open_trace_in_ui). ui.perfetto.dev only fetches from port {PERFETTO_PORT}. Given a "
+        "capture file, it serves a temporary Perfetto trace exported from it.",
     )
-    c.add_argument("trace", metavar="TRACE", help="a .perfetto-trace, .pftrace or .json file")
+    c.add_argument(
+        "trace",
+        metavar="TRACE",
+        help="a .perfetto-trace, .pftrace or .json file, or a capture (exported first)",
+    )
     c.add_argument("--port", type=int, default=PERFETTO_PORT, help="default %(default)s")
     c.add_argument("--no-browser", action="store_true", help="print the URL, open no browser")
     c.add_argument(
@@ -132,6 +141,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     out = sys.stdout
     s = "s" if len(caps) != 1 else ""
     out.write(f"{args.capture}: {len(caps)} capture{s}\n")
+    # One column for every value of the file: the longest key, metadata keys included.
+    keys = ["layout", "emulated", "groups", "events", "lanes", "recorded", "span"]
+    kw = max(len(k) for k in keys + [str(k) for c in caps for k in c.metadata])
+
+    def row(key: str, value: str) -> None:
+        out.write(f"  {key:<{kw}}  {value}\n")
+
     for i, cap in enumerate(caps):
         lay = cap.layout
         trace = decode(cap)
@@ -140,37 +156,37 @@ def cmd_info(args: argparse.Namespace) -> int:
         n_inst = len(trace.events["kind"]) - n_ranges
         um = trace.unmatched["kind"]
         out.write(f"\ncapture {i}: {cap.kernel_name}\n")
-        out.write(
-            f"  layout     {_plural(lay.num_blocks, 'block')} x {_plural(lay.num_groups, 'group')} "
-            f"x {_plural(lay.capacity, 'record')} per lane ({lay.total_bytes:,} bytes)\n"
+        row(
+            "layout",
+            f"{_plural(lay.num_blocks, 'block')} x {_plural(lay.num_groups, 'group')} "
+            f"x {_plural(lay.capacity, 'record')} per lane ({lay.total_bytes:,} bytes)",
         )
-        out.write(
-            "  emulated   "
-            + (
-                "yes (CPU interpreter: host clock, emulated SM ids)\n"
-                if lay.emulated
-                else "no (GPU %globaltimer and %smid)\n"
-            )
+        row(
+            "emulated",
+            "yes (CPU interpreter: host clock, emulated SM ids)"
+            if lay.emulated
+            else "no (GPU %globaltimer and %smid)",
         )
         for k in sorted(cap.metadata):
-            out.write(f"  {k:<10} {cap.metadata[k]}\n")
+            row(str(k), str(cap.metadata[k]))
         if cap.group_names:
-            names = ", ".join(f"{g} {n}" for g, n in sorted(cap.group_names.items()))
-            out.write(f"  groups     {names}\n")
+            row("groups", ", ".join(f"{g} {n}" for g, n in sorted(cap.group_names.items())))
         names = ", ".join(f"{e} {n}" for e, n in sorted(cap.event_names.items())) or "(none named)"
-        out.write(f"  events     {names}\n")
+        row("events", names)
         n_init = int(lanes["initialized"].sum())
         n_sm = len(set(lanes["sm"][lanes["initialized"]].tolist()))
-        out.write(
-            f"  lanes      {n_init} of {len(lanes['lane'])} initialised, on {n_sm} SMs; "
-            f"{int(lanes['written'].sum()):,} records\n"
+        row(
+            "lanes",
+            f"{n_init} of {len(lanes['lane'])} initialised, on {n_sm} SMs; "
+            f"{int(lanes['written'].sum()):,} records",
         )
-        out.write(
-            f"  recorded   {_plural(n_ranges, 'range')}, {_plural(n_inst, 'instant')}; "
+        row(
+            "recorded",
+            f"{_plural(n_ranges, 'range')}, {_plural(n_inst, 'instant')}; "
             f"{trace.dropped_total:,} dropped; unmatched: {int((um == UNMATCHED_BEGIN).sum())} "
-            f"begins, {int((um == UNMATCHED_END).sum())} ends\n"
+            f"begins, {int((um == UNMATCHED_END).sum())} ends",
         )
-        out.write(f"  span       {format_time(compute_stats(trace).span.duration_ns)}\n")
+        row("span", format_time(compute_stats(trace).span.duration_ns))
     return 0
 
 
@@ -221,10 +237,29 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_open(args: argparse.Namespace) -> int:
-    served = serve_trace(
-        args.trace, port=args.port, open_browser=not args.no_browser, timeout_s=args.timeout
-    )
-    return 0 if served else 1
+    from .capture import is_capture_file
+
+    def serve(path: str) -> bool:
+        return serve_trace(
+            path, port=args.port, open_browser=not args.no_browser, timeout_s=args.timeout
+        )
+
+    if not is_capture_file(args.trace):
+        return 0 if serve(args.trace) else 1
+    # The UI reads traces, not captures: export one to a temporary file and serve that.
+    from .decode import decode
+    from .export import export
+
+    caps = _load(args.trace)
+    with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
+        trace = decode(caps)
+    stem = os.path.splitext(os.path.basename(args.trace))[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, stem + _SUFFIX["perfetto"])
+        with stage("exporting"):
+            export(trace, path)
+        print(f"{args.trace} is a capture: serving a Perfetto trace exported from it")
+        return 0 if serve(path) else 1
 
 
 def _plural(n: int, noun: str) -> str:
@@ -320,6 +355,13 @@ def serve_trace(
     path = os.path.abspath(os.fspath(path))
     if not os.path.isfile(path):
         raise CaptureError(f"trace file {path!r} does not exist; write one with sm-profiler export")
+    from .capture import is_capture_file
+
+    if is_capture_file(path):
+        raise CaptureError(
+            f"{path!r} is a capture, not a trace: export it first (sm-profiler export CAPTURE "
+            "trace.perfetto-trace), or run sm-profiler open on the capture, which does"
+        )
     try:
         httpd = _TraceServer(port, path)
     except OSError as e:

@@ -1,4 +1,5 @@
-"""The SM occupancy picture: one row per SM, blocks as bars over time, ranges colored by event.
+"""The SM occupancy picture: one row per SM, blocks as bars over time, ranges colored by event;
+one panel per capture (launch), each on its own time axis from the launch's start.
 
 Each SM's row is split into slots, one per block resident at the same time (greedy interval
 assignment), and each slot into one band per group (warp group / lane). A block's residency is a
@@ -19,7 +20,7 @@ import numpy as np
 
 from .errors import MissingDependencyError
 from .paths import check_writable
-from .stats import block_intervals
+from .stats import block_intervals, format_time, time_unit
 from .trace import RANGE, TraceData
 
 BLOCK_COLOR = "#d9d9d9"
@@ -28,6 +29,8 @@ ROW_INCHES = 0.12
 MAX_Y_TICKS = 44
 # Image rows per SM row when painting: enough for 4 concurrent blocks x 4 groups to stay apart.
 RASTER_ROWS_PER_SM = 48
+# Height of all panels together at most (matplotlib refuses images over 2^16 pixels a side).
+MAX_PANELS_INCHES = 300.0
 
 
 def plot(
@@ -42,40 +45,105 @@ def plot(
     capture: int | None = None,
 ) -> str:
     """Write the SM occupancy timeline of `trace` to `path` (PNG, or any format matplotlib
-    knows by the extension). Returns the path.
+    knows by the extension). Returns the path. The keywords are `figure`'s."""
+    _require_matplotlib()
+    check_writable(path)
+    fig = figure(trace, width_in=width_in, dpi=dpi, colors=colors, title=title,
+                 max_vector=max_vector, capture=capture)  # fmt: skip
+    fig.savefig(path, dpi=dpi)
+    return os.fspath(path)
+
+
+def figure(
+    trace: TraceData,
+    *,
+    width_in: float = 14.0,
+    dpi: int = 100,
+    colors: dict[str, str] | None = None,
+    title: str | None = None,
+    max_vector: int = 50_000,
+    capture: int | None = None,
+):
+    """The SM occupancy picture as a matplotlib Figure: one panel per capture (launch), each
+    with its own time axis from the launch's start, so that the host time between launches
+    does not squeeze them; one time unit (ns, µs, ms or s) for all, picked from the longest.
 
     colors: event name -> matplotlib color, for some or all events (others get tab10/tab20).
+    title: replaces the default title; an emulated trace's marker is added to either.
     max_vector: above this many rectangles the picture is painted as an image (fast for
     millions of ranges) instead of drawn as vector rectangles.
-    capture: plot only this capture (launch). Several launches share one time axis, so host
-    gaps between them make each launch's bars thin; plot one at a time to see a launch.
+    capture: draw only this capture.
     """
+    _require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    caps = list(range(len(trace.kernels))) if capture is None else [capture]
+    parts = [trace.select_capture(c) for c in caps]
+    layouts = [occupancy_layout(p) for p in parts]
+    spans = [lay["t1_ns"] - lay["t0_ns"] for lay in layouts]
+    unit, scale = time_unit(max(spans, default=0))
+    rows = [max(len(lay["sm_ids"]), 1) for lay in layouts]
+    # Inches per SM row, shrunk when many panels would pass matplotlib's pixel limit.
+    row_in = max(min(ROW_INCHES, MAX_PANELS_INCHES / max(sum(rows), 1)), 0.01)
+    heights = [max(1.6, n * row_in) for n in rows]
+    fig = Figure(figsize=(width_in, sum(heights) + 0.9 * len(parts) + 0.8), dpi=dpi)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(parts), 1, squeeze=False, height_ratios=heights)[:, 0]
+
+    # One palette for every panel: an event has one color in the whole picture.
+    ev_ids = np.unique(np.concatenate([lay["ranges"]["event"] for lay in layouts])).tolist()
+    palette = _palette(trace, ev_ids, colors or {})
+    n_rects = sum(len(lay["ranges"]["x0"]) + len(lay["blocks"]["x0"]) for lay in layouts)
+    for ax, lay, c, span in zip(axes, layouts, caps, spans, strict=True):
+        _draw(ax, lay, palette, 1e3 / scale, max(span / scale, 1e-9), n_rects <= max_vector,
+              width_in, dpi)  # fmt: skip
+        if len(parts) > 1:
+            k = trace.kernels[c]
+            blocks = f"{k.num_blocks} block" + ("s" if k.num_blocks != 1 else "")
+            ax.set_title(f"{trace.capture_name(c)} · {blocks} · span "
+                         f"{format_time(span)}", fontsize="medium", loc="left")  # fmt: skip
+    several = len(parts) > 1
+    since = "each launch's start" if several else "kernel start"
+    axes[-1].set_xlabel(f"time from {since} ({unit})")
+
+    names = list(dict.fromkeys(p.kernels[0].name for p in parts))  # launch order, once each
+    heading = title if title is not None else (
+        f"SM occupancy: {', '.join(names)}" if names else "SM occupancy"
+    )  # fmt: skip
+    if trace.emulated:  # kept with a title of the caller's: the picture is not GPU timing
+        heading += "  (emulated: host clock, SM ids emulated)"
+    if several:
+        fig.suptitle(heading)
+    else:
+        axes[0].set_title(heading)
+    handles = [Patch(facecolor=BLOCK_COLOR, label="block resident")]
+    handles += [Patch(facecolor=col, label=trace.event_name(e)) for e, col in palette.items()]
+    axes[0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0),
+                   fontsize="small")  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
+def _require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401 (fails first, and clearly, when matplotlib is absent)
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.collections import PolyCollection
-        from matplotlib.figure import Figure
-        from matplotlib.patches import Patch
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: F401
     except ImportError as e:
         raise MissingDependencyError("matplotlib", "plot()", extra="plot") from e
 
-    check_writable(path)
-    if capture is not None:
-        trace = trace.select_capture(capture)
-    layout = occupancy_layout(trace)
-    t0 = layout["t0_ns"]
+
+def _draw(ax, layout: dict, palette: dict[int, str], per_us: float, x_max: float,
+          vector: bool, width_in: float, dpi: int) -> None:  # fmt: skip
+    """One launch's SM rows on `ax`; x in the figure's unit (`per_us` of it per µs)."""
+    from matplotlib.collections import PolyCollection
+
+    b, r = dict(layout["blocks"]), dict(layout["ranges"])
+    for rects in (b, r):
+        rects["x0"], rects["x1"] = rects["x0"] * per_us, rects["x1"] * per_us
     n_rows = max(len(layout["sm_ids"]), 1)
-
-    fig = Figure(figsize=(width_in, max(2.5, n_rows * ROW_INCHES) + 1.6), dpi=dpi)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-
-    b, r = layout["blocks"], layout["ranges"]
-    palette = _palette(trace, np.unique(r["event"]).tolist(), colors or {})
-    handles = [Patch(facecolor=BLOCK_COLOR, label="block resident")]
-    handles += [Patch(facecolor=c, label=trace.event_name(e)) for e, c in palette.items()]
-    span_us = max((layout["t1_ns"] - t0) / 1e3, 1e-3)
-    if len(r["x0"]) + len(b["x0"]) <= max_vector:
+    if vector:
         # Vector rectangles: crisp at any zoom (SVG/PDF); one collection per event name.
         _add_rects(ax, PolyCollection, b, BLOCK_COLOR)
         for ev, color in palette.items():
@@ -86,34 +154,22 @@ def plot(
         from matplotlib.colors import to_rgb
 
         cols = max(int(width_in * dpi), 16)
-        rows = n_rows * RASTER_ROWS_PER_SM
-        img = np.ones((rows, cols, 3), np.float32)
-        sx, sy = cols / span_us, RASTER_ROWS_PER_SM
+        img = np.ones((n_rows * RASTER_ROWS_PER_SM, cols, 3), np.float32)
+        sx, sy = cols / x_max, RASTER_ROWS_PER_SM
         _paint(img, b, sx, sy, np.array(to_rgb(BLOCK_COLOR), np.float32))
         for ev, color in palette.items():
             m = r["event"] == ev
             _paint(
                 img, {k: v[m] for k, v in r.items()}, sx, sy, np.array(to_rgb(color), np.float32)
             )
-        ax.imshow(img, extent=(0, span_us, n_rows - 0.5, -0.5), aspect="auto",
+        ax.imshow(img, extent=(0, x_max, n_rows - 0.5, -0.5), aspect="auto",
                   interpolation="nearest")  # fmt: skip
-
-    ax.set_xlim(0, span_us)
+    ax.set_xlim(0, x_max)
     ax.set_ylim(n_rows - 0.5, -0.5)  # SM with the smallest id on top, like a trace viewer
     step = max(1, math.ceil(n_rows / MAX_Y_TICKS))
     ticks = np.arange(0, len(layout["sm_ids"]), step)
     ax.set_yticks(ticks, [str(s) for s in layout["sm_ids"][ticks].tolist()])
-    ax.set_xlabel("time from kernel start (µs)")
     ax.set_ylabel("SM")
-    names = sorted({k.name for k in trace.kernels})
-    default_title = f"SM occupancy: {', '.join(names)}" if names else "SM occupancy"
-    if trace.emulated:
-        default_title += "  (emulated: host clock, SM ids emulated)"
-    ax.set_title(title if title is not None else default_title)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    return os.fspath(path)
 
 
 def occupancy_layout(trace: TraceData) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import sys
 
 import numpy as np
 
@@ -36,6 +37,8 @@ class SmProfiler:
     ):
         flags = fmt.FLAG_EMULATED if str(device).startswith("cpu") else 0
         self.layout = fmt.Layout.checked(num_blocks, num_groups, max_events_per_group, flags)
+        _check_device(device)
+        _check_interpreter()
         self.enabled = bool(enabled)
         self.device = device
         self.kernel_name = _check_name(kernel_name, "kernel_name")
@@ -119,6 +122,9 @@ class SmProfiler:
                 "each launch (or init_buffer() to discard it)",
                 stacklevel=2,
             )
+        # The last call before a launch: catch an interpreter switch flipped since the ops were
+        # imported here, before Triton fails on it with a message that does not say why.
+        _check_interpreter()
         self._dirty = True
         return self._buffer
 
@@ -227,6 +233,47 @@ class SmProfiler:
             pass
         meta["triton_interpret"] = os.environ.get("TRITON_INTERPRET", "0")
         return meta
+
+
+def _check_device(device) -> None:
+    """A CUDA device without CUDA fails in torch ("Torch not compiled with CUDA enabled"), which
+    does not say what to do instead."""
+    if not str(device).startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            f"SmProfiler(device={str(device)!r}): torch sees no CUDA device; without a GPU, pass "
+            "device='cpu' (and device='cpu' tensors) and run the kernel in Triton's interpreter: "
+            "set TRITON_INTERPRET=1 before importing triton"
+        )
+
+
+def _interpret_env() -> bool:
+    # The same rule sm_profiler.triton_ops applies when it is imported.
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def _check_interpreter() -> None:
+    """sm_profiler.triton_ops picks its GPU or interpreter ops once, when imported, while Triton
+    decides per @triton.jit, when the kernel is defined. If TRITON_INTERPRET changed in between,
+    the user's kernel and the ops disagree and Triton fails with "Cannot call @triton.jit'd
+    outside of the scope of a kernel" (or inline asm under the interpreter): say why instead."""
+    ops = sys.modules.get("sm_profiler.triton_ops")
+    if ops is None:  # not imported (yet, or a CuteDSL user): the ops will read the switch then
+        return
+    then = bool(getattr(ops._INTERPRET, "value", ops._INTERPRET))
+    now = _interpret_env()
+    if then != now:
+        change = "set" if now else "unset"
+        env = os.environ.get("TRITON_INTERPRET")
+        raise ConfigError(
+            f"TRITON_INTERPRET was {change} (now {env!r}) after sm_profiler.triton_ops was "
+            f"imported with the {'GPU' if now else 'interpreter'} ops, so Triton kernels would "
+            "fail; set TRITON_INTERPRET before importing triton and sm_profiler.triton_ops (at "
+            "the top of the script, or in the shell)"
+        )
 
 
 def _check_id(value, maximum: int, what: str) -> int:

@@ -9,8 +9,10 @@ event ids, captures and the handful of worst lanes named in a warning.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -126,11 +128,9 @@ def compute_stats(trace: TraceData) -> Stats:
 
 def _capture_label(trace: TraceData, c: int, several: bool) -> str:
     k = trace.kernels[c]
-    shape = (
-        f"{k.num_blocks} blocks x {k.num_groups} groups"
-        if k.num_groups > 1
-        else (f"{k.num_blocks} blocks")
-    )
+    shape = _plural(k.num_blocks, "block")
+    if k.num_groups > 1:
+        shape += f" x {k.num_groups} groups"
     prefix = f"capture {c}: " if several else ""
     return f"{prefix}{k.name} ({shape})"
 
@@ -475,25 +475,33 @@ def format_time(ns: float) -> str:
     return f"{ns:.0f} ns" if unit == "ns" else f"{ns / scale:.2f} {unit}"
 
 
-def _time_column(values: list[float]) -> tuple[str, list[str]]:
-    """A whole column in one unit, picked from its largest value, so that digits line up."""
-    unit, scale = time_unit(max((abs(v) for v in values), default=0.0))
+def table_unit(max_abs_ns: float) -> tuple[str, float]:
+    """The unit of a table or list of times whose largest is `max_abs_ns`: the largest unit in
+    which that is at least 10, so the table's numbers keep 3 to 4 significant digits ('180 ms',
+    not '0.18 s') and its smaller numbers keep theirs too."""
+    for name, scale in _UNITS:
+        if max_abs_ns >= 10 * scale:
+            return name, scale
+    return "ns", 1.0
+
+
+def format_times(values: list[float]) -> list[str]:
+    """Several values side by side, all in one unit (`table_unit`): '2000 ns', '479 ns'."""
+    unit, scale = table_unit(max((abs(v) for v in values), default=0.0))
+    return [f"{c} {unit}" for c in _cells(values, unit, scale)]
+
+
+def _cells(values: list[float], unit: str, scale: float, top_ns: float | None = None) -> list[str]:
+    """`values` (ns) in `unit`, with one number of decimals for all of them (so that they line
+    up): none for ns, else as many as keep about four significant digits of `top_ns` (the value
+    the unit was picked from; default the largest of `values`), the same for a whole table."""
     if unit == "ns":
-        return unit, [f"{v:.0f}" for v in values]
-    return unit, [f"{v / scale:.2f}" for v in values]
-
-
-def _table(headers: list[str], rows: list[list[str]], left: int = 1) -> list[str]:
-    """Align columns: the first `left` columns left-aligned, the rest right-aligned."""
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i < left else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return [line(headers)] + [line(r) for r in rows]
+        return [f"{v:.0f}" for v in values]
+    if top_ns is None:
+        top_ns = max((abs(v) for v in values), default=0.0)
+    top = top_ns / scale
+    digits = 2 if top < 100 else 1 if top < 1000 else 0
+    return [f"{v / scale:.{digits}f}" for v in values]
 
 
 def _plural(n: int, noun: str) -> str:
@@ -504,9 +512,83 @@ def _fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
+_TIME_SPACE = re.compile(r"(\d) (ns|µs|ms|s)\b")
+
+
+def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:
+    """textwrap.wrap that never breaks a time from its unit ('800 ns')."""
+    glued = _TIME_SPACE.sub("\\1\0\\2", text)
+    lines = textwrap.wrap(glued, width=width, subsequent_indent=indent, break_on_hyphens=False)
+    return [line.replace("\0", " ") for line in lines]
+
+
+def _join_wrapped(parts: list[str], width: int, sep: str = " · ", indent: str = "  ") -> list[str]:
+    """`parts` joined by `sep`, broken between parts (never inside one unless it alone is too
+    long) so that every line fits `width`."""
+    lines: list[str] = []
+    cur = ""
+    for p in parts:
+        if cur and len(cur) + len(sep) + len(p) > width:
+            lines.append(cur + sep.rstrip())
+            cur = indent + p
+        else:
+            cur = cur + sep + p if cur else p
+    lines.append(cur)
+    return [w for line in lines for w in (_wrap(line, width, indent) or [""])]
+
+
+def _fit_table(
+    headers: list[str],
+    rows: list[list[str]],
+    width: int,
+    left: int = 1,
+    drop: tuple[int, ...] = (),
+    shrink: int | None = None,
+) -> tuple[list[str], list[str]]:
+    """Aligned table lines within `width` (the first `left` columns left-aligned, the rest
+    right-aligned), and the headers of the columns left out to fit.
+
+    Columns in `drop` go, in that order, while the table is too wide; then column `shrink` (the
+    names) is cut with an ellipsis, down to 8 characters.
+    """
+    keep = list(range(len(headers)))
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def total(cols: list[int]) -> int:
+        w = [min(widths[i], 8) if i == shrink else widths[i] for i in cols]
+        return sum(w) + 2 * (len(cols) - 1)
+
+    dropped: list[str] = []
+    for i in drop:
+        if total(keep) <= width:
+            break
+        keep.remove(i)
+        dropped.append(headers[i])
+    if shrink is not None:
+        room = width - (total(keep) - min(widths[shrink], 8))
+        widths[shrink] = max(min(widths[shrink], room), min(widths[shrink], 8))
+        rows = [r[:shrink] + [_fit(r[shrink], widths[shrink])] + r[shrink + 1 :] for r in rows]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            cells[i].ljust(widths[i]) if i < left else cells[i].rjust(widths[i]) for i in keep
+        ).rstrip()
+
+    return [line(headers)] + [line(r) for r in rows], dropped
+
+
+def _left_out(dropped: list[str], width: int) -> list[str]:
+    if not dropped:
+        return []
+    return _wrap(f"({', '.join(dropped)} left out to fit {width} columns)", width)
+
+
 def format_stats(stats: Stats, width: int | None = None, max_sm_rows: int = 16) -> str:
     """Plain-text report: header, warnings, event table, SM table (or a summary of it when there
-    are more than `max_sm_rows` SMs), load imbalance; then one section per capture if several."""
+    are more than `max_sm_rows` SMs), load imbalance; then one section per capture if several.
+
+    Every line fits `width` (default: the terminal's; at least 40): prose is wrapped, and tables
+    leave out their least important columns, saying which, before names are cut."""
     if width is None:
         width = shutil.get_terminal_size((100, 24)).columns
     width = max(width, 40)
@@ -515,75 +597,90 @@ def format_stats(stats: Stats, width: int | None = None, max_sm_rows: int = 16) 
     title = f"sm_profiler stats: {stats.label}"
     if n_caps > 1:
         title += f" ({n_caps} captures)"
-    lines.append(_fit(title, width))
+    lines.extend(_wrap(title, width))
     for w in stats.warnings:
-        lines.extend(_wrap("warning: " + w, width, indent="  "))
+        lines.extend(_wrap("warning: " + w, width))
     lines.extend(_section_lines(stats, width, max_sm_rows, sm_table=not stats.captures))
     if stats.captures:
-        lines.append("SM occupancy and load imbalance: per capture, below (launches are separated")
-        lines.append("by host time, which a combined span would count as idle)")
+        lines.extend(
+            _wrap(
+                "SM occupancy and load imbalance: per capture, below (launches are separated by "
+                "host time, which a combined span would count as idle)",
+                width,
+                indent="",
+            )
+        )
     for sub in stats.captures:
         lines.append("")
-        lines.append(_fit(f"-- {sub.label} " + "-" * width, width))
+        lines.extend(_rule(sub.label, width))
         lines.extend(_section_lines(sub, width, max_sm_rows))
     return "\n".join(lines) + "\n"
 
 
-def _wrap(text: str, width: int, indent: str) -> list[str]:
-    import textwrap
-
-    return textwrap.wrap(text, width=width, subsequent_indent=indent, break_on_hyphens=False)
+def _rule(label: str, width: int) -> list[str]:
+    """'-- label -----' filling `width`; a label too long for one line continues below."""
+    first, *rest = _wrap(label, width - 7, indent="") or [""]
+    return [f"-- {first} ".ljust(width, "-")] + ["   " + r for r in rest]
 
 
 def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = True) -> list[str]:
-    lines: list[str] = []
     span = stats.span
-    lines.append(
-        f"span {format_time(span.duration_ns)} · {len(stats.sms)} SMs · "
-        f"{stats.lanes_initialized}/{stats.lanes_total} lanes initialised · "
-        f"{_plural(sum(e.count for e in stats.events), 'range')} · "
-        f"{_plural(sum(e.instants for e in stats.events), 'instant')}"
-        + (" · EMULATED" if stats.emulated else "")
-    )
+    parts = [
+        f"span {format_time(span.duration_ns)}",
+        f"{len(stats.sms)} SMs",
+        f"{stats.lanes_initialized}/{stats.lanes_total} lanes initialised",
+        _plural(sum(e.count for e in stats.events), "range"),
+        _plural(sum(e.instants for e in stats.events), "instant"),
+    ] + (["EMULATED"] if stats.emulated else [])
+    lines = _join_wrapped(parts, width)
     lines.append("")
     lines.extend(_event_lines(stats, width))
     lines.append("")
     if sm_table:
-        lines.extend(_sm_lines(stats, max_sm_rows))
+        lines.extend(_sm_lines(stats, width, max_sm_rows))
     imb = stats.imbalance
     if imb is not None:
-        lines.append(
-            f"load imbalance: last SM ({imb.last_sm}) finishes {format_time(imb.excess_ns)} after "
-            f"the mean SM ({imb.pct_of_span:.1f}% of span)"
+        lines.extend(
+            _wrap(
+                f"load imbalance: last SM ({imb.last_sm}) finishes {format_time(imb.excess_ns)} "
+                f"after the mean SM ({imb.pct_of_span:.1f}% of span)",
+                width,
+            )
         )
     return lines
+
+
+# Event table columns; the first ones named here are left out first when the width is short.
+_EVENT_FIELDS = ("total_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns")
+_EVENT_DROP = ("p90", "p99", "min", "p50", "instants", "mean")
 
 
 def _event_lines(stats: Stats, width: int) -> list[str]:
     if not stats.events:
         return ["no events recorded"]
     evs = stats.events
-    fields = ("total_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns")
     has_range = [e.count > 0 for e in evs]
-    cols, units = [], []
-    for f in fields:
-        vals = [float(getattr(e, f)) for e, r in zip(evs, has_range, strict=True) if r]
-        unit, cells = _time_column(vals)
-        it = iter(cells)
-        cols.append([next(it) if r else "-" for r in has_range])
-        units.append(unit)
-    headers = ["event", "count"] + [
-        f"{f.removesuffix('_ns')} {u}" for f, u in zip(fields, units, strict=True)
-    ] + ["instants"]  # fmt: skip
-    numeric = [[str(e.count)] + [c[i] for c in cols] + [str(e.instants)] for i, e in enumerate(evs)]
-    # Event names take what the numbers leave; long names are cut with an ellipsis.
-    rest = _table(headers[1:], numeric, left=0)
-    room = max(width - len(rest[0]) - 2, 8)
-    names = [_fit(e.name, room) for e in evs]
-    return _table(headers, [[n] + r for n, r in zip(names, numeric, strict=True)])
+    # One unit for the whole table, from the largest single range (totals just get more digits):
+    # a row or a column never mixes units.
+    per_range = [float(getattr(e, f)) for e in evs if e.count for f in _EVENT_FIELDS[1:]]
+    top = max(per_range, default=0.0)
+    unit, scale = table_unit(top)
+    cols = []
+    for f in _EVENT_FIELDS:
+        cells = iter(_cells([float(getattr(e, f)) for e in evs if e.count], unit, scale, top))
+        cols.append([next(cells) if r else "-" for r in has_range])
+    headers = ["event", "count"] + [f.removesuffix("_ns") for f in _EVENT_FIELDS]
+    rows = [[e.name, str(e.count)] + [c[i] for c in cols] for i, e in enumerate(evs)]
+    if any(e.instants for e in evs):  # else the span line's "0 instants" says it
+        headers.append("instants")
+        for r, e in zip(rows, evs, strict=True):
+            r.append(str(e.instants))
+    drop = tuple(headers.index(h) for h in _EVENT_DROP if h in headers)
+    table, dropped = _fit_table(headers, rows, width, drop=drop, shrink=0)
+    return [f"events (times in {unit})"] + table + _left_out(dropped, width)
 
 
-def _sm_lines(stats: Stats, max_rows: int) -> list[str]:
+def _sm_lines(stats: Stats, width: int, max_rows: int) -> list[str]:
     sms = stats.sms
     if len(sms) == 0:
         return ["no SM ran an initialised lane"]
@@ -593,34 +690,41 @@ def _sm_lines(stats: Stats, max_rows: int) -> list[str]:
     busy = sms.busy_ns.astype(float).tolist()
 
     if len(sms) <= max_rows:
-        u_f, c_f = _time_column(first)
-        u_l, c_l = _time_column(last)
-        u_b, c_b = _time_column(busy)
+        # One unit for the table, from the last finish (the largest time in it).
+        top = max(last, default=0.0)
+        unit, scale = table_unit(top)
         rows = [
             [str(s), str(b), cb, f"{p:.1f}", f, ll]
             for s, b, cb, p, f, ll in zip(
                 sms.sm.tolist(),
                 sms.blocks.tolist(),
-                c_b,
+                _cells(busy, unit, scale, top),
                 sms.busy_pct.tolist(),
-                c_f,
-                c_l,
+                _cells(first, unit, scale, top),
+                _cells(last, unit, scale, top),
                 strict=True,
             )
         ]
-        headers = ["sm", "blocks", f"busy {u_b}", "busy %", f"first {u_f}", f"last {u_l}"]
-        return ["SMs (times from kernel start)"] + _table(headers, rows, left=0)
+        headers = ["sm", "blocks", "busy", "busy %", "first", "last"]
+        table, dropped = _fit_table(headers, rows, width, left=0, drop=(4, 2, 1))
+        return [f"SMs (times in {unit} from kernel start)"] + table + _left_out(dropped, width)
 
     # Many SMs: summarize, then name the SMs that finish last (they set the kernel's end).
     pct = sms.busy_pct
-    lines = [
-        f"SMs: {len(sms)} · blocks per SM {int(sms.blocks.min())}..{int(sms.blocks.max())} · "
-        f"busy % min {pct.min():.1f} / mean {pct.mean():.1f} / max {pct.max():.1f}"
+    parts = [
+        f"SMs: {len(sms)}",
+        f"blocks per SM {int(sms.blocks.min())}..{int(sms.blocks.max())}",
+        f"busy % min {pct.min():.1f} / mean {pct.mean():.1f} / max {pct.max():.1f}",
     ]
-    late = np.argsort(-sms.last_end_ns, kind="stable")[:5]
-    lines.append(
-        "last to finish (from kernel start): "
-        + ", ".join(f"SM {int(sms.sm[i])} at {format_time(last[i])}" for i in late.tolist())
+    lines = _join_wrapped(parts, width)
+    late = np.argsort(-sms.last_end_ns, kind="stable")[:5].tolist()
+    times = format_times([last[i] for i in late])
+    lines.extend(
+        _wrap(
+            "last to finish (from kernel start): "
+            + ", ".join(f"SM {int(sms.sm[i])} at {t}" for i, t in zip(late, times, strict=True)),
+            width,
+        )
     )
     return lines
 

@@ -114,6 +114,14 @@ class TraceData:
     def group_name(self, capture: int, group: int) -> str | None:
         return self.kernels[int(capture)].group_names.get(int(group))
 
+    def capture_name(self, capture: int) -> str:
+        """The capture's kernel name, with '(launch N)' (N: the capture's index) when another
+        capture of this trace has the same name: 'persistent (launch 1)', 'one_per_tile'."""
+        name = self.kernels[int(capture)].name
+        if sum(k.name == name for k in self.kernels) > 1:
+            return f"{name} (launch {int(capture)})"
+        return name
+
     def lane_label(self, capture: int, block: int, group: int) -> str:
         """'block 3 · producer', 'block 3 · group 2', or 'block 3' when blocks have one group."""
         name = self.group_name(capture, group)

@@ -107,6 +107,12 @@ def profiler_init(
                 without it the lanes stay empty.
     Lanes outside the buffer's shape (block >= num_blocks, group >= num_groups) record nothing.
     """
+    if buffer_ptr is not None:
+        tl.static_assert(
+            buffer_ptr.dtype.element_ty == tl.int64,
+            "profiler_init: the buffer must be the int64 tensor from SmProfiler.get_buffer(); "
+            "pass that, not another tensor",
+        )
     tl.static_assert(STAGE >= 0, "STAGE must be >= 0 (0 = no shared-memory staging)")
     if STAGE > 0:
         tl.static_assert(

@@ -35,6 +35,22 @@ def test_stats_prints_the_report(capture_file, capsys):
     assert capsys.readouterr().out == TINY_REPORT
 
 
+@pytest.mark.parametrize("width", [60, 80])
+def test_stats_width_narrows_every_line(tmp_path, capsys, width):
+    first = tiny_capture()
+    first.event_names[1] = "a_very_long_event_name_" * 4
+    lanes = {b: {"sm": b, "anchor": 50, "records": [("B", 0, 60), ("E", 0, 90 + b)]}
+             for b in range(20)}  # fmt: skip
+    path = tmp_path / "two.npz"
+    save_many([first, build_capture(lanes, num_blocks=20, kernel_name="wide" * 30)], path)
+    assert main(["stats", str(path), "--width", str(width)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 30
+    assert max(len(line) for line in lines) <= width
+    wide = main(["stats", str(path), "--width", "200"]) == 0 and capsys.readouterr().out
+    assert max(len(line) for line in wide.splitlines()) > width  # so the width did something
+
+
 def test_python_dash_m_runs_the_same_command(capture_file):
     env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run(
@@ -62,16 +78,67 @@ def test_info_describes_each_capture(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"{path}: 2 captures\n")
     second = out.split("capture 1: other\n")[1]
-    assert "  layout     4 blocks x 2 groups x 4 records per lane (" in second
-    assert "  emulated   yes (CPU interpreter" in second
-    assert "  device_name H100" in second
-    assert "  groups     0 producer, 1 consumer" in second
-    assert "  events     7 mma" in second
-    assert "  lanes      1 of 8 initialised, on 1 SMs; 4 records" in second
-    assert "  recorded   2 ranges, 0 instants; 2 dropped; unmatched: 0 begins, 0 ends" in second
+    # Values line up after the longest key of the file ("device_name", 11 characters).
+    assert "  layout       4 blocks x 2 groups x 4 records per lane (" in second
+    assert "  emulated     yes (CPU interpreter" in second
+    assert "  device_name  H100" in second
+    assert "  groups       0 producer, 1 consumer" in second
+    assert "  events       7 mma" in second
+    assert "  lanes        1 of 8 initialised, on 1 SMs; 4 records" in second
+    assert "  recorded     2 ranges, 0 instants; 2 dropped; unmatched: 0 begins, 0 ends" in second
     first = out.split("capture 1: other\n")[0]
-    assert "  emulated   no (GPU %globaltimer and %smid)" in first
-    assert "  span       4.30 µs" in first
+    assert "  emulated     no (GPU %globaltimer and %smid)" in first
+    assert "  span         4.30 µs" in first
+    rows = [line for line in out.splitlines() if line.startswith("  ")]
+    assert len(rows) == 6 + 8
+    assert all(r[13:15] == "  " and r[15] != " " for r in rows)  # every value at column 15
+
+
+def test_version(capsys):
+    import sm_profiler
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out == f"sm-profiler {sm_profiler.__version__}\n"
+
+
+def _foreign_files(tmp_path) -> dict[str, tuple[object, str, bool]]:
+    """name -> (path, what the error must say it looks like, whether that is a trace)."""
+
+    import numpy as np
+
+    trace = decode(tiny_capture())
+    from sm_profiler.export import export
+
+    export(trace, tmp_path / "t.json")
+    export(trace, tmp_path / "t.perfetto-trace")
+    export(trace, tmp_path / "t.json.gz")
+    (tmp_path / "random.bin").write_bytes(bytes(range(7, 200)))
+    np.save(tmp_path / "a.npy", np.arange(3))
+    np.savez(tmp_path / "other.npz", x=np.arange(3))
+    return {
+        "json": (tmp_path / "t.json", "it looks like a Chrome JSON trace", True),
+        "perfetto": (tmp_path / "t.perfetto-trace", "it looks like a Perfetto trace", True),
+        "gz": (tmp_path / "t.json.gz", "it looks like a gzip file", True),
+        "random": (tmp_path / "random.bin", "it looks like another kind of file", False),
+        "npy": (tmp_path / "a.npy", "it looks like a single numpy array", False),
+        "npz": (tmp_path / "other.npz", "a .npz archive but not an sm_profiler capture", False),
+    }
+
+
+@pytest.mark.parametrize("command", ["stats", "info", "export"])
+def test_a_file_that_is_not_a_capture_says_what_it_is(tmp_path, capsys, command):
+    for path, what, is_trace in _foreign_files(tmp_path).values():
+        extra = [str(tmp_path / "out.json")] if command == "export" else []
+        assert main([command, str(path)] + extra) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "pickle" not in err, err
+        assert err.startswith(f"sm-profiler: error: {str(path)!r} ")
+        assert what in err and "SmProfiler.save(path)" in err
+        # Traces are pointed at the command that shows them.
+        assert ("sm-profiler open" in err) == is_trace
+    assert not (tmp_path / "out.json").exists()
 
 
 @pytest.mark.parametrize("content", [None, b"not a capture at all"])
@@ -202,6 +269,35 @@ def test_open_serves_the_file_once_with_the_cors_header(tmp_path, capsys):
     assert url in out
     assert f"ssh -L {port}:127.0.0.1:{port}" in out
     assert "only fetches from 127.0.0.1:9001" in out  # we were not on 9001
+
+
+def test_open_of_a_capture_serves_a_perfetto_trace_exported_from_it(capture_file, capsys):
+    from sm_profiler.export import to_perfetto_bytes
+
+    port = _free_port()
+    result = {}
+    args = ["open", capture_file, "--no-browser", "--port", str(port), "--timeout", "30"]
+    t = threading.Thread(target=lambda: result.setdefault("rc", main(args)))
+    t.start()
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    status, _, body = _get(f"http://127.0.0.1:{port}/tiny.perfetto-trace")
+    t.join(10)
+    assert not t.is_alive() and result["rc"] == 0
+    assert status == 200 and body == to_perfetto_bytes(decode(tiny_capture()))
+    out = capsys.readouterr().out
+    assert f"{capture_file} is a capture: serving a Perfetto trace exported from it" in out
+
+
+def test_serve_trace_refuses_a_capture(capture_file):
+    from sm_profiler.errors import CaptureError
+
+    with pytest.raises(CaptureError, match="is a capture, not a trace: export it first"):
+        serve_trace(capture_file, port=0, open_browser=False, timeout_s=0.1, out=io.StringIO())
 
 
 def test_open_times_out_when_nobody_fetches(tmp_path):

@@ -44,8 +44,9 @@ def test_demo_says_it_runs_in_the_interpreter_and_how_to_open_the_trace(demo):
     assert f"drag {trace_path} into https://ui.perfetto.dev" in stdout
     assert f"sm-profiler open {trace_path}" in stdout
     # the stats table: the events and a section per launch
-    for word in ("tile", "load", "mma", "store", "load imbalance", "persistent#1", "one_per_tile"):
+    for word in ("tile", "load", "mma", "store", "load imbalance", "one_per_tile"):
         assert word in stdout
+    assert "-- capture 1: persistent (8 blocks) ---" in stdout
 
 
 def test_demo_perfetto_trace(demo):
@@ -54,8 +55,9 @@ def test_demo_perfetto_trace(demo):
     processes, threads, slices = set(read["processes"]), set(read["threads"]), read["slices"]
     assert processes == {f"SM {i} (emulated)" for i in range(8)}
     # three launches, each its own threads
-    for kernel in ("persistent#0", "persistent#1", "one_per_tile"):
-        assert any(t.startswith(kernel) for t in threads), kernel
+    for kernel in ("persistent (launch 0)", "persistent (launch 1)", "one_per_tile"):
+        assert f"{kernel} · block 0" in threads, kernel
+    assert not [t for t in threads if "#" in t]
     assert set(slices) >= {"tile", "load", "mma", "store"}
     assert slices["load"] == slices["mma"] == 2 * slices["tile"]  # K = 2 steps of BK
     assert slices["store"] == slices["tile"] == 3 * 12  # 12 tiles per launch
@@ -69,6 +71,6 @@ def test_demo_json_png_and_capture(demo):
     assert names["tile"] == 36 and names["load"] == 72
     assert (out_dir / "demo_sm_occupancy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     caps = sm_profiler.load(out_dir / "demo_capture.npz")
-    assert [c.kernel_name for c in caps] == ["persistent#0", "persistent#1", "one_per_tile"]
+    assert [c.kernel_name for c in caps] == ["persistent", "persistent", "one_per_tile"]
     trace = sm_profiler.decode(caps)
     assert trace.emulated and trace.dropped_total == 0 and len(trace.unmatched["kind"]) == 0

@@ -280,16 +280,33 @@ def test_captures_share_one_time_axis_but_never_one_thread():
     b = capture({(0, 0): (T0 + 1000, 17, [(BEGIN, 0, 1010), (END, 0, 1020)])}, name="softmax")
     trace = decode([a, b])
     r = read_trace(to_perfetto_bytes(trace))
-    one, two = r.thread("gemm#0: block 0 · group 0"), r.thread("softmax#1: block 0 · group 0")
+    one, two = r.thread("gemm · block 0 · group 0"), r.thread("softmax · block 0 · group 0")
     assert one.thread.tid != two.thread.tid and one.thread.pid == two.thread.pid
     assert Counter(r.slices[one.uuid]) == expected_slices(trace, 0, capture=0)
     assert r.slices[two.uuid] == [("load", T0 + 1010, 10)]
     kernels = {d.name: r.slices[d.uuid] for d in r.tracks.values()
                if not d.HasField("thread") and not d.HasField("process") and not d.HasField("counter")}  # fmt: skip
     assert kernels == {
-        "gemm#0": [("gemm#0", T0, 70000)],
-        "softmax#1": [("softmax#1", T0 + 1000, 20)],
+        "gemm": [("gemm", T0, 70000)],
+        "softmax": [("softmax", T0 + 1000, 20)],
     }
+
+
+def test_launches_of_one_kernel_are_told_apart_by_their_launch():
+    a = basic_capture(name="gemm")
+    b = capture({(0, 0): (T0 + 1000, 17, [(BEGIN, 0, 1010), (END, 0, 1020)])}, name="softmax")
+    c = capture({(0, 0): (T0 + 2000, 17, [(BEGIN, 0, 2010), (END, 0, 2030)])}, name="gemm")
+    trace = decode([a, b, c])
+    assert [trace.capture_name(i) for i in range(3)] == ["gemm (launch 0)", "softmax",
+                                                         "gemm (launch 2)"]  # fmt: skip
+    r = read_trace(to_perfetto_bytes(trace))
+    names = {d.thread.thread_name for d in r.threads()}
+    assert {"gemm (launch 0) · block 0 · group 0", "softmax · block 0 · group 0",
+            "gemm (launch 2) · block 0 · group 0"} <= names  # fmt: skip
+    assert not [n for n in names if "#" in n]
+    assert r.slices[r.thread("gemm (launch 2) · block 0 · group 0").uuid] == [
+        ("load", T0 + 2010, 20)
+    ]
 
 
 def test_emulated_traces_say_so():

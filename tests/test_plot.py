@@ -146,3 +146,66 @@ def test_plot_one_capture_of_several(tmp_path):
         both.select_capture(2)
     out = plot(both, tmp_path / "one.png", capture=1)
     assert open(out, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def _two_launches(emulated: bool = False, gap_ns: int = 10**9, span_ns: int = 900):
+    """Two launches `gap_ns` apart, each `span_ns` long: event 0 in the first, 1 in the second."""
+    a = build_capture({0: {"sm": 1, "anchor": 10, "records": [("B", 0, 20), ("E", 0, span_ns)]}},
+                      1, event_names={0: "load", 1: "compute"}, emulated=emulated,
+                      kernel_name="gemm")  # fmt: skip
+    t1 = gap_ns
+    b = build_capture(
+        {0: {"sm": 2, "anchor": t1, "records": [("B", 1, t1 + 5), ("E", 1, t1 + span_ns)]}},
+        1, event_names={0: "load", 1: "compute"}, emulated=emulated, kernel_name="gemm",
+    )  # fmt: skip
+    return decode([a, b])
+
+
+def test_every_launch_gets_a_panel_from_its_own_start(tmp_path):
+    pytest.importorskip("matplotlib")
+    from sm_profiler.plot import figure
+
+    trace = _two_launches()
+    fig = figure(trace)
+    panels = [ax for ax in fig.axes if ax.get_ylabel() == "SM"]
+    assert [ax.get_title(loc="left") for ax in panels] == [
+        "gemm (launch 0) · 1 block · span 890 ns",
+        "gemm (launch 1) · 1 block · span 900 ns",
+    ]
+    # Each panel starts at its launch: the second second of host time is not drawn.
+    assert [ax.get_xlim() for ax in panels] == [(0.0, 890.0), (0.0, 900.0)]
+    assert panels[-1].get_xlabel() == "time from each launch's start (ns)"
+    # Both launches are drawn wide, not as slivers 1 s apart: plenty of each colour.
+    path = tmp_path / "two.png"
+    plot(trace, path, colors={"load": "#ff0000", "compute": "#0000ff"})
+    img = _pixels(path)
+    assert _has_colour(img, (255, 0, 0), min_pixels=5000)
+    assert _has_colour(img, (0, 0, 255), min_pixels=5000)
+
+
+@pytest.mark.parametrize(
+    "span_ns, unit, x_max",
+    [(900, "ns", 890.0), (50_000, "µs", 49.99), (3_000_000, "ms", 2.99999), (2 * 10**9, "s", 2.0)],
+)
+def test_the_time_unit_follows_the_span(span_ns, unit, x_max):
+    pytest.importorskip("matplotlib")
+    from sm_profiler.plot import figure
+
+    fig = figure(_two_launches(span_ns=span_ns, gap_ns=10 * span_ns), capture=0)
+    (ax,) = [ax for ax in fig.axes if ax.get_ylabel() == "SM"]
+    assert ax.get_xlabel() == f"time from kernel start ({unit})"
+    assert ax.get_xlim()[1] == pytest.approx(x_max, rel=1e-3)
+
+
+@pytest.mark.parametrize("title", [None, "my kernels"])
+def test_an_emulated_trace_keeps_its_marker_with_any_title(title):
+    pytest.importorskip("matplotlib")
+    from sm_profiler.plot import figure
+
+    for trace, emulated in ((_two_launches(emulated=True), True), (_two_launches(), False)):
+        for cap in (None, 0):
+            fig = figure(trace, title=title, capture=cap)
+            heading = fig.get_suptitle() if cap is None else fig.axes[0].get_title()
+            start = title or "SM occupancy: gemm"
+            assert heading.startswith(start)
+            assert heading.endswith("(emulated: host clock, SM ids emulated)") == emulated

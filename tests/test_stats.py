@@ -79,21 +79,51 @@ TINY_REPORT = """\
 sm_profiler stats: tiny (2 blocks)
 span 4.30 µs · 2 SMs · 2/2 lanes initialised · 4 ranges · 1 instant
 
-event    count  total µs  mean µs  min µs  p50 µs  p90 µs  p99 µs  max µs  instants
-compute      2      5.00     2.50    2.00    2.50    2.90    2.99    3.00         0
-load         2      1.50     0.75    0.50    0.75    0.95    0.99    1.00         0
-mark         0         -        -       -       -       -       -       -         1
+events (times in ns)
+event    count  total  mean   min   p50   p90   p99   max  instants
+compute      2   5000  2500  2000  2500  2900  2990  3000         0
+load         2   1500   750   500   750   950   995  1000         0
+mark         0      -     -     -     -     -     -     -         1
 
-SMs (times from kernel start)
-sm  blocks  busy µs  busy %  first ns  last µs
- 0       1     2.70    62.8         0     2.70
- 1       1     4.10    95.3       200     4.30
+SMs (times in ns from kernel start)
+sm  blocks  busy  busy %  first  last
+ 0       1  2700    62.8      0  2700
+ 1       1  4100    95.3    200  4300
 load imbalance: last SM (1) finishes 800 ns after the mean SM (18.6% of span)
+"""
+
+# The same report at 40 columns: prose wraps (never between a number and its unit), the event
+# table leaves out its least important columns and says so.
+TINY_REPORT_40 = """\
+sm_profiler stats: tiny (2 blocks)
+span 4.30 µs · 2 SMs ·
+  2/2 lanes initialised · 4 ranges ·
+  1 instant
+
+events (times in ns)
+event    count  total  mean   max
+compute      2   5000  2500  3000
+load         2   1500   750  1000
+mark         0      -     -     -
+(p90, p99, min, p50, instants left out
+  to fit 40 columns)
+
+SMs (times in ns from kernel start)
+sm  blocks  busy  busy %  first  last
+ 0       1  2700    62.8      0  2700
+ 1       1  4100    95.3    200  4300
+load imbalance: last SM (1) finishes
+  800 ns after the mean SM (18.6% of
+  span)
 """
 
 
 def test_tiny_report_exact():
     assert format_stats(compute_stats(decode(tiny_capture())), width=100) == TINY_REPORT
+
+
+def test_tiny_report_at_40_columns_exact():
+    assert format_stats(compute_stats(decode(tiny_capture())), width=40) == TINY_REPORT_40
 
 
 def test_print_stats_writes_the_same_text_to_a_file():
@@ -107,8 +137,87 @@ def test_long_event_names_are_cut_to_the_width():
     cap.event_names[1] = "a_very_long_event_name_" * 4
     text = format_stats(compute_stats(decode(cap)), width=90)
     table = text.split("\n\n")[1].splitlines()
-    assert all(len(line) <= 90 for line in table)
-    assert any(line.startswith("a_very_long_e…  ") for line in table)
+    # The name takes what the numbers leave: the row fills the width exactly, no column goes.
+    assert max(len(line) for line in table) == 90
+    assert table[1].split() == "event count total mean min p50 p90 p99 max instants".split()
+    assert any(line.startswith("a_very_long_event_name_a_very…  ") for line in table)
+
+
+def busy_multi_capture_trace():
+    """Three captures with long names, warnings of every kind and a 40-SM summary."""
+    first = tiny_capture(emulated=True)
+    first.event_names[1] = "a_very_long_event_name_" * 4
+    recs = [("B", 0, 100 + 10 * i) if i % 2 == 0 else ("E", 0, 100 + 10 * i) for i in range(12)]
+    lanes = {b: {"sm": b, "anchor": 50, "records": recs[:4], "attempted": 9} for b in range(40)}
+    lanes[0]["records"] = [("B", 1, 60)]
+    second = build_capture(lanes, num_blocks=44, capacity=4, kernel_name="k" * 120,
+                           event_names={0: "load", 1: "store"})  # fmt: skip
+    # Ranges of seconds, so the span line and totals get their largest numbers.
+    lanes = {0: {"sm": 2, "anchor": 10**10, "records": [("B", 0, 10**10), ("E", 0, 10**11)]}}
+    third = build_capture(lanes, num_blocks=1, event_names={0: "load"}, kernel_name="slow")
+    return decode([first, second, third])
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 100, 132])
+def test_every_line_fits_the_width(width):
+    text = format_stats(compute_stats(busy_multi_capture_trace()), width=width)
+    lines = text.splitlines()
+    too_long = [line for line in lines if len(line) > width]
+    assert too_long == []
+    # Nothing is cut with an ellipsis except long event names in the name column.
+    cut = [line for line in lines if "…" in line]
+    assert cut and all(line.startswith("a_very_l") for line in cut)
+    # The 120-character kernel name is wrapped in full, not cut.
+    assert "".join(line.strip(" -") for line in lines).count("k" * 120) >= 1
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_narrow_tables_leave_out_columns_and_say_which(width):
+    text = format_stats(compute_stats(decode(tiny_capture())), width=width)
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("event "))
+    shown = header.split()
+    assert {"event", "count", "total", "mean", "max"} <= set(shown)
+    left_out = [h for h in ("min", "p50", "p90", "p99", "instants") if h not in shown]
+    if width == 80:
+        assert left_out == [] and "left out" not in text
+    else:
+        assert left_out and f"left out to fit {width} columns" in text
+        note = text[text.index("(") : text.index("left out")]
+        assert all(h in note for h in left_out)
+
+
+def test_one_time_unit_per_table():
+    """Totals of seconds and ranges of 2.5 ms: the table is in µs (the largest range is at
+    least 10 of them), totals in more digits; no cell carries a unit of its own."""
+    lanes = {
+        b: {"sm": b, "anchor": 1,
+            "records": [r for i in range(400) for r in (("B", 0, 1 + 3_000_000 * i),
+                                                       ("E", 0, 1 + 3_000_000 * i + 2_500_000))]}
+        for b in range(2)
+    }  # fmt: skip
+    cap = build_capture(lanes, num_blocks=2, capacity=800, event_names={0: "step"})
+    text = format_stats(compute_stats(decode(cap)), width=100)
+    lines = text.splitlines()
+    i = lines.index("events (times in µs)")
+    assert lines[i + 1].split()[:4] == ["event", "count", "total", "mean"]
+    assert lines[i + 2].split()[:4] == ["step", "800", "2000000", "2500"]  # 2 s total, in µs
+    assert "SMs (times in ms from kernel start)" in lines  # the last SM ends at 1.2 s
+    rows = [line for line in lines[i + 1 :] if line and not line.startswith(("SMs", "load"))]
+    assert len(rows) == 5  # header and row of the event table, header and 2 rows of the SMs'
+    assert not [line for line in rows if {"ns", "µs", "ms", "s"} & set(line.split())]
+
+
+def test_a_summary_line_names_times_in_one_unit():
+    lanes = {
+        b: {"sm": b, "anchor": 1, "records": [("B", 0, 10), ("E", 0, 100 + 10 * b)]}
+        for b in range(40)
+    }
+    lanes[39]["records"][1] = ("E", 0, 2_001)  # 2000 ns after the anchor at 1
+    stats = compute_stats(decode(build_capture(lanes, num_blocks=40)))
+    text = format_stats(stats, width=200)
+    # 2 µs and 479 ns side by side: both in ns (2 µs is not 10 of them).
+    assert "last to finish (from kernel start): SM 39 at 2000 ns, SM 38 at 479 ns," in text
 
 
 @pytest.mark.parametrize(
@@ -187,7 +296,7 @@ def test_several_captures_get_a_section_each():
     stats = compute_stats(decode([first, second]))
     assert [s.label for s in stats.captures] == [
         "capture 0: tiny (2 blocks)",
-        "capture 1: other (1 blocks)",
+        "capture 1: other (1 block)",
     ]
     assert stats.event("load").count == 3
     assert stats.captures[0].event("load").count == 2
@@ -197,7 +306,12 @@ def test_several_captures_get_a_section_each():
     assert stats.span.start_ns == 1000 and stats.span.end_ns == 20_100
     text = format_stats(stats, width=100)
     assert text.startswith("sm_profiler stats: all captures (2 captures)\n")
-    assert "-- capture 1: other (1 blocks) ---" in text
+    rules = [line for line in text.splitlines() if line.startswith("-- ")]
+    # Section rules fill the width exactly: no ellipsis, nothing cut.
+    assert rules == [
+        "-- capture 0: tiny (2 blocks) ".ljust(100, "-"),
+        "-- capture 1: other (1 block) ".ljust(100, "-"),
+    ]
     # Host time between launches is not idle SM time: no combined SM table or imbalance.
     assert stats.imbalance is None and stats.captures[0].imbalance is not None
     combined = text[: text.index("-- capture 0")]

@@ -34,7 +34,9 @@ def probe():
 
 
 def _strip_name(ptx: str) -> str:
-    """PTX without what differs between two kernels of one body: names, source lines, spacing."""
+    """PTX without what differs between two kernels of one body: names, source lines, spacing,
+    and the debug sections (which spell names and the source file's path)."""
+    ptx = ptx.split(".section\t.debug")[0].split(".section .debug")[0]
     ptx = re.sub(r"\b(plain_)?add_kernel(?=\b|_param)", "KERNEL", ptx)
     lines = [ln for ln in ptx.splitlines() if not ln.strip().startswith((".loc", ".file"))]
     return "\n".join(" ".join(ln.split()) for ln in lines)

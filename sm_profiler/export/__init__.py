@@ -123,9 +123,11 @@ def process_name(trace: TraceData, sm: int) -> str:
 
 
 def thread_name(trace: TraceData, capture: int, block: int, group: int, level: int = 0) -> str:
+    """'block 3 · producer'; with several captures the launch comes first, since an SM's
+    process holds the lanes of every launch: 'gemm · block 3', 'gemm (launch 2) · block 3'."""
     label = trace.lane_label(capture, block, group)
     if len(trace.kernels) > 1:
-        label = f"{trace.kernels[capture].name}#{capture}: {label}"
+        label = f"{trace.capture_name(capture)} · {label}"
     if level == 1:
         label += " (overlap)"
     elif level > 1:
@@ -134,8 +136,7 @@ def thread_name(trace: TraceData, capture: int, block: int, group: int, level: i
 
 
 def kernel_label(trace: TraceData, capture: int) -> str:
-    name = trace.kernels[capture].name
-    return f"{name}#{capture}" if len(trace.kernels) > 1 else name
+    return trace.capture_name(capture)
 
 
 def lane_extent(trace: TraceData, ev_lane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
