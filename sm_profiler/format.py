@@ -94,6 +94,10 @@ MAX_BLOCKS = 1 << 24
 MAX_GROUPS = 1 << 10
 MAX_CAPACITY = 1 << 24
 MAX_BUFFER_BYTES = 1 << 36  # 64 GiB
+# Decoded times and SM ids are int64 / int32 columns (SM -1: lane never initialised): larger
+# anchors, rebuilt times or SM ids are corruption, refused instead of wrapping negative.
+MAX_TIME_NS = (1 << 63) - 1
+MAX_SM_ID = (1 << 31) - 1
 
 # Header flags (w2, high 32 bits).
 FLAG_EMULATED = 1 << 0  # written by the CPU interpreter: host clock, emulated SM ids
