@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except SmProfilerError as e:
-        print(f"sm-profiler: error: {e}", file=sys.stderr)
+        print(f"sm-profiler: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # `sm-profiler stats x | head`: the reader left; that is not an error worth a traceback.
@@ -153,7 +153,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             )
         )
         for k in sorted(cap.metadata):
-            out.write(f"  {k:<10} {cap.metadata[k]}\n")
+            out.write(f"  {printable(k):<10} {printable(str(cap.metadata[k]))}\n")
         if cap.group_names:
             names = ", ".join(f"{g} {n}" for g, n in sorted(cap.group_names.items()))
             out.write(f"  groups     {names}\n")
@@ -225,6 +225,19 @@ def cmd_open(args: argparse.Namespace) -> int:
         args.trace, port=args.port, open_browser=not args.no_browser, timeout_s=args.timeout
     )
     return 0 if served else 1
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: errors quoting another library's message may hold several."""
+    return printable(" ".join(part.strip() for part in text.splitlines() if part.strip()))
+
+
+def printable(text: str) -> str:
+    """`text` with every unprintable character escaped (\\x1b, \\n, \\ud800): what a capture file
+    holds must not reach the terminal as escape sequences, nor fail to encode."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _plural(n: int, noun: str) -> str:
