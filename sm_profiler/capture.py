@@ -98,12 +98,16 @@ def _int_keyed(names, what: str, top: int) -> dict[int, str]:
         out = {int(k): str(v) for k, v in dict(names).items()}
     except (TypeError, ValueError, OverflowError) as e:
         raise FormatError(f"{what} must map integer ids to names, got {_short(names)}") from e
+    seen: dict[str, int] = {}
     for k, v in out.items():
         if not 0 <= k <= top:
             raise FormatError(f"{what} has id {k}, out of range: ids are 0..{top}")
         problem = name_problem(v)
         if problem:
             raise FormatError(f"{what}[{k}] {problem}, got {v!r}")
+        # One name, one id (as register_event insists): merging captures by name relies on it.
+        if seen.setdefault(v, k) != k:
+            raise FormatError(f"{what} gives the name {v!r} to ids {seen[v]} and {k}")
     return out
 
 
