@@ -52,7 +52,7 @@ BOOTTIME = 6  # BuiltinClock.BOOTTIME: the default trace clock
 # One lane's tracks: the lane itself plus overlap tracks, at most one per event id of a capture.
 LEVELS = 1 << 12
 # Passes that move partially overlapping ranges up a level before the one-level-per-id rule.
-_MOVE_PASSES = 2
+_MOVE_PASSES = 4
 
 # TrackEvent.Type
 SLICE_BEGIN, SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
