@@ -251,11 +251,7 @@ def _read_member(z: zipfile.ZipFile, member: str, name: str, limit: int, uint8: 
     """
     info = z.getinfo(f"{member}.npy")
     with z.open(info) as m:
-        version = np.lib.format.read_magic(m)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(m)
-        else:
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(m)
+        shape, dtype = _npy_header(m, name, member)
         ok_dtype = dtype == np.uint8 if uint8 else dtype.kind in "iu" and dtype.itemsize == 8
         if len(shape) != 1 or not ok_dtype:
             raise CaptureError(
@@ -278,6 +274,26 @@ def _read_member(z: zipfile.ZipFile, member: str, name: str, limit: int, uint8: 
         out[: len(head)] = head
         _fill(m, memoryview(out.view(np.uint8))[head.nbytes :], name, member)
     return out
+
+
+def _npy_header(m, name: str, member: str) -> tuple[tuple, np.dtype]:
+    """Shape and dtype from a .npy header. numpy parses the header text with Python's tokenizer
+    and literal_eval, which raise more than ValueError on damaged text (tokenize.TokenError,
+    SyntaxError, RecursionError): any failure there means a damaged file."""
+    try:
+        version = np.lib.format.read_magic(m)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(m)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(m)
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError):
+        raise  # the zip itself, reported by load
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        raise CaptureError(
+            f"{name}: the .npy header of {member} is damaged: {type(e).__name__}: "
+            f"{_short(str(e), 160)}"
+        ) from e
+    return shape, dtype
 
 
 def _fill(m, buf: memoryview, name: str, member: str) -> None:

@@ -408,3 +408,120 @@ def test_16_cuda_out_of_memory_names_the_free_memory(monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**30, 80 * 2**30))
     with pytest.raises(ConfigError, match=r"1,073,741,824 of 85,899,345,920 bytes are free"):
         SmProfiler(1024, 4, 65536, device="cuda")
+
+
+# -- hypothesis: hostile headers, names and metadata --------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from reference_encoder import INSTANT, examples  # noqa: E402
+from test_decode_properties import SETTINGS  # noqa: E402
+
+from sm_profiler.export import to_chrome_json, to_perfetto_bytes  # noqa: E402
+
+# Lane headers anywhere in 64 bits, most near the edges that used to wrap.
+wide_anchors = st.one_of(
+    st.integers(1, 2**64 - 1),
+    st.integers(2**63 - 2**33, 2**63 + 2**33),
+    st.integers(2**61 - 2**20, 2**61 + 2**20),
+)
+wide_sms = st.one_of(st.integers(0, 2**32 - 1), st.sampled_from([2**31 - 1, 2**31, 2**32 - 1]))
+
+
+@st.composite
+def hostile_streams(draw) -> Stream:
+    s = Stream(draw(st.integers(1, 3)), 1, draw(st.integers(1, 6)))
+    for b in range(s.num_blocks):
+        if draw(st.booleans()):
+            a = draw(wide_anchors)
+            recs, t = [], a
+            for kind in draw(st.lists(st.sampled_from([BEGIN, END, INSTANT]), max_size=6)):
+                t += draw(st.integers(0, 2**32 - 1))
+                recs.append((kind, draw(st.integers(0, 3)), t))
+            s.lanes[(b, 0)] = Lane(a, draw(wide_sms), recs)
+    return s
+
+
+def _encode_wide(stream: Stream) -> np.ndarray:
+    """encode(), with anchors and times past 2**64 reduced modulo 2**64 as the device would."""
+    for lane in stream.lanes.values():
+        lane.anchor_ns %= 2**64
+    return encode(stream)
+
+
+@settings(max_examples=examples(150), **SETTINGS)
+@given(hostile_streams())
+def test_hostile_lane_headers_give_a_format_error_or_a_sane_trace(stream):
+    try:
+        trace = decode(Capture(_encode_wide(stream)))
+    except FormatError:
+        return
+    ev, lanes = trace.events, trace.lanes
+    assert (ev["start_ns"] >= 0).all() and (ev["end_ns"] >= ev["start_ns"]).all()
+    assert (lanes["sm"][lanes["initialized"]] >= 0).all()
+    assert (lanes["sm"][~lanes["initialized"]] == -1).all()
+    compute_stats(trace)
+    to_perfetto_bytes(trace)
+    to_chrome_json(trace)
+
+
+def _small_words() -> np.ndarray:
+    lanes = {(0, 0): Lane(100, 1, [(BEGIN, 1, 105), (INSTANT, 2, 106), (END, 1, 110)]),
+             (1, 1): Lane(120, 2, [(BEGIN, 903, 125), (END, 903, 130)])}
+    return encode(Stream(2, 2, 4, lanes))
+
+
+# Any code point, lone surrogates and control characters included.
+any_text = st.text(st.characters(exclude_categories=()), max_size=8)
+
+
+@settings(max_examples=examples(150), **SETTINGS)
+@given(st.dictionaries(st.integers(-2, 5000), any_text, max_size=3),
+       st.dictionaries(st.integers(-2, 1100), any_text, max_size=3), any_text)  # fmt: skip
+def test_hostile_names_are_refused_or_work_everywhere(events, groups, kernel):
+    try:
+        cap = Capture(_small_words(), events, groups, kernel)
+    except FormatError:
+        return
+    for name in [*cap.event_names.values(), *cap.group_names.values(), cap.kernel_name]:
+        assert name.isprintable() and name.strip()
+        name.encode("utf-8")
+    trace = decode(cap)
+    json.dumps(to_chrome_json(trace), ensure_ascii=False).encode("utf-8")
+    to_perfetto_bytes(trace)
+    from sm_profiler.stats import format_stats
+
+    format_stats(compute_stats(trace)).encode("utf-8")
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | any_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=examples(100), **SETTINGS)
+@given(json_values)
+def test_hostile_metadata_loads_or_is_refused_and_info_prints_it_safely(meta):
+    import tempfile
+
+    small_capture = Capture(_small_words())
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "t.npz")
+        write_npz(path, {"capture_file_version": 1, "captures": [{"metadata": meta}]},
+                  small_capture)  # fmt: skip
+        try:
+            (cap,) = load(path)
+        except CaptureError as e:
+            assert not isinstance(meta, dict) and "metadata must be a dict" in str(e)
+            return
+        assert cap.metadata == meta
+        out = io.StringIO()
+        import contextlib
+
+        with contextlib.redirect_stdout(out):
+            assert main(["info", path]) == 0
+        text = out.getvalue()
+        assert all(c.isprintable() or c == "\n" for c in text)
+        text.encode("utf-8")
