@@ -53,11 +53,12 @@ class Capture:
         self.group_names = _int_keyed(self.group_names, "group_names", fmt.MAX_GROUPS - 1)
         problem = name_problem(self.kernel_name)
         if problem:
-            raise FormatError(f"kernel_name {problem}, got {self.kernel_name!r}")
-        if not isinstance(self.metadata, dict) or not all(isinstance(k, str) for k in self.metadata):
+            raise FormatError(f"kernel_name {problem}, got {_short(self.kernel_name)}")
+        meta = self.metadata
+        if not isinstance(meta, dict) or not all(isinstance(k, str) for k in meta):
             raise FormatError(
                 f"capture metadata must be a dict with string keys, got "
-                f"{type(self.metadata).__name__} {_short(self.metadata)}"
+                f"{type(meta).__name__} {_short(meta)}"
             )
 
     @property
@@ -104,7 +105,7 @@ def _int_keyed(names, what: str, top: int) -> dict[int, str]:
             raise FormatError(f"{what} has id {k}, out of range: ids are 0..{top}")
         problem = name_problem(v)
         if problem:
-            raise FormatError(f"{what}[{k}] {problem}, got {v!r}")
+            raise FormatError(f"{what}[{k}] {problem}, got {_short(v)}")
         # One name, one id (as register_event insists): merging captures by name relies on it.
         if seen.setdefault(v, k) != k:
             raise FormatError(f"{what} gives the name {v!r} to ids {seen[v]} and {k}")
@@ -202,7 +203,7 @@ def _path_text(path) -> str:
     try:
         return repr(os.fspath(path))
     except TypeError as e:
-        raise CaptureError(f"a capture path must be a str or os.PathLike, got {_short(path)}") from e
+        raise CaptureError(f"a capture path must be a str or os.PathLike, not {_short(path)}") from e
 
 
 def _open_regular(path, name: str):
@@ -215,7 +216,8 @@ def _open_regular(path, name: str):
     except FileNotFoundError as e:
         raise CaptureError(f"capture file {name} does not exist") from e
     except (OSError, ValueError) as e:
-        raise CaptureError(f"cannot open capture file {name}: {getattr(e, 'strerror', 0) or e}") from e
+        why = getattr(e, "strerror", None) or e
+        raise CaptureError(f"cannot open capture file {name}: {why}") from e
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

@@ -53,8 +53,8 @@ def check_perfetto(trace) -> None:
         got[block].update(r.slices[d.uuid])
     ev = trace.events
     want = defaultdict(Counter)
-    for b, e, k, s, t in zip(ev["block"].tolist(), ev["event"].tolist(), ev["kind"].tolist(),
-                             ev["start_ns"].tolist(), ev["end_ns"].tolist(), strict=True):  # fmt: skip
+    cols = [ev[c].tolist() for c in ("block", "event", "kind", "start_ns", "end_ns")]
+    for b, e, k, s, t in zip(*cols, strict=True):
         if k == 0:
             want[b][(trace.event_name(e), s, t - s)] += 1
     assert {b: c for b, c in got.items() if c} == dict(want)
@@ -132,3 +132,14 @@ def test_levels_nest_on_every_level():
         ok = (e <= start[a]) | (s >= end[a]) | ((s >= start[a]) & (e <= end[a]))
         ok |= (s <= start[a]) & (e >= end[a])
         assert ok.all(), (a, same[~ok])
+
+
+def test_times_just_below_2_63_export_exactly():
+    """Item 1: the latest representable times keep their value in the Perfetto clock."""
+    a = 2**63 - 100
+    s = Stream(1, 1, 4, {(0, 0): Lane(a, 1, [(BEGIN, 0, a + 10), (END, 0, 2**63 - 1)])})
+    trace = decode(Capture(encode(s), event_names={0: "e0"}))
+    r = read_trace(to_perfetto_bytes(trace))
+    (d,) = r.threads()
+    assert r.slices[d.uuid] == [("e0", a + 10, 2**63 - 1 - (a + 10))]
+    assert max(r.snapshots) <= 2**63 - 1

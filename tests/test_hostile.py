@@ -304,7 +304,8 @@ def test_11_event_ids_in_files_are_range_checked(tmp_path, small_capture, key):
     path = tmp_path / "t.npz"
     meta = {"capture_file_version": 1, "captures": [{"event_names": {str(key): "x"}}, {}]}
     write_npz(path, meta, small_capture, words_1=small_capture.words)
-    with pytest.raises(CaptureError, match=f"event_names has id {key}, out of range: ids are 0..4095"):
+    msg = f"event_names has id {key}, out of range: ids are 0..4095"
+    with pytest.raises(CaptureError, match=msg):
         load(path)
 
 
