@@ -272,7 +272,13 @@ def _read_member(z: zipfile.ZipFile, member: str, name: str, limit: int, uint8: 
             head = np.empty(min(count, fmt.HEADER_WORDS), dtype)
             _fill(m, memoryview(head.view(np.uint8)), name, member)
             Layout.from_header(head.astype(dtype.newbyteorder("=")).view(np.uint64), size=count)
-        out = np.empty(count, dtype)
+        try:
+            out = np.empty(count, dtype)
+        except MemoryError as e:
+            raise CaptureError(
+                f"{name}: {member} holds {nbytes:,} bytes, more than this machine can allocate; "
+                "load it where more memory is free"
+            ) from e
         out[: len(head)] = head
         _fill(m, memoryview(out.view(np.uint8))[head.nbytes :], name, member)
     return out

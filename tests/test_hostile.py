@@ -526,3 +526,17 @@ def test_hostile_metadata_loads_or_is_refused_and_info_prints_it_safely(meta):
         text = out.getvalue()
         assert all(c.isprintable() or c == "\n" for c in text)
         text.encode("utf-8")
+
+
+def test_10_a_buffer_too_large_for_memory_says_so(tmp_path, small_capture, monkeypatch):
+    path = saved(tmp_path, small_capture)
+    real_empty = np.empty
+
+    def empty(shape, dtype=float, *a, **k):
+        if isinstance(shape, int) and shape == len(small_capture.words):
+            raise MemoryError()
+        return real_empty(shape, dtype, *a, **k)
+
+    monkeypatch.setattr(np, "empty", empty)
+    with pytest.raises(CaptureError, match="words_0 holds 384 bytes, more than this machine"):
+        load(path)
