@@ -225,13 +225,14 @@ def order_rows(start: np.ndarray, end: np.ndarray, is_range: np.ndarray, lane: n
     pk = _sorted_packets(start, end, is_range, lane64 * LEVELS, ref[lane])
     bad = _offenders(pk, is_range)
     if len(bad):
-        level = _overlap_levels(start, end, is_range, lane64, ref, event, bad)
-        pk = _sorted_packets(start, end, is_range, lane64 * LEVELS + level, ref[lane])
+        level, pk = _overlap_levels(start, end, is_range, lane64, ref, event, bad)
+        if pk is None:
+            pk = _sorted_packets(start, end, is_range, lane64 * LEVELS + level, ref[lane])
     pk["level"] = level
     return pk
 
 
-def _overlap_levels(start, end, is_range, lane, ref, event, bad) -> np.ndarray:
+def _overlap_levels(start, end, is_range, lane, ref, event, bad):
     """Levels that nest on every track, for the lanes of the rows in `bad`.
 
     First, a few passes that move each range closed by another's end one level up: that keeps
@@ -240,27 +241,38 @@ def _overlap_levels(start, end, is_range, lane, ref, event, bad) -> np.ndarray:
     mutually overlapping ranges need 19 levels) gets one level per event id instead: ranges of
     one id always nest (the decoder pairs them with one stack per lane and id), so every level
     nests, in one pass, for any overlap. Only the rows of the lanes concerned are re-sorted.
+
+    Returns (level per row, the packets when they were already sorted for those levels: when
+    every lane took part and settled by moves, else None).
     """
     in_bad = np.zeros(int(lane.max()) + 1, bool)
     in_bad[lane[bad]] = True
     rows = np.flatnonzero(in_bad[lane])
-    s, e, r, ln = start[rows], end[rows], is_range[rows], lane[rows]
+    if len(rows) == len(start):  # every lane overlaps: no need to gather
+        s, e, r, ln, local = start, end, is_range, lane, bad
+    else:
+        s, e, r, ln = start[rows], end[rows], is_range[rows], lane[rows]
+        local = np.searchsorted(rows, bad)
     lv = np.zeros(len(rows), np.int64)
-    local = np.searchsorted(rows, bad)
     for _ in range(_MOVE_PASSES):
         lv[local] += 1
-        local = _offenders(_sorted_packets(s, e, r, ln * LEVELS + lv, ref[ln]), r)
+        pk = _sorted_packets(s, e, r, ln * LEVELS + lv, ref[ln])
+        local = _offenders(pk, r)
         if len(local) == 0:
-            break
-    if len(local):
-        stuck = np.zeros(len(in_bad), bool)
-        stuck[ln[local]] = True
-        m = stuck[ln] & r
-        lv[stuck[ln]] = 0
-        lv[m] = _rank_in_lane(ln[m], event[rows][m].astype(np.int64))
-    level = np.zeros(len(start), np.int64)
-    level[rows] = lv
-    return level
+            return _spread(lv, rows, len(start)), pk if len(rows) == len(start) else None
+    stuck = np.zeros(len(in_bad), bool)
+    stuck[ln[local]] = True
+    m = stuck[ln] & r
+    lv[stuck[ln]] = 0
+    lv[m] = _rank_in_lane(ln[m], event[rows][m].astype(np.int64))
+    return _spread(lv, rows, len(start)), None
+
+
+def _spread(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """`values` at `rows` of an int64 array of n zeros."""
+    out = np.zeros(n, np.int64)
+    out[rows] = values
+    return out
 
 
 def _rank_in_lane(lane: np.ndarray, event: np.ndarray) -> np.ndarray:
