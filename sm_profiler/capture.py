@@ -203,7 +203,7 @@ def _path_text(path) -> str:
     try:
         return repr(os.fspath(path))
     except TypeError as e:
-        raise CaptureError(f"a capture path must be a str or os.PathLike, not {_short(path)}") from e
+        raise CaptureError(f"a capture path must be a str or os.PathLike: {_short(path)}") from e
 
 
 def _open_regular(path, name: str):

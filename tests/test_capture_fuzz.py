@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import zipfile
 
 import numpy as np
-import pytest
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode, examples
 
 from sm_profiler.capture import Capture, load, save_many

@@ -6,22 +6,28 @@ below is the short reproducer from the issue, asserting the clear error or the c
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import tempfile
+import tracemalloc
 import zipfile
 
 import numpy as np
 import pytest
-from reference_encoder import BEGIN, END, Lane, Stream, encode
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode, examples
+from test_decode_properties import SETTINGS
 
 from sm_profiler import format as fmt
 from sm_profiler.capture import Capture, load, save_many
 from sm_profiler.cli import main
 from sm_profiler.decode import decode
 from sm_profiler.errors import CaptureError, ConfigError, FormatError
-from sm_profiler.export import export
-from sm_profiler.stats import compute_stats
+from sm_profiler.export import export, to_chrome_json, to_perfetto_bytes
+from sm_profiler.stats import compute_stats, format_stats
 
 
 def one_lane(anchor: int, records, sm: int = 1, capacity: int = 4) -> Capture:
@@ -278,8 +284,6 @@ def test_10_a_deflated_bomb_is_refused_before_it_is_inflated(tmp_path, small_cap
         with z.open("words_0.npy", "w") as f:
             np.lib.format.write_array(f, words)
     assert os.path.getsize(path) < 2**20
-    import tracemalloc
-
     tracemalloc.start()
     try:
         with pytest.raises(FormatError, match="holds 4194304 words but .* needs 48"):
@@ -413,13 +417,6 @@ def test_16_cuda_out_of_memory_names_the_free_memory(monkeypatch):
 
 # -- hypothesis: hostile headers, names and metadata --------------------------------------------
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from reference_encoder import INSTANT, examples  # noqa: E402
-from test_decode_properties import SETTINGS  # noqa: E402
-
-from sm_profiler.export import to_chrome_json, to_perfetto_bytes  # noqa: E402
-
 # Lane headers anywhere in 64 bits, most near the edges that used to wrap.
 wide_anchors = st.one_of(
     st.integers(1, 2**64 - 1),
@@ -490,8 +487,6 @@ def test_hostile_names_are_refused_or_work_everywhere(events, groups, kernel):
     trace = decode(cap)
     json.dumps(to_chrome_json(trace), ensure_ascii=False).encode("utf-8")
     to_perfetto_bytes(trace)
-    from sm_profiler.stats import format_stats
-
     format_stats(compute_stats(trace)).encode("utf-8")
 
 
@@ -505,8 +500,6 @@ json_values = st.recursive(
 @settings(max_examples=examples(100), **SETTINGS)
 @given(json_values)
 def test_hostile_metadata_loads_or_is_refused_and_info_prints_it_safely(meta):
-    import tempfile
-
     small_capture = Capture(_small_words())
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.npz")
@@ -519,8 +512,6 @@ def test_hostile_metadata_loads_or_is_refused_and_info_prints_it_safely(meta):
             return
         assert cap.metadata == meta
         out = io.StringIO()
-        import contextlib
-
         with contextlib.redirect_stdout(out):
             assert main(["info", path]) == 0
         text = out.getvalue()
