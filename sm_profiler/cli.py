@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except SmProfilerError as e:
-        print(f"sm-profiler: error: {e}", file=sys.stderr)
+        print(f"sm-profiler: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # `sm-profiler stats x | head`: the reader left; that is not an error worth a traceback.
@@ -168,7 +168,7 @@ def cmd_info(args: argparse.Namespace) -> int:
             else "no (GPU %globaltimer and %smid)",
         )
         for k in sorted(cap.metadata):
-            row(str(k), str(cap.metadata[k]))
+            row(printable(str(k)), printable(str(cap.metadata[k])))
         if cap.group_names:
             row("groups", ", ".join(f"{g} {n}" for g, n in sorted(cap.group_names.items())))
         names = ", ".join(f"{e} {n}" for e, n in sorted(cap.event_names.items())) or "(none named)"
@@ -260,6 +260,19 @@ def cmd_open(args: argparse.Namespace) -> int:
             export(trace, path)
         print(f"{args.trace} is a capture: serving a Perfetto trace exported from it")
         return 0 if serve(path) else 1
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: errors quoting another library's message may hold several."""
+    return printable(" ".join(part.strip() for part in text.splitlines() if part.strip()))
+
+
+def printable(text: str) -> str:
+    """`text` with every unprintable character escaped (\\x1b, \\n, \\ud800): what a capture file
+    holds must not reach the terminal as escape sequences, nor fail to encode."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _plural(n: int, noun: str) -> str:

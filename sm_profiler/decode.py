@@ -21,7 +21,7 @@ import numpy as np
 
 from . import format as fmt
 from .capture import Capture
-from .errors import FormatError
+from .errors import ConfigError, FormatError
 from .trace import INSTANT, RANGE, KernelInfo, TraceData
 
 _I32 = np.int32
@@ -33,10 +33,22 @@ _MAX_LEVEL_PASSES = 16
 _MAX_EVENT_PASSES = 16
 
 
-def decode(capture: Capture | list[Capture]) -> TraceData:
-    """Decode one capture, or several onto one time axis (one `capture` index each)."""
+def decode(capture: Capture | list[Capture] | np.ndarray) -> TraceData:
+    """Decode one capture, or several onto one time axis (one `capture` index each).
+
+    A bare uint64/int64 array is decoded as a capture with no names.
+    """
     if isinstance(capture, (list, tuple)):
+        if not capture:
+            raise ConfigError("decode needs at least one capture, got an empty list")
         return TraceData.concat([decode(c) for c in capture])
+    if isinstance(capture, np.ndarray):
+        capture = Capture(words=capture)
+    if not isinstance(capture, Capture):
+        raise ConfigError(
+            f"decode takes a Capture, a list of them or a uint64 array, got "
+            f"{type(capture).__name__}; use SmProfiler.capture() or sm_profiler.load(path)"
+        )
     words = capture.words
     layout = fmt.Layout.from_header(words)
     nl, cap = layout.num_lanes, layout.capacity
@@ -46,6 +58,7 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
     recs = lane_words[:, fmt.LANE_HEADER_WORDS :]  # (lanes, capacity) view, no copy
 
     initialized = anchor != 0
+    _check_lane_headers(anchor, sm_att, initialized)
     sm = np.where(initialized, (sm_att & _U64(fmt.LOW32)).astype(np.int64), -1).astype(_I32)
     # The device stores the cursor of the latest record that did not fit (0: no overflow).
     att_hdr = (sm_att >> _U64(32)).astype(np.int64)
@@ -74,6 +87,7 @@ def decode(capture: Capture | list[Capture]) -> TraceData:
     stale = _stale_lanes(hi, lane_start)
     time_ns = _rebuild_times(hi, lane_start, written, anchor)
     del hi
+    _check_times(time_ns, lane_start)
 
     b_pos, e_pos = _pair(kind, event, lane_start, written)
 
@@ -189,6 +203,42 @@ def _count_written(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 "before the launch (call init_buffer()) or is corrupt"
             )
     return count.astype(np.int64), nonzero
+
+
+def _check_lane_headers(anchor, sm_att, initialized) -> None:
+    """Anchors must leave int64 room (times are int64 ns) and SM ids must fit the int32 column,
+    where -1 means "never initialised"; the device writes neither, so a bad one is corruption."""
+    bad = np.flatnonzero(anchor > _U64(fmt.MAX_TIME_NS))
+    if len(bad):
+        i = int(bad[0])
+        raise FormatError(
+            f"lane {i}: anchor {int(anchor[i])} ns is past the largest time {fmt.MAX_TIME_NS} "
+            "(2**63 - 1 ns, 292 years of %globaltimer): corrupt buffer"
+        )
+    bad = np.flatnonzero(initialized & ((sm_att & _U64(fmt.LOW32)) > _U64(fmt.MAX_SM_ID)))
+    if len(bad):
+        i = int(bad[0])
+        raise FormatError(
+            f"lane {i}: SM id {int(sm_att[i]) & fmt.LOW32} is above {fmt.MAX_SM_ID}, which no GPU "
+            "reports: corrupt buffer"
+        )
+
+
+def _check_times(time_ns: np.ndarray, lane_start: np.ndarray) -> None:
+    """Rebuilt times past 2**63 - 1 ns would wrap negative in int64: refuse them.
+
+    An anchor below 2**63 plus at most 2**24 gaps below 2**32 stays below 2**64, so a uint64 time
+    past the limit shows as a negative int64 here, never as a wrapped small one.
+    """
+    if len(time_ns) == 0 or int(time_ns.min()) >= 0:
+        return
+    i = int(np.argmax(time_ns < 0))
+    lane = int(np.searchsorted(lane_start, i, side="right") - 1)
+    raise FormatError(
+        f"lane {lane}: record {i - int(lane_start[lane])} lands at "
+        f"{int(time_ns[i].view(_U64))} ns, past the largest time {fmt.MAX_TIME_NS} "
+        "(2**63 - 1 ns): corrupt anchor or buffer"
+    )
 
 
 def _check_lanes(written, att_hdr, initialized, sm_att, cap: int, version: int) -> None:

@@ -94,6 +94,10 @@ MAX_BLOCKS = 1 << 24
 MAX_GROUPS = 1 << 10
 MAX_CAPACITY = 1 << 24
 MAX_BUFFER_BYTES = 1 << 36  # 64 GiB
+# Decoded times and SM ids are int64 / int32 columns (SM -1: lane never initialised): larger
+# anchors, rebuilt times or SM ids are corruption, refused instead of wrapping negative.
+MAX_TIME_NS = (1 << 63) - 1
+MAX_SM_ID = (1 << 31) - 1
 
 # Header flags (w2, high 32 bits).
 FLAG_EMULATED = 1 << 0  # written by the CPU interpreter: host clock, emulated SM ids
@@ -183,13 +187,18 @@ class Layout:
         return layout
 
     @classmethod
-    def from_header(cls, words: np.ndarray) -> Layout:
-        """Parse and validate the header of `words` (a uint64 array holding a whole buffer)."""
+    def from_header(cls, words: np.ndarray, size: int | None = None) -> Layout:
+        """Parse and validate the header of `words` (a uint64 array holding a whole buffer).
+
+        `size`: the words of the whole buffer when `words` holds only its start (a file reader
+        checks the size before reading the rest).
+        """
         from .errors import FormatError
 
-        if words.size < HEADER_WORDS:
+        size = words.size if size is None else size
+        if min(size, words.size) < HEADER_WORDS:
             raise FormatError(
-                f"buffer too short: {words.size} words, a header alone is {HEADER_WORDS} words"
+                f"buffer too short: {size} words, a header alone is {HEADER_WORDS} words"
             )
         mv = int(words[HDR_MAGIC_VERSION])
         magic, version = mv & LOW32, header_version(words)
@@ -224,9 +233,9 @@ class Layout:
                 "corrupt buffer or a newer writer"
             )
         layout = cls(nb, ng, cap, flags)
-        if words.size != layout.total_words:
+        if size != layout.total_words:
             raise FormatError(
-                f"buffer holds {words.size} words but its header ({nb} blocks x {ng} groups x "
+                f"buffer holds {size} words but its header ({nb} blocks x {ng} groups x "
                 f"{cap} records) needs {layout.total_words}: truncated or not a whole buffer"
             )
         return layout

@@ -1,8 +1,10 @@
-"""Output-path checks shared by everything that writes a file."""
+"""Output-path checks and the atomic write shared by everything that writes a file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 from .errors import CaptureError
 
@@ -10,6 +12,8 @@ from .errors import CaptureError
 def check_writable(path: str | os.PathLike) -> None:
     """Raise CaptureError before anything is written if `path` can't be created."""
     path = os.fspath(path)
+    if "\0" in str(path):
+        raise CaptureError(f"cannot write {path!r}: a path cannot contain a NUL character")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise CaptureError(f"cannot write {path!r}: directory {parent!r} does not exist")
@@ -17,3 +21,24 @@ def check_writable(path: str | os.PathLike) -> None:
         raise CaptureError(f"cannot write {path!r}: it is a directory")
     if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise CaptureError(f"cannot write {path!r}: permission denied")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike) -> Iterator[str]:
+    """Yield a temporary name next to `path` to write; rename it over `path` once the block ends.
+
+    `path` is replaced whole or not at all: on any failure the temporary file is removed and an
+    older `path` survives. An OSError (disk full, a filesystem that refuses the file) becomes a
+    CaptureError naming `path`.
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError, ValueError):
+            os.remove(tmp)
+        if isinstance(e, OSError) and not isinstance(e, CaptureError):
+            raise CaptureError(f"cannot write {path!r}: {e.strerror or e}") from e
+        raise

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from . import format as fmt
-from .capture import Capture
+from .capture import Capture, name_problem
 from .errors import ConfigError
 
 
@@ -49,6 +49,11 @@ class SmProfiler:
                 raise ConfigError(
                     f"group_names must be a list or a dict of names, not the string {group_names!r}; "
                     f"write group_names=[{group_names!r}]"
+                )
+            if not isinstance(group_names, (dict, list, tuple)):
+                raise ConfigError(
+                    f"group_names must be a list or a dict of names, got "
+                    f"{type(group_names).__name__} {group_names!r}"
                 )
             items = group_names.items() if isinstance(group_names, dict) else enumerate(group_names)
             for g, name in items:
@@ -94,7 +99,7 @@ class SmProfiler:
 
         words = self.layout.total_words if self.enabled else fmt.HEADER_WORDS
         if self._buffer is None or self._buffer.numel() != words:
-            self._buffer = torch.zeros(words, dtype=torch.int64, device=self.device)
+            self._buffer = _allocate(torch, words, self.device)
         else:
             self._buffer.zero_()
         if self.enabled:
@@ -285,9 +290,36 @@ def _check_id(value, maximum: int, what: str) -> int:
 
 
 def _check_name(name, what: str) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigError(f"{what} must be a non-empty string, got {name!r}")
+    problem = name_problem(name)
+    if problem:
+        raise ConfigError(f"{what} {problem}, got {name!r}")
     return name
+
+
+def _allocate(torch, words: int, device):
+    """The zeroed int64 buffer; running out of memory is a ConfigError saying what was asked."""
+    try:
+        return torch.zeros(words, dtype=torch.int64, device=device)
+    except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as e:
+        if not isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)) and (
+            "out of memory" not in str(e).lower() and "not enough memory" not in str(e).lower()
+        ):
+            raise
+        asked = words * fmt.WORD_BYTES
+        raise ConfigError(
+            f"cannot allocate the {asked:,}-byte ({asked / 2**30:.2f} GiB) profiling buffer on "
+            f"{device}: {_free_memory(torch, device)}; lower max_events_per_group or num_blocks"
+        ) from e
+
+
+def _free_memory(torch, device) -> str:
+    if str(device).startswith("cpu"):
+        return "the host is out of memory"
+    try:
+        free, total = torch.cuda.mem_get_info(torch.device(device))
+    except Exception:  # the numbers are a courtesy; the error stands without them
+        return "the device is out of memory"
+    return f"{free:,} of {total:,} bytes are free"
 
 
 def _register(table: dict[int, str], key: int, name: str, what: str) -> None:

@@ -290,11 +290,12 @@ def union_length(
         return np.zeros(n_groups, np.int64)
     lo = int(min(start.min(), end.min()))
     width = int(max(start.max(), end.max())) - lo + 1
-    if width * (n_groups + 1) >= 2**62:  # would overflow: do it one group at a time
+    if width * (n_groups + 1) >= 2**62:
+        # Lifting would overflow int64: one group at a time, unlifted (times are < 2**63).
         out = np.zeros(n_groups, np.int64)
         for g in np.unique(group).tolist():
             m = group == g
-            out[g] = union_length(np.zeros(int(m.sum()), np.int64), start[m], end[m], 1)[0]
+            out[g] = _union_one(start[m], end[m])
         return out
     lift = group.astype(np.int64) * width - lo
     run = np.maximum.accumulate(end + lift)
@@ -307,6 +308,15 @@ def union_length(
     prev_end = np.where(new_group, start, prev - lift)
     gain = np.maximum(end - np.maximum(start, prev_end), 0)
     return np.bincount(group, weights=gain, minlength=n_groups).astype(np.int64)
+
+
+def _union_one(start: np.ndarray, end: np.ndarray) -> int:
+    """union_length of one group (sorted by start) without lifting, so no sum can overflow."""
+    run = np.maximum.accumulate(end)
+    prev_end = np.empty_like(run)
+    prev_end[0] = start[0]
+    prev_end[1:] = run[:-1]
+    return int(np.maximum(end - np.maximum(start, prev_end), 0).sum())
 
 
 def _sm_table(b: dict[str, np.ndarray], span: Span) -> SmTable:

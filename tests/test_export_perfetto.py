@@ -236,7 +236,8 @@ def test_overlap_levels_separate_a_staircase():
     start = np.array([0, 5, 8, 100], np.int64)
     end = np.array([10, 15, 18, 110], np.int64)
     lane = np.zeros(4, np.int64)
-    lv = pf.order_rows(start, end, np.ones(4, bool), lane, np.zeros(1, np.int64))["level"]
+    lv = pf.order_rows(start, end, np.ones(4, bool), lane, np.zeros(1, np.int64),
+                       np.arange(4))["level"]  # fmt: skip
     for a in range(4):
         for b in range(a + 1, 4):
             if lv[a] == lv[b]:

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from ..errors import ConfigError
-from ..paths import check_writable
+from ..paths import atomic_output, check_writable
 from ..trace import TraceData
 
 __all__ = ["export", "to_perfetto_bytes", "to_chrome_json", "EXTENSIONS"]
@@ -32,23 +32,26 @@ def export(trace: TraceData, path: str | os.PathLike, format: str | None = None)
     """Write `trace` to `path` as Perfetto protobuf or Chrome JSON.
 
     The format follows the extension (.perfetto-trace / .pftrace, .json / .json.gz) unless
-    `format` ("perfetto" or "chrome") is given. The path is checked before any work, so a bad
-    path raises CaptureError and an existing file is never half-overwritten.
+    `format` ("perfetto" or "chrome") is given. The path is checked before any work, and the
+    file is written under a temporary name and renamed, so a bad path or a failed write raises
+    CaptureError and an existing file is never half-overwritten.
     """
     fmt_name = _format_for(path, format)
     check_writable(path)
     gz = os.fspath(path).lower().endswith(".gz")
-    if fmt_name == "perfetto":
-        from .perfetto import iter_perfetto_chunks
+    # Written to a temporary name and renamed: a failure part-way leaves an older file intact.
+    with atomic_output(path) as tmp:
+        if fmt_name == "perfetto":
+            from .perfetto import iter_perfetto_chunks
 
-        opener = gzip.open if gz else open
-        with opener(path, "wb") as f:
-            for chunk in iter_perfetto_chunks(trace):
-                f.write(chunk)
-    else:
-        from .chrome import write_chrome_json
+            opener = gzip.open if gz else open
+            with opener(tmp, "wb") as f:
+                for chunk in iter_perfetto_chunks(trace):
+                    f.write(chunk)
+        else:
+            from .chrome import write_chrome_json
 
-        write_chrome_json(trace, path, compress=gz)
+            write_chrome_json(trace, tmp, compress=gz)
 
 
 def to_perfetto_bytes(trace: TraceData) -> bytes:

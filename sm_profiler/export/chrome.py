@@ -61,7 +61,9 @@ def to_chrome_json(trace: TraceData) -> dict:
     # Lanes: one thread per (lane, overlap level); partial overlaps go to an extra thread.
     level = np.zeros(len(ev_lane), np.int64)
     if len(ev_lane):
-        level = order_rows(ev["start_ns"], ev["end_ns"], ev["kind"] == RANGE, ev_lane, lo)["level"]
+        level = order_rows(
+            ev["start_ns"], ev["end_ns"], ev["kind"] == RANGE, ev_lane, lo, ev["event"]
+        )["level"]
     thread_key = ev_lane.astype(np.int64) * LEVELS + level
     keys = np.unique(
         np.concatenate(

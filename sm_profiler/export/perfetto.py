@@ -49,7 +49,10 @@ CHUNK_ROWS = 1 << 17
 SEQ_ID = 1
 CLOCK_ID = 64  # the first sequence-scoped clock id
 BOOTTIME = 6  # BuiltinClock.BOOTTIME: the default trace clock
-LEVELS = 32  # one lane's tracks: the lane itself plus up to 31 overlap tracks
+# One lane's tracks: the lane itself plus overlap tracks, at most one per event id of a capture.
+LEVELS = 1 << 12
+# Passes that move partially overlapping ranges up a level before the one-level-per-id rule.
+_MOVE_PASSES = 4
 
 # TrackEvent.Type
 SLICE_BEGIN, SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
@@ -209,25 +212,76 @@ def _encode(
 
 
 def order_rows(start: np.ndarray, end: np.ndarray, is_range: np.ndarray, lane: np.ndarray,
-               ref: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+               ref: np.ndarray, event: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
     """Packets of rows (ranges: begin + end, instants: one) in file order, and overlap levels.
 
-    `lane` (0..) and `ref` (per lane, <= every time of the lane) say where rows go. Rows whose
-    range partially overlaps an enclosing one move up a level (an extra track) until every level
-    nests; returns level per row and, per packet in order: row, is_end, block = lane*LEVELS+level,
-    time_ns.
+    `lane` (0..) and `ref` (per lane, <= every time of the lane) say where rows go; `event` is
+    each row's event id. Rows whose range partially overlaps an enclosing one move up a level (an
+    extra track) until every level nests; returns level per row and, per packet in order: row,
+    is_end, block = lane*LEVELS+level, time_ns.
     """
-    level = np.zeros(len(start), np.int64)
     lane64 = lane.astype(np.int64)
-    for _ in range(LEVELS):
-        pk = _sorted_packets(start, end, is_range, lane64 * LEVELS + level, ref[lane])
-        bad = _offenders(pk, is_range)
-        bad = bad[level[bad] < LEVELS - 1]
-        if len(bad) == 0:
-            break
-        level[bad] += 1
+    level = np.zeros(len(start), np.int64)
+    pk = _sorted_packets(start, end, is_range, lane64 * LEVELS, ref[lane])
+    bad = _offenders(pk, is_range)
+    if len(bad):
+        level, pk = _overlap_levels(start, end, is_range, lane64, ref, event, bad)
+        if pk is None:
+            pk = _sorted_packets(start, end, is_range, lane64 * LEVELS + level, ref[lane])
     pk["level"] = level
     return pk
+
+
+def _overlap_levels(start, end, is_range, lane, ref, event, bad):
+    """Levels that nest on every track, for the lanes of the rows in `bad`.
+
+    First, a few passes that move each range closed by another's end one level up: that keeps
+    nested ranges together and settles in a pass or two for a range overlapping one or two
+    others. A lane still unsettled after _MOVE_PASSES (many ranges overlapping each other; 19
+    mutually overlapping ranges need 19 levels) gets one level per event id instead: ranges of
+    one id always nest (the decoder pairs them with one stack per lane and id), so every level
+    nests, in one pass, for any overlap. Only the rows of the lanes concerned are re-sorted.
+
+    Returns (level per row, the packets when they were already sorted for those levels: when
+    every lane took part and settled by moves, else None).
+    """
+    in_bad = np.zeros(int(lane.max()) + 1, bool)
+    in_bad[lane[bad]] = True
+    rows = np.flatnonzero(in_bad[lane])
+    if len(rows) == len(start):  # every lane overlaps: no need to gather
+        s, e, r, ln, local = start, end, is_range, lane, bad
+    else:
+        s, e, r, ln = start[rows], end[rows], is_range[rows], lane[rows]
+        local = np.searchsorted(rows, bad)
+    lv = np.zeros(len(rows), np.int64)
+    for _ in range(_MOVE_PASSES):
+        lv[local] += 1
+        pk = _sorted_packets(s, e, r, ln * LEVELS + lv, ref[ln])
+        local = _offenders(pk, r)
+        if len(local) == 0:
+            return _spread(lv, rows, len(start)), pk if len(rows) == len(start) else None
+    stuck = np.zeros(len(in_bad), bool)
+    stuck[ln[local]] = True
+    m = stuck[ln] & r
+    lv[stuck[ln]] = 0
+    lv[m] = _rank_in_lane(ln[m], event[rows][m].astype(np.int64))
+    return _spread(lv, rows, len(start)), None
+
+
+def _spread(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """`values` at `rows` of an int64 array of n zeros."""
+    out = np.zeros(n, np.int64)
+    out[rows] = values
+    return out
+
+
+def _rank_in_lane(lane: np.ndarray, event: np.ndarray) -> np.ndarray:
+    """Dense rank (0..) of each row's event id among the ids of its lane."""
+    key = lane * (int(event.max()) + 1) + event
+    uniq, inv = np.unique(key, return_inverse=True)
+    u_lane = uniq // (int(event.max()) + 1)
+    first = np.searchsorted(u_lane, u_lane)
+    return (np.arange(len(uniq)) - first)[inv.reshape(-1)]
 
 
 def _sorted_packets(start, end, is_range, block, ref) -> dict[str, np.ndarray]:
@@ -472,7 +526,9 @@ class _Writer:
         iid = np.concatenate([self.ev_iid[ev["event"][idx]], self.x_iid[xi]])
         del kind
         ref = self.lo[lanes]
-        pk = order_rows(start, end, is_range, lane_pos, ref)
+        event = np.concatenate([ev["event"][idx], np.zeros(len(xi), np.int32)])
+        pk = order_rows(start, end, is_range, lane_pos, ref, event)
+        del event
         del start, end
 
         row, is_end, block, time = pk["row"], pk["is_end"], pk["block"], pk["time_ns"]
