@@ -50,7 +50,7 @@ import triton
 import triton.language as tl
 
 from . import format as fmt
-from . import ptx
+from . import occupancy, ptx
 
 # Compile-time copies of the wire format (format.py is the source of truth).
 _HEADER_WORDS = tl.constexpr(fmt.HEADER_WORDS)
@@ -66,6 +66,8 @@ _EMULATED_SM_COUNT = tl.constexpr(fmt.EMULATED_SM_COUNT)
 
 # Chosen once, when this module is imported: Triton's interpreter is a process-wide switch.
 _INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"))
+# A staged lane's shared memory is invisible to Triton: warn at kernel load if it costs a block.
+occupancy.install()
 
 
 def _host_clock_ns() -> int:

@@ -94,3 +94,12 @@ def test_each_partition_counts_its_warps_from_its_first(probe):
     # the block, which the worker partition does not have.
     ptx = probe["loop_on_ptx_90"]
     assert ptx.count("vote.sync.any.pred") == 2
+
+
+def test_a_stage_in_gluon_shared_memory_costs_a_barrier_per_event(probe):
+    # The finding behind "no staged lanes in Gluon" (gluon_ops' docstring): Gluon counts its
+    # own allocation (metadata.shared), but puts a block barrier before every store into it.
+    # If this starts failing, Triton has stopped doing so and staged Gluon lanes become possible.
+    four, eight = probe["smem_stage_4"], probe["smem_stage_8"]
+    assert eight["bar_sync"] - four["bar_sync"] == 4
+    assert four["shared"] >= 64 * 4 * 8

@@ -150,3 +150,11 @@ def test_a_staged_loop_kernel_stores_to_global_memory_only_in_the_flush(probe):
     stg = lambda ins: len([i for i in ins if "STG" in i])  # noqa: E731
     # flush: the copy loop's store and the two lane-header words; the kernel's own output store
     assert stg(staged) == 3 + 1 < stg(direct)
+
+
+def test_declared_stage_bytes_are_read_from_the_ptx(probe):
+    # what the kernel-load occupancy check reads (sm_profiler/occupancy.py)
+    from sm_profiler import occupancy, ptx
+
+    assert occupancy.declared_stage_bytes(probe["staged_straight_4_ptx"]) == ptx.stage_bytes(4, 32)
+    assert occupancy.declared_stage_bytes(probe["loop_ptx_warp1"]) == 0

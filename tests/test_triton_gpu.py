@@ -278,3 +278,17 @@ def test_staged_range_around_known_delay_measures_it_within_64_ns():
     print(f"staged: range - spin (ns): {np.unique(excess, return_counts=True)}")
     assert len(d) == reps and np.all(excess >= 0)
     assert np.median(excess) <= 64 and np.max(excess) <= 128, excess
+
+
+def test_a_stage_that_costs_blocks_warns_at_first_launch():
+    from sm_profiler import occupancy, ptx
+
+    iters, warps, grid, stage = 8, 4, 4, 1199  # ~48 KiB of stage: 4 blocks/SM instead of 16
+    limits = occupancy.SmLimits.of_device()
+    with pytest.warns(occupancy.StageOccupancyWarning, match="lowers resident blocks") as w:
+        trace = _loop(_profiler(grid, warps, 64), grid, iters, NUM_WARPS=warps, STAGE=stage)
+    _assert_lanes_sane(trace, grid * warps)  # the warning changes nothing else
+    msg = str(w[0].message)
+    without = limits.max_threads_per_sm // (32 * warps)
+    with_stage = limits.smem_per_sm_bytes // (ptx.stage_bytes(warps, stage) + 1024)
+    assert f"from {without} to {with_stage}" in msg
