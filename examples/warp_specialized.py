@@ -13,30 +13,25 @@ In this example you will learn:
   (``tl.range(..., warp_specialize=True)``), where producer warps load and consumer warps
   compute, and what does not.
 
-What works, measured with Triton 3.6 and re-checked with 3.7.1, 3.8.0 and 3.9.0 (``python
-examples/warp_specialized.py --compile-check`` compiles for sm_90 and sm_100 on a CPU with
-``triton.compile``; the only difference between versions: with 3.7.1, sm_100 also compiles the
-ops *inside* the specialized loop):
+What works (``python examples/warp_specialized.py --compile-check`` compiles for sm_90 and
+sm_100 on a CPU with ``triton.compile``; docs/api.md has the table per Triton release, pinned by
+tests/test_triton_ws.py):
 
 * per-warp lanes in an ordinary kernel, events anywhere: GPU (sm_90, sm_100) and the CPU
   interpreter (which emulates ``num_warps`` lanes with one clock);
-* sm_100 (Blackwell), ``warp_specialize=True``: compiles with the profiler ops *outside* the
-  specialized loop. Those ops run in the default partition only (warps 0-3), so the producer
-  and MMA worker warps record nothing. With ops *inside* the loop, Triton's partition scheduler
-  fails (``PassManager::run failed``);
-* sm_90 (Hopper), ``warp_specialize=True``: any profiler op in the kernel, even only
-  ``profiler_init`` before the loop, makes Triton's Hopper warp-specialization pass fail
-  (``'tt.get_program_id' op operation destroyed but still has uses``). Narrowed down on a CPU
-  with a TMA-descriptor matmul that specializes fine without our ops: the pass fails as soon as
-  the kernel has, outside the specialized loop, an ``inline_asm_elementwise(..., is_pure=False)``
-  whose result reaches no load or store (one reading the program id is enough); the same asm
-  whose result is stored with ``tl.store`` compiles. Every profiler op is such an asm (their
-  stores are inside the asm), so this needs a fix in Triton, not here. Without our ops, Hopper
-  warp specialization also needs TMA descriptor loads; the pointer loads used here fail anyway.
-  So on an H100 this example runs the per-warp kernel only.
+* sm_100 (Blackwell), ``warp_specialize=True``: with Triton 3.6 the ops compile *outside* the
+  specialized loop (they run in the default partition only: the producer and MMA warps record
+  nothing), and fail *inside* it; with Triton 3.9 they compile inside the loop of a
+  TMA-descriptor matmul (tests/triton_ws_probe.py) but still not inside this pointer-load one;
+* sm_90 (Hopper), ``warp_specialize=True``: with Triton 3.6 any profiler op makes Triton's Hopper
+  pass fail (it mishandles an inline asm with side effects whose result reaches no load or
+  store: every op is one). Ops whose every result reaches a Triton store do compile (an
+  experiment, docs/api.md), but are not shipped. With Triton 3.9, Hopper does not specialize
+  this pointer-load kernel even without our ops. So on an H100 this example runs the per-warp
+  kernel only.
 
-To see real producer/consumer warps today, write the kernel in CuteDSL, where each warp's role
-is explicit (see docs/cute.md).
+To see real producer/consumer warps, write the kernel in Gluon (``sm_profiler.gluon_ops``,
+examples/gluon_ws_matmul.py) or CuteDSL (docs/cute.md), where each partition's role is explicit.
 """
 
 # %%
