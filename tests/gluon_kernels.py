@@ -120,19 +120,16 @@ _STAMP = gl.constexpr("{\n\t.reg .u64 t;\n\tmov.u64 t, %globaltimer;\n\tmov.b64 
 
 
 @gluon.jit
-def smem_stage_kernel(prof, N_EVENTS: gl.constexpr, STAGE: gl.constexpr):
-    """Why Gluon has no staged lanes (gluon_ops' docstring): a stage allocated with Gluon's own
-    gl.allocate_shared_memory, one record per warp per event stored through a subview at the
-    cursor. The compiler counts the stage, but its barrier analysis sees every store as a
-    write-after-write on the same buffer and puts a bar.sync before each event."""
+def smem_stage_kernel(prof, iters, STAGE: gl.constexpr):
+    """Why gluon_ops has no staged lanes: a stage allocated with Gluon's own
+    gl.allocate_shared_memory (so the compiler would count it), one record per warp per event
+    stored through a row at the cursor, in a loop as events are. The compiler's barrier analysis
+    cannot tell that the rows differ, so it puts a barrier (bar.sync) before every event's store:
+    dearer than the direct global store, and it holds the partition's warps together."""
     nw: gl.constexpr = gl.num_warps()
-    per_warp: gl.constexpr = gl.BlockedLayout([1, 1], [32, 1], [1, nw], [0, 1])
-    stage = gl.allocate_shared_memory(gl.int64, [STAGE, 1, nw], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-    w = gl.arange(0, nw, gl.SliceLayout(0, per_warp))[None, :]
-    cursor = gl.program_id(0) * 0
-    for _ in gl.static_range(N_EVENTS):
+    per_warp: gl.constexpr = gl.SliceLayout(0, gl.BlockedLayout([1, 1], [32, 1], [1, nw], [0, 1]))
+    stage = gl.allocate_shared_memory(gl.int64, [STAGE, nw], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    w = gl.arange(0, nw, per_warp)
+    for i in range(iters):
         t = gl.inline_asm_elementwise(_STAMP, "=l,r", [w], dtype=gl.int64, is_pure=False, pack=1)
-        stage.index(gl.minimum(cursor, STAGE - 1)).store(t)
-        cursor += 1
-    # Read a row back, so that the stores are not dead.
-    gl.store(prof + w, stage.index(0).load(per_warp))
+        stage.index(gl.minimum(i, STAGE - 1)).store(t)
