@@ -29,10 +29,15 @@ No election between partitions is needed or done: every partition writes its own
 lane's writer is chosen inside it. (Triton briefly de-duplicated side-effecting inline asm across
 partitions, #11511, and reverted it: the ops never rely on either behaviour.)
 
-Staging (STAGE > 0) is not offered yet: Gluon allocates shared memory as tensors
-(`gl.allocate_shared_memory`) and offers no per-thread address to store one record at, so
-`profiler_flush` is a no-op kept for symmetry with the Triton ops. There is no interpreter
-fallback: Triton's interpreter does not run Gluon kernels.
+Staging (STAGE > 0) is not offered, on purpose. Gluon's own shared memory
+(`gl.allocate_shared_memory`) would let the compiler count the stage, but a store of one record
+per warp into a row at the cursor, in a loop of events, gets a barrier (`bar.sync`) before it:
+the compiler's barrier analysis cannot tell that the rows differ. Measured on CPU compiles with
+Triton 3.6, 3.7, 3.8 and 3.9 (3.9 drops the barrier only in straight-line code, where the rows
+are constants); tests/test_gluon_compile.py pins it, and fails when that changes. A barrier per
+event costs more than the direct global store and holds the partition's warps together, which
+a profiler must not do. `profiler_flush` is a no-op kept for symmetry with the Triton ops.
+There is no interpreter fallback: Triton's interpreter does not run Gluon kernels.
 """
 
 from __future__ import annotations
