@@ -21,12 +21,13 @@ tests/test_triton_ws.py):
   interpreter (which emulates ``num_warps`` lanes with one clock);
 * sm_100 (Blackwell), ``warp_specialize=True``: with Triton 3.6 the ops compile *outside* the
   specialized loop (they run in the default partition only: the producer and MMA warps record
-  nothing), and fail *inside* it; with Triton 3.9 they compile inside the loop of a
-  TMA-descriptor matmul (tests/triton_ws_probe.py) but still not inside this pointer-load one;
+  nothing), and fail *inside* it; with Triton 3.7 to 3.9 they compile inside the loop of a
+  TMA-descriptor matmul (tests/triton_ws_probe.py), and inside this pointer-load one with 3.7
+  only (3.8 and 3.9 fail);
 * sm_90 (Hopper), ``warp_specialize=True``: with Triton 3.6 any profiler op makes Triton's Hopper
   pass fail (it mishandles an inline asm with side effects whose result reaches no load or
   store: every op is one). Ops whose every result reaches a Triton store do compile (an
-  experiment, docs/api.md), but are not shipped. With Triton 3.9, Hopper does not specialize
+  experiment, docs/api.md), but are not shipped. With Triton 3.7 to 3.9, Hopper does not specialize
   this pointer-load kernel even without our ops. So on an H100 this example runs the per-warp
   kernel only.
 
