@@ -339,7 +339,7 @@ struct sm_profiler_range_t {
 #define SM_PROFILER_CAT_(a, b) a##b
 #define SM_PROFILER_CAT(a, b) SM_PROFILER_CAT_(a, b)
 #define SM_PROFILER_RANGE(lane, event_no)                                                    \
-    sm_profiler_range_t<sm_profiler_unref_<decltype(lane)>::type> SM_PROFILER_CAT( \
+    sm_profiler_range_t<typename sm_profiler_unref_<decltype(lane)>::type> SM_PROFILER_CAT( \
         sm_profiler_range_, __LINE__)(lane, event_no)
 
 #endif  // SM_PROFILER_CUH
