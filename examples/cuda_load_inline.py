@@ -40,8 +40,7 @@ from sm_profiler import SmProfiler
 # integers 0..4095, named on the host with register_event.
 
 CUDA_SRC = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <cuda_runtime.h>
 #include <sm_profiler.cuh>
 
 #define TILE 32
@@ -70,15 +69,23 @@ __global__ void transpose_kernel(const float* in, float* out, int n, unsigned lo
     sm_profiler_event_end(lane, EVT_STORE);
 }
 
-void transpose(torch::Tensor in, torch::Tensor out, torch::Tensor prof) {
-    int n = in.size(0);
+void transpose_launch(const float* in, float* out, int n, unsigned long long* prof,
+                      cudaStream_t stream) {
     dim3 grid((n + TILE - 1) / TILE, (n + TILE - 1) / TILE), block(TILE, ROWS);
-    transpose_kernel<<<grid, block, 0, at::cuda::getCurrentCUDAStream()>>>(
-        in.data_ptr<float>(), out.data_ptr<float>(), n,
-        reinterpret_cast<unsigned long long*>(prof.data_ptr<int64_t>()));
+    transpose_kernel<<<grid, block, 0, stream>>>(in, out, n, prof);
 }
 """
-CPP_DECL = "void transpose(torch::Tensor in, torch::Tensor out, torch::Tensor prof);"
+# The binding: tensors in, raw pointers to the launcher. The .cu file above includes no torch
+# header, so it compiles in seconds; the buffer is SmProfiler's int64 tensor, as is.
+CPP_SRC = r"""
+#include <cuda_runtime.h>
+void transpose_launch(const float*, float*, int, unsigned long long*, cudaStream_t);
+void transpose(torch::Tensor in, torch::Tensor out, torch::Tensor prof, int64_t stream) {
+    transpose_launch(in.data_ptr<float>(), out.data_ptr<float>(), (int)in.size(0),
+                     reinterpret_cast<unsigned long long*>(prof.data_ptr<int64_t>()),
+                     reinterpret_cast<cudaStream_t>(stream));
+}
+"""
 EVENTS = {0: "load", 1: "barrier", 2: "store"}
 TILE = 32
 
@@ -89,7 +96,7 @@ def build(profile: bool = True):
 
     return load_inline(
         name="sm_profiler_transpose" + ("" if profile else "_off"),
-        cpp_sources=CPP_DECL,
+        cpp_sources=CPP_SRC,
         cuda_sources=CUDA_SRC,
         functions=["transpose"],
         extra_include_paths=[sm_profiler.cuda_include_dir()],
@@ -123,7 +130,7 @@ def main(out_dir="sm_profiler_examples_out/cuda_load_inline", n=2048):
     x = torch.rand(n, n, device="cuda")
     out = torch.empty_like(x)
     prof = make_profiler(n)
-    ext.transpose(x, out, prof.get_buffer())
+    ext.transpose(x, out, prof.get_buffer(), torch.cuda.current_stream().cuda_stream)
     torch.testing.assert_close(out, x.t())  # the profiled kernel still transposes
     prof.print_stats()
     os.makedirs(out_dir, exist_ok=True)
@@ -147,7 +154,7 @@ if __name__ == "__main__":
     n = 8192
     x, out = torch.rand(n, n, device="cuda"), torch.empty(n, n, device="cuda")
     on, off, prof = build(True), build(False), make_profiler(n)
-    buf = prof.get_buffer()
-    t_on = triton.testing.do_bench(lambda: on.transpose(x, out, buf))
-    t_off = triton.testing.do_bench(lambda: off.transpose(x, out, buf))
+    buf, stream = prof.get_buffer(), torch.cuda.current_stream().cuda_stream
+    t_on = triton.testing.do_bench(lambda: on.transpose(x, out, buf, stream))
+    t_off = triton.testing.do_bench(lambda: off.transpose(x, out, buf, stream))
     print(f"profiled {t_on * 1e3:.1f} us, -DSM_PROFILER_DISABLE {t_off * 1e3:.1f} us")
