@@ -218,6 +218,7 @@ def test_sass_reads_the_timer_once_per_event_and_stores_8_bytes(mode):
 def test_sass_per_block_events_are_one_uniform_branch_for_the_other_warps():
     sass = cuda_tools.sass(cuda_tools.nvrtc_ptx(_kernel("per_block")))
     assert "BSSY" not in sass  # the leader flag is warp-uniform to ptxas: no reconvergence
+    assert "PLOP3" not in sass  # the branch uses the vote's own predicate, not a copy per event
     lines = sass.splitlines()
     timers = [i for i, line in enumerate(lines) if "SR_GLOBALTIMER" in line][1:]
     for i in timers:  # each event's timer read sits behind a predicated branch over it

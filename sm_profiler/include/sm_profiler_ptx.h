@@ -25,10 +25,10 @@
     "\t.reg .pred p, q;\n" \
     "\t.reg .u32 w, m;\n" \
     "\tshr.u32 w, %1, 5;\n" \
-    "\tsetp.eq.u32 p, w, 0;\n" \
+    "\tsetp.ne.u32 p, w, 0;\n" \
     "\tactivemask.b32 m;\n" \
-    "\tvote.sync.any.pred q, p, m;\n" \
-    "\tselp.u32 %0, 1, 0, q;\n" \
+    "\tvote.sync.all.pred q, p, m;\n" \
+    "\tselp.u32 %0, 0, 1, q;\n" \
     "\t}"
 
 // %0 = %globaltimer (u64, ns)
