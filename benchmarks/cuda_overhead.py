@@ -175,7 +175,9 @@ def main():
             r[f"{k}_us"] = round(v, 3)
             r[f"{k}_added_pct"] = round(100 * (v - base) / base, 2)
         for k in OURS + ("warpscope", "seed"):
-            r[f"{k}_vs_floor_added"] = round((row[k] - base) / (floor - base), 3) if floor > base else None
+            r[f"{k}_vs_floor_added"] = (
+                round((row[k] - base) / (floor - base), 3) if floor > base else None
+            )
         # What the timed code records: one launch of each of ours into a fresh buffer, decoded.
         dec = {}
         for m, p in profs.items():

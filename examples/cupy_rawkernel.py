@@ -79,7 +79,8 @@ def kernel():
 
 def make_profiler(n: int, blocks: int) -> SmProfiler:
     warps = blocks * WARPS_PER_BLOCK
-    chunks_per_warp = -(-(-(-n // CHUNK)) // warps)
+    chunks = -(-n // CHUNK)
+    chunks_per_warp = -(-chunks // warps)
     prof = SmProfiler(blocks, WARPS_PER_BLOCK, 2 * chunks_per_warp + 1, kernel_name="sum_squares")
     prof.register_event(0, "chunk")
     prof.register_event(1, "done")

@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--include",
         action=_IncludeAction,
-        help="print the folder of the CUDA C++ headers (nvcc -I\"$(sm-profiler --include)\")",
+        help='print the folder of the CUDA C++ headers (nvcc -I"$(sm-profiler --include)")',
     )
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
 

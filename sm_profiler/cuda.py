@@ -77,7 +77,12 @@ def format_header() -> str:
         ("MAX_CAPACITY", f"{fmt.MAX_CAPACITY}u", ""),
         ("MAX_BUFFER_BYTES", f"{fmt.MAX_BUFFER_BYTES}ull", ""),
     ]
-    lines = [_BANNER.format(src="format.py"), "#ifndef SM_PROFILER_FORMAT_H", "#define SM_PROFILER_FORMAT_H", ""]
+    lines = [
+        _BANNER.format(src="format.py"),
+        "#ifndef SM_PROFILER_FORMAT_H",
+        "#define SM_PROFILER_FORMAT_H",
+        "",
+    ]
     for name, value, note in consts:
         comment = f"  // {note}" if note else ""
         lines.append(f"#define SM_PROFILER_{name} {value}{comment}")
@@ -86,7 +91,12 @@ def format_header() -> str:
 
 
 def _define(name: str, llvm_text: str, doc: str) -> list[str]:
-    return [f"// {doc}", f"#define SM_PROFILER_PTX_{name} \\", f"    {_c_string(cuda_asm(llvm_text))}", ""]
+    return [
+        f"// {doc}",
+        f"#define SM_PROFILER_PTX_{name} \\",
+        f"    {_c_string(cuda_asm(llvm_text))}",
+        "",
+    ]
 
 
 def ptx_header() -> str:

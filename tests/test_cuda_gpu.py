@@ -65,7 +65,9 @@ def check_trace(t, case, sm_count):
     init = lanes["initialized"]
     got = set(zip(lanes["block"][init].tolist(), lanes["group"][init].tolist(), strict=True))
     want = expected_lanes(mode, num_blocks, num_groups, grid, block)
-    assert got == want, f"initialised lanes {sorted(got - want)} extra, {sorted(want - got)} missing"
+    assert got == want, (
+        f"initialised lanes {sorted(got - want)} extra, {sorted(want - got)} missing"
+    )
     sm = lanes["sm"][init]
     assert ((sm >= 0) & (sm < sm_count)).all(), f"SM ids {sorted(set(sm.tolist()))} of {sm_count}"
     attempted = 1 + 2 * iters + 2
@@ -284,7 +286,9 @@ def test_examples_run(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
     def load(name):
-        spec = importlib.util.spec_from_file_location(name, os.path.join(root, "examples", name + ".py"))
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(root, "examples", name + ".py")
+        )
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         return mod
@@ -303,7 +307,7 @@ def test_examples_run(tmp_path):
     t = res["trace"]
     assert t.lanes["initialized"].sum() == res["blocks"] * 8
     assert int(t.lanes["dropped"].sum()) == 0
-    chunks = int(((t.events["event"] == 0)).sum())
+    chunks = int((t.events["event"] == 0).sum())
     assert chunks == (1 << 20) // 1024  # every chunk recorded exactly once
 
 

@@ -193,7 +193,9 @@ def test_vector_store_spelling_follows_the_compiler_like_ptx_vector_store_for():
     text = cuda_tools.nvrtc_ptx(_kernel("per_block"))
     vector = ptx.vector_store_for((major, 0))
     assert ("st.global.v2.u32 [a]" in text) == vector
-    forced = cuda_tools.nvrtc_ptx(_kernel("per_block"), defines=(f"SM_PROFILER_VECTOR_STORE={int(not vector)}",))
+    forced = cuda_tools.nvrtc_ptx(
+        _kernel("per_block"), defines=(f"SM_PROFILER_VECTOR_STORE={int(not vector)}",)
+    )
     assert ("st.global.v2.u32 [a]" in forced) == (not vector)
 
 
@@ -239,8 +241,19 @@ def test_sass_disabled_build_equals_the_plain_kernels():
 
 def _build(tmp_path, source: str, *defines: str) -> str:
     exe = str(tmp_path / ("prog" + "_".join(d.split("=")[0] for d in defines)))
-    cmd = [cuda_tools.cxx(), "-std=c++17", "-O1", "-Wall", "-Werror", "-Wno-type-limits",
-           "-DSM_PROFILER_HOST_NO_CUDA", f"-I{sm_profiler.cuda_include_dir()}", source, "-o", exe]
+    cmd = [
+        cuda_tools.cxx(),
+        "-std=c++17",
+        "-O1",
+        "-Wall",
+        "-Werror",
+        "-Wno-type-limits",
+        "-DSM_PROFILER_HOST_NO_CUDA",
+        f"-I{sm_profiler.cuda_include_dir()}",
+        source,
+        "-o",
+        exe,
+    ]
     cmd[6:6] = [f"-D{d}" for d in defines]  # fmt: skip
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return exe
