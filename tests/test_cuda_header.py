@@ -321,6 +321,9 @@ def test_cpp_host_header_writes_a_capture_python_reads(tmp_path, zip64, capsys):
     assert cli_main(["stats", str(path)]) == 0
     assert 'compute "main" loop' in capsys.readouterr().out
     assert cli_main(["export", str(path), str(tmp_path / "t.json")]) == 0
+    assert cli_main(["info", str(path)]) == 0
+    info = capsys.readouterr().out
+    assert "sm_profiler_host.h" in info and "host_writer" in info
 
 
 def test_python_writes_the_documented_container(tmp_path):
