@@ -382,3 +382,52 @@ def test_cpp_host_header_refuses_bad_input_with_a_message_and_writes_nothing(
     assert r.returncode != 0
     assert r.stderr.startswith("sm_profiler: error: ") and message in r.stderr
     assert not target.exists() and not list(tmp_path.glob("*.tmp"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The examples and the benchmark compile on the CPU (they run in tests/test_cuda_gpu.py)
+# ---------------------------------------------------------------------------------------------
+
+
+def _load_script(folder: str, name: str):
+    import importlib.util
+
+    path = os.path.join(ROOT, folder, f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"sm_profiler_cuda_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@needs_nvrtc
+def test_nvrtc_compiles_the_cupy_example_and_every_benchmark_variant():
+    pytest.importorskip("torch")
+    text = cuda_tools.nvrtc_ptx(_load_script("examples", "cupy_rawkernel").CUDA_SRC)
+    assert text.count("%globaltimer") == 4  # init, the chunk range (begin, end), the instant
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    bench = _load_script("benchmarks", "cuda_overhead")
+    for name, mode in bench.MODES.items():
+        defs = (f"SMP_MODE={mode}", "ITERS=4", "INNER=2")
+        text = cuda_tools.nvrtc_ptx(bench.SRC, defines=defs)
+        assert ("%globaltimer" in text) == (name != "base"), name
+
+
+NVCC = cuda_tools.shutil.which("nvcc")
+
+
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc")
+def test_nvcc_builds_the_cpp_example_and_the_gpu_test_driver(tmp_path):
+    """The host header with the CUDA runtime, the device header, the load_inline example's
+    kernel file: built for sm_90 (run on a GPU by tests/test_cuda_gpu.py)."""
+    inc = [f"-I{sm_profiler.cuda_include_dir()}", f"-I{HERE}"]
+    for src in (os.path.join(ROOT, "examples", "cuda", "warp_specialized.cu"),
+                os.path.join(HERE, "gpu_capture.cu")):  # fmt: skip
+        exe = tmp_path / os.path.basename(src).replace(".cu", "")
+        cmd = [NVCC, "-std=c++17", "-arch=sm_90", *inc, src, "-o", str(exe)]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        assert exe.stat().st_size > 0
+    pytest.importorskip("torch")
+    cu = tmp_path / "transpose.cu"
+    cu.write_text(_load_script("examples", "cuda_load_inline").CUDA_SRC)
+    cmd = [NVCC, "-std=c++17", "-arch=sm_90", "-c", *inc, str(cu), "-o", str(tmp_path / "t.o")]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
