@@ -22,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SmProfiler",
+    "cuda_include_dir",
     "Capture",
     "TraceData",
     "decode",
@@ -35,10 +36,18 @@ __all__ = [
 ]
 
 
+def cuda_include_dir() -> str:
+    """The folder of the CUDA C++ headers (sm_profiler.cuh, sm_profiler_host.h), for
+    `nvcc -I`, NVRTC's `-I` or load_inline's `extra_include_paths` (docs/cuda.md)."""
+    from .cuda import include_dir
+
+    return include_dir()
+
+
 # Host submodules that `sm_profiler.NAME` loads on first use, as the docs write them
 # (`sm_profiler.stats.compute_stats`). Not triton_ops: importing it reads TRITON_INTERPRET, which
 # must happen where the user imports it, after setting the switch.
-_SUBMODULES = ("capture", "cli", "decode", "export", "format", "plot", "stats", "trace")
+_SUBMODULES = ("capture", "cli", "cuda", "decode", "export", "format", "plot", "stats", "trace")
 
 
 def __getattr__(name):

@@ -5,6 +5,7 @@
     sm-profiler export CAPTURE OUT        write a Perfetto (.perfetto-trace/.pftrace) or JSON trace
     sm-profiler open TRACE                serve a trace (or a capture, exported first) to
                                           ui.perfetto.dev from 127.0.0.1
+    sm-profiler --include                 the folder of the CUDA C++ headers (sm_profiler.cuh)
 
 CAPTURE files are written by `SmProfiler.save` / `sm_profiler.save_many`. Errors sm_profiler
 raises on purpose print one line to stderr and exit with status 2.
@@ -72,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument(
+        "--include",
+        action=_IncludeAction,
+        help='print the folder of the CUDA C++ headers (nvcc -I"$(sm-profiler --include)")',
+    )
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
 
     c = sub.add_parser("info", help="what a capture file holds: layout, kernels, lanes, events")
@@ -124,6 +130,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- commands ---------------------------------------------------------------------------------
+
+
+class _IncludeAction(argparse.Action):
+    """`--include`: print sm_profiler.cuh's folder and exit, like --version."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .cuda import include_dir
+
+        print(include_dir())
+        parser.exit()
 
 
 def _load(path: str):

@@ -314,5 +314,17 @@ WARP_ZERO_VOTED = (
     "setp.eq.u32 p, w, 0;\n\tvote.sync.any.pred q, p, -1;\n\tselp.u32 $0, 1, 0, q;\n\t}"
 )
 
+# The same flag for CUDA C++, whose linear thread index mixes %tid.x, .y and .z (ptxas sees no
+# shifted %tid.x, and would wrap each skipped event in BSSY/BSYNC): voted among the threads that
+# run the init, which also holds where a block's last warp is partial (a vote over all 32 lanes
+# would name lanes that do not exist). Voted as "all not warp 0" and inverted by the selp, so
+# that the record's `@!pl bra.uni` is the vote's own predicate: from "any warp 0" ptxas branched
+# on a copy (one PLOP3 per event in every warp that skips it, ptxas 12.8 and 13.0).
+WARP_ZERO_ACTIVE = (
+    "{\n\t.reg .pred p, q;\n\t.reg .u32 w, m;\n\tshr.u32 w, $1, 5;\n\t"
+    "setp.ne.u32 p, w, 0;\n\tactivemask.b32 m;\n\tvote.sync.all.pred q, p, m;\n\t"
+    "selp.u32 $0, 0, 1, q;\n\t}"
+)
+
 # Read-only helpers, used by the floor variant of the benchmark and by tests.
 GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
