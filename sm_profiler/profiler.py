@@ -75,6 +75,8 @@ class SmProfiler:
         self._labels: list = []  # label id - 1 -> slots.LaunchLabel
         self._label_ids: dict = {}
         self._launches = 0  # launches seen by the host since the buffer was initialised
+        # Merged into every capture's metadata: "rank", "clock" samples, "barrier_ns" (merge.py).
+        self.metadata: dict = {}
         self._captures: list[Capture] = []
         self._buffer = None
         self._dirty = False
@@ -195,6 +197,18 @@ class SmProfiler:
         self._launches += 1
         self._dirty = True
         queue_step(self._buffer, lid)
+
+    def calibrate_clock(self, samples: int = 200) -> dict:
+        """Measure %globaltimer - CLOCK_REALTIME on this profiler's GPU (sm_profiler.clock) and
+        keep it in the captures' metadata, where merges read it; call it before and after a
+        workload to also get the drift. Needs a GPU."""
+        from .clock import measure_clock
+
+        if self.layout.emulated:
+            raise ConfigError("calibrate_clock needs a GPU: an emulated buffer has no %globaltimer")
+        sample = measure_clock(self._buffer.device, samples)
+        self.metadata.setdefault("clock", []).append(sample)
+        return sample
 
     def close(self) -> None:
         """Stop observing launches (slotted profilers register a Triton launch hook)."""
@@ -356,6 +370,7 @@ class SmProfiler:
         except Exception:
             pass
         meta["triton_interpret"] = os.environ.get("TRITON_INTERPRET", "0")
+        meta.update(self.metadata)
         return meta
 
 
