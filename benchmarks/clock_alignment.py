@@ -85,11 +85,11 @@ def main():
         torch.cuda.synchronize()
     prof.calibrate_clock()
     with tempfile.TemporaryDirectory() as d:
-        merged = sm_profiler.merge_torch_trace(tp, prof, os.path.join(d, "m.json"))
         tj = os.path.join(d, "t.json")
-        tp.export_chrome_trace(tj)
+        tp.export_chrome_trace(tj)  # a profile exports once; the merges read the file
         with open(tj) as f:
             torch_doc = json.load(f)
+        merged = sm_profiler.merge_torch_trace(tj, prof, os.path.join(d, "m.json"))
         res["merge"] = merged
         e = merged["error"][0]
         print(f"torch merge ({merged['method']}): {e['matched']} launches; first stamp - CUPTI "

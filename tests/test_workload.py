@@ -295,3 +295,18 @@ def test_capture_files_keep_labels_and_clock_metadata(tmp_path):
     assert back[0].metadata["clock"][0]["offset_ns"] == 2 and back[0].metadata["grid"] == [2, 1, 1]
     assert dataclasses.replace(back[0]).metadata["call_site"].startswith("test_workload.py:")
     assert isinstance(back[0], Capture)
+
+
+def test_the_multi_gpu_example_runs_one_rank_in_the_interpreter(tmp_path, monkeypatch):
+    from test_examples import load_example
+
+    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    merged = load_example("multi_gpu_workload").main(["--out", str(tmp_path), "--steps", "3"])
+    doc = json.loads(open(merged).read())
+    assert doc["otherData"]["sm_profiler_alignment"]["method"] == "none"
+    names = set(_procs(doc).values())
+    assert "GPU 0 · kernels" in names and any(n.startswith("GPU 0 · SM ") for n in names)
+    caps = sm_profiler.load(tmp_path / "rank0.smp")
+    assert [c.kernel_name for c in caps] == ["scale_kernel", "shift_kernel"] * 3
+    assert all(c.metadata["rank"] == 0 for c in caps)

@@ -21,7 +21,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-WORK = 0
+WORK = tl.constexpr(0)
 
 
 @triton.jit
