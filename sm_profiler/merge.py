@@ -264,20 +264,44 @@ def _span(t: TraceData) -> tuple[int, int]:
     return int(t.start_ns), int(t.end_ns)
 
 
+def _rows_for(name: str, rows: dict[str, list[tuple[int, int]]]):
+    """CUPTI rows of kernel `name` (CUPTI may decorate names: then by prefix)."""
+    return rows.get(name) or next(
+        (v for k, v in rows.items() if k.startswith(name) or name.startswith(k)), None
+    )
+
+
 def match_launches(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]]):
     """[(part index, cupti start, cupti end)]: each launch paired with the CUPTI row of its
-    kernel name nearest to its first stamp (names compare by prefix: CUPTI may decorate them)."""
+    kernel nearest to its first stamp. Use once the parts are on CUPTI's axis."""
     out = []
     for i, p in enumerate(parts):
-        name = p.kernels[0].name
-        cands = rows.get(name) or next(
-            (v for k, v in rows.items() if k.startswith(name) or name.startswith(k)), None
-        )
+        cands = _rows_for(p.kernels[0].name, rows)
         if not cands:
             continue
-        s0 = p.start_ns
-        j = min(range(len(cands)), key=lambda j: abs(cands[j][0] - s0))
+        j = min(range(len(cands)), key=lambda j: abs(cands[j][0] - p.start_ns))
         out.append((i, cands[j][0], cands[j][1]))
+    return out
+
+
+def match_in_order(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]]):
+    """Like match_launches, for parts whose clock is not yet CUPTI's: per kernel name, the
+    launches in time order against the window of as many consecutive CUPTI rows whose distances
+    to them vary least (the profile may hold launches the buffer did not record)."""
+    by_name: dict[str, list[int]] = {}
+    for i, p in enumerate(parts):
+        by_name.setdefault(p.kernels[0].name, []).append(i)
+    out = []
+    for name, idx in by_name.items():
+        cands = _rows_for(name, rows)
+        if not cands or len(cands) < len(idx):
+            continue
+        idx.sort(key=lambda i: parts[i].start_ns)
+        ours = np.array([parts[i].start_ns for i in idx], np.float64)
+        starts = np.array([c[0] for c in cands], np.float64)
+        best = min(range(len(cands) - len(idx) + 1),
+                   key=lambda j: float(np.ptp(ours - starts[j : j + len(idx)])))  # fmt: skip
+        out += [(i, *cands[best + k]) for k, i in enumerate(idx)]
     return out
 
 
@@ -316,7 +340,7 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
         if info["method"] == "none" and len(ranks) == 1:
             # The kernels' own CUPTI rows: the median first-stamp - CUPTI-start distance.
             r, parts = ranks[0]
-            m = match_launches(parts, rows)
+            m = match_in_order(parts, rows)
             if m:
                 off = float(np.median([parts[i].start_ns - s for i, s, _ in m]))
                 ranks = [(r, [shift(p, -int(round(off))) for p in parts])]

@@ -310,3 +310,32 @@ def test_the_multi_gpu_example_runs_one_rank_in_the_interpreter(tmp_path, monkey
     caps = sm_profiler.load(tmp_path / "rank0.smp")
     assert [c.kernel_name for c in caps] == ["scale_kernel", "shift_kernel"] * 3
     assert all(c.metadata["rank"] == 0 for c in caps)
+
+
+FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
+
+
+def test_merge_of_a_recorded_h200_torch_trace_agrees_within_a_microsecond(tmp_path):
+    """Recorded on an H200 (benchmarks/clock_alignment.py --fixture): two launches of
+    busy_kernel under torch.profiler, with clock samples taken before and after."""
+    caps = sm_profiler.load(FIXTURES / "captures_h200.smp")
+    assert [c.kernel_name for c in caps] == ["busy_kernel", "busy_kernel"]
+    info = sm_profiler.merge_torch_trace(FIXTURES / "torch_trace_h200.json", caps, tmp_path / "m.json")
+    assert info["method"] == "clock" and info["ranks"][0]["samples"] == 2
+    err = info["error"][0]
+    assert err["matched"] == 2 and err["max_abs_ns"] < 1000, err
+    # Without the probe: the kernels' own rows, matched in order, give nearly the same offset.
+    bare = [dataclasses.replace(c, metadata={k: v for k, v in c.metadata.items() if k != "clock"})
+            for c in caps]  # fmt: skip
+    by_rows = sm_profiler.merge_torch_trace(FIXTURES / "torch_trace_h200.json", bare,
+                                            tmp_path / "k.json")  # fmt: skip
+    assert by_rows["method"] == "kernels" and by_rows["error"][0]["matched"] == 2
+    clk = merge.clock_offset(caps)[0](float(sm_profiler.decode([caps[0]]).start_ns))
+    assert abs(by_rows["offset_ns"] - clk) < 1000
+    out = json.loads((tmp_path / "m.json").read_text())
+    rows = [e for e in out["traceEvents"] if e.get("cat") == "kernel" and e["name"] == "busy_kernel"]
+    ours = [e for e in out["traceEvents"] if e.get("name") == "busy" and e.get("ph") == "X"]
+    assert len(rows) == 2 and len(ours) == 8
+    for r in rows:  # every range of the launch lies inside its CUPTI row (±1 µs)
+        inside = [e for e in ours if r["ts"] - 1 <= e["ts"] <= r["ts"] + r["dur"] + 1]
+        assert len(inside) == 4

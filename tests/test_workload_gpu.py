@@ -71,7 +71,7 @@ def _check_twenty(caps):
 
 def test_twenty_launches_without_a_sync_decode_to_twenty_labelled_captures():
     prof = sm_profiler.SmProfiler(8, 1, 4, slots=32)
-    prof.register_event(WORK, "work")
+    prof.register_event(0, "work")
     x = torch.rand(8 * 1024, device="cuda")
     _step(x, prof.get_buffer())  # compile outside the counted launches
     torch.cuda.synchronize()
