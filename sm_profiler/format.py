@@ -165,7 +165,8 @@ def slotted_words(layout_words: int, num_slots: int) -> int:
 def split_slots(words: np.ndarray) -> tuple[list[np.ndarray], int]:
     """(one plain buffer's words per used slot, launches that found no slot) of `words`, a
     slotted buffer or a plain one (one slot). Slots [0, w3.lo32) are used; the next one too when
-    it holds anything (a launch whose slot step has not run). Each slot's w3 is cleared: the
+    it holds anything (a launch whose slot step has not run), and slot 0 always. Each slot's
+    w3 is cleared: the
     control word belongs to the whole buffer. Structural checks are Layout.from_header's."""
     if words.size < HEADER_WORDS or header_version(words) < VERSION_SLOTS:
         return [words], 0
@@ -190,8 +191,8 @@ def split_slots(words: np.ndarray) -> tuple[list[np.ndarray], int]:
     for w in slots:
         w[HDR_SLOTS] = 0
     keep = min(used, num_slots)
-    if keep < num_slots and slots[keep][HEADER_WORDS:].any():
-        keep += 1
+    if keep < num_slots and (keep == 0 or slots[keep][HEADER_WORDS:].any()):
+        keep += 1  # slot 0 always: a buffer nothing ran into reads as one empty launch
     return slots[:keep], max(0, used - num_slots)
 
 

@@ -125,7 +125,7 @@ class SmProfiler:
 
                 slots.unregister(self._buffer)
             self._buffer = _allocate(torch, words, self.device)
-            if self.slots is not None:
+            if self.slots is not None and self.enabled:  # disabled: nothing to label or step
                 from . import slots
 
                 slots.register(self, self._buffer)

@@ -339,3 +339,20 @@ def test_merge_of_a_recorded_h200_torch_trace_agrees_within_a_microsecond(tmp_pa
     for r in rows:  # every range of the launch lies inside its CUPTI row (±1 µs)
         inside = [e for e in ours if r["ts"] - 1 <= e["ts"] <= r["ts"] + r["dur"] + 1]
         assert len(inside) == 4
+
+
+def test_a_slotted_buffer_nothing_ran_into_reads_as_one_empty_launch():
+    p = _prof(4)
+    caps = p.captures()
+    assert len(caps) == 1 and not sm_profiler.decode(caps).lanes["initialized"].any()
+    assert "no lane was initialised" in " ".join(compute_stats(p.decode()).warnings)
+    p.close()
+
+
+def test_a_disabled_slotted_profiler_observes_nothing():
+    from sm_profiler import slots
+
+    p = sm_profiler.SmProfiler(2, 1, 8, device="cpu", slots=4, enabled=False)
+    ranged[(2,)](p.get_buffer())
+    assert p.get_buffer().data_ptr() not in slots._registry and not p._labels
+    assert not p.get_buffer()[1:].any()  # the header of a disabled buffer: shape 0 x 0, no slots
