@@ -92,15 +92,21 @@ def main():
         merged = sm_profiler.merge_torch_trace(tj, prof, os.path.join(d, "m.json"))
         res["merge"] = merged
         e = merged["error"][0]
-        print(f"torch merge ({merged['method']}): {e['matched']} launches; first stamp - CUPTI "
-              f"start {e['start_delta_ns']}; last stamp - CUPTI end {e['end_delta_ns']}")
+        print(
+            f"torch merge ({merged['method']}): {e['matched']} launches; first stamp - CUPTI "
+            f"start {e['start_delta_ns']}; last stamp - CUPTI end {e['end_delta_ns']}"
+        )
         # The same launches aligned by their own CUPTI rows (no probe samples): for comparison.
-        caps = [dataclasses.replace(c, metadata={k: v for k, v in c.metadata.items()
-                                                 if k != "clock"}) for c in prof.captures()]
+        caps = [
+            dataclasses.replace(c, metadata={k: v for k, v in c.metadata.items() if k != "clock"})
+            for c in prof.captures()
+        ]
         kernel = sm_profiler.merge_torch_trace(torch_doc, caps, os.path.join(d, "k.json"))
     res["merge_by_kernels"] = kernel
-    print(f"aligned by the kernels' own CUPTI rows instead: offset {kernel.get('offset_ns')}, "
-          f"{kernel['error'][0]}")
+    print(
+        f"aligned by the kernels' own CUPTI rows instead: offset {kernel.get('offset_ns')}, "
+        f"{kernel['error'][0]}"
+    )
     if args.fixture:
         os.makedirs(args.fixture, exist_ok=True)
         small = sm_profiler.SmProfiler(4, 1, 4, slots=2)

@@ -163,8 +163,13 @@ def main():
         tt = r.get("to_trace_ms")
         print(f"{name:<8}{r['host_us']:16.2f}{dtxt}{added}{r['stream_us']:18.2f}"
               f"{(f'{tt:13.1f}' if tt is not None else f'{chr(45):>13}')}")  # fmt: skip
-    print("ours, last launch to trace:", {k: (round(v, 1) if isinstance(v, float) else v)
-                                         for k, v in rows["ours"]["to_trace_stages_ms"].items()})
+    print(
+        "ours, last launch to trace:",
+        {
+            k: (round(v, 1) if isinstance(v, float) else v)
+            for k, v in rows["ours"]["to_trace_stages_ms"].items()
+        },
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"info": info, "rows": rows}, f, indent=1, default=str)

@@ -108,7 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
         "unless their metadata names the rank) into one Chrome JSON trace with 'GPU r · SM s' "
         "processes. With --torch, add them to torch.profiler's exported trace.",
     )
-    c.add_argument("captures", metavar="CAPTURE", nargs="+", help="files written by SmProfiler.save")
+    c.add_argument(
+        "captures", metavar="CAPTURE", nargs="+", help="files written by SmProfiler.save"
+    )
     c.add_argument("-o", "--out", required=True, help="output .json or .json.gz")
     c.add_argument("--torch", default=None, help="a trace exported by torch.profiler (JSON)")
     c.add_argument(

@@ -129,7 +129,10 @@ def compare_gpus(devices=None, samples: int = 200) -> dict:
     import numpy as np
     import torch
 
-    devs = [torch.device(d) for d in (devices or [f"cuda:{i}" for i in range(torch.cuda.device_count())])]
+    devs = [
+        torch.device(d)
+        for d in (devices or [f"cuda:{i}" for i in range(torch.cuda.device_count())])
+    ]
     flag = torch.zeros(1, dtype=torch.int64).pin_memory()
     outs = [torch.zeros(samples, dtype=torch.int64).pin_memory() for _ in devs]
     fnp, onps = flag.numpy(), [o.numpy() for o in outs]

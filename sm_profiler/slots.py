@@ -139,7 +139,7 @@ def _install() -> None:
         def run(self, *args, grid, warmup, **kwargs):
             out = original(self, *args, grid=grid, warmup=warmup, **kwargs)
             if not warmup and not getattr(_local, "stepping", False) and len(_registry):
-                bound = dict(zip(self.arg_names, args), **kwargs)
+                bound = dict(zip(self.arg_names, args, strict=False), **kwargs)
                 g = grid(bound) if callable(grid) else grid
                 _observed(self.__name__, g, kwargs.get("num_warps", 4), bound.values(),
                           sys._getframe(1))  # fmt: skip

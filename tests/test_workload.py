@@ -183,7 +183,9 @@ def _rank(r, clock=None, barrier=None, launches=2):
 
 
 def _procs(doc):
-    return {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    return {
+        e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"
+    }
 
 
 def test_ranks_merge_by_barrier_stamps_into_gpu_sm_processes(tmp_path):
@@ -206,8 +208,10 @@ def test_ranks_merge_by_barrier_stamps_into_gpu_sm_processes(tmp_path):
 
 def test_ranks_merge_by_clock_samples_with_drift():
     clock0 = [{"host_ns": 0, "offset_ns": 5000, "error_ns": 400}]
-    clock1 = [{"host_ns": 0, "offset_ns": -2000, "error_ns": 300},
-              {"host_ns": 10**9, "offset_ns": -1000, "error_ns": 300}]  # 1 ppm drift
+    clock1 = [
+        {"host_ns": 0, "offset_ns": -2000, "error_ns": 300},
+        {"host_ns": 10**9, "offset_ns": -1000, "error_ns": 300},
+    ]  # 1 ppm drift
     ranks, info = merge.align_ranks([_rank(0, clock=clock0), _rank(1, clock=clock1)])
     assert info["method"] == "clock"
     assert info["ranks"][1]["drift_ppm"] == pytest.approx(1.0)
@@ -249,7 +253,9 @@ def test_torch_merge_aligns_by_the_kernels_own_rows(tmp_path):
     err = info["error"][0]
     assert err["matched"] == 3 and err["max_abs_ns"] <= 501
     out = json.loads((tmp_path / "t.json").read_text())
-    assert out["baseTimeNanoseconds"] == base and out["sm_profiler_alignment"]["method"] == "kernels"
+    assert (
+        out["baseTimeNanoseconds"] == base and out["sm_profiler_alignment"]["method"] == "kernels"
+    )
     assert any(e.get("name") == "aten::add" for e in out["traceEvents"])  # torch rows kept
     ours = [e for e in out["traceEvents"] if e.get("pid", 0) >= merge.PID_BASE and e.get("ph") == "X"
             and e["name"] != "work"]  # fmt: skip
@@ -283,7 +289,9 @@ def test_cli_merges_saved_rank_captures(tmp_path, capsys):
     assert any(n.startswith("GPU 1 · SM") for n in names)
     tdoc = _torch_doc([sm_profiler.decode([c]) for c in sm_profiler.load(files[0])], 0, 0)
     (tmp_path / "torch.json").write_text(json.dumps(tdoc))
-    assert cli_main(["merge", files[0], "--torch", str(tmp_path / "torch.json"), "-o", str(out)]) == 0
+    assert (
+        cli_main(["merge", files[0], "--torch", str(tmp_path / "torch.json"), "-o", str(out)]) == 0
+    )
     assert "launches matched" in capsys.readouterr().out
 
 
@@ -320,7 +328,9 @@ def test_merge_of_a_recorded_h200_torch_trace_agrees_within_a_microsecond(tmp_pa
     busy_kernel under torch.profiler, with clock samples taken before and after."""
     caps = sm_profiler.load(FIXTURES / "captures_h200.smp")
     assert [c.kernel_name for c in caps] == ["busy_kernel", "busy_kernel"]
-    info = sm_profiler.merge_torch_trace(FIXTURES / "torch_trace_h200.json", caps, tmp_path / "m.json")
+    info = sm_profiler.merge_torch_trace(
+        FIXTURES / "torch_trace_h200.json", caps, tmp_path / "m.json"
+    )
     assert info["method"] == "clock" and info["ranks"][0]["samples"] == 2
     err = info["error"][0]
     assert err["matched"] == 2 and err["max_abs_ns"] < 1000, err
@@ -333,7 +343,9 @@ def test_merge_of_a_recorded_h200_torch_trace_agrees_within_a_microsecond(tmp_pa
     clk = merge.clock_offset(caps)[0](float(sm_profiler.decode([caps[0]]).start_ns))
     assert abs(by_rows["offset_ns"] - clk) < 1000
     out = json.loads((tmp_path / "m.json").read_text())
-    rows = [e for e in out["traceEvents"] if e.get("cat") == "kernel" and e["name"] == "busy_kernel"]
+    rows = [
+        e for e in out["traceEvents"] if e.get("cat") == "kernel" and e["name"] == "busy_kernel"
+    ]
     ours = [e for e in out["traceEvents"] if e.get("name") == "busy" and e.get("ph") == "X"]
     assert len(rows) == 2 and len(ours) == 8
     for r in rows:  # every range of the launch lies inside its CUPTI row (±1 µs)

@@ -64,7 +64,7 @@ def _check_twenty(caps):
         assert len(t) == want and t.dropped_total == 0
         assert (t.duration_ns > 0).all()
     # One stream: each launch starts after the one before it ended.
-    for a, b in zip(traces, traces[1:]):
+    for a, b in zip(traces, traces[1:], strict=False):
         assert b.start_ns >= a.end_ns - 1000, (a.end_ns, b.start_ns)
     return traces
 
