@@ -322,6 +322,16 @@ def init(
     capacity = Int32(_load_u64(base + fmt.HDR_CAPACITY_FLAGS * _WORD_BYTES) & fmt.LOW32)
     num_blocks = Int32(shape & fmt.LOW32)
     num_groups = Int32(shape >> 32)
+    # Launch slots (format.py): the slot's start; past the last slot no lane is valid.
+    ctrl = _load_u64(base + fmt.HDR_SLOTS * _WORD_BYTES)
+    last = ctrl >> 32
+    next_slot = ctrl & fmt.LOW32
+    slot = Int64(arith.select((next_slot <= last).ir_value(), next_slot.ir_value(),
+                              (last + 1).ir_value()))  # fmt: skip
+    slot_words = Int64(num_blocks) * Int64(num_groups) * Int64(capacity + fmt.LANE_HEADER_WORDS)
+    base = base + slot * (slot_words + fmt.HEADER_WORDS) * _WORD_BYTES
+    num_blocks = Int32(arith.select((slot <= last).ir_value(), num_blocks.ir_value(),
+                                    Int32(0).ir_value()))  # fmt: skip
     # Unsigned compares also reject negative indices.
     valid = (Uint32(block) < Uint32(num_blocks)) & (Uint32(group) < Uint32(num_groups))
     lane = Int64(block) * Int64(num_groups) + Int64(group)

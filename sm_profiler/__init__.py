@@ -23,6 +23,8 @@ __version__ = "0.1.0"
 __all__ = [
     "SmProfiler",
     "cuda_include_dir",
+    "merge_torch_trace",
+    "merge_ranks",
     "Capture",
     "TraceData",
     "decode",
@@ -47,7 +49,9 @@ def cuda_include_dir() -> str:
 # Host submodules that `sm_profiler.NAME` loads on first use, as the docs write them
 # (`sm_profiler.stats.compute_stats`). Not triton_ops: importing it reads TRITON_INTERPRET, which
 # must happen where the user imports it, after setting the switch.
-_SUBMODULES = ("capture", "cli", "cuda", "decode", "export", "format", "plot", "stats", "trace")
+_SUBMODULES = (
+    "capture", "cli", "cuda", "decode", "export", "format", "merge", "plot", "stats", "trace",
+)
 
 
 def __getattr__(name):
@@ -56,6 +60,10 @@ def __getattr__(name):
         from .profiler import SmProfiler
 
         return SmProfiler
+    if name in ("merge_torch_trace", "merge_ranks"):
+        from . import merge
+
+        return getattr(merge, name)
     if name in _SUBMODULES:
         import importlib
 

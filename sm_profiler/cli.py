@@ -3,6 +3,8 @@
     sm-profiler info CAPTURE              what a capture file holds
     sm-profiler stats CAPTURE             per-event and per-SM statistics
     sm-profiler export CAPTURE OUT        write a Perfetto (.perfetto-trace/.pftrace) or JSON trace
+    sm-profiler merge CAPTURE... -o OUT   captures of several ranks (and a torch.profiler trace)
+                                          as one Chrome JSON trace, `GPU r · SM s` processes
     sm-profiler open TRACE                serve a trace (or a capture, exported first) to
                                           ui.perfetto.dev from 127.0.0.1
     sm-profiler --include                 the folder of the CUDA C++ headers (sm_profiler.cuh)
@@ -104,6 +106,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="perfetto, or chrome (= json, Chrome trace-event JSON); overrides the extension",
     )
     c.set_defaults(func=cmd_export)
+
+    c = sub.add_parser(
+        "merge",
+        help="captures of several ranks (and a torch trace) on one time axis, as Chrome JSON",
+        description="Merge the saved captures of each rank (one file per rank, in rank order "
+        "unless their metadata names the rank) into one Chrome JSON trace with 'GPU r · SM s' "
+        "processes. With --torch, add them to torch.profiler's exported trace.",
+    )
+    c.add_argument(
+        "captures", metavar="CAPTURE", nargs="+", help="files written by SmProfiler.save"
+    )
+    c.add_argument("-o", "--out", required=True, help="output .json or .json.gz")
+    c.add_argument("--torch", default=None, help="a trace exported by torch.profiler (JSON)")
+    c.add_argument(
+        "--align",
+        default="auto",
+        choices=("auto", "clock", "barrier", "none"),
+        help="how ranks are put on one time axis (default: clock samples if every rank has "
+        "them, else barrier stamps, else none)",
+    )
+    c.set_defaults(func=cmd_merge)
 
     c = sub.add_parser(
         "open",
@@ -217,6 +240,24 @@ def cmd_stats(args: argparse.Namespace) -> int:
     with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
         trace = decode(caps)
     print_stats(trace, width=args.width)
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from . import merge
+
+    sources = [_load(p) for p in args.captures]
+    with stage(f"writing {args.out}"):
+        if args.torch:
+            info = merge.merge_torch_trace(args.torch, sources, args.out)
+        else:
+            info = merge.merge_ranks(sources, args.out, align=args.align)
+    print(f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {len(sources)} ranks, "
+          f"aligned by {info['method']}")  # fmt: skip
+    for r, e in (info.get("error") or {}).items():
+        if e.get("matched"):
+            print(f"  GPU {r}: {e['matched']} launches matched to torch's kernel rows; stamps vs "
+                  f"CUPTI within {e['max_abs_ns']:.0f} ns")  # fmt: skip
     return 0
 
 

@@ -66,6 +66,7 @@ def format_header() -> str:
         ("HDR_MAGIC_VERSION", f"{fmt.HDR_MAGIC_VERSION}u", "header word: magic | version << 32"),
         ("HDR_SHAPE", f"{fmt.HDR_SHAPE}u", "header word: num_blocks | num_groups << 32"),
         ("HDR_CAPACITY_FLAGS", f"{fmt.HDR_CAPACITY_FLAGS}u", "header word: capacity | flags << 32"),
+        ("HDR_SLOTS", f"{fmt.HDR_SLOTS}u", "header word: next slot | last slot << 32 (slots)"),
         ("HDR_SCRATCH", f"{fmt.HDR_SCRATCH}u", "header word out-of-shape lanes write"),
         ("KIND_BEGIN", f"{fmt.KIND_BEGIN}u", "record tag bits 0..1"),
         ("KIND_END", f"{fmt.KIND_END}u", ""),

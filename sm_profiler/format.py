@@ -9,7 +9,12 @@ The buffer is an array of little-endian 64-bit words, allocated once::
       w0  = MAGIC (low 32) | VERSION (high 32)
       w1  = num_blocks (low 32) | num_groups (high 32)
       w2  = capacity (low 32, records per lane) | flags (high 32)
-      w3..w6 reserved, zero
+      w3  = slot control (HDR_SLOTS, version 4), read by every init: next slot (low 32, the
+            launches so far: a tiny device step adds 1 after each launch, in stream order) |
+            last slot (high 32, num_slots - 1). Zero (the default) is one slot that never moves.
+      w4  = launch label (HDR_LABEL, version 4): the host's label id of the launch that filled
+            this slot (kernel name, grid, call site), written by the slot step; 0 = none
+      w5..w6 reserved, zero
       w7  = device scratch (HDR_SCRATCH): lanes outside the buffer's shape are given capacity 0
             and records at lane 0's start, so their "overflow" stores (their cursors) land in
             w7 and never outside the buffer; this lets every event skip a per-thread "is my
@@ -34,6 +39,19 @@ The buffer is an array of little-endian 64-bit words, allocated once::
             register pair and the low register is already in place: only the tag is moved into
             the high register, one instruction per event.
 
+Launch slots (version 4). A buffer may hold num_slots copies of the layout above, back to back
+(slot k at word k * slot_words, each with its own header), then one spare header (HEADER_WORDS
+words) that takes the scratch stores of launches that found every slot used::
+
+    slot = min(w3.lo32, w3.hi32 + 1)            # of slot 0's header
+    base = buffer + slot * slot_words           # slot_words = buffer_words(nb, ng, capacity)
+    the launch's lanes are those of the buffer at `base`, and none is valid if slot > w3.hi32
+
+so a launch past the last slot writes nothing but the spare header's scratch word: slots that
+run out are counted (w3.lo32 - num_slots), never overwritten. A one-slot buffer (w3 = 0) is
+exactly the version-3 layout. The init pays one more header load and a multiply-add; events pay
+nothing. The host splits the slots into one capture each (`split_slots`).
+
 One lane has one writer (a program's leading warp or thread, or one warp), which keeps its cursor in a register,
 so the device needs no atomics, no fences and no host synchronisation. The host zeroes the
 buffer before each launch; an empty slot is zero and every written record is not, which is how
@@ -49,10 +67,13 @@ from __future__ import annotations
 import numpy as np
 
 MAGIC = 0x46504D53  # b"SMPF" read as a little-endian u32
-VERSION = 3
+VERSION = 4
 # Versions this decoder reads: version 1 is version 2 with the scratch word always zero; version 2
-# is version 3 where a lane drops records only once it is full (no staged lanes).
-READABLE_VERSIONS = (1, 2, 3)
+# is version 3 where a lane drops records only once it is full (no staged lanes); version 3 is
+# version 4 with one slot (w3 = w4 = 0).
+READABLE_VERSIONS = (1, 2, 3, 4)
+# From this version on, header words w3 (slot control) and w4 (launch label) may be nonzero.
+VERSION_SLOTS = 4
 # From this version on, a lane may drop records before it is full (a staged lane whose stage
 # was smaller than its capacity), so last_dropped is checked against the records kept only.
 VERSION_EARLY_DROPS = 3
@@ -65,6 +86,8 @@ WORD_BYTES = 8
 HDR_MAGIC_VERSION = 0
 HDR_SHAPE = 1  # num_blocks | num_groups << 32
 HDR_CAPACITY_FLAGS = 2  # capacity | flags << 32
+HDR_SLOTS = 3  # next slot (low 32) | last slot (high 32), in slot 0's header; 0 = one slot
+HDR_LABEL = 4  # label id of the launch that filled this slot; 0 = none
 HDR_SCRATCH = 7  # written by out-of-shape lanes (their drop cursors); ignored by the decoder
 
 # Offsets inside a lane, in words.
@@ -94,6 +117,7 @@ MAX_BLOCKS = 1 << 24
 MAX_GROUPS = 1 << 10
 MAX_CAPACITY = 1 << 24
 MAX_BUFFER_BYTES = 1 << 36  # 64 GiB
+MAX_SLOTS = 1 << 20  # launches one slotted buffer holds
 # Decoded times and SM ids are int64 / int32 columns (SM -1: lane never initialised): larger
 # anchors, rebuilt times or SM ids are corruption, refused instead of wrapping negative.
 MAX_TIME_NS = (1 << 63) - 1
@@ -126,6 +150,50 @@ def lane_stride_words(capacity: int) -> int:
 
 def buffer_words(num_blocks: int, num_groups: int, capacity: int) -> int:
     return HEADER_WORDS + num_blocks * num_groups * lane_stride_words(capacity)
+
+
+def slot_control(next_slot: int, num_slots: int) -> int:
+    """Header word w3: the slot the next launch takes, and the last slot."""
+    return (next_slot & LOW32) | ((num_slots - 1) << 32)
+
+
+def slotted_words(layout_words: int, num_slots: int) -> int:
+    """Words of a slotted buffer: `num_slots` slots of `layout_words` each, then the spare header."""
+    return num_slots * layout_words + HEADER_WORDS
+
+
+def split_slots(words: np.ndarray) -> tuple[list[np.ndarray], int]:
+    """(one plain buffer's words per used slot, launches that found no slot) of `words`, a
+    slotted buffer or a plain one (one slot). Slots [0, w3.lo32) are used; the next one too when
+    it holds anything (a launch whose slot step has not run), and slot 0 always. Each slot's
+    w3 is cleared: the
+    control word belongs to the whole buffer. Structural checks are Layout.from_header's."""
+    if words.size < HEADER_WORDS or header_version(words) < VERSION_SLOTS:
+        return [words], 0
+    nb, ng = int(words[HDR_SHAPE]) & LOW32, int(words[HDR_SHAPE]) >> 32
+    cap = int(words[HDR_CAPACITY_FLAGS]) & LOW32
+    ctrl = int(words[HDR_SLOTS])
+    used, num_slots = ctrl & LOW32, (ctrl >> 32) + 1
+    if not (nb <= MAX_BLOCKS and ng <= MAX_GROUPS and cap <= MAX_CAPACITY):
+        Layout.from_header(words)  # raises, naming the impossible field
+    plain = buffer_words(nb, ng, cap)
+    if ctrl == 0 and words.size == plain:
+        return [words], 0  # a plain buffer
+    if words.size != slotted_words(plain, num_slots):
+        from .errors import FormatError
+
+        raise FormatError(
+            f"buffer holds {words.size} words but its header names {num_slots} slots of {plain} "
+            f"words (+{HEADER_WORDS}): {slotted_words(plain, num_slots)}; truncated or not a whole "
+            "slotted buffer"
+        )
+    slots = [words[k * plain : (k + 1) * plain].copy() for k in range(num_slots)]
+    for w in slots:
+        w[HDR_SLOTS] = 0
+    keep = min(used, num_slots)
+    if keep < num_slots and (keep == 0 or slots[keep][HEADER_WORDS:].any()):
+        keep += 1  # slot 0 always: a buffer nothing ran into reads as one empty launch
+    return slots[:keep], max(0, used - num_slots)
 
 
 def encode_header(num_blocks: int, num_groups: int, capacity: int, flags: int = 0) -> np.ndarray:
@@ -225,9 +293,10 @@ class Layout:
                 f"(known: 0x{KNOWN_FLAGS:x}): corrupt buffer or a newer writer"
             )
         end = HDR_SCRATCH if version >= 2 else HEADER_WORDS
-        reserved = np.flatnonzero(words[HDR_CAPACITY_FLAGS + 1 : end])
+        first = HDR_LABEL + 1 if version >= VERSION_SLOTS else HDR_CAPACITY_FLAGS + 1
+        reserved = np.flatnonzero(words[first:end])
         if len(reserved):
-            i = HDR_CAPACITY_FLAGS + 1 + int(reserved[0])
+            i = first + int(reserved[0])
             raise FormatError(
                 f"header word {i} is reserved and must be zero, got 0x{int(words[i]):x}: "
                 "corrupt buffer or a newer writer"

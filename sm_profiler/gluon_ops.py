@@ -53,6 +53,7 @@ _HEADER_WORDS = gl.constexpr(fmt.HEADER_WORDS)
 _LANE_HEADER_WORDS = gl.constexpr(fmt.LANE_HEADER_WORDS)
 _HDR_SHAPE = gl.constexpr(fmt.HDR_SHAPE)
 _HDR_CAPACITY_FLAGS = gl.constexpr(fmt.HDR_CAPACITY_FLAGS)
+_HDR_SLOTS = gl.constexpr(fmt.HDR_SLOTS)
 _KIND_BEGIN = gl.constexpr(fmt.KIND_BEGIN)
 _KIND_END = gl.constexpr(fmt.KIND_END)
 _KIND_INSTANT = gl.constexpr(fmt.KIND_INSTANT)
@@ -104,6 +105,13 @@ def profiler_init(buffer_ptr, block=None, group=0, ENABLED: gl.constexpr = True,
         num_blocks = (shape & 0xFFFFFFFF).to(gl.int32)
         num_groups = (shape >> 32).to(gl.int32)
         capacity = (gl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(gl.int32)
+        # Launch slots (format.py): the slot's start; past the last slot no lane is valid.
+        ctrl = gl.load(buffer_ptr + _HDR_SLOTS)
+        last = ctrl >> 32
+        slot = gl.minimum(ctrl & 0xFFFFFFFF, last + 1)
+        slot_words = num_blocks.to(gl.int64) * num_groups * (capacity + _LANE_HEADER_WORDS)
+        buffer_ptr = buffer_ptr + slot * (slot_words + _HEADER_WORDS)
+        num_blocks = gl.where(slot <= last, num_blocks, 0)
         thread = _partition_thread()
         warp = thread // 32
         block = gl.full((), 0, gl.int32) + block

@@ -7,6 +7,10 @@ Typical use::
     kernel[grid](..., prof.get_buffer(), PROFILE=prof.enabled)
     prof.print_stats()
     prof.export("trace.perfetto-trace")
+
+Many launches without a sync (docs/workloads.md): ``SmProfiler(..., slots=N)`` gives every
+launch that takes the buffer its own slot and label (kernel name, grid, num_warps, call site);
+`captures()` returns one capture per launch.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class SmProfiler:
         *,
         group_names: dict[int, str] | list[str] | None = None,
         kernel_name: str = "kernel",
+        slots: int | None = None,
     ):
         flags = fmt.FLAG_EMULATED if str(device).startswith("cpu") else 0
         self.layout = fmt.Layout.checked(num_blocks, num_groups, max_events_per_group, flags)
@@ -58,6 +63,20 @@ class SmProfiler:
             items = group_names.items() if isinstance(group_names, dict) else enumerate(group_names)
             for g, name in items:
                 self.register_group(g, name)
+        self.slots = _check_slots(slots)
+        if self.slots is not None:
+            nbytes = fmt.slotted_words(self.layout.total_words, self.slots) * fmt.WORD_BYTES
+            if nbytes > fmt.MAX_BUFFER_BYTES:
+                raise ConfigError(
+                    f"{self.slots} slots of {self.layout.total_bytes:,} bytes need "
+                    f"{nbytes / 2**30:.1f} GiB; the limit is {fmt.MAX_BUFFER_BYTES >> 30} GiB: "
+                    "lower slots, max_events_per_group or num_blocks"
+                )
+        self._labels: list = []  # label id - 1 -> slots.LaunchLabel
+        self._label_ids: dict = {}
+        self._launches = 0  # launches seen by the host since the buffer was initialised
+        # Merged into every capture's metadata: "rank", "clock" samples, "barrier_ns" (merge.py).
+        self.metadata: dict = {}
         self._captures: list[Capture] = []
         self._buffer = None
         self._dirty = False
@@ -98,8 +117,18 @@ class SmProfiler:
         import torch
 
         words = self.layout.total_words if self.enabled else fmt.HEADER_WORDS
+        if self.slots is not None and self.enabled:
+            words = fmt.slotted_words(words, self.slots)
         if self._buffer is None or self._buffer.numel() != words:
+            if self._buffer is not None and self.slots is not None:
+                from . import slots
+
+                slots.unregister(self._buffer)
             self._buffer = _allocate(torch, words, self.device)
+            if self.slots is not None and self.enabled:  # disabled: nothing to label or step
+                from . import slots
+
+                slots.register(self, self._buffer)
         else:
             self._buffer.zero_()
         if self.enabled:
@@ -107,18 +136,28 @@ class SmProfiler:
         else:
             # Shape 0 x 0: any op that still records finds every lane out of shape and writes nothing.
             hdr = fmt.encode_header(0, 0, 0)
-        self._buffer[: fmt.HEADER_WORDS].copy_(torch.from_numpy(hdr.view(np.int64)))
+        hdr = torch.from_numpy(hdr.view(np.int64))
+        if self.slots is not None and self.enabled:
+            # Every slot starts with the plain header (stream-ordered: no sync); slot 0's w3 is the
+            # slot control word.
+            plain = self.layout.total_words
+            self._buffer[: self.slots * plain].view(self.slots, plain)[:, : fmt.HEADER_WORDS] = hdr
+            self._buffer[fmt.HDR_SLOTS] = fmt.slot_control(0, self.slots)
+        else:
+            self._buffer[: fmt.HEADER_WORDS].copy_(hdr)
         self._dirty = False
         self._handouts = 0
+        self._launches = 0
         return self._buffer
 
     def get_buffer(self):
         """The int64 tensor to pass to the kernel (its data pointer is the ops' `buffer_ptr`).
 
         One launch per hand-out: a second get_buffer() before snapshot()/init_buffer() warns,
-        and the capture's stats say so, since two launches into one buffer mix their records."""
+        and the capture's stats say so, since two launches into one buffer mix their records.
+        With `slots`, every launch takes its own slot: hand it out as often as you like."""
         self._handouts += 1
-        if self._handouts == 2:
+        if self._handouts == 2 and self.slots is None:
             import warnings
 
             warnings.warn(
@@ -135,9 +174,87 @@ class SmProfiler:
 
     # -- captures ----------------------------------------------------------------------------
 
+    # -- launch slots ------------------------------------------------------------------------
+
+    def step(self, kernel: str = "kernel", grid=(), num_warps: int | None = None) -> None:
+        """Close the current launch's slot and label it; call after each launch that no Triton
+        hook sees (CuteDSL, raw CUDA). Queued on the current stream: no sync."""
+        from .slots import LaunchLabel, call_site, normal_grid
+
+        self._require_slots("step")
+        grid = normal_grid(grid) if grid != () else ()
+        self._launched(LaunchLabel(_check_name(kernel, "kernel"), grid, num_warps,
+                                   call_site(sys._getframe(1))))  # fmt: skip
+
+    def _launched(self, label) -> None:
+        """A launch into this buffer was queued (the Triton hook or `step`): queue the slot step."""
+        from .slots import queue_step
+
+        lid = self._label_ids.get(label)
+        if lid is None:
+            self._labels.append(label)
+            lid = self._label_ids[label] = len(self._labels)
+        self._launches += 1
+        self._dirty = True
+        queue_step(self._buffer, lid)
+
+    def calibrate_clock(self, samples: int = 200) -> dict:
+        """Measure %globaltimer - CLOCK_REALTIME on this profiler's GPU (sm_profiler.clock) and
+        keep it in the captures' metadata, where merges read it; call it before and after a
+        workload to also get the drift. Needs a GPU."""
+        from .clock import measure_clock
+
+        if self.layout.emulated:
+            raise ConfigError("calibrate_clock needs a GPU: an emulated buffer has no %globaltimer")
+        sample = measure_clock(self._buffer.device, samples)
+        self.metadata.setdefault("clock", []).append(sample)
+        return sample
+
+    def close(self) -> None:
+        """Stop observing launches (slotted profilers register a Triton launch hook)."""
+        if self.slots is not None and self._buffer is not None:
+            from . import slots
+
+            slots.unregister(self._buffer)
+
+    def _slot_captures(self) -> list[Capture]:
+        words = self._buffer.detach().cpu().numpy().view(np.uint64).copy()
+        parts, missed = fmt.split_slots(words)
+        meta = self._metadata()
+        caps = []
+        for k, w in enumerate(parts):
+            lid = int(w[fmt.HDR_LABEL])
+            label = self._labels[lid - 1] if 0 < lid <= len(self._labels) else None
+            m = dict(meta, launch=k, slots=self.slots, buffer_handouts=1)
+            if label is not None:
+                m.update(label.as_metadata())
+            if missed and k == len(parts) - 1:
+                m["launches_without_slot"] = missed
+            caps.append(
+                Capture(
+                    words=w,
+                    event_names=dict(self.event_names),
+                    group_names=dict(self.group_names),
+                    kernel_name=label.kernel if label is not None else self.kernel_name,
+                    metadata=m,
+                )
+            )
+        if missed:
+            import warnings
+
+            warnings.warn(
+                f"{missed} launches found all {self.slots} slots used and recorded nothing; "
+                "raise slots= or snapshot() more often",
+                stacklevel=3,
+            )
+        return caps
+
     def capture(self, kernel_name: str | None = None) -> Capture:
-        """Copy the buffer to the host (waits for the device) as a Capture."""
+        """Copy the buffer to the host (waits for the device) as a Capture.
+        With `slots`: the last used slot's capture (see `captures` for all)."""
         self._require_enabled("capture")
+        if self.slots is not None:
+            return self._slot_captures()[-1]
         if kernel_name is not None:
             _check_name(kernel_name, "kernel_name")
         words = self._buffer.detach().cpu().numpy().view(np.uint64).copy()
@@ -154,6 +271,12 @@ class SmProfiler:
 
         Snapshots, and the live buffer after them, all go into one trace by `decode`/`export`.
         """
+        if self.slots is not None:
+            self._require_enabled("snapshot")
+            caps = self._slot_captures()
+            self._captures.extend(caps)
+            self.init_buffer()
+            return caps
         cap = self.capture(kernel_name)
         self._captures.append(cap)
         self.init_buffer()
@@ -161,6 +284,9 @@ class SmProfiler:
 
     def captures(self) -> list[Capture]:
         """The snapshots taken so far, plus the live buffer if it was handed out since."""
+        if self.slots is not None:
+            live = self._slot_captures() if self._dirty or not self._captures else []
+            return self._captures + live
         live = [self.capture()] if self._dirty or not self._captures else []
         return self._captures + live
 
@@ -204,6 +330,13 @@ class SmProfiler:
 
     # -- helpers -----------------------------------------------------------------------------
 
+    def _require_slots(self, what: str) -> None:
+        if self.slots is None:
+            raise ConfigError(
+                f"cannot {what}: this SmProfiler has one launch per buffer; create it with "
+                "slots=N to record N launches without a sync"
+            )
+
     def _require_enabled(self, what: str) -> None:
         if not self.enabled:
             raise ConfigError(f"cannot {what}: this SmProfiler was created with enabled=False")
@@ -237,7 +370,18 @@ class SmProfiler:
         except Exception:
             pass
         meta["triton_interpret"] = os.environ.get("TRITON_INTERPRET", "0")
+        meta.update(self.metadata)
         return meta
+
+
+def _check_slots(slots) -> int | None:
+    if slots is None:
+        return None
+    if isinstance(slots, bool) or not isinstance(slots, (int, np.integer)) or slots < 1:
+        raise ConfigError(f"slots must be a positive int (launches per buffer), got {slots!r}")
+    if slots > fmt.MAX_SLOTS:
+        raise ConfigError(f"slots={slots} is larger than the supported {fmt.MAX_SLOTS}; lower it")
+    return int(slots)
 
 
 def _check_device(device) -> None:

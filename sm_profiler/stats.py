@@ -82,6 +82,22 @@ class Imbalance:
 
 
 @dataclass
+class KernelLaunches:
+    """All launches of one kernel name in a trace."""
+
+    kernel: str
+    captures: list[int]
+    span_ns: list[int]  # per launch: first stamp to last stamp
+    grids: list[str]
+    call_sites: list[str]
+    section: Stats | None = None
+
+    @property
+    def count(self) -> int:
+        return len(self.captures)
+
+
+@dataclass
 class Stats:
     """Statistics of a whole trace; `captures` holds one Stats per capture when there are several."""
 
@@ -99,6 +115,9 @@ class Stats:
     emulated: bool
     warnings: list[str] = field(default_factory=list)
     captures: list[Stats] = field(default_factory=list)
+    # One row per kernel name when a kernel was launched more than once (launch slots, or several
+    # snapshots): the launches table and one section per kernel replace the per-capture ones.
+    launches: list[KernelLaunches] = field(default_factory=list)
 
     def event(self, name: str) -> EventStat:
         for e in self.events:
@@ -123,7 +142,32 @@ def compute_stats(trace: TraceData) -> Stats:
             _section(trace.select_capture(c), _capture_label(trace, c, several=True))
             for c in range(n_caps)
         ]
+        stats.launches = _launches(trace, stats.captures)
     return stats
+
+
+def _launches(trace: TraceData, per_capture: list[Stats]) -> list[KernelLaunches]:
+    """Launches grouped by kernel name, in order of first launch; [] when no name repeats."""
+    by_name: dict[str, KernelLaunches] = {}
+    for c, (k, sub) in enumerate(zip(trace.kernels, per_capture, strict=True)):
+        meta = k.metadata if isinstance(k.metadata, dict) else {}
+        row = by_name.setdefault(k.name, KernelLaunches(k.name, [], [], [], []))
+        row.captures.append(c)
+        row.span_ns.append(sub.span.duration_ns)
+        grid = meta.get("grid")
+        if isinstance(grid, list) and grid:
+            row.grids.append("x".join(str(g) for g in grid))
+        site = meta.get("call_site")
+        if isinstance(site, str) and site:
+            row.call_sites.append(site)
+    rows = list(by_name.values())
+    if all(r.count == 1 for r in rows):
+        return []
+    for r in rows:
+        part = TraceData.concat([trace.select_capture(c) for c in r.captures])
+        r.section = _section(part, f"{r.kernel}: {r.count} launch{'es' if r.count > 1 else ''}")
+        r.section.imbalance = None  # launches are separated by host time
+    return rows
 
 
 def _capture_label(trace: TraceData, c: int, several: bool) -> str:
@@ -374,6 +418,13 @@ def _relaunch_warnings(trace: TraceData, several: bool) -> list[str]:
                 f"({names}{more}): left by an earlier launch into the same buffer, so those lanes "
                 f"mix launches; {_SNAPSHOT_FIX}"
             )
+        missed = k.metadata.get("launches_without_slot", 0) if isinstance(k.metadata, dict) else 0
+        if isinstance(missed, int) and missed > 0:
+            out.append(
+                f"{missed} launches after this one found every launch slot "
+                f"({k.metadata.get('slots')}) used and recorded nothing: raise SmProfiler(slots=) "
+                "or snapshot() more often"
+            )
         if k.out_of_shape_writes:
             out.append(
                 f"{where}programs outside the buffer's shape ({k.num_blocks} blocks x "
@@ -611,6 +662,15 @@ def format_stats(stats: Stats, width: int | None = None, max_sm_rows: int = 16) 
     for w in stats.warnings:
         lines.extend(_wrap("warning: " + w, width))
     lines.extend(_section_lines(stats, width, max_sm_rows, sm_table=not stats.captures))
+    if stats.launches:
+        lines.append("")
+        lines.extend(_launch_lines(stats.launches, width))
+    if stats.launches and len(stats.captures) > MAX_CAPTURE_SECTIONS:
+        for row in stats.launches:
+            lines.append("")
+            lines.extend(_rule(row.section.label, width))
+            lines.extend(_section_lines(row.section, width, max_sm_rows, sm_table=False))
+        return "\n".join(lines) + "\n"
     if stats.captures:
         lines.extend(
             _wrap(
@@ -625,6 +685,31 @@ def format_stats(stats: Stats, width: int | None = None, max_sm_rows: int = 16) 
         lines.extend(_rule(sub.label, width))
         lines.extend(_section_lines(sub, width, max_sm_rows))
     return "\n".join(lines) + "\n"
+
+
+# Up to this many captures, format_stats prints a section per capture; past it, per kernel.
+MAX_CAPTURE_SECTIONS = 8
+
+
+def _launch_lines(rows: list[KernelLaunches], width: int) -> list[str]:
+    """The launches table: one row per kernel, spans from each launch's first to last stamp."""
+    spans = [float(s) for r in rows for s in r.span_ns]
+    unit, scale = table_unit(max(spans, default=0.0))
+    headers = ["kernel", "launches", "mean", "min", "max", "grid", "call site"]
+    table_rows = []
+    for r in rows:
+        cells = _cells([float(np.mean(r.span_ns)), float(min(r.span_ns)), float(max(r.span_ns))],
+                       unit, scale)  # fmt: skip
+        grids = sorted(set(r.grids))
+        sites = sorted(set(r.call_sites))
+        table_rows.append(
+            [r.kernel, str(r.count), *cells,
+             grids[0] if len(grids) == 1 else f"{len(grids)} grids" if grids else "-",
+             sites[0] if len(sites) == 1 else f"{len(sites)} sites" if sites else "-"]
+        )  # fmt: skip
+    drop = (headers.index("min"), headers.index("max"), headers.index("call site"))
+    table, dropped = _fit_table(headers, table_rows, width, drop=drop, shrink=0)
+    return [f"launches by kernel (span per launch, in {unit})"] + table + _left_out(dropped, width)
 
 
 def _rule(label: str, width: int) -> list[str]:

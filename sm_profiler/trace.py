@@ -118,7 +118,13 @@ class TraceData:
         """The capture's kernel name, with '(launch N)' (N: the capture's index) when another
         capture of this trace has the same name: 'persistent (launch 1)', 'one_per_tile'."""
         name = self.kernels[int(capture)].name
-        if sum(k.name == name for k in self.kernels) > 1:
+        counts = self.__dict__.get("_name_counts")
+        if counts is None or counts[0] != len(self.kernels):  # exporters ask once per lane
+            from collections import Counter
+
+            counts = self.__dict__["_name_counts"] = (len(self.kernels),
+                                                      Counter(k.name for k in self.kernels))  # fmt: skip
+        if counts[1][name] > 1:
             return f"{name} (launch {int(capture)})"
         return name
 

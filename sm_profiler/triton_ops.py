@@ -57,6 +57,7 @@ _HEADER_WORDS = tl.constexpr(fmt.HEADER_WORDS)
 _LANE_HEADER_WORDS = tl.constexpr(fmt.LANE_HEADER_WORDS)
 _HDR_SHAPE = tl.constexpr(fmt.HDR_SHAPE)
 _HDR_CAPACITY_FLAGS = tl.constexpr(fmt.HDR_CAPACITY_FLAGS)
+_HDR_SLOTS = tl.constexpr(fmt.HDR_SLOTS)
 _KIND_BEGIN = tl.constexpr(fmt.KIND_BEGIN)
 _KIND_END = tl.constexpr(fmt.KIND_END)
 _KIND_INSTANT = tl.constexpr(fmt.KIND_INSTANT)
@@ -142,6 +143,10 @@ def profiler_init(
         num_blocks = (shape & 0xFFFFFFFF).to(tl.int32)
         num_groups = (shape >> 32).to(tl.int32)
         capacity = (tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
+        # Launch slots (format.py): this launch's slot starts at `buffer_ptr`; past the last
+        # slot, every lane is out of shape and writes only the spare header's scratch word.
+        buffer_ptr, in_slot = _slot(buffer_ptr, num_blocks, num_groups, capacity)
+        num_blocks = tl.where(in_slot, num_blocks, 0)
         block = tl.full((), 0, tl.int32) + block
         if _INTERPRET:
             return _init_emulated(
@@ -174,6 +179,17 @@ def profiler_init(
                 leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
                 z = tl.full((), 0, tl.int8)  # no stage
                 return records, cursor, capacity, leader, z, z
+
+
+@triton.jit
+def _slot(buffer_ptr, num_blocks, num_groups, capacity):
+    """(start of this launch's slot, whether it is a real slot): format.py's slot rule."""
+    ctrl = tl.load(buffer_ptr + _HDR_SLOTS)
+    last = ctrl >> 32
+    slot = tl.minimum(ctrl & 0xFFFFFFFF, last + 1)
+    lanes = num_blocks.to(tl.int64) * num_groups
+    slot_words = lanes * (capacity + _LANE_HEADER_WORDS) + _HEADER_WORDS
+    return buffer_ptr + slot * slot_words, slot <= last
 
 
 @triton.jit

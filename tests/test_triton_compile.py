@@ -82,8 +82,8 @@ def test_one_timer_read_and_one_record_store_per_event(probe):
 def test_no_atomics_fences_or_loads_per_event(probe):
     ins = probe["straight_12"]
     assert not [i for i in ins if i.startswith(("ATOM", "RED", "MEMBAR", "FENCE", "BAR"))]
-    # Two loads in all: the buffer header's shape and capacity, once, at init.
-    assert len([i for i in ins if i.startswith(("LDG", "LD."))]) == 2
+    # Three loads in all: the buffer header's shape, capacity and slot control, once, at init.
+    assert len([i for i in ins if i.startswith(("LDG", "LD."))]) == 3
 
 
 def test_leader_is_thread_zero_per_program_and_lane_zero_per_warp(probe):
@@ -128,10 +128,10 @@ def test_staged_events_cost_a_timer_read_and_a_shared_store(probe):
     assert 0 < per_event <= MAX_SASS_PER_STAGED_EVENT
     count = lambda ins, pat: len([i for i in ins if re.search(pat, i)])  # noqa: E731
     # One timer read per event (+1: the anchor), no global store or load per event: the
-    # global stores are the flush's (copy, anchor, word 1), the loads the header's two.
+    # global stores are the flush's (copy, anchor, word 1), the loads the header's three.
     assert count(b, "SR_GLOBALTIMER") == 12 + 1 and count(a, "SR_GLOBALTIMER") == 4 + 1
     assert count(b, r"\bSTG") == count(a, r"\bSTG") == 3
-    assert count(b, r"\bLDG") == count(a, r"\bLDG") == 2
+    assert count(b, r"\bLDG") == count(a, r"\bLDG") == 3
     assert count(b, r"\bSTS") > count(a, r"\bSTS")
     assert not [i for i in b if i.startswith(("ATOM", "RED", "MEMBAR", "FENCE", "BAR.SYNC"))]
 

@@ -79,7 +79,12 @@ def iter_perfetto_chunks(trace: TraceData) -> Iterator[bytes]:
 # -- Python-level protobuf writing, for the few packets that are not per event ----------------
 
 
+_VARINT_SMALL = [bytes([i]) for i in range(128)]  # tags and small ids: most varints written
+
+
 def _varint(v: int) -> bytes:
+    if 0 <= v < 128:
+        return _VARINT_SMALL[v]
     v &= (1 << 64) - 1  # negative int64 -> two's complement, as protobuf does
     out = bytearray()
     while v > 0x7F:

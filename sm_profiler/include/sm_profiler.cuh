@@ -173,7 +173,18 @@ static __device__ __forceinline__ sm_profiler_lane_t<MODE> sm_profiler_open_lane
     unsigned int capacity = (unsigned int)words[SM_PROFILER_HDR_CAPACITY_FLAGS];
     unsigned int num_blocks = (unsigned int)shape;
     unsigned int num_groups = (unsigned int)(shape >> 32);
-    bool valid = block < num_blocks && group < num_groups;
+    // Launch slots (docs/format.md): this launch's lanes are those of slot min(next, last + 1);
+    // past the last slot every lane is out of shape and writes only the spare header's scratch
+    // word. A one-slot buffer has w3 = 0: slot 0, the buffer itself.
+    unsigned long long ctrl = words[SM_PROFILER_HDR_SLOTS];
+    unsigned long long last = ctrl >> 32;
+    unsigned long long next = ctrl & 0xFFFFFFFFull;
+    unsigned long long slot = next < last + 1 ? next : last + 1;
+    unsigned long long slot_words =
+        (unsigned long long)num_blocks * num_groups * (capacity + SM_PROFILER_LANE_HEADER_WORDS) +
+        SM_PROFILER_HEADER_WORDS;
+    buffer = (const void*)(words + slot * slot_words);
+    bool valid = block < num_blocks && group < num_groups && slot <= last;
     unsigned long long lane = (unsigned long long)block * num_groups + group;
     unsigned long long lane_bytes =
         (unsigned long long)(capacity + SM_PROFILER_LANE_HEADER_WORDS) * SM_PROFILER_WORD_BYTES;

@@ -5,13 +5,14 @@
 #define SM_PROFILER_FORMAT_H
 
 #define SM_PROFILER_MAGIC 0x46504D53u  // w0 low 32 bits
-#define SM_PROFILER_FORMAT_VERSION 3u  // w0 high 32 bits
+#define SM_PROFILER_FORMAT_VERSION 4u  // w0 high 32 bits
 #define SM_PROFILER_HEADER_WORDS 8u  // global header, 64-bit words
 #define SM_PROFILER_LANE_HEADER_WORDS 2u  // anchor, sm_id | last_dropped
 #define SM_PROFILER_WORD_BYTES 8u
 #define SM_PROFILER_HDR_MAGIC_VERSION 0u  // header word: magic | version << 32
 #define SM_PROFILER_HDR_SHAPE 1u  // header word: num_blocks | num_groups << 32
 #define SM_PROFILER_HDR_CAPACITY_FLAGS 2u  // header word: capacity | flags << 32
+#define SM_PROFILER_HDR_SLOTS 3u  // header word: next slot | last slot << 32 (slots)
 #define SM_PROFILER_HDR_SCRATCH 7u  // header word out-of-shape lanes write
 #define SM_PROFILER_KIND_BEGIN 1u  // record tag bits 0..1
 #define SM_PROFILER_KIND_END 2u
