@@ -328,3 +328,28 @@ def test_makefile_example_writes_a_capture_the_cli_reads(tmp_path):
     loads = (t.events["event"] == 0) & (t.events["group"] == 0)
     assert loads.sum() == 256 * 16
     assert (work / "warp_specialized.perfetto-trace").stat().st_size > 0
+
+
+def test_launch_slots_give_each_cuda_launch_its_own_capture():
+    # Issue 12's slots with a C++ kernel: prof.step() after each launch moves the slot on the
+    # device (no sync); the third launch finds no slot and writes nothing.
+    mode, iters, capacity, _, num_groups, grid, block = case = CASES["per_block_3d"]
+    prof = sm_profiler.SmProfiler(_blocks(grid), num_groups, capacity, slots=2,
+                                  kernel_name="smp_test_kernel")  # fmt: skip
+    for k, v in EVENTS.items():
+        prof.register_event(k, v)
+    out = torch.zeros(_blocks(grid) * block[0] * block[1] * block[2], device="cuda")
+    for n in range(3):
+        _torch_ext().launch(out, prof.get_buffer(), iters + n, mode, *grid, *block)
+        prof.step(kernel="smp_test_kernel", grid=grid)
+    torch.cuda.synchronize()
+    with pytest.warns(UserWarning, match="1 launches found all 2 slots used"):
+        caps = prof.captures()
+    assert len(caps) == 2 and caps[-1].metadata["launches_without_slot"] == 1
+    assert [c.kernel_name for c in caps] == ["smp_test_kernel"] * 2
+    for n, cap in enumerate(caps):
+        t = sm_profiler.decode(cap)
+        check_trace(t, (mode, iters + n, capacity, None, num_groups, grid, block), _sm_count())
+    # the two launches ran one after the other, in stream order
+    first, second = (sm_profiler.decode(c).lanes["anchor_ns"].max() for c in caps)
+    assert first < second
