@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(_FORMAT_ALIASES),
         help="perfetto, or chrome (= json, Chrome trace-event JSON); overrides the extension",
     )
+    c.add_argument("--capture", type=int, default=None, metavar="N", dest="capture_index",
+                   help="export only capture N (a launch; `info` lists them)")  # fmt: skip
+    c.add_argument("--cut-gaps", action="store_true",
+                   help="lay launches end to end: host time between them is cut, and marked")  # fmt: skip
     c.set_defaults(func=cmd_export)
 
     c = sub.add_parser(
@@ -221,7 +225,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if not to_stdout:
         with stage(f"writing {args.out}"):
-            export(trace, args.out, format=fmt)
+            export(trace, args.out, format=fmt, **_export_options(args))
         size = os.path.getsize(args.out)
         print(f"wrote {args.out} ({size:,} bytes, {len(trace):,} events)")
         return 0
@@ -229,11 +233,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace" + _SUFFIX[fmt])
         with stage("exporting"):
-            export(trace, path, format=fmt)
+            export(trace, path, format=fmt, **_export_options(args))
         with open(path, "rb") as f:
             shutil.copyfileobj(f, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     return 0
+
+
+def _export_options(args: argparse.Namespace) -> dict:
+    return {"capture": args.capture_index, "cut_gaps": args.cut_gaps}
 
 
 def cmd_open(args: argparse.Namespace) -> int:

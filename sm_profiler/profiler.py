@@ -183,11 +183,12 @@ class SmProfiler:
 
         print_stats(self.decode(), file=file)
 
-    def export(self, filename, format: str | None = None) -> None:
-        """Write a trace; the format follows the extension (.perfetto-trace/.pftrace, .json)."""
+    def export(self, filename, format: str | None = None, **options) -> None:
+        """Write a trace; the format follows the extension (.perfetto-trace/.pftrace, .json);
+        `options` are sm_profiler.export.export's (capture=N, cut_gaps=True)."""
         from .export import export
 
-        export(self.decode(), filename, format=format)
+        export(self.decode(), filename, format=format, **options)
 
     def save(self, path) -> None:
         """Save the raw capture (only the live buffer, or every snapshot: one file each is not

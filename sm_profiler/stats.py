@@ -19,6 +19,7 @@ from typing import TextIO
 import numpy as np
 
 from .format import EMULATED_SM_COUNT
+from .timeline import block_intervals
 from .trace import INSTANT, RANGE, UNMATCHED_BEGIN, UNMATCHED_END, KernelInfo, TraceData
 
 PERCENTILES = (50.0, 90.0, 99.0)
@@ -224,57 +225,6 @@ def _event_stats(trace: TraceData) -> list[EventStat]:
         )
     out.sort(key=lambda s: (s.count == 0, -s.total_ns, s.event))
     return out
-
-
-def block_intervals(trace: TraceData) -> dict[str, np.ndarray]:
-    """Residency of each block on each SM: one row per distinct (capture, block, sm) among
-    initialised lanes, with start_ns = earliest lane anchor and end_ns = latest event end (or
-    unmatched record, or anchor if the block recorded nothing). Sorted by (sm, start_ns)."""
-    lanes = trace.lanes
-    init = lanes["initialized"]
-    # One global row per lane: lanes of capture c are rows base[c] .. base[c] + num_lanes - 1.
-    n_lanes = len(lanes["lane"])
-    lane_end = lanes["anchor_ns"].astype(np.int64).copy()
-    if n_lanes:
-        base = _capture_base(lanes)
-        for table, col in ((trace.events, "end_ns"), (trace.unmatched, "time_ns")):
-            if len(table[col]):
-                rows = base[table["capture"]] + table["lane"].astype(np.int64)
-                np.maximum.at(lane_end, rows, table[col])
-    cap = lanes["capture"][init].astype(np.int64)
-    blk = lanes["block"][init].astype(np.int64)
-    sm = lanes["sm"][init].astype(np.int64)
-    start = lanes["anchor_ns"][init].astype(np.int64)
-    end = lane_end[init]
-    if len(cap) == 0:
-        z = np.zeros(0, np.int64)
-        return {"capture": z, "block": z, "sm": z, "start_ns": z, "end_ns": z}
-    order = np.lexsort((blk, cap, sm))
-    cap, blk, sm, start, end = cap[order], blk[order], sm[order], start[order], end[order]
-    first = np.ones(len(cap), bool)
-    first[1:] = (cap[1:] != cap[:-1]) | (blk[1:] != blk[:-1]) | (sm[1:] != sm[:-1])
-    g = np.flatnonzero(first)
-    out = {
-        "capture": cap[g],
-        "block": blk[g],
-        "sm": sm[g],
-        "start_ns": np.minimum.reduceat(start, g),
-        "end_ns": np.maximum.reduceat(end, g),
-    }
-    order = np.lexsort((out["start_ns"], out["sm"]))
-    return {k: v[order] for k, v in out.items()}
-
-
-def _capture_base(lanes: dict[str, np.ndarray]) -> np.ndarray:
-    """Row of each capture's lane 0 in the lanes table (captures are stored one after another)."""
-    cap = lanes["capture"].astype(np.int64)
-    n_caps = int(cap.max()) + 1
-    base = np.full(n_caps, 0, np.int64)
-    first = np.ones(len(cap), bool)
-    first[1:] = cap[1:] != cap[:-1]
-    rows = np.flatnonzero(first)
-    base[cap[rows]] = rows - lanes["lane"][rows]
-    return base
 
 
 def union_length(
