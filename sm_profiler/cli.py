@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("stats", help="per-event durations, per-SM occupancy, load imbalance")
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.add_argument("--width", type=int, default=None, help="line width (default: terminal's)")
+    c.add_argument("--by", choices=("group", "sm", "launch"), default=None,
+                   help="also break each event's count, total and self time down by this")  # fmt: skip
     c.set_defaults(func=cmd_stats)
 
     c = sub.add_parser("export", help="write a Perfetto or JSON trace")
@@ -202,6 +204,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
         trace = decode(caps)
     print_stats(trace, width=args.width)
+    if args.by:
+        import shutil
+
+        from .stats import breakdown, breakdown_lines
+
+        width = args.width or shutil.get_terminal_size((100, 24)).columns
+        print()
+        print("\n".join(breakdown_lines(breakdown(trace, args.by), args.by, max(width, 40))))
     return 0
 
 

@@ -19,6 +19,7 @@ from typing import TextIO
 import numpy as np
 
 from .format import EMULATED_SM_COUNT
+from .nesting import range_tree, waits
 from .timeline import block_intervals
 from .trace import INSTANT, RANGE, UNMATCHED_BEGIN, UNMATCHED_END, KernelInfo, TraceData
 
@@ -43,6 +44,33 @@ class EventStat:
     p99_ns: float
     max_ns: int
     instants: int
+    # Total self (exclusive) time: total_ns minus what ranges nested directly inside took.
+    self_ns: int = 0
+
+
+@dataclass
+class WaitStat:
+    """Gaps on a lane from the end of a `before` range to the start of the next `after` range
+    with the same parent (the next sibling, or the next top-level range): the waits."""
+
+    before: str
+    after: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    max_ns: int
+
+
+@dataclass
+class BreakdownRow:
+    """One event's ranges within one group, SM or launch (see `breakdown`)."""
+
+    key: str  # 'producer', 'SM 17', 'gemm (launch 2)'
+    event: str
+    count: int
+    total_ns: int
+    self_ns: int
+    mean_ns: float
 
 
 @dataclass
@@ -100,6 +128,8 @@ class Stats:
     emulated: bool
     warnings: list[str] = field(default_factory=list)
     captures: list[Stats] = field(default_factory=list)
+    waits: list[WaitStat] = field(default_factory=list)  # by total gap, largest first
+    by_group: list[BreakdownRow] = field(default_factory=list)  # when blocks have several groups
 
     def event(self, name: str) -> EventStat:
         for e in self.events:
@@ -146,11 +176,15 @@ def _section(trace: TraceData, label: str) -> Stats:
     span = Span(start, end)
     sms = _sm_table(blocks, span)
     um_kind = trace.unmatched["kind"]
+    tree = range_tree(trace)
     return Stats(
         label=label,
         kernels=list(trace.kernels),
         span=span,
-        events=_event_stats(trace),
+        events=_event_stats(trace, tree),
+        waits=_wait_stats(trace, tree),
+        by_group=(breakdown(trace, "group", tree)
+                  if any(k.num_groups > 1 for k in trace.kernels) else []),  # fmt: skip
         sms=sms,
         imbalance=_imbalance(sms, span),
         lanes_total=len(trace.lanes["lane"]),
@@ -176,8 +210,10 @@ def grouped_percentile(sorted_values: np.ndarray, starts: np.ndarray, counts: np
     return np.where(frac >= 0.5, b - (b - a) * (1 - frac), a + (b - a) * frac)
 
 
-def _event_stats(trace: TraceData) -> list[EventStat]:
+def _event_stats(trace: TraceData, tree: dict[str, np.ndarray]) -> list[EventStat]:
     ev = trace.events
+    top_id = int(ev["event"].max()) + 1 if len(ev["event"]) else 1
+    self_by_id = np.bincount(tree["event"], weights=tree["self_ns"], minlength=top_id)
     is_range = ev["kind"] == RANGE
     r_ids = ev["event"][is_range].astype(np.int64)
     dur = (ev["end_ns"] - ev["start_ns"])[is_range]
@@ -221,10 +257,75 @@ def _event_stats(trace: TraceData) -> list[EventStat]:
                 p99_ns=float(pct[2][i]),
                 max_ns=int(maxs[i]),
                 instants=inst.get(e, 0),
+                self_ns=int(self_by_id[e]),
             )
         )
     out.sort(key=lambda s: (s.count == 0, -s.total_ns, s.event))
     return out
+
+
+def _wait_stats(trace: TraceData, tree: dict[str, np.ndarray]) -> list[WaitStat]:
+    w = waits(trace, tree)
+    if len(w["gap_ns"]) == 0:
+        return []
+    top = int(max(w["before"].max(), w["after"].max())) + 1
+    key = w["before"].astype(np.int64) * top + w["after"]
+    uniq, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+    totals = np.bincount(inv, weights=w["gap_ns"]).astype(np.int64)
+    maxs = np.full(len(uniq), 0, np.int64)
+    np.maximum.at(maxs, inv, w["gap_ns"])
+    out = [
+        WaitStat(trace.event_name(k // top), trace.event_name(k % top), int(c), int(t),
+                 t / c, int(m))  # fmt: skip
+        for k, c, t, m in zip(uniq.tolist(), counts.tolist(), totals.tolist(), maxs.tolist(),
+                              strict=True)  # fmt: skip
+    ]
+    out.sort(key=lambda x: -x.total_ns)
+    return out
+
+
+BREAKDOWNS = ("group", "sm", "launch")
+
+
+def breakdown(trace: TraceData, by: str, tree: dict[str, np.ndarray] | None = None
+              ) -> list[BreakdownRow]:  # fmt: skip
+    """Count, total, self and mean time of each event's ranges per group ('producer', or
+    'group 2'), per SM ('SM 17') or per launch ('gemm (launch 2)'); in key order, then by total
+    time, largest first."""
+    if by not in BREAKDOWNS:
+        raise ValueError(f"breakdown by {by!r}: use one of {', '.join(BREAKDOWNS)}")
+    t = range_tree(trace) if tree is None else tree
+    ev = trace.events
+    rows = t["row"]
+    if by == "group":
+        # Groups of one number share a name only when every capture names it alike.
+        cap, grp = ev["capture"][rows].astype(np.int64), ev["group"][rows].astype(np.int64)
+        labels = {}
+        for c, g in set(zip(cap.tolist(), grp.tolist())):
+            labels[g] = labels.get(g) or trace.group_name(c, g) or f"group {g}"
+        key = grp
+    elif by == "sm":
+        key = ev["sm"][rows].astype(np.int64)
+        labels = {int(k): f"SM {int(k)}" for k in np.unique(key)}
+    else:
+        key = ev["capture"][rows].astype(np.int64)
+        labels = {int(k): trace.capture_name(int(k)) for k in np.unique(key)}
+    if len(rows) == 0:
+        return []
+    top = int(t["event"].max()) + 1
+    k2 = (key - int(key.min())) * top + t["event"]
+    uniq, inv, counts = np.unique(k2, return_inverse=True, return_counts=True)
+    dur = t["end_ns"] - t["start_ns"]
+    totals = np.bincount(inv, weights=dur).astype(np.int64)
+    selfs = np.bincount(inv, weights=t["self_ns"]).astype(np.int64)
+    out = []
+    for k, c, tot, sf in zip(uniq.tolist(), counts.tolist(), totals.tolist(), selfs.tolist(),
+                             strict=True):  # fmt: skip
+        kk, e = divmod(k, top)
+        out.append((kk, BreakdownRow(labels[kk + int(key.min())], trace.event_name(e), c, tot,
+                                     sf, tot / c)))  # fmt: skip
+    out.sort(key=lambda x: (x[0], -x[1].total_ns))
+    return [r for _, r in out]
 
 
 def union_length(
@@ -596,6 +697,12 @@ def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = 
     lines.append("")
     lines.extend(_event_lines(stats, width))
     lines.append("")
+    if stats.by_group:
+        lines.extend(breakdown_lines(stats.by_group, "group", width))
+        lines.append("")
+    if stats.waits:
+        lines.extend(_wait_lines(stats.waits, width))
+        lines.append("")
     if sm_table:
         lines.extend(_sm_lines(stats, width, max_sm_rows))
     imb = stats.imbalance
@@ -611,7 +718,8 @@ def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = 
 
 
 # Event table columns; the first ones named here are left out first when the width is short.
-_EVENT_FIELDS = ("total_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns")
+_EVENT_FIELDS = ("total_ns", "self_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns",
+                 "max_ns")  # fmt: skip
 _EVENT_DROP = ("p90", "p99", "min", "p50", "instants", "mean")
 
 
@@ -622,7 +730,7 @@ def _event_lines(stats: Stats, width: int) -> list[str]:
     has_range = [e.count > 0 for e in evs]
     # One unit for the whole table, from the largest single range (totals just get more digits):
     # a row or a column never mixes units.
-    per_range = [float(getattr(e, f)) for e in evs if e.count for f in _EVENT_FIELDS[1:]]
+    per_range = [float(getattr(e, f)) for e in evs if e.count for f in _EVENT_FIELDS[2:]]
     top = max(per_range, default=0.0)
     unit, scale = table_unit(top)
     cols = []
@@ -638,6 +746,40 @@ def _event_lines(stats: Stats, width: int) -> list[str]:
     drop = tuple(headers.index(h) for h in _EVENT_DROP if h in headers)
     table, dropped = _fit_table(headers, rows, width, drop=drop, shrink=0)
     return [f"events (times in {unit})"] + table + _left_out(dropped, width)
+
+
+# Rows of the waits table: the pairs with the most waiting.
+MAX_WAIT_ROWS = 8
+
+
+def _wait_lines(ws: list[WaitStat], width: int) -> list[str]:
+    shown = ws[:MAX_WAIT_ROWS]
+    # One unit from the largest single gap (totals just get more digits), as in the event table.
+    top = max(float(w.max_ns) for w in shown)
+    unit, scale = table_unit(top)
+    cols = [_cells([float(getattr(w, f)) for w in shown], unit, scale, top)
+            for f in ("total_ns", "mean_ns", "max_ns")]  # fmt: skip
+    rows = [[f"{w.before} → {w.after}", str(w.count)] + [c[i] for c in cols]
+            for i, w in enumerate(shown)]  # fmt: skip
+    table, dropped = _fit_table(["gap", "count", "total", "mean", "max"], rows, width,
+                                drop=(4,), shrink=0)  # fmt: skip
+    more = [f"  ({len(ws) - len(shown)} more pairs)"] if len(ws) > len(shown) else []
+    head = f"waits: gaps between consecutive ranges of a lane (times in {unit})"
+    return _wrap(head, width, indent="") + table + more + _left_out(dropped, width)
+
+
+def breakdown_lines(rows: list[BreakdownRow], by: str, width: int) -> list[str]:
+    """The table of `breakdown(trace, by)`: one row per (key, event), times in one unit."""
+    if not rows:
+        return [f"by {by}: no ranges"]
+    top = max(float(r.mean_ns) for r in rows)
+    unit, scale = table_unit(top)
+    cols = [_cells([float(getattr(r, f)) for r in rows], unit, scale, top)
+            for f in ("total_ns", "self_ns", "mean_ns")]  # fmt: skip
+    cells = [[r.key, r.event, str(r.count)] + [c[i] for c in cols] for i, r in enumerate(rows)]
+    table, dropped = _fit_table([by, "event", "count", "total", "self", "mean"], cells, width,
+                                left=2, drop=(5,), shrink=1)  # fmt: skip
+    return [f"by {by} (times in {unit})"] + table + _left_out(dropped, width)
 
 
 def _sm_lines(stats: Stats, width: int, max_rows: int) -> list[str]:

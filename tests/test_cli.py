@@ -377,3 +377,13 @@ def test_export_one_capture_or_launches_end_to_end(tmp_path, capsys):
     assert any(e["name"].startswith("host gap cut") for e in ev)
     assert main(["export", str(path), str(out), "--capture", "5"]) == 2
     assert "2 captures (0..1)" in capsys.readouterr().err
+
+
+def test_stats_by_sm_fits_80_columns(capture_file, capsys):
+    assert main(["stats", capture_file, "--by", "sm", "--width", "80"]) == 0
+    out = capsys.readouterr().out
+    assert "by sm (times in" in out
+    table = out[out.index("by sm") :].splitlines()
+    assert table[1].split() == ["sm", "event", "count", "total", "self", "mean"]
+    assert all(line.split()[0] == "SM" for line in table[2:] if line)
+    assert max(len(line) for line in out.splitlines()) <= 80
