@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
@@ -103,6 +104,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="export only capture N (a launch; `info` lists them)")  # fmt: skip
     c.add_argument("--cut-gaps", action="store_true",
                    help="lay launches end to end: host time between them is cut, and marked")  # fmt: skip
+    for flag, what in (("--sms", "SM ids"), ("--blocks", "block ids"), ("--groups", "group ids"),
+                       ("--detail-sms", "SMs kept in full detail when summarised")):  # fmt: skip
+        c.add_argument(flag, type=_int_list, default=None, metavar="A,B,..",
+                       help=f"{what}, comma-separated: keep only these" if flag != "--detail-sms"
+                       else what)  # fmt: skip
+    c.add_argument("--events", type=lambda v: v.split(","), default=None, metavar="NAME,..",
+                   help="keep only these events (names or ids)")  # fmt: skip
+    c.add_argument("--window-us", type=_window, default=None, metavar="START:END",
+                   help="keep what touches this window, in µs from the trace's start")  # fmt: skip
+    s_ = c.add_mutually_exclusive_group()
+    s_.add_argument("--summary", dest="summary", action="store_true", default=None,
+                    help="summarise ranges into per-SM counters (default: above "
+                    "1,000,000 trace rows)")  # fmt: skip
+    s_.add_argument("--no-summary", dest="summary", action="store_false",
+                    help="export every range, however many")
     c.set_defaults(func=cmd_export)
 
     c = sub.add_parser(
@@ -234,16 +250,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .export import export
 
     if not to_stdout:
-        with stage(f"writing {args.out}"):
-            export(trace, args.out, format=fmt, **_export_options(args))
+        with stage(f"writing {args.out}"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # the notes are printed below
+            notes = export(trace, args.out, format=fmt, **_export_options(args))
         size = os.path.getsize(args.out)
         print(f"wrote {args.out} ({size:,} bytes, {len(trace):,} events)")
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
         return 0
     # The exporter writes files; stream its file to stdout.
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace" + _SUFFIX[fmt])
-        with stage("exporting"):
-            export(trace, path, format=fmt, **_export_options(args))
+        with stage("exporting"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            notes = export(trace, path, format=fmt, **_export_options(args))
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
         with open(path, "rb") as f:
             shutil.copyfileobj(f, sys.stdout.buffer)
         sys.stdout.buffer.flush()
@@ -251,7 +273,28 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _export_options(args: argparse.Namespace) -> dict:
-    return {"capture": args.capture_index, "cut_gaps": args.cut_gaps}
+    events = None
+    if args.events is not None:
+        events = [int(e) if e.isdigit() else e for e in args.events]
+    opts = {"capture": args.capture_index, "cut_gaps": args.cut_gaps, "sms": args.sms,
+            "blocks": args.blocks, "groups": args.groups, "events": events,
+            "window_ns": args.window_us, "summary": args.summary, "detail_sms": args.detail_sms}  # fmt: skip
+    return opts
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give ints separated by commas, e.g. 0,3,7") from None
+
+
+def _window(text: str) -> tuple[int, int]:
+    try:
+        a, b = (float(v) for v in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give START:END in µs, e.g. 100:250.5") from None
+    return int(a * 1e3), int(b * 1e3)
 
 
 def cmd_open(args: argparse.Namespace) -> int:

@@ -24,13 +24,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .trace import TraceData
+from .errors import ConfigError
+from .summary import SUMMARY_BINS, active_ranges, drop_repeats
+from .trace import RANGE, TraceData
 
 # What is left of a cut host gap: enough to see the launches apart at any zoom that shows both.
 GAP_KEPT_FRACTION = 0.02  # of the longest launch
 GAP_KEPT_MIN_NS = 1_000
 # Only gaps this much longer than what is kept are cut (a back-to-back launch stays as it is).
 CUT_FACTOR = 4
+# Above this many trace rows (ranges + instants) exports are summarised unless told otherwise:
+# the Perfetto UI (v52, headless Chromium, benchmarks/ui_load.py) opened a synthetic trace of
+# this many rows in about SUMMARY_UI_SECONDS seconds (BENCHMARKS.md, "Perfetto UI").
+SUMMARY_ROWS = 1_000_000
+# Ranks (int32) under an SM: its occupancy, its summary counters by event id, then its lanes (0..).
+OCCUPANCY_RANK = -(1 << 30)
+SUMMARY_RANK0 = -(1 << 29)
+SUMMARY_UI_SECONDS = 14
 
 
 @dataclass
@@ -48,6 +58,10 @@ class Timeline:
     launches: dict[str, np.ndarray]  # capture, start_ns, end_ns of captures with a span
     cuts: list[tuple[int, int]] = field(default_factory=list)  # (time_ns after cut, cut ns)
     notes: list[str] = field(default_factory=list)  # what the viewer should be told
+    # Lanes that get their own tracks: lane_used less the summarised SMs' lanes.
+    lane_shown: np.ndarray | None = None
+    # Summary counters (None: no summary): sm_index, event, time_ns, value (mean active ranges).
+    summary: dict[str, np.ndarray] | None = None
 
     # -- names ------------------------------------------------------------------------------
 
@@ -84,12 +98,33 @@ class Timeline:
 
     def lane_rank(self, row: int) -> int:
         """Rank of a lane among its SM's tracks: lanes-table order, which is capture, block,
-        group; 0 is the 'resident blocks' counter."""
-        return 1 + int(row)
+        group; counters come before (OCCUPANCY_RANK, SUMMARY_RANK0 + event id)."""
+        return int(row)
 
 
-def build(trace: TraceData, cut_gaps: bool = False) -> Timeline:
-    """The timeline of `trace`; `cut_gaps` lays launches end to end (see the module doc)."""
+def build(
+    trace: TraceData,
+    cut_gaps: bool = False,
+    *,
+    sms=None,
+    blocks=None,
+    groups=None,
+    events=None,
+    window_ns: tuple[int, int] | None = None,
+    summary: bool | None = None,
+    detail_sms=None,
+) -> Timeline:
+    """The timeline of `trace`.
+
+    cut_gaps: lay launches end to end (see the module doc).
+    sms, blocks, groups: keep only lanes on these SMs / of these blocks / groups (iterables of
+    ints). events: keep only these events (names or ids). window_ns: (start, end) in ns from the
+    trace's start: keep ranges and instants that touch it.
+    summary: True: ranges become per-SM counters of active ranges per event (sm_profiler.summary)
+    except on `detail_sms`; None (default): only when more than SUMMARY_ROWS rows remain after
+    the filters; False: never. detail_sms: SMs kept in full (default: the SM that finishes last).
+    """
+    trace, lane_keep = _filtered(trace, sms, blocks, groups, events, window_ns)
     cuts: list[tuple[int, int]] = []
     if cut_gaps and len(trace.kernels) > 1:
         trace, cuts = _cut_host_gaps(trace)
@@ -99,23 +134,128 @@ def build(trace: TraceData, cut_gaps: bool = False) -> Timeline:
     lanes = trace.lanes
     nl = len(lanes["lane"])
     has_rows = (np.bincount(ev_lane, minlength=nl) + np.bincount(um_lane, minlength=nl)) > 0
-    used = lanes["initialized"].astype(bool) | has_rows
+    used = (lanes["initialized"].astype(bool) | has_rows) & lane_keep
     lane_sm = lanes["sm"].astype(np.int64)
-    sms = np.unique(lane_sm[used])
-    blocks = block_intervals(trace, lo, hi, used)
-    occ = resident_blocks(blocks)
-    occ["sm_index"] = np.searchsorted(sms, occ.pop("sm"))
+    sms_shown = np.unique(lane_sm[used])
+    blocks_ = block_intervals(trace, lo, hi, used)
+    occ = resident_blocks(blocks_)
+    occ["sm_index"] = np.searchsorted(sms_shown, occ.pop("sm"))
     k_lo, k_hi = launch_spans(trace, lo, hi, used)
-    has = ~((k_lo == 0) & (k_hi == 0))
-    caps = np.flatnonzero(has)
+    caps = np.flatnonzero(~((k_lo == 0) & (k_hi == 0)))
     launches = {"capture": caps, "start_ns": k_lo[caps], "end_ns": k_hi[caps]}
     notes = []
     if cuts:
         total = sum(c for _, c in cuts)
         notes.append(f"host gaps cut: {len(cuts)} gaps, {total / 1e6:.3f} ms in all; times "
                      "after a cut are moved back by what was cut")  # fmt: skip
-    return Timeline(trace, ev_lane, um_lane, lo, hi, used, sms, np.searchsorted(sms, lane_sm),
-                    blocks, occ, launches, cuts, notes)  # fmt: skip
+    lane_sm_index = np.searchsorted(sms_shown, lane_sm)
+    tl = Timeline(trace, ev_lane, um_lane, lo, hi, used, sms_shown, lane_sm_index, blocks_, occ,
+                  launches, cuts, notes, lane_shown=used.copy())  # fmt: skip
+    rows = len(trace.events["kind"])
+    if summary or (summary is None and rows > SUMMARY_ROWS):
+        _summarise(tl, k_lo, k_hi, detail_sms, auto=summary is None)
+    return tl
+
+
+def _filtered(trace: TraceData, sms, blocks, groups, events, window_ns):
+    """(trace with the events and unmatched records the filters keep, lanes kept: bool)."""
+    lanes = trace.lanes
+    keep = np.ones(len(lanes["lane"]), bool)
+    for col, want in (("sm", sms), ("block", blocks), ("group", groups)):
+        if want is not None:
+            keep &= np.isin(lanes[col], _ints(want, col))
+    if all(f is None for f in (sms, blocks, groups, events, window_ns)):
+        return trace, keep
+    ev, um = trace.events, trace.unmatched
+    ev_keep = keep[lane_row_of(trace, ev)]
+    um_keep = keep[lane_row_of(trace, um)]
+    if events is not None:
+        ids = _event_ids(trace, events)
+        ev_keep &= np.isin(ev["event"], ids)
+        um_keep &= np.isin(um["event"], ids)
+    if window_ns is not None:
+        a, b = (int(x) + trace.start_ns for x in window_ns)
+        if b < a:
+            raise ConfigError(f"window_ns={tuple(window_ns)}: the end is before the start")
+        ev_keep &= (ev["end_ns"] >= a) & (ev["start_ns"] <= b)
+        um_keep &= (um["time_ns"] >= a) & (um["time_ns"] <= b)
+    picked = TraceData({k: v[ev_keep] for k, v in ev.items()}, lanes,
+                       {k: v[um_keep] for k, v in um.items()}, trace.kernels,
+                       trace.event_names)  # fmt: skip
+    return picked, keep
+
+
+def _ints(values, what: str) -> np.ndarray:
+    vals = [values] if isinstance(values, (int, np.integer)) else list(values)
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ConfigError(f"{what} filter: {v!r} is not an int; pass ints, e.g. {what}s=[0, 3]")
+    return np.asarray(vals, np.int64)
+
+
+def _event_ids(trace: TraceData, events) -> np.ndarray:
+    vals = [events] if isinstance(events, (str, int, np.integer)) else list(events)
+    by_name = {n: i for i, n in trace.event_names.items()}
+    ids = []
+    for v in vals:
+        if isinstance(v, str):
+            if v not in by_name:
+                raise ConfigError(f"events filter: no event named {v!r}; events: "
+                                  f"{', '.join(sorted(by_name)) or 'none named'}")  # fmt: skip
+            ids.append(by_name[v])
+        elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            ids.append(int(v))
+        else:
+            raise ConfigError(f"events filter: {v!r} is neither an event name nor an id")
+    return np.asarray(ids, np.int64)
+
+
+def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
+    """Replace the ranges of every SM but `detail_sms` by active-range counters (in place)."""
+    t = tl.trace
+    ev = t.events
+    if detail_sms is None:
+        # The SM that finishes last: the tail is what a reader of a big trace looks at first.
+        b = tl.blocks
+        detail_sms = [int(b["sm"][np.argmax(b["end_ns"])])] if len(b["sm"]) else []
+    detail = _ints(detail_sms, "detail_sm")
+    lane_detail = np.isin(t.lanes["sm"], detail)
+    ev_detail = lane_detail[tl.ev_lane]
+    is_range = ev["kind"] == RANGE
+    summ = ~ev_detail & is_range
+    cap = ev["capture"][summ].astype(np.int64)
+    smi = tl.lane_sm_index[tl.ev_lane[summ]].astype(np.int64)
+    eid = ev["event"][summ].astype(np.int64)
+    n_sm, top = len(tl.sms), int(eid.max()) + 1 if len(eid) else 1
+    key = (cap * n_sm + smi) * top + eid
+    uniq, inv = np.unique(key, return_inverse=True)
+    u_cap = uniq // (n_sm * top)
+    counters = active_ranges(ev["start_ns"][summ], ev["end_ns"][summ], inv.reshape(-1),
+                             k_lo[u_cap], k_hi[u_cap])  # fmt: skip
+    counters = drop_repeats(counters)
+    g = counters.pop("group")
+    counters["sm_index"] = (uniq[g] // top) % n_sm
+    counters["event"] = uniq[g] % top
+    tl.summary = counters
+    n_ranges, n_sms = int(summ.sum()), len(np.unique(smi))
+    # Detail SMs keep everything; elsewhere instants and unmatched records go too.
+    keep_ev = ev_detail
+    keep_um = lane_detail[tl.um_lane]
+    tl.trace = TraceData({k: v[keep_ev] for k, v in ev.items()}, t.lanes,
+                         {k: v[keep_um] for k, v in t.unmatched.items()}, t.kernels,
+                         t.event_names)  # fmt: skip
+    tl.ev_lane, tl.um_lane = tl.ev_lane[keep_ev], tl.um_lane[keep_um]
+    tl.lane_shown &= lane_detail
+    why = (f"more than {SUMMARY_ROWS:,} trace rows (what the Perfetto UI opens in about "
+           f"{SUMMARY_UI_SECONDS} s)" if auto else "summary asked for")  # fmt: skip
+    shown = ", ".join(f"SM {s}" for s in detail.tolist()) or "none"
+    tl.notes.append(
+        f"summarised ({why}): {n_ranges:,} ranges on {n_sms} SMs are shown as counters of "
+        f"active ranges per event ({SUMMARY_BINS} bins per launch); full detail for {shown}. "
+        "For the rest: choose SMs with detail_sms= (--detail-sms), filter with sms=, blocks=, "
+        "groups=, events=, window_ns= (--sms, --blocks, --groups, --events, --window-us), or "
+        "export everything with summary=False (--no-summary)"
+    )
 
 
 # -- lanes -----------------------------------------------------------------------------------------

@@ -387,3 +387,20 @@ def test_stats_by_sm_fits_80_columns(capture_file, capsys):
     assert table[1].split() == ["sm", "event", "count", "total", "self", "mean"]
     assert all(line.split()[0] == "SM" for line in table[2:] if line)
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_export_filters_and_summary_from_the_command_line(capture_file, tmp_path, capsys):
+    out = tmp_path / "t.json"
+    assert main(["export", capture_file, str(out), "--sms", "1", "--events", "load"]) == 0
+    ev = json.loads(out.read_text())["traceEvents"]
+    names = {e["name"] for e in ev if e.get("ph") == "X"} - {"tiny"}
+    assert names == {"load"}
+    procs = [e["args"]["name"] for e in ev if e.get("name") == "process_name"]
+    assert procs == ["SM 1", "launches"]
+    capsys.readouterr()
+    assert main(["export", capture_file, str(out), "--summary", "--detail-sms", "0"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: summarised (summary asked for)") and "SM 0" in err
+    with pytest.raises(SystemExit) as e:
+        main(["export", capture_file, str(out), "--sms", "x"])
+    assert e.value.code == 2 and "give ints separated by commas" in capsys.readouterr().err

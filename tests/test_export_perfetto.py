@@ -125,7 +125,8 @@ def read_trace(data: bytes) -> Read:
         elif e.type == pf.TYPE_INSTANT:
             r.instants[track].append((names[e.name_iid], ts))
         else:
-            r.counters[track].append((ts, e.counter_value))
+            v = e.double_counter_value if e.HasField("double_counter_value") else e.counter_value
+            r.counters[track].append((ts, v))
     assert not any(stacks.values()), "slices left open"
     return r
 

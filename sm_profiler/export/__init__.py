@@ -26,13 +26,15 @@ EXTENSIONS = {
 FORMATS = ("perfetto", "chrome")
 
 
-def export(trace: TraceData, path: str | os.PathLike, format: str | None = None, *,
-           capture: int | None = None, cut_gaps: bool = False) -> None:  # fmt: skip
-    """Write `trace` to `path` as Perfetto protobuf or Chrome JSON.
+def export(trace: TraceData, path: str | os.PathLike, format: str | None = None,
+           **options) -> list[str]:  # fmt: skip
+    """Write `trace` to `path` as Perfetto protobuf or Chrome JSON; returns the notes saying
+    what was cut or summarised (empty when the trace is exported whole).
 
-    capture: export only this capture (launch), by its index in the trace.
-    cut_gaps: lay launches end to end: the host time between launches is cut down to a small
-    gap, and each cut is marked ('host gap cut: 52.301 ms') on the launch after it.
+    Options (see `timeline`): capture=N (one launch), cut_gaps=True (launches end to end, host
+    gaps cut and marked), filters sms=, blocks=, groups=, events=, window_ns=(start, end), and
+    summary= / detail_sms= (traces above timeline.SUMMARY_ROWS rows are summarised by default;
+    a UserWarning then says what was summarised and how to get the rest).
 
     The format follows the extension (.perfetto-trace / .pftrace, .json / .json.gz) unless
     `format` ("perfetto" or "chrome") is given. The path is checked before any work, and the
@@ -41,7 +43,7 @@ def export(trace: TraceData, path: str | os.PathLike, format: str | None = None,
     """
     fmt_name = _format_for(path, format)
     check_writable(path)
-    tl = timeline(trace, capture=capture, cut_gaps=cut_gaps)
+    tl = timeline(trace, **options)
     gz = os.fspath(path).lower().endswith(".gz")
     # Written to a temporary name and renamed: a failure part-way leaves an older file intact.
     with atomic_output(path) as tmp:
@@ -56,6 +58,7 @@ def export(trace: TraceData, path: str | os.PathLike, format: str | None = None,
             from .chrome import write_chrome_json
 
             write_chrome_json(tl, tmp, compress=gz)
+    return list(tl.notes)
 
 
 def to_perfetto_bytes(trace: TraceData, **options) -> bytes:
@@ -73,8 +76,9 @@ def to_chrome_json(trace: TraceData, **options) -> dict:
     return impl(timeline(trace, **options))
 
 
-def timeline(trace: TraceData, capture: int | None = None, cut_gaps: bool = False) -> Timeline:
-    """The timeline model an export renders (sm_profiler.timeline), after the options."""
+def timeline(trace: TraceData, capture: int | None = None, **options) -> Timeline:
+    """The timeline model an export renders (sm_profiler.timeline.build, whose keywords
+    `options` are), of one capture when `capture` is given."""
     if capture is not None:
         n = len(trace.kernels)
         if isinstance(capture, bool) or not isinstance(capture, int) or not -n <= capture < n:
@@ -83,7 +87,12 @@ def timeline(trace: TraceData, capture: int | None = None, cut_gaps: bool = Fals
                 f"{'s' if n != 1 else ''} (0..{n - 1}); `sm-profiler info` lists them"
             )
         trace = trace.select_capture(capture % n)
-    return build(trace, cut_gaps=cut_gaps)
+    tl = build(trace, **options)
+    if tl.summary is not None and options.get("summary") is None:
+        import warnings
+
+        warnings.warn(tl.notes[-1], UserWarning, stacklevel=3)
+    return tl
 
 
 def _format_for(path: str | os.PathLike, format: str | None) -> str:

@@ -109,7 +109,7 @@ def to_chrome_json(trace: TraceData | Timeline) -> dict:
             }
         )
     dropped = lanes["dropped"].astype(np.int64)
-    for g in np.flatnonzero(dropped > 0).tolist():
+    for g in np.flatnonzero((dropped > 0) & tl.lane_shown).tolist():
         key = g * LEVELS
         if key not in tid_of:
             continue
@@ -128,6 +128,13 @@ def to_chrome_json(trace: TraceData | Timeline) -> dict:
     for p, s, v in zip((occ["sm_index"] + 1).tolist(), us(occ["time_ns"]).tolist(),
                        occ["value"].tolist(), strict=True):  # fmt: skip
         out.append({"name": "resident blocks", "ph": "C", "pid": p, "ts": s, "args": {"blocks": v}})
+
+    if tl.summary is not None:
+        sm = tl.summary
+        for i, e, ts, v in zip(sm["sm_index"].tolist(), sm["event"].tolist(),
+                               us(sm["time_ns"]).tolist(), sm["value"].tolist(), strict=True):  # fmt: skip
+            out.append({"name": f"{trace.event_name(e)} (active ranges)", "ph": "C",
+                        "pid": i + 1, "ts": ts, "args": {"ranges": v}})  # fmt: skip
 
     out.append(_meta("process_name", kernels_pid, 0, {"name": "launches"}))
     out.append(_meta("process_sort_index", kernels_pid, 0, {"sort_index": -1}))

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..timeline import Timeline, build
+from ..timeline import OCCUPANCY_RANK, SUMMARY_RANK0, Timeline, build
 from ..trace import INSTANT, RANGE, UNMATCHED_BEGIN, TraceData
 
 # Rows per encoding chunk: bounds the temporaries (~100 bytes a row) whatever the trace size.
@@ -68,6 +68,7 @@ TAG_TRACK_EVENT = 0x5A  # TracePacket.track_event = 11, bytes
 TAG_TYPE = 0x48  # TrackEvent.type = 9, varint
 TAG_NAME_IID = 0x50  # TrackEvent.name_iid = 10, varint
 TAG_COUNTER_VALUE = (0xF0, 0x01)  # TrackEvent.counter_value = 30, varint (two-byte tag)
+TAG_DOUBLE_COUNTER_VALUE = (0xE1, 0x02)  # TrackEvent.double_counter_value = 44, fixed64
 
 
 def to_perfetto_bytes(trace: TraceData | Timeline) -> bytes:
@@ -163,7 +164,10 @@ def _encode(
     l_iid[has_name] = 1 + _vlen(iid[has_name])
     te_len = 2 + l_iid
     is_ctr = etype == TYPE_COUNTER
-    if counter is not None:
+    double = counter is not None and counter.dtype.kind == "f"
+    if double:  # double_counter_value: a fixed 8 bytes
+        te_len[is_ctr] += 2 + 8
+    elif counter is not None:
         cv = counter.astype(np.int64).view(np.uint64)
         l_cv = _vlen(cv[is_ctr])
         te_len[is_ctr] += 2 + l_cv
@@ -203,7 +207,13 @@ def _encode(
     out[r] = TAG_NAME_IID
     named = iid[has_name]
     _put_varint(out, r + 1, named, _vlen(named))
-    if counter is not None and is_ctr.any():
+    if double and is_ctr.any():
+        r = q[is_ctr] + 6
+        out[r] = TAG_DOUBLE_COUNTER_VALUE[0]
+        out[r + 1] = TAG_DOUBLE_COUNTER_VALUE[1]
+        val = np.ascontiguousarray(counter[is_ctr], "<f8").view(np.uint8).reshape(-1, 8)
+        out[(r + 2)[:, None] + np.arange(8)] = val
+    elif counter is not None and is_ctr.any():
         r = q[is_ctr] + 6
         out[r] = TAG_COUNTER_VALUE[0]
         out[r + 1] = TAG_COUNTER_VALUE[1]
@@ -388,7 +398,7 @@ class _Writer:
         t = self.trace
         um = t.unmatched
         dropped = t.lanes["dropped"].astype(np.int64)
-        dl = np.flatnonzero(dropped > 0)
+        dl = np.flatnonzero((dropped > 0) & self.tl.lane_shown)
         d_iid = np.array(
             [self.iid(f"{n} records dropped (lane full)") for n in dropped[dl].tolist()], np.uint64
         )
@@ -424,7 +434,9 @@ class _Writer:
         # The root, launches, SMs and their counters, in the timeline's order.
         tl = self.tl
         n_launch = len(tl.launches["capture"])
-        head = [_packet(_fb(60, _fv(1, ROOT_UUID) + _fb(2, tl.root_name) + _fv(11, EXPLICIT)))]
+        about = _fb(14, "\n".join(tl.notes)) if tl.notes else b""  # shown by the track's help
+        head = [_packet(_fb(60, _fv(1, ROOT_UUID) + _fb(2, tl.root_name) + about
+                            + _fv(11, EXPLICIT)))]  # fmt: skip
         for i in range(len(self.sms)):
             desc = (_fv(1, self.sm_uuid0 + i) + _fv(5, ROOT_UUID) + _fb(2, tl.sm_name(i))
                     + _fv(11, EXPLICIT) + _fv(12, n_launch + i) + _fv(15, MERGE_NONE))  # fmt: skip
@@ -439,7 +451,7 @@ class _Writer:
         for i, a, b in zip(sms_occ.tolist(), first.tolist(), ends.tolist(), strict=True):
             u = self.counter_uuid0 + i
             desc = (_fv(1, u) + _fv(5, self.sm_uuid0 + i) + _fb(2, "resident blocks")
-                    + _fb(8, b"") + _fv(12, 0))  # fmt: skip
+                    + _fb(8, b"") + _fv(12, OCCUPANCY_RANK))  # fmt: skip
             times, vals = occ["time_ns"][a:b], occ["value"][a:b]
             if times[0] > ref0:  # start each counter at 0
                 times, vals = np.append(ref0, times), np.append(0, vals)
@@ -462,6 +474,8 @@ class _Writer:
         yield self._interned_update()
         yield b"".join(head)
         yield self._encode_blocks(blocks, ref0)
+        if tl.summary is not None:
+            yield self._encode_blocks(self._summary_blocks(ref0), ref0, double=True)
 
         # Lanes: in order of reference time, in chunks of about CHUNK_ROWS rows.
         lanes_sorted = np.flatnonzero(used)
@@ -473,6 +487,27 @@ class _Writer:
             if len(part):
                 yield self._lane_chunk(part)
 
+    def _summary_blocks(self, ref0: int) -> list:
+        """One counter track per (SM, event) of the summary, under its SM after its occupancy."""
+        sm = self.tl.summary
+        top = int(sm["event"].max()) + 1 if len(sm["event"]) else 1
+        key = sm["sm_index"].astype(np.int64) * top + sm["event"]
+        uniq, first = np.unique(key, return_index=True)
+        ends = np.append(first[1:], len(key))
+        blocks = []
+        for k, a, b in zip(uniq.tolist(), first.tolist(), ends.tolist(), strict=True):
+            i, e = divmod(k, top)
+            u = self.next_uuid
+            self.next_uuid += 1
+            desc = (_fv(1, u) + _fv(5, self.sm_uuid0 + i)
+                    + _fb(2, f"{self.trace.event_name(e)} (active ranges)")
+                    + _fb(8, b"") + _fv(12, SUMMARY_RANK0 + e) + _fv(15, MERGE_NONE))  # fmt: skip
+            times, vals = sm["time_ns"][a:b], sm["value"][a:b]
+            if times[0] > ref0:
+                times, vals = np.append(ref0, times), np.append(0.0, vals)
+            blocks.append((desc, u, times, np.full(len(times), TYPE_COUNTER), None, vals))
+        return blocks
+
     def _interned_update(self) -> bytes:
         extra = [(n, i) for n, i in self.names.items() if i > self._sent_names]
         self._sent_names = len(self.names)
@@ -483,7 +518,7 @@ class _Writer:
 
     _sent_names = 0
 
-    def _encode_blocks(self, blocks, ref0: int) -> bytes:
+    def _encode_blocks(self, blocks, ref0: int, double: bool = False) -> bytes:
         if not blocks:
             return b""
         headers, times, types, iids, ctr, bidx = [], [], [], [], [], []
@@ -492,7 +527,8 @@ class _Writer:
             times.append(np.asarray(tm, np.int64))
             types.append(np.asarray(ty, np.uint8))
             iids.append(np.zeros(len(tm), np.uint64) if ii is None else ii)
-            ctr.append(np.zeros(len(tm), np.int64) if cv is None else np.asarray(cv, np.int64))
+            ctype = np.float64 if double else np.int64
+            ctr.append(np.zeros(len(tm), ctype) if cv is None else np.asarray(cv, ctype))
             bidx.append(np.full(len(tm), i))
         tm = np.concatenate(times)
         block = np.concatenate(bidx)
