@@ -38,7 +38,8 @@ __all__ = [
 # Host submodules that `sm_profiler.NAME` loads on first use, as the docs write them
 # (`sm_profiler.stats.compute_stats`). Not triton_ops: importing it reads TRITON_INTERPRET, which
 # must happen where the user imports it, after setting the switch.
-_SUBMODULES = ("capture", "cli", "decode", "export", "format", "plot", "stats", "trace")
+_SUBMODULES = ("capture", "cli", "decode", "export", "format", "plot", "stats", "tables",
+               "timeline", "trace")  # fmt: skip
 
 
 def __getattr__(name):

@@ -122,6 +122,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_export)
 
     c = sub.add_parser(
+        "query",
+        help="SQL over the events, lanes, launches and unmatched tables (DuckDB)",
+        description="Run SQL over a capture's tables with DuckDB (pip install "
+        "'sm_profiler[query]'); columns are listed in docs/query.md.",
+    )
+    c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
+    c.add_argument("sql", metavar="SQL", help="e.g. \"select name, sum(self_ns) from events "
+                   "group by name\"")  # fmt: skip
+    c.add_argument("--max-rows", type=int, default=50, help="rows printed (default 50)")
+    c.set_defaults(func=cmd_query)
+
+    c = sub.add_parser(
         "open",
         help="serve a trace on 127.0.0.1 and open it in ui.perfetto.dev",
         description="Serve TRACE once on 127.0.0.1 for ui.perfetto.dev to fetch (like Perfetto's "
@@ -270,6 +282,41 @@ def cmd_export(args: argparse.Namespace) -> int:
             shutil.copyfileobj(f, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from .decode import decode
+    from .tables import query
+
+    caps = _load(args.capture)
+    with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
+        trace = decode(caps)
+    names, rows = query(trace, args.sql)
+    if not names:
+        return 0
+    shown = rows[: max(args.max_rows, 0)]
+    cells = [[printable(_cell(v)) for v in r] for r in shown]
+    widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
+    numeric = [all(isinstance(r[i], (int, float)) for r in shown) for i in range(len(names))]
+
+    def line(vals: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(vals, widths, numeric, strict=True)).rstrip()  # fmt: skip
+
+    print(line(list(names)))
+    for r in cells:
+        print(line(r))
+    if len(rows) > len(shown):
+        print(f"({len(rows) - len(shown):,} more rows; --max-rows to see them)")
+    return 0
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
 
 
 def _export_options(args: argparse.Namespace) -> dict:

@@ -178,7 +178,7 @@ def occupancy_layout(trace: TraceData) -> dict:
     matplotlib: {"sm_ids", "t0_ns", "t1_ns", "blocks": {x0,x1,y0,y1,sm,slot},
     "ranges": {x0,x1,y0,y1,event}}."""
     # The timeline model decides which blocks were resident where (as the trace exports show).
-    tl = build(trace)
+    tl = build(trace, summary=False)
     b = tl.blocks
     t0, t1 = trace.start_ns, trace.end_ns
     if len(b["sm"]):

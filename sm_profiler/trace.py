@@ -131,6 +131,19 @@ class TraceData:
             return f"block {block}"
         return f"block {block} · group {group}"
 
+    def to_pandas(self, table: str = "events"):
+        """One table (events, lanes, launches, unmatched) as a pandas DataFrame; columns in
+        sm_profiler.tables (pandas is optional: `pip install 'sm_profiler[query]'`)."""
+        from .tables import to_pandas
+
+        return to_pandas(self, table)
+
+    def to_arrow(self, table: str = "events"):
+        """One table as a pyarrow Table (pyarrow is optional); see to_pandas."""
+        from .tables import to_arrow
+
+        return to_arrow(self, table)
+
     def select_capture(self, capture: int) -> TraceData:
         """The part of this trace that came from one capture, renumbered as capture 0."""
         if not 0 <= capture < len(self.kernels):
