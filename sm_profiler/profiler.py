@@ -34,8 +34,15 @@ class SmProfiler:
         *,
         group_names: dict[int, str] | list[str] | None = None,
         kernel_name: str = "kernel",
+        ring: bool = False,
     ):
+        # ring: each lane keeps its newest max_events_per_group records (a power of two) instead
+        # of its first ones; needs ops compiled with profiler_init(..., RING=True) and a
+        # profiler_flush(ctx) after the last event (docs/api.md, "Ring mode").
         flags = fmt.FLAG_EMULATED if str(device).startswith("cpu") else 0
+        if not isinstance(ring, bool):
+            raise ConfigError(f"ring must be True or False, got {ring!r}")
+        flags |= fmt.FLAG_RING if ring else 0
         self.layout = fmt.Layout.checked(num_blocks, num_groups, max_events_per_group, flags)
         _check_device(device)
         _check_interpreter()

@@ -446,7 +446,30 @@ def _warnings(trace: TraceData) -> list[str]:
             f"(program id modulo {EMULATED_SM_COUNT}); they say nothing about GPU timing"
         )
 
+    ring = np.array([k.ring for k in trace.kernels], bool)[lanes["capture"]] if len(
+        lanes["capture"]) else np.zeros(0, bool)  # fmt: skip
     dropped = lanes["dropped"]
+    over = np.flatnonzero((dropped > 0) & ring)
+    if len(over):
+        worst = over[np.argsort(-dropped[over], kind="stable")][:_WORST]
+        names = "; ".join(f"{_lane_name(trace, i, several)}: {int(dropped[i])} of "
+                          f"{int(lanes['attempted'][i])}" for i in worst.tolist())  # fmt: skip
+        more = f"; and {len(over) - len(worst)} more lanes" if len(over) > len(worst) else ""
+        out.append(
+            f"ring buffer: {int(dropped[over].sum())} older records overwritten in {len(over)} "
+            f"lanes (each keeps its newest {trace.kernels[int(lanes['capture'][over[0]])].capacity}"
+            f"): {names}{more}. Ends whose begins were overwritten are listed as unmatched"
+        )
+    for c, k in enumerate(trace.kernels):
+        if k.ring_unclosed_lanes:
+            n = len(k.ring_unclosed_lanes)
+            out.append(
+                f"ring buffer{f' (capture {c})' if several else ''}: {n} full lanes were not "
+                "closed by profiler_flush(ctx), so whether they wrapped is unknown; they are "
+                "decoded as holding their first records. Compile the ops with "
+                "profiler_init(..., RING=True) and call profiler_flush(ctx) after the last event"
+            )
+    dropped = np.where(ring, 0, dropped)
     bad = np.flatnonzero(dropped > 0)
     if len(bad):
         worst = bad[np.argsort(-dropped[bad], kind="stable")][:_WORST]

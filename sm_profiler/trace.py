@@ -42,6 +42,11 @@ class KernelInfo:
     stale_lanes: list[int] = field(default_factory=list)
     # The header's scratch word was written: programs outside the buffer's shape ran the ops.
     out_of_shape_writes: bool = False
+    # Ring buffer (format.FLAG_RING): a lane's `dropped` are its oldest records, overwritten.
+    ring: bool = False
+    # Full lanes of a ring buffer that profiler_flush never closed: their order is unknown
+    # (compiled without RING=True, or no flush), decoded as the first records.
+    ring_unclosed_lanes: list[int] = field(default_factory=list)
 
 
 @dataclass

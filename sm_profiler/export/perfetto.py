@@ -399,11 +399,16 @@ class _Writer:
         um = t.unmatched
         dropped = t.lanes["dropped"].astype(np.int64)
         dl = np.flatnonzero((dropped > 0) & self.tl.lane_shown)
+        ring = [t.kernels[int(c)].ring for c in t.lanes["capture"][dl].tolist()]
         d_iid = np.array(
-            [self.iid(f"{n} records dropped (lane full)") for n in dropped[dl].tolist()], np.uint64
+            [self.iid(f"{n} older records overwritten (ring)" if r else
+                      f"{n} records dropped (lane full)")
+             for n, r in zip(dropped[dl].tolist(), ring, strict=True)], np.uint64
         )
         lane = np.concatenate([self.tl.um_lane, dl])
-        time = np.concatenate([um["time_ns"].astype(np.int64), self.hi[dl]])
+        # Drops happen at a lane's end; a ring's overwritten records were before its first.
+        at = np.where(np.array(ring, bool), self.lo[dl], self.hi[dl]) if len(dl) else self.hi[dl]
+        time = np.concatenate([um["time_ns"].astype(np.int64), at])
         iids = np.concatenate([self.um_iid[um["kind"].astype(np.int64), um["event"]], d_iid])
         order = np.argsort(lane, kind="stable")
         self.x_lane, self.x_time, self.x_iid = lane[order], time[order], iids[order]
