@@ -208,7 +208,9 @@ def _unroll_rings(recs, sm_att, anchor, initialized, cap: int):
         anchor = anchor.copy()
         anchor[wrapped] = (last - span).astype(np.uint64)
     full = (recs[:, -1] != 0) if cap else np.zeros(len(hi), bool)
-    unclosed = np.flatnonzero(initialized & ~marked & full & (hi == 0)).tolist()
+    # Full lanes without the mark: written by ops compiled without RING (first records kept,
+    # any overflow counted as by a direct lane) or never flushed (order unknown).
+    unclosed = np.flatnonzero(initialized & ~marked & full).tolist()
     return recs, sm_att, anchor, wrapped.tolist(), unclosed
 
 

@@ -448,6 +448,11 @@ def _warnings(trace: TraceData) -> list[str]:
 
     ring = np.array([k.ring for k in trace.kernels], bool)[lanes["capture"]] if len(
         lanes["capture"]) else np.zeros(0, bool)  # fmt: skip
+    if ring.any():  # unclosed lanes of a ring buffer dropped their newest records, as direct ones
+        base = {c: i for i, c in reversed(list(enumerate(lanes["capture"].tolist())))}
+        for c, k in enumerate(trace.kernels):
+            for li in k.ring_unclosed_lanes:
+                ring[base[c] + li] = False
     dropped = lanes["dropped"]
     over = np.flatnonzero((dropped > 0) & ring)
     if len(over):
