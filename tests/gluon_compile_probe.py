@@ -46,6 +46,10 @@ def main():
                                                                  STRAIGHT_SIG, consts, 90))
             res[f"ws_straight_{n}_{int(per_warp)}"] = sass(compile_(K.ws_straight_kernel,
                                                                     STRAIGHT_SIG, consts, 90))
+    ring_sig = {"prof": "*i64", "iters": "i32", "PER_WARP": "constexpr"}
+    for per_warp in (False, True):
+        k = compile_(K.ring_kernel, ring_sig, {"PER_WARP": per_warp}, 90)
+        res[f"ring_ptx_{int(per_warp)}"] = k.asm["ptx"]
     json.dump(res, sys.stdout)
 
 

@@ -94,3 +94,11 @@ def test_each_partition_counts_its_warps_from_its_first(probe):
     # the block, which the worker partition does not have.
     ptx = probe["loop_on_ptx_90"]
     assert ptx.count("vote.sync.any.pred") == 2
+
+
+@pytest.mark.parametrize("per_warp", [0, 1])
+def test_ring_ops_wrap_the_slot_and_close_the_lane(probe, per_warp):
+    ptx = probe[f"ring_ptx_{per_warp}"]
+    # Three records in the loop and one before it, each wrapping its slot; one close.
+    assert len(re.findall(r"and\.b32\s+s,", ptx)) == 4
+    assert len(re.findall(r"or\.b32\s+v,.*0x80000000", ptx)) == 1
