@@ -326,6 +326,13 @@ RECORD = {m: record(after=False, mode=m) for m in RECORD_MODES}
 RECORD_AFTER = {m: record(after=True, mode=m) for m in RECORD_MODES}
 RECORD_CONSTRAINTS = "l,r,r,r,r"
 RECORD_AFTER_CONSTRAINTS = RECORD_CONSTRAINTS + ",r"
+# Ring-capable records (one operand more: the slot mask) and the close.
+RING_RECORD = {m: record(after=False, mode=m, ring=True) for m in RECORD_MODES}
+RING_RECORD_AFTER = {m: record(after=True, mode=m, ring=True) for m in RECORD_MODES}
+RING_RECORD_CONSTRAINTS = RECORD_CONSTRAINTS + ",r"
+RING_RECORD_AFTER_CONSTRAINTS = RING_RECORD_CONSTRAINTS + ",r"
+RING_CLOSE = ring_close()
+RING_CLOSE_CONSTRAINTS = "l,r,r,r,r"
 
 # $0 = 1 in warp 0 (linear thread index $1 < 32), else 0. A shift, not the `tid & 96` that LLVM
 # turns `tid // 32 == 0` into for a 128-thread block: ptxas recognises a shifted %tid.x as
