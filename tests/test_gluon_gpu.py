@@ -100,8 +100,9 @@ def test_ring_keeps_exactly_the_newest_records(per_warp):
     from ring_check import check_ring_capture
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    cap, iters = 64, 280
+    cap, iters = 64, 300
     seq = K.ring_sequence(iters)
+    assert len(seq) >= 10 * cap
     groups = 4 if per_warp else 1
     prof = sm_profiler.SmProfiler(sms, groups, cap, ring=True)
     K.ring_kernel[(sms,)](prof.get_buffer(), iters, PER_WARP=per_warp, num_warps=4)

@@ -286,7 +286,7 @@ def test_ring_persistent_kernel_keeps_exactly_the_newest_records(per_warp):
     every lane keeps exactly its newest records, in order, and counts the rest overwritten."""
     from ring_check import check_ring_capture
 
-    sms, cap, iters = _sm_count(), 64, 280
+    sms, cap, iters = _sm_count(), 64, 300
     seq = K.ring_sequence(iters)
     assert len(seq) >= 10 * cap
     groups = 4 if per_warp else 1
@@ -304,7 +304,7 @@ def test_ring_persistent_kernel_keeps_exactly_the_newest_records(per_warp):
 
 
 def test_ring_kernel_on_a_direct_buffer_keeps_the_first_records():
-    sms, cap, iters = _sm_count(), 64, 280
+    sms, cap, iters = _sm_count(), 64, 300
     prof = sm_profiler.SmProfiler(sms, 1, cap)
     K.ring_kernel[(sms,)](prof.get_buffer(), iters, PROFILE=True)
     trace = prof.decode()
