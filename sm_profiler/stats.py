@@ -301,7 +301,7 @@ def breakdown(trace: TraceData, by: str, tree: dict[str, np.ndarray] | None = No
         # Groups of one number share a name only when every capture names it alike.
         cap, grp = ev["capture"][rows].astype(np.int64), ev["group"][rows].astype(np.int64)
         labels = {}
-        for c, g in set(zip(cap.tolist(), grp.tolist())):
+        for c, g in sorted(set(zip(cap.tolist(), grp.tolist(), strict=True))):
             labels[g] = labels.get(g) or trace.group_name(c, g) or f"group {g}"
         key = grp
     elif by == "sm":

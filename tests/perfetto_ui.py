@@ -100,9 +100,7 @@ class PerfettoUI:
     def expand_all(page, max_rounds: int = 20) -> None:
         """Click every collapsed track open (children appear after their parent opens)."""
         for _ in range(max_rounds):
-            closed = page.locator(
-                '.pf-track__collapse-button:has(i:text-is("expand_more"))'
-            )
+            closed = page.locator('.pf-track__collapse-button:has(i:text-is("expand_more"))')
             if closed.count() == 0:
                 return
             closed.first.click()

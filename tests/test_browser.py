@@ -58,7 +58,7 @@ def shown(ui, data: bytes, root: str, shot: str) -> list[tuple[int, str]]:
 def test_sms_lanes_and_counters_as_displayed(ui):
     trace = decode(launch("gemm", T0, [112, 8, 22, 113, 8, 124]))
     tracks = shown(ui, to_perfetto_bytes(trace), "GPU: gemm", "one_launch.png")
-    ours = tracks[[n for _, n in tracks].index("GPU: gemm"):]
+    ours = tracks[[n for _, n in tracks].index("GPU: gemm") :]
     sms = [n for d, n in ours if d == 1 and n.startswith("SM")]
     assert sms == ["SM 8", "SM 22", "SM 112", "SM 113", "SM 124"]
     i = ours.index((1, "SM 8"))
@@ -78,6 +78,6 @@ def test_sms_lanes_and_counters_as_displayed(ui):
 def test_launches_come_first_and_are_named(ui):
     trace = decode([launch("gemm", T0, [3, 1]), launch("gemm", T0 + 10**8, [1, 3])])
     tracks = shown(ui, to_perfetto_bytes(trace, cut_gaps=True), "GPU: gemm", "launches.png")
-    ours = [(d, n) for d, n in tracks[[n for _, n in tracks].index("GPU: gemm"):] if d == 1]
+    ours = [(d, n) for d, n in tracks[[n for _, n in tracks].index("GPU: gemm") :] if d == 1]
     assert ours == [(1, "gemm (launch 0)"), (1, "gemm (launch 1)"), (1, "SM 1"), (1, "SM 3")]
     assert (2, "gemm (launch 1) · block 0 · producer") in tracks

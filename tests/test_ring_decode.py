@@ -6,7 +6,17 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, actual, check_invariants, encode, expected
+from reference_encoder import (
+    BEGIN,
+    END,
+    INSTANT,
+    Lane,
+    Stream,
+    actual,
+    check_invariants,
+    encode,
+    expected,
+)
 from test_decode_properties import SETTINGS, anchors, event_ids, examples, gaps, kind_sequences
 
 from sm_profiler import format as fmt
@@ -98,9 +108,8 @@ def test_ring_capacity_must_be_a_power_of_two():
                           st.integers(0, 64).map(lambda n: (fmt.RING_MARK | n) << 32), st.just(0)),
                 max_size=40))  # fmt: skip
 def test_random_ring_lanes_decode_or_raise_format_error(nb, cap, body):
-    from test_decode_properties import _decode_or_format_error
-
     import numpy as np
+    from test_decode_properties import _decode_or_format_error
 
     words = [int(w) for w in fmt.encode_header(nb, 1, cap, fmt.FLAG_RING)]
     n = nb * (cap + fmt.LANE_HEADER_WORDS)
