@@ -145,7 +145,7 @@ class Profiler:
     lane's leader stores. Disabled handles (enabled=False, or buffer None) emit nothing.
     """
 
-    __slots__ = ("_records", "_cursor", "_capacity", "_leader", "_mode", "enabled")
+    __slots__ = ("_records", "_cursor", "_capacity", "_leader", "_mode", "enabled", "_mask")
 
     def __init__(
         self,
@@ -155,6 +155,7 @@ class Profiler:
         leader: Int32 | None,
         enabled: bool,
         mode: str = "thread",
+        mask: Int32 | None = None,
     ):
         self._records = records  # byte address of records[0] of this thread's lane
         self._cursor = cursor  # records attempted so far: the only run-time state
@@ -162,6 +163,8 @@ class Profiler:
         self._leader = leader  # Int32 flag; its meaning depends on the mode (ptx.RECORD_MODES)
         self._mode = mode  # "warp": warp 0 leads; "all": every warp; "thread": chosen threads
         self.enabled = enabled
+        # init(ring=True): the slot mask (capacity - 1 in a ring buffer, else all ones)
+        self._mask = mask
 
     # -- CuteDSL value protocol: the cursor is carried through dynamic loops and ifs ---------
 
@@ -171,7 +174,8 @@ class Profiler:
     def __new_from_mlir_values__(self, values: list[ir.Value]) -> Profiler:
         cursor = Int32(values[0]) if self.enabled else None
         return Profiler(
-            self._records, cursor, self._capacity, self._leader, self.enabled, self._mode
+            self._records, cursor, self._capacity, self._leader, self.enabled, self._mode,
+            self._mask,
         )
 
     # -- events ------------------------------------------------------------------------------
@@ -213,12 +217,29 @@ class Profiler:
             self._leader.ir_value(),
             _i32(tag),
         ]
-        if after is None:
+        if self._mask is not None:
+            operands.append(self._mask.ir_value())
+            if after is None:
+                _asm(None, operands, _ptx.RING_RECORD[self._mode], _ptx.RING_RECORD_CONSTRAINTS)
+            else:
+                operands.append(_dependency(after))
+                _asm(None, operands, _ptx.RING_RECORD_AFTER[self._mode],
+                     _ptx.RING_RECORD_AFTER_CONSTRAINTS)  # fmt: skip
+        elif after is None:
             _asm(None, operands, _ptx.RECORD[self._mode], _ptx.RECORD_CONSTRAINTS)
         else:
             operands.append(_dependency(after))
             _asm(None, operands, _ptx.RECORD_AFTER[self._mode], _ptx.RECORD_AFTER_CONSTRAINTS)
         self._cursor = self._cursor + 1
+
+    def flush(self) -> None:
+        """Close a ring lane (init(..., ring=True)): writes its record count, so the decoder
+        knows where the ring starts. Call once, after the last event; a no-op otherwise."""
+        if not self.enabled or self._mask is None:
+            return
+        operands = [self._records.ir_value(), self._cursor.ir_value(),
+                    self._capacity.ir_value(), self._leader.ir_value(), self._mask.ir_value()]  # fmt: skip
+        _asm(None, operands, _ptx.RING_CLOSE, _ptx.RING_CLOSE_CONSTRAINTS)
 
     def __repr__(self) -> str:
         return f"Profiler(enabled={self.enabled})"
@@ -265,6 +286,7 @@ def init(
     per_warp: bool = False,
     leader: Any = None,
     enabled: bool = True,
+    ring: bool = False,
 ) -> Profiler:
     """Open this thread's lane and stamp its anchor and SM id. Call once, inside the kernel.
 
@@ -281,12 +303,16 @@ def init(
               threads, the same word) and the other warps branch over each event, which is
               cheaper than any per-thread leader
     enabled   compile-time bool; False emits nothing at all (the plain kernel's PTX)
+    ring      compile-time bool; True honours a ring buffer (SmProfiler(ring=True)): record n
+              goes to slot n & (capacity - 1), one AND more per event; call prof.flush() after
+              the last event to close the lane. With a direct buffer it records as usual
 
     Lanes outside the buffer's shape (block >= num_blocks, group >= num_groups, negatives)
     record nothing (they write only the header's scratch word).
     """
     enabled = _static_bool(enabled, "enabled")
     per_warp = _static_bool(per_warp, "per_warp")
+    ring = _static_bool(ring, "ring")
     if not enabled or buffer is None:
         return Profiler(None, None, None, None, enabled=False)
     if isinstance(leader, bool):
@@ -347,4 +373,10 @@ def init(
     _asm(None, [records.ir_value(), stamp.ir_value()], _ptx.INIT, _ptx.INIT_CONSTRAINTS)
     # The leader flag ignores `valid` (capacity 0 already keeps such a lane in the scratch word):
     # a flag that depends on the thread index alone lets ptxas keep one predicate for all events.
-    return Profiler(records, Int32(0), capacity, Int32(lead), enabled=True, mode=mode)
+    mask = None
+    if ring:
+        flags = Int32(_load_u64(base + fmt.HDR_CAPACITY_FLAGS * _WORD_BYTES) >> 32)
+        is_ring = ((flags & fmt.FLAG_RING) != 0) & (capacity > 0)
+        mask = Int32(arith.select(is_ring.ir_value(), (capacity - 1).ir_value(),
+                                  Int32(-1).ir_value()))  # fmt: skip
+    return Profiler(records, Int32(0), capacity, Int32(lead), enabled=True, mode=mode, mask=mask)

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
@@ -89,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("stats", help="per-event durations, per-SM occupancy, load imbalance")
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.add_argument("--width", type=int, default=None, help="line width (default: terminal's)")
+    c.add_argument("--by", choices=("group", "sm", "launch"), default=None,
+                   help="also break each event's count, total and self time down by this")  # fmt: skip
     c.set_defaults(func=cmd_stats)
 
     c = sub.add_parser("export", help="write a Perfetto or JSON trace")
@@ -105,6 +108,25 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(_FORMAT_ALIASES),
         help="perfetto, or chrome (= json, Chrome trace-event JSON); overrides the extension",
     )
+    c.add_argument("--capture", type=int, default=None, metavar="N", dest="capture_index",
+                   help="export only capture N (a launch; `info` lists them)")  # fmt: skip
+    c.add_argument("--cut-gaps", action="store_true",
+                   help="lay launches end to end: host time between them is cut, and marked")  # fmt: skip
+    for flag, what in (("--sms", "SM ids"), ("--blocks", "block ids"), ("--groups", "group ids"),
+                       ("--detail-sms", "SMs kept in full detail when summarised")):  # fmt: skip
+        c.add_argument(flag, type=_int_list, default=None, metavar="A,B,..",
+                       help=f"{what}, comma-separated: keep only these" if flag != "--detail-sms"
+                       else what)  # fmt: skip
+    c.add_argument("--events", type=lambda v: v.split(","), default=None, metavar="NAME,..",
+                   help="keep only these events (names or ids)")  # fmt: skip
+    c.add_argument("--window-us", type=_window, default=None, metavar="START:END",
+                   help="keep what touches this window, in µs from the trace's start")  # fmt: skip
+    s_ = c.add_mutually_exclusive_group()
+    s_.add_argument("--summary", dest="summary", action="store_true", default=None,
+                    help="summarise ranges into per-SM counters (default: above "
+                    "1,000,000 trace rows)")  # fmt: skip
+    s_.add_argument("--no-summary", dest="summary", action="store_false",
+                    help="export every range, however many")
     c.set_defaults(func=cmd_export)
 
     c = sub.add_parser(
@@ -127,6 +149,18 @@ def build_parser() -> argparse.ArgumentParser:
         "them, else barrier stamps, else none)",
     )
     c.set_defaults(func=cmd_merge)
+
+    c = sub.add_parser(
+        "query",
+        help="SQL over the events, lanes, launches and unmatched tables (DuckDB)",
+        description="Run SQL over a capture's tables with DuckDB (pip install "
+        "'sm_profiler[query]'); columns are listed in docs/query.md.",
+    )
+    c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
+    c.add_argument("sql", metavar="SQL", help="e.g. \"select name, sum(self_ns) from events "
+                   "group by name\"")  # fmt: skip
+    c.add_argument("--max-rows", type=int, default=50, help="rows printed (default 50)")
+    c.set_defaults(func=cmd_query)
 
     c = sub.add_parser(
         "open",
@@ -240,6 +274,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
         trace = decode(caps)
     print_stats(trace, width=args.width)
+    if args.by:
+        import shutil
+
+        from .stats import breakdown, breakdown_lines
+
+        width = args.width or shutil.get_terminal_size((100, 24)).columns
+        print()
+        print("\n".join(breakdown_lines(breakdown(trace, args.by), args.by, max(width, 40))))
     return 0
 
 
@@ -280,20 +322,86 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .export import export
 
     if not to_stdout:
-        with stage(f"writing {args.out}"):
-            export(trace, args.out, format=fmt)
+        with stage(f"writing {args.out}"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # the notes are printed below
+            notes = export(trace, args.out, format=fmt, **_export_options(args))
         size = os.path.getsize(args.out)
         print(f"wrote {args.out} ({size:,} bytes, {len(trace):,} events)")
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
         return 0
     # The exporter writes files; stream its file to stdout.
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace" + _SUFFIX[fmt])
-        with stage("exporting"):
-            export(trace, path, format=fmt)
+        with stage("exporting"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            notes = export(trace, path, format=fmt, **_export_options(args))
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
         with open(path, "rb") as f:
             shutil.copyfileobj(f, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from .decode import decode
+    from .tables import query
+
+    caps = _load(args.capture)
+    with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
+        trace = decode(caps)
+    names, rows = query(trace, args.sql)
+    if not names:
+        return 0
+    shown = rows[: max(args.max_rows, 0)]
+    cells = [[printable(_cell(v)) for v in r] for r in shown]
+    widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
+    numeric = [all(isinstance(r[i], (int, float)) for r in shown) for i in range(len(names))]
+
+    def line(vals: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(vals, widths, numeric, strict=True)).rstrip()  # fmt: skip
+
+    print(line(list(names)))
+    for r in cells:
+        print(line(r))
+    if len(rows) > len(shown):
+        print(f"({len(rows) - len(shown):,} more rows; --max-rows to see them)")
+    return 0
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _export_options(args: argparse.Namespace) -> dict:
+    events = None
+    if args.events is not None:
+        events = [int(e) if e.isdigit() else e for e in args.events]
+    opts = {"capture": args.capture_index, "cut_gaps": args.cut_gaps, "sms": args.sms,
+            "blocks": args.blocks, "groups": args.groups, "events": events,
+            "window_ns": args.window_us, "summary": args.summary, "detail_sms": args.detail_sms}  # fmt: skip
+    return opts
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give ints separated by commas, e.g. 0,3,7") from None
+
+
+def _window(text: str) -> tuple[int, int]:
+    try:
+        a, b = (float(v) for v in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give START:END in µs, e.g. 100:250.5") from None
+    return int(a * 1e3), int(b * 1e3)
 
 
 def cmd_open(args: argparse.Namespace) -> int:

@@ -58,6 +58,11 @@ def decode(capture: Capture | list[Capture] | np.ndarray) -> TraceData:
     recs = lane_words[:, fmt.LANE_HEADER_WORDS :]  # (lanes, capacity) view, no copy
 
     initialized = anchor != 0
+    ring_lanes: list[int] = []
+    unclosed: list[int] = []
+    if layout.ring:
+        recs, sm_att, anchor, ring_lanes, unclosed = _unroll_rings(recs, sm_att, anchor,
+                                                                   initialized, cap)  # fmt: skip
     _check_lane_headers(anchor, sm_att, initialized)
     sm = np.where(initialized, (sm_att & _U64(fmt.LOW32)).astype(np.int64), -1).astype(_I32)
     # The device stores the cursor of the latest record that did not fit (0: no overflow).
@@ -155,9 +160,58 @@ def decode(capture: Capture | list[Capture] | np.ndarray) -> TraceData:
         group_names=dict(capture.group_names),
         metadata=dict(capture.metadata),
         stale_lanes=stale,
+        ring=layout.ring,
+        ring_unclosed_lanes=unclosed,
         out_of_shape_writes=fmt.header_version(words) >= 2 and int(words[fmt.HDR_SCRATCH]) != 0,
     )
     return TraceData(events, lanes_t, unmatched, [info], dict(capture.event_names))
+
+
+# -- ring buffers ---------------------------------------------------------------------------
+
+
+def _unroll_rings(recs, sm_att, anchor, initialized, cap: int):
+    """Ring lanes as direct lanes: records oldest first, the overwritten count as drops.
+
+    A lane closed by profiler_flush holds RING_MARK | attempted in lane word 1; if it wrapped,
+    its oldest kept record is at slot attempted % capacity: the lanes are rotated there (a copy
+    of those lanes only), and lane word 1 becomes what a direct lane that dropped the same
+    number of records would hold (last_dropped = attempted - 1), so the rest of decode pairs
+    the records in time order; an end whose begin was overwritten is then an unmatched end.
+
+    Times: the flush of a lane that wrapped overwrites its anchor with the 64-bit time of the
+    flush, and times are rebuilt backwards from it (the newest record is the one nearest the
+    flush), so a persistent kernel may run for any time; the lane's anchor becomes its oldest
+    kept record's time. Returns (records, lane word 1, anchors, lanes that wrapped, full lanes
+    that were never closed).
+    """
+    hi = (sm_att >> _U64(32)).astype(np.int64)
+    marked = (hi & fmt.RING_MARK) != 0
+    attempted = hi & (fmt.RING_MARK - 1)
+    if bool((marked & ~initialized).any()):
+        raise FormatError("a ring lane was closed but never initialised: corrupt buffer")
+    wrapped = np.flatnonzero(marked & (attempted > cap))
+    # Closed lanes that did not wrap are direct lanes that never overflowed.
+    new_hi = np.where(marked, np.where(attempted > cap, attempted - 1, 0), hi)
+    sm_att = (sm_att & _U64(fmt.LOW32)) | (new_hi.astype(np.uint64) << _U64(32))
+    if len(wrapped):
+        shift = (attempted[wrapped] % cap).astype(np.int64)
+        cols = (np.arange(cap, dtype=np.int64)[None, :] + shift[:, None]) % cap
+        recs = recs.copy()  # the capture's own words stay as the device wrote them
+        recs[wrapped] = np.take_along_axis(recs[wrapped], cols, axis=1)
+        low = (recs[wrapped] & _U64(fmt.LOW32)).astype(np.int64)
+        span = ((low[:, 1:] - low[:, :-1]) % (1 << 32)).sum(axis=1)
+        end = anchor[wrapped].astype(np.int64)
+        last = end - ((end & fmt.LOW32) - low[:, -1]) % (1 << 32)
+        if bool((last - span <= 0).any()):
+            raise FormatError("a ring lane's records reach back before time 0: corrupt buffer")
+        anchor = anchor.copy()
+        anchor[wrapped] = (last - span).astype(np.uint64)
+    full = (recs[:, -1] != 0) if cap else np.zeros(len(hi), bool)
+    # Full lanes without the mark: written by ops compiled without RING (first records kept,
+    # any overflow counted as by a direct lane) or never flushed (order unknown).
+    unclosed = np.flatnonzero(initialized & ~marked & full).tolist()
+    return recs, sm_att, anchor, wrapped.tolist(), unclosed
 
 
 # -- counting and checking ------------------------------------------------------------------

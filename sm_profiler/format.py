@@ -23,6 +23,9 @@ The buffer is an array of little-endian 64-bit words, allocated once::
     each LANE_HEADER_WORDS + capacity words long:
       l0  = anchor: the full 64-bit %globaltimer, read when the lane was initialised
       l1  = sm_id (low 32) | last_dropped (high 32)
+            In a ring buffer (FLAG_RING) a lane closed by profiler_flush holds instead
+            RING_MARK | attempted (records attempted, low 31 bits); its records are a ring: the
+            newest is at slot (attempted - 1) % capacity, capacity a power of two.
             `last_dropped` is written only when the lane overflows: the index (0-based cursor) of the
             latest record that did not fit, so the lane attempted last_dropped + 1 records. It is
             never 0 once written (it is >= the records kept, and >= 1; before version 3 also
@@ -125,7 +128,12 @@ MAX_SM_ID = (1 << 31) - 1
 
 # Header flags (w2, high 32 bits).
 FLAG_EMULATED = 1 << 0  # written by the CPU interpreter: host clock, emulated SM ids
-KNOWN_FLAGS = FLAG_EMULATED
+# Ring mode: lanes keep their newest records. Ops compiled with RING=True store record n in slot
+# n & (capacity - 1) and profiler_flush writes RING_MARK | n (records attempted) into the high
+# half of lane word 1; ops compiled without it ignore the flag (a lane keeps its first records).
+FLAG_RING = 1 << 1
+KNOWN_FLAGS = FLAG_EMULATED | FLAG_RING
+RING_MARK = 1 << 31
 
 
 def make_tag(event_id: int, kind: int) -> int:
@@ -246,6 +254,12 @@ class Layout:
             if value > limit:
                 raise ConfigError(f"{name}={value} is larger than the supported {limit}; lower it")
         layout = cls(num_blocks, num_groups, capacity, flags)
+        if flags & FLAG_RING and capacity & (capacity - 1):
+            lo = 1 << (capacity.bit_length() - 1)
+            raise ConfigError(
+                f"ring mode needs max_events_per_group to be a power of two (the device wraps "
+                f"with a mask), got {capacity}; use {lo} or {lo * 2}"
+            )
         if layout.total_bytes > MAX_BUFFER_BYTES:
             raise ConfigError(
                 f"the buffer would need {layout.total_bytes / 2**30:.1f} GiB "
@@ -292,6 +306,8 @@ class Layout:
                 f"header flags 0x{flags:x} set bits this sm_profiler does not know "
                 f"(known: 0x{KNOWN_FLAGS:x}): corrupt buffer or a newer writer"
             )
+        if flags & FLAG_RING and cap & (cap - 1):
+            raise FormatError(f"ring buffer with capacity {cap}, not a power of two: corrupt header")
         end = HDR_SCRATCH if version >= 2 else HEADER_WORDS
         first = HDR_LABEL + 1 if version >= VERSION_SLOTS else HDR_CAPACITY_FLAGS + 1
         reserved = np.flatnonzero(words[first:end])
@@ -328,6 +344,10 @@ class Layout:
     @property
     def emulated(self) -> bool:
         return bool(self.flags & FLAG_EMULATED)
+
+    @property
+    def ring(self) -> bool:
+        return bool(self.flags & FLAG_RING)
 
     def header(self) -> np.ndarray:
         return encode_header(self.num_blocks, self.num_groups, self.capacity, self.flags)

@@ -59,6 +59,7 @@ _KIND_END = gl.constexpr(fmt.KIND_END)
 _KIND_INSTANT = gl.constexpr(fmt.KIND_INSTANT)
 _EVENT_SHIFT = gl.constexpr(fmt.EVENT_SHIFT)
 _MAX_EVENT_ID = gl.constexpr(fmt.MAX_EVENT_ID)
+_FLAG_RING = gl.constexpr(fmt.FLAG_RING)
 
 # The shared texts: the init stamps anchor and SM id where its flag is set; a record is
 # t = %globaltimer; cursor < capacity ? records[cursor] = {t.lo32, tag} : lane[1].hi32 = cursor.
@@ -71,18 +72,30 @@ _RECORD_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=
 _RECORD_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR))
 _RECORD_LANE_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR))
 _RECORD_LANE_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR))
+# RING=True: the slot is cursor & mask (all ones unless the buffer is a ring); profiler_flush
+# closes the ring (ptx.ring_close).
+_RING_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR, ring=True))
+_RING_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR,
+                                          ring=True))  # fmt: skip
+_RING_LANE_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR,
+                                         ring=True))  # fmt: skip
+_RING_LANE_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR,
+                                               ring=True))  # fmt: skip
+_RING_CLOSE_ASM = gl.constexpr(ptx.ring_close(first=1))
 
 
 @gluon.jit
 def profiler_init(buffer_ptr, block=None, group=0, ENABLED: gl.constexpr = True,
-                  PER_WARP: gl.constexpr = False):  # fmt: skip
+                  PER_WARP: gl.constexpr = False, RING: gl.constexpr = False):  # fmt: skip
     """Open this partition's lane (block, group), or with PER_WARP one lane per warp of the
     partition (group + warp index), and stamp its anchor and SM id. Returns the context.
 
     buffer_ptr: the int64 tensor from SmProfiler.get_buffer() (or None: records nothing).
     block: the lane's block index (a scalar such as gl.program_id(0)); default program_id(0).
     Lanes outside the buffer's shape record nothing (capacity 0: their stores of a drop cursor
-    land in the header's scratch word, inside the buffer)."""
+    land in the header's scratch word, inside the buffer).
+    RING: honour a ring buffer (SmProfiler(ring=True)), as the Triton ops' RING: one AND more
+    per event, and profiler_flush(ctx) after the last event closes the lane."""
     if not ENABLED:
         return _disabled_context()
     elif buffer_ptr is None:
@@ -146,7 +159,13 @@ def profiler_init(buffer_ptr, block=None, group=0, ENABLED: gl.constexpr = True,
         )
         cursor = gl.full((), 0, gl.int32)
         z = gl.full((), 0, gl.int8)  # no stage
-        return records, cursor, capacity, leader, z, z
+        if RING:
+            flags = gl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) >> 32
+            ring = (flags & _FLAG_RING) != 0
+            mask = gl.where(ring & (capacity > 0), capacity - 1, -1).to(gl.uint32)
+            return records, cursor, capacity, leader, z, mask
+        else:
+            return records, cursor, capacity, leader, z, z
 
 
 @gluon.jit
@@ -187,9 +206,14 @@ def profiler_event_instant(ctx, event_id: gl.constexpr, after=None):
 
 @gluon.jit
 def profiler_flush(ctx):
-    """Nothing to flush: every event is already in the buffer (no staged lanes in Gluon yet).
-    Kept so that kernels instrumented for either front end read the same."""
-    pass
+    """Close a ring lane (RING=True); otherwise nothing to flush: every event is already in the
+    buffer (no staged lanes in Gluon yet). Kept so that kernels of either front end read alike."""
+    records, cursor, capacity, leader, stage, last = ctx
+    if cursor.dtype != gl.int8 and last.dtype != gl.int8:
+        gl.inline_asm_elementwise(
+            _RING_CLOSE_ASM, "=r,l,r,r,r,r", [records, cursor, capacity, leader, last],
+            dtype=gl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
 
 
 @gluon.jit
@@ -202,7 +226,9 @@ def _record(ctx, event_id: gl.constexpr, kind: gl.constexpr, after):
         gl.static_assert(event_id <= _MAX_EVENT_ID, "event id must be <= 4095")
         tag: gl.constexpr = (gl.constexpr(event_id) << _EVENT_SHIFT) | kind
         tag_reg = gl.full((), tag, gl.int32)
-        if after is None:
+        if last.dtype != gl.int8:
+            _record_ring(records, cursor, capacity, leader, tag_reg, last, after)
+        elif after is None:
             if leader.dtype == gl.uint32:
                 asm: gl.constexpr = _RECORD_LANE_ASM
             else:
@@ -222,6 +248,29 @@ def _record(ctx, event_id: gl.constexpr, kind: gl.constexpr, after):
                 dtype=gl.int32, is_pure=False, pack=1,
             )  # fmt: skip
         return records, cursor + 1, capacity, leader, stage, last
+
+
+@gluon.jit
+def _record_ring(records, cursor, capacity, leader, tag_reg, mask, after):
+    if after is None:
+        if leader.dtype == gl.uint32:
+            asm: gl.constexpr = _RING_LANE_ASM
+        else:
+            asm: gl.constexpr = _RING_ASM
+        gl.inline_asm_elementwise(
+            asm, "=r,l,r,r,r,r,r", [records, cursor, capacity, leader, tag_reg, mask],
+            dtype=gl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+    else:
+        if leader.dtype == gl.uint32:
+            asm_after: gl.constexpr = _RING_LANE_AFTER_ASM
+        else:
+            asm_after: gl.constexpr = _RING_AFTER_ASM
+        gl.inline_asm_elementwise(
+            asm_after, "=r,l,r,r,r,r,r,r",
+            [records, cursor, capacity, leader, tag_reg, mask, _dependency(after)],
+            dtype=gl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
 
 
 @gluon.jit

@@ -20,7 +20,8 @@ import numpy as np
 
 from .errors import MissingDependencyError
 from .paths import check_writable
-from .stats import block_intervals, format_time, time_unit
+from .stats import format_time, time_unit
+from .timeline import build
 from .trace import RANGE, TraceData
 
 BLOCK_COLOR = "#d9d9d9"
@@ -176,12 +177,15 @@ def occupancy_layout(trace: TraceData) -> dict:
     """Where everything goes, in data units (x: µs from kernel start, y: SM row), without
     matplotlib: {"sm_ids", "t0_ns", "t1_ns", "blocks": {x0,x1,y0,y1,sm,slot},
     "ranges": {x0,x1,y0,y1,event}}."""
-    b = block_intervals(trace)
+    # The timeline model decides which blocks were resident where (as the trace exports show).
+    tl = build(trace, summary=False)
+    b = tl.blocks
     t0, t1 = trace.start_ns, trace.end_ns
     if len(b["sm"]):
         t0 = min(t0, int(b["start_ns"].min()))
         t1 = max(t1, int(b["end_ns"].max()))
-    sm_ids, row = np.unique(b["sm"], return_inverse=True)
+    sm_ids = tl.sms
+    row = np.searchsorted(sm_ids, b["sm"])
     slot, n_slots = _assign_slots(row, b["start_ns"], b["end_ns"], len(sm_ids))
     band = 0.8 / n_slots[row] if len(row) else np.zeros(0)
     # A thin gap between slots keeps two blocks resident side by side apart.

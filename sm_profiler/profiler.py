@@ -39,8 +39,15 @@ class SmProfiler:
         group_names: dict[int, str] | list[str] | None = None,
         kernel_name: str = "kernel",
         slots: int | None = None,
+        ring: bool = False,
     ):
+        # ring: each lane keeps its newest max_events_per_group records (a power of two) instead
+        # of its first ones; needs ops compiled with profiler_init(..., RING=True) and a
+        # profiler_flush(ctx) after the last event (docs/api.md, "Ring mode").
         flags = fmt.FLAG_EMULATED if str(device).startswith("cpu") else 0
+        if not isinstance(ring, bool):
+            raise ConfigError(f"ring must be True or False, got {ring!r}")
+        flags |= fmt.FLAG_RING if ring else 0
         self.layout = fmt.Layout.checked(num_blocks, num_groups, max_events_per_group, flags)
         _check_device(device)
         _check_interpreter()
@@ -309,11 +316,12 @@ class SmProfiler:
 
         print_stats(self.decode(), file=file)
 
-    def export(self, filename, format: str | None = None) -> None:
-        """Write a trace; the format follows the extension (.perfetto-trace/.pftrace, .json)."""
+    def export(self, filename, format: str | None = None, **options) -> None:
+        """Write a trace; the format follows the extension (.perfetto-trace/.pftrace, .json);
+        `options` are sm_profiler.export.export's (capture=N, cut_gaps=True)."""
         from .export import export
 
-        export(self.decode(), filename, format=format)
+        export(self.decode(), filename, format=format, **options)
 
     def save(self, path) -> None:
         """Save the raw capture (only the live buffer, or every snapshot: one file each is not

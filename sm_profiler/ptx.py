@@ -78,9 +78,11 @@ def init_leader(per_warp: bool) -> str:
 RECORD_MODES = ("warp", "all", "thread")
 
 
-def record(after: bool, first: int = 0, mode: str = "thread", vector: bool = False) -> str:
+def record(after: bool, first: int = 0, mode: str = "thread", vector: bool = False,
+           ring: bool = False) -> str:  # fmt: skip
     """One event. Operands from $first: records (u64 address of records[0]), cursor, capacity,
-    leader, tag, (dependency, with `after`); with first=1, $0 is a dummy output set to 0.
+    leader, tag, (ring mask, with `ring`), (dependency, with `after`); with first=1, $0 is a
+    dummy output set to 0.
 
     t = %globaltimer, read 64-bit (CS2R, fixed latency; %globaltimer_lo compiles to a slower S2UR)
     rec = tag << 32 | t.lo32: the low register of t is already in place, only the tag moves.
@@ -97,20 +99,30 @@ def record(after: bool, first: int = 0, mode: str = "thread", vector: bool = Fal
     The slot address is computed here (one multiply-add), not passed in: a pointer the compiler
     strength-reduces across a loop would be advanced (and copied) by every warp on every
     iteration, where this costs only the warp that records, and only when it records.
+
+    ring: the slot is cursor & mask (one AND more per event). mask = capacity - 1 in a ring
+    buffer (format.FLAG_RING, capacity a power of two): every record is stored, newer over
+    older, and `ring_close` writes the count at the end; mask = all ones otherwise (the direct
+    rule above, unchanged).
     """
     if mode not in RECORD_MODES:
         raise ValueError(f"record mode {mode!r}: expected one of {RECORD_MODES}")
-    timer = _timer(dep=5 if after else None)
+    timer = _timer(dep=(6 if ring else 5) if after else None)
     head = "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, a;\n\t"
     tail = ""
-    bound = "setp.lt.u32 pin|pov, $1, $2;\n\t"
+    slot = "$1"
+    if ring:
+        head = head.replace(".reg .u32 lo;", ".reg .u32 lo, s;")
+        slot = "s"
+    wrap = "and.b32 s, $1, $5;\n\t" if ring else ""  # after the leader's branch, if any
+    bound = f"{wrap}setp.lt.u32 pin|pov, {slot}, $2;\n\t"
     if mode == "warp":
         # ${:uid} makes the label unique for every copy of this asm in a kernel.
         head += "setp.ne.u32 pl, $3, 0;\n\t@!pl bra.uni SMP_DONE_${:uid};\n\t"
         tail = "SMP_DONE_${:uid}:\n\t"
     elif mode == "thread":
-        bound = "setp.ne.u32 pl, $3, 0;\n\tsetp.lt.and.u32 pin|pov, $1, $2, pl;\n\t"
-    address = f"mad.wide.u32 a, $1, {fmt.WORD_BYTES}, $0;\n\t"
+        bound = f"{wrap}setp.ne.u32 pl, $3, 0;\n\tsetp.lt.and.u32 pin|pov, {slot}, $2, pl;\n\t"
+    address = f"mad.wide.u32 a, {slot}, {fmt.WORD_BYTES}, $0;\n\t"
     if vector:
         body = address + "@pin st.global.v2.u32 [a], {lo, $4};\n\t"
     else:
@@ -119,6 +131,24 @@ def record(after: bool, first: int = 0, mode: str = "thread", vector: bool = Fal
     text = (
         head + timer + "cvt.u32.u64 lo, t;\n\t" + bound + body
         + f"@pov st.global.u32 [$0+{LAST_DROPPED_OFFSET_BYTES}], $1;\n\t" + tail
+    )
+    return _shift(text, first) + "}"
+
+
+def ring_close(first: int = 0) -> str:
+    """Close a ring lane (profiler_flush). Operands from $first: records, cursor, capacity,
+    leader, ring mask. In a ring buffer (mask != all ones) on a real lane (capacity != 0) the
+    leader writes lane[1].hi32 = RING_MARK | cursor (records attempted), and, if the ring
+    wrapped (cursor > capacity), re-stamps lane[0] with the 64-bit %globaltimer: the decoder
+    rebuilds a wrapped lane's times backwards from it, however long the kernel ran."""
+    text = (
+        "{\n\t.reg .pred p, w;\n\t.reg .u32 v;\n\t.reg .u64 t;\n\t"
+        "setp.ne.u32 p, $2, 0;\n\tsetp.ne.and.u32 p, $4, 0xFFFFFFFF, p;\n\t"
+        "setp.ne.and.u32 p, $3, 0, p;\n\t"
+        f"or.b32 v, $1, {fmt.RING_MARK:#x};\n\t"
+        f"@p st.global.u32 [$0+{LAST_DROPPED_OFFSET_BYTES}], v;\n\t"
+        "setp.gt.and.u32 w, $1, $2, p;\n\tmov.u64 t, %globaltimer;\n\t"
+        f"@w st.global.u64 [$0+{ANCHOR_OFFSET_BYTES}], t;\n\t"
     )
     return _shift(text, first) + "}"
 
@@ -296,6 +326,13 @@ RECORD = {m: record(after=False, mode=m) for m in RECORD_MODES}
 RECORD_AFTER = {m: record(after=True, mode=m) for m in RECORD_MODES}
 RECORD_CONSTRAINTS = "l,r,r,r,r"
 RECORD_AFTER_CONSTRAINTS = RECORD_CONSTRAINTS + ",r"
+# Ring-capable records (one operand more: the slot mask) and the close.
+RING_RECORD = {m: record(after=False, mode=m, ring=True) for m in RECORD_MODES}
+RING_RECORD_AFTER = {m: record(after=True, mode=m, ring=True) for m in RECORD_MODES}
+RING_RECORD_CONSTRAINTS = RECORD_CONSTRAINTS + ",r"
+RING_RECORD_AFTER_CONSTRAINTS = RING_RECORD_CONSTRAINTS + ",r"
+RING_CLOSE = ring_close()
+RING_CLOSE_CONSTRAINTS = "l,r,r,r,r"
 
 # $0 = 1 in warp 0 (linear thread index $1 < 32), else 0. A shift, not the `tid & 96` that LLVM
 # turns `tid // 32 == 0` into for a 128-thread block: ptxas recognises a shifted %tid.x as

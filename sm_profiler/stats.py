@@ -19,6 +19,8 @@ from typing import TextIO
 import numpy as np
 
 from .format import EMULATED_SM_COUNT
+from .nesting import range_tree, waits
+from .timeline import block_intervals
 from .trace import INSTANT, RANGE, UNMATCHED_BEGIN, UNMATCHED_END, KernelInfo, TraceData
 
 PERCENTILES = (50.0, 90.0, 99.0)
@@ -42,6 +44,33 @@ class EventStat:
     p99_ns: float
     max_ns: int
     instants: int
+    # Total self (exclusive) time: total_ns minus what ranges nested directly inside took.
+    self_ns: int = 0
+
+
+@dataclass
+class WaitStat:
+    """Gaps on a lane from the end of a `before` range to the start of the next `after` range
+    with the same parent (the next sibling, or the next top-level range): the waits."""
+
+    before: str
+    after: str
+    count: int
+    total_ns: int
+    mean_ns: float
+    max_ns: int
+
+
+@dataclass
+class BreakdownRow:
+    """One event's ranges within one group, SM or launch (see `breakdown`)."""
+
+    key: str  # 'producer', 'SM 17', 'gemm (launch 2)'
+    event: str
+    count: int
+    total_ns: int
+    self_ns: int
+    mean_ns: float
 
 
 @dataclass
@@ -118,6 +147,8 @@ class Stats:
     # One row per kernel name when a kernel was launched more than once (launch slots, or several
     # snapshots): the launches table and one section per kernel replace the per-capture ones.
     launches: list[KernelLaunches] = field(default_factory=list)
+    waits: list[WaitStat] = field(default_factory=list)  # by total gap, largest first
+    by_group: list[BreakdownRow] = field(default_factory=list)  # when blocks have several groups
 
     def event(self, name: str) -> EventStat:
         for e in self.events:
@@ -189,11 +220,15 @@ def _section(trace: TraceData, label: str) -> Stats:
     span = Span(start, end)
     sms = _sm_table(blocks, span)
     um_kind = trace.unmatched["kind"]
+    tree = range_tree(trace)
     return Stats(
         label=label,
         kernels=list(trace.kernels),
         span=span,
-        events=_event_stats(trace),
+        events=_event_stats(trace, tree),
+        waits=_wait_stats(trace, tree),
+        by_group=(breakdown(trace, "group", tree)
+                  if any(k.num_groups > 1 for k in trace.kernels) else []),  # fmt: skip
         sms=sms,
         imbalance=_imbalance(sms, span),
         lanes_total=len(trace.lanes["lane"]),
@@ -219,8 +254,10 @@ def grouped_percentile(sorted_values: np.ndarray, starts: np.ndarray, counts: np
     return np.where(frac >= 0.5, b - (b - a) * (1 - frac), a + (b - a) * frac)
 
 
-def _event_stats(trace: TraceData) -> list[EventStat]:
+def _event_stats(trace: TraceData, tree: dict[str, np.ndarray]) -> list[EventStat]:
     ev = trace.events
+    top_id = int(ev["event"].max()) + 1 if len(ev["event"]) else 1
+    self_by_id = np.bincount(tree["event"], weights=tree["self_ns"], minlength=top_id)
     is_range = ev["kind"] == RANGE
     r_ids = ev["event"][is_range].astype(np.int64)
     dur = (ev["end_ns"] - ev["start_ns"])[is_range]
@@ -264,61 +301,75 @@ def _event_stats(trace: TraceData) -> list[EventStat]:
                 p99_ns=float(pct[2][i]),
                 max_ns=int(maxs[i]),
                 instants=inst.get(e, 0),
+                self_ns=int(self_by_id[e]),
             )
         )
     out.sort(key=lambda s: (s.count == 0, -s.total_ns, s.event))
     return out
 
 
-def block_intervals(trace: TraceData) -> dict[str, np.ndarray]:
-    """Residency of each block on each SM: one row per distinct (capture, block, sm) among
-    initialised lanes, with start_ns = earliest lane anchor and end_ns = latest event end (or
-    unmatched record, or anchor if the block recorded nothing). Sorted by (sm, start_ns)."""
-    lanes = trace.lanes
-    init = lanes["initialized"]
-    # One global row per lane: lanes of capture c are rows base[c] .. base[c] + num_lanes - 1.
-    n_lanes = len(lanes["lane"])
-    lane_end = lanes["anchor_ns"].astype(np.int64).copy()
-    if n_lanes:
-        base = _capture_base(lanes)
-        for table, col in ((trace.events, "end_ns"), (trace.unmatched, "time_ns")):
-            if len(table[col]):
-                rows = base[table["capture"]] + table["lane"].astype(np.int64)
-                np.maximum.at(lane_end, rows, table[col])
-    cap = lanes["capture"][init].astype(np.int64)
-    blk = lanes["block"][init].astype(np.int64)
-    sm = lanes["sm"][init].astype(np.int64)
-    start = lanes["anchor_ns"][init].astype(np.int64)
-    end = lane_end[init]
-    if len(cap) == 0:
-        z = np.zeros(0, np.int64)
-        return {"capture": z, "block": z, "sm": z, "start_ns": z, "end_ns": z}
-    order = np.lexsort((blk, cap, sm))
-    cap, blk, sm, start, end = cap[order], blk[order], sm[order], start[order], end[order]
-    first = np.ones(len(cap), bool)
-    first[1:] = (cap[1:] != cap[:-1]) | (blk[1:] != blk[:-1]) | (sm[1:] != sm[:-1])
-    g = np.flatnonzero(first)
-    out = {
-        "capture": cap[g],
-        "block": blk[g],
-        "sm": sm[g],
-        "start_ns": np.minimum.reduceat(start, g),
-        "end_ns": np.maximum.reduceat(end, g),
-    }
-    order = np.lexsort((out["start_ns"], out["sm"]))
-    return {k: v[order] for k, v in out.items()}
+def _wait_stats(trace: TraceData, tree: dict[str, np.ndarray]) -> list[WaitStat]:
+    w = waits(trace, tree)
+    if len(w["gap_ns"]) == 0:
+        return []
+    top = int(max(w["before"].max(), w["after"].max())) + 1
+    key = w["before"].astype(np.int64) * top + w["after"]
+    uniq, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+    totals = np.bincount(inv, weights=w["gap_ns"]).astype(np.int64)
+    maxs = np.full(len(uniq), 0, np.int64)
+    np.maximum.at(maxs, inv, w["gap_ns"])
+    out = [
+        WaitStat(trace.event_name(k // top), trace.event_name(k % top), int(c), int(t),
+                 t / c, int(m))  # fmt: skip
+        for k, c, t, m in zip(uniq.tolist(), counts.tolist(), totals.tolist(), maxs.tolist(),
+                              strict=True)  # fmt: skip
+    ]
+    out.sort(key=lambda x: -x.total_ns)
+    return out
 
 
-def _capture_base(lanes: dict[str, np.ndarray]) -> np.ndarray:
-    """Row of each capture's lane 0 in the lanes table (captures are stored one after another)."""
-    cap = lanes["capture"].astype(np.int64)
-    n_caps = int(cap.max()) + 1
-    base = np.full(n_caps, 0, np.int64)
-    first = np.ones(len(cap), bool)
-    first[1:] = cap[1:] != cap[:-1]
-    rows = np.flatnonzero(first)
-    base[cap[rows]] = rows - lanes["lane"][rows]
-    return base
+BREAKDOWNS = ("group", "sm", "launch")
+
+
+def breakdown(trace: TraceData, by: str, tree: dict[str, np.ndarray] | None = None
+              ) -> list[BreakdownRow]:  # fmt: skip
+    """Count, total, self and mean time of each event's ranges per group ('producer', or
+    'group 2'), per SM ('SM 17') or per launch ('gemm (launch 2)'); in key order, then by total
+    time, largest first."""
+    if by not in BREAKDOWNS:
+        raise ValueError(f"breakdown by {by!r}: use one of {', '.join(BREAKDOWNS)}")
+    t = range_tree(trace) if tree is None else tree
+    ev = trace.events
+    rows = t["row"]
+    if by == "group":
+        # Groups of one number share a name only when every capture names it alike.
+        cap, grp = ev["capture"][rows].astype(np.int64), ev["group"][rows].astype(np.int64)
+        labels = {}
+        for c, g in sorted(set(zip(cap.tolist(), grp.tolist(), strict=True))):
+            labels[g] = labels.get(g) or trace.group_name(c, g) or f"group {g}"
+        key = grp
+    elif by == "sm":
+        key = ev["sm"][rows].astype(np.int64)
+        labels = {int(k): f"SM {int(k)}" for k in np.unique(key)}
+    else:
+        key = ev["capture"][rows].astype(np.int64)
+        labels = {int(k): trace.capture_name(int(k)) for k in np.unique(key)}
+    if len(rows) == 0:
+        return []
+    top = int(t["event"].max()) + 1
+    k2 = (key - int(key.min())) * top + t["event"]
+    uniq, inv, counts = np.unique(k2, return_inverse=True, return_counts=True)
+    dur = t["end_ns"] - t["start_ns"]
+    totals = np.bincount(inv, weights=dur).astype(np.int64)
+    selfs = np.bincount(inv, weights=t["self_ns"]).astype(np.int64)
+    out = []
+    for k, c, tot, sf in zip(uniq.tolist(), counts.tolist(), totals.tolist(), selfs.tolist(),
+                             strict=True):  # fmt: skip
+        kk, e = divmod(k, top)
+        out.append((kk, BreakdownRow(labels[kk + int(key.min())], trace.event_name(e), c, tot,
+                                     sf, tot / c)))  # fmt: skip
+    out.sort(key=lambda x: (x[0], -x[1].total_ns))
+    return [r for _, r in out]
 
 
 def union_length(
@@ -446,7 +497,35 @@ def _warnings(trace: TraceData) -> list[str]:
             f"(program id modulo {EMULATED_SM_COUNT}); they say nothing about GPU timing"
         )
 
+    ring = np.array([k.ring for k in trace.kernels], bool)[lanes["capture"]] if len(
+        lanes["capture"]) else np.zeros(0, bool)  # fmt: skip
+    if ring.any():  # unclosed lanes of a ring buffer dropped their newest records, as direct ones
+        base = {c: i for i, c in reversed(list(enumerate(lanes["capture"].tolist())))}
+        for c, k in enumerate(trace.kernels):
+            for li in k.ring_unclosed_lanes:
+                ring[base[c] + li] = False
     dropped = lanes["dropped"]
+    over = np.flatnonzero((dropped > 0) & ring)
+    if len(over):
+        worst = over[np.argsort(-dropped[over], kind="stable")][:_WORST]
+        names = "; ".join(f"{_lane_name(trace, i, several)}: {int(dropped[i])} of "
+                          f"{int(lanes['attempted'][i])}" for i in worst.tolist())  # fmt: skip
+        more = f"; and {len(over) - len(worst)} more lanes" if len(over) > len(worst) else ""
+        out.append(
+            f"ring buffer: {int(dropped[over].sum())} older records overwritten in {len(over)} "
+            f"lanes (each keeps its newest {trace.kernels[int(lanes['capture'][over[0]])].capacity}"
+            f"): {names}{more}. Ends whose begins were overwritten are listed as unmatched"
+        )
+    for c, k in enumerate(trace.kernels):
+        if k.ring_unclosed_lanes:
+            n = len(k.ring_unclosed_lanes)
+            out.append(
+                f"ring buffer{f' (capture {c})' if several else ''}: {n} full lanes were not "
+                "closed by profiler_flush(ctx), so whether they wrapped is unknown; they are "
+                "decoded as holding their first records. Compile the ops with "
+                "profiler_init(..., RING=True) and call profiler_flush(ctx) after the last event"
+            )
+    dropped = np.where(ring, 0, dropped)
     bad = np.flatnonzero(dropped > 0)
     if len(bad):
         worst = bad[np.argsort(-dropped[bad], kind="stable")][:_WORST]
@@ -731,6 +810,12 @@ def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = 
     lines.append("")
     lines.extend(_event_lines(stats, width))
     lines.append("")
+    if stats.by_group:
+        lines.extend(breakdown_lines(stats.by_group, "group", width))
+        lines.append("")
+    if stats.waits:
+        lines.extend(_wait_lines(stats.waits, width))
+        lines.append("")
     if sm_table:
         lines.extend(_sm_lines(stats, width, max_sm_rows))
     imb = stats.imbalance
@@ -746,7 +831,8 @@ def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = 
 
 
 # Event table columns; the first ones named here are left out first when the width is short.
-_EVENT_FIELDS = ("total_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns")
+_EVENT_FIELDS = ("total_ns", "self_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns",
+                 "max_ns")  # fmt: skip
 _EVENT_DROP = ("p90", "p99", "min", "p50", "instants", "mean")
 
 
@@ -757,7 +843,7 @@ def _event_lines(stats: Stats, width: int) -> list[str]:
     has_range = [e.count > 0 for e in evs]
     # One unit for the whole table, from the largest single range (totals just get more digits):
     # a row or a column never mixes units.
-    per_range = [float(getattr(e, f)) for e in evs if e.count for f in _EVENT_FIELDS[1:]]
+    per_range = [float(getattr(e, f)) for e in evs if e.count for f in _EVENT_FIELDS[2:]]
     top = max(per_range, default=0.0)
     unit, scale = table_unit(top)
     cols = []
@@ -773,6 +859,40 @@ def _event_lines(stats: Stats, width: int) -> list[str]:
     drop = tuple(headers.index(h) for h in _EVENT_DROP if h in headers)
     table, dropped = _fit_table(headers, rows, width, drop=drop, shrink=0)
     return [f"events (times in {unit})"] + table + _left_out(dropped, width)
+
+
+# Rows of the waits table: the pairs with the most waiting.
+MAX_WAIT_ROWS = 8
+
+
+def _wait_lines(ws: list[WaitStat], width: int) -> list[str]:
+    shown = ws[:MAX_WAIT_ROWS]
+    # One unit from the largest single gap (totals just get more digits), as in the event table.
+    top = max(float(w.max_ns) for w in shown)
+    unit, scale = table_unit(top)
+    cols = [_cells([float(getattr(w, f)) for w in shown], unit, scale, top)
+            for f in ("total_ns", "mean_ns", "max_ns")]  # fmt: skip
+    rows = [[f"{w.before} → {w.after}", str(w.count)] + [c[i] for c in cols]
+            for i, w in enumerate(shown)]  # fmt: skip
+    table, dropped = _fit_table(["gap", "count", "total", "mean", "max"], rows, width,
+                                drop=(4,), shrink=0)  # fmt: skip
+    more = [f"  ({len(ws) - len(shown)} more pairs)"] if len(ws) > len(shown) else []
+    head = f"waits: gaps between consecutive ranges of a lane (times in {unit})"
+    return _wrap(head, width, indent="") + table + more + _left_out(dropped, width)
+
+
+def breakdown_lines(rows: list[BreakdownRow], by: str, width: int) -> list[str]:
+    """The table of `breakdown(trace, by)`: one row per (key, event), times in one unit."""
+    if not rows:
+        return [f"by {by}: no ranges"]
+    top = max(float(r.mean_ns) for r in rows)
+    unit, scale = table_unit(top)
+    cols = [_cells([float(getattr(r, f)) for r in rows], unit, scale, top)
+            for f in ("total_ns", "self_ns", "mean_ns")]  # fmt: skip
+    cells = [[r.key, r.event, str(r.count)] + [c[i] for c in cols] for i, r in enumerate(rows)]
+    table, dropped = _fit_table([by, "event", "count", "total", "self", "mean"], cells, width,
+                                left=2, drop=(5,), shrink=1)  # fmt: skip
+    return [f"by {by} (times in {unit})"] + table + _left_out(dropped, width)
 
 
 def _sm_lines(stats: Stats, width: int, max_rows: int) -> list[str]:

@@ -42,6 +42,11 @@ class KernelInfo:
     stale_lanes: list[int] = field(default_factory=list)
     # The header's scratch word was written: programs outside the buffer's shape ran the ops.
     out_of_shape_writes: bool = False
+    # Ring buffer (format.FLAG_RING): a lane's `dropped` are its oldest records, overwritten.
+    ring: bool = False
+    # Full lanes of a ring buffer that profiler_flush never closed: their order is unknown
+    # (compiled without RING=True, or no flush), decoded as the first records.
+    ring_unclosed_lanes: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -136,6 +141,19 @@ class TraceData:
         if self.kernels[int(capture)].num_groups == 1:
             return f"block {block}"
         return f"block {block} · group {group}"
+
+    def to_pandas(self, table: str = "events"):
+        """One table (events, lanes, launches, unmatched) as a pandas DataFrame; columns in
+        sm_profiler.tables (pandas is optional: `pip install 'sm_profiler[query]'`)."""
+        from .tables import to_pandas
+
+        return to_pandas(self, table)
+
+    def to_arrow(self, table: str = "events"):
+        """One table as a pyarrow Table (pyarrow is optional); see to_pandas."""
+        from .tables import to_arrow
+
+        return to_arrow(self, table)
 
     def select_capture(self, capture: int) -> TraceData:
         """The part of this trace that came from one capture, renumbered as capture 0."""

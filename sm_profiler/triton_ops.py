@@ -64,6 +64,8 @@ _KIND_INSTANT = tl.constexpr(fmt.KIND_INSTANT)
 _EVENT_SHIFT = tl.constexpr(fmt.EVENT_SHIFT)
 _MAX_EVENT_ID = tl.constexpr(fmt.MAX_EVENT_ID)
 _EMULATED_SM_COUNT = tl.constexpr(fmt.EMULATED_SM_COUNT)
+_FLAG_RING = tl.constexpr(fmt.FLAG_RING)
+_RING_MARK = tl.constexpr(fmt.RING_MARK)
 
 # Chosen once, when this module is imported: Triton's interpreter is a process-wide switch.
 _INTERPRET = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"))
@@ -95,6 +97,7 @@ def profiler_init(
     PER_WARP: tl.constexpr = False,
     NUM_WARPS: tl.constexpr = 4,
     STAGE: tl.constexpr = 0,
+    RING: tl.constexpr = False,
 ):
     """Open this program's lane and stamp its anchor. Returns the context the other ops take.
 
@@ -108,6 +111,11 @@ def profiler_init(
                 buffer. n > 0 stages up to n events per warp in shared memory (the cheapest
                 per-warp recording) and needs profiler_flush(ctx) after the last event;
                 without it the lanes stay empty.
+    RING        constexpr; True compiles ops that honour a ring buffer (SmProfiler(ring=True),
+                the header's FLAG_RING): record n goes to slot n & (capacity - 1), one AND more
+                per event, so a lane keeps its newest records; call profiler_flush(ctx) after
+                the last event to close the lane. With a direct buffer they record as usual.
+                False (default): the header's ring flag is not read, the ops cost what they did.
     Lanes outside the buffer's shape (block >= num_blocks, group >= num_groups) record nothing.
     """
     if buffer_ptr is not None:
@@ -117,6 +125,7 @@ def profiler_init(
             "pass that, not another tensor",
         )
     tl.static_assert(STAGE >= 0, "STAGE must be >= 0 (0 = no shared-memory staging)")
+    tl.static_assert(not (RING and STAGE > 0), "RING and STAGE do not combine: use one of them")
     if STAGE > 0:
         tl.static_assert(
             PER_WARP,
@@ -151,7 +160,7 @@ def profiler_init(
         if _INTERPRET:
             return _init_emulated(
                 buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP, NUM_WARPS,
-                STAGE,
+                STAGE, RING,
             )  # fmt: skip
         else:
             if PER_WARP:
@@ -178,7 +187,20 @@ def profiler_init(
             else:
                 leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
                 z = tl.full((), 0, tl.int8)  # no stage
-                return records, cursor, capacity, leader, z, z
+                if RING:
+                    # The slot mask rides where a staged lane keeps its last slot: capacity - 1
+                    # in a ring buffer, all ones (the direct rule) otherwise or out of shape.
+                    mask = _ring_mask(buffer_ptr, capacity)
+                    return records, cursor, capacity, leader, z, mask
+                else:
+                    return records, cursor, capacity, leader, z, z
+
+
+@triton.jit
+def _ring_mask(buffer_ptr, capacity):
+    flags = tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) >> 32
+    ring = (flags & _FLAG_RING) != 0
+    return tl.where(ring & (capacity > 0), capacity - 1, -1).to(tl.uint32)
 
 
 @triton.jit
@@ -307,6 +329,8 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
             _record_emulated(records, cursor, capacity, leader, tag, stage, last)
         elif stage.dtype != tl.int8:
             _record_staged_asm(cursor, tag, stage, last, after)
+        elif last.dtype != tl.int8:
+            _record_ring_asm(records, cursor, capacity, leader, tag, last, after)
         else:
             if after is None:
                 _record_asm(records, cursor, capacity, leader, tag)
@@ -359,6 +383,40 @@ def _record_after_asm(records, cursor, capacity, leader, tag: tl.constexpr, dep)
     )
 
 
+# Ring-capable (RING=True): the slot is cursor & mask; the rest is the direct record.
+_RING_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR, ring=True))
+_RING_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR,
+                                          ring=True))  # fmt: skip
+_RING_LANE_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR,
+                                         ring=True))  # fmt: skip
+_RING_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR,
+                                               ring=True))  # fmt: skip
+
+
+@triton.jit
+def _record_ring_asm(records, cursor, capacity, leader, tag: tl.constexpr, mask, after):
+    tag_reg = tl.full((), tag, tl.int32)
+    if after is None:
+        if leader.dtype == tl.uint32:
+            asm: tl.constexpr = _RING_LANE_ASM
+        else:
+            asm: tl.constexpr = _RING_ASM
+        tl.inline_asm_elementwise(
+            asm, "=r,l,r,r,r,r,r", [records, cursor, capacity, leader, tag_reg, mask],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+    else:
+        if leader.dtype == tl.uint32:
+            asm_after: tl.constexpr = _RING_LANE_AFTER_ASM
+        else:
+            asm_after: tl.constexpr = _RING_AFTER_ASM
+        tl.inline_asm_elementwise(
+            asm_after, "=r,l,r,r,r,r,r,r",
+            [records, cursor, capacity, leader, tag_reg, mask, _dependency(after)],
+            dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+
+
 _STAGED_ASM = tl.constexpr(ptx.record_staged(after=False, first=1))
 _STAGED_AFTER_ASM = tl.constexpr(ptx.record_staged(after=True, first=1))
 
@@ -385,16 +443,26 @@ def _record_staged_asm(cursor, tag: tl.constexpr, stage, last, after):
 # --------------------------------------------------------------------------------------------
 
 _FLUSH_ASM = tl.constexpr(ptx.flush(first=1))
+_RING_CLOSE_ASM = tl.constexpr(ptx.ring_close(first=1))
 
 
 @triton.jit
 def profiler_flush(ctx):
-    """Copy a staged warp lane (profiler_init(..., PER_WARP=True, STAGE=n)) into the buffer; call
-    it once, after the last event, in code every warp runs. Without staging (and with recording
+    """Copy a staged warp lane (profiler_init(..., PER_WARP=True, STAGE=n)) into the buffer, or
+    close a ring lane (RING=True: its record count, so the decoder knows where the ring starts);
+    call it once, after the last event, in code every warp runs. Otherwise (and with recording
     disabled) it compiles to nothing, so instrumented kernels can always call it."""
     records, cursor, capacity, leader, stage, last = ctx
     if cursor.dtype == tl.int8:
         pass  # disabled
+    elif stage.dtype == tl.int8 and last.dtype != tl.int8:
+        if _INTERPRET:
+            _ring_close_emulated(records, cursor, capacity, leader, last)
+        else:
+            tl.inline_asm_elementwise(
+                _RING_CLOSE_ASM, "=r,l,r,r,r,r", [records, cursor, capacity, leader, last],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
     elif stage.dtype == tl.int8:
         pass  # every event is already in the buffer
     elif _INTERPRET:
@@ -427,7 +495,7 @@ def _dependency(value):
 @triton.jit
 def _init_emulated(
     buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP: tl.constexpr,
-    NUM_WARPS: tl.constexpr, STAGE: tl.constexpr,
+    NUM_WARPS: tl.constexpr, STAGE: tl.constexpr, RING: tl.constexpr,
 ):  # fmt: skip
     if PER_WARP:
         groups = group + tl.arange(0, NUM_WARPS)
@@ -451,7 +519,11 @@ def _init_emulated(
     else:
         _stamp_emulated(records, anchor, valid, tl.zeros(anchor.shape, tl.int64))
         stage = tl.full((), 0, tl.int8)
-        last = stage
+        if RING:
+            ring = ((tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) >> 32) & _FLAG_RING) != 0
+            last = tl.where(ring & (capacity > 0), capacity - 1, -1)  # the slot mask
+        else:
+            last = stage
     return records, tl.full((), 0, tl.int32), capacity, valid, stage, last
 
 
@@ -473,12 +545,28 @@ def _record_emulated(records, cursor, capacity, leader, tag: tl.constexpr, stage
         slot = tl.minimum(cursor, last)
         tl.store(records + slot, rec, mask=leader & (slot < capacity))
     else:
-        fits = cursor < capacity
-        tl.store(records + cursor, rec, mask=leader & fits)
+        slot = cursor
+        if last.dtype != tl.int8:
+            slot = cursor & last  # RING: the mask is all ones unless the buffer is a ring
+        fits = slot < capacity
+        tl.store(records + slot, rec, mask=leader & fits)
         # Overflow: the cursor of this dropped record goes into the high half of lane word 1.
         word1 = tl.load(records - 1, mask=leader & ~fits, other=0)
         last_dropped = cursor.to(tl.int64) << 32
         tl.store(records - 1, (word1 & 0xFFFFFFFF) | last_dropped, mask=leader & ~fits)
+
+
+@triton.jit
+def _ring_close_emulated(records, cursor, capacity, leader, mask):
+    # As ptx.ring_close: in a ring buffer, lane[1].hi32 = RING_MARK | cursor, and a lane that
+    # wrapped gets its anchor re-stamped with the time of the close.
+    cursor = cursor + tl.zeros(records.shape, tl.int32)
+    mask = mask + tl.zeros(records.shape, tl.int32)
+    cap = capacity + tl.zeros(records.shape, tl.int32)
+    close = leader & (mask != -1) & (cap > 0)
+    old = tl.load(records - 2, mask=close, other=0)
+    anchor = tl.where(cursor > cap, tl.full(records.shape, _host_clock_ns(), tl.int64), old)
+    _stamp_emulated(records, anchor, close, cursor.to(tl.int64) | _RING_MARK)
 
 
 @triton.jit

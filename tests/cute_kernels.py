@@ -163,3 +163,37 @@ def group_kernel(out: cute.Pointer, prof_buf: cute.Pointer, iters: Int32):
 @cute.jit
 def launch_group(out, prof_buf, iters: Int32, grid: Int32):
     group_kernel(out, prof_buf, iters).launch(grid=(grid, 1, 1), block=(256, 1, 1))
+
+
+# -- ring mode: a persistent loop that records far more than a lane holds --------------------
+
+
+def ring_sequence(iters: int) -> list[tuple[int, int]]:
+    """(kind, event id) of every record one lane of ring_kernel attempts, in order."""
+    from sm_profiler import format as fmt
+
+    seq = [(fmt.KIND_INSTANT, TAIL)]
+    for i in range(iters):
+        seq.append((fmt.KIND_BEGIN, ITER))
+        if i % 7 == 0:
+            seq.append((fmt.KIND_INSTANT, TICK))
+        seq.append((fmt.KIND_END, ITER))
+    return seq
+
+
+@cute.kernel
+def ring_kernel(prof_buf: cute.Pointer, iters: Int32, PER_WARP: cutlass.Constexpr[bool]):
+    bidx, _, _ = cute.arch.block_idx()
+    prof = cute_ops.init(prof_buf, bidx, 0, per_warp=PER_WARP, ring=True)
+    prof.instant(TAIL)
+    for i in cutlass.range(iters, unroll=1):
+        prof.start(ITER)
+        if i % 7 == 0:
+            prof.instant(TICK)
+        prof.end(ITER)
+    prof.flush()
+
+
+@cute.jit
+def launch_ring(prof_buf, iters: Int32, grid: Int32, PER_WARP: cutlass.Constexpr[bool]):
+    ring_kernel(prof_buf, iters, PER_WARP).launch(grid=(grid, 1, 1), block=(THREADS, 1, 1))

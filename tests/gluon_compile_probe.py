@@ -50,6 +50,10 @@ def main():
     k = compile_(K.smem_stage_kernel, {"prof": "*i64", "iters": "i32", "STAGE": "constexpr"},
                  {"STAGE": 64}, 90)  # fmt: skip
     res["smem_stage"] = {"ptx": k.asm["ptx"], "shared": k.metadata.shared}
+    ring_sig = {"prof": "*i64", "iters": "i32", "PER_WARP": "constexpr"}
+    for per_warp in (False, True):
+        k = compile_(K.ring_kernel, ring_sig, {"PER_WARP": per_warp}, 90)
+        res[f"ring_ptx_{int(per_warp)}"] = k.asm["ptx"]
     json.dump(res, sys.stdout)
 
 

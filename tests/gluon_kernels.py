@@ -7,6 +7,7 @@ from sm_profiler.gluon_ops import (
     profiler_event_end,
     profiler_event_instant,
     profiler_event_start,
+    profiler_flush,
     profiler_init,
 )
 
@@ -133,3 +134,29 @@ def smem_stage_kernel(prof, iters, STAGE: gl.constexpr):
     for i in range(iters):
         t = gl.inline_asm_elementwise(_STAMP, "=l,r", [w], dtype=gl.int64, is_pure=False, pack=1)
         stage.index(gl.minimum(i, STAGE - 1)).store(t)
+
+
+def ring_sequence(iters: int) -> list[tuple[int, int]]:
+    """(kind, event id) of every record one lane of ring_kernel attempts, in order."""
+    from sm_profiler import format as fmt
+
+    seq = [(fmt.KIND_INSTANT, PARTITION.value)]
+    for i in range(iters):
+        seq.append((fmt.KIND_BEGIN, ITER.value))
+        if i % 7 == 0:
+            seq.append((fmt.KIND_INSTANT, TICK.value))
+        seq.append((fmt.KIND_END, ITER.value))
+    return seq
+
+
+@gluon.jit
+def ring_kernel(prof, iters, PER_WARP: gl.constexpr = False):
+    """A persistent loop recording far more than a lane holds, into a ring (ring_sequence)."""
+    ctx = profiler_init(prof, gl.program_id(0), 0, PER_WARP=PER_WARP, RING=True)
+    ctx = profiler_event_instant(ctx, PARTITION)
+    for i in range(iters):
+        ctx = profiler_event_start(ctx, ITER)
+        if i % 7 == 0:
+            ctx = profiler_event_instant(ctx, TICK)
+        ctx = profiler_event_end(ctx, ITER)
+    profiler_flush(ctx)

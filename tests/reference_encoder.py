@@ -27,6 +27,8 @@ class Lane:
     anchor_ns: int
     sm_id: int
     records: list[tuple[int, int, int]] = field(default_factory=list)  # (kind, event, time_ns)
+    closed: bool = True  # ring buffers: profiler_flush ran (wrote RING_MARK | attempted)
+    close_ns: int | None = None  # when it ran (default: 5 ns after the last record)
 
 
 @dataclass
@@ -69,14 +71,28 @@ def encode(stream: Stream) -> np.ndarray:
     words[fmt.HDR_MAGIC_VERSION] = fmt.MAGIC | (fmt.VERSION << 32)
     words[fmt.HDR_SHAPE] = stream.num_blocks | (stream.num_groups << 32)
     words[fmt.HDR_CAPACITY_FLAGS] = cap | (stream.flags << 32)
+    ring = bool(stream.flags & fmt.FLAG_RING)
     for (block, group), lane in stream.lanes.items():
         base = fmt.HEADER_WORDS + lane_index(stream, block, group) * stride
         words[base + fmt.LANE_ANCHOR] = lane.anchor_ns
-        words[base + fmt.LANE_SM_ATTEMPTED] = fmt.lane_word1(lane.sm_id, len(lane.records), cap)
-        for i, (kind, event, time_ns) in enumerate(lane.records[:cap]):
+        if ring:
+            # Record n goes to slot n % capacity, newer over older; the flush writes the count.
+            mark = (fmt.RING_MARK | len(lane.records)) if lane.closed else 0
+            words[base + fmt.LANE_SM_ATTEMPTED] = lane.sm_id | (mark << 32)
+            if lane.closed and len(lane.records) > cap:  # the flush re-stamps the anchor
+                words[base + fmt.LANE_ANCHOR] = _close_ns(lane)
+            slots = [(i % cap, r) for i, r in enumerate(lane.records)]
+        else:
+            words[base + fmt.LANE_SM_ATTEMPTED] = fmt.lane_word1(lane.sm_id, len(lane.records), cap)
+            slots = list(enumerate(lane.records[:cap]))
+        for i, (kind, event, time_ns) in slots:
             tag = (event << fmt.EVENT_SHIFT) | kind
             words[base + fmt.LANE_HEADER_WORDS + i] = (tag << fmt.TAG_SHIFT) | (time_ns & fmt.LOW32)
     return np.array(words, dtype=np.uint64)
+
+
+def _close_ns(lane: Lane) -> int:
+    return lane.close_ns if lane.close_ns is not None else lane.records[-1][2] + 5
 
 
 def expected(stream: Stream) -> Expected:
@@ -87,9 +103,13 @@ def expected(stream: Stream) -> Expected:
     written, attempted, sm, anchor = [0] * nl, [0] * nl, [-1] * nl, [0] * nl
     for (block, group), lane in sorted(stream.lanes.items()):
         li = lane_index(stream, block, group)
-        kept = lane.records[:cap]
+        # A ring keeps the newest records (oldest first); a direct lane its first ones.
+        ring = stream.flags & fmt.FLAG_RING and lane.closed
+        kept = lane.records[-cap:] if ring else lane.records[:cap]
         written[li], attempted[li] = len(kept), len(lane.records)
         sm[li], anchor[li] = lane.sm_id, lane.anchor_ns
+        if ring and len(lane.records) > cap:  # a wrapped ring starts at its oldest kept record
+            anchor[li] = kept[0][2]
         stacks: dict[int, list[int]] = {}
         start_rows: dict[int, tuple] = {}  # write position -> row, for the events order
         um: list[tuple[int, tuple]] = []

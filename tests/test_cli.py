@@ -351,3 +351,56 @@ def test_progress_is_silent_off_a_terminal_and_timed_on_one():
 def test_decode_of_the_fixture_is_sane():
     # Guards the builder the CLI tests rely on.
     assert len(decode(tiny_capture())) == 5
+
+
+def test_export_one_capture_or_launches_end_to_end(tmp_path, capsys):
+    from reference_encoder import BEGIN, END, Lane, Stream, encode
+
+    from sm_profiler.capture import Capture
+
+    caps = []
+    for i in range(2):
+        s = Stream(1, 1, 8)
+        t = 1_000_000_000 + i * 10_000_000
+        s.lanes[(0, 0)] = Lane(t, 1, [(BEGIN, 0, t + 5), (END, 0, t + 105)])
+        caps.append(Capture(encode(s), event_names={0: "work"}, kernel_name="k"))
+    path = tmp_path / "two.npz"
+    save_many(caps, path)
+    out = tmp_path / "one.json"
+    assert main(["export", str(path), str(out), "--capture", "1"]) == 0
+    ev = json.loads(out.read_text())["traceEvents"]
+    assert [e["name"] for e in ev if e.get("ph") == "X" and e["name"] == "work"] == ["work"]
+    assert main(["export", str(path), str(out), "--cut-gaps"]) == 0
+    ev = json.loads(out.read_text())["traceEvents"]
+    works = sorted(e["ts"] for e in ev if e.get("name") == "work")
+    assert works[1] - works[0] < 2.0  # µs: the 10 ms host gap is cut down to 1 µs
+    assert any(e["name"].startswith("host gap cut") for e in ev)
+    assert main(["export", str(path), str(out), "--capture", "5"]) == 2
+    assert "2 captures (0..1)" in capsys.readouterr().err
+
+
+def test_stats_by_sm_fits_80_columns(capture_file, capsys):
+    assert main(["stats", capture_file, "--by", "sm", "--width", "80"]) == 0
+    out = capsys.readouterr().out
+    assert "by sm (times in" in out
+    table = out[out.index("by sm") :].splitlines()
+    assert table[1].split() == ["sm", "event", "count", "total", "self", "mean"]
+    assert all(line.split()[0] == "SM" for line in table[2:] if line)
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_export_filters_and_summary_from_the_command_line(capture_file, tmp_path, capsys):
+    out = tmp_path / "t.json"
+    assert main(["export", capture_file, str(out), "--sms", "1", "--events", "load"]) == 0
+    ev = json.loads(out.read_text())["traceEvents"]
+    names = {e["name"] for e in ev if e.get("ph") == "X"} - {"tiny"}
+    assert names == {"load"}
+    procs = [e["args"]["name"] for e in ev if e.get("name") == "process_name"]
+    assert procs == ["SM 1", "launches"]
+    capsys.readouterr()
+    assert main(["export", capture_file, str(out), "--summary", "--detail-sms", "0"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: summarised (summary asked for)") and "SM 0" in err
+    with pytest.raises(SystemExit) as e:
+        main(["export", capture_file, str(out), "--sms", "x"])
+    assert e.value.code == 2 and "give ints separated by commas" in capsys.readouterr().err

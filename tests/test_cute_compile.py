@@ -80,6 +80,7 @@ class Built:
         self.loop_warp = self.compile(K.launch_loop, *loop_args, True, True)
         self.loop_off = self.compile(K.launch_loop, *loop_args, False, False)
         self.group = self.compile(K.launch_group, _ptr(f32), _ptr(), Int32(5), Int32(8))
+        self.ring = self.compile(K.launch_ring, _ptr(), Int32(5), Int32(8), False)
 
     def compile(self, fn, *args):
         return cute.compile(fn, *args, options=self.opts)
@@ -293,3 +294,10 @@ def dynamic_enabled_kernel(prof_buf: cute.Pointer, flag: Int32):
 @cute.jit
 def launch_dynamic_enabled(prof_buf, flag: Int32):
     dynamic_enabled_kernel(prof_buf, flag).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+
+def test_ring_events_wrap_the_slot_and_the_flush_closes_the_lane(built):
+    ptx = built.ring.__ptx__
+    # The instant before the loop and three event sites in it each wrap the slot with the mask.
+    assert len(re.findall(r"and\.b32\s+s,", ptx)) == 4
+    assert len(re.findall(r"or\.b32\s+v,.*0x80000000", ptx)) == 1

@@ -262,3 +262,15 @@ def test_export_perfetto_reads_back_with_perfettos_protos(tmp_path):
     assert n_ranges == grid * 4 * (1 + iters + 1), n_ranges
     assert (begins, ends) == (n_ranges, n_ranges), (begins, ends, n_ranges)
     assert instants == n_instants, (instants, n_instants)
+
+
+@pytest.mark.parametrize("per_warp", [False, True])
+def test_ring_keeps_exactly_the_newest_records(per_warp):
+    from ring_check import check_ring_capture
+
+    sms, cap, iters = _sm_count(), 64, 300
+    assert len(K.ring_sequence(iters)) >= 10 * cap
+    groups = K.THREADS // 32 if per_warp else 1
+    prof = sm_profiler.SmProfiler(sms, groups, cap, kernel_name="cute", ring=True)
+    _launch(K.launch_ring, (prof.get_buffer(), iters, sms), (per_warp,))
+    check_ring_capture(prof.capture(), K.ring_sequence(iters), list(range(sms * groups)))

@@ -42,19 +42,20 @@ def read_perfetto(path) -> dict:
     trace = pb2.Trace()
     with open(path, "rb") as f:
         trace.ParseFromString(f.read())
-    names, processes, threads, slices = {}, [], [], Counter()
+    names, tracks, slices = {}, [], Counter()
     for p in trace.packet:
         for n in p.interned_data.event_names:
             names[n.iid] = n.name
         if p.HasField("track_descriptor"):
-            d = p.track_descriptor
-            if d.HasField("process"):
-                processes.append(d.process.process_name)
-            if d.HasField("thread"):
-                threads.append(d.thread.thread_name)
+            tracks.append(p.track_descriptor)
         if p.HasField("track_event") and p.track_event.type == pb2.TrackEvent.TYPE_SLICE_BEGIN:
             ev = p.track_event
             slices[names[ev.name_iid] if ev.name_iid else ev.name] += 1
+    # SM tracks sit under the root (uuid 1); lane tracks under an SM track (not its counter).
+    sm = {d.uuid: d.name for d in tracks if d.parent_uuid == 1 and d.name.startswith("SM ")}
+    processes = [d.name for d in sorted(tracks, key=lambda d: d.sibling_order_rank)
+                 if d.uuid in sm]  # fmt: skip
+    threads = [d.name for d in tracks if d.parent_uuid in sm and not d.HasField("counter")]
     return {"processes": processes, "threads": threads, "slices": slices}
 
 

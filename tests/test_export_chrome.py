@@ -42,7 +42,7 @@ def test_processes_threads_and_ids():
     ev = load(trace)["traceEvents"]
     procs = meta(ev, "process_name")
     names = {pid: a["name"] for (pid, _), a in procs.items()}
-    assert names[1] == "SM 3" and names[2] == "SM 17" and names[3] == "kernels"
+    assert names[1] == "SM 3" and names[2] == "SM 17" and names[3] == "launches"
     sort = {pid: a["sort_index"] for (pid, _), a in meta(ev, "process_sort_index").items()}
     assert sort[1] < sort[2]
     pids = set(names)
@@ -125,7 +125,7 @@ def test_multi_capture_and_emulated_labels(tmp_path):
     )
     assert one != two and one[0] == two[0]
     assert out["otherData"]["emulated"] is True
-    assert all(a["name"].endswith("(emulated)") or a["name"] == "kernels"
+    assert all(a["name"].endswith("(emulated)") or a["name"] == "launches"
                for a in meta(ev, "process_name").values())  # fmt: skip
     kern = {e["name"]: (e["ts"], e["dur"]) for e in ev if e["ph"] == "X" and e["name"].startswith(("gemm", "softmax"))}  # fmt: skip
     assert kern == {"gemm": (0.0, 70.0), "softmax": (1.0, 0.02)}

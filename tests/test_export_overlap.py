@@ -49,7 +49,7 @@ def check_perfetto(trace) -> None:
     r = read_trace(to_perfetto_bytes(trace))
     got = defaultdict(Counter)
     for d in r.threads():
-        block = int(d.thread.thread_name.split()[1])
+        block = int(d.name.split()[1])
         got[block].update(r.slices[d.uuid])
     ev = trace.events
     want = defaultdict(Counter)
@@ -94,7 +94,7 @@ def test_a_staircase_settles_with_few_tracks():
     lane = [(BEGIN, 0), (BEGIN, 1), (END, 1), (BEGIN, 2), (END, 0), (END, 2)]
     trace = decode(lanes_capture([lane]))
     r = read_trace(to_perfetto_bytes(trace))
-    assert sorted(d.thread.thread_name for d in r.threads()) == ["block 0", "block 0 (overlap)"]
+    assert sorted(d.name for d in r.threads()) == ["block 0", "block 0 (overlap)"]
     check_perfetto(trace)
 
 

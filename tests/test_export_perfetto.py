@@ -15,6 +15,7 @@ import pytest
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode
 
 from sm_profiler import format as fmt
+from sm_profiler import timeline
 from sm_profiler.capture import Capture
 from sm_profiler.decode import decode
 from sm_profiler.errors import CaptureError, ConfigError
@@ -59,15 +60,30 @@ class Read:
         self.snapshots = []
 
     def thread(self, name: str):
-        (d,) = [d for d in self.tracks.values() if d.HasField("thread") and
-                d.thread.thread_name == name]  # fmt: skip
+        """The lane (or overlap) track named `name`."""
+        (d,) = [d for d in self.threads() if d.name == name]
         return d
 
     def threads(self):
-        return [d for d in self.tracks.values() if d.HasField("thread")]
+        """Lane tracks (children of an SM track, not its counter) and their overlap tracks,
+        in rank order under each parent."""
+        sms = {d.uuid for d in self.processes()}
+        lanes = [d for d in self.tracks.values() if d.parent_uuid in sms and not d.HasField("counter")]
+        ids = {d.uuid for d in lanes}
+        lanes += [d for d in self.tracks.values() if d.parent_uuid in ids]
+        return sorted(lanes, key=lambda d: (d.parent_uuid in ids, d.parent_uuid, d.sibling_order_rank))
 
     def processes(self):
-        return [d for d in self.tracks.values() if d.HasField("process")]
+        """SM tracks: children of the root whose name names an SM, in rank order."""
+        sms = [d for d in self.tracks.values() if d.parent_uuid == pf.ROOT_UUID
+               and (d.name.startswith("SM ") or d.name.startswith("unknown SM"))]  # fmt: skip
+        return sorted(sms, key=lambda d: d.sibling_order_rank)
+
+    def launches(self):
+        """{name: slices} of the launch tracks (children of the root that are not SMs)."""
+        sms = {d.uuid for d in self.processes()}
+        return {d.name: self.slices[d.uuid] for d in self.tracks.values()
+                if d.parent_uuid == pf.ROOT_UUID and d.uuid not in sms}  # fmt: skip
 
 
 def read_trace(data: bytes) -> Read:
@@ -109,7 +125,8 @@ def read_trace(data: bytes) -> Read:
         elif e.type == pf.TYPE_INSTANT:
             r.instants[track].append((names[e.name_iid], ts))
         else:
-            r.counters[track].append((ts, e.counter_value))
+            v = e.double_counter_value if e.HasField("double_counter_value") else e.counter_value
+            r.counters[track].append((ts, v))
     assert not any(stacks.values()), "slices left open"
     return r
 
@@ -126,17 +143,15 @@ def expected_slices(trace, lane: int, capture: int = 0):
 def test_processes_threads_and_slices_match_the_trace():
     trace = decode(basic_capture(groups={0: "producer"}))
     r = read_trace(to_perfetto_bytes(trace))
-    procs = sorted(r.processes(), key=lambda d: d.process.pid)
-    assert [d.process.process_name for d in procs] == ["SM 3", "SM 17"]  # pid order = SM order
+    procs = r.processes()
+    assert [d.name for d in procs] == ["SM 3", "SM 17"]  # rank order = SM order
+    assert all(d.child_ordering == pf.EXPLICIT for d in [*procs, r.tracks[pf.ROOT_UUID]])
+    assert not any(d.HasField("process") or d.HasField("thread") for d in r.tracks.values())
     threads = r.threads()
-    pids = {d.process.pid for d in procs}
-    tids = [d.thread.tid for d in threads]
-    assert len(set(tids)) == len(tids) and not set(tids) & pids
-    assert all(d.thread.pid >= 1 for d in threads)
-    by_tid = [d.thread.thread_name for d in sorted(threads, key=lambda d: d.thread.tid)]
-    assert by_tid == ["block 0 · producer", "block 0 · group 1", "block 1 · producer"]
-    sm17 = next(d.process.pid for d in procs if d.process.process_name == "SM 17")
-    assert r.thread("block 0 · group 1").thread.pid == sm17
+    by_rank = [d.name for d in sorted(threads, key=lambda d: d.sibling_order_rank)]
+    assert by_rank == ["block 0 · producer", "block 0 · group 1", "block 1 · producer"]
+    sm17 = next(d.uuid for d in procs if d.name == "SM 17")
+    assert r.thread("block 0 · group 1").parent_uuid == sm17
     for lane, name in [
         (0, "block 0 · producer"),
         (1, "block 0 · group 1"),
@@ -163,7 +178,7 @@ def test_snapshots_never_go_back_and_events_are_small():
 def test_resident_blocks_counter_steps_with_block_arrivals_and_departures():
     trace = decode(basic_capture())
     r = read_trace(to_perfetto_bytes(trace))
-    ctr = {r.tracks[d.parent_uuid].process.process_name: r.counters[d.uuid]
+    ctr = {r.tracks[d.parent_uuid].name: r.counters[d.uuid]
            for d in r.tracks.values() if d.name == "resident blocks"}  # fmt: skip
     # SM 17 holds block 0 from its first anchor to its last end; SM 3 holds block 1 later.
     assert ctr["SM 17"] == [(T0, 1), (T0 + 400, 0)]
@@ -199,7 +214,7 @@ def test_equal_times_nest_correctly_without_overlap_tracks():
     )  # fmt: skip
     trace = decode(cap)
     r = read_trace(to_perfetto_bytes(trace))
-    assert [d.thread.thread_name for d in r.threads()] == ["block 0"]
+    assert [d.name for d in r.threads()] == ["block 0"]
     assert Counter(r.slices[r.thread("block 0").uuid]) == expected_slices(trace, 0)
 
 
@@ -228,7 +243,7 @@ def test_partial_overlap_goes_to_an_overlap_thread():
     main, over = r.thread("block 0"), r.thread("block 0 (overlap)")
     assert sorted(r.slices[main.uuid]) == [("load", T0 + 10, 20), ("store", T0 + 50, 10)]
     assert r.slices[over.uuid] == [("mma", T0 + 20, 20)]
-    assert over.thread.pid == main.thread.pid and over.thread.tid != main.thread.tid
+    assert over.parent_uuid == main.uuid and over.uuid != main.uuid
 
 
 def test_overlap_levels_separate_a_staircase():
@@ -282,12 +297,10 @@ def test_captures_share_one_time_axis_but_never_one_thread():
     trace = decode([a, b])
     r = read_trace(to_perfetto_bytes(trace))
     one, two = r.thread("gemm · block 0 · group 0"), r.thread("softmax · block 0 · group 0")
-    assert one.thread.tid != two.thread.tid and one.thread.pid == two.thread.pid
+    assert one.uuid != two.uuid and one.parent_uuid == two.parent_uuid
     assert Counter(r.slices[one.uuid]) == expected_slices(trace, 0, capture=0)
     assert r.slices[two.uuid] == [("load", T0 + 1010, 10)]
-    kernels = {d.name: r.slices[d.uuid] for d in r.tracks.values()
-               if not d.HasField("thread") and not d.HasField("process") and not d.HasField("counter")}  # fmt: skip
-    assert kernels == {
+    assert r.launches() == {
         "gemm": [("gemm", T0, 70000)],
         "softmax": [("softmax", T0 + 1000, 20)],
     }
@@ -301,7 +314,7 @@ def test_launches_of_one_kernel_are_told_apart_by_their_launch():
     assert [trace.capture_name(i) for i in range(3)] == ["gemm (launch 0)", "softmax",
                                                          "gemm (launch 2)"]  # fmt: skip
     r = read_trace(to_perfetto_bytes(trace))
-    names = {d.thread.thread_name for d in r.threads()}
+    names = {d.name for d in r.threads()}
     assert {"gemm (launch 0) · block 0 · group 0", "softmax · block 0 · group 0",
             "gemm (launch 2) · block 0 · group 0"} <= names  # fmt: skip
     assert not [n for n in names if "#" in n]
@@ -313,9 +326,9 @@ def test_launches_of_one_kernel_are_told_apart_by_their_launch():
 def test_emulated_traces_say_so():
     trace = decode(basic_capture(flags=fmt.FLAG_EMULATED))
     r = read_trace(to_perfetto_bytes(trace))
-    assert all(d.process.process_name.endswith("(emulated)") for d in r.processes())
+    assert all(d.name.endswith("(emulated)") for d in r.processes())
     plain = read_trace(to_perfetto_bytes(decode(basic_capture())))
-    assert not any("emulated" in d.process.process_name for d in plain.processes())
+    assert not any("emulated" in d.name for d in plain.processes())
 
 
 def test_chunks_give_the_same_trace(monkeypatch):
@@ -374,3 +387,65 @@ def test_empty_trace_exports():
     trace = decode(capture({}))
     r = read_trace(to_perfetto_bytes(trace))
     assert r.threads() == [] and r.processes() == []
+
+
+# -- the timeline's order and options ------------------------------------------------------------
+
+
+def test_sms_are_in_id_order_and_lanes_in_block_then_group_order():
+    lanes = {}
+    for blk, sm in enumerate([112, 8, 22, 113, 8, 124]):
+        for grp in range(2):
+            lanes[(blk, grp)] = (T0 + blk, sm, [(BEGIN, 0, 10 + blk), (END, 0, 20 + blk)])
+    trace = decode(capture(lanes, num_blocks=6, num_groups=2, groups={1: "consumer"}))
+    r = read_trace(to_perfetto_bytes(trace))
+    assert [d.name for d in r.processes()] == ["SM 8", "SM 22", "SM 112", "SM 113", "SM 124"]
+    sm8 = next(d.uuid for d in r.processes() if d.name == "SM 8")
+    kids = sorted((d for d in r.tracks.values() if d.parent_uuid == sm8),
+                  key=lambda d: d.sibling_order_rank)  # fmt: skip
+    assert [d.name for d in kids] == ["resident blocks", "block 1 · group 0",
+                                      "block 1 · consumer", "block 4 · group 0",
+                                      "block 4 · consumer"]  # fmt: skip
+    ranks = [d.sibling_order_rank for d in kids]
+    assert len(set(ranks)) == len(ranks)
+    # No stray numbers: names are exactly the timeline's, with no pid or tid to append.
+    assert all(d.sibling_merge_behavior == pf.MERGE_NONE for d in kids[1:])
+
+
+def three_launches(gap_ns=50_000_000):
+    parts = []
+    for i in range(3):
+        t = T0 + i * gap_ns
+        lanes = {(0, 0): (t, 3, [(BEGIN, 0, i * gap_ns + 10), (END, 0, i * gap_ns + 1010)])}
+        parts.append(capture(lanes, num_blocks=1, num_groups=1, name="gemm"))
+    return decode(parts)
+
+
+def test_cut_gaps_lays_launches_end_to_end_and_marks_the_cuts():
+    trace = three_launches()
+    whole = read_trace(to_perfetto_bytes(trace))
+    cut = read_trace(to_perfetto_bytes(trace, cut_gaps=True))
+    spans = [cut.launches()[f"gemm (launch {i})"][0] for i in range(3)]
+    assert [s[2] for s in spans] == [1010, 1010, 1010]  # launches keep their lengths
+    gaps = [b[1] - (a[1] + a[2]) for a, b in zip(spans, spans[1:], strict=False)]
+    assert gaps == [timeline.GAP_KEPT_MIN_NS] * 2
+    marks = [n for u, ins in cut.instants.items() for n, _ in ins if n.startswith("host gap")]
+    assert marks == ["host gap cut: 49.998 ms"] * 2  # 50 ms - 1010 ns span - 1 µs kept
+    # Ranges keep their durations; only their start moves.
+    slices = sorted(s for d in cut.threads() for s in cut.slices[d.uuid])
+    assert [s[2] for s in slices] == [1000] * 3
+    assert slices[1][1] - slices[0][1] == 1010 + timeline.GAP_KEPT_MIN_NS
+    assert len(whole.launches()) == 3 and not any(
+        n.startswith("host gap") for ins in whole.instants.values() for n, _ in ins
+    )
+
+
+def test_one_capture_exports_alone(tmp_path):
+    trace = three_launches()
+    r = read_trace(to_perfetto_bytes(trace, capture=1))
+    assert list(r.launches()) == ["gemm"]
+    (d,) = r.threads()
+    assert r.slices[d.uuid] == [("load", T0 + 50_000_000 + 10, 1000)]
+    with pytest.raises(ConfigError, match=r"3 captures \(0\.\.2\)"):
+        export(trace, tmp_path / "t.pftrace", capture=3)
+    assert not (tmp_path / "t.pftrace").exists()

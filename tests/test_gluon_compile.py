@@ -107,3 +107,11 @@ def test_a_stage_in_gluon_shared_memory_costs_a_barrier_per_event(probe):
     body = ptx_text[ptx_text.index("%globaltimer"):]
     store = body.index("st.shared")
     assert "bar.sync" in body[:store], "no barrier before the staged store any more"
+
+
+@pytest.mark.parametrize("per_warp", [0, 1])
+def test_ring_ops_wrap_the_slot_and_close_the_lane(probe, per_warp):
+    ptx = probe[f"ring_ptx_{per_warp}"]
+    # Three records in the loop and one before it, each wrapping its slot; one close.
+    assert len(re.findall(r"and\.b32\s+s,", ptx)) == 4
+    assert len(re.findall(r"or\.b32\s+v,.*0x80000000", ptx)) == 1

@@ -93,3 +93,18 @@ def test_overflow_is_counted_exactly_in_each_partition():
     lanes = trace.lanes
     assert np.all(lanes["attempted"][lanes["initialized"]] == n)
     assert np.all(lanes["dropped"][lanes["initialized"]] == 7)
+
+
+@pytest.mark.parametrize("per_warp", [False, True])
+def test_ring_keeps_exactly_the_newest_records(per_warp):
+    from ring_check import check_ring_capture
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    cap, iters = 64, 300
+    seq = K.ring_sequence(iters)
+    assert len(seq) >= 10 * cap
+    groups = 4 if per_warp else 1
+    prof = sm_profiler.SmProfiler(sms, groups, cap, ring=True)
+    K.ring_kernel[(sms,)](prof.get_buffer(), iters, PER_WARP=per_warp, num_warps=4)
+    torch.cuda.synchronize()
+    check_ring_capture(prof.capture(), seq, list(range(sms * groups)))

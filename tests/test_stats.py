@@ -80,10 +80,14 @@ sm_profiler stats: tiny (2 blocks)
 span 4.30 µs · 2 SMs · 2/2 lanes initialised · 4 ranges · 1 instant
 
 events (times in ns)
-event    count  total  mean   min   p50   p90   p99   max  instants
-compute      2   5000  2500  2000  2500  2900  2990  3000         0
-load         2   1500   750   500   750   950   995  1000         0
-mark         0      -     -     -     -     -     -     -         1
+event    count  total  self  mean   min   p50   p90   p99   max  instants
+compute      2   5000  5000  2500  2000  2500  2900  2990  3000         0
+load         2   1500  1500   750   500   750   950   995  1000         0
+mark         0      -     -     -     -     -     -     -     -         1
+
+waits: gaps between consecutive ranges of a lane (times in ns)
+gap             count  total  mean  max
+load → compute      2      0     0    0
 
 SMs (times in ns from kernel start)
 sm  blocks  busy  busy %  first  last
@@ -101,12 +105,17 @@ span 4.30 µs · 2 SMs ·
   1 instant
 
 events (times in ns)
-event    count  total  mean   max
-compute      2   5000  2500  3000
-load         2   1500   750  1000
-mark         0      -     -     -
+event    count  total  self  mean   max
+compute      2   5000  5000  2500  3000
+load         2   1500  1500   750  1000
+mark         0      -     -     -     -
 (p90, p99, min, p50, instants left out
   to fit 40 columns)
+
+waits: gaps between consecutive ranges
+of a lane (times in ns)
+gap             count  total  mean  max
+load → compute      2      0     0    0
 
 SMs (times in ns from kernel start)
 sm  blocks  busy  busy %  first  last
@@ -139,8 +148,8 @@ def test_long_event_names_are_cut_to_the_width():
     table = text.split("\n\n")[1].splitlines()
     # The name takes what the numbers leave: the row fills the width exactly, no column goes.
     assert max(len(line) for line in table) == 90
-    assert table[1].split() == "event count total mean min p50 p90 p99 max instants".split()
-    assert any(line.startswith("a_very_long_event_name_a_very…  ") for line in table)
+    assert table[1].split() == "event count total self mean min p50 p90 p99 max instants".split()
+    assert any(line.startswith("a_very_long_event_name_…  ") for line in table)
 
 
 def busy_multi_capture_trace():
@@ -164,9 +173,10 @@ def test_every_line_fits_the_width(width):
     lines = text.splitlines()
     too_long = [line for line in lines if len(line) > width]
     assert too_long == []
-    # Nothing is cut with an ellipsis except long event names in the name column.
+    # Nothing is cut with an ellipsis except long event names in the name column (of the event
+    # table, or of the waits table: 'load → a_very_…').
     cut = [line for line in lines if "…" in line]
-    assert cut and all(line.startswith("a_very_l") for line in cut)
+    assert cut and all(line.startswith(("a_very_", "load → a_very_")) for line in cut)
     # The 120-character kernel name is wrapped in full, not cut.
     assert "".join(line.strip(" -") for line in lines).count("k" * 120) >= 1
 
@@ -200,11 +210,14 @@ def test_one_time_unit_per_table():
     text = format_stats(compute_stats(decode(cap)), width=100)
     lines = text.splitlines()
     i = lines.index("events (times in µs)")
-    assert lines[i + 1].split()[:4] == ["event", "count", "total", "mean"]
-    assert lines[i + 2].split()[:4] == ["step", "800", "2000000", "2500"]  # 2 s total, in µs
+    assert lines[i + 1].split()[:5] == ["event", "count", "total", "self", "mean"]
+    assert lines[i + 2].split()[:5] == ["step", "800", "2000000", "2000000", "2500"]  # in µs
     assert "SMs (times in ms from kernel start)" in lines  # the last SM ends at 1.2 s
-    rows = [line for line in lines[i + 1 :] if line and not line.startswith(("SMs", "load"))]
-    assert len(rows) == 5  # header and row of the event table, header and 2 rows of the SMs'
+    assert "waits: gaps between consecutive ranges of a lane (times in µs)" in lines
+    rows = [line for line in lines[i + 1 :] if line and not line.startswith(("SMs", "load", "waits"))]
+    # header and row of the event table, of the waits table (step → step: 500 µs each), and
+    # header and 2 rows of the SMs'
+    assert len(rows) == 7
     assert not [line for line in rows if {"ns", "µs", "ms", "s"} & set(line.split())]
 
 
@@ -475,3 +488,71 @@ def test_union_length_equals_interval_merge(rows):
     for k in range(4):
         want = merged_length([(lo, lo + d) for grp, lo, d in rows if grp == k])
         assert got[k] == want
+
+
+# -- self time, waits, breakdowns --------------------------------------------------------------
+
+
+def nested_trace():
+    """Lane (0, 0) on SM 5: tile [0, 100) holding load [10, 30) and mma [35, 60) (mma holding
+    an instant), then a store [70, 90) after the tile... as a sibling: tile, store at top level.
+    Lane (0, 1) on SM 5: mma [0, 40), mma [50, 60). Lane (1, 0) on SM 6: load [0, 10)."""
+    from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode
+
+    from sm_profiler.capture import Capture
+
+    t0 = 1 << 40
+    s = Stream(2, 2, 16)
+    s.lanes[(0, 0)] = Lane(t0, 5, [(BEGIN, 3, t0), (BEGIN, 0, t0 + 10), (END, 0, t0 + 30),
+                                   (BEGIN, 1, t0 + 35), (INSTANT, 2, t0 + 40),
+                                   (END, 1, t0 + 60), (END, 3, t0 + 100),
+                                   (BEGIN, 2, t0 + 110), (END, 2, t0 + 130)])  # fmt: skip
+    s.lanes[(0, 1)] = Lane(t0, 5, [(BEGIN, 1, t0), (END, 1, t0 + 40), (BEGIN, 1, t0 + 50),
+                                   (END, 1, t0 + 60)])  # fmt: skip
+    s.lanes[(1, 0)] = Lane(t0, 6, [(BEGIN, 0, t0), (END, 0, t0 + 10)])
+    names = {0: "load", 1: "mma", 2: "store", 3: "tile"}
+    return decode(Capture(encode(s), event_names=names, kernel_name="k",
+                          group_names={0: "producer", 1: "consumer"}))  # fmt: skip
+
+
+def test_self_time_subtracts_direct_children_only():
+    from sm_profiler.nesting import self_time
+
+    trace = nested_trace()
+    st = compute_stats(trace)
+    assert st.event("tile").total_ns == 100 and st.event("tile").self_ns == 100 - 20 - 25
+    assert st.event("mma").self_ns == st.event("mma").total_ns == 25 + 40 + 10
+    assert st.event("load").self_ns == 30
+    ev = trace.events
+    tile = (ev["event"] == 3) & (ev["kind"] == 0)
+    assert self_time(trace)[tile].tolist() == [55]
+
+
+def test_waits_are_gaps_between_siblings_per_event_pair():
+    st = compute_stats(nested_trace())
+    got = {(w.before, w.after): (w.count, w.total_ns, w.max_ns) for w in st.waits}
+    assert got == {
+        ("load", "mma"): (1, 5, 5),  # inside the tile
+        ("tile", "store"): (1, 10, 10),  # top level
+        ("mma", "mma"): (1, 10, 10),  # the consumer lane
+    }
+
+
+def test_breakdowns_by_group_sm_and_launch():
+    from sm_profiler.stats import breakdown
+
+    trace = nested_trace()
+    by_group = {(r.key, r.event): (r.count, r.total_ns, r.self_ns) for r in breakdown(trace, "group")}
+    assert by_group[("producer", "load")] == (2, 30, 30)
+    assert by_group[("consumer", "mma")] == (2, 50, 50)
+    assert by_group[("producer", "tile")] == (1, 100, 55)
+    by_sm = {(r.key, r.event): r.count for r in breakdown(trace, "sm")}
+    assert by_sm[("SM 5", "load")] == 1 and by_sm[("SM 6", "load")] == 1
+    assert {r.key for r in breakdown(trace, "launch")} == {"k"}
+    with pytest.raises(ValueError, match="group, sm, launch"):
+        breakdown(trace, "warp")
+    st = compute_stats(trace)
+    assert st.by_group == breakdown(trace, "group")
+    text = format_stats(st, width=80)
+    assert "by group (times in ns)" in text and "waits: gaps" in text
+    assert max(len(line) for line in text.splitlines()) <= 80

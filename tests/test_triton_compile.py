@@ -20,6 +20,11 @@ HERE = os.path.dirname(__file__)
 # release (packed register below 13, vector store from 13: see there) so that each stays at 7.
 # Change a number only with a reason in the commit message; pin each new ptxas release here.
 SASS_PER_EVENT = {"12.8": 7, "12.9": 7, "13.4": 7}
+# Ring-capable ops (profiler_init(..., RING=True)) in straight-line code: the AND that wraps the
+# slot, and the slot's address (LEA + LEA.HI.X), which a constant cursor folds into the direct
+# build's store offsets; in a loop, where the direct build computes the address too, a ring
+# event costs exactly one instruction more (test_ring_events_cost_one_and_more_in_a_loop).
+RING_SASS_PER_EVENT = {"12.8": 10, "12.9": 10, "13.4": 10}
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +63,37 @@ def test_sass_per_event_is_pinned(probe):
         "per event; add it to SASS_PER_EVENT with the reason for any difference"
     )
     assert per_event == SASS_PER_EVENT[release]
+
+
+def test_ring_sass_per_event_is_pinned(probe):
+    a, b = probe["ring_straight_4"], probe["ring_straight_12"]
+    per_event = (len(b) - len(a)) / 8
+    print(f"ring SASS per event (straight-line) with ptxas {probe['ptxas_release']}: {per_event}")
+    assert per_event == RING_SASS_PER_EVENT[probe["ptxas_release"]]
+    assert "and.b32" in probe["ring_straight_4_ptx"]
+
+
+def _event_blocks(sass: list[str]) -> list[list[str]]:
+    """Each timer read with what follows up to its second store (an event, or the init)."""
+    out = []
+    for i, ins in enumerate(sass):
+        if "SR_GLOBALTIMER" in ins:
+            near = range(i, min(i + 12, len(sass)))
+            stores = [j for j in near if sass[j].lstrip("@!P0123456789 ").startswith("STG")]
+            if len(stores) >= 2:
+                out.append(sass[i : stores[1] + 1])
+    return out
+
+
+def test_ring_events_cost_one_and_more_in_a_loop(probe):
+    direct = _event_blocks(probe["ring_loop_0"])
+    ring = _event_blocks(probe["ring_loop_1"])
+    assert len(direct) == len(ring) >= 4  # the init, the tail instant, three events in the loop
+    extra = [len(r) - len(d) for d, r in zip(direct, ring, strict=True)]
+    # Every event in the loop costs one LOP3 (the AND) more. (The init is scheduled apart
+    # from the mask's loads, and the first event, at cursor 0, folds the mask away.)
+    assert extra[2:] == [1] * (len(extra) - 2), extra
+    assert all(sum("LOP3" in x for x in r) == 1 for r in ring[2:])
 
 
 def test_the_timer_is_read_into_a_vector_register(probe):

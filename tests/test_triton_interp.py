@@ -221,3 +221,39 @@ def test_a_staged_kernel_without_profiler_flush_is_reported_not_decoded_as_data(
     no_flush[(1,)](prof.get_buffer(), WARPS=WARPS)
     with pytest.raises(sm_profiler.FormatError, match=r"without profiler_flush\(ctx\)"):
         prof.decode()
+
+
+def test_ring_mode_keeps_each_lanes_newest_records():
+    from ring_check import check_ring_capture
+
+    iters, grid = 60, 3
+    seq = K.ring_sequence(iters)
+    prof = sm_profiler.SmProfiler(grid, 1, 16, device="cpu", ring=True)
+    for i, name in enumerate(NAMES):
+        prof.register_event(i, name)
+    K.ring_kernel[(grid,)](prof.get_buffer(), iters, PROFILE=True)
+    assert len(seq) > 8 * 16
+    check_ring_capture(prof.capture(), seq, list(range(grid)))
+
+
+def test_ring_ops_on_a_direct_buffer_keep_the_first_records():
+    iters = 30
+    seq = K.ring_sequence(iters)
+    prof = _profiler(1, capacity=16)
+    K.ring_kernel[(1,)](prof.get_buffer(), iters, PROFILE=True)
+    trace = prof.decode()
+    assert int(trace.lanes["written"][0]) == 16
+    assert int(trace.lanes["attempted"][0]) == len(seq)
+    assert not trace.kernels[0].ring and not trace.kernels[0].ring_unclosed_lanes
+
+
+def test_direct_ops_on_a_ring_buffer_are_reported():
+    prof = sm_profiler.SmProfiler(1, 1, 16, device="cpu", ring=True)
+    K.ring_kernel[(1,)](prof.get_buffer(), 30, PROFILE=True, RING=False)
+    trace = prof.decode()
+    assert trace.kernels[0].ring_unclosed_lanes == [0]  # the first records, as a direct lane
+    assert int(trace.lanes["written"][0]) == 16
+    assert int(trace.lanes["attempted"][0]) == len(K.ring_sequence(30))
+    warnings = sm_profiler.stats.compute_stats(trace).warnings
+    assert any("not closed by profiler_flush" in w for w in warnings)
+    assert any("Raise max_events_per_group" in w for w in warnings)

@@ -194,14 +194,14 @@ def test_ranks_merge_by_barrier_stamps_into_gpu_sm_processes(tmp_path):
     assert info["method"] == "barrier" and info["ranks"][1]["shift_ns"] == -3000
     doc = json.loads((tmp_path / "m.json").read_text())
     names = set(_procs(doc).values())
-    assert {"GPU 0 · SM 0 (emulated)", "GPU 1 · SM 0 (emulated)", "GPU 1 · kernels"} <= names
+    assert {"GPU 0 · SM 0 (emulated)", "GPU 1 · SM 0 (emulated)", "GPU 1 · launches"} <= names
     # rank 1's kernel spans moved 3 µs earlier than their own times
     spans = {e["pid"]: e for e in doc["traceEvents"] if e.get("ph") == "X"
-             and "kernels" in _procs(doc).get(e["pid"], "")}  # fmt: skip
+             and "launches" in _procs(doc).get(e["pid"], "")}  # fmt: skip
     tb = sm_profiler.decode([b[0]])
     base = doc["otherData"]["base_ns"]
     k1 = min((e for e in doc["traceEvents"] if e.get("ph") == "X"
-              and _procs(doc).get(e["pid"]) == "GPU 1 · kernels"), key=lambda e: e["ts"])  # fmt: skip
+              and _procs(doc).get(e["pid"]) == "GPU 1 · launches"), key=lambda e: e["ts"])  # fmt: skip
     assert k1["ts"] == pytest.approx((tb.start_ns - 3000 - base) / 1e3, abs=1e-3)
     assert len(spans) == 2
 
@@ -314,7 +314,7 @@ def test_the_multi_gpu_example_runs_one_rank_in_the_interpreter(tmp_path, monkey
     doc = json.loads(open(merged).read())
     assert doc["otherData"]["sm_profiler_alignment"]["method"] == "none"
     names = set(_procs(doc).values())
-    assert "GPU 0 · kernels" in names and any(n.startswith("GPU 0 · SM ") for n in names)
+    assert "GPU 0 · launches" in names and any(n.startswith("GPU 0 · SM ") for n in names)
     caps = sm_profiler.load(tmp_path / "rank0.smp")
     assert [c.kernel_name for c in caps] == ["scale_kernel", "shift_kernel"] * 3
     assert all(c.metadata["rank"] == 0 for c in caps)

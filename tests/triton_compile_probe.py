@@ -64,10 +64,15 @@ def main():
     ptx_off = compile_(K.add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": False}).asm["ptx"]
     ptx_plain = compile_(K.plain_add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": False}).asm["ptx"]
     res["add_ptx_on"], res["add_ptx_off"], res["add_ptx_plain"] = ptx_on, ptx_off, ptx_plain
-    sig = {"prof": "*i64", "N_EVENTS": "constexpr", "STAGE": "constexpr", "PER_WARP": "constexpr"}
+    sig = {"prof": "*i64", "N_EVENTS": "constexpr", "STAGE": "constexpr", "PER_WARP": "constexpr",
+           "RING": "constexpr"}  # fmt: skip
     for n in (4, 12):
-        consts = {"N_EVENTS": n, "STAGE": 0, "PER_WARP": False}
+        consts = {"N_EVENTS": n, "STAGE": 0, "PER_WARP": False, "RING": False}
         res[f"straight_{n}"] = sass(compile_(K.straight_kernel, sig, consts))
+        # Ring-capable ops (RING=True): the same events with the slot wrapped by a mask.
+        k = compile_(K.straight_kernel, sig, dict(consts, RING=True))
+        res[f"ring_straight_{n}"] = sass(k)
+        res[f"ring_straight_{n}_ptx"] = k.asm["ptx"]
     for per_warp in (False, True):
         k = compile_(
             K.loop_kernel,
@@ -78,11 +83,18 @@ def main():
         res[f"loop_ptx_warp{int(per_warp)}"] = k.asm["ptx"]
     # Staged (per warp, STAGE > 0): events into shared memory, one flush at the end.
     for n in (4, 12):
-        k = compile_(K.straight_kernel, sig, {"N_EVENTS": n, "STAGE": 32, "PER_WARP": True})
+        k = compile_(K.straight_kernel, sig, {"N_EVENTS": n, "STAGE": 32, "PER_WARP": True,
+                                              "RING": False})  # fmt: skip
         res[f"staged_straight_{n}"] = sass(k)
         res[f"staged_straight_{n}_ptx"] = k.asm["ptx"]
     consts = {"PROFILE": True, "PER_WARP": True, "NUM_WARPS": 4, "STAGE": 64}
     res["staged_loop"] = sass(compile_(K.loop_kernel, LOOP_SIG, consts))
+    # A persistent loop with ring-capable ops and without.
+    ring_sig = {"prof": "*i64", "iters": "i32", "PROFILE": "constexpr", "RING": "constexpr",
+                "PER_WARP": "constexpr", "NUM_WARPS": "constexpr"}  # fmt: skip
+    for ring in (False, True):
+        consts = {"PROFILE": True, "RING": ring, "PER_WARP": False, "NUM_WARPS": 4}
+        res[f"ring_loop_{int(ring)}"] = sass(compile_(K.ring_kernel, ring_sig, consts))
     json.dump(res, sys.stdout)
 
 

@@ -73,10 +73,10 @@ def loop_kernel(out, iters, prof, GROUP, PROFILE: tl.constexpr, PER_WARP: tl.con
 
 @triton.jit
 def straight_kernel(prof, N_EVENTS: tl.constexpr, STAGE: tl.constexpr = 0,
-                    PER_WARP: tl.constexpr = False):  # fmt: skip
+                    PER_WARP: tl.constexpr = False, RING: tl.constexpr = False):  # fmt: skip
     """N_EVENTS instants in straight-line code: the SASS cost per event is a difference of two.
     (STAGE needs PER_WARP; the launch's warps are the default 4.)"""
-    ctx = profiler_init(prof, tl.program_id(0), 0, PER_WARP=PER_WARP, STAGE=STAGE)
+    ctx = profiler_init(prof, tl.program_id(0), 0, PER_WARP=PER_WARP, STAGE=STAGE, RING=RING)
     for _ in tl.static_range(N_EVENTS):
         ctx = profiler_event_instant(ctx, TICK)
     profiler_flush(ctx)
@@ -134,3 +134,33 @@ def matmul_kernel(a, b, c, M, N, K, prof, BM: tl.constexpr, BN: tl.constexpr, BK
         ctx = profiler_event_end(ctx, ITER)
     profiler_flush(ctx)
     tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
+def ring_sequence(iters: int) -> list[tuple[int, int]]:
+    """(kind, event id) of every record one lane of ring_kernel attempts, in order."""
+    from sm_profiler import format as fmt
+
+    seq = [(fmt.KIND_INSTANT, TAIL.value)]
+    for i in range(iters):
+        seq.append((fmt.KIND_BEGIN, ITER.value))
+        if i % 7 == 0:
+            seq.append((fmt.KIND_INSTANT, TICK.value))
+        seq.append((fmt.KIND_END, ITER.value))
+    return seq
+
+
+@triton.jit
+def ring_kernel(prof, iters, PROFILE: tl.constexpr, RING: tl.constexpr = True,
+                PER_WARP: tl.constexpr = False, NUM_WARPS: tl.constexpr = 4):  # fmt: skip
+    """A persistent loop recording far more than a lane holds (ring_sequence); the flush closes
+    the ring. With a tick every 7th iteration, which records are kept tells where the ring cut."""
+    pid = tl.program_id(0)
+    ctx = profiler_init(prof, pid, 0, ENABLED=PROFILE, RING=RING, PER_WARP=PER_WARP,
+                        NUM_WARPS=NUM_WARPS)  # fmt: skip
+    ctx = profiler_event_instant(ctx, TAIL)
+    for i in range(iters):
+        ctx = profiler_event_start(ctx, ITER)
+        if i % 7 == 0:
+            ctx = profiler_event_instant(ctx, TICK)
+        ctx = profiler_event_end(ctx, ITER)
+    profiler_flush(ctx)

@@ -2,7 +2,7 @@
 
 Times are microseconds since the trace start (`trace.start_ns`): a double holds a few hours of
 nanoseconds exactly that way, while absolute %globaltimer values (~1.7e18 ns) would lose them.
-pids are 1.. in SM order plus one "kernels" process; tids are unique in the file and never equal
+pids are 1.. in SM order plus one "launches" process; tids are unique in the file and never equal
 a pid, because the Perfetto importer merges a thread whose tid equals a pid into that process.
 """
 
@@ -14,39 +14,32 @@ import os
 
 import numpy as np
 
+from ..timeline import Timeline, build
 from ..trace import RANGE, UNMATCHED_BEGIN, TraceData
-from . import (
-    kernel_label,
-    kernel_spans,
-    lane_extent,
-    lane_row_of,
-    process_name,
-    resident_blocks,
-    thread_name,
-)
 from .perfetto import LEVELS, order_rows
 
 
-def write_chrome_json(trace: TraceData, path: str | os.PathLike, compress: bool = False) -> None:
+def write_chrome_json(trace: TraceData | Timeline, path: str | os.PathLike,
+                      compress: bool = False) -> None:  # fmt: skip
     data = json.dumps(to_chrome_json(trace), separators=(",", ":")).encode()
     opener = gzip.open if compress else open
     with opener(path, "wb") as f:
         f.write(data)
 
 
-def to_chrome_json(trace: TraceData) -> dict:
+def to_chrome_json(trace: TraceData | Timeline) -> dict:
+    """The timeline as Chrome JSON: one process per SM (its order and names from the timeline,
+    as process_sort_index / thread_sort_index), one thread per lane, a "launches" process."""
+    tl = trace if isinstance(trace, Timeline) else build(trace)
+    trace = tl.trace
     lanes, ev, um = trace.lanes, trace.events, trace.unmatched
     t0 = trace.start_ns
-    ev_lane = lane_row_of(trace, ev)
-    um_lane = lane_row_of(trace, um)
-    lo, hi = lane_extent(trace, ev_lane)
+    ev_lane, um_lane = tl.ev_lane, tl.um_lane
+    lo, hi = tl.lane_lo, tl.lane_hi
     nl = len(lanes["lane"])
-    init = lanes["initialized"].astype(bool)
     has_rows = np.bincount(ev_lane, minlength=nl) + np.bincount(um_lane, minlength=nl) > 0
-    used = init | has_rows
-    lane_sm = lanes["sm"].astype(np.int64)
-    sms = np.unique(lane_sm[used])
-    pid_of_lane = np.searchsorted(sms, lane_sm) + 1
+    sms = tl.sms
+    pid_of_lane = tl.lane_sm_index + 1
     kernels_pid = len(sms) + 1
     tid0 = kernels_pid + 1
 
@@ -54,8 +47,8 @@ def to_chrome_json(trace: TraceData) -> dict:
         return (np.asarray(t_ns, np.int64) - t0) / 1e3
 
     out: list[dict] = []
-    for i, sm in enumerate(sms.tolist()):
-        out.append(_meta("process_name", i + 1, 0, {"name": process_name(trace, sm)}))
+    for i in range(len(sms)):
+        out.append(_meta("process_name", i + 1, 0, {"name": tl.sm_name(i)}))
         out.append(_meta("process_sort_index", i + 1, 0, {"sort_index": i}))
 
     # Lanes: one thread per (lane, overlap level); partial overlaps go to an extra thread.
@@ -79,10 +72,9 @@ def to_chrome_json(trace: TraceData) -> dict:
         else:
             tid, extra = extra, extra + 1
         tid_of[k] = tid
-        cap, blk, grp = (int(lanes[c][g]) for c in ("capture", "block", "group"))
         pid = int(pid_of_lane[g])
-        out.append(_meta("thread_name", pid, tid, {"name": thread_name(trace, cap, blk, grp, lv)}))
-        out.append(_meta("thread_sort_index", pid, tid, {"sort_index": tid}))
+        out.append(_meta("thread_name", pid, tid, {"name": tl.lane_name(g, lv)}))
+        out.append(_meta("thread_sort_index", pid, tid, {"sort_index": tl.lane_rank(g) * LEVELS + lv}))
     tid_arr = np.array([tid_of[k] for k in thread_key.tolist()], np.int64)
 
     names = {e: trace.event_name(e) for e in np.unique(ev["event"]).tolist()}
@@ -117,7 +109,7 @@ def to_chrome_json(trace: TraceData) -> dict:
             }
         )
     dropped = lanes["dropped"].astype(np.int64)
-    for g in np.flatnonzero(dropped > 0).tolist():
+    for g in np.flatnonzero((dropped > 0) & tl.lane_shown).tolist():
         key = g * LEVELS
         if key not in tid_of:
             continue
@@ -132,31 +124,32 @@ def to_chrome_json(trace: TraceData) -> dict:
             }
         )
 
-    occ = resident_blocks(trace, lo, hi)
-    pids = np.searchsorted(sms, occ["sm"]) + 1
-    for p, s, v in zip(pids.tolist(), us(occ["time_ns"]).tolist(), occ["value"].tolist(),
-                       strict=True):  # fmt: skip
+    occ = tl.occupancy
+    for p, s, v in zip((occ["sm_index"] + 1).tolist(), us(occ["time_ns"]).tolist(),
+                       occ["value"].tolist(), strict=True):  # fmt: skip
         out.append({"name": "resident blocks", "ph": "C", "pid": p, "ts": s, "args": {"blocks": v}})
 
-    k_lo, k_hi = kernel_spans(trace, lo, hi)
-    out.append(_meta("process_name", kernels_pid, 0, {"name": "kernels"}))
+    if tl.summary is not None:
+        sm = tl.summary
+        for i, e, ts, v in zip(sm["sm_index"].tolist(), sm["event"].tolist(),
+                               us(sm["time_ns"]).tolist(), sm["value"].tolist(), strict=True):  # fmt: skip
+            out.append({"name": f"{trace.event_name(e)} (active ranges)", "ph": "C",
+                        "pid": i + 1, "ts": ts, "args": {"ranges": v}})  # fmt: skip
+
+    out.append(_meta("process_name", kernels_pid, 0, {"name": "launches"}))
     out.append(_meta("process_sort_index", kernels_pid, 0, {"sort_index": -1}))
     ktid = extra
-    for c in range(len(trace.kernels)):
-        if k_lo[c] == 0 and k_hi[c] == 0:
-            continue
-        label = kernel_label(trace, c)
+    cut_at = dict(tl.cuts)
+    L = tl.launches
+    for c, k_lo, k_hi in zip(L["capture"].tolist(), L["start_ns"].tolist(), L["end_ns"].tolist(),
+                             strict=True):  # fmt: skip
+        label = tl.launch_name(c)
         out.append(_meta("thread_name", kernels_pid, ktid + c, {"name": label}))
-        out.append(
-            {
-                "name": label,
-                "ph": "X",
-                "pid": kernels_pid,
-                "tid": ktid + c,
-                "ts": float(us(k_lo[c])),
-                "dur": (int(k_hi[c]) - int(k_lo[c])) / 1e3,
-            }
-        )
+        out.append({"name": label, "ph": "X", "pid": kernels_pid, "tid": ktid + c,
+                    "ts": float(us(k_lo)), "dur": (k_hi - k_lo) / 1e3})  # fmt: skip
+        if k_lo in cut_at:
+            out.append({"name": f"host gap cut: {cut_at[k_lo] / 1e6:.3f} ms", "ph": "i",
+                        "s": "t", "pid": kernels_pid, "tid": ktid + c, "ts": float(us(k_lo))})  # fmt: skip
     return {
         "traceEvents": out,
         "displayTimeUnit": "ns",
@@ -165,6 +158,7 @@ def to_chrome_json(trace: TraceData) -> dict:
             "emulated": trace.emulated,
             "dropped_records": trace.dropped_total,
             "kernels": [k.name for k in trace.kernels],
+            "notes": tl.notes,
         },
     }
 

@@ -3,8 +3,12 @@
 The file is one trusted packet sequence (id 1)::
 
     packet        SEQ_INCREMENTAL_STATE_CLEARED + interned event names (iid 1..)
-    descriptors   a process track per SM (pids ordered by SM id), its "resident blocks" counter
-                  track, one track per capture showing the kernel's span
+    descriptors   the timeline's tracks (sm_profiler.timeline): a root track, under it one track
+                  per launch (its span) and one per SM, each SM holding its "resident blocks"
+                  counter and its lanes' tracks; children in explicit order (child_ordering
+                  EXPLICIT + sibling_order_rank, which the Perfetto UI honours). No process or
+                  thread descriptors: the UI would append their pid/tid to every name and order
+                  processes by name ('SM 112' before 'SM 8')
     blocks        one per track with events, in nondecreasing reference time:
                     ClockSnapshot: sequence clock 64 (incremental) = BOOTTIME = reference time
                     TrackDescriptor of the track + TracePacketDefaults {clock 64, track uuid}
@@ -33,16 +37,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from ..timeline import OCCUPANCY_RANK, SUMMARY_RANK0, Timeline, build
 from ..trace import INSTANT, RANGE, UNMATCHED_BEGIN, TraceData
-from . import (
-    kernel_label,
-    kernel_spans,
-    lane_extent,
-    lane_row_of,
-    process_name,
-    resident_blocks,
-    thread_name,
-)
 
 # Rows per encoding chunk: bounds the temporaries (~100 bytes a row) whatever the trace size.
 CHUNK_ROWS = 1 << 17
@@ -53,6 +49,13 @@ BOOTTIME = 6  # BuiltinClock.BOOTTIME: the default trace clock
 LEVELS = 1 << 12
 # Passes that move partially overlapping ranges up a level before the one-level-per-id rule.
 _MOVE_PASSES = 4
+
+# TrackDescriptor.ChildTracksOrdering.EXPLICIT: children sorted by their sibling_order_rank (the
+# Perfetto UI sorts the children of a parent without it by name, 'SM 112' before 'SM 8').
+EXPLICIT = 3
+# TrackDescriptor.SiblingMergeBehavior.NONE: never merge two tracks because they share a name.
+MERGE_NONE = 2
+ROOT_UUID = 1
 
 # TrackEvent.Type
 SLICE_BEGIN, SLICE_END, TYPE_INSTANT, TYPE_COUNTER = 1, 2, 3, 4
@@ -65,15 +68,16 @@ TAG_TRACK_EVENT = 0x5A  # TracePacket.track_event = 11, bytes
 TAG_TYPE = 0x48  # TrackEvent.type = 9, varint
 TAG_NAME_IID = 0x50  # TrackEvent.name_iid = 10, varint
 TAG_COUNTER_VALUE = (0xF0, 0x01)  # TrackEvent.counter_value = 30, varint (two-byte tag)
+TAG_DOUBLE_COUNTER_VALUE = (0xE1, 0x02)  # TrackEvent.double_counter_value = 44, fixed64
 
 
-def to_perfetto_bytes(trace: TraceData) -> bytes:
+def to_perfetto_bytes(trace: TraceData | Timeline) -> bytes:
     return b"".join(iter_perfetto_chunks(trace))
 
 
-def iter_perfetto_chunks(trace: TraceData) -> Iterator[bytes]:
-    """The trace as consecutive byte strings; write them in order to get the file."""
-    yield from _Writer(trace).chunks()
+def iter_perfetto_chunks(trace: TraceData | Timeline) -> Iterator[bytes]:
+    """The trace (or its timeline) as consecutive byte strings; write them in order."""
+    yield from _Writer(trace if isinstance(trace, Timeline) else build(trace)).chunks()
 
 
 # -- Python-level protobuf writing, for the few packets that are not per event ----------------
@@ -165,7 +169,10 @@ def _encode(
     l_iid[has_name] = 1 + _vlen(iid[has_name])
     te_len = 2 + l_iid
     is_ctr = etype == TYPE_COUNTER
-    if counter is not None:
+    double = counter is not None and counter.dtype.kind == "f"
+    if double:  # double_counter_value: a fixed 8 bytes
+        te_len[is_ctr] += 2 + 8
+    elif counter is not None:
         cv = counter.astype(np.int64).view(np.uint64)
         l_cv = _vlen(cv[is_ctr])
         te_len[is_ctr] += 2 + l_cv
@@ -205,7 +212,13 @@ def _encode(
     out[r] = TAG_NAME_IID
     named = iid[has_name]
     _put_varint(out, r + 1, named, _vlen(named))
-    if counter is not None and is_ctr.any():
+    if double and is_ctr.any():
+        r = q[is_ctr] + 6
+        out[r] = TAG_DOUBLE_COUNTER_VALUE[0]
+        out[r + 1] = TAG_DOUBLE_COUNTER_VALUE[1]
+        val = np.ascontiguousarray(counter[is_ctr], "<f8").view(np.uint8).reshape(-1, 8)
+        out[(r + 2)[:, None] + np.arange(8)] = val
+    elif counter is not None and is_ctr.any():
         r = q[is_ctr] + 6
         out[r] = TAG_COUNTER_VALUE[0]
         out[r + 1] = TAG_COUNTER_VALUE[1]
@@ -341,24 +354,25 @@ def _offenders(pk: dict[str, np.ndarray], is_range: np.ndarray) -> np.ndarray:
 
 
 class _Writer:
-    def __init__(self, trace: TraceData):
-        self.trace = trace
-        ev, lanes = trace.events, trace.lanes
-        self.nl = len(lanes["lane"])
-        self.ev_lane = lane_row_of(trace, ev)
-        self.lo, self.hi = lane_extent(trace, self.ev_lane)
+    def __init__(self, tl: Timeline):
+        self.tl = tl
+        trace = self.trace = tl.trace
+        self.nl = len(trace.lanes["lane"])
+        self.ev_lane = tl.ev_lane
+        self.lo, self.hi = tl.lane_lo, tl.lane_hi
         self._names()
         self._extras()
         self._lane_index()
-        used = lanes["initialized"].astype(bool) | (self.rows_per_lane > 0)
-        lane_sm = lanes["sm"].astype(np.int64)
-        self.sms = np.unique(lane_sm[used])
-        self.pid_of_lane = np.searchsorted(self.sms, lane_sm) + 1
-        self.next_uuid = 1
-        # tids: above every pid (the importer merges a thread whose tid is a pid into that
-        # process), lane threads in lanes-table order (capture, block, group), overlaps after.
-        self.tid0 = len(self.sms) + 1
-        self.next_tid = self.tid0 + self.nl
+        self.sms = tl.sms
+        # uuids: the root, one per launch, per SM and per SM counter, then one per lane (its
+        # row in the lanes table), then overlap tracks as they come.
+        n_launch, n_sm = len(tl.launches["capture"]), len(self.sms)
+        self.launch_uuid0 = ROOT_UUID + 1
+        self.sm_uuid0 = self.launch_uuid0 + n_launch
+        self.counter_uuid0 = self.sm_uuid0 + n_sm
+        self.lane_uuid0 = self.counter_uuid0 + n_sm
+        self.next_uuid = self.lane_uuid0 + self.nl
+        self.declared: set[int] = set()  # lanes whose track descriptor was written
 
     # names: iid 1.. for event names, unmatched/dropped labels and kernel names
     def _names(self):
@@ -389,12 +403,17 @@ class _Writer:
         t = self.trace
         um = t.unmatched
         dropped = t.lanes["dropped"].astype(np.int64)
-        dl = np.flatnonzero(dropped > 0)
+        dl = np.flatnonzero((dropped > 0) & self.tl.lane_shown)
+        ring = [t.kernels[int(c)].ring for c in t.lanes["capture"][dl].tolist()]
         d_iid = np.array(
-            [self.iid(f"{n} records dropped (lane full)") for n in dropped[dl].tolist()], np.uint64
+            [self.iid(f"{n} older records overwritten (ring)" if r else
+                      f"{n} records dropped (lane full)")
+             for n, r in zip(dropped[dl].tolist(), ring, strict=True)], np.uint64
         )
-        lane = np.concatenate([lane_row_of(t, um), dl])
-        time = np.concatenate([um["time_ns"].astype(np.int64), self.hi[dl]])
+        lane = np.concatenate([self.tl.um_lane, dl])
+        # Drops happen at a lane's end; a ring's overwritten records were before its first.
+        at = np.where(np.array(ring, bool), self.lo[dl], self.hi[dl]) if len(dl) else self.hi[dl]
+        time = np.concatenate([um["time_ns"].astype(np.int64), at])
         iids = np.concatenate([self.um_iid[um["kind"].astype(np.int64), um["event"]], d_iid])
         order = np.argsort(lane, kind="stable")
         self.x_lane, self.x_time, self.x_iid = lane[order], time[order], iids[order]
@@ -422,47 +441,51 @@ class _Writer:
         yield _packet(_fv(13, 1), _fb(12, interned))  # sequence_flags = INCREMENTAL_STATE_CLEARED
         self._sent_names = len(self.names)
 
-        # Processes, counters, kernels.
-        head = []
-        proc_uuid = {}
-        for i, sm in enumerate(self.sms.tolist()):
-            proc_uuid[sm] = u = self._uuid()
-            pd = _fv(1, i + 1) + _fb(6, process_name(t, sm))
-            head.append(_packet(_fb(60, _fv(1, u) + _fb(3, pd))))
-        occ = resident_blocks(t, self.lo, self.hi)
-        k_lo, k_hi = kernel_spans(t, self.lo, self.hi)
+        # The root, launches, SMs and their counters, in the timeline's order.
+        tl = self.tl
+        n_launch = len(tl.launches["capture"])
+        about = _fb(14, "\n".join(tl.notes)) if tl.notes else b""  # shown by the track's help
+        head = [_packet(_fb(60, _fv(1, ROOT_UUID) + _fb(2, tl.root_name) + about
+                            + _fv(11, EXPLICIT)))]  # fmt: skip
+        for i in range(len(self.sms)):
+            desc = (_fv(1, self.sm_uuid0 + i) + _fv(5, ROOT_UUID) + _fb(2, tl.sm_name(i))
+                    + _fv(11, EXPLICIT) + _fv(12, n_launch + i) + _fv(15, MERGE_NONE))  # fmt: skip
+            head.append(_packet(_fb(60, desc)))
+        occ = tl.occupancy
         used = self.rows_per_lane > 0
         live = self.lo[used | t.lanes["initialized"].astype(bool)]
         ref0 = int(live.min()) if len(live) else 0
         blocks = []  # (header, times, types, iids, counter values)
-        sms_occ, first = np.unique(occ["sm"], return_index=True)
-        ends = np.append(first[1:], len(occ["sm"]))[: len(first)]
-        for sm, a, b in zip(sms_occ.tolist(), first.tolist(), ends.tolist(), strict=True):
-            u = self._uuid()
-            desc = _fv(1, u) + _fv(5, proc_uuid[sm]) + _fb(2, "resident blocks") + _fb(8, b"")
+        sms_occ, first = np.unique(occ["sm_index"], return_index=True)
+        ends = np.append(first[1:], len(occ["sm_index"]))[: len(first)]
+        for i, a, b in zip(sms_occ.tolist(), first.tolist(), ends.tolist(), strict=True):
+            u = self.counter_uuid0 + i
+            desc = (_fv(1, u) + _fv(5, self.sm_uuid0 + i) + _fb(2, "resident blocks")
+                    + _fb(8, b"") + _fv(12, OCCUPANCY_RANK))  # fmt: skip
             times, vals = occ["time_ns"][a:b], occ["value"][a:b]
             if times[0] > ref0:  # start each counter at 0
                 times, vals = np.append(ref0, times), np.append(0, vals)
             blocks.append((desc, u, times, np.full(len(times), TYPE_COUNTER), None, vals))
-        for c in range(len(t.kernels)):
-            if k_hi[c] == 0 and k_lo[c] == 0:
-                continue
-            u = self._uuid()
-            label = kernel_label(t, c)
-            blocks.append(
-                (
-                    _fv(1, u) + _fb(2, label),
-                    u,
-                    np.array([k_lo[c], k_hi[c]]),
-                    np.array([SLICE_BEGIN, SLICE_END]),
-                    np.array([self.iid(label), 0], np.uint64),
-                    None,
-                )
-            )
+        cut_at = dict(tl.cuts)
+        L = tl.launches
+        for i, (c, lo, hi) in enumerate(zip(L["capture"].tolist(), L["start_ns"].tolist(),
+                                            L["end_ns"].tolist(), strict=True)):  # fmt: skip
+            u = self.launch_uuid0 + i
+            label = tl.launch_name(c)
+            times, types, iids = [lo, hi], [SLICE_BEGIN, SLICE_END], [self.iid(label), 0]
+            if lo in cut_at:  # the host gap before this launch was cut: say so, and by how much
+                times, types = [lo, *times], [TYPE_INSTANT, *types]
+                iids = [self.iid(f"host gap cut: {cut_at[lo] / 1e6:.3f} ms"), *iids]
+            desc = (_fv(1, u) + _fv(5, ROOT_UUID) + _fb(2, label) + _fv(12, i)
+                    + _fv(15, MERGE_NONE))  # fmt: skip
+            blocks.append((desc, u, np.array(times), np.array(types),
+                           np.array(iids, np.uint64), None))  # fmt: skip
         # Kernel names were interned after packet 0: send them (same generation, same table).
         yield self._interned_update()
         yield b"".join(head)
         yield self._encode_blocks(blocks, ref0)
+        if tl.summary is not None:
+            yield self._encode_blocks(self._summary_blocks(ref0), ref0, double=True)
 
         # Lanes: in order of reference time, in chunks of about CHUNK_ROWS rows.
         lanes_sorted = np.flatnonzero(used)
@@ -474,6 +497,27 @@ class _Writer:
             if len(part):
                 yield self._lane_chunk(part)
 
+    def _summary_blocks(self, ref0: int) -> list:
+        """One counter track per (SM, event) of the summary, under its SM after its occupancy."""
+        sm = self.tl.summary
+        top = int(sm["event"].max()) + 1 if len(sm["event"]) else 1
+        key = sm["sm_index"].astype(np.int64) * top + sm["event"]
+        uniq, first = np.unique(key, return_index=True)
+        ends = np.append(first[1:], len(key))
+        blocks = []
+        for k, a, b in zip(uniq.tolist(), first.tolist(), ends.tolist(), strict=True):
+            i, e = divmod(k, top)
+            u = self.next_uuid
+            self.next_uuid += 1
+            desc = (_fv(1, u) + _fv(5, self.sm_uuid0 + i)
+                    + _fb(2, f"{self.trace.event_name(e)} (active ranges)")
+                    + _fb(8, b"") + _fv(12, SUMMARY_RANK0 + e) + _fv(15, MERGE_NONE))  # fmt: skip
+            times, vals = sm["time_ns"][a:b], sm["value"][a:b]
+            if times[0] > ref0:
+                times, vals = np.append(ref0, times), np.append(0.0, vals)
+            blocks.append((desc, u, times, np.full(len(times), TYPE_COUNTER), None, vals))
+        return blocks
+
     def _interned_update(self) -> bytes:
         extra = [(n, i) for n, i in self.names.items() if i > self._sent_names]
         self._sent_names = len(self.names)
@@ -484,7 +528,7 @@ class _Writer:
 
     _sent_names = 0
 
-    def _encode_blocks(self, blocks, ref0: int) -> bytes:
+    def _encode_blocks(self, blocks, ref0: int, double: bool = False) -> bytes:
         if not blocks:
             return b""
         headers, times, types, iids, ctr, bidx = [], [], [], [], [], []
@@ -493,7 +537,8 @@ class _Writer:
             times.append(np.asarray(tm, np.int64))
             types.append(np.asarray(ty, np.uint8))
             iids.append(np.zeros(len(tm), np.uint64) if ii is None else ii)
-            ctr.append(np.zeros(len(tm), np.int64) if cv is None else np.asarray(cv, np.int64))
+            ctype = np.float64 if double else np.int64
+            ctr.append(np.zeros(len(tm), ctype) if cv is None else np.asarray(cv, ctype))
             bidx.append(np.full(len(tm), i))
         tm = np.concatenate(times)
         block = np.concatenate(bidx)
@@ -551,19 +596,39 @@ class _Writer:
         headers = [self._lane_header(int(lanes[k // LEVELS]), k % LEVELS,
                                      int(ref[k // LEVELS])) for k in bkeys.tolist()]  # fmt: skip
         names = self._interned_update()
-        return names + _encode(dt, etype, iid[row], bidx, headers)
+        parents = self._undeclared_parents(lanes, bkeys)
+        return names + parents + _encode(dt, etype, iid[row], bidx, headers)
 
     def _lane_header(self, g: int, level: int, ref_ns: int) -> bytes:
-        lanes = self.trace.lanes
-        cap, blk, grp = int(lanes["capture"][g]), int(lanes["block"][g]), int(lanes["group"][g])
-        name = thread_name(self.trace, cap, blk, grp, level)
-        u, tid = self._uuid(), self.tid0 + g
-        if level:
-            tid = self.next_tid
-            self.next_tid += 1
-        pid = int(self.pid_of_lane[g])
-        td = _fv(1, pid) + _fv(2, tid) + _fb(5, name)
-        return _block_header(ref_ns, u, _fv(1, u) + _fb(4, td))
+        return _block_header(ref_ns, *self._lane_descriptor(g, level))
+
+    def _lane_descriptor(self, g: int, level: int) -> tuple[int, bytes]:
+        """(uuid, TrackDescriptor) of lane row `g` at `level`: the lane's own track under its SM,
+        ranked in the timeline's order; an overlap level under the lane's track."""
+        tl = self.tl
+        name = tl.lane_name(g, level)
+        if level == 0:
+            u = self.lane_uuid0 + g
+            self.declared.add(g)
+            parent = self.sm_uuid0 + int(tl.lane_sm_index[g])
+            rank = tl.lane_rank(g)
+            extra = _fv(11, EXPLICIT)  # its overlap tracks, by level
+        else:
+            u = self.next_uuid
+            self.next_uuid += 1
+            parent, rank, extra = self.lane_uuid0 + g, level, b""
+        desc = (_fv(1, u) + _fv(5, parent) + _fb(2, name) + extra + _fv(12, rank)
+                + _fv(15, MERGE_NONE))  # fmt: skip
+        return u, desc
+
+    def _undeclared_parents(self, lanes: np.ndarray, bkeys: np.ndarray) -> bytes:
+        """Descriptors of lanes that have overlap tracks but no row at level 0 (their parent)."""
+        out = b""
+        for k in bkeys.tolist():
+            g = int(lanes[k // LEVELS])
+            if k % LEVELS and g not in self.declared:
+                out += _packet(_fb(60, self._lane_descriptor(g, 0)[1]))
+        return out
 
 
 def _ranges(first: np.ndarray, count: np.ndarray) -> np.ndarray:

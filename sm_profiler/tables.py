@@ -1,0 +1,144 @@
+"""A trace as tables for your own questions: pandas, Arrow, and SQL through DuckDB.
+
+    events     one row per range or instant: capture, lane, sm, block, group, event (id), name,
+               kind ('range' / 'instant'), start_ns, end_ns, duration_ns, self_ns (a range's
+               time less the ranges nested directly inside; 0 for instants)
+    lanes      one row per lane: capture, lane, sm, block, group, group_name, anchor_ns,
+               written, attempted, dropped, initialized
+    launches   one row per capture: capture, name (as the trace names it: 'gemm (launch 2)'),
+               kernel, num_blocks, num_groups, capacity, emulated, start_ns, end_ns
+    unmatched  begins without an end and ends without a begin: capture, lane, sm, block, group,
+               event, name, kind ('begin' / 'end'), time_ns
+
+Times are absolute %globaltimer ns. pandas, pyarrow and duckdb are optional and imported here
+only (`pip install 'sm_profiler[query]'`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ConfigError, MissingDependencyError
+from .nesting import self_time
+from .timeline import lane_extent, lane_row_of, launch_spans
+from .trace import UNMATCHED_BEGIN, TraceData
+
+TABLES = ("events", "lanes", "launches", "unmatched")
+
+
+def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
+    """The numpy columns of one table; a string column is (codes, categories)."""
+    if table == "events":
+        ev = trace.events
+        return {
+            **{k: ev[k] for k in ("capture", "lane", "sm", "block", "group", "event")},
+            "name": _names(trace, ev["event"]),
+            "kind": (ev["kind"].astype(np.int8), ["range", "instant"]),
+            "start_ns": ev["start_ns"],
+            "end_ns": ev["end_ns"],
+            "duration_ns": ev["end_ns"] - ev["start_ns"],
+            "self_ns": self_time(trace),
+        }
+    if table == "lanes":
+        ln = trace.lanes
+        keys = [(int(c), int(g)) for c, g in zip(ln["capture"], ln["group"], strict=True)]
+        labels = [trace.group_name(c, g) or f"group {g}" for c, g in sorted(set(keys))]
+        lookup = {k: i for i, k in enumerate(sorted(set(keys)))}
+        codes = np.array([lookup[k] for k in keys], np.int32)
+        cats, inv = np.unique(np.array(labels, object), return_inverse=True)
+        out = {k: ln[k] for k in ("capture", "lane", "sm", "block", "group")}
+        out["group_name"] = (inv.reshape(-1)[codes].astype(np.int32) if len(codes) else codes,
+                             list(cats))  # fmt: skip
+        out.update({k: ln[k] for k in ("anchor_ns", "written", "attempted", "dropped",
+                                       "initialized")})  # fmt: skip
+        return out
+    if table == "launches":
+        lo, hi = lane_extent(trace, lane_row_of(trace, trace.events))
+        used = trace.lanes["initialized"].astype(bool) | (hi > 0)
+        k_lo, k_hi = launch_spans(trace, lo, hi, used)
+        ks = trace.kernels
+        n = len(ks)
+        return {
+            "capture": np.arange(n, dtype=np.int32),
+            "name": (np.arange(n, dtype=np.int32), [trace.capture_name(c) for c in range(n)]),
+            "kernel": (np.arange(n, dtype=np.int32), [k.name for k in ks]),
+            "num_blocks": np.array([k.num_blocks for k in ks], np.int64),
+            "num_groups": np.array([k.num_groups for k in ks], np.int64),
+            "capacity": np.array([k.capacity for k in ks], np.int64),
+            "emulated": np.array([k.emulated for k in ks], bool),
+            "start_ns": k_lo,
+            "end_ns": k_hi,
+        }
+    if table == "unmatched":
+        um = trace.unmatched
+        return {
+            **{k: um[k] for k in ("capture", "lane", "sm", "block", "group", "event")},
+            "name": _names(trace, um["event"]),
+            "kind": ((um["kind"] != UNMATCHED_BEGIN).astype(np.int8), ["begin", "end"]),
+            "time_ns": um["time_ns"],
+        }
+    raise ConfigError(f"no table {table!r}; tables: {', '.join(TABLES)}")
+
+
+def _names(trace: TraceData, ids: np.ndarray):
+    uniq, inv = np.unique(ids, return_inverse=True)
+    return inv.reshape(-1).astype(np.int32), [trace.event_name(e) for e in uniq.tolist()]
+
+
+def to_pandas(trace: TraceData, table: str = "events"):
+    """One table as a pandas DataFrame (string columns are categoricals)."""
+    try:
+        import pandas as pd
+    except ImportError as e:
+        raise MissingDependencyError("pandas", "TraceData.to_pandas()", extra="query") from e
+    cols = {}
+    for k, v in columns(trace, table).items():
+        if isinstance(v, tuple):
+            cols[k] = pd.Categorical.from_codes(v[0], categories=v[1])
+        else:
+            cols[k] = v
+    return pd.DataFrame(cols)
+
+
+def to_arrow(trace: TraceData, table: str = "events"):
+    """One table as a pyarrow Table (string columns are dictionary-encoded)."""
+    try:
+        import pyarrow as pa
+    except ImportError as e:
+        raise MissingDependencyError("pyarrow", "TraceData.to_arrow()", extra="query") from e
+    arrays, names = [], []
+    for k, v in columns(trace, table).items():
+        if isinstance(v, tuple):
+            arrays.append(pa.DictionaryArray.from_arrays(pa.array(v[0], pa.int32()),
+                                                         pa.array(v[1], pa.string())))  # fmt: skip
+        else:
+            arrays.append(pa.array(v))
+        names.append(k)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def query(trace: TraceData, sql: str):
+    """Run `sql` over the events, lanes, launches and unmatched tables with DuckDB; returns
+    (column names, list of row tuples)."""
+    try:
+        import duckdb
+    except ImportError as e:
+        raise MissingDependencyError("duckdb", "query", extra="query") from e
+    con = duckdb.connect()
+    try:
+        for name in TABLES:
+            con.register(name, to_arrow(trace, name))
+        try:
+            rel = con.sql(sql)
+            if rel is None:  # a statement with no result
+                return [], []
+            return list(rel.columns), rel.fetchall()
+        except duckdb.Error as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ConfigError(f"query failed: {first}; tables: {', '.join(TABLES)} "
+                              "(columns: docs/query.md)") from None  # fmt: skip
+    finally:
+        con.close()
+
+
+__all__ = ["TABLES", "columns", "to_pandas", "to_arrow", "query"]

@@ -1,0 +1,455 @@
+"""The timeline model: what a trace viewer shows, decided once from a TraceData.
+
+The Perfetto writer, the Chrome writer and the PNG plot each render one `Timeline`; none of them
+decides track order, names, block residency or launch spans on its own. The model is::
+
+    root        one group holding everything, children in explicit order:
+      launches  one track per capture (kernel launch): a slice over the launch's span, named
+                after it (so the UI's search finds it), and, when host gaps are cut, a marker
+                where each cut was made
+      SM tracks one per SM, in SM-id order ('SM 0', 'SM 1', ..., 'unknown SM' first); each holds
+        resident blocks   a counter: blocks of any launch resident on the SM
+        lane tracks       one per (capture, block, group) lane that ran on the SM, in
+                          capture, block, group order; ranges that partially overlap others of
+                          their lane go to '(overlap)' tracks under their lane
+
+Times stay absolute %globaltimer ns unless host gaps are cut (`cut_gaps=True`): then each launch
+is moved back so that it starts `gap_kept_ns` after the previous one ends; the trace's tables are
+shifted per capture and `cuts` says where and how much.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ConfigError
+from .summary import SUMMARY_BINS, active_ranges, drop_repeats
+from .trace import RANGE, TraceData
+
+# What is left of a cut host gap: enough to see the launches apart at any zoom that shows both.
+GAP_KEPT_FRACTION = 0.02  # of the longest launch
+GAP_KEPT_MIN_NS = 1_000
+# Only gaps this much longer than what is kept are cut (a back-to-back launch stays as it is).
+CUT_FACTOR = 4
+# Above this many trace rows (ranges + instants) exports are summarised unless told otherwise:
+# the Perfetto UI (v52, headless Chromium, benchmarks/ui_load.py) opened a synthetic trace of
+# this many rows in about SUMMARY_UI_SECONDS seconds (BENCHMARKS.md, "Perfetto UI").
+SUMMARY_ROWS = 1_000_000
+# Ranks (int32) under an SM: its occupancy, its summary counters by event id, then its lanes (0..).
+OCCUPANCY_RANK = -(1 << 30)
+SUMMARY_RANK0 = -(1 << 29)
+SUMMARY_UI_SECONDS = 14
+
+
+@dataclass
+class Timeline:
+    trace: TraceData  # the trace shown (its times shifted when host gaps were cut)
+    ev_lane: np.ndarray  # lanes-table row of each event row
+    um_lane: np.ndarray  # lanes-table row of each unmatched row
+    lane_lo: np.ndarray  # earliest time of each lane (anchor, events, unmatched)
+    lane_hi: np.ndarray  # latest time of each lane
+    lane_used: np.ndarray  # bool: the lane ran (initialised) or recorded something
+    sms: np.ndarray  # SM ids shown, ascending (SM -1 = unknown first)
+    lane_sm_index: np.ndarray  # index into `sms` of each lane (meaningful where lane_used)
+    blocks: dict[str, np.ndarray]  # residency per (capture, block, sm); see block_intervals
+    occupancy: dict[str, np.ndarray]  # sm_index, time_ns, value: 'resident blocks' steps
+    launches: dict[str, np.ndarray]  # capture, start_ns, end_ns of captures with a span
+    cuts: list[tuple[int, int]] = field(default_factory=list)  # (time_ns after cut, cut ns)
+    notes: list[str] = field(default_factory=list)  # what the viewer should be told
+    # Lanes that get their own tracks: lane_used less the summarised SMs' lanes.
+    lane_shown: np.ndarray | None = None
+    # Summary counters (None: no summary): sm_index, event, time_ns, value (mean active ranges).
+    summary: dict[str, np.ndarray] | None = None
+
+    # -- names ------------------------------------------------------------------------------
+
+    @property
+    def root_name(self) -> str:
+        names = list(dict.fromkeys(k.name for k in self.trace.kernels))
+        return "GPU: " + ", ".join(names) if names else "GPU"
+
+    def sm_name(self, i: int) -> str:
+        sm = int(self.sms[i])
+        name = f"SM {sm}" if sm >= 0 else "unknown SM"
+        # Under the CPU interpreter SM ids are program id modulo a constant and times are host
+        # clock: say so where the reader looks first.
+        return f"{name} (emulated)" if self.trace.emulated else name
+
+    def lane_name(self, row: int, level: int = 0) -> str:
+        """'block 3 · producer'; with several captures the launch comes first, since an SM's
+        track holds the lanes of every launch: 'gemm · block 3', 'gemm (launch 2) · block 3'."""
+        lanes, t = self.trace.lanes, self.trace
+        cap, blk, grp = (int(lanes[c][row]) for c in ("capture", "block", "group"))
+        label = t.lane_label(cap, blk, grp)
+        if len(t.kernels) > 1:
+            label = f"{t.capture_name(cap)} · {label}"
+        if level == 1:
+            label += " (overlap)"
+        elif level > 1:
+            label += f" (overlap {level})"
+        return label
+
+    def launch_name(self, capture: int) -> str:
+        return self.trace.capture_name(capture)
+
+    # -- order ------------------------------------------------------------------------------
+
+    def lane_rank(self, row: int) -> int:
+        """Rank of a lane among its SM's tracks: lanes-table order, which is capture, block,
+        group; counters come before (OCCUPANCY_RANK, SUMMARY_RANK0 + event id)."""
+        return int(row)
+
+
+def build(
+    trace: TraceData,
+    cut_gaps: bool = False,
+    *,
+    sms=None,
+    blocks=None,
+    groups=None,
+    events=None,
+    window_ns: tuple[int, int] | None = None,
+    summary: bool | None = None,
+    detail_sms=None,
+) -> Timeline:
+    """The timeline of `trace`.
+
+    cut_gaps: lay launches end to end (see the module doc).
+    sms, blocks, groups: keep only lanes on these SMs / of these blocks / groups (iterables of
+    ints). events: keep only these events (names or ids). window_ns: (start, end) in ns from the
+    trace's start: keep ranges and instants that touch it.
+    summary: True: ranges become per-SM counters of active ranges per event (sm_profiler.summary)
+    except on `detail_sms`; None (default): only when more than SUMMARY_ROWS rows remain after
+    the filters; False: never. detail_sms: SMs kept in full (default: the SM that finishes last).
+    """
+    trace, lane_keep = _filtered(trace, sms, blocks, groups, events, window_ns)
+    cuts: list[tuple[int, int]] = []
+    if cut_gaps and len(trace.kernels) > 1:
+        trace, cuts = _cut_host_gaps(trace)
+    ev_lane = lane_row_of(trace, trace.events)
+    um_lane = lane_row_of(trace, trace.unmatched)
+    lo, hi = lane_extent(trace, ev_lane, um_lane)
+    lanes = trace.lanes
+    nl = len(lanes["lane"])
+    has_rows = (np.bincount(ev_lane, minlength=nl) + np.bincount(um_lane, minlength=nl)) > 0
+    used = (lanes["initialized"].astype(bool) | has_rows) & lane_keep
+    lane_sm = lanes["sm"].astype(np.int64)
+    sms_shown = np.unique(lane_sm[used])
+    blocks_ = block_intervals(trace, lo, hi, used)
+    occ = resident_blocks(blocks_)
+    occ["sm_index"] = np.searchsorted(sms_shown, occ.pop("sm"))
+    k_lo, k_hi = launch_spans(trace, lo, hi, used)
+    caps = np.flatnonzero(~((k_lo == 0) & (k_hi == 0)))
+    launches = {"capture": caps, "start_ns": k_lo[caps], "end_ns": k_hi[caps]}
+    notes = []
+    if cuts:
+        total = sum(c for _, c in cuts)
+        notes.append(f"host gaps cut: {len(cuts)} gaps, {total / 1e6:.3f} ms in all; times "
+                     "after a cut are moved back by what was cut")  # fmt: skip
+    lane_sm_index = np.searchsorted(sms_shown, lane_sm)
+    tl = Timeline(trace, ev_lane, um_lane, lo, hi, used, sms_shown, lane_sm_index, blocks_, occ,
+                  launches, cuts, notes, lane_shown=used.copy())  # fmt: skip
+    rows = len(trace.events["kind"])
+    if summary or (summary is None and rows > SUMMARY_ROWS):
+        _summarise(tl, k_lo, k_hi, detail_sms, auto=summary is None)
+    return tl
+
+
+def _filtered(trace: TraceData, sms, blocks, groups, events, window_ns):
+    """(trace with the events and unmatched records the filters keep, lanes kept: bool)."""
+    lanes = trace.lanes
+    keep = np.ones(len(lanes["lane"]), bool)
+    for col, want in (("sm", sms), ("block", blocks), ("group", groups)):
+        if want is not None:
+            keep &= np.isin(lanes[col], _ints(want, col))
+    if all(f is None for f in (sms, blocks, groups, events, window_ns)):
+        return trace, keep
+    ev, um = trace.events, trace.unmatched
+    ev_keep = keep[lane_row_of(trace, ev)]
+    um_keep = keep[lane_row_of(trace, um)]
+    if events is not None:
+        ids = _event_ids(trace, events)
+        ev_keep &= np.isin(ev["event"], ids)
+        um_keep &= np.isin(um["event"], ids)
+    if window_ns is not None:
+        a, b = (int(x) + trace.start_ns for x in window_ns)
+        if b < a:
+            raise ConfigError(f"window_ns={tuple(window_ns)}: the end is before the start")
+        ev_keep &= (ev["end_ns"] >= a) & (ev["start_ns"] <= b)
+        um_keep &= (um["time_ns"] >= a) & (um["time_ns"] <= b)
+    picked = TraceData({k: v[ev_keep] for k, v in ev.items()}, lanes,
+                       {k: v[um_keep] for k, v in um.items()}, trace.kernels,
+                       trace.event_names)  # fmt: skip
+    return picked, keep
+
+
+def _ints(values, what: str) -> np.ndarray:
+    vals = [values] if isinstance(values, (int, np.integer)) else list(values)
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise ConfigError(f"{what} filter: {v!r} is not an int; pass ints, e.g. {what}s=[0, 3]")
+    return np.asarray(vals, np.int64)
+
+
+def _event_ids(trace: TraceData, events) -> np.ndarray:
+    vals = [events] if isinstance(events, (str, int, np.integer)) else list(events)
+    by_name = {n: i for i, n in trace.event_names.items()}
+    ids = []
+    for v in vals:
+        if isinstance(v, str):
+            if v not in by_name:
+                raise ConfigError(f"events filter: no event named {v!r}; events: "
+                                  f"{', '.join(sorted(by_name)) or 'none named'}")  # fmt: skip
+            ids.append(by_name[v])
+        elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            ids.append(int(v))
+        else:
+            raise ConfigError(f"events filter: {v!r} is neither an event name nor an id")
+    return np.asarray(ids, np.int64)
+
+
+def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
+    """Replace the ranges of every SM but `detail_sms` by active-range counters (in place)."""
+    t = tl.trace
+    ev = t.events
+    if detail_sms is None:
+        # The SM that finishes last: the tail is what a reader of a big trace looks at first.
+        b = tl.blocks
+        detail_sms = [int(b["sm"][np.argmax(b["end_ns"])])] if len(b["sm"]) else []
+    detail = _ints(detail_sms, "detail_sm")
+    lane_detail = np.isin(t.lanes["sm"], detail)
+    ev_detail = lane_detail[tl.ev_lane]
+    is_range = ev["kind"] == RANGE
+    summ = ~ev_detail & is_range
+    cap = ev["capture"][summ].astype(np.int64)
+    smi = tl.lane_sm_index[tl.ev_lane[summ]].astype(np.int64)
+    eid = ev["event"][summ].astype(np.int64)
+    n_sm, top = len(tl.sms), int(eid.max()) + 1 if len(eid) else 1
+    key = (cap * n_sm + smi) * top + eid
+    uniq, inv = np.unique(key, return_inverse=True)
+    u_cap = uniq // (n_sm * top)
+    counters = active_ranges(ev["start_ns"][summ], ev["end_ns"][summ], inv.reshape(-1),
+                             k_lo[u_cap], k_hi[u_cap])  # fmt: skip
+    counters = drop_repeats(counters)
+    g = counters.pop("group")
+    counters["sm_index"] = (uniq[g] // top) % n_sm
+    counters["event"] = uniq[g] % top
+    tl.summary = counters
+    n_ranges, n_sms = int(summ.sum()), len(np.unique(smi))
+    # Detail SMs keep everything; elsewhere instants and unmatched records go too.
+    keep_ev = ev_detail
+    keep_um = lane_detail[tl.um_lane]
+    tl.trace = TraceData({k: v[keep_ev] for k, v in ev.items()}, t.lanes,
+                         {k: v[keep_um] for k, v in t.unmatched.items()}, t.kernels,
+                         t.event_names)  # fmt: skip
+    tl.ev_lane, tl.um_lane = tl.ev_lane[keep_ev], tl.um_lane[keep_um]
+    tl.lane_shown &= lane_detail
+    why = (f"more than {SUMMARY_ROWS:,} trace rows (what the Perfetto UI opens in about "
+           f"{SUMMARY_UI_SECONDS} s)" if auto else "summary asked for")  # fmt: skip
+    shown = ", ".join(f"SM {s}" for s in detail.tolist()) or "none"
+    tl.notes.append(
+        f"summarised ({why}): {n_ranges:,} ranges on {n_sms} SMs are shown as counters of "
+        f"active ranges per event ({SUMMARY_BINS} bins per launch); full detail for {shown}. "
+        "For the rest: choose SMs with detail_sms= (--detail-sms), filter with sms=, blocks=, "
+        "groups=, events=, window_ns= (--sms, --blocks, --groups, --events, --window-us), or "
+        "export everything with summary=False (--no-summary)"
+    )
+
+
+# -- lanes -----------------------------------------------------------------------------------------
+
+
+def capture_base(trace: TraceData) -> np.ndarray:
+    """Row in the lanes table of each capture's lane 0 (captures are stored one after another)."""
+    lanes = trace.lanes
+    cap = lanes["capture"]
+    n_caps = max(len(trace.kernels), int(cap.max()) + 1 if len(cap) else 0)
+    base = np.zeros(n_caps, np.int64)
+    if len(cap):
+        first = np.ones(len(cap), bool)
+        first[1:] = cap[1:] != cap[:-1]
+        rows = np.flatnonzero(first)
+        base[cap[rows]] = rows - lanes["lane"][rows]
+    return base
+
+
+def lane_row_of(trace: TraceData, table: dict[str, np.ndarray]) -> np.ndarray:
+    """Row in `trace.lanes` of each row of `table` (events or unmatched).
+
+    int32 while the lanes table allows: this column is as long as the events table.
+    """
+    base = capture_base(trace)
+    if len(trace.lanes["lane"]) < 2**31:
+        return base.astype(np.int32)[table["capture"]] + table["lane"].astype(np.int32)
+    return base[table["capture"]] + table["lane"].astype(np.int64)
+
+
+def lane_extent(trace: TraceData, ev_lane: np.ndarray, um_lane: np.ndarray | None = None):
+    """(earliest, latest) time of each lane: anchor, events and unmatched records.
+
+    Lanes with nothing at all get (anchor, anchor); uninitialised empty lanes (0, 0).
+    """
+    lanes = trace.lanes
+    big = np.iinfo(np.int64).max
+    anchor = lanes["anchor_ns"].astype(np.int64)
+    init = lanes["initialized"].astype(bool)
+    lo = np.where(init, anchor, big)
+    hi = np.where(init, anchor, np.iinfo(np.int64).min)
+    ev = trace.events
+    if len(ev_lane):
+        seg = _segments(ev_lane)
+        if seg is not None:
+            lane_ids = ev_lane[seg]
+            lo[lane_ids] = np.minimum(lo[lane_ids], np.minimum.reduceat(ev["start_ns"], seg))
+            hi[lane_ids] = np.maximum(hi[lane_ids], np.maximum.reduceat(ev["end_ns"], seg))
+        else:
+            np.minimum.at(lo, ev_lane, ev["start_ns"])
+            np.maximum.at(hi, ev_lane, ev["end_ns"])
+    um = trace.unmatched
+    if len(um["time_ns"]):
+        rows = lane_row_of(trace, um) if um_lane is None else um_lane
+        np.minimum.at(lo, rows, um["time_ns"])
+        np.maximum.at(hi, rows, um["time_ns"])
+    empty = lo == big
+    lo[empty] = 0
+    hi[empty] = 0
+    return lo, hi
+
+
+def _segments(keys: np.ndarray):
+    """Start index of each run of equal keys if `keys` is sorted, else None."""
+    if len(keys) > 1 and bool((keys[1:] < keys[:-1]).any()):
+        return None
+    first = np.ones(len(keys), bool)
+    first[1:] = keys[1:] != keys[:-1]
+    return np.flatnonzero(first)
+
+
+# -- blocks, occupancy, launches ---------------------------------------------------------------------
+
+
+def block_intervals(trace: TraceData, lane_lo=None, lane_hi=None, used=None) -> dict:
+    """Residency of each block on each SM: one row per distinct (capture, block, sm) among the
+    lanes that ran, from its lanes' earliest time (the anchor) to their latest record. Returns
+    capture, block, sm, start_ns, end_ns; sorted by (sm, start_ns)."""
+    lanes = trace.lanes
+    if lane_lo is None:
+        lane_lo, lane_hi = lane_extent(trace, lane_row_of(trace, trace.events))
+    if used is None:
+        used = lanes["initialized"].astype(bool)
+    cap = lanes["capture"][used].astype(np.int64)
+    blk = lanes["block"][used].astype(np.int64)
+    sm = lanes["sm"][used].astype(np.int64)
+    start, end = lane_lo[used], lane_hi[used]
+    if len(cap) == 0:
+        z = np.zeros(0, np.int64)
+        return {"capture": z, "block": z, "sm": z, "start_ns": z, "end_ns": z}
+    # One interval per (capture, block, sm): groups of a block share its residency.
+    order = np.lexsort((blk, cap, sm))
+    cap, blk, sm, start, end = cap[order], blk[order], sm[order], start[order], end[order]
+    first = np.ones(len(cap), bool)
+    first[1:] = (cap[1:] != cap[:-1]) | (blk[1:] != blk[:-1]) | (sm[1:] != sm[:-1])
+    g = np.flatnonzero(first)
+    out = {
+        "capture": cap[g],
+        "block": blk[g],
+        "sm": sm[g],
+        "start_ns": np.minimum.reduceat(start, g),
+        "end_ns": np.maximum.reduceat(end, g),
+    }
+    order = np.lexsort((out["start_ns"], out["sm"]))
+    return {k: v[order] for k, v in out.items()}
+
+
+def resident_blocks(blocks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each SM's "resident blocks" counter after each change, from `block_intervals`.
+
+    Returns sm, time_ns, value; sorted by (sm, time_ns); one row per distinct time.
+    """
+    n = len(blocks["sm"])
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return {"sm": z, "time_ns": z, "value": z}
+    # +1 when a block arrives, -1 when it leaves; net change per (sm, time), then a running sum.
+    s = np.concatenate([blocks["sm"], blocks["sm"]])
+    t = np.concatenate([blocks["start_ns"], blocks["end_ns"]])
+    d = np.concatenate([np.ones(n, np.int64), -np.ones(n, np.int64)])
+    order = np.lexsort((t, s))
+    s, t, d = s[order], t[order], d[order]
+    last = np.ones(len(s), bool)
+    last[:-1] = (s[1:] != s[:-1]) | (t[1:] != t[:-1])
+    cs = np.cumsum(d)
+    sm_first = np.ones(len(s), bool)
+    sm_first[1:] = s[1:] != s[:-1]
+    starts = np.flatnonzero(sm_first)
+    before = (cs - d)[starts]
+    value = cs - np.repeat(before, np.diff(np.append(starts, len(s))))
+    return {"sm": s[last], "time_ns": t[last], "value": value[last]}
+
+
+def launch_spans(trace: TraceData, lane_lo, lane_hi, used):
+    """(start_ns, end_ns) of each capture over its lanes; (0, 0) for a capture with nothing."""
+    n = len(trace.kernels)
+    lo = np.full(n, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, np.int64)
+    cap = trace.lanes["capture"][used].astype(np.int64)
+    np.minimum.at(lo, cap, lane_lo[used])
+    np.maximum.at(hi, cap, lane_hi[used])
+    empty = lo > hi
+    lo[empty] = 0
+    hi[empty] = 0
+    return lo, hi
+
+
+# -- launches end to end ------------------------------------------------------------------------------
+
+
+def _cut_host_gaps(trace: TraceData) -> tuple[TraceData, list[tuple[int, int]]]:
+    """`trace` with each capture moved back so that launches follow each other closely.
+
+    Launches are taken in start order; a launch that overlaps or nearly touches what came before
+    stays where it is relative to it. Returns the shifted trace and (time after the cut, ns cut).
+    """
+    ev_lane = lane_row_of(trace, trace.events)
+    lo, hi = lane_extent(trace, ev_lane)
+    used = trace.lanes["initialized"].astype(bool) | (hi > 0)
+    k_lo, k_hi = launch_spans(trace, lo, hi, used)
+    has = ~((k_lo == 0) & (k_hi == 0))
+    spans = (k_hi - k_lo)[has]
+    keep = max(GAP_KEPT_MIN_NS, int(GAP_KEPT_FRACTION * int(spans.max()))) if len(spans) else 0
+    shift = np.zeros(len(trace.kernels), np.int64)
+    cuts: list[tuple[int, int]] = []
+    end_so_far, moved = None, 0
+    for c in sorted(np.flatnonzero(has).tolist(), key=lambda c: (int(k_lo[c]), c)):
+        if end_so_far is not None:
+            gap = int(k_lo[c]) - moved - end_so_far
+            if gap > CUT_FACTOR * keep:
+                moved += gap - keep
+                cuts.append((int(k_lo[c]) - moved, gap - keep))
+        shift[c] = moved
+        end = int(k_hi[c]) - moved
+        end_so_far = end if end_so_far is None else max(end_so_far, end)
+    if not cuts:
+        return trace, []
+
+    def moved_table(table: dict[str, np.ndarray], cols: tuple[str, ...]) -> dict:
+        out = dict(table)
+        d = shift[table["capture"]]
+        for col in cols:
+            out[col] = table[col] - d
+        return out
+
+    lanes = moved_table(trace.lanes, ("anchor_ns",))
+    # An uninitialised lane keeps anchor 0 (it has no time to move).
+    lanes["anchor_ns"] = np.where(trace.lanes["initialized"], lanes["anchor_ns"],
+                                  trace.lanes["anchor_ns"])  # fmt: skip
+    shifted = TraceData(
+        moved_table(trace.events, ("start_ns", "end_ns")),
+        lanes,
+        moved_table(trace.unmatched, ("time_ns",)),
+        trace.kernels,
+        trace.event_names,
+    )
+    return shifted, cuts
