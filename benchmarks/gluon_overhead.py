@@ -146,7 +146,8 @@ def _safe(fn, *args):
 def lane_spans(launch, prof, plain, lane_words, iters) -> dict:
     """Where the added time goes: per variant, medians over blocks (µs) of the default
     partition's warp 0 and the worker's span (first iteration start to last iteration end) and
-    iteration time, and of the worker's start after the default's (from the records)."""
+    iteration time, and of the worker's start after the default's (from the records). ptxas
+    may move arithmetic across a record, so a span is firmer than an iteration's time."""
     out = {}
     for mode in ("floor", "ours", "ours_pred", "ours_all", "ours_warp"):
         if mode == "floor":
