@@ -18,6 +18,10 @@ iteration. Variants:
 Kernel time from CUPTI (torch.profiler), medians over interleaved launches.
 
     python benchmarks/gluon_overhead.py [--launches 30] [--rounds 3] [--grid 1056] [--json out.json]
+                                        [--loops 64x16,64x32,64x64] [--timing cupti|events]
+
+Under another profiler (e.g. ncu's warp stall reasons for run 9's open question), leave CUPTI
+and Proton out: `--loops 64x64 --launches 1 --rounds 1 --timing events`.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import numpy as np
 import torch
 import triton
 import triton.profiler.language as pl
-from timing import add_timing_args, cupti_medians  # benchmarks/timing.py
+from timing import add_timing_args, cupti_medians, event_medians  # benchmarks/timing.py
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
@@ -181,9 +185,13 @@ def lane_spans(launch, prof, plain, lane_words, iters) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_timing_args(ap)
+    ap.add_argument("--loops", default="64x16,64x32,64x64", help="ITERSxINNER,... to run")
+    ap.add_argument("--timing", choices=("cupti", "events"), default="cupti",
+                    help="CUPTI kernel times (default), or CUDA-event times without Proton")
     args = ap.parse_args()
     grid, rows = args.grid, []
-    for iters, inner in ((64, 16), (64, 32), (64, 64)):
+    for loop in args.loops.split(","):
+        iters, inner = (int(x) for x in loop.split("x"))
         out = torch.empty(grid * 2 * 1024, device="cuda")
         events = 2 * iters
         prof = SmProfiler(grid, 8, events)
@@ -197,7 +205,10 @@ def main():
 
         ours = ("base", "floor", "ours", "ours_pred", "ours_all", "ours_warp")
         fns = {m: (lambda m=m: launch(m)) for m in ours}
-        t = cupti_medians(fns, args.launches, args.rounds, "ws_loop_kernel")
+        if args.timing == "cupti":
+            t = cupti_medians(fns, args.launches, args.rounds, "ws_loop_kernel")
+        else:
+            t = event_medians(fns, args.launches, args.rounds)
         # Check what ours recorded before trusting its time.
         for mode in ("ours", "ours_pred", "ours_all"):
             prof.init_buffer()
@@ -205,6 +216,8 @@ def main():
             trace = prof.decode()
             assert trace.dropped_total == 0 and len(trace) == grid * (iters + iters // 2), mode
         try:
+            if args.timing != "cupti":
+                raise RuntimeError("left out (CUDA-event timing would include its host work)")
             import triton.profiler as proton
 
             pl.enable_semantic("gluon")
