@@ -24,9 +24,9 @@ cursor in a register, no load, atomic or fence. Differences, all from what a par
       warp (a raw %tid.x would point at warp 0 of the block, which no worker partition has).
   per warp (PER_WARP=True): lane `group + warp index inside the partition`, every warp records.
       Give each partition its own range of groups, e.g. default group 0..3, producer 4.
-      Measured cheaper than per partition in a loop kernel whose 1-warp worker runs a 33 KB
-      loop body beside the default partition (1.3x vs 3.2x the bare timer store's cost on an
-      H200; 1.2x vs 1.3x with smaller bodies); why is open (BENCHMARKS.md, run 9).
+      Costs about what per partition costs (1.2x-1.35x vs 1.3x-1.4x the bare timer store's
+      added time on an H200, BENCHMARKS.md runs 8-10); in loops larger than the instruction
+      cache both swing by build, not by mode.
 
 No election between partitions is needed or done: every partition writes its own lane, and a
 lane's writer is chosen inside it. (Triton briefly de-duplicated side-effecting inline asm across
