@@ -67,6 +67,7 @@ def format_header() -> str:
         ("HDR_SHAPE", f"{fmt.HDR_SHAPE}u", "header word: num_blocks | num_groups << 32"),
         ("HDR_CAPACITY_FLAGS", f"{fmt.HDR_CAPACITY_FLAGS}u", "header word: capacity | flags << 32"),
         ("HDR_SLOTS", f"{fmt.HDR_SLOTS}u", "header word: next slot | last slot << 32 (slots)"),
+        ("FLAG_RING", f"{fmt.FLAG_RING}u", "header flag (w2 high word): a ring buffer"),
         ("HDR_SCRATCH", f"{fmt.HDR_SCRATCH}u", "header word out-of-shape lanes write"),
         ("KIND_BEGIN", f"{fmt.KIND_BEGIN}u", "record tag bits 0..1"),
         ("KIND_END", f"{fmt.KIND_END}u", ""),
@@ -127,6 +128,18 @@ def ptx_header() -> str:
                     f"%4 tag" + (", %5 dependency" if after else "")
                 )
                 lines += _define(name, ptx.record(after, mode=mode, vector=vector), doc)
+    for vector, spelling in ((False, "PACKED"), (True, "VECTOR")):
+        for cname, mode in modes.items():
+            for after in (False, True):
+                name = f"RING_RECORD_{spelling}_{cname}" + ("_AFTER" if after else "")
+                doc = (
+                    f"ring record, mode {mode!r}: %0 records, %1 cursor, %2 capacity, %3 leader, "
+                    f"%4 tag, %5 ring mask" + (", %6 dependency" if after else "")
+                )
+                lines += _define(name, ptx.record(after, mode=mode, vector=vector, ring=True), doc)
+    lines += _define(
+        "RING_CLOSE", ptx.RING_CLOSE, "%0 records, %1 cursor, %2 capacity, %3 leader, %4 ring mask"
+    )
     lines += ["#endif  // SM_PROFILER_PTX_H", ""]
     return "\n".join(lines)
 

@@ -353,3 +353,42 @@ def test_launch_slots_give_each_cuda_launch_its_own_capture():
     # the two launches ran one after the other, in stream order
     first, second = (sm_profiler.decode(c).lanes["anchor_ns"].max() for c in caps)
     assert first < second
+
+
+RING_KERNEL = r"""
+#include <sm_profiler.cuh>
+extern "C" __global__ void ring_k(float* out, unsigned long long* prof, int iters) {
+    sm_profiler_lane lane = sm_profiler_init(prof);      // a persistent block: one lane
+    sm_profiler_event_instant(lane, 3);
+    float acc = threadIdx.x;
+    for (int i = 0; i < iters; ++i) {
+        sm_profiler_event_start(lane, 1);
+        acc = acc * 1.0001f + 1.f;
+        if (i % 7 == 0) sm_profiler_event_instant(lane, 2);
+        sm_profiler_event_end(lane, 1);
+    }
+    sm_profiler_flush(lane);
+    out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+"""
+
+
+def test_ring_build_keeps_exactly_the_newest_records():
+    # Issue 13's ring mode in the CUDA header (-DSM_PROFILER_RING), ~10x capacity per lane.
+    cupy = pytest.importorskip("cupy")
+    from ring_check import check_ring_capture
+
+    iters, cap, sms = 300, 64, _sm_count()
+    seq = [(fmt.KIND_INSTANT, 3)]
+    for i in range(iters):
+        seq.append((fmt.KIND_BEGIN, 1))
+        if i % 7 == 0:
+            seq.append((fmt.KIND_INSTANT, 2))
+        seq.append((fmt.KIND_END, 1))
+    kernel = cupy.RawKernel(RING_KERNEL, "ring_k", options=(
+        f"-I{sm_profiler.cuda_include_dir()}", "--std=c++17", "-DSM_PROFILER_RING"))  # fmt: skip
+    prof = sm_profiler.SmProfiler(sms, 1, cap, ring=True)
+    out = cupy.zeros(sms * 128, dtype=cupy.float32)
+    kernel((sms,), (128,), (out, cupy.from_dlpack(prof.get_buffer()), np.int32(iters)))
+    cupy.cuda.get_current_stream().synchronize()
+    check_ring_capture(prof.capture(), seq, list(range(sms)))

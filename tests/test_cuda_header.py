@@ -431,3 +431,20 @@ def test_nvcc_builds_the_cpp_example_and_the_gpu_test_driver(tmp_path):
     cu.write_text(_load_script("examples", "cuda_load_inline").CUDA_SRC)
     cmd = [NVCC, "-std=c++17", "-arch=sm_90", "-c", *inc, str(cu), "-o", str(tmp_path / "t.o")]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("mode", list(INITS))
+def test_nvrtc_ring_build_wraps_each_event_and_closes_the_lane(mode):
+    # SM_PROFILER_RING: one AND per event (the slot), one close; without it, neither.
+    src = _kernel(mode).replace("    out[blockIdx.x", "    sm_profiler_flush(lane);\n    out[blockIdx.x")
+    ring = cuda_tools.nvrtc_ptx(src, defines=("SM_PROFILER_RING",))
+    blocks = _asm_blocks(ring)
+    records = [b for b in blocks if RECORD_STORE.search(b)]
+    assert len(records) == N_EVENTS
+    assert all(len(re.findall(r"and\.b32\s+s,", b)) == 1 for b in records)
+    mark = f"{fmt.RING_MARK:#x}"
+    assert sum(mark in b for b in blocks) == 1
+    assert ring.count("%globaltimer") == N_EVENTS + 2  # the anchor, the events, the close's
+    direct = cuda_tools.nvrtc_ptx(src)
+    assert not re.search(r"and\.b32\s+s,", direct) and mark not in direct

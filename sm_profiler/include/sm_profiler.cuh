@@ -31,8 +31,11 @@
 // buffer's shape (block >= num_blocks, group >= num_groups) record nothing: they get capacity 0
 // and their drop stores land in the buffer header's scratch word.
 //
-// Compile-time switch: with SM_PROFILER_DISABLE defined every call compiles to nothing (the
-// kernel's SASS is the plain kernel's); the lane type and the buffer parameter stay.
+// Compile-time switches: with SM_PROFILER_DISABLE defined every call compiles to nothing (the
+// kernel's SASS is the plain kernel's); the lane type and the buffer parameter stay. With
+// SM_PROFILER_RING defined the lanes honour a ring buffer (SmProfiler(ring=True)): record n goes
+// to slot n & (capacity - 1), one AND more per event, and sm_profiler_flush(lane) after the last
+// event writes the count; on a buffer without the ring flag they record as without the switch.
 // NVRTC-safe: no standard headers.
 
 #ifndef SM_PROFILER_CUH
@@ -54,8 +57,10 @@
 
 #if SM_PROFILER_VECTOR_STORE
 #define SM_PROFILER_PTX_RECORD_(MODE) SM_PROFILER_PTX_RECORD_VECTOR_##MODE
+#define SM_PROFILER_PTX_RING_RECORD_(MODE) SM_PROFILER_PTX_RING_RECORD_VECTOR_##MODE
 #else
 #define SM_PROFILER_PTX_RECORD_(MODE) SM_PROFILER_PTX_RECORD_PACKED_##MODE
+#define SM_PROFILER_PTX_RING_RECORD_(MODE) SM_PROFILER_PTX_RING_RECORD_PACKED_##MODE
 #endif
 
 // The `block` argument's default: the linear block index.
@@ -75,6 +80,7 @@ struct sm_profiler_lane_t {
     unsigned int cursor;         // records attempted so far
     unsigned int capacity;       // records the lane holds; 0 outside the buffer's shape
     unsigned int leader;         // per block: 1 in warp 0; leader mode: 1 in the leader
+    unsigned int mask;           // SM_PROFILER_RING: capacity - 1 in a ring buffer, else ~0u
     static const int mode = MODE;
 };
 
@@ -130,7 +136,7 @@ static __device__ __forceinline__ unsigned long long sm_profiler_get_timestamp()
 
 template <int MODE>
 static __device__ __forceinline__ sm_profiler_lane_t<MODE> sm_profiler_disabled_lane_() {
-    sm_profiler_lane_t<MODE> lane = {0ull, 0u, 0u, 0u};
+    sm_profiler_lane_t<MODE> lane = {0ull, 0u, 0u, 0u, 0u};
     return lane;
 }
 static __device__ __forceinline__ sm_profiler_lane sm_profiler_init(
@@ -157,6 +163,8 @@ static __device__ __forceinline__ void sm_profiler_event_instant(
 template <int MODE>
 static __device__ __forceinline__ void sm_profiler_event_end_after(
     sm_profiler_lane_t<MODE>&, unsigned int, unsigned int, bool = true) {}
+template <int MODE>
+static __device__ __forceinline__ void sm_profiler_flush(sm_profiler_lane_t<MODE>&) {}
 
 #else  // recording
 
@@ -201,6 +209,12 @@ static __device__ __forceinline__ sm_profiler_lane_t<MODE> sm_profiler_open_lane
     // The leader flag ignores `valid` (capacity 0 already keeps such a lane in the scratch
     // word): a flag that depends on the thread index alone lets ptxas keep one predicate.
     out.leader = leader;
+    out.mask = 0xFFFFFFFFu;
+#ifdef SM_PROFILER_RING
+    // The header's ring flag, read once here: the events then wrap at capacity (a power of two).
+    unsigned int flags = (unsigned int)(words[SM_PROFILER_HDR_CAPACITY_FLAGS] >> 32);
+    if ((flags & SM_PROFILER_FLAG_RING) != 0u && out.capacity != 0u) out.mask = capacity - 1u;
+#endif
     unsigned int stamp = (valid && stamper) ? 1u : 0u;
     asm volatile(SM_PROFILER_PTX_INIT ::"l"(out.records), "r"(stamp));
     return out;
@@ -252,18 +266,33 @@ static __device__ __forceinline__ unsigned int sm_profiler_tag_(unsigned int eve
     return ((event_no & SM_PROFILER_MAX_EVENT_ID) << SM_PROFILER_EVENT_SHIFT) | kind;
 }
 
+#ifdef SM_PROFILER_RING
+// Ring-capable events: the same record, its slot cursor & mask (mask ~0u: the direct rule).
+#define SM_PROFILER_ASM_RECORD_(MODE)                                                          \
+    asm volatile(SM_PROFILER_PTX_RING_RECORD_(MODE)::"l"(lane.records), "r"(lane.cursor),     \
+                 "r"(lane.capacity), "r"(lane.leader), "r"(tag), "r"(lane.mask))
+#define SM_PROFILER_ASM_RECORD_AFTER_(MODE)                                                    \
+    asm volatile(SM_PROFILER_PTX_RING_RECORD_(MODE)::"l"(lane.records), "r"(lane.cursor),     \
+                 "r"(lane.capacity), "r"(lane.leader), "r"(tag), "r"(lane.mask),              \
+                 "r"(dependency))
+#else
+#define SM_PROFILER_ASM_RECORD_(MODE)                                                          \
+    asm volatile(SM_PROFILER_PTX_RECORD_(MODE)::"l"(lane.records), "r"(lane.cursor),          \
+                 "r"(lane.capacity), "r"(lane.leader), "r"(tag))
+#define SM_PROFILER_ASM_RECORD_AFTER_(MODE)                                                    \
+    asm volatile(SM_PROFILER_PTX_RECORD_(MODE)::"l"(lane.records), "r"(lane.cursor),          \
+                 "r"(lane.capacity), "r"(lane.leader), "r"(tag), "r"(dependency))
+#endif
+
 template <int MODE>
 static __device__ __forceinline__ void sm_profiler_record_(sm_profiler_lane_t<MODE>& lane,
                                                            unsigned int tag) {
     if (MODE == SM_PROFILER_MODE_PER_BLOCK) {
-        asm volatile(SM_PROFILER_PTX_RECORD_(PER_BLOCK)::"l"(lane.records), "r"(lane.cursor),
-                     "r"(lane.capacity), "r"(lane.leader), "r"(tag));
+        SM_PROFILER_ASM_RECORD_(PER_BLOCK);
     } else if (MODE == SM_PROFILER_MODE_PER_WARP) {
-        asm volatile(SM_PROFILER_PTX_RECORD_(PER_WARP)::"l"(lane.records), "r"(lane.cursor),
-                     "r"(lane.capacity), "r"(lane.leader), "r"(tag));
+        SM_PROFILER_ASM_RECORD_(PER_WARP);
     } else {
-        asm volatile(SM_PROFILER_PTX_RECORD_(LEADER)::"l"(lane.records), "r"(lane.cursor),
-                     "r"(lane.capacity), "r"(lane.leader), "r"(tag));
+        SM_PROFILER_ASM_RECORD_(LEADER);
     }
     lane.cursor += 1u;
 }
@@ -275,18 +304,26 @@ static __device__ __forceinline__ void sm_profiler_record_after_(sm_profiler_lan
                                                                  unsigned int tag,
                                                                  unsigned int dependency) {
     if (MODE == SM_PROFILER_MODE_PER_BLOCK) {
-        asm volatile(SM_PROFILER_PTX_RECORD_(PER_BLOCK_AFTER)::"l"(lane.records),
-                     "r"(lane.cursor), "r"(lane.capacity), "r"(lane.leader), "r"(tag),
-                     "r"(dependency));
+        SM_PROFILER_ASM_RECORD_AFTER_(PER_BLOCK_AFTER);
     } else if (MODE == SM_PROFILER_MODE_PER_WARP) {
-        asm volatile(SM_PROFILER_PTX_RECORD_(PER_WARP_AFTER)::"l"(lane.records),
-                     "r"(lane.cursor), "r"(lane.capacity), "r"(lane.leader), "r"(tag),
-                     "r"(dependency));
+        SM_PROFILER_ASM_RECORD_AFTER_(PER_WARP_AFTER);
     } else {
-        asm volatile(SM_PROFILER_PTX_RECORD_(LEADER_AFTER)::"l"(lane.records), "r"(lane.cursor),
-                     "r"(lane.capacity), "r"(lane.leader), "r"(tag), "r"(dependency));
+        SM_PROFILER_ASM_RECORD_AFTER_(LEADER_AFTER);
     }
     lane.cursor += 1u;
+}
+
+// Close the lane after its last event: with SM_PROFILER_RING, in a ring buffer, the writer
+// stores the number of records attempted (and re-stamps the anchor if the ring wrapped), so the
+// decoder knows where the ring starts; otherwise nothing. Every thread may call it.
+template <int MODE>
+static __device__ __forceinline__ void sm_profiler_flush(sm_profiler_lane_t<MODE>& lane) {
+#ifdef SM_PROFILER_RING
+    asm volatile(SM_PROFILER_PTX_RING_CLOSE::"l"(lane.records), "r"(lane.cursor),
+                 "r"(lane.capacity), "r"(lane.leader), "r"(lane.mask));
+#else
+    (void)lane;
+#endif
 }
 
 // Begin a range of event_no.

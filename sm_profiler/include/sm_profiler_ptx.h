@@ -237,4 +237,234 @@
     "\t@pov st.global.u32 [%0+-4], %1;\n" \
     "\t}"
 
+// ring record, mode 'warp': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask
+#define SM_PROFILER_PTX_RING_RECORD_PACKED_PER_BLOCK \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, r, a;\n" \
+    "\tsetp.ne.u32 pl, %3, 0;\n" \
+    "\t@!pl bra.uni SMP_DONE;\n" \
+    "\tmov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.lt.u32 pin|pov, s, %2;\n" \
+    "\tmov.b64 r, {lo, %4};\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.u64 [a], r;\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\tSMP_DONE:\n" \
+    "\t}"
+
+// ring record, mode 'warp': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask, %6 dependency
+#define SM_PROFILER_PTX_RING_RECORD_PACKED_PER_BLOCK_AFTER \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, r, a;\n" \
+    "\tsetp.ne.u32 pl, %3, 0;\n" \
+    "\t@!pl bra.uni SMP_DONE;\n" \
+    "\tsetp.ne.u32 pd, %6, 0;\n" \
+    "\t@pd mov.u64 t, %%globaltimer;\n" \
+    "\t@!pd mov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.lt.u32 pin|pov, s, %2;\n" \
+    "\tmov.b64 r, {lo, %4};\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.u64 [a], r;\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\tSMP_DONE:\n" \
+    "\t}"
+
+// ring record, mode 'all': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask
+#define SM_PROFILER_PTX_RING_RECORD_PACKED_PER_WARP \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, r, a;\n" \
+    "\tmov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.lt.u32 pin|pov, s, %2;\n" \
+    "\tmov.b64 r, {lo, %4};\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.u64 [a], r;\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\t}"
+
+// ring record, mode 'all': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask, %6 dependency
+#define SM_PROFILER_PTX_RING_RECORD_PACKED_PER_WARP_AFTER \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, r, a;\n" \
+    "\tsetp.ne.u32 pd, %6, 0;\n" \
+    "\t@pd mov.u64 t, %%globaltimer;\n" \
+    "\t@!pd mov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.lt.u32 pin|pov, s, %2;\n" \
+    "\tmov.b64 r, {lo, %4};\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.u64 [a], r;\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\t}"
+
+// ring record, mode 'thread': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask
+#define SM_PROFILER_PTX_RING_RECORD_PACKED_LEADER \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, r, a;\n" \
+    "\tmov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.ne.u32 pl, %3, 0;\n" \
+    "\tsetp.lt.and.u32 pin|pov, s, %2, pl;\n" \
+    "\tmov.b64 r, {lo, %4};\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.u64 [a], r;\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\t}"
+
+// ring record, mode 'thread': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask, %6 dependency
+#define SM_PROFILER_PTX_RING_RECORD_PACKED_LEADER_AFTER \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, r, a;\n" \
+    "\tsetp.ne.u32 pd, %6, 0;\n" \
+    "\t@pd mov.u64 t, %%globaltimer;\n" \
+    "\t@!pd mov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.ne.u32 pl, %3, 0;\n" \
+    "\tsetp.lt.and.u32 pin|pov, s, %2, pl;\n" \
+    "\tmov.b64 r, {lo, %4};\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.u64 [a], r;\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\t}"
+
+// ring record, mode 'warp': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask
+#define SM_PROFILER_PTX_RING_RECORD_VECTOR_PER_BLOCK \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, a;\n" \
+    "\tsetp.ne.u32 pl, %3, 0;\n" \
+    "\t@!pl bra.uni SMP_DONE;\n" \
+    "\tmov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.lt.u32 pin|pov, s, %2;\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.v2.u32 [a], {lo, %4};\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\tSMP_DONE:\n" \
+    "\t}"
+
+// ring record, mode 'warp': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask, %6 dependency
+#define SM_PROFILER_PTX_RING_RECORD_VECTOR_PER_BLOCK_AFTER \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, a;\n" \
+    "\tsetp.ne.u32 pl, %3, 0;\n" \
+    "\t@!pl bra.uni SMP_DONE;\n" \
+    "\tsetp.ne.u32 pd, %6, 0;\n" \
+    "\t@pd mov.u64 t, %%globaltimer;\n" \
+    "\t@!pd mov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.lt.u32 pin|pov, s, %2;\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.v2.u32 [a], {lo, %4};\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\tSMP_DONE:\n" \
+    "\t}"
+
+// ring record, mode 'all': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask
+#define SM_PROFILER_PTX_RING_RECORD_VECTOR_PER_WARP \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, a;\n" \
+    "\tmov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.lt.u32 pin|pov, s, %2;\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.v2.u32 [a], {lo, %4};\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\t}"
+
+// ring record, mode 'all': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask, %6 dependency
+#define SM_PROFILER_PTX_RING_RECORD_VECTOR_PER_WARP_AFTER \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, a;\n" \
+    "\tsetp.ne.u32 pd, %6, 0;\n" \
+    "\t@pd mov.u64 t, %%globaltimer;\n" \
+    "\t@!pd mov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.lt.u32 pin|pov, s, %2;\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.v2.u32 [a], {lo, %4};\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\t}"
+
+// ring record, mode 'thread': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask
+#define SM_PROFILER_PTX_RING_RECORD_VECTOR_LEADER \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, a;\n" \
+    "\tmov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.ne.u32 pl, %3, 0;\n" \
+    "\tsetp.lt.and.u32 pin|pov, s, %2, pl;\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.v2.u32 [a], {lo, %4};\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\t}"
+
+// ring record, mode 'thread': %0 records, %1 cursor, %2 capacity, %3 leader, %4 tag, %5 ring mask, %6 dependency
+#define SM_PROFILER_PTX_RING_RECORD_VECTOR_LEADER_AFTER \
+    "{\n" \
+    "\t.reg .pred pl, pin, pov, pd;\n" \
+    "\t.reg .u32 lo, s;\n" \
+    "\t.reg .u64 t, a;\n" \
+    "\tsetp.ne.u32 pd, %6, 0;\n" \
+    "\t@pd mov.u64 t, %%globaltimer;\n" \
+    "\t@!pd mov.u64 t, %%globaltimer;\n" \
+    "\tcvt.u32.u64 lo, t;\n" \
+    "\tand.b32 s, %1, %5;\n" \
+    "\tsetp.ne.u32 pl, %3, 0;\n" \
+    "\tsetp.lt.and.u32 pin|pov, s, %2, pl;\n" \
+    "\tmad.wide.u32 a, s, 8, %0;\n" \
+    "\t@pin st.global.v2.u32 [a], {lo, %4};\n" \
+    "\t@pov st.global.u32 [%0+-4], %1;\n" \
+    "\t}"
+
+// %0 records, %1 cursor, %2 capacity, %3 leader, %4 ring mask
+#define SM_PROFILER_PTX_RING_CLOSE \
+    "{\n" \
+    "\t.reg .pred p, w;\n" \
+    "\t.reg .u32 v;\n" \
+    "\t.reg .u64 t;\n" \
+    "\tsetp.ne.u32 p, %2, 0;\n" \
+    "\tsetp.ne.and.u32 p, %4, 0xFFFFFFFF, p;\n" \
+    "\tsetp.ne.and.u32 p, %3, 0, p;\n" \
+    "\tor.b32 v, %1, 0x80000000;\n" \
+    "\t@p st.global.u32 [%0+-4], v;\n" \
+    "\tsetp.gt.and.u32 w, %1, %2, p;\n" \
+    "\tmov.u64 t, %%globaltimer;\n" \
+    "\t@w st.global.u64 [%0+-16], t;\n" \
+    "\t}"
+
 #endif  // SM_PROFILER_PTX_H
