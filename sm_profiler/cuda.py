@@ -119,24 +119,20 @@ def ptx_header() -> str:
         "%0 = 1 in warp 0 of the block, else 0 (warp-uniform); %1 linear thread id",
     )
     lines += _define("GLOBALTIMER", ptx.GLOBALTIMER, "%0 = %globaltimer (u64, ns)")
-    for vector, spelling in ((False, "PACKED"), (True, "VECTOR")):
-        for cname, mode in modes.items():
-            for after in (False, True):
-                name = f"RECORD_{spelling}_{cname}" + ("_AFTER" if after else "")
-                doc = (
-                    f"record, mode {mode!r}: %0 records, %1 cursor, %2 capacity, %3 leader, "
-                    f"%4 tag" + (", %5 dependency" if after else "")
-                )
-                lines += _define(name, ptx.record(after, mode=mode, vector=vector), doc)
-    for vector, spelling in ((False, "PACKED"), (True, "VECTOR")):
-        for cname, mode in modes.items():
-            for after in (False, True):
-                name = f"RING_RECORD_{spelling}_{cname}" + ("_AFTER" if after else "")
-                doc = (
-                    f"ring record, mode {mode!r}: %0 records, %1 cursor, %2 capacity, %3 leader, "
-                    f"%4 tag, %5 ring mask" + (", %6 dependency" if after else "")
-                )
-                lines += _define(name, ptx.record(after, mode=mode, vector=vector, ring=True), doc)
+    for ring in (False, True):
+        for vector, spelling in ((False, "PACKED"), (True, "VECTOR")):
+            for cname, mode in modes.items():
+                for after in (False, True):
+                    name = ("RING_" if ring else "") + f"RECORD_{spelling}_{cname}"
+                    name += "_AFTER" if after else ""
+                    doc = (
+                        ("ring " if ring else "") + f"record, mode {mode!r}: %0 records, "
+                        f"%1 cursor, %2 capacity, %3 leader, %4 tag"
+                        + (", %5 ring mask" if ring else "")
+                        + (f", %{6 if ring else 5} dependency" if after else "")
+                    )
+                    text = ptx.record(after, mode=mode, vector=vector, ring=ring)
+                    lines += _define(name, text, doc)
     lines += _define(
         "RING_CLOSE", ptx.RING_CLOSE, "%0 records, %1 cursor, %2 capacity, %3 leader, %4 ring mask"
     )
