@@ -8,6 +8,8 @@ RawKernel, one build per variant:
   floor        one %globaltimer read + one 8-byte store per event (thread 0), cursor in a
                register, no tag, no bounds test
   ours         sm_profiler.cuh per block (warp 0 stores, the other warps branch past)
+  ours_packed  ours with the packed record spelling (-DSM_PROFILER_VECTOR_STORE=0), against the
+               vector one a CUDA 13 compiler gets by default
   ours_warp    sm_profiler.cuh per warp (every warp its own lane)
   ours_leader  sm_profiler.cuh with one leader thread (thread 0) per block
   warpscope    FlashInfer / warpscope style: thread 0 stores {%globaltimer_lo, tag} and fences
@@ -33,9 +35,10 @@ from timing import add_timing_args, cupti_medians, event_medians  # benchmarks/t
 import sm_profiler
 from sm_profiler import SmProfiler
 
-MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "ours_leader": 4, "warpscope": 5,
-         "seed": 6}  # fmt: skip
-OURS = ("ours", "ours_warp", "ours_leader")
+MODES = {"base": 0, "floor": 1, "ours": 2, "ours_packed": 2, "ours_warp": 3, "ours_leader": 4,
+         "warpscope": 5, "seed": 6}  # fmt: skip
+DEFINES = {"ours_packed": ("-DSM_PROFILER_VECTOR_STORE=0",)}  # per variant, beyond SMP_MODE
+OURS = ("ours", "ours_packed", "ours_warp", "ours_leader")
 THREADS, PER_THREAD = 128, 8
 SEED_WORDS = 5  # 40-byte events
 
@@ -119,11 +122,11 @@ extern "C" __global__ void loop_kernel(float* out, unsigned long long* prof,
 """
 
 
-def build(mode: int, iters: int, inner: int):
+def build(mode: int, iters: int, inner: int, defines: tuple[str, ...] = ()):
     import cupy
 
     opts = (f"-I{sm_profiler.cuda_include_dir()}", "--std=c++17", f"-DSMP_MODE={mode}",
-            f"-DITERS={iters}", f"-DINNER={inner}")  # fmt: skip
+            f"-DITERS={iters}", f"-DINNER={inner}", *defines)  # fmt: skip
     return cupy.RawKernel(SRC, "loop_kernel", options=opts)
 
 
@@ -148,7 +151,7 @@ def main():
         plain = cupy.zeros(grid * lane_words, dtype=cupy.uint64)
         profs = {m: SmProfiler(grid, 4, epp) for m in OURS}
         bufs = {m: cupy.from_dlpack(p.get_buffer()) for m, p in profs.items()}
-        kernels = {name: build(m, iters, inner) for name, m in MODES.items()}
+        kernels = {name: build(m, iters, inner, DEFINES.get(name, ())) for name, m in MODES.items()}
 
         def launcher(name, kernels=kernels, bufs=bufs, plain=plain, lane_words=lane_words):
             k, buf = kernels[name], bufs.get(name, plain)

@@ -407,9 +407,12 @@ def test_nvrtc_compiles_the_cupy_example_and_every_benchmark_variant():
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     bench = _load_script("benchmarks", "cuda_overhead")
     for name, mode in bench.MODES.items():
-        defs = (f"SMP_MODE={mode}", "ITERS=4", "INNER=2")
+        extra = tuple(d.removeprefix("-D") for d in bench.DEFINES.get(name, ()))
+        defs = (f"SMP_MODE={mode}", "ITERS=4", "INNER=2", *extra)
         text = cuda_tools.nvrtc_ptx(bench.SRC, defines=defs)
         assert ("%globaltimer" in text) == (name != "base"), name
+        if name == "ours_packed":  # the packed spelling, whatever the compiler's default
+            assert "st.global.u64 [a]" in text and "st.global.v2.u32 [a]" not in text
 
 
 NVCC = cuda_tools.shutil.which("nvcc")
