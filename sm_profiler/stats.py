@@ -742,11 +742,14 @@ def format_stats(stats: Stats, width: int | None = None, max_sm_rows: int = 16) 
         lines.extend(_wrap("warning: " + w, width))
     lines.extend(_section_lines(stats, width, max_sm_rows, sm_table=not stats.captures))
     if stats.launches:
-        lines.append("")
+        if lines[-1] != "":
+            lines.append("")
         lines.extend(_launch_lines(stats.launches, width))
+        lines.append("")
     if stats.launches and len(stats.captures) > MAX_CAPTURE_SECTIONS:
         for row in stats.launches:
-            lines.append("")
+            if lines[-1] != "":
+                lines.append("")
             lines.extend(_rule(row.section.label, width))
             lines.extend(_section_lines(row.section, width, max_sm_rows, sm_table=False))
         return "\n".join(lines) + "\n"
