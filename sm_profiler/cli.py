@@ -326,7 +326,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             warnings.simplefilter("ignore", UserWarning)  # the notes are printed below
             notes = export(trace, args.out, format=fmt, **_export_options(args))
         size = os.path.getsize(args.out)
-        print(f"wrote {args.out} ({size:,} bytes, {len(trace):,} events)")
+        print(f"wrote {args.out} ({size:,} bytes; {len(trace):,} ranges and instants decoded)")
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         return 0

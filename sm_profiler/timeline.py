@@ -124,7 +124,11 @@ def build(
     except on `detail_sms`; None (default): only when more than SUMMARY_ROWS rows remain after
     the filters; False: never. detail_sms: SMs kept in full (default: the SM that finishes last).
     """
+    whole = len(trace)
     trace, lane_keep = _filtered(trace, sms, blocks, groups, events, window_ns)
+    filters = {"sms": sms, "blocks": blocks, "groups": groups, "events": events,
+               "window_ns": window_ns}  # fmt: skip
+    named = [k for k, v in filters.items() if v is not None]
     cuts: list[tuple[int, int]] = []
     if cut_gaps and len(trace.kernels) > 1:
         trace, cuts = _cut_host_gaps(trace)
@@ -148,6 +152,9 @@ def build(
         total = sum(c for _, c in cuts)
         notes.append(f"host gaps cut: {len(cuts)} gaps, {total / 1e6:.3f} ms in all; times "
                      "after a cut are moved back by what was cut")  # fmt: skip
+    if named:
+        notes.append(f"filtered ({', '.join(named)}): {len(trace):,} of {whole:,} ranges and "
+                     "instants kept")  # fmt: skip
     lane_sm_index = np.searchsorted(sms_shown, lane_sm)
     tl = Timeline(trace, ev_lane, um_lane, lo, hi, used, sms_shown, lane_sm_index, blocks_, occ,
                   launches, cuts, notes, lane_shown=used.copy())  # fmt: skip

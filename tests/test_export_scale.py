@@ -133,3 +133,15 @@ def test_active_ranges_match_a_brute_force_count(rows, bins):
             sel = group == g
             cover = np.clip(np.minimum(end[sel], b) - np.maximum(start[sel], a), 0, None).sum()
             assert v[k] == pytest.approx(cover / max(b - a, 1), abs=1e-9)
+
+
+def test_filters_and_one_capture_say_what_they_kept(tmp_path):
+    from sm_profiler.export import export
+
+    trace = synthetic()
+    sm0 = int(trace.lanes["sm"][0])
+    notes = export(trace, tmp_path / "t.json", sms=[sm0], summary=False)
+    kept = int(np.isin(trace.lanes["sm"][trace.events["lane"]], [sm0]).sum())
+    assert notes == [f"filtered (sms): {kept:,} of {len(trace):,} ranges and instants kept"]
+    assert 0 < kept < len(trace)
+    assert export(trace, tmp_path / "u.json", summary=False) == []

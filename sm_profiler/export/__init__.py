@@ -86,12 +86,16 @@ def timeline(trace: TraceData, capture: int | None = None, **options) -> Timelin
                 f"capture={capture!r}: this trace holds {n} capture"
                 f"{'s' if n != 1 else ''} (0..{n - 1}); `sm-profiler info` lists them"
             )
+        whole = len(trace)
         trace = trace.select_capture(capture % n)
     tl = build(trace, **options)
     if tl.summary is not None and options.get("summary") is None:
         import warnings
 
         warnings.warn(tl.notes[-1], UserWarning, stacklevel=3)
+    if capture is not None:
+        tl.notes.append(f"capture {capture} only: {len(trace):,} of {whole:,} ranges and "
+                        "instants")  # fmt: skip
     return tl
 
 
