@@ -1,17 +1,13 @@
 """What the Gluon ops compile to, checked on a CPU: sm_90 (and sm_100) PTX and SASS of kernels with
 a default and a worker partition, both recording."""
 
-import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
+from compile_probes import run_probe, strip_names
 
 pytest.importorskip("triton.experimental.gluon")
 
-HERE = os.path.dirname(__file__)
 # SASS one event adds in straight-line code of one partition, per ptxas release (as for the
 # Triton ops). Per partition: the branch the other warps take, the timer read, the bound's
 # compare, the tag move, the cursor move, the two predicated stores. Per warp: no branch.
@@ -21,21 +17,12 @@ SASS_PER_WARP_EVENT = {"12.8": 6, "12.9": 6, "13.4": 6}
 
 @pytest.fixture(scope="module")
 def probe():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run(
-        [sys.executable, os.path.join(HERE, "gluon_compile_probe.py")],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout)
+    return run_probe("gluon_compile_probe.py")
 
 
 def _strip_name(ptx: str) -> str:
-    """The code only: no names, source lines, comments or debug sections (which spell names)."""
-    ptx = ptx.split(".section\t.debug")[0].split(".section .debug")[0]
-    ptx = re.sub(r"\b(plain_)?ws_loop_kernel(?=\b|_param)", "KERNEL", ptx)
-    lines = [ln for ln in ptx.splitlines() if not ln.strip().startswith((".loc", ".file", "//"))]
-    return "\n".join(" ".join(ln.split()) for ln in lines)
+    """The code only: comment lines go too."""
+    return strip_names(ptx, "ws_loop_kernel", skip=(".loc", ".file", "//"))
 
 
 @pytest.mark.parametrize("arch", [90, 100])

@@ -3,17 +3,13 @@
 These pin the cost of an event so that it cannot grow silently.
 """
 
-import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
+from compile_probes import run_probe, strip_names
 
 pytest.importorskip("triton")
 
-HERE = os.path.dirname(__file__)
 # SASS instructions one event adds in straight-line code (timer read, bounds/leader predicate,
 # record assembly, the record store and the predicated-off overflow store), per ptxas release:
 # the SASS is ptxas's, and each Triton release bundles its own. ptx.record picks its spelling per
@@ -29,22 +25,11 @@ RING_SASS_PER_EVENT = {"12.8": 10, "12.9": 10, "13.4": 10}
 
 @pytest.fixture(scope="module")
 def probe():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run(
-        [sys.executable, os.path.join(HERE, "triton_compile_probe.py")],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout)
+    return run_probe("triton_compile_probe.py")
 
 
 def _strip_name(ptx: str) -> str:
-    """PTX without what differs between two kernels of one body: names, source lines, spacing,
-    and the debug sections (which spell names and the source file's path)."""
-    ptx = ptx.split(".section\t.debug")[0].split(".section .debug")[0]
-    ptx = re.sub(r"\b(plain_)?add_kernel(?=\b|_param)", "KERNEL", ptx)
-    lines = [ln for ln in ptx.splitlines() if not ln.strip().startswith((".loc", ".file"))]
-    return "\n".join(" ".join(ln.split()) for ln in lines)
+    return strip_names(ptx, "add_kernel")
 
 
 def test_disabled_build_is_the_plain_kernel(probe):

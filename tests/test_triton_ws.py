@@ -1,15 +1,10 @@
 """Triton's automatic warp specialization and our ops: the compile-level findings that
 examples/warp_specialized.py and docs/api.md report, pinned per Triton release (CPU only)."""
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
+from compile_probes import run_probe
 
 triton = pytest.importorskip("triton")
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 # What compiles (and is specialized) per release; the modes are explained in triton_ws_probe.py.
 OK_PER_RELEASE = {
@@ -28,10 +23,7 @@ OK_PER_RELEASE["3.7.1"] = OK_PER_RELEASE["3.8.0"] = OK_PER_RELEASE["3.9.0"] = {
 
 @pytest.fixture(scope="module")
 def probe():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, os.path.join(HERE, "triton_ws_probe.py")], env=env,
-                         capture_output=True, text=True, timeout=900, check=True)  # fmt: skip
-    return json.loads(out.stdout)
+    return run_probe("triton_ws_probe.py", timeout_s=900)
 
 
 def test_what_compiles_under_warp_specialize_is_as_documented(probe):
