@@ -63,17 +63,17 @@ def _timer():
 def _init(prof, lane_words, GROUP: gl.constexpr, MODE: gl.constexpr):
     if MODE == 2 or MODE == 5:
         return profiler_init(prof, gl.program_id(0), GROUP)
-    elif MODE == 6:
-        records, cursor, capacity, leader, s, l = profiler_init(prof, gl.program_id(0), GROUP)
-        every = gl.full(leader.shape, 1, gl.uint32, leader.type.layout)  # uint32: no leader test
-        return records, cursor, capacity, every, s, l
-    elif MODE == 7:
-        records, cursor, capacity, leader, s, l = profiler_init(prof, gl.program_id(0), GROUP)
-        nw: gl.constexpr = gl.num_warps()
-        thread = gl.arange(0, 32 * nw, gl.BlockedLayout([1], [32], [nw], [0]))
-        last = gl.inline_asm_elementwise(_WARP_ZERO_ASM, "=r,r", [thread - 32 * (nw - 1)],
-                                         dtype=gl.int32, is_pure=True, pack=1)  # fmt: skip
-        return records, cursor, capacity, last, s, l
+    elif MODE == 6 or MODE == 7:  # ours with another writer: every warp, or the last one
+        records, cursor, capacity, leader, stage, last = profiler_init(prof, gl.program_id(0),
+                                                                       GROUP)  # fmt: skip
+        if MODE == 6:
+            leader = gl.full(leader.shape, 1, gl.uint32, leader.type.layout)  # no leader test
+        else:
+            nw: gl.constexpr = gl.num_warps()
+            thread = gl.arange(0, 32 * nw, gl.BlockedLayout([1], [32], [nw], [0]))
+            leader = gl.inline_asm_elementwise(_WARP_ZERO_ASM, "=r,r", [thread - 32 * (nw - 1)],
+                                               dtype=gl.int32, is_pure=True, pack=1)  # fmt: skip
+        return records, cursor, capacity, leader, stage, last
     elif MODE == 3:
         return profiler_init(prof, gl.program_id(0), GROUP * 4, PER_WARP=True)
     else:  # floor: a private slice of the buffer per (program, partition)

@@ -137,7 +137,7 @@ def _mma_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem, emp
     k_steps = gl.cdiv(a_desc.shape[1], BK)
     it = 0
     t = 0
-    for tile in range(pid, num_tiles, gl.num_programs(0)):
+    for _tile in range(pid, num_tiles, gl.num_programs(0)):
         ctx = profiler_event_start(ctx, TILE)
         buf = t % ACCS
         acc = acc_tmem.index(buf)
@@ -146,7 +146,7 @@ def _mma_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem, emp
         mbarrier.wait(acc_empty.index(buf), ((t // ACCS) & 1) ^ 1)
         ctx = profiler_event_end(ctx, WAIT_EPILOGUE)
         use_acc = False
-        for k in range(k_steps):
+        for _k in range(k_steps):
             s = it % STAGES
             ctx = profiler_event_start(ctx, WAIT_FULL)
             mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)

@@ -170,10 +170,10 @@ def _mma_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty_bars, f
     k_steps = gl.cdiv(a_desc.shape[1], BK)
     it = 0
     t = 0
-    for tile in range(pid, num_tiles, gl.num_programs(0)):
+    for _tile in range(pid, num_tiles, gl.num_programs(0)):
         ctx = profiler_event_start(ctx, TILE)
         acc = gl.zeros((BM, BN), dtype=gl.float32, layout=acc_layout)
-        for k in range(k_steps):
+        for _k in range(k_steps):
             s = it % STAGES
             phase = (it // STAGES) & 1
             ctx = profiler_event_start(ctx, WAIT_FULL)

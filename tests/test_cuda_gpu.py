@@ -333,7 +333,7 @@ def test_makefile_example_writes_a_capture_the_cli_reads(tmp_path):
 def test_launch_slots_give_each_cuda_launch_its_own_capture():
     # Issue 12's slots with a C++ kernel: prof.step() after each launch moves the slot on the
     # device (no sync); the third launch finds no slot and writes nothing.
-    mode, iters, capacity, _, num_groups, grid, block = case = CASES["per_block_3d"]
+    mode, iters, capacity, _, num_groups, grid, block = CASES["per_block_3d"]
     prof = sm_profiler.SmProfiler(_blocks(grid), num_groups, capacity, slots=2,
                                   kernel_name="smp_test_kernel")  # fmt: skip
     for k, v in EVENTS.items():

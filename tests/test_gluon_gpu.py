@@ -71,7 +71,7 @@ def test_every_partition_records_its_own_lanes(per_warp):
     assert np.all(ev["end_ns"] >= ev["start_ns"])
     # The partitions of one block run at the same time, on the same SM.
     block_sm = {}
-    for b, g, s in zip(lanes["block"], lanes["group"], lanes["sm"]):
+    for b, s in zip(lanes["block"], lanes["sm"], strict=True):
         if s >= 0:
             block_sm.setdefault(int(b), set()).add(int(s))
     assert all(len(v) == 1 for v in block_sm.values())
