@@ -49,7 +49,6 @@ from triton.experimental.gluon.language.nvidia.blackwell import (
     tma,
 )
 
-from sm_profiler import SmProfiler
 from sm_profiler.gluon_ops import (
     profiler_event_end,
     profiler_event_instant,
@@ -67,15 +66,31 @@ else:
 get_tmem_reg_layout = getattr(bw, "get_tmem_reg_layout", None)
 TMEM_LOAD_NEEDS_LAYOUT = gl.constexpr(get_tmem_reg_layout is not None)
 
-TILE, WAIT_EMPTY, LOAD, WAIT_FULL, MMA, WAIT_EPILOGUE, WAIT_ACC, EPILOGUE = (
-    gl.constexpr(i) for i in range(8)
+# The events, lane groups, tile sizes and host helpers are the Hopper sibling's.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gluon_ws_matmul import (  # noqa: E402
+    BLOCK_K,
+    BLOCK_M,
+    BLOCK_N,
+    EPILOGUE,
+    EPILOGUE_GROUP,
+    LOAD,
+    MMA,
+    MMA_GROUP,
+    NUM_STAGES,
+    PRODUCER,
+    TILE,
+    WAIT_ACC,
+    WAIT_EMPTY,
+    WAIT_EPILOGUE,
+    WAIT_FULL,
+    _layouts,
+    _tile_coords,
+    grid_size,
+    make_profiler,
 )
-EVENT_NAMES = ["tile", "wait_empty", "load", "wait_full", "mma", "wait_epilogue", "wait_acc",
-               "epilogue"]  # fmt: skip
-PRODUCER, MMA_GROUP, EPILOGUE_GROUP = gl.constexpr(0), gl.constexpr(1), gl.constexpr(2)
-GROUP_NAMES = ["producer", "mma", "epilogue"]
 
-BLOCK_M, BLOCK_N, BLOCK_K, NUM_STAGES, NUM_ACC = 128, 128, 64, 4, 2
+NUM_ACC = 2  # accumulators in tensor memory: the epilogue drains one while the MMA fills the other
 NUM_WARPS = 4  # the default (epilogue) partition
 
 # %%
@@ -84,11 +99,6 @@ NUM_WARPS = 4  # the default (epilogue) partition
 #
 # As in the Hopper example, every partition walks the same (tile, k) sequence; slots and phases
 # follow from a running counter. Tile t uses accumulator ``t % NUM_ACC``.
-
-
-@gluon.jit
-def _tile_coords(tile, num_pid_n, BM: gl.constexpr, BN: gl.constexpr):
-    return (tile // num_pid_n) * BM, (tile % num_pid_n) * BN
 
 
 @gluon.jit
@@ -242,36 +252,6 @@ def bw_matmul_kernel(a_desc, b_desc, c_desc, prof, PROFILE: gl.constexpr,
 # --------
 
 
-def _layouts():
-    f16 = gl.float16
-    return (
-        gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_K], f16),
-        gl.NVMMASharedLayout.get_default_for([BLOCK_K, BLOCK_N], f16),
-        gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], f16),
-    )
-
-
-def num_tiles(M, N):
-    return triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
-
-
-def grid_size(M, N):
-    return min(torch.cuda.get_device_properties(0).multi_processor_count, num_tiles(M, N))
-
-
-def make_profiler(M, N, K):
-    grid = grid_size(M, N)
-    per_program = triton.cdiv(num_tiles(M, N), grid)
-    prof = SmProfiler(
-        num_blocks=grid, num_groups=3,
-        max_events_per_group=per_program * (4 + 4 * triton.cdiv(K, BLOCK_K)),
-        kernel_name="gluon_blackwell_matmul", group_names=GROUP_NAMES,
-    )  # fmt: skip
-    for i, name in enumerate(EVENT_NAMES):
-        prof.register_event(i, name)
-    return prof
-
-
 def matmul(a, b, prof=None):
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -341,7 +321,7 @@ def main(out_dir="sm_profiler_examples_out/gluon_blackwell_matmul", M=4096, N=40
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
     c_plain = matmul(a, b)
     torch.testing.assert_close(c_plain.float(), torch.matmul(a, b).float(), atol=0.5, rtol=0.02)
-    prof = make_profiler(M, N, K)
+    prof = make_profiler(M, N, K, kernel_name="gluon_blackwell_matmul")
     c = matmul(a, b, prof)
     torch.cuda.synchronize()
     assert torch.equal(c, c_plain), "the profiled result differs from the unprofiled one"

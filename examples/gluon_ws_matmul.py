@@ -286,7 +286,7 @@ def grid_size(M, N):
     return min(sms, num_tiles(M, N))
 
 
-def make_profiler(M, N, K):
+def make_profiler(M, N, K, kernel_name="gluon_ws_matmul"):
     """One lane per (program, partition); capacity for the busiest lane (the mma's)."""
     grid = grid_size(M, N)
     tiles_per_program = triton.cdiv(num_tiles(M, N), grid)
@@ -297,7 +297,7 @@ def make_profiler(M, N, K):
         num_blocks=grid,
         num_groups=len(GROUP_NAMES),
         max_events_per_group=tiles_per_program * (4 + 4 * k_steps),
-        kernel_name="gluon_ws_matmul",
+        kernel_name=kernel_name,
         group_names=GROUP_NAMES,
     )
     for i, name in enumerate(EVENT_NAMES):
