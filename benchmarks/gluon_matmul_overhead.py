@@ -37,6 +37,7 @@ import time
 import torch
 import triton
 import triton.profiler.language as pl
+from gluon_overhead import _record_pred, _timer  # benchmarks/: the same floor and diagnostic
 from timing import cupti_medians, event_medians  # benchmarks/timing.py
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -49,7 +50,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from sm_profiler import SmProfiler, ptx
+from sm_profiler import SmProfiler
 from sm_profiler import format as fmt
 from sm_profiler.export import export
 from sm_profiler.gluon_ops import profiler_event_end, profiler_event_start, profiler_init
@@ -67,20 +68,11 @@ KERNEL, TMA_ISSUE, TMA_WAIT, WGMMA_WAIT, WGMMA_ISSUE, WGMMA_LAST_WAIT = (
 EVENT_NAMES = ["kernel", "tma_loads_issue", "tma_loads_wait", "wgmma_wait", "wgmma_issue",
                "wgmma_last_wait"]  # fmt: skip
 BLOCK, NUM_WARPS = 128, 8
-_VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
-_PRED_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="thread", vector=_VECTOR))
 
 
 def events_per_lane(K):
     """Records one lane holds: the kernel range, 4 ranges per K step, the last wait."""
     return 2 * (2 + 4 * triton.cdiv(K, BLOCK))
-
-
-@gluon.jit
-def _timer():
-    return gl.inline_asm_elementwise(
-        "mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False, pack=1
-    )
 
 
 @gluon.jit
@@ -95,49 +87,40 @@ def _init(prof, block, lane_words, MODE: gl.constexpr):
 
 
 @gluon.jit
-def _record_pred(ctx, TAG: gl.constexpr):
-    """A per-partition record whose stores the leader flag predicates (no branch)."""
-    records, cursor, capacity, leader, stage, last = ctx
-    tag = gl.full((), TAG, gl.int32)
-    gl.inline_asm_elementwise(
-        _PRED_ASM, "=r,l,r,r,r,r", [records, cursor, capacity, leader, tag],
-        dtype=gl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
-    return records, cursor + 1, capacity, leader, stage, last
+def _mark(ctx, EVT: gl.constexpr, NAME: gl.constexpr, MODE: gl.constexpr, START: gl.constexpr):
+    """Each variant's begin (START) or end of scope EVT / NAME."""
+    if MODE == 1:
+        ptr, cursor, a, b, c, d = ctx
+        gl.store(ptr + cursor, _timer())
+        return ptr, cursor + 1, a, b, c, d
+    elif MODE == 2 or MODE == 3:
+        if START:
+            return profiler_event_start(ctx, EVT)
+        else:
+            return profiler_event_end(ctx, EVT)
+    elif MODE == 5:
+        if START:
+            return _record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_BEGIN)
+        else:
+            return _record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_END)
+    elif MODE == 4:
+        if START:
+            pl.enter_scope(NAME)
+        else:
+            pl.exit_scope(NAME)
+        return ctx
+    else:
+        return ctx
 
 
 @gluon.jit
 def _enter(ctx, EVT: gl.constexpr, NAME: gl.constexpr, MODE: gl.constexpr):
-    if MODE == 1:
-        ptr, cursor, a, b, c, d = ctx
-        gl.store(ptr + cursor, _timer())
-        return ptr, cursor + 1, a, b, c, d
-    elif MODE == 2 or MODE == 3:
-        return profiler_event_start(ctx, EVT)
-    elif MODE == 5:
-        return _record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_BEGIN)
-    elif MODE == 4:
-        pl.enter_scope(NAME)
-        return ctx
-    else:
-        return ctx
+    return _mark(ctx, EVT, NAME, MODE, True)
 
 
 @gluon.jit
 def _exit(ctx, EVT: gl.constexpr, NAME: gl.constexpr, MODE: gl.constexpr):
-    if MODE == 1:
-        ptr, cursor, a, b, c, d = ctx
-        gl.store(ptr + cursor, _timer())
-        return ptr, cursor + 1, a, b, c, d
-    elif MODE == 2 or MODE == 3:
-        return profiler_event_end(ctx, EVT)
-    elif MODE == 5:
-        return _record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_END)
-    elif MODE == 4:
-        pl.exit_scope(NAME)
-        return ctx
-    else:
-        return ctx
+    return _mark(ctx, EVT, NAME, MODE, False)
 
 
 @gluon.jit
