@@ -15,6 +15,7 @@ that warns with these numbers; `stage_report()` is the pure computation behind i
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import re
 import warnings
@@ -124,20 +125,46 @@ def stage_report(kernel: str, ptx_text: str, shared_bytes: int, num_warps: int,
     return StageReport(kernel, stage, with_stage, without, fitting)
 
 
+# cuFuncGetAttribute's attributes (cuda.h, CUfunction_attribute).
+_ATTR_STATIC_SHARED_BYTES = 1  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+_ATTR_NUM_REGS = 4  # CU_FUNC_ATTRIBUTE_NUM_REGS
+
+
+@functools.cache
+def _libcuda():
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+def _func_attribute(function: int, attribute: int) -> int | None:
+    """An attribute of a loaded kernel from the driver, or None if the driver can't be asked."""
+    cuda = _libcuda()
+    if cuda is None:
+        return None
+    try:
+        value = ctypes.c_int(0)
+        if cuda.cuFuncGetAttribute(ctypes.byref(value), attribute, ctypes.c_void_p(function)) == 0:
+            return value.value
+    except (AttributeError, TypeError):
+        pass
+    return None
+
+
 def _regs_per_thread(function: int) -> int:
     """CU_FUNC_ATTRIBUTE_NUM_REGS of a loaded kernel (0 if the driver can't be asked)."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-        value = ctypes.c_int(0)
-        if cuda.cuFuncGetAttribute(ctypes.byref(value), 4, ctypes.c_void_p(function)) == 0:
-            return value.value
-    except (OSError, AttributeError, TypeError):
-        pass
-    return 0
+    return _func_attribute(function, _ATTR_NUM_REGS) or 0
 
 
 def _on_kernel_load(module, function, name, metadata_group, hash):  # noqa: A002 (Triton's names)
-    """Triton's kernel_load_end_hook: warn once per loaded kernel whose stage costs a block."""
+    """Triton's kernel_load_end_hook: warn once per loaded kernel whose stage costs a block.
+
+    Runs for every kernel the process loads, so it first asks the driver for the kernel's static
+    shared memory: Triton allocates only dynamic shared memory, so 0 means no stage, and the
+    kernel's files are not read."""
+    if _func_attribute(function, _ATTR_STATIC_SHARED_BYTES) == 0:
+        return
     try:
         paths = dict(metadata_group or {})
         ptx_path = next((p for f, p in paths.items() if f.endswith(".ptx")), None)

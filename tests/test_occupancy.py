@@ -71,6 +71,16 @@ def test_the_load_hook_warns_for_a_costly_stage_only(tmp_path, monkeypatch):
     assert _fake_load(tmp_path, monkeypatch, "no stage here", MATMUL_SMEM) == []
 
 
+def test_a_kernel_without_static_shared_memory_is_not_read(tmp_path, monkeypatch):
+    # Every kernel the process loads passes the hook: where the driver says the kernel has no
+    # static shared memory (no stage), its files are not opened at all.
+    monkeypatch.setattr(occupancy, "_func_attribute", lambda function, attribute: 0)
+    opened = []
+    monkeypatch.setattr("builtins.open", lambda *a, **k: opened.append(a) or 1 / 0)
+    occupancy._on_kernel_load(None, 0, "k", {"k.ptx": "k.ptx", "k.json": "k.json"}, "h")
+    assert opened == []
+
+
 def test_the_load_hook_never_breaks_a_launch(tmp_path):
     occupancy._on_kernel_load(None, 0, "k", {"k.ptx": str(tmp_path / "missing.ptx"),
                                               "k.json": str(tmp_path / "missing.json")}, "h")
