@@ -109,14 +109,19 @@ def ptx_header() -> str:
         "#ifndef SM_PROFILER_PTX_H",
         "#define SM_PROFILER_PTX_H",
         "",
-        "// Operands are documented in sm_profiler/ptx.py (init, record, WARP_ZERO).",
+        "// Operands are documented in sm_profiler/ptx.py (open_lane, record, WARP_ZERO).",
         "",
     ]
-    lines += _define("INIT", ptx.INIT, "%0 records (u64 address of records[0]), %1 stamp (u32)")
     lines += _define(
         "WARP_ZERO",
         ptx.WARP_ZERO_ACTIVE,
         "%0 = 1 in warp 0 of the block, else 0 (warp-uniform); %1 linear thread id",
+    )
+    lines += _define(
+        "OPEN_LANE",
+        ptx.OPEN_LANE,
+        "%0 lane offset (words), %1 capacity, %2 ring mask (out); %3 buffer, %4 block, %5 group, %6 opens, "
+        "%7 stamps",
     )
     lines += _define("GLOBALTIMER", ptx.GLOBALTIMER, "%0 = %globaltimer (u64, ns)")
     for ring in (False, True):

@@ -53,22 +53,18 @@ from . import ptx
 
 # Compile-time copies of the wire format (format.py is the source of truth).
 _HEADER_WORDS = gl.constexpr(fmt.HEADER_WORDS)
-_LANE_HEADER_WORDS = gl.constexpr(fmt.LANE_HEADER_WORDS)
-_HDR_SHAPE = gl.constexpr(fmt.HDR_SHAPE)
-_HDR_CAPACITY_FLAGS = gl.constexpr(fmt.HDR_CAPACITY_FLAGS)
-_HDR_SLOTS = gl.constexpr(fmt.HDR_SLOTS)
 _KIND_BEGIN = gl.constexpr(fmt.KIND_BEGIN)
 _KIND_END = gl.constexpr(fmt.KIND_END)
 _KIND_INSTANT = gl.constexpr(fmt.KIND_INSTANT)
 _EVENT_SHIFT = gl.constexpr(fmt.EVENT_SHIFT)
 _MAX_EVENT_ID = gl.constexpr(fmt.MAX_EVENT_ID)
-_FLAG_RING = gl.constexpr(fmt.FLAG_RING)
 
-# The shared texts: the init stamps anchor and SM id where its flag is set; a record is
+# The shared texts: open_lane finds the lane and stamps its anchor and SM id; a record is
 # t = %globaltimer; cursor < capacity ? records[cursor] = {t.lo32, tag} : lane[1].hi32 = cursor.
 # The record's spelling suits the ptxas that Triton bundles (ptx.record explains why).
 _VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
-_INIT_ASM = gl.constexpr(ptx.init(first=1))
+_OPEN_LANE_ASM = gl.constexpr(ptx.OPEN_LANE)
+_OPEN_LANE_CONSTRAINTS = gl.constexpr(ptx.OPEN_LANE_CONSTRAINTS)
 _WARP_ZERO_ASM = gl.constexpr(ptx.WARP_ZERO_VOTED)
 _WARP_ZERO_CONSTRAINTS = gl.constexpr(ptx.WARP_ZERO_CONSTRAINTS)
 _RECORD_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR))
@@ -117,55 +113,35 @@ def profiler_init(buffer_ptr, block=None, group=0, ENABLED: gl.constexpr = True,
                 "profiler_init: block is a Python literal, so every program would write the same "
                 "lane; pass the program's index, e.g. gl.program_id(0), or leave block out",
             )
-        shape = gl.load(buffer_ptr + _HDR_SHAPE)
-        num_blocks = (shape & 0xFFFFFFFF).to(gl.int32)
-        num_groups = (shape >> 32).to(gl.int32)
-        capacity = (gl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(gl.int32)
-        # Launch slots (format.py): the slot's start; past the last slot no lane is valid.
-        ctrl = gl.load(buffer_ptr + _HDR_SLOTS)
-        last = ctrl >> 32
-        slot = gl.minimum(ctrl & 0xFFFFFFFF, last + 1)
-        slot_words = num_blocks.to(gl.int64) * num_groups * (capacity + _LANE_HEADER_WORDS)
-        buffer_ptr = buffer_ptr + slot * (slot_words + _HEADER_WORDS)
-        num_blocks = gl.where(slot <= last, num_blocks, 0)
         thread = _partition_thread()
-        warp = thread // 32
         block = gl.full((), 0, gl.int32) + block
         if PER_WARP:
-            lane_group = warp + group  # a tensor: each warp's own lane
-        else:
-            lane_group = gl.full((), 0, gl.int32) + group
-        # Unsigned compares also reject negative indices.
-        valid = (block.to(gl.uint32) < num_blocks.to(gl.uint32)) & (
-            lane_group.to(gl.uint32) < num_groups.to(gl.uint32)
-        )
-        lane = block.to(gl.int64) * num_groups + lane_group
-        offset = gl.where(valid, lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS, 0)
-        records = buffer_ptr + _HEADER_WORDS + offset
-        capacity = gl.where(valid, capacity, 0)
-        if PER_WARP:
             # Every warp leads its own lane (uint32 tells the events: no leader test).
-            leader = gl.full(warp.shape, 1, gl.uint32, warp.type.layout)
-            stamp = valid.to(gl.int32)
+            lane_group = thread // 32 + group  # a tensor: each warp's own lane
+            leader = gl.full(thread.shape, 1, gl.uint32, thread.type.layout)
+            opens = leader.to(gl.int32)
         else:
-            # The partition's first warp leads (int32: a warp-uniform branch per event). A shift
-            # in inline PTX (ptx.WARP_ZERO), not `warp == 0`: LLVM turns that into a mask of
-            # the thread index that hides the flag's warp-uniformity from ptxas, which then
-            # wraps every event in a BSSY/BSYNC pair (10 SASS per event instead of 8).
+            # The partition's first warp leads (int32: a warp-uniform branch per event), and
+            # opens the lane alone: the other warps branch past the header's loads. A shift in
+            # inline PTX (ptx.WARP_ZERO), not `warp == 0`: LLVM turns that into a mask of the
+            # thread index that hides the flag's warp-uniformity from ptxas, which then wraps
+            # every event in a BSSY/BSYNC pair (10 SASS per event instead of 8).
+            lane_group = gl.full((), 0, gl.int32) + group
             leader = gl.inline_asm_elementwise(
                 _WARP_ZERO_ASM, _WARP_ZERO_CONSTRAINTS, [thread], dtype=gl.int32, is_pure=True,
                 pack=1,
             )
-            stamp = leader * valid.to(gl.int32)
-        gl.inline_asm_elementwise(
-            _INIT_ASM, "=r,l,r", [records, stamp], dtype=gl.int32, is_pure=False, pack=1
-        )
+            opens = leader
+        # ptx.open_lane: launch slots, the lane rule (a lane outside the shape gets capacity 0),
+        # the stamp.
+        offset, capacity, mask = gl.inline_asm_elementwise(
+            _OPEN_LANE_ASM, _OPEN_LANE_CONSTRAINTS, [buffer_ptr, block, lane_group, opens, opens],
+            dtype=(gl.int64, gl.int32, gl.uint32), is_pure=False, pack=1,
+        )  # fmt: skip
+        records = buffer_ptr + _HEADER_WORDS + offset
         cursor = gl.full((), 0, gl.int32)
         z = gl.full((), 0, gl.int8)  # no stage
         if RING:
-            flags = gl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) >> 32
-            ring = (flags & _FLAG_RING) != 0
-            mask = gl.where(ring & (capacity > 0), capacity - 1, -1).to(gl.uint32)
             return records, cursor, capacity, leader, z, mask
         else:
             return records, cursor, capacity, leader, z, z

@@ -26,11 +26,11 @@ _STAMP_LANE = (
     f"@p st.global.u32 [{{r}}+{SM_OFFSET_BYTES}], s;\n\t"
 )
 
-# $0 records (u64 address of records[0]), $1 stamp (u32: nonzero = this thread writes the lane)
-# if stamp: lane[0] = %globaltimer (the full 64-bit anchor); lane[1].lo32 = %smid
+# The CuteDSL ops' stamp (they find the lane in their own arithmetic; the other front ends use
+# open_lane below). $0 records (u64 address of records[0]), $1 stamp (u32: nonzero = this thread
+# writes the lane). If stamp: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid.
 def init(first: int = 0) -> str:
-    """$first records (u64 address of records[0]), $first+1 stamp (u32: nonzero = this thread
-    writes the lane); with first=1, $0 is a dummy output set to 0 (Triton, Gluon)."""
+    """$first records, $first+1 stamp; with first=1, $0 is a dummy output set to 0."""
     text = (
         "{\n\t.reg .pred p;\n\t.reg .u32 s;\n\t.reg .u64 t;\n\t"
         "setp.ne.u32 p, $1, 0;\n\t" + _STAMP_LANE.format(r="$0")
@@ -41,30 +41,61 @@ def init(first: int = 0) -> str:
 INIT_CONSTRAINTS = "l,r"
 
 
-def init_leader(per_warp: bool) -> str:
-    """Triton's init: $0 = leader (out), $1 records, $2 valid.
+def open_lane() -> str:
+    """Find a lane and stamp it: the lane rule of docs/format.md in one text for every front end.
 
-    per program: warp 0 of the program leads, all its lanes (`record(mode="warp")`); they write
-        the same values to the same addresses. leader = %tid.x / 32 == 0, also in a lane outside
-        the shape (its capacity 0 sends its stores to the header's scratch word): a leader that
-        depends on nothing but the warp index lets ptxas keep one predicate for every event's
-        branch instead of re-deriving it per event.
-    per warp: every warp leads its own lane (`record(mode="all")`); lane 0 stamps it.
-    if stamping: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid
+    Outputs: $0 the lane's offset (u64, words): its records[0] is at buffer word HEADER_WORDS +
+    $0; $1 capacity (u32); $2 ring mask (u32: capacity - 1 in a ring buffer, all ones
+    otherwise). Inputs: $3 buffer (u64, slot 0's header), $4 block, $5 group, $6 opens (u32,
+    warp-uniform: nonzero where this warp writes a lane), $7 stamps (u32: nonzero in the threads
+    that stamp the anchor and SM id). The caller adds the header itself, so the compiler can
+    fold that constant into every record's store.
+
+    Launch slots: this launch's slot is min(next, last + 1) of the header's w3; past the last
+    slot every lane is out of shape. A lane outside the shape (block >= num_blocks, group >=
+    num_groups, or no slot) gets capacity 0 and records at the end of its slot's global header,
+    so each of its events takes the overflow path into the header's scratch word.
+
+    Where `opens` is 0 (the warps of a per-block or per-partition lane that do not write it) the
+    whole text is one branch: offset 0, capacity 0, no load. Those warps neither load the header
+    nor wait for it; only the writing warp does (BENCHMARKS.md run 12).
     """
-    if per_warp:
-        return (
-            "{\n\t.reg .pred p;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
-            "mov.u32 w, %laneid;\n\tsetp.eq.u32 p, w, 0;\n\tsetp.ne.and.u32 p, $2, 0, p;\n\t"
-            "mov.u32 $0, 1;\n\t" + _STAMP_LANE.format(r="$1") + "}"
-        )
+    w = fmt.WORD_BYTES
     return (
-        "{\n\t.reg .pred p, q;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
-        "mov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\tsetp.eq.u32 q, w, 0;\n\t"
-        "selp.u32 $0, 1, 0, q;\n\tsetp.ne.and.u32 p, $2, 0, q;\n\t"
-        + _STAMP_LANE.format(r="$1")
-        + "}"
+        "{\n\t.reg .pred pv, ps;\n\t.reg .u32 nb, ng, cap, fl, nx, ls, s;\n\t"
+        ".reg .u64 sh, cf, ct, slot, last, sw, lane, t, a;\n\t"
+        "mov.u64 $0, 0;\n\tmov.u32 $1, 0;\n\tmov.u32 $2, -1;\n\t"
+        "setp.eq.u32 ps, $6, 0;\n\t@ps bra.uni SMP_OPEN_${:uid};\n\t"
+        f"ld.global.u64 sh, [$3+{fmt.HDR_SHAPE * w}];\n\t"
+        f"ld.global.v2.u64 {{cf, ct}}, [$3+{fmt.HDR_CAPACITY_FLAGS * w}];\n\t"
+        "mov.b64 {nb, ng}, sh;\n\tmov.b64 {cap, fl}, cf;\n\tmov.b64 {nx, ls}, ct;\n\t"
+        # slot = min(next, last + 1); the slot's first word: slot * (lanes * (cap + 2) + 8)
+        "cvt.u64.u32 last, ls;\n\tadd.u64 slot, last, 1;\n\tcvt.u64.u32 t, nx;\n\t"
+        "min.u64 slot, t, slot;\n\t"
+        f"cvt.u64.u32 t, cap;\n\tadd.u64 t, t, {fmt.LANE_HEADER_WORDS};\n\t"
+        "mul.wide.u32 sw, nb, ng;\n\tmul.lo.u64 sw, sw, t;\n\t"
+        f"add.u64 sw, sw, {fmt.HEADER_WORDS};\n\tmul.lo.u64 $0, sw, slot;\n\t"
+        # valid: block < num_blocks, group < num_groups, slot <= last (unsigned)
+        "setp.lt.u32 pv, $4, nb;\n\tsetp.lt.and.u32 pv, $5, ng, pv;\n\t"
+        "setp.le.and.u64 pv, slot, last, pv;\n\t"
+        # a real lane: + lane * (cap + 2) + 2 words (its lane header); else the header's end
+        "mul.wide.u32 lane, $4, ng;\n\tcvt.u64.u32 sw, $5;\n\tadd.u64 lane, lane, sw;\n\t"
+        f"mad.lo.u64 lane, lane, t, {fmt.LANE_HEADER_WORDS};\n\t"
+        "@pv add.u64 $0, $0, lane;\n\t@pv mov.u32 $1, cap;\n\t"
+        # the ring mask, for a real lane of a ring buffer
+        f"and.b32 fl, fl, {fmt.FLAG_RING};\n\tsetp.ne.and.u32 ps, fl, 0, pv;\n\t"
+        "setp.ne.and.u32 ps, cap, 0, ps;\n\t@ps sub.u32 $2, cap, 1;\n\t"
+        # the stamp: anchor (64-bit %globaltimer) and SM id, by the stamping threads of a real lane
+        f"add.u64 a, $0, {fmt.HEADER_WORDS};\n\tmad.lo.u64 a, a, {w}, $3;\n\t"
+        "setp.ne.and.u32 ps, $7, 0, pv;\n\tmov.u64 t, %globaltimer;\n\tmov.u32 s, %smid;\n\t"
+        f"@ps st.global.u64 [a+{ANCHOR_OFFSET_BYTES}], t;\n\t"
+        f"@ps st.global.u32 [a+{SM_OFFSET_BYTES}], s;\n\t"
+        "SMP_OPEN_${:uid}:\n\t}"
     )
+
+
+OPEN_LANE = open_lane()
+OPEN_LANE_CONSTRAINTS = "=l,=r,=r,l,r,r,r,r"
 
 
 # Who stores a record (`record(mode=...)`):
@@ -342,6 +373,12 @@ WARP_ZERO = (
     "setp.eq.u32 p, w, 0;\n\tselp.u32 $0, 1, 0, p;\n\t}"
 )
 WARP_ZERO_CONSTRAINTS = "=r,r"
+
+# The same flag from %tid.x itself (Triton: one-dimensional blocks), no operand: $0 only.
+WARP_ZERO_TID = (
+    "{\n\t.reg .pred p;\n\t.reg .u32 w;\n\tmov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\t"
+    "setp.eq.u32 p, w, 0;\n\tselp.u32 $0, 1, 0, p;\n\t}"
+)
 
 # The same flag from a thread index that ptxas cannot see is a shifted %tid.x (Gluon numbers a
 # partition's threads as (%tid.x - first thread) masked to the partition's size): a warp vote

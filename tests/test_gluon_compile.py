@@ -68,9 +68,11 @@ def test_one_timer_read_and_one_8_byte_store_per_event_in_each_partition(probe, 
         assert all(i.startswith("CS2R") for i in ins if "SR_GLOBALTIMER" in i)
         assert _counts(ins, r"\bSTG\.E\.64\b") == 2 * (n + 1)
         assert _counts(ins, "SR_VIRTUALSMID|SR_SMID") == 2
-        # the header's three words (shape, capacity, slot control), once per partition; no
-        # atomics or fences at all
-        assert _counts(ins, r"^(@!?U?P\d+ )?LDG") == 6
+        # the header's three words (shape; capacity and slot control in one 16-byte load), once
+        # per partition; no atomics or fences at all
+        assert _counts(ins, r"^(@!?U?P\d+ )?LDG\.E\.64\b") == 2
+        assert _counts(ins, r"^(@!?U?P\d+ )?LDG\.E\.128\b") == 2
+        assert _counts(ins, r"^(@!?U?P\d+ )?LDG") == 4
         assert not [i for i in ins if re.match(r"(@!?U?P\d+\s+)?(ATOM|RED|MEMBAR|FENCE)", i)]
     # Per partition, the non-leading warps branch past each event: no convergence barrier.
     assert not [i for i in probe[f"ws_straight_12_{per_warp}"] if i.startswith("BSSY")]

@@ -175,48 +175,29 @@ static __device__ __forceinline__ void sm_profiler_flush(sm_profiler_lane_t<MODE
 template <int MODE>
 static __device__ __forceinline__ sm_profiler_lane_t<MODE> sm_profiler_open_lane_(
     const void* buffer, unsigned int block, unsigned int group, unsigned int leader,
-    bool stamper) {
-    const unsigned long long* words = (const unsigned long long*)buffer;
-    unsigned long long shape = words[SM_PROFILER_HDR_SHAPE];
-    unsigned int capacity = (unsigned int)words[SM_PROFILER_HDR_CAPACITY_FLAGS];
-    unsigned int num_blocks = (unsigned int)shape;
-    unsigned int num_groups = (unsigned int)(shape >> 32);
-    // Launch slots (docs/format.md): this launch's lanes are those of slot min(next, last + 1);
-    // past the last slot every lane is out of shape and writes only the spare header's scratch
-    // word. A one-slot buffer has w3 = 0: slot 0, the buffer itself.
-    unsigned long long ctrl = words[SM_PROFILER_HDR_SLOTS];
-    unsigned long long last = ctrl >> 32;
-    unsigned long long next = ctrl & 0xFFFFFFFFull;
-    unsigned long long slot = next < last + 1 ? next : last + 1;
-    unsigned long long slot_words =
-        (unsigned long long)num_blocks * num_groups * (capacity + SM_PROFILER_LANE_HEADER_WORDS) +
-        SM_PROFILER_HEADER_WORDS;
-    buffer = (const void*)(words + slot * slot_words);
-    bool valid = block < num_blocks && group < num_groups && slot <= last;
-    unsigned long long lane = (unsigned long long)block * num_groups + group;
-    unsigned long long lane_bytes =
-        (unsigned long long)(capacity + SM_PROFILER_LANE_HEADER_WORDS) * SM_PROFILER_WORD_BYTES;
-    unsigned long long offset =
-        lane * lane_bytes + SM_PROFILER_LANE_HEADER_WORDS * SM_PROFILER_WORD_BYTES;
-    // A lane outside the shape: capacity 0 and records at the end of the global header, so its
-    // events all take the overflow path, whose 4-byte store lands in the scratch word (w7).
-    offset = valid ? offset : 0ull;
+    bool stamper, unsigned int opens) {
+    // ptx.py's open_lane: the lane rule of docs/format.md (launch slots; a lane outside the
+    // shape gets capacity 0 and records at the end of the global header, so its events take the
+    // overflow path into the scratch word), and the stamp. Where `opens` (warp-uniform) is 0,
+    // one branch and no load: per block, warps 1.. never wait for the buffer's header.
     sm_profiler_lane_t<MODE> out;
-    out.records = (unsigned long long)buffer + SM_PROFILER_HEADER_WORDS * SM_PROFILER_WORD_BYTES +
-                  offset;
+    unsigned long long offset_words;
+    unsigned int ring_mask;
+    asm volatile(SM_PROFILER_PTX_OPEN_LANE
+                 : "=l"(offset_words), "=r"(out.capacity), "=r"(ring_mask)
+                 : "l"(buffer), "r"(block), "r"(group), "r"(opens), "r"(stamper ? 1u : 0u));
+    out.records = (unsigned long long)buffer +
+                  (SM_PROFILER_HEADER_WORDS + offset_words) * SM_PROFILER_WORD_BYTES;
     out.cursor = 0u;
-    out.capacity = valid ? capacity : 0u;
-    // The leader flag ignores `valid` (capacity 0 already keeps such a lane in the scratch
-    // word): a flag that depends on the thread index alone lets ptxas keep one predicate.
+    // The leader flag ignores the lane's validity (capacity 0 already keeps such a lane in the
+    // scratch word): a flag that depends on the thread index alone lets ptxas keep one predicate.
     out.leader = leader;
-    out.mask = 0xFFFFFFFFu;
 #ifdef SM_PROFILER_RING
-    // The header's ring flag, read once here: the events then wrap at capacity (a power of two).
-    unsigned int flags = (unsigned int)(words[SM_PROFILER_HDR_CAPACITY_FLAGS] >> 32);
-    if ((flags & SM_PROFILER_FLAG_RING) != 0u && out.capacity != 0u) out.mask = capacity - 1u;
+    out.mask = ring_mask;  // capacity - 1 on a real lane of a ring buffer: events wrap there
+#else
+    out.mask = 0xFFFFFFFFu;
+    (void)ring_mask;
 #endif
-    unsigned int stamp = (valid && stamper) ? 1u : 0u;
-    asm volatile(SM_PROFILER_PTX_INIT ::"l"(out.records), "r"(stamp));
     return out;
 }
 
@@ -232,8 +213,22 @@ static __device__ __forceinline__ unsigned int sm_profiler_warp_zero_() {
 static __device__ __forceinline__ sm_profiler_lane sm_profiler_init(
     const void* buffer, unsigned int block = SM_PROFILER_AUTO_BLOCK, unsigned int group = 0) {
     if (block == SM_PROFILER_AUTO_BLOCK) block = sm_profiler_get_block_idx();
-    return sm_profiler_open_lane_<SM_PROFILER_MODE_PER_BLOCK>(
-        buffer, block, group, sm_profiler_warp_zero_(), sm_profiler_get_thread_idx() == 0);
+    unsigned int warp_zero = sm_profiler_warp_zero_();
+    sm_profiler_lane lane;
+    if (warp_zero) {
+        lane = sm_profiler_open_lane_<SM_PROFILER_MODE_PER_BLOCK>(
+            buffer, block, group, warp_zero, sm_profiler_get_thread_idx() == 0, warp_zero);
+    } else {
+        // Warps 1..: they branch past every event, so they skip the header's loads (and the
+        // wait for them) and the lane arithmetic too: an empty lane at the header's end.
+        lane.records = (unsigned long long)buffer +
+                       SM_PROFILER_HEADER_WORDS * SM_PROFILER_WORD_BYTES;
+        lane.cursor = 0u;
+        lane.capacity = 0u;
+        lane.mask = 0xFFFFFFFFu;
+    }
+    lane.leader = warp_zero;
+    return lane;
 }
 
 // One lane per warp: warp w of the block writes lane (block, first_group + w).
@@ -242,7 +237,7 @@ static __device__ __forceinline__ sm_profiler_warp_lane sm_profiler_init_per_war
     if (block == SM_PROFILER_AUTO_BLOCK) block = sm_profiler_get_block_idx();
     return sm_profiler_open_lane_<SM_PROFILER_MODE_PER_WARP>(
         buffer, block, first_group + sm_profiler_get_warp_id(), 1u,
-        sm_profiler_get_lane_id() == 0);
+        sm_profiler_get_lane_id() == 0, 1u);
 }
 
 // One lane per (block, group), written by the one thread where is_leader is true (for example
@@ -251,7 +246,7 @@ static __device__ __forceinline__ sm_profiler_warp_lane sm_profiler_init_per_war
 static __device__ __forceinline__ sm_profiler_leader_lane sm_profiler_init_leader(
     const void* buffer, unsigned int block, unsigned int group, bool is_leader) {
     return sm_profiler_open_lane_<SM_PROFILER_MODE_LEADER>(
-        buffer, block, group, is_leader ? 1u : 0u, is_leader);
+        buffer, block, group, is_leader ? 1u : 0u, is_leader, 1u);
 }
 
 // ---------------------------------------------------------------------------------------------

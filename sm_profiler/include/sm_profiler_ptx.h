@@ -4,20 +4,7 @@
 #ifndef SM_PROFILER_PTX_H
 #define SM_PROFILER_PTX_H
 
-// Operands are documented in sm_profiler/ptx.py (init, record, WARP_ZERO).
-
-// %0 records (u64 address of records[0]), %1 stamp (u32)
-#define SM_PROFILER_PTX_INIT \
-    "{\n" \
-    "\t.reg .pred p;\n" \
-    "\t.reg .u32 s;\n" \
-    "\t.reg .u64 t;\n" \
-    "\tsetp.ne.u32 p, %1, 0;\n" \
-    "\tmov.u64 t, %%globaltimer;\n" \
-    "\tmov.u32 s, %%smid;\n" \
-    "\t@p st.global.u64 [%0+-16], t;\n" \
-    "\t@p st.global.u32 [%0+-8], s;\n" \
-    "\t}"
+// Operands are documented in sm_profiler/ptx.py (open_lane, record, WARP_ZERO).
 
 // %0 = 1 in warp 0 of the block, else 0 (warp-uniform); %1 linear thread id
 #define SM_PROFILER_PTX_WARP_ZERO \
@@ -29,6 +16,55 @@
     "\tactivemask.b32 m;\n" \
     "\tvote.sync.all.pred q, p, m;\n" \
     "\tselp.u32 %0, 0, 1, q;\n" \
+    "\t}"
+
+// %0 lane offset (words), %1 capacity, %2 ring mask (out); %3 buffer, %4 block, %5 group, %6 opens, %7 stamps
+#define SM_PROFILER_PTX_OPEN_LANE \
+    "{\n" \
+    "\t.reg .pred pv, ps;\n" \
+    "\t.reg .u32 nb, ng, cap, fl, nx, ls, s;\n" \
+    "\t.reg .u64 sh, cf, ct, slot, last, sw, lane, t, a;\n" \
+    "\tmov.u64 %0, 0;\n" \
+    "\tmov.u32 %1, 0;\n" \
+    "\tmov.u32 %2, -1;\n" \
+    "\tsetp.eq.u32 ps, %6, 0;\n" \
+    "\t@ps bra.uni SMP_OPEN;\n" \
+    "\tld.global.u64 sh, [%3+8];\n" \
+    "\tld.global.v2.u64 {cf, ct}, [%3+16];\n" \
+    "\tmov.b64 {nb, ng}, sh;\n" \
+    "\tmov.b64 {cap, fl}, cf;\n" \
+    "\tmov.b64 {nx, ls}, ct;\n" \
+    "\tcvt.u64.u32 last, ls;\n" \
+    "\tadd.u64 slot, last, 1;\n" \
+    "\tcvt.u64.u32 t, nx;\n" \
+    "\tmin.u64 slot, t, slot;\n" \
+    "\tcvt.u64.u32 t, cap;\n" \
+    "\tadd.u64 t, t, 2;\n" \
+    "\tmul.wide.u32 sw, nb, ng;\n" \
+    "\tmul.lo.u64 sw, sw, t;\n" \
+    "\tadd.u64 sw, sw, 8;\n" \
+    "\tmul.lo.u64 %0, sw, slot;\n" \
+    "\tsetp.lt.u32 pv, %4, nb;\n" \
+    "\tsetp.lt.and.u32 pv, %5, ng, pv;\n" \
+    "\tsetp.le.and.u64 pv, slot, last, pv;\n" \
+    "\tmul.wide.u32 lane, %4, ng;\n" \
+    "\tcvt.u64.u32 sw, %5;\n" \
+    "\tadd.u64 lane, lane, sw;\n" \
+    "\tmad.lo.u64 lane, lane, t, 2;\n" \
+    "\t@pv add.u64 %0, %0, lane;\n" \
+    "\t@pv mov.u32 %1, cap;\n" \
+    "\tand.b32 fl, fl, 2;\n" \
+    "\tsetp.ne.and.u32 ps, fl, 0, pv;\n" \
+    "\tsetp.ne.and.u32 ps, cap, 0, ps;\n" \
+    "\t@ps sub.u32 %2, cap, 1;\n" \
+    "\tadd.u64 a, %0, 8;\n" \
+    "\tmad.lo.u64 a, a, 8, %3;\n" \
+    "\tsetp.ne.and.u32 ps, %7, 0, pv;\n" \
+    "\tmov.u64 t, %%globaltimer;\n" \
+    "\tmov.u32 s, %%smid;\n" \
+    "\t@ps st.global.u64 [a+-16], t;\n" \
+    "\t@ps st.global.u32 [a+-8], s;\n" \
+    "\tSMP_OPEN:\n" \
     "\t}"
 
 // %0 = %globaltimer (u64, ns)
