@@ -10,10 +10,6 @@ iteration. Variants:
               warp records, the other warps branch past each event
   ours_pred   diagnostic: ours with the other warps' stores predicated off instead of branched
               over (`ptx.record(mode="thread")`, 7 SASS per event too); BENCHMARKS.md run 9
-  ours_all    diagnostic: ours' lanes (one per partition) written by every warp of the partition
-              (the per-warp record: no leader test; the warps store the same words)
-  ours_last   diagnostic: ours with the partition's last warp recording instead of its first
-              (the default partition's warp 0 shares a scheduler with the 1-warp worker)
   ours_warp   sm_profiler.gluon_ops with PER_WARP=True
   proton      Proton's instrumentation (pl.enter_scope/exit_scope at the same points)
 
@@ -43,9 +39,7 @@ from sm_profiler import SmProfiler, ptx
 from sm_profiler import format as fmt
 from sm_profiler.gluon_ops import profiler_event_end, profiler_event_start, profiler_init
 
-MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "proton": 4, "ours_pred": 5,
-         "ours_all": 6, "ours_last": 7}
-_WARP_ZERO_ASM = gl.constexpr(ptx.WARP_ZERO_VOTED)
+MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "proton": 4, "ours_pred": 5}
 EVT = gl.constexpr(0)
 _VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
 _PRED_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="thread", vector=_VECTOR))
@@ -63,17 +57,6 @@ def _timer():
 def _init(prof, lane_words, GROUP: gl.constexpr, MODE: gl.constexpr):
     if MODE == 2 or MODE == 5:
         return profiler_init(prof, gl.program_id(0), GROUP)
-    elif MODE == 6 or MODE == 7:  # ours with another writer: every warp, or the last one
-        records, cursor, capacity, leader, stage, last = profiler_init(prof, gl.program_id(0),
-                                                                       GROUP)  # fmt: skip
-        if MODE == 6:
-            leader = gl.full(leader.shape, 1, gl.uint32, leader.type.layout)  # no leader test
-        else:
-            nw: gl.constexpr = gl.num_warps()
-            thread = gl.arange(0, 32 * nw, gl.BlockedLayout([1], [32], [nw], [0]))
-            leader = gl.inline_asm_elementwise(_WARP_ZERO_ASM, "=r,r", [thread - 32 * (nw - 1)],
-                                               dtype=gl.int32, is_pure=True, pack=1)  # fmt: skip
-        return records, cursor, capacity, leader, stage, last
     elif MODE == 3:
         return profiler_init(prof, gl.program_id(0), GROUP * 4, PER_WARP=True)
     else:  # floor: a private slice of the buffer per (program, partition)
@@ -88,7 +71,7 @@ def _rec(ctx, START: gl.constexpr, MODE: gl.constexpr):
         ptr, cursor, a, b, c, d = ctx
         gl.store(ptr + cursor, _timer())
         return ptr, cursor + 1, a, b, c, d
-    elif MODE == 2 or MODE == 3 or MODE == 6 or MODE == 7:
+    elif MODE == 2 or MODE == 3:
         if START:
             return profiler_event_start(ctx, EVT)
         else:
@@ -163,7 +146,7 @@ def lane_spans(launch, prof, plain, lane_words, iters) -> dict:
     iteration time, and of the worker's start after the default's (from the records). ptxas
     may move arithmetic across a record, so a span is firmer than an iteration's time."""
     out = {}
-    for mode in ("floor", "ours", "ours_pred", "ours_all", "ours_warp"):
+    for mode in ("floor", "ours", "ours_pred", "ours_warp"):
         if mode == "floor":
             plain.zero_()
             launch(mode)
@@ -213,14 +196,14 @@ def main():
             ws_loop_kernel[(grid,)](out, buf, lw, ITERS=iters, INNER=inner, MODE=MODES[mode],
                                     num_warps=4)  # fmt: skip
 
-        ours = ("base", "floor", "ours", "ours_pred", "ours_all", "ours_last", "ours_warp")
+        ours = ("base", "floor", "ours", "ours_pred", "ours_warp")
         fns = {m: (lambda m=m: launch(m)) for m in ours}
         if args.timing == "cupti":
             t = cupti_medians(fns, args.launches, args.rounds, "ws_loop_kernel")
         else:
             t = event_medians(fns, args.launches, args.rounds)
         # Check what ours recorded before trusting its time.
-        for mode in ("ours", "ours_pred", "ours_all", "ours_last"):
+        for mode in ("ours", "ours_pred"):
             prof.init_buffer()
             launch(mode)
             trace = prof.decode()

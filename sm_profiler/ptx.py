@@ -26,9 +26,9 @@ _STAMP_LANE = (
     f"@p st.global.u32 [{{r}}+{SM_OFFSET_BYTES}], s;\n\t"
 )
 
-# The CuteDSL ops' stamp (they find the lane in their own arithmetic; the other front ends use
-# open_lane below). $0 records (u64 address of records[0]), $1 stamp (u32: nonzero = this thread
-# writes the lane). If stamp: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid.
+# The CuteDSL ops' stamp (they find the lane in their own arithmetic, as the Triton ops do with
+# init_leader; Gluon and CUDA C++ use open_lane below). $0 records (u64 address of records[0]),
+# $1 stamp (u32: nonzero = this thread writes the lane). If stamp: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid.
 def init(first: int = 0) -> str:
     """$first records, $first+1 stamp; with first=1, $0 is a dummy output set to 0."""
     text = (
@@ -59,6 +59,10 @@ def open_lane() -> str:
     Where `opens` is 0 (the warps of a per-block or per-partition lane that do not write it) the
     whole text is one branch: offset 0, capacity 0, no load. Those warps neither load the header
     nor wait for it; only the writing warp does (BENCHMARKS.md run 12).
+
+    The Triton ops keep their own arithmetic (`init_leader`): with this text, Triton 3.6's ptxas
+    kept the lane's address in uniform registers and copied it back per event (two more SASS per
+    event, measured slower on the loop kernel).
     """
     w = fmt.WORD_BYTES
     return (
@@ -96,6 +100,32 @@ def open_lane() -> str:
 
 OPEN_LANE = open_lane()
 OPEN_LANE_CONSTRAINTS = "=l,=r,=r,l,r,r,r,r"
+
+
+def init_leader(per_warp: bool) -> str:
+    """Triton's init: $0 = leader (out), $1 records, $2 valid.
+
+    per program: warp 0 of the program leads, all its lanes (`record(mode="warp")`); they write
+        the same values to the same addresses. leader = %tid.x / 32 == 0, also in a lane outside
+        the shape (its capacity 0 sends its stores to the header's scratch word): a leader that
+        depends on nothing but the warp index lets ptxas keep one predicate for every event's
+        branch instead of re-deriving it per event.
+    per warp: every warp leads its own lane (`record(mode="all")`); lane 0 stamps it.
+    if stamping: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid
+    """
+    if per_warp:
+        return (
+            "{\n\t.reg .pred p;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
+            "mov.u32 w, %laneid;\n\tsetp.eq.u32 p, w, 0;\n\tsetp.ne.and.u32 p, $2, 0, p;\n\t"
+            "mov.u32 $0, 1;\n\t" + _STAMP_LANE.format(r="$1") + "}"
+        )
+    return (
+        "{\n\t.reg .pred p, q;\n\t.reg .u32 w, s;\n\t.reg .u64 t;\n\t"
+        "mov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\tsetp.eq.u32 q, w, 0;\n\t"
+        "selp.u32 $0, 1, 0, q;\n\tsetp.ne.and.u32 p, $2, 0, q;\n\t"
+        + _STAMP_LANE.format(r="$1")
+        + "}"
+    )
 
 
 # Who stores a record (`record(mode=...)`):
@@ -373,12 +403,6 @@ WARP_ZERO = (
     "setp.eq.u32 p, w, 0;\n\tselp.u32 $0, 1, 0, p;\n\t}"
 )
 WARP_ZERO_CONSTRAINTS = "=r,r"
-
-# The same flag from %tid.x itself (Triton: one-dimensional blocks), no operand: $0 only.
-WARP_ZERO_TID = (
-    "{\n\t.reg .pred p;\n\t.reg .u32 w;\n\tmov.u32 w, %tid.x;\n\tshr.u32 w, w, 5;\n\t"
-    "setp.eq.u32 p, w, 0;\n\tselp.u32 $0, 1, 0, p;\n\t}"
-)
 
 # The same flag from a thread index that ptxas cannot see is a shifted %tid.x (Gluon numbers a
 # partition's threads as (%tid.x - first thread) masked to the partition's size): a warp vote

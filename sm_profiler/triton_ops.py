@@ -148,71 +148,59 @@ def profiler_init(
                 "profiler_init: block is a Python literal, so every program would write the same "
                 "lane; pass the program's index, e.g. tl.program_id(0), or leave block out",
             )
+        shape = tl.load(buffer_ptr + _HDR_SHAPE)
+        num_blocks = (shape & 0xFFFFFFFF).to(tl.int32)
+        num_groups = (shape >> 32).to(tl.int32)
+        capacity = (tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
+        # Launch slots (format.py): this launch's slot starts at `buffer_ptr`; past the last
+        # slot, every lane is out of shape and writes only the spare header's scratch word.
+        buffer_ptr, in_slot = _slot(buffer_ptr, num_blocks, num_groups, capacity)
+        num_blocks = tl.where(in_slot, num_blocks, 0)
         block = tl.full((), 0, tl.int32) + block
-        if not _INTERPRET and STAGE == 0:
-            return _open_lane(buffer_ptr, block, group, PER_WARP, RING)
+        if _INTERPRET:
+            return _init_emulated(
+                buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP, NUM_WARPS,
+                STAGE, RING,
+            )  # fmt: skip
         else:
-            shape = tl.load(buffer_ptr + _HDR_SHAPE)
-            num_blocks = (shape & 0xFFFFFFFF).to(tl.int32)
-            num_groups = (shape >> 32).to(tl.int32)
-            capacity = (tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
-            # Launch slots (format.py): this launch's slot starts at `buffer_ptr`; past the last
-            # slot, every lane is out of shape and writes only the spare header's scratch word.
-            buffer_ptr, in_slot = _slot(buffer_ptr, num_blocks, num_groups, capacity)
-            num_blocks = tl.where(in_slot, num_blocks, 0)
-            if _INTERPRET:
-                return _init_emulated(
-                    buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP, NUM_WARPS,
-                    STAGE, RING,
-                )  # fmt: skip
-            else:
-                # Staged: the same lane rule in Triton arithmetic, whose loads nothing waits for
-                # until profiler_flush (the events write shared memory only).
-                group = tl.full((), 0, tl.int32) + group + _warp_index()
-                # Unsigned compares also reject negative indices.
-                valid = (block.to(tl.uint32) < num_blocks.to(tl.uint32)) & (
-                    group.to(tl.uint32) < num_groups.to(tl.uint32)
-                )
-                lane = block.to(tl.int64) * num_groups + group
-                offset = tl.where(valid, lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS, 0)
-                records = buffer_ptr + _HEADER_WORDS + offset
-                capacity = tl.where(valid, capacity, 0)
-                cursor = tl.full((), 0, tl.int32)
-                # The leader (uint32, as per warp) is the has-region flag the flush needs.
+            if PER_WARP:
+                group = group + _warp_index()
+            group = tl.full((), 0, tl.int32) + group
+            # Unsigned compares also reject negative indices.
+            valid = (block.to(tl.uint32) < num_blocks.to(tl.uint32)) & (
+                group.to(tl.uint32) < num_groups.to(tl.uint32)
+            )
+            # A lane outside the shape gets capacity 0 and records at the end of the global
+            # header: each of its events takes the overflow path and stores its cursor into the
+            # header's scratch word (format.HDR_SCRATCH), inside the buffer. No event needs a
+            # "valid" test of its own.
+            lane = block.to(tl.int64) * num_groups + group
+            offset = tl.where(valid, lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS, 0)
+            records = buffer_ptr + _HEADER_WORDS + offset
+            capacity = tl.where(valid, capacity, 0)
+            cursor = tl.full((), 0, tl.int32)
+            if STAGE > 0:
+                # The header loads above are not waited for until profiler_flush. The leader
+                # (uint32, as per warp) is the has-region flag the flush needs.
                 leader, stage = _init_staged_asm(NUM_WARPS, STAGE)
                 return records, cursor, capacity, leader, stage, tl.full((), STAGE - 1, tl.uint32)
+            else:
+                leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
+                z = tl.full((), 0, tl.int8)  # no stage
+                if RING:
+                    # The slot mask rides where a staged lane keeps its last slot: capacity - 1
+                    # in a ring buffer, all ones (the direct rule) otherwise or out of shape.
+                    mask = _ring_mask(buffer_ptr, capacity)
+                    return records, cursor, capacity, leader, z, mask
+                else:
+                    return records, cursor, capacity, leader, z, z
 
 
 @triton.jit
-def _open_lane(buffer_ptr, block, group, PER_WARP: tl.constexpr, RING: tl.constexpr):
-    """The direct lanes (GPU): ptx.open_lane finds the lane and stamps it.
-
-    The leader's dtype tells the event ops, at compile time, which record text to use: uint32 =
-    every warp leads its lane (no test), int32 = warp 0 (a warp-uniform branch). Per program only
-    warp 0 opens the lane: the other warps branch past the header's loads, never waiting for them.
-    """
-    if PER_WARP:
-        group = group + _warp_index()
-        leader = tl.full((), 1, tl.uint32)
-        opens = tl.full((), 1, tl.int32)
-    else:
-        leader = tl.inline_asm_elementwise(
-            _WARP_ZERO_TID_ASM, "=r", [], dtype=tl.int32, is_pure=True, pack=1
-        )
-        opens = leader
-    group = tl.full((), 0, tl.int32) + group
-    offset, capacity, mask = tl.inline_asm_elementwise(
-        _OPEN_LANE_ASM, _OPEN_LANE_CONSTRAINTS, [buffer_ptr, block, group, opens, opens],
-        dtype=(tl.int64, tl.int32, tl.uint32), is_pure=False, pack=1,
-    )  # fmt: skip
-    records = buffer_ptr + _HEADER_WORDS + offset
-    z = tl.full((), 0, tl.int8)  # no stage
-    if RING:
-        # The slot mask rides where a staged lane keeps its last slot: capacity - 1 in a ring
-        # buffer, all ones (the direct rule) otherwise or out of shape.
-        return records, tl.full((), 0, tl.int32), capacity, leader, z, mask
-    else:
-        return records, tl.full((), 0, tl.int32), capacity, leader, z, z
+def _ring_mask(buffer_ptr, capacity):
+    flags = tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) >> 32
+    ring = (flags & _FLAG_RING) != 0
+    return tl.where(ring & (capacity > 0), capacity - 1, -1).to(tl.uint32)
 
 
 @triton.jit
@@ -249,9 +237,8 @@ def _warp_index():
 
 
 _INIT_STAGED_CONSTRAINTS = tl.constexpr(ptx.INIT_STAGED_CONSTRAINTS)
-_WARP_ZERO_TID_ASM = tl.constexpr(ptx.WARP_ZERO_TID)
-_OPEN_LANE_ASM = tl.constexpr(ptx.OPEN_LANE)
-_OPEN_LANE_CONSTRAINTS = tl.constexpr(ptx.OPEN_LANE_CONSTRAINTS)
+_INIT_PROGRAM_ASM = tl.constexpr(ptx.init_leader(per_warp=False))  # all of warp 0
+_INIT_WARP_ASM = tl.constexpr(ptx.init_leader(per_warp=True))  # every warp, lane 0 stamps
 
 
 def _ptx_text(name, *args):
@@ -288,6 +275,21 @@ def _init_staged_asm(NUM_WARPS: tl.constexpr, STAGE: tl.constexpr):
         asm, _INIT_STAGED_CONSTRAINTS, [], dtype=(tl.uint32, tl.uint32), is_pure=False, pack=1
     )
     return has_region, stage
+
+
+@triton.jit
+def _init_lane_asm(records, valid, PER_WARP: tl.constexpr):
+    # The leader's dtype tells the event ops, at compile time, which record text to use:
+    # uint32 = every warp leads its lane (no test), int32 = warp 0 (a warp-uniform branch).
+    if PER_WARP:
+        leader = tl.inline_asm_elementwise(
+            _INIT_WARP_ASM, "=r,l,r", [records, valid], dtype=tl.uint32, is_pure=False, pack=1
+        )
+    else:
+        leader = tl.inline_asm_elementwise(
+            _INIT_PROGRAM_ASM, "=r,l,r", [records, valid], dtype=tl.int32, is_pure=False, pack=1
+        )
+    return leader
 
 
 # --------------------------------------------------------------------------------------------

@@ -115,7 +115,8 @@ def test_one_ptx_text_serves_both_front_ends():
         assert "mad.wide.u32 a, $1, 8, $0;" in _ptx.RECORD[mode]  # &records[cursor]
     for store in ("st.global.u64 [{}+-16], t;", "st.global.u32 [{}+-8], s;"):
         assert "@p " + store.format("$0") in _ptx.INIT
-        assert "@ps " + store.format("a") in _ptx.OPEN_LANE  # Triton, Gluon, CUDA C++
+        assert store.format("$1") in triton_ops._INIT_PROGRAM_ASM.value
+        assert "@ps " + store.format("a") in _ptx.OPEN_LANE  # Gluon, CUDA C++
     assert _ptx.ANCHOR_OFFSET_BYTES == -fmt.LANE_HEADER_WORDS * fmt.WORD_BYTES
     assert _ptx.LAST_DROPPED_OFFSET_BYTES == -4
 
