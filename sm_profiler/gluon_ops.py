@@ -120,6 +120,14 @@ def profiler_init(buffer_ptr, block=None, group=0, ENABLED: gl.constexpr = True,
             lane_group = thread // 32 + group  # a tensor: each warp's own lane
             leader = gl.full(thread.shape, 1, gl.uint32, thread.type.layout)
             opens = leader.to(gl.int32)
+        elif gl.num_warps() == 1:
+            # A one-warp partition (a TMA producer, an MMA issuer): its warp writes the lane with
+            # no leader test at all, as per warp. A branch around each event would cut the
+            # partition's only instruction stream into blocks that ptxas cannot schedule across
+            # (measured: the worker of benchmarks/gluon_overhead.py, BENCHMARKS.md run 12).
+            lane_group = gl.full((), 0, gl.int32) + group
+            leader = gl.full(thread.shape, 1, gl.uint32, thread.type.layout)
+            opens = leader.to(gl.int32)
         else:
             # The partition's first warp leads (int32: a warp-uniform branch per event), and
             # opens the lane alone: the other warps branch past the header's loads. A shift in

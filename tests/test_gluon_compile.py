@@ -78,6 +78,16 @@ def test_one_timer_read_and_one_8_byte_store_per_event_in_each_partition(probe, 
     assert not [i for i in probe[f"ws_straight_12_{per_warp}"] if i.startswith("BSSY")]
 
 
+def test_a_one_warp_partition_records_without_a_leader_test(probe):
+    # ws_straight_kernel: a 4-warp default partition and a 1-warp worker, 4 or 12 events each.
+    # Per partition, one warp-uniform branch per event in the default partition (its warps 1-3
+    # skip the event) and none in the worker, whose only warp writes the lane as per warp does.
+    def branches(n):
+        return _counts(probe[f"ws_straight_{n}_0"], r"^@!?U?P\d+ BRA")
+
+    assert (branches(12) - branches(4)) / 8 == 1
+
+
 def test_each_partition_counts_its_warps_from_its_first(probe):
     # The leader is warp 0 of the partition, from a Gluon arange (which the compiler numbers from
     # the partition's first thread) voted across the warp; a raw %tid.x would pick warp 0 of
