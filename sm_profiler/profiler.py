@@ -412,11 +412,41 @@ def _interpret_env() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def _interpreter_numpy_error(triton_version: str | None = None,
+                              numpy_version: str | None = None) -> str:
+    """Why Triton's interpreter cannot run here ('' if it can). Triton 3.6's interpreter turns
+    1-element arrays into Python ints, which numpy 2.4 refuses: every kernel then fails with
+    "only 0-dimensional arrays can be converted to Python scalars" (Triton 3.7 and later run)."""
+    if triton_version is None:
+        import triton
+
+        triton_version = triton.__version__
+    if numpy_version is None:
+        numpy_version = np.__version__
+
+    def release(v: str) -> tuple[int, int]:
+        major, minor = v.split(".")[:2]
+        return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+    if release(triton_version) < (3, 7) and release(numpy_version) >= (2, 4):
+        return (
+            f"Triton {triton_version}'s CPU interpreter (TRITON_INTERPRET=1) cannot run with numpy "
+            f"{numpy_version}: every kernel fails in it with \"only 0-dimensional arrays can be "
+            "converted to Python scalars\". Install numpy older than 2.4 (pip install "
+            "'numpy<2.4') or Triton 3.7 or newer (pip install -U triton)"
+        )
+    return ""
+
+
 def _check_interpreter() -> None:
     """sm_profiler.triton_ops picks its GPU or interpreter ops once, when imported, while Triton
     decides per @triton.jit, when the kernel is defined. If TRITON_INTERPRET changed in between,
     the user's kernel and the ops disagree and Triton fails with "Cannot call @triton.jit'd
     outside of the scope of a kernel" (or inline asm under the interpreter): say why instead."""
+    if _interpret_env():
+        interpreter_numpy_error = _interpreter_numpy_error()
+        if interpreter_numpy_error:
+            raise ConfigError(interpreter_numpy_error)
     ops = sys.modules.get("sm_profiler.triton_ops")
     if ops is None:  # not imported (yet, or a CuteDSL user): the ops will read the switch then
         return

@@ -36,6 +36,34 @@ def _run(script: str, interpret: str | None, timeout: int = 300) -> subprocess.C
 # -- no CUDA -------------------------------------------------------------------------------------
 
 
+# -- Triton 3.6's interpreter with numpy 2.4 ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("triton_version", "numpy_version", "refused"),
+    [("3.6.0", "2.4.6", True), ("3.6.0", "2.3.5", False), ("3.7.1", "2.4.6", False),
+     ("3.9.0", "2.4.0rc1", False), ("3.6.0", "2.4.0rc1", True), ("3.10.0", "3.0.0", False)],
+)  # fmt: skip
+def test_the_interpreter_numpy_rule(triton_version, numpy_version, refused):
+    from sm_profiler.profiler import _interpreter_numpy_error
+
+    msg = _interpreter_numpy_error(triton_version, numpy_version)
+    assert bool(msg) == refused
+    if refused:
+        assert "numpy<2.4" in msg and "Triton 3.7" in msg and numpy_version in msg
+
+
+def test_a_cpu_profiler_under_triton_36_with_numpy_24_names_the_fix(monkeypatch):
+    import numpy as np
+    import triton
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    monkeypatch.setattr(np, "__version__", "2.4.6")
+    with pytest.raises(ConfigError, match=r"numpy<2\.4"):
+        SmProfiler(4, 1, 8, device="cpu")
+
+
 @pytest.mark.parametrize("device", ["cuda", "cuda:0"])
 def test_a_cuda_profiler_without_cuda_says_to_use_the_interpreter(monkeypatch, device):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
