@@ -123,6 +123,11 @@ def ptx_header() -> str:
         "%0 lane offset (words), %1 capacity, %2 ring mask (out); %3 buffer, %4 block, %5 group, %6 opens, "
         "%7 stamps",
     )
+    lines += _define(
+        "WARP_HOLDS",
+        ptx.WARP_HOLDS,
+        "%0 = 1 in every thread of a warp where %1 != 0 in some active thread (warp-uniform)",
+    )
     lines += _define("GLOBALTIMER", ptx.GLOBALTIMER, "%0 = %globaltimer (u64, ns)")
     for ring in (False, True):
         for vector, spelling in ((False, "PACKED"), (True, "VECTOR")):

@@ -424,5 +424,12 @@ WARP_ZERO_ACTIVE = (
     "selp.u32 $0, 0, 1, q;\n\t}"
 )
 
+# $0 = 1 in every thread of a warp where $1 is nonzero in some active thread, else 0 (CUDA C++:
+# the warp that holds a leader-mode lane's leader opens the lane; the others skip it).
+WARP_HOLDS = (
+    "{\n\t.reg .pred p, q;\n\t.reg .u32 m;\n\tsetp.ne.u32 p, $1, 0;\n\t"
+    "activemask.b32 m;\n\tvote.sync.any.pred q, p, m;\n\tselp.u32 $0, 1, 0, q;\n\t}"
+)
+
 # Read-only helpers, used by the floor variant of the benchmark and by tests.
 GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)

@@ -208,27 +208,37 @@ static __device__ __forceinline__ unsigned int sm_profiler_warp_zero_() {
     return flag;
 }
 
-// One lane per (block, group), written by warp 0 of the block. block: the lane's block index
-// (default: the linear block index); group: its group.
-static __device__ __forceinline__ sm_profiler_lane sm_profiler_init(
-    const void* buffer, unsigned int block = SM_PROFILER_AUTO_BLOCK, unsigned int group = 0) {
-    if (block == SM_PROFILER_AUTO_BLOCK) block = sm_profiler_get_block_idx();
-    unsigned int warp_zero = sm_profiler_warp_zero_();
-    sm_profiler_lane lane;
-    if (warp_zero) {
-        lane = sm_profiler_open_lane_<SM_PROFILER_MODE_PER_BLOCK>(
-            buffer, block, group, warp_zero, sm_profiler_get_thread_idx() == 0, warp_zero);
+// The lane of a per-block or leader lane, opened only in the warps that write it (`opens`,
+// warp-uniform); the other warps skip the header's loads (and the wait for them) and the lane
+// arithmetic, and get an empty lane at the header's end, which no event of theirs stores to.
+// Opening behind this branch also keeps the lane's address in ordinary registers: opened in every
+// warp, ptxas 12.8/13.0 held it in uniform ones and copied it back before each record's store.
+template <int MODE>
+static __device__ __forceinline__ sm_profiler_lane_t<MODE> sm_profiler_open_in_writing_warp_(
+    const void* buffer, unsigned int block, unsigned int group, unsigned int leader,
+    bool stamper, unsigned int opens) {
+    sm_profiler_lane_t<MODE> lane;
+    if (opens) {
+        lane = sm_profiler_open_lane_<MODE>(buffer, block, group, leader, stamper, opens);
     } else {
-        // Warps 1..: they branch past every event, so they skip the header's loads (and the
-        // wait for them) and the lane arithmetic too: an empty lane at the header's end.
         lane.records = (unsigned long long)buffer +
                        SM_PROFILER_HEADER_WORDS * SM_PROFILER_WORD_BYTES;
         lane.cursor = 0u;
         lane.capacity = 0u;
         lane.mask = 0xFFFFFFFFu;
     }
-    lane.leader = warp_zero;
+    lane.leader = leader;
     return lane;
+}
+
+// One lane per (block, group), written by warp 0 of the block. block: the lane's block index
+// (default: the linear block index); group: its group.
+static __device__ __forceinline__ sm_profiler_lane sm_profiler_init(
+    const void* buffer, unsigned int block = SM_PROFILER_AUTO_BLOCK, unsigned int group = 0) {
+    if (block == SM_PROFILER_AUTO_BLOCK) block = sm_profiler_get_block_idx();
+    unsigned int warp_zero = sm_profiler_warp_zero_();
+    return sm_profiler_open_in_writing_warp_<SM_PROFILER_MODE_PER_BLOCK>(
+        buffer, block, group, warp_zero, sm_profiler_get_thread_idx() == 0, warp_zero);
 }
 
 // One lane per warp: warp w of the block writes lane (block, first_group + w).
@@ -245,8 +255,10 @@ static __device__ __forceinline__ sm_profiler_warp_lane sm_profiler_init_per_war
 // block may call the events too: they store nothing.
 static __device__ __forceinline__ sm_profiler_leader_lane sm_profiler_init_leader(
     const void* buffer, unsigned int block, unsigned int group, bool is_leader) {
-    return sm_profiler_open_lane_<SM_PROFILER_MODE_LEADER>(
-        buffer, block, group, is_leader ? 1u : 0u, is_leader, 1u);
+    unsigned int holds;  // 1 in every thread of the warp that holds the leader
+    asm volatile(SM_PROFILER_PTX_WARP_HOLDS : "=r"(holds) : "r"(is_leader ? 1u : 0u));
+    return sm_profiler_open_in_writing_warp_<SM_PROFILER_MODE_LEADER>(
+        buffer, block, group, is_leader ? 1u : 0u, is_leader, holds);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -67,6 +67,17 @@
     "\tSMP_OPEN:\n" \
     "\t}"
 
+// %0 = 1 in every thread of a warp where %1 != 0 in some active thread (warp-uniform)
+#define SM_PROFILER_PTX_WARP_HOLDS \
+    "{\n" \
+    "\t.reg .pred p, q;\n" \
+    "\t.reg .u32 m;\n" \
+    "\tsetp.ne.u32 p, %1, 0;\n" \
+    "\tactivemask.b32 m;\n" \
+    "\tvote.sync.any.pred q, p, m;\n" \
+    "\tselp.u32 %0, 1, 0, q;\n" \
+    "\t}"
+
 // %0 = %globaltimer (u64, ns)
 #define SM_PROFILER_PTX_GLOBALTIMER \
     "mov.u64 %0, %%globaltimer;"
