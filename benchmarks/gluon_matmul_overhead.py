@@ -8,6 +8,8 @@ record at the same points: a range around the whole kernel, and per K step aroun
 the TMA wait, the wgmma wait and the wgmma issue, plus the last wgmma wait. Variants:
   base         no instrumentation
   floor        per event one %globaltimer read and one 8-byte store, cursor in a register
+  floor_w0     the floor written by warp 0 alone, warps 1-7 branching past it: the floor of a
+               lane one warp writes (what `ours` is)
   ours         sm_profiler.gluon_ops, one lane per block (the kernel is one 8-warp partition:
                warp 0 records)
   ours_pred    diagnostic: ours with warps 1-7's stores predicated off instead of branched over
@@ -50,7 +52,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from sm_profiler import SmProfiler
+from sm_profiler import SmProfiler, ptx
 from sm_profiler import format as fmt
 from sm_profiler.export import export
 from sm_profiler.gluon_ops import profiler_event_end, profiler_event_start, profiler_init
@@ -61,13 +63,21 @@ if hasattr(tma, "async_load"):
 else:
     _tma_load, _tma_store = tma.async_copy_global_to_shared, tma.async_copy_shared_to_global
 
-MODES = {"base": 0, "floor": 1, "ours": 2, "ours_pred": 5, "ours_warp": 3, "proton": 4}
+MODES = {"base": 0, "floor": 1, "floor_w0": 6, "ours": 2, "ours_pred": 5, "ours_warp": 3,
+         "proton": 4}
 KERNEL, TMA_ISSUE, TMA_WAIT, WGMMA_WAIT, WGMMA_ISSUE, WGMMA_LAST_WAIT = (
     gl.constexpr(i) for i in range(6)
 )
 EVENT_NAMES = ["kernel", "tma_loads_issue", "tma_loads_wait", "wgmma_wait", "wgmma_issue",
                "wgmma_last_wait"]  # fmt: skip
 BLOCK, NUM_WARPS = 128, 8
+_WARP_ZERO_ASM = gl.constexpr(ptx.WARP_ZERO_VOTED)
+# floor_w0: $1 address, $2 leader (warp-uniform): the leader's warp reads the timer and stores it.
+_FLOOR_W0_ASM = gl.constexpr(
+    "{\n\t.reg .pred p;\n\t.reg .u64 t;\n\tsetp.ne.u32 p, $2, 0;\n\t"
+    "@!p bra.uni SMP_FW0_${:uid};\n\tmov.u64 t, %globaltimer;\n\tst.global.u64 [$1], t;\n\t"
+    "SMP_FW0_${:uid}:\n\tmov.u32 $0, 0;\n\t}"
+)
 
 
 def events_per_lane(K):
@@ -81,6 +91,13 @@ def _init(prof, block, lane_words, MODE: gl.constexpr):
         return profiler_init(prof, block, 0)
     elif MODE == 3:
         return profiler_init(prof, block, 0, PER_WARP=True)
+    elif MODE == 6:  # floor_w0: the floor's slice, and the ops' leader flag (warp 0, voted)
+        nw: gl.constexpr = gl.num_warps()
+        thread = gl.arange(0, 32 * nw, gl.BlockedLayout([1], [32], [nw], [0]))
+        leader = gl.inline_asm_elementwise(_WARP_ZERO_ASM, "=r,r", [thread], dtype=gl.int32,
+                                           is_pure=True, pack=1)  # fmt: skip
+        z = gl.full((), 0, gl.int32)
+        return prof + block.to(gl.int64) * lane_words, z, z, leader, z, z
     else:  # floor: a private slice of the buffer per block (base, proton: unused)
         z = gl.full((), 0, gl.int32)
         return prof + block.to(gl.int64) * lane_words, z, z, z, z, z
@@ -93,6 +110,11 @@ def _mark(ctx, EVT: gl.constexpr, NAME: gl.constexpr, MODE: gl.constexpr, START:
         ptr, cursor, a, b, c, d = ctx
         gl.store(ptr + cursor, _timer())
         return ptr, cursor + 1, a, b, c, d
+    elif MODE == 6:
+        ptr, cursor, a, leader, c, d = ctx
+        gl.inline_asm_elementwise(_FLOOR_W0_ASM, "=r,l,r", [ptr + cursor, leader], dtype=gl.int32,
+                                  is_pure=False, pack=1)  # fmt: skip
+        return ptr, cursor + 1, a, leader, c, d
     elif MODE == 2 or MODE == 3:
         if START:
             return profiler_event_start(ctx, EVT)
@@ -263,7 +285,7 @@ def _stage(text):
 
 
 def kernel_times(p: Problem, launches, rounds, timing="cupti") -> dict:
-    ours = ("base", "floor", "ours", "ours_pred", "ours_warp")
+    ours = ("base", "floor", "floor_w0", "ours", "ours_pred", "ours_warp")
     fns = {m: (lambda m=m: p.launch(m)) for m in ours}
     _stage(f"kernel times ({timing}): {', '.join(ours)}")
     if timing == "cupti":
@@ -371,7 +393,7 @@ def main():
     for shape in args.shapes.split(","):
         M, N, K = (int(x) for x in shape.split("x"))
         p = Problem(M, N, K)
-        checks = check_outputs(p, ("floor", "ours", "ours_pred", "ours_warp"))
+        checks = check_outputs(p, ("floor", "floor_w0", "ours", "ours_pred", "ours_warp"))
         t = kernel_times(p, args.launches, args.rounds, args.timing)
         base = t["base"]
         added = {k: (None if t.get(k) is None else round(t[k] - base, 3))
