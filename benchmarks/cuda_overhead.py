@@ -28,9 +28,7 @@ CUPTI cannot run, CUDA events (the output says which).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
 
 import numpy as np
 import torch
@@ -132,21 +130,11 @@ extern "C" __global__ void loop_kernel(float* out, unsigned long long* prof,
 """
 
 
-def _headers_digest() -> str:
-    """A digest of the shipped headers: CuPy caches a build by source and options, not by what
-    the source includes, so a header edited between runs would otherwise time the old build."""
-    h = hashlib.sha256()
-    for name in sorted(os.listdir(sm_profiler.cuda_include_dir())):
-        with open(os.path.join(sm_profiler.cuda_include_dir(), name), "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
-
-
 def build(mode: int, iters: int, inner: int, defines: tuple[str, ...] = ()):
     import cupy
 
     opts = (f"-I{sm_profiler.cuda_include_dir()}", "--std=c++17", f"-DSMP_MODE={mode}",
-            f"-DITERS={iters}", f"-DINNER={inner}", f"-DSMP_HEADERS={_headers_digest()}",
+            f"-DITERS={iters}", f"-DINNER={inner}", f"-DSM_PROFILER_HEADERS={sm_profiler.cuda.headers_digest()}",
             *defines)  # fmt: skip
     return cupy.RawKernel(SRC, "loop_kernel", options=opts)
 

@@ -34,6 +34,24 @@ def include_dir() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 
 
+def headers_digest(folder: str | None = None) -> str:
+    """16 hex digits naming the headers' contents (default: the shipped ones).
+
+    CuPy caches an NVRTC build by its source text and options, not by the headers the source
+    includes: after sm_profiler (or a header) changes, a kernel built before would be reused.
+    Passing `-DSM_PROFILER_HEADERS=<this>` among the options makes a new build."""
+    import hashlib
+
+    folder = folder or include_dir()
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(folder)):
+        if name.endswith((".cuh", ".h")):
+            h.update(name.encode() + b"\0")
+            with open(os.path.join(folder, name), "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:16]
+
+
 def cuda_asm(llvm_text: str) -> str:
     """An LLVM inline-asm text (ptx.py's spelling) in CUDA's inline-asm spelling."""
     text = llvm_text.replace("_${:uid}", "")

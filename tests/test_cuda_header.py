@@ -72,6 +72,19 @@ def test_include_dir_holds_the_headers_and_the_cli_prints_it(capsys):
     assert capsys.readouterr().out.strip() == d
 
 
+def test_headers_digest_names_the_headers_contents(tmp_path):
+    # CuPy's cache key is the source and the options: the digest, passed as a define, makes a
+    # changed header a new build.
+    shipped = cuda.headers_digest()
+    assert re.fullmatch(r"[0-9a-f]{16}", shipped)
+    for name in os.listdir(cuda.include_dir()):
+        (tmp_path / name).write_bytes(open(os.path.join(cuda.include_dir(), name), "rb").read())
+    assert cuda.headers_digest(str(tmp_path)) == shipped
+    with open(tmp_path / "sm_profiler.cuh", "a") as f:
+        f.write("// one more line\n")
+    assert cuda.headers_digest(str(tmp_path)) != shipped
+
+
 def test_the_headers_ship_in_the_wheel():
     tomllib = pytest.importorskip("tomllib")
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
