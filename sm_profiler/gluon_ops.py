@@ -18,15 +18,16 @@ cursor in a register, no load, atomic or fence. Differences, all from what a par
   per partition (default): one lane per (block, group). Call `profiler_init` at the start of
       each partition function with that partition's group: worker partitions take no tensors,
       so each opens its own lane (the buffer pointer is an ordinary argument). The first warp of
-      the partition records, the other warps branch past each event. "First" is counted inside
-      the partition: the ops take the thread index from a Gluon `arange` laid one element per
+      the partition opens the lane and records, the other warps branch past the init and each
+      event; a one-warp partition records with no leader test. "First" is counted inside the
+      partition: the ops take the thread index from a Gluon `arange` laid one element per
       thread over `gl.num_warps()` warps, which the compiler numbers from the partition's first
       warp (a raw %tid.x would point at warp 0 of the block, which no worker partition has).
   per warp (PER_WARP=True): lane `group + warp index inside the partition`, every warp records.
       Give each partition its own range of groups, e.g. default group 0..3, producer 4.
-      Costs about what per partition costs (1.2x-1.35x vs 1.3x-1.4x the bare timer store's
-      added time on an H200, BENCHMARKS.md runs 8-10); in loops larger than the instruction
-      cache both swing by build, not by mode.
+      On an H200 (BENCHMARKS.md run 12) a warp-specialized loop's per partition lane adds 0.98x
+      to 1.15x the bare timer store's added time, per warp 1.27x to 1.36x; in loops larger than
+      the instruction cache both swing by build, not by mode.
 
 No election between partitions is needed or done: every partition writes its own lane, and a
 lane's writer is chosen inside it. (Triton briefly de-duplicated side-effecting inline asm across
