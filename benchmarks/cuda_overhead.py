@@ -134,8 +134,8 @@ def build(mode: int, iters: int, inner: int, defines: tuple[str, ...] = ()):
     import cupy
 
     opts = (f"-I{sm_profiler.cuda_include_dir()}", "--std=c++17", f"-DSMP_MODE={mode}",
-            f"-DITERS={iters}", f"-DINNER={inner}", f"-DSM_PROFILER_HEADERS={sm_profiler.cuda.headers_digest()}",
-            *defines)  # fmt: skip
+            f"-DITERS={iters}", f"-DINNER={inner}",
+            f"-DSM_PROFILER_HEADERS={sm_profiler.cuda.headers_digest()}", *defines)  # fmt: skip
     return cupy.RawKernel(SRC, "loop_kernel", options=opts)
 
 

@@ -55,7 +55,12 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from sm_profiler import SmProfiler, ptx
 from sm_profiler import format as fmt
 from sm_profiler.export import export
-from sm_profiler.gluon_ops import profiler_event_end, profiler_event_start, profiler_init
+from sm_profiler.gluon_ops import (  # _partition_thread: the ops' thread index in a partition
+    _partition_thread,
+    profiler_event_end,
+    profiler_event_start,
+    profiler_init,
+)
 
 # Triton 3.6 spells the TMA copies async_copy_*; later versions async_load / async_store.
 if hasattr(tma, "async_load"):
@@ -92,10 +97,8 @@ def _init(prof, block, lane_words, MODE: gl.constexpr):
     elif MODE == 3:
         return profiler_init(prof, block, 0, PER_WARP=True)
     elif MODE == 6:  # floor_w0: the floor's slice, and the ops' leader flag (warp 0, voted)
-        nw: gl.constexpr = gl.num_warps()
-        thread = gl.arange(0, 32 * nw, gl.BlockedLayout([1], [32], [nw], [0]))
-        leader = gl.inline_asm_elementwise(_WARP_ZERO_ASM, "=r,r", [thread], dtype=gl.int32,
-                                           is_pure=True, pack=1)  # fmt: skip
+        leader = gl.inline_asm_elementwise(_WARP_ZERO_ASM, "=r,r", [_partition_thread()],
+                                           dtype=gl.int32, is_pure=True, pack=1)  # fmt: skip
         z = gl.full((), 0, gl.int32)
         return prof + block.to(gl.int64) * lane_words, z, z, leader, z, z
     else:  # floor: a private slice of the buffer per block (base, proton: unused)

@@ -138,8 +138,8 @@ def ptx_header() -> str:
     lines += _define(
         "OPEN_LANE",
         ptx.OPEN_LANE,
-        "%0 lane offset (words), %1 capacity, %2 ring mask (out); %3 buffer, %4 block, %5 group, %6 opens, "
-        "%7 stamps",
+        "%0 lane offset (words), %1 capacity, %2 ring mask (out); %3 buffer, %4 block, "
+        "%5 group, %6 opens, %7 stamps",
     )
     lines += _define(
         "WARP_HOLDS",

@@ -50,6 +50,7 @@ class SmProfiler:
         flags |= fmt.FLAG_RING if ring else 0
         self.layout = fmt.Layout.checked(num_blocks, num_groups, max_events_per_group, flags)
         _check_device(device)
+        _check_interpreter_numpy()
         _check_interpreter()
         self.enabled = bool(enabled)
         self.device = device
@@ -438,15 +439,19 @@ def _interpreter_numpy_error(triton_version: str | None = None,
     return ""
 
 
+def _check_interpreter_numpy() -> None:
+    """At construction (not per launch): the versions do not change within a process."""
+    if _interpret_env():
+        err = _interpreter_numpy_error()
+        if err:
+            raise ConfigError(err)
+
+
 def _check_interpreter() -> None:
     """sm_profiler.triton_ops picks its GPU or interpreter ops once, when imported, while Triton
     decides per @triton.jit, when the kernel is defined. If TRITON_INTERPRET changed in between,
     the user's kernel and the ops disagree and Triton fails with "Cannot call @triton.jit'd
     outside of the scope of a kernel" (or inline asm under the interpreter): say why instead."""
-    if _interpret_env():
-        interpreter_numpy_error = _interpreter_numpy_error()
-        if interpreter_numpy_error:
-            raise ConfigError(interpreter_numpy_error)
     ops = sys.modules.get("sm_profiler.triton_ops")
     if ops is None:  # not imported (yet, or a CuteDSL user): the ops will read the switch then
         return

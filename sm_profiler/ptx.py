@@ -28,21 +28,22 @@ _STAMP_LANE = (
 
 # The CuteDSL ops' stamp (they find the lane in their own arithmetic, as the Triton ops do with
 # init_leader; Gluon and CUDA C++ use open_lane below). $0 records (u64 address of records[0]),
-# $1 stamp (u32: nonzero = this thread writes the lane). If stamp: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid.
-def init(first: int = 0) -> str:
-    """$first records, $first+1 stamp; with first=1, $0 is a dummy output set to 0."""
-    text = (
+# $1 stamp (u32: nonzero = this thread writes the lane).
+# If stamp: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid.
+def init() -> str:
+    """CuteDSL's init: $0 records, $1 stamp."""
+    return (
         "{\n\t.reg .pred p;\n\t.reg .u32 s;\n\t.reg .u64 t;\n\t"
-        "setp.ne.u32 p, $1, 0;\n\t" + _STAMP_LANE.format(r="$0")
+        "setp.ne.u32 p, $1, 0;\n\t" + _STAMP_LANE.format(r="$0") + "}"
     )
-    return _shift(text, first) + "}"
 
 
 INIT_CONSTRAINTS = "l,r"
 
 
 def open_lane() -> str:
-    """Find a lane and stamp it: the lane rule of docs/format.md in one text for every front end.
+    """Find a lane and stamp it: the lane rule of docs/format.md, one text for the Gluon ops and
+    the CUDA C++ header.
 
     Outputs: $0 the lane's offset (u64, words): its records[0] is at buffer word HEADER_WORDS +
     $0; $1 capacity (u32); $2 ring mask (u32: capacity - 1 in a ring buffer, all ones
