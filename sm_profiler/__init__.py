@@ -22,6 +22,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SmProfiler",
+    "auto",
+    "AutoProfiler",
     "cuda_include_dir",
     "merge_torch_trace",
     "merge_ranks",
@@ -55,7 +57,27 @@ _SUBMODULES = (
 )
 
 
+def auto(capacity: int | None = None, *, ring: bool = False, level: str = "program", device=None):
+    """Auto mode: every Triton and Gluon kernel compiled in a region is instrumented, no source
+    change (docs/auto.md)::
+
+        with sm_profiler.auto() as prof:
+            compiled_model(x)
+        prof.print_stats()
+
+    capacity: records kept (a power of two; default 2**22, 128 MiB of GPU memory); ring: keep the
+    newest instead of the first; level: 'program' or 'warp'."""
+    from .auto_mode import DEFAULT_CAPACITY, AutoProfiler
+
+    return AutoProfiler(DEFAULT_CAPACITY if capacity is None else capacity, ring=ring,
+                        level=level, device=device)  # fmt: skip
+
+
 def __getattr__(name):
+    if name == "AutoProfiler":
+        from .auto_mode import AutoProfiler
+
+        return AutoProfiler
     # SmProfiler imports torch lazily, but keep even its module out of `import sm_profiler`.
     if name == "SmProfiler":
         from .profiler import SmProfiler

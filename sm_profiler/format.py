@@ -371,3 +371,71 @@ class Layout:
 # Under Triton's CPU interpreter there is no %smid: programs are spread over this many
 # emulated SMs (program id modulo), and the host clock stands in for %globaltimer.
 EMULATED_SM_COUNT = 8
+
+
+# -- auto mode ------------------------------------------------------------------------------
+# The buffer of `sm_profiler.auto` (kernels instrumented by the compiler, no source change) is a
+# record table, not lanes: kernels of any grid share it, and each program claims its record with
+# one atomic add, so no launch needs the host to reserve space. Little-endian u64 words::
+#
+#     word 0..7      header (AUTO_HEADER_WORDS)
+#       a0 = AUTO_MAGIC (low 32) | AUTO_VERSION (high 32)
+#       a1 = records claimed (the device's atomic counter; may exceed the capacity)
+#       a2 = capacity - 1 (low 32; the capacity is a power of two) | AUTO_RING (bit 32) |
+#            tag (bits 40..47, copied into every record: what the host was doing, AUTO_TAG_*)
+#       a3..a7 reserved, zero
+#     then capacity records of AUTO_RECORD_BYTES (32) each, 32-bit fields:
+#       f0, f1  start: the full 64-bit %globaltimer when the program (or warp) began
+#       f2      end: the low 32 bits of %globaltimer at its `ret` (the end is the first time after
+#               the start with these low bits: programs are far shorter than 4.29 s)
+#       f3      %smid
+#       f4      the low 32 bits of %gridid: the launch (unique per launch within a context,
+#               CUDA graph replays included)
+#       f5      kernel id (bits 0..15, given by the host when it loads the kernel) | warp index
+#               (bits 16..22) | AUTO_PER_WARP (bit 23) | tag (bits 24..31)
+#       f6      %ctaid.x
+#       f7      %ctaid.y (bits 0..15) | %ctaid.z (bits 16..31)
+#
+# A slot is written with two 16-byte stores when the program ends; a record whose f5 is zero and
+# f0 is zero was claimed but never written (its program had not ended when the buffer was read).
+# Record n goes to slot n & (capacity - 1). Limit mode keeps it only while n < capacity (the
+# first records); ring mode always (the newest `capacity`). In both, claimed - capacity (when
+# positive) records were dropped, exactly.
+AUTO_MAGIC = 0x41504D53  # b"SMPA"
+AUTO_VERSION = 1
+AUTO_HEADER_WORDS = 8
+AUTO_RECORD_BYTES = 32
+AUTO_RECORD_WORDS = AUTO_RECORD_BYTES // WORD_BYTES
+AUTO_HDR_CLAIMED = 1
+AUTO_HDR_CONTROL = 2
+AUTO_RING = 1 << 32
+AUTO_TAG_SHIFT = 40
+AUTO_TAG_NONE = 0
+AUTO_TAG_AUTOTUNE = 1  # the launch was one of an autotuner's benchmark runs
+AUTO_PER_WARP = 1 << 23
+AUTO_KERNEL_BITS = 16
+AUTO_MAX_KERNELS = (1 << AUTO_KERNEL_BITS) - 1  # id 0 is never given: an unwritten slot reads 0
+AUTO_MAX_CAPACITY = 1 << 31
+AUTO_RECORD_DTYPE = np.dtype(
+    [("start_ns", "<u8"), ("end_lo", "<u4"), ("sm", "<u4"), ("grid_id", "<u4"),
+     ("info", "<u4"), ("ctaid_x", "<u4"), ("ctaid_yz", "<u4")]
+)  # fmt: skip
+
+
+def auto_header(capacity: int, ring: bool, tag: int = 0) -> np.ndarray:
+    """The AUTO_HEADER_WORDS words an auto-mode buffer starts with (nothing claimed yet)."""
+    if capacity < 1 or capacity > AUTO_MAX_CAPACITY or capacity & (capacity - 1):
+        raise ValueError(f"auto capacity must be a power of two in 1..{AUTO_MAX_CAPACITY}")
+    hdr = np.zeros(AUTO_HEADER_WORDS, dtype=np.uint64)
+    hdr[0] = AUTO_MAGIC | (AUTO_VERSION << 32)
+    hdr[AUTO_HDR_CONTROL] = auto_control(capacity, ring, tag)
+    return hdr
+
+
+def auto_control(capacity: int, ring: bool, tag: int = 0) -> int:
+    """Header word a2 (capacity a power of two)."""
+    return (capacity - 1) | (AUTO_RING if ring else 0) | (tag << AUTO_TAG_SHIFT)
+
+
+def auto_words(capacity: int) -> int:
+    return AUTO_HEADER_WORDS + capacity * AUTO_RECORD_WORDS

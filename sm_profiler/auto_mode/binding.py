@@ -1,0 +1,415 @@
+"""Where auto mode meets Triton, Inductor and the CUDA driver.
+
+- compile: a stage hook rewrites the PTX of kernels compiled with auto mode's
+  `instrumentation_mode` (part of Triton's compile options, so of both its in-memory and
+  on-disk cache keys: an instrumented binary is never served to a plain compile, nor the reverse).
+  Inductor compiles through `triton.compile` with its own options, which lack that field; while
+  auto mode is on, the backend's `parse_options` fills it in from the knob.
+- load: each loaded instrumented module gets a kernel id and its global `{buffer, kernel id}`,
+  through Triton's `kernel_load_end_hook` and Inductor's static launcher (which loads cubins
+  itself and calls no Triton hook).
+- the driver: ctypes calls into libcuda (cuModuleGetGlobal, cuFuncGetModule, cuMemcpyHtoD).
+
+Everything here is process-wide; `sm_profiler.auto_mode.AutoProfiler` turns it on and off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+import threading
+import warnings
+from dataclasses import dataclass, field
+
+from .. import format as fmt
+from .. import ptx
+from .rewrite import LEVELS, RewriteError, instrument
+
+__all__ = ["LEVELS", "install", "turn_on", "turn_off", "rebind"]
+
+MODE_PREFIX = "sm_profiler-auto"
+# Bump when the spliced text or the record changes: cached binaries of another version are then
+# compiled anew, never reused.
+REWRITE_VERSION = 1
+
+
+def mode_name(level: str) -> str:
+    """The `instrumentation_mode` string of a level ('sm_profiler-auto-v1-program')."""
+    return f"{MODE_PREFIX}-v{REWRITE_VERSION}-{level}"
+
+
+def level_of(mode: str | None) -> str | None:
+    prefix = f"{MODE_PREFIX}-v{REWRITE_VERSION}-"
+    if mode and mode.startswith(prefix):
+        return mode[len(prefix):]
+    return None
+
+
+class AutoWarning(UserWarning):
+    """A kernel that auto mode could not instrument (it ran as it was)."""
+
+
+@dataclass
+class KernelEntry:
+    """What is known of one loaded, instrumented kernel."""
+
+    kid: int
+    name: str
+    level: str
+    num_warps: int | None = None
+    num_stages: int | None = None
+    shared_bytes: int | None = None
+    cache_hash: str = ""
+    source: str = ""  # 'file.py:42' of the @triton.jit function
+    origins: str = ""  # Inductor: the ATen ops / FX nodes the kernel was generated from
+    call_site: str = ""  # where it was first launched (Triton's own launcher)
+    globals_: list = field(default_factory=list)  # (device, address of AUTO_SYMBOL)
+
+    def as_metadata(self) -> dict:
+        meta = {"kernel_id": self.kid, "level": self.level}
+        for k in ("num_warps", "num_stages", "shared_bytes"):
+            v = getattr(self, k)
+            if v is not None:
+                meta[k] = int(v)
+        for k in ("cache_hash", "source", "origins", "call_site"):
+            v = getattr(self, k)
+            if v:
+                meta[k] = v
+        return meta
+
+
+class _State:
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.kernels: dict[int, KernelEntry] = {}  # kid -> entry
+        self.by_module: dict[int, int] = {}  # CUmodule -> kid
+        self.buffers: dict[int, int] = {}  # device -> buffer address while on (0: off)
+        self.level: str | None = None  # set while on
+        self.skipped: dict[str, str] = {}  # kernel -> why it runs plain (rewrite refused)
+        self.plain_loaded: dict[str, int] = {}  # plain kernels loaded while on (name -> count)
+        self.saved: dict = {}
+        self.installed = False
+        self.loaded_on = 0  # instrumented modules loaded or bound while on
+
+
+STATE = _State()
+
+
+# -- the driver --------------------------------------------------------------------------------
+
+
+def _cuda():
+    from ..occupancy import _libcuda
+
+    lib = _libcuda()
+    if lib is None:
+        raise RuntimeError("libcuda.so.1 could not be loaded")
+    return lib
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        raise RuntimeError(f"{what} failed with CUDA error {rc}")
+
+
+def module_global(module: int) -> int:
+    """Device address of AUTO_SYMBOL in a loaded module."""
+    cuda = _cuda()
+    ptr, size = ctypes.c_uint64(0), ctypes.c_size_t(0)
+    _check(cuda.cuModuleGetGlobal_v2(ctypes.byref(ptr), ctypes.byref(size), ctypes.c_void_p(module),
+                                     ptx.AUTO_SYMBOL.encode()), "cuModuleGetGlobal")  # fmt: skip
+    return ptr.value
+
+
+def module_of(function: int) -> int:
+    cuda = _cuda()
+    mod = ctypes.c_void_p(0)
+    _check(cuda.cuFuncGetModule(ctypes.byref(mod), ctypes.c_void_p(function)), "cuFuncGetModule")
+    return mod.value or 0
+
+
+def write_global(address: int, buffer: int, kid: int) -> None:
+    data = (ctypes.c_uint64 * 2)(buffer, kid)
+    _check(_cuda().cuMemcpyHtoD_v2(ctypes.c_uint64(address), data, 16), "cuMemcpyHtoD")
+
+
+# -- compile -------------------------------------------------------------------------------------
+
+
+def _stages_hook(backend, stages, options, language, capability):
+    previous = STATE.saved.get("stages_hook")
+    if previous is not None:
+        previous(backend, stages, options, language, capability)
+    level = level_of(getattr(options, "instrumentation_mode", ""))
+    if level is None or "ptx" not in stages:
+        return
+    make_ptx = stages["ptx"]
+
+    def ptx_stage(src, metadata):
+        text = make_ptx(src, metadata)
+        try:
+            return instrument(text, level)
+        except RewriteError as e:
+            name = metadata.get("name", "kernel") if isinstance(metadata, dict) else "kernel"
+            STATE.skipped[name] = str(e)
+            warnings.warn(f"sm_profiler.auto: kernel {name!r} runs uninstrumented: {e}",
+                          AutoWarning, stacklevel=2)  # fmt: skip
+            return text
+
+    stages["ptx"] = ptx_stage
+
+
+def _wrap_parse_options(original):
+    def parse_options(self, opts):
+        mode = _knobs().compilation.instrumentation_mode
+        if STATE.level is not None and not (opts or {}).get("instrumentation_mode"):
+            opts = dict(opts or {}, instrumentation_mode=mode)
+        return original(self, opts)
+
+    parse_options.__wrapped__ = original
+    return parse_options
+
+
+def _knobs():
+    import triton
+
+    return triton.knobs
+
+
+# -- load ------------------------------------------------------------------------------------------
+
+
+def _current_device() -> int:
+    import torch
+
+    return torch.cuda.current_device()
+
+
+def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: str = "") -> None:
+    """A module was loaded: if instrumented, give it an id and point its global at the buffer."""
+    level = level_of(meta.get("instrumentation_mode"))
+    if level is None:
+        if STATE.level is not None:
+            STATE.plain_loaded[name] = STATE.plain_loaded.get(name, 0) + 1
+        return
+    with STATE.lock:
+        kid = STATE.by_module.get(module)
+        if kid is None:
+            kid = len(STATE.kernels) + 1
+            if kid > fmt.AUTO_MAX_KERNELS:
+                warnings.warn(f"sm_profiler.auto: more than {fmt.AUTO_MAX_KERNELS} kernels "
+                              f"loaded; {name!r} records nothing", AutoWarning, stacklevel=2)  # fmt: skip
+                return
+            entry = KernelEntry(kid, name, level, meta.get("num_warps"), meta.get("num_stages"),
+                                meta.get("shared"), str(meta.get("hash", "")),
+                                *_source_of(src_fn), call_site)  # fmt: skip
+            STATE.kernels[kid] = entry
+            STATE.by_module[module] = kid
+        entry = STATE.kernels[kid]
+        device = _current_device()
+        address = module_global(module)
+        entry.globals_.append((device, address))
+        write_global(address, STATE.buffers.get(device, 0), kid)
+        STATE.loaded_on += 1
+
+
+def _on_triton_load(module, function, name, metadata_group, hash):  # noqa: A002 (Triton's names)
+    if STATE.level is None and not STATE.by_module:
+        return
+    try:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name != "_init_handles":
+            frame = frame.f_back  # past Triton's HookChain to CompiledKernel._init_handles
+        kernel = frame.f_locals.get("self") if frame is not None else None
+        meta = kernel.metadata._asdict() if kernel is not None else _json_of(metadata_group)
+        src_fn = getattr(getattr(kernel, "src", None), "fn", None)
+        register_loaded(module, name, meta, src_fn, _user_call_site(sys._getframe(1)))
+    except Exception as e:  # never stop the user's launch over the profiler
+        warnings.warn(f"sm_profiler.auto: could not bind kernel {name!r}: {e}", AutoWarning,
+                      stacklevel=2)  # fmt: skip
+
+
+def _json_of(metadata_group) -> dict:
+    path = next((p for f, p in dict(metadata_group or {}).items() if f.endswith(".json")), None)
+    if path is None:
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def _source_of(fn) -> tuple[str, str]:
+    """('file.py:42', Inductor's origins comment) of a JITFunction, best effort."""
+    try:
+        code = fn.fn.__code__
+        path, line = code.co_filename, code.co_firstlineno
+    except AttributeError:
+        return "", ""
+    origins = ""
+    try:
+        with open(path) as f:
+            head = f.read(1 << 16)
+        for tag in ("# Source Nodes:", "# Original ATen:"):
+            i = head.find(tag)
+            if i >= 0:
+                origins += ("; " if origins else "") + head[i + 2 : head.find("\n", i)].strip()
+    except OSError:
+        pass
+    return f"{os.path.basename(path)}:{line}", origins
+
+
+_SKIP_DIRS: tuple[str, ...] | None = None
+
+
+def _user_call_site(frame) -> str:
+    global _SKIP_DIRS
+    if _SKIP_DIRS is None:
+        import torch
+        import triton
+
+        here = os.path.dirname(os.path.dirname(__file__))
+        _SKIP_DIRS = (os.path.dirname(triton.__file__), os.path.dirname(torch.__file__), here)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith(_SKIP_DIRS) and not path.startswith("<"):
+            return f"{os.path.basename(path)}:{frame.f_lineno} ({frame.f_code.co_name})"
+        frame = frame.f_back
+    return ""
+
+
+def _static_launcher_classes() -> list:
+    """Inductor's static CUDA launcher class(es) of this torch, if any (the module's name moved)."""
+    out = []
+    for mod in ("torch._inductor.runtime.static_triton_launcher",
+                "torch._inductor.runtime.static_cuda_launcher"):  # fmt: skip
+        try:
+            m = __import__(mod, fromlist=["StaticallyLaunchedCudaKernel"])
+        except Exception:
+            continue
+        cls = getattr(m, "StaticallyLaunchedCudaKernel", None)
+        if cls is not None and cls not in out:
+            out.append(cls)
+    return out
+
+
+def _wrap_static_init(original):
+    def __init__(self, kernel, *args, **kwargs):
+        original(self, kernel, *args, **kwargs)
+        try:
+            meta = kernel.metadata._asdict()
+            if level_of(meta.get("instrumentation_mode")) is not None:
+                keep = ("instrumentation_mode", "num_warps", "num_stages", "shared", "hash")
+                self._sm_profiler_auto = ({k: meta.get(k) for k in keep},
+                                          _source_of(getattr(kernel.src, "fn", None)))  # fmt: skip
+        except Exception:
+            pass
+
+    __init__.__wrapped__ = original
+    return __init__
+
+
+def _wrap_static_load(original):
+    def load_kernel(self, device, *args, **kwargs):
+        fresh = self.function is None
+        out = original(self, device, *args, **kwargs)
+        info = getattr(self, "_sm_profiler_auto", None)
+        if fresh and info is not None and self.function:
+            try:
+                meta, (source, origins) = info
+                module = module_of(self.function)
+                register_loaded(module, self.name, meta)
+                self._sm_profiler_module = module
+                kid = STATE.by_module.get(module)
+                if kid is not None:
+                    STATE.kernels[kid].source = STATE.kernels[kid].source or source
+                    STATE.kernels[kid].origins = STATE.kernels[kid].origins or origins
+            except Exception as e:
+                warnings.warn(f"sm_profiler.auto: could not bind kernel {self.name!r}: {e}",
+                              AutoWarning, stacklevel=2)  # fmt: skip
+        return out
+
+    load_kernel.__wrapped__ = original
+    return load_kernel
+
+
+def _wrap_static_close(original):
+    def close(self, *args, **kwargs):
+        forget(getattr(self, "_sm_profiler_module", None))
+        return original(self, *args, **kwargs)
+
+    close.__wrapped__ = original
+    return close
+
+
+def forget(module) -> None:
+    """A module is being unloaded: never write its global again (its memory goes back)."""
+    if not module:
+        return
+    with STATE.lock:
+        kid = STATE.by_module.pop(module, None)
+        if kid is not None:
+            STATE.kernels[kid].globals_.clear()
+
+
+# -- on and off -------------------------------------------------------------------------------------
+
+
+def install() -> None:
+    """Hooks that stay for the process (they do nothing while auto mode is off)."""
+    if STATE.installed:
+        return
+    knobs = _knobs()
+    knobs.runtime.kernel_load_end_hook.add(_on_triton_load)
+    for cls in _static_launcher_classes():
+        cls.__init__ = _wrap_static_init(cls.__init__)
+        cls.load_kernel = _wrap_static_load(cls.load_kernel)
+        if hasattr(cls, "close"):
+            cls.close = _wrap_static_close(cls.close)
+    STATE.installed = True
+
+
+def turn_on(level: str, buffers: dict[int, int]) -> None:
+    """Compile what follows with `level` and point every instrumented module at `buffers`."""
+    knobs = _knobs()
+    install()
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    STATE.saved = {
+        "mode": knobs.compilation.instrumentation_mode,
+        "stages_hook": knobs.runtime.add_stages_inspection_hook,
+        "parse_options": CUDABackend.parse_options,
+    }
+    STATE.level = level
+    STATE.buffers = dict(buffers)
+    STATE.plain_loaded = {}
+    STATE.loaded_on = 0
+    knobs.compilation.instrumentation_mode = mode_name(level)
+    knobs.runtime.add_stages_inspection_hook = _stages_hook
+    CUDABackend.parse_options = _wrap_parse_options(CUDABackend.parse_options)
+    rebind()
+
+
+def turn_off() -> None:
+    knobs = _knobs()
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    if STATE.level is None:
+        return
+    knobs.compilation.instrumentation_mode = STATE.saved.get("mode", "")
+    knobs.runtime.add_stages_inspection_hook = STATE.saved.get("stages_hook")
+    CUDABackend.parse_options = STATE.saved.get("parse_options", CUDABackend.parse_options)
+    STATE.level = None
+    STATE.buffers = {}
+    rebind()
+
+
+def rebind() -> None:
+    """Point every known module's global at the current buffer of its device (0 while off)."""
+    import torch
+
+    with STATE.lock:
+        for entry in STATE.kernels.values():
+            for device, address in entry.globals_:
+                with torch.cuda.device(device):
+                    write_global(address, STATE.buffers.get(device, 0), entry.kid)

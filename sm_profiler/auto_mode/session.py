@@ -1,0 +1,331 @@
+"""AutoProfiler: one region of a program in which every Triton and Gluon kernel compiled is
+instrumented (docs/auto.md)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import format as fmt
+from ..errors import ConfigError
+from . import binding
+
+DEFAULT_CAPACITY = 1 << 22  # records (32 B each: 128 MiB of GPU memory)
+_active: list = []
+
+
+class AutoProfiler:
+    """Instrument every Triton / Gluon kernel compiled between `start()` and `stop()`.
+
+    capacity: records kept (a power of two; one per program, or per warp with level='warp').
+    ring: keep the newest `capacity` records (a long loop) instead of the first.
+    level: 'program' (each program's start, end, SM) or 'warp' (each warp's).
+    """
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, *, ring: bool = False,
+                 level: str = "program", device=None):  # fmt: skip
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
+            raise ConfigError(f"capacity must be an int (records), got {capacity!r}")
+        if not 1 <= capacity <= fmt.AUTO_MAX_CAPACITY or capacity & (capacity - 1):
+            lo = 1 << max(0, int(capacity).bit_length() - 1) if capacity > 0 else 1
+            raise ConfigError(f"capacity must be a power of two in 1..{fmt.AUTO_MAX_CAPACITY} "
+                              f"(records), got {capacity}; use {min(lo, fmt.AUTO_MAX_CAPACITY)}")  # fmt: skip
+        if not isinstance(ring, bool):
+            raise ConfigError(f"ring must be True or False, got {ring!r}")
+        if level not in binding.LEVELS:
+            raise ConfigError(f"level must be one of {', '.join(binding.LEVELS)}, got {level!r}")
+        self.capacity, self.ring, self.level = int(capacity), ring, level
+        self.device = device
+        self._buffer = None
+        self._words: np.ndarray | None = None
+        self._kernels: dict[int, dict] = {}
+        self._captures = None
+        self.notes: list[str] = []
+        self.metadata: dict = {}
+
+    # -- the region ------------------------------------------------------------------------------
+
+    def start(self) -> AutoProfiler:
+        _check_can_run()
+        if _active:
+            raise ConfigError("sm_profiler.auto is already on in this process; one region at a time")
+        import torch
+
+        device = torch.device(self.device if self.device is not None else "cuda")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        words = fmt.auto_words(self.capacity)
+        try:
+            buf = torch.zeros(words, dtype=torch.int64, device=device)
+        except torch.cuda.OutOfMemoryError as e:
+            raise ConfigError(f"cannot allocate the {words * 8:,}-byte auto buffer on {device}; "
+                              "lower capacity") from e  # fmt: skip
+        buf[: fmt.AUTO_HEADER_WORDS].copy_(
+            torch.from_numpy(fmt.auto_header(self.capacity, self.ring).view(np.int64)))
+        self._buffer, self._device = buf, device
+        self._captures, self._words = None, None
+        binding.turn_on(self.level, {device.index: buf.data_ptr()})
+        self._patches = _Patches(self)
+        self._patches.apply()
+        _active.append(self)
+        return self
+
+    def stop(self) -> AutoProfiler:
+        if self not in _active:
+            return self
+        import torch
+
+        try:
+            torch.cuda.synchronize(self._device)
+            self._words = self._buffer.cpu().numpy().view(np.uint64).copy()
+            origins = _inductor_origins()
+            for e in binding.STATE.kernels.values():
+                e.origins = e.origins or origins.get(e.name, "")
+        finally:
+            self._patches.undo()
+            binding.turn_off()
+            _active.remove(self)
+        self._kernels = {k: dict(name=e.name, **e.as_metadata())
+                         for k, e in binding.STATE.kernels.items()}  # fmt: skip
+        self._buffer = None
+        self._say_what_was_missed()
+        return self
+
+    def __enter__(self) -> AutoProfiler:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def set_tag(self, tag: int) -> None:
+        """Tag the records of launches queued from now on (stream-ordered; no sync)."""
+        if self._buffer is not None:
+            self._buffer[fmt.AUTO_HDR_CONTROL] = fmt.auto_control(self.capacity, self.ring, tag)
+
+    # -- results -----------------------------------------------------------------------------------
+
+    def records(self):
+        """(written records as a numpy structured array, header counts) of the region."""
+        from .records import read_buffer
+
+        self._require_stopped()
+        return read_buffer(self._words)
+
+    def captures(self) -> list:
+        if self._captures is None:
+            from .records import to_captures
+
+            recs, info = self.records()
+            self._captures = to_captures(recs, info, self._kernels, self._metadata())
+        return self._captures
+
+    def decode(self):
+        from ..decode import decode
+
+        caps = self.captures()
+        if not caps:
+            raise ConfigError("auto mode recorded no kernel launch in this region; "
+                              + " ".join(self.notes))  # fmt: skip
+        return decode(caps)
+
+    def print_stats(self, file=None, width: int | None = None) -> None:
+        from .report import print_report
+
+        print_report(self.decode(), file=file, width=width)
+
+    def export(self, filename, format: str | None = None, **options) -> None:
+        from ..export import export
+
+        export(self.decode(), filename, format=format, **options)
+
+    def save(self, path) -> None:
+        from ..capture import save_many
+
+        save_many(self.captures(), path)
+
+    def plot(self, path, **kwargs) -> None:
+        from ..plot import plot
+
+        plot(self.decode(), path, **kwargs)
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _require_stopped(self) -> None:
+        if self._words is None:
+            raise ConfigError("the auto region has not ended yet: read results after the "
+                              "`with sm_profiler.auto()` block (or after stop())")  # fmt: skip
+
+    def _say_what_was_missed(self) -> None:
+        import warnings
+
+        self.notes = []
+        from .records import read_buffer
+
+        _, info = read_buffer(self._words)
+        if info["dropped"]:
+            what = "oldest" if self.ring else "newest"
+            self.notes.append(f"{info['dropped']:,} of {info['claimed']:,} records dropped (the "
+                              f"{what}; capacity {self.capacity:,}): raise capacity=")  # fmt: skip
+        plain = binding.STATE.plain_loaded
+        if plain:
+            names = ", ".join(sorted(plain)[:5]) + (" ..." if len(plain) > 5 else "")
+            self.notes.append(f"{len(plain)} kernels loaded in the region were compiled without "
+                              f"auto mode and ran plain ({names})")  # fmt: skip
+        if info["claimed"] == 0:
+            self.notes.append("no instrumented kernel ran in the region. Kernels compiled before "
+                              "it stay plain: enter sm_profiler.auto() before a kernel's first "
+                              "call (for torch.compile, before the compiled model's first call), "
+                              "or profile the whole script with `sm-profiler run`")  # fmt: skip
+        for note in self.notes:
+            warnings.warn(f"sm_profiler.auto: {note}", binding.AutoWarning, stacklevel=3)
+
+    def _metadata(self) -> dict:
+        meta = {"device": str(self._device), "auto_level": self.level}
+        try:
+            import torch
+            import triton
+
+            props = torch.cuda.get_device_properties(self._device)
+            meta.update(device_name=props.name, sm_count=props.multi_processor_count,
+                        compute_capability=f"{props.major}.{props.minor}",
+                        torch=torch.__version__, triton=triton.__version__)  # fmt: skip
+        except Exception:
+            pass
+        meta.update(self.metadata)
+        return meta
+
+
+class _Patches:
+    """Settings changed for the region and put back after it: Inductor compiles in this process
+    (its worker processes have no compile hook), its caches are keyed apart, and autotuners'
+    benchmark launches are tagged."""
+
+    def __init__(self, prof: AutoProfiler):
+        self.prof = prof
+        self.undo_steps: list = []
+
+    def apply(self) -> None:
+        try:
+            from torch._inductor import config as inductor_config
+
+            old = inductor_config.compile_threads
+            inductor_config.compile_threads = 1
+            self.undo_steps.append(lambda: setattr(inductor_config, "compile_threads", old))
+        except Exception:
+            pass
+        try:
+            from torch.compiler import config as compiler_config
+
+            tag = compiler_config.cache_key_tag
+            compiler_config.cache_key_tag = f"{tag}|{binding.mode_name(self.prof.level)}"
+            self.undo_steps.append(lambda: setattr(compiler_config, "cache_key_tag", tag))
+        except Exception:
+            pass
+        self._tag_benchmarks()
+        _clear_inductor_memory()
+        self.undo_steps.append(_clear_inductor_memory)
+
+    def _tag_benchmarks(self) -> None:
+        prof = self.prof
+
+        def wrap(cls, name):
+            original = getattr(cls, name, None)
+            if original is None:
+                return
+
+            def tagged(*args, **kwargs):
+                prof.set_tag(fmt.AUTO_TAG_AUTOTUNE)
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    prof.set_tag(fmt.AUTO_TAG_NONE)
+
+            setattr(cls, name, tagged)
+            self.undo_steps.append(lambda: setattr(cls, name, original))
+
+        try:
+            from triton.runtime.autotuner import Autotuner
+
+            wrap(Autotuner, "_bench")
+        except Exception:
+            pass
+        try:
+            from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+            wrap(CachingAutotuner, "benchmark_all_configs")
+        except Exception:
+            pass
+
+    def undo(self) -> None:
+        for step in reversed(self.undo_steps):
+            step()
+        self.undo_steps = []
+
+
+def _inductor_origins() -> dict[str, str]:
+    """Kernel name -> the FX nodes and ATen ops Inductor made it from, read from the comment
+    above each `name = async_compile.triton(...)` in the output code this process loaded."""
+    import re
+
+    out: dict[str, str] = {}
+    try:
+        from torch._inductor.codecache import PyCodeCache
+
+        files = [getattr(m, "__file__", None) for m in list(getattr(PyCodeCache, "modules", []))]
+    except Exception:
+        return out
+    assign = re.compile(r"^(\w+) = async_compile\.triton\(")
+    for path in filter(None, files):
+        try:
+            with open(path) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        last = ""
+        for line in lines:
+            if line.startswith("# ") and "Source Nodes:" in line:
+                last = line[2:].replace("Topologically Sorted ", "").strip()
+            m = assign.match(line)
+            if m and last:
+                out.setdefault(m.group(1), last)
+                last = ""
+    return out
+
+
+def _clear_inductor_memory() -> None:
+    """Inductor keeps compiled kernels in memory by their source (CompiledTritonKernels) and
+    loaded output code by path (PyCodeCache): both would hand a kernel compiled outside the region
+    to a compile inside it, or the reverse. Its on-disk caches are keyed apart instead."""
+    try:
+        from torch._inductor.async_compile import CompiledTritonKernels
+        from torch._inductor.codecache import PyCodeCache
+
+        CompiledTritonKernels.cache_clear()
+        PyCodeCache.cache_clear()
+    except Exception:
+        pass
+
+
+def _check_can_run() -> None:
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise ConfigError("sm_profiler.auto instruments compiled kernels; under TRITON_INTERPRET=1 "
+                          "nothing is compiled. Unset TRITON_INTERPRET, or use the manual ops "
+                          "(sm_profiler.triton_ops), which run in the interpreter")  # fmt: skip
+    try:
+        import triton
+    except ImportError as e:
+        raise ConfigError("sm_profiler.auto needs Triton (pip install triton)") from e
+    if not hasattr(getattr(triton, "knobs", None), "runtime") or not hasattr(
+            triton.knobs.runtime, "add_stages_inspection_hook"):
+        raise ConfigError(f"sm_profiler.auto needs Triton 3.6 or newer (its compiler stage hook); "
+                          f"this is Triton {triton.__version__}: pip install -U triton")  # fmt: skip
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError("sm_profiler.auto needs an NVIDIA GPU (torch sees no CUDA device); "
+                          "on a CPU, the manual ops run in Triton's interpreter")  # fmt: skip
+    mode = triton.knobs.compilation.instrumentation_mode
+    if mode and binding.level_of(mode) is None:
+        raise ConfigError(f"Triton's instrumentation_mode is {mode!r} (Proton's instrumentation "
+                          "is on?): auto mode cannot share the compiler with it")  # fmt: skip

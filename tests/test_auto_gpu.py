@@ -1,0 +1,219 @@
+"""Auto mode on a GPU: every program of every instrumented kernel recorded, launches kept apart
+(streams, CUDA graph replays), torch.compile'd models bit-identical to their plain runs.
+
+Each test asserts decoded content; run with -s to see the figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import sm_profiler
+from sm_profiler.auto_mode import binding
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+@triton.jit
+def axpy_kernel(x, y, out, n, a, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = a * tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m)
+    for _ in range(8):
+        v = v * 1.0001 + 1e-4
+    tl.store(out + offs, v, mask=m)
+
+
+@triton.jit
+def grid3d_kernel(out, BLOCK: tl.constexpr):
+    pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+    tl.store(out + pid * BLOCK + tl.arange(0, BLOCK), pid + tl.zeros((BLOCK,), tl.float32))
+
+
+def _sm_count() -> int:
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def _launches(trace, name):
+    return [c for c, k in enumerate(trace.kernels) if k.name == name]
+
+
+def _check_launch(trace, c, grid):
+    """Every program of launch `c` recorded once, on a real SM, with start <= end."""
+    k = trace.kernels[c]
+    assert tuple(k.metadata["grid"]) == tuple(grid)
+    lanes = trace.lanes
+    m = lanes["capture"] == c
+    assert int(m.sum()) == int(np.prod(grid)) * k.num_groups
+    assert lanes["initialized"][m].all()
+    assert (lanes["sm"][m] >= 0).all() and (lanes["sm"][m] < _sm_count()).all()
+    ev = trace.events
+    e = ev["capture"] == c
+    assert int(e.sum()) == int(m.sum())  # one range per program
+    assert (ev["end_ns"][e] >= ev["start_ns"][e]).all()
+    return ev["start_ns"][e].min(), ev["end_ns"][e].max()
+
+
+def test_every_program_of_every_launch_streams_kept_apart():
+    n = 1 << 20
+    x, y = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+    plain = torch.empty_like(x)
+    axpy_kernel[(triton.cdiv(n, 1024),)](x, y, plain, n, 2.0, BLOCK=1024)
+    outs = [torch.empty_like(x) for _ in range(4)]
+    s2 = torch.cuda.Stream()
+    with sm_profiler.auto() as prof:
+        axpy_kernel[(triton.cdiv(n, 1024),)](x, y, outs[0], n, 2.0, BLOCK=1024)
+        axpy_kernel[(triton.cdiv(n, 512),)](x, y, outs[1], n, 2.0, BLOCK=512)
+        with torch.cuda.stream(s2):  # overlaps the launch below: two launches, never merged
+            axpy_kernel[(triton.cdiv(n, 1024),)](x, y, outs[2], n, 2.0, BLOCK=1024)
+        axpy_kernel[(triton.cdiv(n, 1024),)](x, y, outs[3], n, 2.0, BLOCK=1024)
+        grid3d_kernel[(5, 3, 2)](outs[0], BLOCK=128)
+        torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    assert torch.equal(outs[1], plain) and torch.equal(outs[2], plain) and torch.equal(outs[3], plain)
+    trace = prof.decode()
+    axpy = _launches(trace, "axpy_kernel")
+    assert len(axpy) == 4
+    grids = sorted(tuple(trace.kernels[c].metadata["grid"]) for c in axpy)
+    assert grids == sorted([(1024, 1, 1), (2048, 1, 1), (1024, 1, 1), (1024, 1, 1)])
+    ids = {trace.kernels[c].metadata["grid_id"] for c in axpy}
+    assert len(ids) == 4
+    for c in axpy:
+        _check_launch(trace, c, trace.kernels[c].metadata["grid"])
+    (g3,) = _launches(trace, "grid3d_kernel")
+    _check_launch(trace, g3, (5, 3, 2))
+    meta = trace.kernels[axpy[0]].metadata
+    assert meta["num_warps"] == 4 and meta["source"].startswith("test_auto_gpu.py:")
+    assert "test_auto_gpu.py" in meta["call_site"]
+    # Outside the region the same call compiles and runs the plain kernel.
+    out = torch.empty_like(x)
+    k = axpy_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, 2.0, BLOCK=1024)
+    assert "sm_profiler_auto" not in k.asm["ptx"]
+    assert torch.equal(out, plain)
+
+
+def test_cuda_graph_replays_are_separate_launches():
+    n = 1 << 18
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    with sm_profiler.auto() as prof:
+        axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)  # compiles, loads
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)
+        for _ in range(3):
+            g.replay()
+    trace = prof.decode()
+    launches = _launches(trace, "axpy_kernel")
+    assert len(launches) == 4  # the eager launch and three replays (capture runs nothing)
+    spans = sorted(_check_launch(trace, c, (n // 1024, 1, 1)) for c in launches)
+    for (_, e0), (s1, _) in zip(spans, spans[1:], strict=False):
+        assert e0 <= s1  # one stream: each replay after the one before
+    # Replays outside the region record nothing (the module's buffer pointer is cleared).
+    g.replay()
+    torch.cuda.synchronize()
+
+
+def test_limit_and_ring_count_drops_exactly():
+    n = 1 << 16
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    for ring in (False, True):
+        with sm_profiler.auto(capacity=64, ring=ring) as prof:
+            for _ in range(3):
+                axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024)  # 64 programs each
+        recs, info = prof.records()
+        assert info["claimed"] == 192 and info["dropped"] == 128 and len(recs) == 64
+        trace = prof.decode()
+        if ring:  # the newest: the third launch, whole
+            assert len(trace.kernels) == 1
+        else:  # the first: the first launch, whole
+            assert len(trace.kernels) == 1
+        _check_launch(trace, 0, (64, 1, 1))
+        assert trace.kernels[0].metadata["auto_session"]["dropped"] == 128
+
+
+def test_per_warp_level_records_every_warp():
+    n = 1 << 16
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    with sm_profiler.auto(level="warp") as prof:
+        axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024, num_warps=8)
+    trace = prof.decode()
+    (c,) = _launches(trace, "axpy_kernel")
+    assert trace.kernels[c].num_groups == 8
+    _check_launch(trace, c, (64, 1, 1))
+    lanes = trace.lanes
+    # The warps of one program ran on one SM.
+    sm = lanes["sm"].reshape(64, 8)
+    assert (sm == sm[:, :1]).all()
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(d)
+        self.fc1 = torch.nn.Linear(d, 4 * d)
+        self.fc2 = torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln(x))))
+
+
+def _step(model, x):
+    model.zero_grad(set_to_none=True)
+    loss = model(x).float().pow(2).mean()
+    loss.backward()
+    return [loss.detach().clone()] + [p.grad.detach().clone() for p in model.parameters()]
+
+
+def test_torch_compile_model_every_kernel_and_bit_identical():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(_Block(256), _Block(256)).cuda()
+    x = torch.randn(8, 128, 256, device="cuda")
+    torch._dynamo.reset()
+    plain = _step(torch.compile(model), x)
+    torch._dynamo.reset()
+    with sm_profiler.auto() as prof:
+        compiled = torch.compile(model)
+        got = _step(compiled, x)
+        got2 = _step(compiled, x)
+    for a, b, c in zip(plain, got, got2, strict=True):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    assert not binding.STATE.plain_loaded, binding.STATE.plain_loaded
+    trace = prof.decode()
+    names = {k.name for k in trace.kernels}
+    assert len(names) >= 4 and all(n.startswith("triton_") for n in names), names
+    for c in range(len(trace.kernels)):
+        _check_launch(trace, c, trace.kernels[c].metadata["grid"])
+    # Two steps: every kernel launched an even number of times (once per step at least).
+    from collections import Counter
+
+    counts = Counter(k.name for k in trace.kernels)
+    assert all(v % 2 == 0 for v in counts.values()), counts
+    origins = [k.metadata.get("origins", "") for k in trace.kernels]
+    assert any("aten" in o.lower() or "Source Nodes" in o for o in origins), origins[:3]
+    text = sm_profiler.auto_mode.report.format_report(trace, width=80)
+    print(text)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "triton_" in text
+
+
+def test_records_lie_within_cupti_kernel_spans(tmp_path):
+    n = 1 << 20
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as tp:
+        with sm_profiler.auto() as prof:
+            for _ in range(3):
+                axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024)
+    info = sm_profiler.merge_torch_trace(tp, prof.captures(), str(tmp_path / "merged.json"))
+    (err,) = info["error"].values()
+    print(info)
+    # Our first/last program stamps of each launch sit at CUPTI's kernel start/end.
+    assert err["matched"] == 3 and err["max_abs_ns"] < 5_000, info
