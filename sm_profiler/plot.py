@@ -12,7 +12,6 @@ matplotlib is optional (`pip install 'sm_profiler[plot]'`) and imported only her
 
 from __future__ import annotations
 
-import heapq
 import math
 import os
 
@@ -21,7 +20,7 @@ import numpy as np
 from .errors import MissingDependencyError
 from .paths import check_writable
 from .stats import format_time, time_unit
-from .timeline import build
+from .timeline import assign_slots, build
 from .trace import RANGE, TraceData
 
 BLOCK_COLOR = "#d9d9d9"
@@ -186,7 +185,7 @@ def occupancy_layout(trace: TraceData) -> dict:
         t1 = max(t1, int(b["end_ns"].max()))
     sm_ids = tl.sms
     row = np.searchsorted(sm_ids, b["sm"])
-    slot, n_slots = _assign_slots(row, b["start_ns"], b["end_ns"], len(sm_ids))
+    slot, n_slots = assign_slots(row, b["start_ns"], b["end_ns"], len(sm_ids))
     band = 0.8 / n_slots[row] if len(row) else np.zeros(0)
     # A thin gap between slots keeps two blocks resident side by side apart.
     y0 = row - 0.4 + slot * band + 0.04 * band
@@ -222,29 +221,6 @@ def occupancy_layout(trace: TraceData) -> dict:
         "event": ev["event"][top],
     }
     return {"sm_ids": sm_ids, "t0_ns": t0, "t1_ns": t1, "blocks": blocks, "ranges": ranges}
-
-
-def _assign_slots(row: np.ndarray, start: np.ndarray, end: np.ndarray, n_rows: int):
-    """Greedy interval partitioning per SM (input sorted by row, then start): each block takes
-    the lowest free slot. One loop step per block, which is far fewer than events."""
-    slot = np.zeros(len(row), np.int64)
-    n_slots = np.ones(n_rows, np.int64)
-    free: list[int] = []
-    busy: list[tuple[int, int]] = []  # (end, slot) of blocks still resident
-    prev = -1
-    for i, (r, s, e) in enumerate(zip(row.tolist(), start.tolist(), end.tolist(), strict=True)):
-        if r != prev:
-            free, busy, used, prev = [], [], 0, r
-        while busy and busy[0][0] <= s:
-            heapq.heappush(free, heapq.heappop(busy)[1])
-        if free:
-            k = heapq.heappop(free)
-        else:
-            k, used = used, used + 1
-        heapq.heappush(busy, (e, k))
-        slot[i] = k
-        n_slots[r] = max(n_slots[r], k + 1)
-    return slot, n_slots
 
 
 def _top_level_ranges(ev: dict[str, np.ndarray]) -> np.ndarray:

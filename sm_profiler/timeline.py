@@ -62,6 +62,12 @@ class Timeline:
     lane_shown: np.ndarray | None = None
     # Summary counters (None: no summary): sm_index, event, time_ns, value (mean active ranges).
     summary: dict[str, np.ndarray] | None = None
+    # Packed lanes (auto mode: a lane per program, far too many for a track each): the lanes
+    # table of `trace` is then one row per track, 'slot k' of an SM, and these are its names.
+    lane_labels: list[str] | None = None
+    # Launches on shared tracks (packed): track index of each `launches` row, and the names.
+    launch_track: np.ndarray | None = None
+    launch_track_names: list[str] | None = None
 
     # -- names ------------------------------------------------------------------------------
 
@@ -81,6 +87,9 @@ class Timeline:
         """'block 3 · producer'; with several captures the launch comes first, since an SM's
         track holds the lanes of every launch: 'gemm · block 3', 'gemm (launch 2) · block 3'."""
         lanes, t = self.trace.lanes, self.trace
+        if self.lane_labels is not None:
+            label = self.lane_labels[row]
+            return label if level == 0 else f"{label} (overlap {level})"
         cap, blk, grp = (int(lanes[c][row]) for c in ("capture", "block", "group"))
         label = t.lane_label(cap, blk, grp)
         if len(t.kernels) > 1:
@@ -113,6 +122,7 @@ def build(
     window_ns: tuple[int, int] | None = None,
     summary: bool | None = None,
     detail_sms=None,
+    pack: bool | None = None,
 ) -> Timeline:
     """The timeline of `trace`.
 
@@ -123,6 +133,9 @@ def build(
     summary: True: ranges become per-SM counters of active ranges per event (sm_profiler.summary)
     except on `detail_sms`; None (default): only when more than SUMMARY_ROWS rows remain after
     the filters; False: never. detail_sms: SMs kept in full (default: the SM that finishes last).
+    pack: lanes share tracks: each SM gets 'slot 0', 'slot 1', ... (a program takes the lowest
+    slot free when it starts), and launches share as few tracks as do not overlap; None
+    (default): for auto-mode traces, whose every program is a lane.
     """
     whole = len(trace)
     trace, lane_keep = _filtered(trace, sms, blocks, groups, events, window_ns)
@@ -158,10 +171,95 @@ def build(
     lane_sm_index = np.searchsorted(sms_shown, lane_sm)
     tl = Timeline(trace, ev_lane, um_lane, lo, hi, used, sms_shown, lane_sm_index, blocks_, occ,
                   launches, cuts, notes, lane_shown=used.copy())  # fmt: skip
+    if pack is None:
+        pack = bool(trace.kernels) and all(k.metadata.get("auto") for k in trace.kernels)
+    if pack and used.any():
+        _pack(tl)
     rows = len(trace.events["kind"])
     if summary or (summary is None and rows > SUMMARY_ROWS):
         _summarise(tl, k_lo, k_hi, detail_sms, auto=summary is None)
     return tl
+
+
+def _pack(tl: Timeline) -> None:
+    """Lanes onto per-SM slot tracks and launches onto shared tracks, in place (see build)."""
+    t = tl.trace
+    lanes = t.lanes
+    b = tl.blocks
+    row = np.searchsorted(tl.sms, b["sm"])
+    slot, _ = assign_slots(row, b["start_ns"], b["end_ns"], len(tl.sms))
+    n_slot = int(slot.max(initial=0)) + 1
+    # Each used lane's block interval, found by its (capture, block, sm) key.
+    used = np.flatnonzero(tl.lane_used)
+    cap, blk, sm = (lanes[c][used].astype(np.int64) for c in ("capture", "block", "sm"))
+    kb = int(max(blk.max(initial=0), b["block"].max(initial=0))) + 1
+    ks = int(max(sm.max(initial=0), b["sm"].max(initial=0))) + 2
+    bkey = (b["capture"] * kb + b["block"]) * ks + (b["sm"] + 1)
+    order = np.argsort(bkey, kind="stable")
+    pos = order[np.searchsorted(bkey[order], (cap * kb + blk) * ks + (sm + 1))]
+    grp = lanes["group"][used].astype(np.int64)
+    n_grp = int(grp.max(initial=0)) + 1
+    key = (row[pos] * n_slot + slot[pos]) * n_grp + grp
+    uniq, packed = np.unique(key, return_inverse=True)
+    packed = packed.reshape(-1)
+    n = len(uniq)
+    lane_to = np.zeros(len(lanes["lane"]), np.int64)
+    lane_to[used] = packed
+    p_grp, p_slot, p_row = uniq % n_grp, (uniq // n_grp) % n_slot, uniq // n_grp // n_slot
+    lo = np.full(n, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, np.int64)
+    np.minimum.at(lo, packed, tl.lane_lo[used])
+    np.maximum.at(hi, packed, tl.lane_hi[used])
+    written = np.bincount(packed, weights=lanes["written"][used], minlength=n).astype(np.int64)
+    labels = [f"slot {s} · {t.group_name(0, g) or f'group {g}'}" if n_grp > 1 else f"slot {s}"
+              for s, g in zip(p_slot.tolist(), p_grp.tolist(), strict=True)]  # fmt: skip
+    z = np.zeros(n, np.int64)
+    packed_lanes = {"capture": z.astype(np.int32), "lane": np.arange(n, dtype=np.int64),
+                    "sm": tl.sms[p_row].astype(lanes["sm"].dtype), "block": p_slot,
+                    "group": p_grp, "anchor_ns": lo, "written": written, "attempted": written,
+                    "dropped": z, "initialized": np.ones(n, bool)}  # fmt: skip
+    tl.trace = TraceData(t.events, packed_lanes, t.unmatched, t.kernels, t.event_names)
+    tl.ev_lane, tl.um_lane = lane_to[tl.ev_lane], lane_to[tl.um_lane]
+    tl.lane_lo, tl.lane_hi = lo, hi
+    tl.lane_used, tl.lane_shown = np.ones(n, bool), np.ones(n, bool)
+    tl.lane_sm_index = p_row
+    tl.lane_labels = labels
+    L = tl.launches
+    o = np.argsort(L["start_ns"], kind="stable")
+    track = np.zeros(len(o), np.int64)
+    if len(o):
+        track[o] = assign_slots(np.zeros(len(o), np.int64), L["start_ns"][o], L["end_ns"][o], 1)[0]
+    n_tracks = int(track.max(initial=0)) + 1
+    tl.launch_track = track
+    tl.launch_track_names = ["launches"] + [f"launches (overlap {k})" for k in range(1, n_tracks)]
+    tl.notes.append(f"packed: {len(used):,} programs on {n:,} slot tracks (a program takes the "
+                    "lowest slot of its SM free when it starts)")  # fmt: skip
+
+
+def assign_slots(row: np.ndarray, start: np.ndarray, end: np.ndarray, n_rows: int):
+    """Greedy interval partitioning per row (input sorted by row, then start): each interval
+    takes the lowest free slot. Returns (slot of each interval, slots used per row). One loop
+    step per interval: blocks or launches, far fewer than events."""
+    import heapq
+
+    slot = np.zeros(len(row), np.int64)
+    n_slots = np.ones(n_rows, np.int64)
+    free: list[int] = []
+    busy: list[tuple[int, int]] = []  # (end, slot) of intervals still open
+    prev, used = -1, 0
+    for i, (r, s, e) in enumerate(zip(row.tolist(), start.tolist(), end.tolist(), strict=True)):
+        if r != prev:
+            free, busy, used, prev = [], [], 0, r
+        while busy and busy[0][0] <= s:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        if free:
+            k = heapq.heappop(free)
+        else:
+            k, used = used, used + 1
+        heapq.heappush(busy, (e, k))
+        slot[i] = k
+        n_slots[r] = max(n_slots[r], k + 1)
+    return slot, n_slots
 
 
 def _filtered(trace: TraceData, sms, blocks, groups, events, window_ns):

@@ -144,12 +144,16 @@ def to_chrome_json(trace: TraceData | Timeline) -> dict:
     for c, k_lo, k_hi in zip(L["capture"].tolist(), L["start_ns"].tolist(), L["end_ns"].tolist(),
                              strict=True):  # fmt: skip
         label = tl.launch_name(c)
-        out.append(_meta("thread_name", kernels_pid, ktid + c, {"name": label}))
-        out.append({"name": label, "ph": "X", "pid": kernels_pid, "tid": ktid + c,
+        tid, thread = ktid + c, label
+        if tl.launch_track is not None:  # packed: launches share threads
+            k = int(tl.launch_track[np.searchsorted(L["capture"], c)])
+            tid, thread = ktid + k, tl.launch_track_names[k]
+        out.append(_meta("thread_name", kernels_pid, tid, {"name": thread}))
+        out.append({"name": label, "ph": "X", "pid": kernels_pid, "tid": tid,
                     "ts": float(us(k_lo)), "dur": (k_hi - k_lo) / 1e3})  # fmt: skip
         if k_lo in cut_at:
             out.append({"name": f"host gap cut: {cut_at[k_lo] / 1e6:.3f} ms", "ph": "i",
-                        "s": "t", "pid": kernels_pid, "tid": ktid + c, "ts": float(us(k_lo))})  # fmt: skip
+                        "s": "t", "pid": kernels_pid, "tid": tid, "ts": float(us(k_lo))})  # fmt: skip
     return {
         "traceEvents": out,
         "displayTimeUnit": "ns",

@@ -468,6 +468,9 @@ class _Writer:
             blocks.append((desc, u, times, np.full(len(times), TYPE_COUNTER), None, vals))
         cut_at = dict(tl.cuts)
         L = tl.launches
+        if tl.launch_track is not None:  # packed: launches share tracks
+            blocks.extend(self._launch_track_blocks())
+            L = {k: v[:0] for k, v in L.items()}
         for i, (c, lo, hi) in enumerate(zip(L["capture"].tolist(), L["start_ns"].tolist(),
                                             L["end_ns"].tolist(), strict=True)):  # fmt: skip
             u = self.launch_uuid0 + i
@@ -496,6 +499,23 @@ class _Writer:
         for part in np.split(lanes_sorted, np.unique(cut + 1)):
             if len(part):
                 yield self._lane_chunk(part)
+
+    def _launch_track_blocks(self) -> list:
+        """Packed launches: one track per row of `tl.launch_track`, its launches in time order."""
+        tl = self.tl
+        L, track = tl.launches, tl.launch_track
+        out = []
+        for k, name in enumerate(tl.launch_track_names):
+            rows = np.flatnonzero(track == k)
+            rows = rows[np.argsort(L["start_ns"][rows], kind="stable")]
+            u = self.launch_uuid0 + k
+            times = np.stack([L["start_ns"][rows], L["end_ns"][rows]], 1).reshape(-1)
+            types = np.tile([SLICE_BEGIN, SLICE_END], len(rows))
+            iids = np.stack([[self.iid(tl.launch_name(int(c))) for c in L["capture"][rows]],
+                             np.zeros(len(rows), np.int64)], 1).reshape(-1)  # fmt: skip
+            desc = _fv(1, u) + _fv(5, ROOT_UUID) + _fb(2, name) + _fv(12, k) + _fv(15, MERGE_NONE)
+            out.append((desc, u, times, types, iids.astype(np.uint64), None))
+        return out
 
     def _summary_blocks(self, ref0: int) -> list:
         """One counter track per (SM, event) of the summary, under its SM after its occupancy."""
