@@ -70,9 +70,8 @@ def main():
                     "entries_before": entries, "entries_after": len(os.listdir(d))}  # fmt: skip
     # Gluon: a warp-specialized kernel.
     try:
-        from triton.experimental.gluon._runtime import GluonASTSource
-
         import gluon_kernels as G
+        from triton.experimental.gluon._runtime import GluonASTSource
 
         sig = {"out": "*fp32", "iters": "i32", "prof": "*i64", "PROFILE": "constexpr",
                "PER_WARP": "constexpr", "WORKER_WARPS": "constexpr"}  # fmt: skip
