@@ -310,7 +310,8 @@ def test_the_multi_gpu_example_runs_one_rank_in_the_interpreter(tmp_path, monkey
 
     for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(var, raising=False)
-    merged = load_example("multi_gpu_workload").main(["--out", str(tmp_path), "--steps", "3"])
+    # The form the README gives every example: python examples/NAME.py [OUT_DIR]
+    merged = load_example("multi_gpu_workload").main([str(tmp_path), "--steps", "3"])
     doc = json.loads(open(merged).read())
     assert doc["otherData"]["sm_profiler_alignment"]["method"] == "none"
     names = set(_procs(doc).values())
