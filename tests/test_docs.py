@@ -206,3 +206,15 @@ def test_cli_doc_usage_lists_every_command():
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     missing = [c for c in sub.choices if f"sm-profiler {c}" not in usage]
     assert not missing, f"docs/cli.md's usage block misses: {missing}"
+
+
+def test_the_pictures_the_docs_show_exist_and_are_small():
+    """README.md and docs/export.md show pictures that docs/make_pictures.py regenerates."""
+    for doc in ("README.md", "docs/export.md"):
+        pics = re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", _words(doc))
+        assert len(pics) == 2, doc
+        for rel in pics:
+            path = os.path.normpath(os.path.join(ROOT, os.path.dirname(doc), rel))
+            data = open(path, "rb").read()
+            assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 300_000, rel
+    assert os.path.exists(os.path.join(ROOT, "docs", "make_pictures.py"))
