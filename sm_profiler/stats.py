@@ -816,7 +816,7 @@ def _launch_lines(rows: list[KernelLaunches], width: int) -> list[str]:
         grids = sorted(set(r.grids))
         sites = sorted(set(r.call_sites))
         table_rows.append(
-            [r.kernel, str(r.count), *cells,
+            [r.kernel, str(r.count) + (f" ({r.mixed} mixed)" if r.mixed else ""), *cells,
              grids[0] if len(grids) == 1 else f"{len(grids)} grids" if grids else "-",
              sites[0] if len(sites) == 1 else f"{len(sites)} sites" if sites else "-"]
         )  # fmt: skip
