@@ -28,8 +28,23 @@ import sys
 
 import torch
 
-import sm_profiler
-from sm_profiler import SmProfiler
+
+def _missing() -> str | None:
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU (and nvcc): the kernel is CUDA C++, with no CPU fallback"
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    if CUDA_HOME is None:
+        return "needs nvcc: install the CUDA toolkit or set CUDA_HOME"
+    return None
+
+
+if __name__ == "__main__" and (_why := _missing()):
+    print(f"examples/cuda_load_inline.py: skipped, {_why}")
+    sys.exit(0)
+
+import sm_profiler  # noqa: E402
+from sm_profiler import SmProfiler  # noqa: E402
 
 # %%
 # Compute kernel

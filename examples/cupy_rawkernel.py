@@ -21,14 +21,28 @@ none are left, one range per chunk, an instant when it is done. Needs a CUDA GPU
 # NVRTC has no standard headers; sm_profiler.cuh needs none. Warp w of block b writes lane
 # (b, w): the buffer has one group per warp.
 
+import importlib.util
 import os
 import sys
 
 import numpy as np
 import torch
 
-import sm_profiler
-from sm_profiler import SmProfiler
+
+def _missing() -> str | None:
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU: the kernel is CUDA C++, with no CPU fallback"
+    if importlib.util.find_spec("cupy") is None:
+        return "needs CuPy: pip install cupy-cuda12x (or the build for your CUDA)"
+    return None
+
+
+if __name__ == "__main__" and (_why := _missing()):
+    print(f"examples/cupy_rawkernel.py: skipped, {_why}")
+    sys.exit(0)
+
+import sm_profiler  # noqa: E402
+from sm_profiler import SmProfiler  # noqa: E402
 
 CUDA_SRC = r"""
 #include <sm_profiler.cuh>

@@ -18,7 +18,7 @@ You will learn about:
 This needs a CUDA GPU and nvidia-cutlass-dsl (CuteDSL has no CPU interpreter); without them it
 says so and exits.
 
-    python examples/cute_regions.py [--trace cute_regions.perfetto-trace]
+    python examples/cute_regions.py [OUT_DIR] [--trace cute_regions.perfetto-trace]
 """
 
 # %%
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 
 
@@ -152,9 +153,14 @@ def test_silu_matches_torch(n: int = 1 << 22) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--trace", default="cute_regions.perfetto-trace")
+    # Like every example: python examples/cute_regions.py [OUT_DIR]
+    ap.add_argument("out_dir", nargs="?", default="sm_profiler_examples_out/cute_regions")
+    ap.add_argument("--trace", help="the trace's path (default: OUT_DIR/cute_regions.perfetto-trace)")
     ap.add_argument("--n", type=int, default=1 << 24)
     args = ap.parse_args()
+    if args.trace is None:
+        os.makedirs(args.out_dir, exist_ok=True)
+        args.trace = os.path.join(args.out_dir, "cute_regions.perfetto-trace")
     test_silu_matches_torch()
     print("silu matches torch")
 

@@ -13,8 +13,8 @@ In this example you will learn:
 * how rank 0 merges every rank's captures into one trace with ``GPU r · SM s`` processes
   (``sm_profiler.merge_ranks``; the same as ``sm-profiler merge rank*.smp -o all.json``).
 
-    torchrun --nproc_per_node=2 examples/multi_gpu_workload.py --out out/
-    python examples/multi_gpu_workload.py --out out/     # one GPU, or the CPU interpreter
+    torchrun --nproc_per_node=2 examples/multi_gpu_workload.py out/
+    python examples/multi_gpu_workload.py out/     # one GPU, or the CPU interpreter
 
 Without a GPU it runs one rank in Triton's CPU interpreter (host clock, emulated SMs).
 """
@@ -131,9 +131,13 @@ def run_rank(out_dir, steps=5):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="sm_profiler_examples_out")
+    ap.add_argument("--out", default="sm_profiler_examples_out/multi_gpu_workload")
+    # Like every example: python examples/multi_gpu_workload.py [OUT_DIR]
+    ap.add_argument("out_dir", nargs="?", metavar="OUT_DIR", help="the same as --out OUT_DIR")
     ap.add_argument("--steps", type=int, default=5)
     args = ap.parse_args(argv)
+    if args.out_dir is not None:
+        args.out = args.out_dir
     os.makedirs(args.out, exist_ok=True)
     return run_rank(args.out, args.steps)
 

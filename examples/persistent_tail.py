@@ -194,7 +194,7 @@ def main(out_dir="sm_profiler_examples_out/persistent_tail", small=None):
     from sm_profiler.export import export
 
     export(trace, paths["perfetto"])
-    print(f"wrote {paths['perfetto']} (one process per SM; look for the idle SMs at the end)")
+    print(f"wrote {paths['perfetto']} (one track per SM, in SM order; look for the idle SMs at the end)")
     try:
         from sm_profiler.plot import plot
 

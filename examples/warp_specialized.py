@@ -184,7 +184,7 @@ def main(out_dir="sm_profiler_examples_out/warp_specialized", small=None):
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "warp_specialized.perfetto-trace")
     prof.export(path)
-    print(f"wrote {path} (one thread per warp: 'block 0 · warp 1', ...)")
+    print(f"wrote {path} (one track per warp: 'block 0 · warp 1', ...)")
 
     # The same launch staged: every warp's events through shared memory, one flush at the end.
     # The stage holds all of a warp's events here, so the decoded lanes are the same.

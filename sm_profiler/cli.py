@@ -262,7 +262,9 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"{trace.dropped_total:,} dropped; unmatched: {int((um == UNMATCHED_BEGIN).sum())} "
             f"begins, {int((um == UNMATCHED_END).sum())} ends",
         )
-        row("span", format_time(compute_stats(trace).span.duration_ns))
+        st = compute_stats(trace)
+        row("span", "not shown: the capture mixes launches (see sm-profiler stats)" if st.mixed
+            else format_time(st.span.duration_ns))  # fmt: skip
     return 0
 
 

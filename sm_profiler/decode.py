@@ -151,6 +151,8 @@ def decode(capture: Capture | list[Capture] | np.ndarray) -> TraceData:
         "dropped": attempted - written,
         "initialized": initialized,
     }
+    scratch = int(words[fmt.HDR_SCRATCH]) if fmt.header_version(words) >= 2 else 0
+    reopened = scratch & fmt.SCRATCH_REOPENED if layout.emulated else 0
     info = KernelInfo(
         name=capture.kernel_name,
         num_blocks=layout.num_blocks,
@@ -162,7 +164,8 @@ def decode(capture: Capture | list[Capture] | np.ndarray) -> TraceData:
         stale_lanes=stale,
         ring=layout.ring,
         ring_unclosed_lanes=unclosed,
-        out_of_shape_writes=fmt.header_version(words) >= 2 and int(words[fmt.HDR_SCRATCH]) != 0,
+        out_of_shape_writes=(scratch & ~reopened) != 0,
+        reopened_lanes=reopened != 0,
     )
     return TraceData(events, lanes_t, unmatched, [info], dict(capture.event_names))
 

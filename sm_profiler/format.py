@@ -18,7 +18,8 @@ The buffer is an array of little-endian 64-bit words, allocated once::
       w7  = device scratch (HDR_SCRATCH): lanes outside the buffer's shape are given capacity 0
             and records at lane 0's start, so their "overflow" stores (their cursors) land in
             w7 and never outside the buffer; this lets every event skip a per-thread "is my
-            lane real" test. The decoder ignores w7.
+            lane real" test. The decoder only reports whether w7 was written; in an emulated
+            buffer bit 31 (SCRATCH_REOPENED) says that a lane was opened twice.
     then num_blocks * num_groups lanes, lane index = block * num_groups + group,
     each LANE_HEADER_WORDS + capacity words long:
       l0  = anchor: the full 64-bit %globaltimer, read when the lane was initialised
@@ -92,6 +93,11 @@ HDR_CAPACITY_FLAGS = 2  # capacity | flags << 32
 HDR_SLOTS = 3  # next slot (low 32) | last slot (high 32), in slot 0's header; 0 = one slot
 HDR_LABEL = 4  # label id of the launch that filled this slot; 0 = none
 HDR_SCRATCH = 7  # written by out-of-shape lanes (their drop cursors); ignored by the decoder
+# Under the CPU interpreter the ops also flag, in the scratch word, what the device does not
+# check: an out-of-shape lane (the high half, where a GPU's drop cursor goes) and a lane opened
+# twice (bit 31 of the low half, which no device op writes): a second launch into one buffer.
+SCRATCH_OUT_OF_SHAPE = 1 << 32
+SCRATCH_REOPENED = 1 << 31
 
 # Offsets inside a lane, in words.
 LANE_ANCHOR = 0

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from .errors import MissingDependencyError
+from .errors import ConfigError, MissingDependencyError
 from .paths import check_writable
 from .stats import format_time, time_unit
 from .timeline import assign_slots, build
@@ -47,11 +47,26 @@ def plot(
     """Write the SM occupancy timeline of `trace` to `path` (PNG, or any format matplotlib
     knows by the extension). Returns the path. The keywords are `figure`'s."""
     _require_matplotlib()
+    _check_picture_format(path)
     check_writable(path)
     fig = figure(trace, width_in=width_in, dpi=dpi, colors=colors, title=title,
                  max_vector=max_vector, capture=capture)  # fmt: skip
     fig.savefig(path, dpi=dpi)
     return os.fspath(path)
+
+
+def _check_picture_format(path) -> None:
+    """matplotlib picks the format from the extension and refuses an unknown one with a bare
+    ValueError after the figure is drawn: refuse it first, as export does, naming the formats."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    known = sorted(FigureCanvasBase.get_supported_filetypes())
+    if ext and ext not in known:
+        raise ConfigError(
+            f"cannot tell the picture format of {os.fspath(path)!r} from its extension .{ext}; "
+            f"use one of {', '.join('.' + k for k in known)} (.png for the usual picture)"
+        )
 
 
 def figure(

@@ -120,6 +120,7 @@ class KernelLaunches:
     grids: list[str]
     call_sites: list[str]
     section: Stats | None = None
+    mixed: int = 0  # launches whose capture mixes launches: no span of theirs is in span_ns
 
     @property
     def count(self) -> int:
@@ -149,6 +150,9 @@ class Stats:
     launches: list[KernelLaunches] = field(default_factory=list)
     waits: list[WaitStat] = field(default_factory=list)  # by total gap, largest first
     by_group: list[BreakdownRow] = field(default_factory=list)  # when blocks have several groups
+    # A capture here holds records of more than one launch (mixes_launches): its span, SM
+    # times and waits would measure the host time between them, so they are not printed.
+    mixed: bool = False
 
     def event(self, name: str) -> EventStat:
         for e in self.events:
@@ -184,7 +188,10 @@ def _launches(trace: TraceData, per_capture: list[Stats]) -> list[KernelLaunches
         meta = k.metadata if isinstance(k.metadata, dict) else {}
         row = by_name.setdefault(k.name, KernelLaunches(k.name, [], [], [], []))
         row.captures.append(c)
-        row.span_ns.append(sub.span.duration_ns)
+        if sub.mixed:
+            row.mixed += 1
+        else:
+            row.span_ns.append(sub.span.duration_ns)
         grid = meta.get("grid")
         if isinstance(grid, list) and grid:
             row.grids.append("x".join(str(g) for g in grid))
@@ -237,7 +244,15 @@ def _section(trace: TraceData, label: str) -> Stats:
         unmatched_begins=int((um_kind == UNMATCHED_BEGIN).sum()),
         unmatched_ends=int((um_kind == UNMATCHED_END).sum()),
         emulated=trace.emulated,
+        mixed=any(mixes_launches(k) for k in trace.kernels),
     )
+
+
+def mixes_launches(k: KernelInfo) -> bool:
+    """Whether a capture is known to hold records of more than one launch: stale records, a lane
+    opened twice (interpreter), or the buffer handed out for several launches."""
+    handouts = k.metadata.get("buffer_handouts", 1) if isinstance(k.metadata, dict) else 1
+    return bool(k.stale_lanes) or k.reopened_lanes or (isinstance(handouts, int) and handouts > 1)
 
 
 def grouped_percentile(sorted_values: np.ndarray, starts: np.ndarray, counts: np.ndarray,
@@ -476,6 +491,12 @@ def _relaunch_warnings(trace: TraceData, several: bool) -> list[str]:
                 f"({k.metadata.get('slots')}) used and recorded nothing: raise SmProfiler(slots=) "
                 "or snapshot() more often"
             )
+        if k.reopened_lanes:
+            out.append(
+                f"{where}lanes were opened twice: a second launch into the same buffer (or two "
+                "programs given one lane), so the trace mixes launches and no span is shown; "
+                f"{_SNAPSHOT_FIX}"
+            )
         if k.out_of_shape_writes:
             out.append(
                 f"{where}programs outside the buffer's shape ({k.num_blocks} blocks x "
@@ -563,6 +584,16 @@ def _warnings(trace: TraceData) -> list[str]:
         out.append(
             f"{n} range {what} ({parts}): {fix} on that lane{hint}; pair every begin with an end "
             "on the same lane, on every path (early exits, masked branches)"
+        )
+
+    recorded = set(np.unique(trace.events["event"]).tolist()) | set(np.unique(um["event"]).tolist())
+    unnamed = sorted(recorded - set(trace.event_names))
+    if unnamed:
+        ids = ", ".join(str(e) for e in unnamed[:8]) + (", ..." if len(unnamed) > 8 else "")
+        e0 = unnamed[0]
+        out.append(
+            f"{_plural(len(unnamed), 'event id')} without a name ({ids}; shown as \"event {e0}\"): "
+            f"name each id the kernel records, e.g. prof.register_event({e0}, \"load\")"
         )
 
     init = lanes["initialized"]
@@ -781,11 +812,11 @@ def _launch_lines(rows: list[KernelLaunches], width: int) -> list[str]:
     table_rows = []
     for r in rows:
         cells = _cells([float(np.mean(r.span_ns)), float(min(r.span_ns)), float(max(r.span_ns))],
-                       unit, scale)  # fmt: skip
+                       unit, scale) if r.span_ns else ["-"] * 3  # fmt: skip
         grids = sorted(set(r.grids))
         sites = sorted(set(r.call_sites))
         table_rows.append(
-            [r.kernel, str(r.count), *cells,
+            [r.kernel, str(r.count) + (f" ({r.mixed} mixed)" if r.mixed else ""), *cells,
              grids[0] if len(grids) == 1 else f"{len(grids)} grids" if grids else "-",
              sites[0] if len(sites) == 1 else f"{len(sites)} sites" if sites else "-"]
         )  # fmt: skip
@@ -803,7 +834,8 @@ def _rule(label: str, width: int) -> list[str]:
 def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = True) -> list[str]:
     span = stats.span
     parts = [
-        f"span {format_time(span.duration_ns)}",
+        "span not shown (launches mixed)" if stats.mixed
+        else f"span {format_time(span.duration_ns)}",
         f"{len(stats.sms)} SMs",
         f"{stats.lanes_initialized}/{stats.lanes_total} lanes initialised",
         _plural(sum(e.count for e in stats.events), "range"),
@@ -816,13 +848,16 @@ def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = 
     if stats.by_group:
         lines.extend(breakdown_lines(stats.by_group, "group", width))
         lines.append("")
-    if stats.waits:
+    if stats.waits and not stats.mixed:
         lines.extend(_wait_lines(stats.waits, width))
         lines.append("")
-    if sm_table:
+    if sm_table and stats.mixed:
+        lines.extend(_wrap("SM times not shown: they would count the time between the launches "
+                           "this capture mixes", width, indent=""))  # fmt: skip
+    elif sm_table:
         lines.extend(_sm_lines(stats, width, max_sm_rows))
     imb = stats.imbalance
-    if imb is not None:
+    if imb is not None and not stats.mixed:
         lines.extend(
             _wrap(
                 f"load imbalance: last SM ({imb.last_sm}) finishes {format_time(imb.excess_ns)} "

@@ -42,6 +42,9 @@ class KernelInfo:
     stale_lanes: list[int] = field(default_factory=list)
     # The header's scratch word was written: programs outside the buffer's shape ran the ops.
     out_of_shape_writes: bool = False
+    # Emulated buffers only: a lane was opened twice (format.SCRATCH_REOPENED), by a second
+    # launch into the same buffer or by two programs given one lane.
+    reopened_lanes: bool = False
     # Ring buffer (format.FLAG_RING): a lane's `dropped` are its oldest records, overwritten.
     ring: bool = False
     # Full lanes of a ring buffer that profiler_flush never closed: their order is unknown

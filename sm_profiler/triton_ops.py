@@ -58,6 +58,9 @@ _LANE_HEADER_WORDS = tl.constexpr(fmt.LANE_HEADER_WORDS)
 _HDR_SHAPE = tl.constexpr(fmt.HDR_SHAPE)
 _HDR_CAPACITY_FLAGS = tl.constexpr(fmt.HDR_CAPACITY_FLAGS)
 _HDR_SLOTS = tl.constexpr(fmt.HDR_SLOTS)
+_HDR_SCRATCH = tl.constexpr(fmt.HDR_SCRATCH)
+_SCRATCH_OUT_OF_SHAPE = tl.constexpr(fmt.SCRATCH_OUT_OF_SHAPE)
+_SCRATCH_REOPENED = tl.constexpr(fmt.SCRATCH_REOPENED)
 _KIND_BEGIN = tl.constexpr(fmt.KIND_BEGIN)
 _KIND_END = tl.constexpr(fmt.KIND_END)
 _KIND_INSTANT = tl.constexpr(fmt.KIND_INSTANT)
@@ -508,6 +511,7 @@ def _init_emulated(
     lane = tl.where(valid, blocks.to(tl.int64) * num_groups + groups, 0)
     records = buffer_ptr + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS)
     records += _LANE_HEADER_WORDS
+    _flag_emulated(buffer_ptr, records, valid)
     anchor = tl.full(groups.shape, _host_clock_ns(), tl.int64)
     if STAGE > 0:
         # The stage is emulated in the buffer's record slots (slots past min(capacity, STAGE)
@@ -525,6 +529,19 @@ def _init_emulated(
         else:
             last = stage
     return records, tl.full((), 0, tl.int32), capacity, valid, stage, last
+
+
+@triton.jit
+def _flag_emulated(buffer_ptr, records, valid):
+    # What the device cannot afford to check, the interpreter can: it sets flags in the header's
+    # scratch word (format.py) that the stats turn into warnings. An out-of-shape lane writes the
+    # high half, as its drop store on a GPU does; a lane whose anchor is already set was opened
+    # by an earlier launch into the same buffer (or by a second program), so its records mix.
+    scratch = buffer_ptr + _HDR_SCRATCH + tl.zeros(valid.shape, tl.int64)
+    old = tl.load(records - 2, mask=valid, other=0)
+    flags = tl.where(valid, 0, _SCRATCH_OUT_OF_SHAPE) | tl.where(old != 0, _SCRATCH_REOPENED, 0)
+    word = tl.load(scratch)
+    tl.store(scratch, word | flags, mask=flags != 0)
 
 
 @triton.jit

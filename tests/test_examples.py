@@ -205,3 +205,31 @@ def test_warp_specialized_compile_matrix_is_as_documented():
     # sm_100 with the ops inside the warp-specialized loop compiles on Triton 3.7 only (3.6,
     # 3.8 and 3.9 fail in the pass manager): not pinned, the example prints it.
     assert rows[("sm_90", "warp_specialize, ops outside the loop")] != "ok"
+
+
+# -- every example on a CPU machine (issue 22) ------------------------------------------------
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="what a CPU-only machine shows")
+@pytest.mark.parametrize("name, needs", [
+    ("cuda_load_inline", "needs a CUDA GPU"),
+    ("cupy_rawkernel", "needs a CUDA GPU"),
+    ("cute_regions", "needs "),  # CuteDSL first when it is not installed, else the GPU
+])  # fmt: skip
+def test_gpu_only_examples_say_what_they_need_and_exit_0(name, needs, tmp_path):
+    """Run as the README says (python examples/NAME.py OUT_DIR): no traceback, exit 0, and the
+    reason on one line."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, os.path.join(EXAMPLES, f"{name}.py"), str(tmp_path)],
+                         capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert out.stdout.startswith(f"examples/{name}.py: skipped, {needs}"), out.stdout
+
+
+def test_the_readme_lists_every_example_with_the_out_dir_form():
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    assert "`python examples/NAME.py [OUT_DIR]`" in readme
+    for name in sorted(os.listdir(EXAMPLES)):
+        if name.endswith(".py"):
+            assert f"| [examples/{name}](examples/{name}) |" in readme, name

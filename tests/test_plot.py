@@ -209,3 +209,16 @@ def test_an_emulated_trace_keeps_its_marker_with_any_title(title):
             start = title or "SM occupancy: gemm"
             assert heading.startswith(start)
             assert heading.endswith("(emulated: host clock, SM ids emulated)") == emulated
+
+
+def test_an_unknown_picture_extension_is_a_config_error_naming_the_formats(tmp_path):
+    # Like export: a ConfigError that lists the formats, not matplotlib's bare ValueError after
+    # the figure was drawn; nothing is written.
+    pytest.importorskip("matplotlib")
+    from sm_profiler import ConfigError
+
+    trace = decode(tiny_capture())
+    with pytest.raises(ConfigError, match=r"extension \.xyz; use one of .*\.png.*\.svg"):
+        plot(trace, tmp_path / "a.xyz")
+    assert not (tmp_path / "a.xyz").exists()
+    assert plot(trace, tmp_path / "a.svg").endswith("a.svg")  # the extension still decides

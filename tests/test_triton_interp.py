@@ -88,18 +88,28 @@ def test_overflowing_lane_counts_exactly_what_was_dropped():
     assert trace.unmatched["kind"][um].tolist() == [fmt.KIND_BEGIN] * 2
 
 
-def test_out_of_shape_programs_write_nothing():
+def _only_flagged(buf, before):
+    # Out-of-shape programs write nothing but the flag in the header's scratch word (as on a
+    # GPU, where their drop stores land there).
+    assert int(buf[fmt.HDR_SCRATCH]) == fmt.SCRATCH_OUT_OF_SHAPE
+    rest = torch.ones_like(buf, dtype=torch.bool)
+    rest[fmt.HDR_SCRATCH] = False
+    assert torch.equal(buf[rest], before[rest])
+
+
+def test_out_of_shape_programs_write_nothing_but_the_flag():
     prof = _profiler(2, num_groups=2, capacity=K.loop_events(3))
     buf = prof.get_buffer()
     before = buf.clone()
     out = torch.empty(6)
     K.loop_kernel[(6,)](out, 3, buf, 2, PROFILE=True)  # group 2 of 2: outside for every block
     K.loop_kernel[(6,)](out, 3, buf, -1, PROFILE=True)  # negative group
-    assert torch.equal(buf, before)
+    _only_flagged(buf, before)
     K.loop_kernel[(6,)](out, 3, buf, 1, PROFILE=True)  # blocks 2..5 are outside
     trace = prof.decode()
     assert trace.lanes["initialized"].tolist() == [False, True, False, True]
     assert set(trace.events["block"].tolist()) == {0, 1}
+    assert trace.kernels[0].out_of_shape_writes and not trace.kernels[0].reopened_lanes
 
 
 def test_per_warp_mode_emulates_one_lane_per_warp():
@@ -194,14 +204,14 @@ def test_a_stage_larger_than_the_lane_keeps_capacity():
     assert _names(trace) == ["iter", "tick"]
 
 
-def test_staged_out_of_shape_programs_write_nothing():
+def test_staged_out_of_shape_programs_write_nothing_but_the_flag():
     prof = _profiler(2, num_groups=2, capacity=K.loop_events(3))
     buf = prof.get_buffer()
     before = buf.clone()
     kw = dict(PROFILE=True, PER_WARP=True, NUM_WARPS=WARPS, STAGE=8)
     K.loop_kernel[(6,)](torch.empty(6), 3, buf, 2, **kw)  # groups 2, 3 of 2
     K.loop_kernel[(6,)](torch.empty(6), 3, buf, -2, **kw)  # groups -2, -1
-    assert torch.equal(buf, before)
+    _only_flagged(buf, before)
 
 
 def test_staging_is_refused_per_program_and_past_static_shared_memory():

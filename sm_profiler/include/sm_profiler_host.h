@@ -444,9 +444,14 @@ inline sm_profiler_buffer_t sm_profiler_create_buffer(uint32_t num_blocks, uint3
     }
 #else
     cudaError_t err = cudaMalloc((void**)&mem, words * SM_PROFILER_WORD_BYTES);
-    if (err != cudaSuccess) {
+    if (err == cudaErrorMemoryAllocation) {
         fail("create_buffer: cudaMalloc of %llu bytes failed: %s; lower max_events_per_group or "
              "num_blocks", (unsigned long long)(words * 8), cudaGetErrorString(err));
+        return nullptr;
+    }
+    if (err != cudaSuccess) {  // no device, no driver, a driver too old: not a size problem
+        fail("create_buffer: no usable CUDA GPU (cudaMalloc: %s); this program needs a CUDA "
+             "GPU and its driver", cudaGetErrorString(err));
         return nullptr;
     }
 #endif
