@@ -183,7 +183,79 @@ def build_parser() -> argparse.ArgumentParser:
         help="give up after this many seconds (default: never)",
     )
     c.set_defaults(func=cmd_open)
+    c = sub.add_parser(
+        "run",
+        help="run a Python script with every Triton/Gluon kernel instrumented (auto mode)",
+        description="Run SCRIPT (or -m MODULE) with sm_profiler.auto() around all of it: every "
+        "Triton and Gluon kernel it compiles records each program's SM and times. At exit the "
+        "kernel report is printed and OUT gets auto.npz (the capture), auto.perfetto-trace and "
+        "auto_stats.txt. docs/auto.md.",
+    )
+    c.add_argument("--out", default="sm_profiler_auto_out", metavar="DIR",
+                   help="folder for the outputs (default: %(default)s)")
+    c.add_argument("--capacity", type=int, default=None,
+                   help="records kept, a power of two (default: 2**22, 128 MiB on the GPU)")
+    c.add_argument("--ring", action="store_true",
+                   help="keep the newest records instead of the first (long loops)")
+    c.add_argument("--level", choices=("program", "warp"), default="program",
+                   help="one record per program (default) or per warp")
+    c.add_argument("--width", type=int, default=None, help="report line width")
+    c.add_argument("command", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS...]",
+                   help="the script and its arguments, or -m MODULE [ARGS...]")  # fmt: skip
+    c.set_defaults(func=cmd_run)
+
     return p
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import os
+    import runpy
+
+    from . import auto
+    from .errors import ConfigError
+
+    argv = list(args.command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv or (argv[0] == "-m" and len(argv) < 2):
+        raise ConfigError("sm-profiler run needs a script: sm-profiler run [options] -- "
+                          "train.py [args] (or -m package.module [args])")  # fmt: skip
+    module = argv[1] if argv[0] == "-m" else None
+    target = argv[1:] if module else argv
+    if module is None and not os.path.isfile(target[0]):
+        raise ConfigError(f"no script {target[0]!r}: give the path of a Python file")
+    os.makedirs(args.out, exist_ok=True)
+    prof = auto(args.capacity, ring=args.ring, level=args.level)
+    old_argv, status = sys.argv, 0
+    sys.argv = [module or target[0], *target[1:]] if module else list(target)
+    try:
+        with prof:
+            try:
+                if module:
+                    runpy.run_module(module, run_name="__main__", alter_sys=True)
+                else:
+                    sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
+                    runpy.run_path(target[0], run_name="__main__")
+            except SystemExit as e:
+                status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.argv = old_argv
+    if not prof.captures():
+        print("sm-profiler run: no instrumented kernel ran; " + " ".join(prof.notes),
+              file=sys.stderr)  # fmt: skip
+        return status or 1
+    from .auto_mode.report import format_report
+
+    trace = prof.decode()
+    text = format_report(trace, width=args.width)
+    print(text, end="")
+    with open(os.path.join(args.out, "auto_stats.txt"), "w") as f:
+        f.write(format_report(trace, width=100))
+    prof.save(os.path.join(args.out, "auto.npz"))
+    prof.export(os.path.join(args.out, "auto.perfetto-trace"))
+    print(f"sm-profiler run: wrote {args.out}/auto.npz, auto.perfetto-trace, auto_stats.txt "
+          f"(open with: sm-profiler open {args.out}/auto.perfetto-trace)")  # fmt: skip
+    return status
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -275,7 +347,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
     caps = _load(args.capture)
     with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
         trace = decode(caps)
-    print_stats(trace, width=args.width)
+    from .auto_mode.report import is_auto, print_report
+
+    if is_auto(trace):  # auto mode: thousands of launches; the per-kernel report instead
+        print_report(trace, width=args.width)
+    else:
+        print_stats(trace, width=args.width)
     if args.by:
         import shutil
 

@@ -214,6 +214,7 @@ def test_warp_specialized_compile_matrix_is_as_documented():
 @pytest.mark.parametrize("name, needs", [
     ("cuda_load_inline", "needs a CUDA GPU"),
     ("cupy_rawkernel", "needs a CUDA GPU"),
+    ("auto_torch_compile", "needs a CUDA GPU"),
     ("cute_regions", "needs "),  # CuteDSL first when it is not installed, else the GPU
 ])  # fmt: skip
 def test_gpu_only_examples_say_what_they_need_and_exit_0(name, needs, tmp_path):
