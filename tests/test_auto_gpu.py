@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 import sm_profiler
+import sm_profiler.auto_mode.report
 from sm_profiler.auto_mode import binding
 
 pytestmark = [
@@ -217,3 +218,118 @@ def test_records_lie_within_cupti_kernel_spans(tmp_path):
     print(info)
     # Our first/last program stamps of each launch sit at CUPTI's kernel start/end.
     assert err["matched"] == 3 and err["max_abs_ns"] < 5_000, info
+
+
+def test_gluon_warp_specialized_kernel_every_warp_of_every_partition():
+    pytest.importorskip("triton.experimental.gluon")
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the Gluon kernels here need sm_90+")
+    import gluon_kernels as G
+
+    grid, iters = 64, 200
+    with sm_profiler.auto(level="warp") as prof:
+        out = torch.zeros(2 * grid, device="cuda")
+        G.plain_ws_loop_kernel[(grid,)](out, iters, out, PROFILE=False, WORKER_WARPS=2, num_warps=4)
+    trace = prof.decode()
+    (c,) = _launches(trace, "plain_ws_loop_kernel")
+    k = trace.kernels[c]
+    assert k.num_groups == 6  # 4 warps of the default partition, 2 of the worker
+    _check_launch(trace, c, (grid, 1, 1))
+
+
+def test_autotune_benchmark_launches_are_tagged_and_the_run_is_not():
+    import auto_kernels as K
+
+    n = 1 << 20
+    x = torch.ones(n, device="cuda")
+    with sm_profiler.auto() as prof:
+        K.autotuned_scale[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, n)
+    trace = prof.decode()
+    names = [k.name for k in trace.kernels]
+    tagged = [k for k in trace.kernels if k.metadata.get("autotune")]
+    plain = [k for k in trace.kernels if not k.metadata.get("autotune")]
+    assert tagged and all(k.name.endswith("[autotune]") for k in tagged), names
+    assert len(plain) == 1 and plain[0].name == "autotuned_scale", names
+    block = 1024 if plain[0].metadata["num_warps"] == 4 else 256
+    _check_launch(trace, trace.kernels.index(plain[0]), (triton.cdiv(n, block), 1, 1))
+
+
+def test_manual_ops_and_auto_mode_record_together():
+    import triton_kernels as T
+
+    n, block = 1 << 16, 1024
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    manual = sm_profiler.SmProfiler(n // block, 1, 8)
+    manual.register_event(0, "load")
+    manual.register_event(1, "store")
+    with sm_profiler.auto() as prof:
+        T.add_kernel[(n // block,)](x, y, out, n, manual.get_buffer(), BLOCK=block, PROFILE=True)
+    assert torch.equal(out, x + y)
+    trace = prof.decode()
+    (c,) = _launches(trace, "add_kernel")
+    s, e = _check_launch(trace, c, (n // block, 1, 1))
+    m = manual.decode()
+    assert len(m.ranges["kind"]) == 2 * (n // block)
+    # The manual ranges sit inside the programs' auto records.
+    assert m.events["start_ns"].min() >= s and m.events["end_ns"].max() <= e
+
+
+def test_reduce_overhead_cuda_graph_replays_recorded():
+    torch.manual_seed(0)
+    model = _Block(256).cuda()
+    x = torch.randn(4, 64, 256, device="cuda")
+    torch._dynamo.reset()
+    with torch.no_grad(), sm_profiler.auto() as prof:
+        f = torch.compile(model, mode="reduce-overhead")
+        for _ in range(6):
+            y = f(x)
+        torch.cuda.synchronize()
+    assert torch.allclose(y, model(x), atol=1e-4, rtol=1e-4)
+    trace = prof.decode()
+    from collections import Counter
+
+    counts = Counter(k.name for k in trace.kernels)
+    assert counts and min(counts.values()) >= 6, counts  # warm-up runs and every replay
+    for c in range(len(trace.kernels)):
+        _check_launch(trace, c, trace.kernels[c].metadata["grid"])
+
+
+def test_sm_profiler_run_profiles_an_unchanged_script(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, torch\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.LayerNorm(256)).cuda()\n"
+        "f = torch.compile(m)\n"
+        "for _ in range(int(sys.argv[1])):\n"
+        "    f(torch.randn(32, 64, device='cuda')).sum().backward()\n"
+    )  # fmt: skip
+    out = subprocess.run([sys.executable, "-m", "sm_profiler", "run", "--out", str(tmp_path / "o"),
+                          "--width", "80", "--", str(script), "3"],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "sm_profiler auto:" in out.stdout and "triton_" in out.stdout
+    for name in ("auto.npz", "auto.perfetto-trace", "auto_stats.txt"):
+        assert (tmp_path / "o" / name).stat().st_size > 0
+    stats = subprocess.run([sys.executable, "-m", "sm_profiler", "stats", str(tmp_path / "o" / "auto.npz"),
+                            "--width", "80"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert stats.returncode == 0 and "sm_profiler auto:" in stats.stdout, stats.stderr[-2000:]
+
+
+def test_max_autotune_choices_benchmarked_are_tagged():
+    torch._dynamo.reset()
+    a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+    b = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+    with sm_profiler.auto() as prof:
+        f = torch.compile(lambda a, b: torch.relu(a @ b), mode="max-autotune-no-cudagraphs")
+        y = f(a, b)
+        y2 = f(a, b)
+    assert torch.equal(y, y2)
+    trace = prof.decode()
+    tagged = [k.name for k in trace.kernels if k.metadata.get("autotune")]
+    run = [k.name for k in trace.kernels if not k.metadata.get("autotune")]
+    print(len(tagged), "benchmark launches;", sorted(set(run)))
+    assert tagged, "max-autotune benchmarked Triton choices: their launches carry the tag"
+    assert run and not any(n.endswith("[autotune]") for n in run)

@@ -256,6 +256,14 @@ class _Patches:
             wrap(CachingAutotuner, "benchmark_all_configs")
         except Exception:
             pass
+        try:  # Inductor's benchmarker: its autotuners and max-autotune's template choices
+            from torch._inductor.runtime import benchmarking
+
+            for cls in vars(benchmarking).values():
+                if isinstance(cls, type) and "benchmark_gpu" in vars(cls):
+                    wrap(cls, "benchmark_gpu")
+        except Exception:
+            pass
 
     def undo(self) -> None:
         for step in reversed(self.undo_steps):
