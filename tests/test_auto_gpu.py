@@ -333,3 +333,22 @@ def test_max_autotune_choices_benchmarked_are_tagged():
     print(len(tagged), "benchmark launches;", sorted(set(run)))
     assert tagged, "max-autotune benchmarked Triton choices: their launches carry the tag"
     assert run and not any(n.endswith("[autotune]") for n in run)
+
+
+def test_compute_sanitizer_memcheck_is_clean():
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    sanitizer = shutil.which("compute-sanitizer")
+    if sanitizer is None:
+        pytest.skip("needs compute-sanitizer")
+    script = os.path.join(os.path.dirname(__file__), "auto_workload.py")
+    r = subprocess.run([sanitizer, "--tool", "memcheck", "--error-exitcode", "7", sys.executable,
+                        script], capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "ERROR SUMMARY: 0 errors" in r.stdout
+    res = json.loads(r.stdout[r.stdout.index("{"): r.stdout.rindex("}") + 1])
+    assert res["limit"]["dropped"] > 0 and res["ring"]["dropped"] > 0
