@@ -497,13 +497,8 @@ def _warnings(trace: TraceData) -> list[str]:
             f"(program id modulo {EMULATED_SM_COUNT}); they say nothing about GPU timing"
         )
 
-    ring = np.array([k.ring for k in trace.kernels], bool)[lanes["capture"]] if len(
-        lanes["capture"]) else np.zeros(0, bool)  # fmt: skip
-    if ring.any():  # unclosed lanes of a ring buffer dropped their newest records, as direct ones
-        base = {c: i for i, c in reversed(list(enumerate(lanes["capture"].tolist())))}
-        for c, k in enumerate(trace.kernels):
-            for li in k.ring_unclosed_lanes:
-                ring[base[c] + li] = False
+    # Lanes whose ring wrapped lost their oldest records; any other lane its newest.
+    ring = trace.lanes_overwritten()
     dropped = lanes["dropped"]
     over = np.flatnonzero((dropped > 0) & ring)
     if len(over):

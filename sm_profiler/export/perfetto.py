@@ -286,6 +286,21 @@ def _overlap_levels(start, end, is_range, lane, ref, event, bad):
     return _spread(lv, rows, len(start)), None
 
 
+def drop_marks(tl: Timeline) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(lane rows, times, labels) of the instants that say a shown lane lost records; both
+    writers use it, so they say the same thing at the same place. A ring lane that wrapped lost
+    its oldest records, before its first; any other lane (ops compiled without RING in a ring
+    buffer included) its newest, at its end."""
+    t = tl.trace
+    dropped = t.lanes["dropped"].astype(np.int64)
+    dl = np.flatnonzero((dropped > 0) & tl.lane_shown)
+    over = t.lanes_overwritten()[dl]
+    at = np.where(over, tl.lane_lo[dl], tl.lane_hi[dl]).astype(np.int64)
+    labels = [f"{n} older records overwritten (ring)" if o else f"{n} records dropped (lane full)"
+              for n, o in zip(dropped[dl].tolist(), over.tolist(), strict=True)]  # fmt: skip
+    return dl, at, labels
+
+
 def _spread(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
     """`values` at `rows` of an int64 array of n zeros."""
     out = np.zeros(n, np.int64)
@@ -402,17 +417,9 @@ class _Writer:
     def _extras(self):
         t = self.trace
         um = t.unmatched
-        dropped = t.lanes["dropped"].astype(np.int64)
-        dl = np.flatnonzero((dropped > 0) & self.tl.lane_shown)
-        ring = [t.kernels[int(c)].ring for c in t.lanes["capture"][dl].tolist()]
-        d_iid = np.array(
-            [self.iid(f"{n} older records overwritten (ring)" if r else
-                      f"{n} records dropped (lane full)")
-             for n, r in zip(dropped[dl].tolist(), ring, strict=True)], np.uint64
-        )
+        dl, at, labels = drop_marks(self.tl)
+        d_iid = np.array([self.iid(name) for name in labels], np.uint64)
         lane = np.concatenate([self.tl.um_lane, dl])
-        # Drops happen at a lane's end; a ring's overwritten records were before its first.
-        at = np.where(np.array(ring, bool), self.lo[dl], self.hi[dl]) if len(dl) else self.hi[dl]
         time = np.concatenate([um["time_ns"].astype(np.int64), at])
         iids = np.concatenate([self.um_iid[um["kind"].astype(np.int64), um["event"]], d_iid])
         order = np.argsort(lane, kind="stable")
