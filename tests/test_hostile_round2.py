@@ -98,3 +98,281 @@ def test_3_drop_labels_follow_the_lane_in_perfetto():
     marks = sorted(i for v in r.instants.values() for i in v if "records" in i[0])
     assert marks == [("2 older records overwritten (ring)", T0 + 12),
                      ("2 records dropped (lane full)", T0 + 103)]  # fmt: skip
+
+
+# -- merge of ranks: 4, 5, 9 --------------------------------------------------------------------
+
+
+def small_capture(name="k", t0=T0, metadata=None, records=None) -> Capture:
+    recs = records or [(BEGIN, 1, 10), (INSTANT, 2, 20), (INSTANT, 2, 20.1), (END, 1, 40)]
+    s = Stream(1, 1, 8, {(0, 0): Lane(t0, 3, [(k, e, t0 + int(t * 10)) for k, e, t in recs])})
+    return Capture(encode(s), {1: "work", 2: "tick"}, {}, name, dict(metadata or {}))
+
+
+def empty_capture(name="k", metadata=None) -> Capture:
+    return Capture(encode(Stream(1, 1, 8)), {}, {}, name, dict(metadata or {}))
+
+
+def test_4_a_rank_that_ran_nothing_does_not_move_the_base_to_1970(tmp_path):
+    from sm_profiler.merge import merge_ranks
+
+    out = tmp_path / "m.json"
+    merge_ranks([[small_capture()], [empty_capture()]], out, align="none")
+    doc = json.loads(out.read_text())
+    assert doc["otherData"]["base_ns"] == T0  # the lane's anchor
+    ticks = sorted(e["ts"] for e in doc["traceEvents"] if e.get("name") == "tick")
+    assert ticks == [pytest.approx(0.2, abs=1e-6), pytest.approx(0.201, abs=1e-6)]
+    assert ticks[1] - ticks[0] == pytest.approx(0.001, abs=1e-6)  # 1 ns apart stays 1 ns
+
+
+def _lane_far_out_capture(nb: int = 1 << 20) -> Capture:
+    """A capture of nb one-group lanes, only the last one used: chrome.py gives it tid ~nb."""
+    w = np.zeros(fmt.buffer_words(nb, 1, 1), np.uint64)
+    w[: fmt.HEADER_WORDS] = fmt.encode_header(nb, 1, 1)
+    base = fmt.HEADER_WORDS + (nb - 1) * (fmt.LANE_HEADER_WORDS + 1)
+    w[base] = T0
+    w[base + 1] = 5
+    w[base + 2] = fmt.make_record(T0 + 10, 2, INSTANT)
+    return Capture(w, {2: "tick"}, {}, "wide")
+
+
+def test_5_a_rank_with_2_20_lanes_keeps_its_ids_clear_of_the_next_rank(tmp_path):
+    from sm_profiler.merge import merge_ranks
+
+    out = tmp_path / "m.json"
+    merge_ranks([[_lane_far_out_capture()], [small_capture()]], out, align="none")
+    ev = json.loads(out.read_text())["traceEvents"]
+    pids = {e["pid"] for e in ev}
+    tids = {e["tid"] for e in ev if "tid" in e and e["tid"] != 0}
+    assert not pids & tids
+    by_rank: dict[str, set] = {}
+    for e in ev:
+        if e.get("name") == "process_name":
+            by_rank.setdefault(e["args"]["name"].split(" · ")[0], set()).add(e["pid"])
+    assert max(by_rank["GPU 0"] | {t for t in tids if t < min(by_rank["GPU 1"])}) < min(
+        by_rank["GPU 1"])
+
+
+BAD_NS = ["abc", float("nan"), float("inf"), [1], {"a": 1}, True, 2**70, 1.5]
+
+
+@pytest.mark.parametrize("value", BAD_NS)
+@pytest.mark.parametrize("key", ["host_ns", "offset_ns", "error_ns"])
+def test_9_bad_clock_samples_are_format_errors(tmp_path, key, value):
+    from sm_profiler.merge import merge_ranks
+
+    sample = {"host_ns": 0, "offset_ns": 5, "error_ns": 1, key: value}
+    with pytest.raises(FormatError, match=f"clock {key}.*not a time in ns"):
+        merge_ranks([[small_capture(metadata={"clock": [sample]})]], tmp_path / "m.json")
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("clock", [5, "abc", {"host_ns": 0, "offset_ns": 1}, 1.5])
+def test_9_a_clock_that_is_not_a_list_is_a_format_error(tmp_path, clock):
+    from sm_profiler.merge import merge_ranks
+
+    with pytest.raises(FormatError, match="'clock' is a .*not a list"):
+        merge_ranks([[small_capture(metadata={"clock": clock})]], tmp_path / "m.json")
+
+
+@pytest.mark.parametrize("value", BAD_NS)
+def test_9_bad_barrier_stamps_are_format_errors(tmp_path, value):
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+
+    files = []
+    for r, b in enumerate([1000, value]):
+        f = tmp_path / f"r{r}.smp"
+        save_many([small_capture(metadata={"barrier_ns": b})], f)
+        files.append(str(f))
+    assert main(["merge", *files, "-o", str(tmp_path / "m.json")]) == 2
+    assert not (tmp_path / "m.json").exists()
+
+
+# -- merge --torch: 10, 11, 12, 13 --------------------------------------------------------------
+
+
+def torch_doc(parts, base_ns=T0 - 10**6) -> dict:
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 11, "tid": 11, "ts": 1.0,
+           "dur": 2.0}]  # fmt: skip
+    for t in parts:
+        ev.append({"ph": "X", "cat": "kernel", "name": t.kernels[0].name, "pid": 0, "tid": 7,
+                   "ts": (int(t.start_ns) - base_ns) / 1e3,
+                   "dur": (int(t.end_ns) - int(t.start_ns)) / 1e3})  # fmt: skip
+    return {"schemaVersion": 1, "baseTimeNanoseconds": base_ns, "traceEvents": ev}
+
+
+def _kernel_row(doc) -> dict:
+    return next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+
+
+def _bad_torch_docs():
+    good = torch_doc([decode(small_capture())])
+    out = {}
+
+    def case(name, edit):
+        d = json.loads(json.dumps(good))
+        edit(d)
+        out[name] = d
+
+    case("non-object row", lambda d: d["traceEvents"].append([1, 2]))
+    case("no ts", lambda d: _kernel_row(d).pop("ts"))
+    case("no dur", lambda d: _kernel_row(d).pop("dur"))
+    case("ts abc", lambda d: _kernel_row(d).update(ts="abc"))
+    case("ts null", lambda d: _kernel_row(d).update(ts=None))
+    case("ts nan", lambda d: _kernel_row(d).update(ts=float("nan")))
+    case("ts 1e300", lambda d: _kernel_row(d).update(ts=1e300))
+    case("dur negative", lambda d: _kernel_row(d).update(dur=-5.0))
+    case("base x", lambda d: d.update(baseTimeNanoseconds="x"))
+    case("base float", lambda d: d.update(baseTimeNanoseconds=1.5))
+    case("no traceEvents", lambda d: d.pop("traceEvents"))
+    return out
+
+
+BAD_TORCH = _bad_torch_docs()
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TORCH))
+def test_10_malformed_torch_traces_are_capture_errors(tmp_path, case):
+    from sm_profiler.errors import CaptureError
+    from sm_profiler.merge import merge_torch_trace
+
+    with pytest.raises(CaptureError, match="re-export it"):
+        merge_torch_trace(BAD_TORCH[case], [small_capture()], tmp_path / "m.json")
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TORCH) + ["deep", "not json", "truncated gz"])
+def test_10_malformed_torch_files_give_one_line_errors(tmp_path, capsys, case):
+    import gzip
+
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+
+    save_many([small_capture()], tmp_path / "c.smp")
+    path = tmp_path / "torch.json"
+    if case == "deep":
+        path.write_text('{"traceEvents": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif case == "not json":
+        path.write_text('{"traceEvents": [')
+    elif case == "truncated gz":
+        path = tmp_path / "torch.json.gz"
+        path.write_bytes(gzip.compress(json.dumps(torch_doc([])).encode())[:-12])
+    else:
+        path.write_text(json.dumps(BAD_TORCH[case]))
+    capsys.readouterr()
+    rc = main(["merge", str(tmp_path / "c.smp"), "--torch", str(path), "-o",
+               str(tmp_path / "m.json")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("sm-profiler: error: ") and err.count("\n") == 1, err
+    assert "torch trace" in err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_10_a_good_torch_file_still_merges(tmp_path):
+    from sm_profiler.merge import merge_torch_trace
+
+    caps = [small_capture(), small_capture(t0=T0 + 10**6)]
+    path = tmp_path / "torch.json"
+    path.write_text(json.dumps(torch_doc([decode([c]) for c in caps])))
+    info = merge_torch_trace(path, caps, tmp_path / "m.json")
+    assert info["error"][0]["matched"] == 2
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_11_a_torch_fifo_is_refused_at_once(tmp_path):
+    import os
+    import threading
+
+    from sm_profiler.errors import CaptureError
+    from sm_profiler.merge import merge_torch_trace
+
+    fifo = tmp_path / "torch.json"
+    os.mkfifo(fifo)
+    result = []
+
+    def run():
+        try:
+            merge_torch_trace(fifo, [small_capture()], tmp_path / "m.json")
+            result.append("merged")
+        except CaptureError as e:
+            result.append(str(e))
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(10)
+    if th.is_alive():  # release the reader the old code left blocked, then fail
+        with open(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK), "w") as f:
+            f.write("{}")
+        th.join(5)
+        pytest.fail("merge --torch blocked on a FIFO")
+    assert "not a regular file" in result[0]
+
+
+def test_12_a_gzip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
+    import gzip
+    import tracemalloc
+
+    from sm_profiler import merge
+    from sm_profiler.errors import CaptureError
+
+    body = b'{"traceEvents": [' + b" " * (64 << 20) + b"]}"
+    path = tmp_path / "torch.json.gz"
+    path.write_bytes(gzip.compress(body, 9))
+    size = path.stat().st_size
+    assert size < 200_000  # about 1000:1
+    monkeypatch.setattr(merge, "MAX_TORCH_SLACK", 0, raising=False)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CaptureError, match="inflates to more than"):
+            merge.merge_torch_trace(path, [small_capture()], tmp_path / "m.json")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 64 * size + (8 << 20), peak  # bounded by the ratio, not by the 64 MiB
+    # A plain file above the absolute limit is refused too.
+    monkeypatch.setattr(merge, "MAX_TORCH_BYTES", 1000, raising=False)
+    plain = tmp_path / "torch.json"
+    plain.write_bytes(b'{"traceEvents": [' + b" " * 2000 + b"]}")
+    with pytest.raises(CaptureError, match="holds more than 1,000 bytes"):
+        merge.merge_torch_trace(plain, [small_capture()], tmp_path / "m.json")
+
+
+def _launches(n: int) -> list[Capture]:
+    return [small_capture(t0=T0 + 5000 * i) for i in range(n)]
+
+
+def test_13_matching_launches_to_cupti_rows_is_not_quadratic(monkeypatch):
+    from sm_profiler import merge
+    from sm_profiler.trace import TraceData
+
+    parts = [decode([c]) for c in _launches(300)]
+    rows = merge.cupti_kernels(torch_doc(parts))
+    calls = [0]
+    prop = TraceData.start_ns
+
+    def counted(self):
+        calls[0] += 1
+        return prop.fget(self)
+
+    monkeypatch.setattr(TraceData, "start_ns", property(counted))
+    m = merge.match_launches(parts, rows)
+    assert [i for i, _, _ in m] == list(range(300))
+    assert calls[0] <= 2 * len(parts), calls[0]  # was launches x rows
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_13_the_nearest_row_is_the_one_a_plain_minimum_picks(seed):
+    from sm_profiler import merge
+
+    rng = np.random.default_rng(seed)
+    parts = [decode([c]) for c in _launches(40)]
+    rows = {"k": sorted((int(s), int(s) + 7) for s in
+                        rng.choice(np.arange(T0 - 10**5, T0 + 3 * 10**5, 250), 30))}  # fmt: skip
+    rows["k"] += rows["k"][:5]  # duplicate starts: the first row of equal ones wins
+    rows["k"].sort()
+    got = merge.match_launches(parts, rows)
+    for i, s, e in got:
+        c = rows["k"]
+        j = min(range(len(c)), key=lambda j: abs(c[j][0] - int(parts[i].start_ns)))
+        assert (s, e) == c[j]
