@@ -187,10 +187,10 @@ def _launches(trace: TraceData, per_capture: list[Stats]) -> list[KernelLaunches
         row.span_ns.append(sub.span.duration_ns)
         grid = meta.get("grid")
         if isinstance(grid, list) and grid:
-            row.grids.append("x".join(str(g) for g in grid))
+            row.grids.append(_printable("x".join(str(g) for g in grid)))
         site = meta.get("call_site")
         if isinstance(site, str) and site:
-            row.call_sites.append(site)
+            row.call_sites.append(_printable(site))  # from a file: no escape sequences out
     rows = list(by_name.values())
     if all(r.count == 1 for r in rows):
         return []
@@ -199,6 +199,12 @@ def _launches(trace: TraceData, per_capture: list[Stats]) -> list[KernelLaunches
         r.section = _section(part, f"{r.kernel}: {r.count} launch{'es' if r.count > 1 else ''}")
         r.section.imbalance = None  # launches are separated by host time
     return rows
+
+
+def _printable(text: str) -> str:
+    from .cli import printable
+
+    return printable(text)
 
 
 def _capture_label(trace: TraceData, c: int, several: bool) -> str:
@@ -473,7 +479,7 @@ def _relaunch_warnings(trace: TraceData, several: bool) -> list[str]:
         if isinstance(missed, int) and missed > 0:
             out.append(
                 f"{missed} launches after this one found every launch slot "
-                f"({k.metadata.get('slots')}) used and recorded nothing: raise SmProfiler(slots=) "
+                f"({_printable(str(k.metadata.get('slots')))}) used and recorded nothing: raise SmProfiler(slots=) "
                 "or snapshot() more often"
             )
         if k.out_of_shape_writes:

@@ -376,3 +376,194 @@ def test_13_the_nearest_row_is_the_one_a_plain_minimum_picks(seed):
         c = rows["k"]
         j = min(range(len(c)), key=lambda j: abs(c[j][0] - int(parts[i].start_ns)))
         assert (s, e) == c[j]
+
+
+# -- 7, 8: export of a trace without ranges, and the export filters ----------------------------
+
+
+def instants_capture(n: int = 50) -> Capture:
+    return small_capture(records=[(INSTANT, 2, 10 + i) for i in range(n)])
+
+
+def test_7_summarising_a_trace_without_ranges_works(tmp_path):
+    from sm_profiler.export import export
+    from sm_profiler.timeline import build
+
+    trace = decode(instants_capture())
+    tl = build(trace, summary=True)
+    assert len(tl.summary["value"]) == 0
+    export(trace, tmp_path / "t.json", summary=True)
+    export(trace, tmp_path / "t.perfetto-trace", summary=True)
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert not any(e.get("ph") == "C" and "active ranges" in e["name"] for e in doc["traceEvents"])
+
+
+def test_7_the_default_summary_of_many_instants_works(tmp_path, monkeypatch):
+    from sm_profiler import timeline
+    from sm_profiler.export import export
+
+    monkeypatch.setattr(timeline, "SUMMARY_ROWS", 5)
+    with pytest.warns(UserWarning, match="summarised"):
+        export(decode(instants_capture()), tmp_path / "t.json")
+
+
+@pytest.mark.parametrize("args,usage", [
+    (["--window-us", "inf:1"], True), (["--window-us", "nan:1"], True),
+    (["--window-us", "0:1e300"], True), (["--sms", str(2**70)], True),
+    (["--blocks", str(-(2**63) - 1)], True), (["--groups", "1," + str(2**31)], True),
+    (["--events", "²"], False), (["--events", "٣"], False), (["--events", str(2**70)], False),
+    (["--events", "4096"], False),
+])  # fmt: skip
+def test_8_hostile_export_filters_are_usage_or_one_line_errors(tmp_path, capsys, args, usage):
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+
+    save_many([small_capture()], tmp_path / "c.smp")
+    argv = ["export", str(tmp_path / "c.smp"), str(tmp_path / "t.json"), *args]
+    if usage:
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        assert "usage:" in capsys.readouterr().err
+    else:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("sm-profiler: error: events filter") and err.count("\n") == 1
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_8_filters_given_to_the_api_are_config_errors():
+    from sm_profiler.errors import ConfigError
+    from sm_profiler.timeline import build
+
+    trace = decode(small_capture())
+    for kw in ({"sms": [2**70]}, {"blocks": [2**40]}, {"events": [2**70]}, {"events": [-1]}):
+        with pytest.raises(ConfigError):
+            build(trace, **kw)
+
+
+# -- 14, 17: query ---------------------------------------------------------------------------------
+
+
+def test_14_query_fetches_only_the_rows_it_prints(tmp_path, capsys):
+    pytest.importorskip("duckdb")
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+    from sm_profiler.tables import query
+
+    trace = decode(small_capture())
+    names, rows = query(trace, "select * from range(50000000)", max_rows=4)
+    assert names == ["range"] and rows == [(0,), (1,), (2,), (3,)]
+    save_many([small_capture()], tmp_path / "c.smp")
+    assert main(["query", str(tmp_path / "c.smp"), "select * from range(50000000) order by 1",
+                 "--max-rows", "3"]) == 0  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert [o.strip() for o in out] == ["range", "0", "1", "2",
+                                        "(more rows; --max-rows to see them)"]  # fmt: skip
+
+
+def test_14_query_memory_is_bounded_by_what_is_printed(tmp_path):
+    pytest.importorskip("duckdb")
+    import subprocess
+    import sys
+
+    from sm_profiler.capture import save_many
+
+    save_many([small_capture()], tmp_path / "c.smp")
+    code = ("import resource, sys; from sm_profiler.cli import main; "
+            "main(['query', sys.argv[1], sys.argv[2], '--max-rows', '3']); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")  # fmt: skip
+
+    def peak_kib(sql: str) -> int:
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "c.smp"), sql],
+                             check=True, capture_output=True, text=True).stdout  # fmt: skip
+        return int(out.splitlines()[-1])
+
+    small, big = peak_kib("select 1"), peak_kib("select * from range(5000000)")
+    assert big - small < 100 * 1024, (small, big)  # fetching it all took 650 MiB more
+
+
+@pytest.mark.parametrize("sql", [
+    "copy (select 1) to '{dir}/leak.csv'",
+    "select * from read_csv('{dir}/secret.txt')",
+    "select * from read_text('{dir}/secret.txt')",
+    "attach '{dir}/db.duckdb' as d",
+    "set enable_external_access = true",
+    "install httpfs",
+    "insert into events select * from events",
+])  # fmt: skip
+def test_17_query_cannot_reach_files_or_change_the_tables(tmp_path, sql):
+    pytest.importorskip("duckdb")
+    from sm_profiler.errors import ConfigError
+    from sm_profiler.tables import query
+
+    (tmp_path / "secret.txt").write_text("password\n")
+    trace = decode(small_capture())
+    with pytest.raises(ConfigError, match="query failed"):
+        query(trace, sql.format(dir=tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.txt"]
+    assert query(trace, "select count(*) from events")[1] == [(3,)]
+
+
+# -- 15: temporary files are created exclusively -------------------------------------------------
+
+
+@pytest.mark.parametrize("writer", ["export_json", "export_perfetto", "save", "merge"])
+def test_15_writers_never_follow_a_symlink_at_a_temporary_name(tmp_path, writer, monkeypatch):
+    import os
+
+    from sm_profiler.capture import save_many
+    from sm_profiler.export import export
+    from sm_profiler.merge import merge_ranks
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    ext = {"export_json": ".json", "export_perfetto": ".perfetto-trace", "save": ".smp",
+           "merge": ".json"}[writer]  # fmt: skip
+    out = tmp_path / f"out{ext}"
+    # The names the old writer would have used (and a spread of pids around this one).
+    for pid in range(max(1, os.getpid() - 5), os.getpid() + 6):
+        os.symlink(victim, f"{out}.{pid}.tmp")
+    cap = small_capture()
+    if writer.startswith("export"):
+        export(decode(cap), out)
+    elif writer == "save":
+        save_many([cap], out)
+    else:
+        merge_ranks([[cap]], out, align="none")
+    assert victim.read_text() == "precious\n"
+    assert out.stat().st_size > 0 and not out.is_symlink()
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") and
+                 not p.is_symlink()]  # fmt: skip
+    assert leftovers == []
+
+
+def test_15_the_output_keeps_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    from sm_profiler.capture import save_many
+
+    old = os.umask(0o022)
+    try:
+        save_many([small_capture()], tmp_path / "c.smp")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "c.smp").stat().st_mode) == 0o644
+
+
+# -- 16: stats escapes what a file says ----------------------------------------------------------
+
+
+def test_16_stats_escapes_call_sites_grids_and_slots(tmp_path, capsys):
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+
+    evil = "\x1b]0;pwned\x07\x1b[2J"
+    meta = {"call_site": evil, "grid": [evil, 1], "slots": evil, "launches_without_slot": 2}
+    caps = [small_capture(name="k", metadata=meta) for _ in range(2)]
+    save_many(caps, tmp_path / "c.smp")
+    assert main(["stats", str(tmp_path / "c.smp"), "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b]0;pwned" in out

@@ -510,7 +510,7 @@ class _Writer:
         top = int(sm["event"].max()) + 1 if len(sm["event"]) else 1
         key = sm["sm_index"].astype(np.int64) * top + sm["event"]
         uniq, first = np.unique(key, return_index=True)
-        ends = np.append(first[1:], len(key))
+        ends = np.append(first[1:], len(key))[: len(first)]  # none when nothing was summarised
         blocks = []
         for k, a, b in zip(uniq.tolist(), first.tolist(), ends.tolist(), strict=True):
             i, e = divmod(k, top)
