@@ -704,3 +704,47 @@ def test_6_cpp_utf8_check_is_pythons(tmp_path, text):
         text.decode()
     (rc, path), = _cpp_cases(tmp_path, [_header()], metadata=text)[0]
     assert rc != 0 and not path.exists()
+
+
+# -- 18: a lane of 4,095 mutually overlapping ranges ---------------------------------------------
+
+
+def _fanout_capture(width: int = 4095, lanes: int = 1) -> Capture:
+    s = Stream(lanes, 1, 2 * width)
+    recs = [(BEGIN, i, 10 + i) for i in range(width)] + [(END, i, 10 + width + i)
+                                                         for i in range(width)]  # fmt: skip
+    for b in range(lanes):
+        s.lanes[(b, 0)] = Lane(T0, b, [(k, e, T0 + t) for k, e, t in recs])
+    return Capture(encode(s), {i: f"e{i}" for i in range(width)})
+
+
+def test_18_fanout_export_is_the_per_track_reference_and_costs_little_per_track(monkeypatch):
+    from test_export_perfetto import read_trace
+
+    from sm_profiler.export import perfetto as pf
+
+    trace = decode(_fanout_capture())
+    calls = [0]
+    real_fb = pf._fb
+
+    def counted(field, payload):
+        calls[0] += 1
+        return real_fb(field, payload)
+
+    monkeypatch.setattr(pf, "_fb", counted)
+    data = to_perfetto_bytes(trace)
+    assert calls[0] < 3 * 4095, calls[0]  # 2 per interned name; was 9 more per overlap track
+    monkeypatch.setattr(pf, "_fb", real_fb)
+
+    # The same bytes as the one-header-at-a-time path.
+    def reference(self, lanes, bkeys, ref):
+        return [self._lane_header(int(lanes[k // pf.LEVELS]), k % pf.LEVELS,
+                                  int(ref[k // pf.LEVELS])) for k in bkeys.tolist()]  # fmt: skip
+
+    monkeypatch.setattr(pf._Writer, "_lane_headers", reference)
+    assert to_perfetto_bytes(trace) == data
+    r = read_trace(data)
+    tracks = [d for d in r.threads()]
+    assert len(tracks) == 4095
+    assert sorted(s[0] for v in r.slices.values() for s in v if s[0].startswith("e")) == sorted(
+        f"e{i}" for i in range(4095))

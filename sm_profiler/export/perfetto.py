@@ -600,14 +600,53 @@ class _Writer:
         prev[bstart] = ref[bkeys // LEVELS]
         dt = (time - prev).astype(np.uint64)
         bidx = np.cumsum(first) - 1
-        headers = [self._lane_header(int(lanes[k // LEVELS]), k % LEVELS,
-                                     int(ref[k // LEVELS])) for k in bkeys.tolist()]  # fmt: skip
+        headers = self._lane_headers(lanes, bkeys, ref)
         names = self._interned_update()
         parents = self._undeclared_parents(lanes, bkeys)
         return names + parents + _encode(dt, etype, iid[row], bidx, headers)
 
     def _lane_header(self, g: int, level: int, ref_ns: int) -> bytes:
         return _block_header(ref_ns, *self._lane_descriptor(g, level))
+
+    def _lane_headers(self, lanes: np.ndarray, bkeys: np.ndarray, ref: np.ndarray) -> list[bytes]:
+        """_lane_header of every block key (lane position * LEVELS + level) of a chunk.
+
+        A lane of k mutually overlapping ranges has k overlap tracks, each needing its own block
+        header, so this is per track: what does not change within a lane (its clock snapshot,
+        name, parent) is built once per lane, and an overlap track's header is then a few byte
+        concatenations, the same bytes _block_header(_lane_descriptor) would write."""
+        out = []
+        lane_of = (bkeys // LEVELS).tolist()
+        levels = (bkeys % LEVELS).tolist()
+        cur, clock_pk, base_name, parent_f = -1, b"", b"", b""
+        seq = _fv(10, SEQ_ID)
+        merge = _fv(15, MERGE_NONE)
+        clock_default = _fv(58, CLOCK_ID)
+        v = _varint
+        tag_desc, tag_defaults, tag_track_defaults = v(60 << 3 | 2), v(59 << 3 | 2), v(11 << 3 | 2)
+        for lp, level in zip(lane_of, levels, strict=True):
+            if level == 0:
+                out.append(self._lane_header(int(lanes[lp]), 0, int(ref[lp])))
+                continue
+            if lp != cur:
+                cur, g = lp, int(lanes[lp])
+                ref_ns = int(ref[lp])
+                clocks = _fb(1, _fv(1, CLOCK_ID) + _fv(2, ref_ns) + _fv(3, 1)) + _fb(
+                    1, _fv(1, BOOTTIME) + _fv(2, ref_ns))
+                clock_pk = _packet(_fb(6, clocks))
+                base_name = self.tl.lane_name(g, 0).encode()
+                parent_f = _fv(5, self.lane_uuid0 + g)
+            u = self.next_uuid
+            self.next_uuid += 1
+            name = base_name + (b" (overlap)" if level == 1 else b" (overlap %d)" % level)
+            uv = v(u)
+            # _lane_descriptor's fields and _block_header's packets, spelled out.
+            desc = (b"\x08" + uv + parent_f + b"\x12" + v(len(name)) + name + b"\x60" + v(level)
+                    + merge)  # fmt: skip
+            inner = clock_default + tag_track_defaults + v(1 + len(uv)) + b"\x58" + uv
+            body = seq + tag_desc + v(len(desc)) + desc + tag_defaults + v(len(inner)) + inner
+            out.append(clock_pk + b"\x0a" + v(len(body)) + body)
+        return out
 
     def _lane_descriptor(self, g: int, level: int) -> tuple[int, bytes]:
         """(uuid, TrackDescriptor) of lane row `g` at `level`: the lane's own track under its SM,
