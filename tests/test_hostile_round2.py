@@ -748,3 +748,30 @@ def test_18_fanout_export_is_the_per_track_reference_and_costs_little_per_track(
     assert len(tracks) == 4095
     assert sorted(s[0] for v in r.slices.values() for s in v if s[0].startswith("e")) == sorted(
         f"e{i}" for i in range(4095))
+
+
+# -- 1, 2 as a property: a ring mark that disagrees with the lane's slots is refused --------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from reference_encoder import examples  # noqa: E402
+from test_decode_properties import SETTINGS  # noqa: E402
+from test_ring_decode import ring_streams  # noqa: E402
+
+
+@settings(max_examples=examples(200), **SETTINGS)
+@given(ring_streams(), st.data())
+def test_1_2_a_ring_mark_that_does_not_match_the_slots_is_refused(stream, data):
+    closed = [k for k, lane in stream.lanes.items() if lane.closed]
+    if not closed:
+        return
+    key = data.draw(st.sampled_from(sorted(closed)))
+    n = len(stream.lanes[key].records)
+    m = data.draw(st.integers(0, fmt.RING_MARK - 1))
+    words = encode(stream)
+    cap = stream.capacity
+    at = lane_base(key[0] * stream.num_groups + key[1], cap) + fmt.LANE_SM_ATTEMPTED
+    words[at] = np.uint64((int(words[at]) & fmt.LOW32) | ((fmt.RING_MARK | m) << 32))
+    if min(m, cap) != min(n, cap):
+        with pytest.raises(FormatError):
+            decode(words)
