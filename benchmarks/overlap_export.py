@@ -5,8 +5,10 @@ Prints the time of each export for three shapes of lane (issue 15, item 3):
     nested   b0 b1 e1 e0 ...             ranges nest: one track per lane (the typical case)
     pairs    b0 b1 e0 e1 ...             each range overlaps the next: two tracks per lane
     clique   b0 .. b24 e0 .. e24 ...     25 ranges that all overlap each other: 25 tracks
+    fanout   b0 .. b4094 e0 .. e4094     4,095-way fan-out (issue 23): 4,095 tracks per lane
 
 Run:  python benchmarks/overlap_export.py [--records 1000000] [--lanes 64] [--chrome]
+      [--shapes nested,pairs,clique,fanout]
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def unit(shape: str) -> list[tuple[int, int]]:
         return [(b, 0), (b, 1), (e, 1), (e, 0)]
     if shape == "pairs":
         return [(b, 0), (b, 1), (e, 0), (e, 1)]
-    return [(b, i) for i in range(25)] + [(e, i) for i in range(25)]
+    width = 4095 if shape == "fanout" else 25
+    return [(b, i) for i in range(width)] + [(e, i) for i in range(width)]
 
 
 def overlap_capture(shape: str, records: int, lanes: int) -> Capture:
@@ -51,7 +54,7 @@ def overlap_capture(shape: str, records: int, lanes: int) -> Capture:
     lane[:, fmt.LANE_ANCHOR] = ANCHOR
     lane[:, fmt.LANE_SM_ATTEMPTED] = np.arange(lanes, dtype=np.uint64) % 132
     lane[:, fmt.LANE_HEADER_WORDS :] = recs
-    return Capture(words, event_names={i: f"e{i}" for i in range(25)}, kernel_name=shape)
+    return Capture(words, event_names={i: f"e{i}" for i in range(4095)}, kernel_name=shape)
 
 
 def main() -> None:
@@ -59,9 +62,10 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--lanes", type=int, default=64)
     ap.add_argument("--chrome", action="store_true", help="also time Chrome JSON (slow)")
+    ap.add_argument("--shapes", default="nested,pairs,clique,fanout")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        for shape in ("nested", "pairs", "clique"):
+        for shape in args.shapes.split(","):
             trace = decode(overlap_capture(shape, args.records, args.lanes))
             n = int(trace.lanes["written"].sum())
             line = f"{shape:<7} {n:>9,} records"

@@ -430,7 +430,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     caps = _load(args.capture)
     with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
         trace = decode(caps)
-    names, rows = query(trace, args.sql)
+    # Fetch what is printed, plus one row to tell whether there are more.
+    names, rows = query(trace, args.sql, max_rows=max(args.max_rows, 0) + 1)
     if not names:
         return 0
     shown = rows[: max(args.max_rows, 0)]
@@ -446,7 +447,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     for r in cells:
         print(line(r))
     if len(rows) > len(shown):
-        print(f"({len(rows) - len(shown):,} more rows; --max-rows to see them)")
+        print("(more rows; --max-rows to see them)")
     return 0
 
 
@@ -461,18 +462,27 @@ def _cell(v) -> str:
 def _export_options(args: argparse.Namespace) -> dict:
     events = None
     if args.events is not None:
-        events = [int(e) if e.isdigit() else e for e in args.events]
+        events = [_event_arg(e) for e in args.events]
     opts = {"capture": args.capture_index, "cut_gaps": args.cut_gaps, "sms": args.sms,
             "blocks": args.blocks, "groups": args.groups, "events": events,
             "window_ns": args.window_us, "summary": args.summary, "detail_sms": args.detail_sms}  # fmt: skip
     return opts
 
 
+def _event_arg(text: str) -> int | str:
+    """An --events entry: an id when it is written in ASCII digits, else a name."""
+    return int(text) if text.isascii() and text.isdigit() else text
+
+
 def _int_list(text: str) -> list[int]:
     try:
-        return [int(v) for v in text.split(",") if v.strip()]
+        vals = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: give ints separated by commas, e.g. 0,3,7") from None
+    if any(not -(2**31) <= v < 2**31 for v in vals):
+        raise argparse.ArgumentTypeError(f"{printable(text)!r}: ids fit in 32 bits; give ids from "
+                                         "the trace (sm-profiler info lists them)")  # fmt: skip
+    return vals
 
 
 def _window(text: str) -> tuple[int, int]:
@@ -480,6 +490,10 @@ def _window(text: str) -> tuple[int, int]:
         a, b = (float(v) for v in text.split(":"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: give START:END in µs, e.g. 100:250.5") from None
+    # Finite and within 2**62 ns (146 years) of the trace's start: an int64 offset either way.
+    if not all(abs(v) < 2**62 / 1e3 for v in (a, b)):
+        raise argparse.ArgumentTypeError(f"{text!r}: START and END must be finite µs from the "
+                                         "trace's start, e.g. 100:250.5")  # fmt: skip
     return int(a * 1e3), int(b * 1e3)
 
 

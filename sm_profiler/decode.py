@@ -60,15 +60,18 @@ def decode(capture: Capture | list[Capture] | np.ndarray) -> TraceData:
     initialized = anchor != 0
     ring_lanes: list[int] = []
     unclosed: list[int] = []
+    ring_n = None
     if layout.ring:
-        recs, sm_att, anchor, ring_lanes, unclosed = _unroll_rings(recs, sm_att, anchor,
-                                                                   initialized, cap)  # fmt: skip
+        recs, sm_att, anchor, ring_lanes, unclosed, ring_n = _unroll_rings(
+            recs, sm_att, anchor, initialized, cap)  # fmt: skip
     _check_lane_headers(anchor, sm_att, initialized)
     sm = np.where(initialized, (sm_att & _U64(fmt.LOW32)).astype(np.int64), -1).astype(_I32)
     # The device stores the cursor of the latest record that did not fit (0: no overflow).
     att_hdr = (sm_att >> _U64(32)).astype(np.int64)
     att_hdr[att_hdr > 0] += 1
     written, nonzero = _count_written(recs)
+    if ring_n is not None:
+        _check_ring_counts(written, ring_n, cap)
     _check_lanes(written, att_hdr, initialized, sm_att, cap, fmt.header_version(words))
     attempted = np.where(att_hdr > 0, att_hdr, written)
 
@@ -164,6 +167,7 @@ def decode(capture: Capture | list[Capture] | np.ndarray) -> TraceData:
         stale_lanes=stale,
         ring=layout.ring,
         ring_unclosed_lanes=unclosed,
+        ring_wrapped_lanes=ring_lanes,
         out_of_shape_writes=(scratch & ~reopened) != 0,
         reopened_lanes=reopened != 0,
     )
@@ -186,7 +190,7 @@ def _unroll_rings(recs, sm_att, anchor, initialized, cap: int):
     flush, and times are rebuilt backwards from it (the newest record is the one nearest the
     flush), so a persistent kernel may run for any time; the lane's anchor becomes its oldest
     kept record's time. Returns (records, lane word 1, anchors, lanes that wrapped, full lanes
-    that were never closed).
+    that were never closed, the mark's count per lane or -1).
     """
     hi = (sm_att >> _U64(32)).astype(np.int64)
     marked = (hi & fmt.RING_MARK) != 0
@@ -214,7 +218,24 @@ def _unroll_rings(recs, sm_att, anchor, initialized, cap: int):
     # Full lanes without the mark: written by ops compiled without RING (first records kept,
     # any overflow counted as by a direct lane) or never flushed (order unknown).
     unclosed = np.flatnonzero(initialized & ~marked & full).tolist()
-    return recs, sm_att, anchor, wrapped.tolist(), unclosed
+    return recs, sm_att, anchor, wrapped.tolist(), unclosed, np.where(marked, attempted, -1)
+
+
+def _check_ring_counts(written, ring_n, cap: int) -> None:
+    """A closed ring lane holds exactly what its mark says: n records when it did not wrap
+    (n <= capacity), every slot when it did. Fewer is a lane the flush did not describe (records
+    left by an earlier launch, or a damaged mark); decoding it would invent drops or rebuild
+    times from empty slots. ring_n: the mark's count per lane, -1 where there is no mark."""
+    bad = np.flatnonzero((ring_n >= 0) & (written != np.minimum(ring_n, cap)))
+    if len(bad):
+        i = int(bad[0])
+        n = int(ring_n[i])
+        what = f"all {cap} slots (it wrapped)" if n > cap else f"exactly {n} records"
+        raise FormatError(
+            f"lane {i}: its ring mark counts {n} records, so it must hold {what}, but "
+            f"{int(written[i])} slots are written: the buffer was not zeroed before the launch "
+            "(call init_buffer()) or is corrupt"
+        )
 
 
 # -- counting and checking ------------------------------------------------------------------

@@ -26,16 +26,28 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
+import stat
+import zlib
 
 import numpy as np
 
 from .capture import Capture
-from .errors import ConfigError
+from .errors import CaptureError, ConfigError, FormatError
 from .trace import TraceData
 
-PID_BASE = 0x7000_0000  # our pids: PID_BASE + rank * PID_STRIDE + (chrome.py's pid / tid)
-PID_STRIDE = 0x10_0000
+# Our pids: from PID_BASE up, rank after rank; each rank takes as many ids as its trace uses
+# (chrome.py's pids and tids), so no rank's ids reach into the next one's however many lanes.
+PID_BASE = 0x7000_0000
+MAX_ID = (1 << 31) - 1  # Chrome JSON pids and tids are read as int32
+# A torch trace is input we did not write: what it may inflate to, in bytes (and at most this
+# many times its compressed size, plus MAX_TORCH_SLACK), and the deepest JSON nesting parsed.
+MAX_TORCH_BYTES = 1 << 30
+MAX_TORCH_RATIO = 64
+MAX_TORCH_SLACK = 64 << 20
+# Kernel rows' ts and dur (µs) and baseTimeNanoseconds (ns) must keep ns times inside int64.
+MAX_TORCH_US = 2.0**62 / 1e3
 
 
 # -- inputs -----------------------------------------------------------------------------------
@@ -64,13 +76,38 @@ def _rank_of(caps: list[Capture], default: int) -> int:
     return int(r) if isinstance(r, int) and not isinstance(r, bool) and r >= 0 else default
 
 
+def _ns(value, what: str) -> int:
+    """An ns value read from a capture's metadata: an int (or an integral float) inside int64."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok and isinstance(value, float):
+        ok = math.isfinite(value) and value == int(value)
+    if not ok or not -(2**63) <= int(value) < 2**63:
+        text = ascii(value)
+        text = text if len(text) <= 40 else text[:37] + "..."
+        raise FormatError(
+            f"capture metadata {what} is {text}, not a time in ns (an integer within int64): a "
+            "damaged or hand-edited capture; remove the key to merge without it"
+        )
+    return int(value)
+
+
 def clock_offset(caps: list[Capture]):
     """(offset_ns(t_gpu) function, description) from the captures' "clock" samples, or None."""
     samples = []
     for c in caps:
-        for s in c.metadata.get("clock", []) or []:
+        clock = c.metadata.get("clock", [])
+        if clock is None:
+            continue
+        if not isinstance(clock, list):
+            raise FormatError(
+                f"capture metadata 'clock' is a {type(clock).__name__}, not a list of samples "
+                "(SmProfiler.calibrate_clock writes one): remove the key to merge without it"
+            )
+        for s in clock:
             if isinstance(s, dict) and {"host_ns", "offset_ns"} <= s.keys():
-                samples.append((int(s["host_ns"]), int(s["offset_ns"]), int(s.get("error_ns", 0))))
+                samples.append((_ns(s["host_ns"], "clock host_ns"),
+                                _ns(s["offset_ns"], "clock offset_ns"),
+                                _ns(s.get("error_ns", 0), "clock error_ns")))  # fmt: skip
     if not samples:
         return None
     samples = sorted(set(samples))
@@ -122,13 +159,41 @@ def _decoded(caps: list[Capture], offset) -> list[TraceData]:
 # -- Chrome JSON assembly ----------------------------------------------------------------------
 
 
-def _chrome_events(trace: TraceData, rank: int, base_ns: int) -> list[dict]:
-    """chrome.py's events of `trace`, moved to µs since base_ns, with rank-prefixed processes."""
+def _base_ns(ranks) -> int:
+    """The earliest time of the ranks' traces; a part with nothing in it (no lane initialised:
+    a rank or slot that ran nothing) has no time and does not count."""
+    starts = [int(p.start_ns) for _, parts in ranks for p in parts if _has_time(p)]
+    return min(starts) if starts else 0
+
+
+def _has_time(t: TraceData) -> bool:
+    return bool(len(t.events["kind"]) or len(t.unmatched["kind"]) or t.lanes["initialized"].any())
+
+
+def _ranks_events(ranks, base_ns: int) -> list[dict]:
+    """Every rank's events, each rank's pids and tids after the previous rank's."""
+    events: list[dict] = []
+    off = PID_BASE
+    for r, parts in ranks:
+        evs, used = _chrome_events(TraceData.concat(parts), r, base_ns, off)
+        events += evs
+        off += used
+    if off - 1 > MAX_ID:
+        raise ConfigError(
+            f"the merged trace needs {off - PID_BASE:,} process and thread ids, more than Chrome "
+            "JSON holds above merge.PID_BASE: merge fewer ranks or launches at a time"
+        )
+    return events
+
+
+def _chrome_events(trace: TraceData, rank: int, base_ns: int, off: int) -> tuple[list[dict], int]:
+    """chrome.py's events of `trace`, moved to µs since base_ns, with rank-prefixed processes
+    whose pids and tids start at `off`; and how many ids they take."""
     from .export.chrome import to_chrome_json
 
     doc = to_chrome_json(trace)
     dt_us = (int(doc["otherData"]["start_ns"]) - base_ns) / 1e3
-    off = PID_BASE + rank * PID_STRIDE
+    top = max((int(e.get(k, 0)) for e in doc["traceEvents"] for k in ("pid", "tid")), default=0)
     out = []
     for e in doc["traceEvents"]:
         e = dict(e)
@@ -142,7 +207,7 @@ def _chrome_events(trace: TraceData, rank: int, base_ns: int) -> list[dict]:
         if e.get("ph") == "M" and e.get("name") == "process_sort_index":
             e["args"] = {"sort_index": 1000 + rank * 10000 + int(e["args"]["sort_index"])}
         out.append(e)
-    return out
+    return out, top + 1
 
 
 def _write_json(doc: dict, path) -> None:
@@ -154,7 +219,11 @@ def _write_json(doc: dict, path) -> None:
             f".json.gz, got {os.fspath(path)!r}"
         )
     check_writable(path)
-    data = json.dumps(doc, separators=(",", ":")).encode()
+    try:
+        data = json.dumps(doc, separators=(",", ":")).encode()
+    except (ValueError, TypeError, RecursionError) as e:
+        raise CaptureError(f"cannot write {os.fspath(path)!r}: the torch trace's rows cannot be "
+                           f"written back as JSON ({type(e).__name__})") from e  # fmt: skip
     with atomic_output(path) as tmp:
         opener = gzip.open if os.fspath(path).lower().endswith(".gz") else open
         with opener(tmp, "wb") as f:
@@ -173,7 +242,8 @@ def align_ranks(sources, align: str = "auto") -> tuple[list[tuple[int, list[Trac
     if len(set(ranks)) != len(ranks):
         ranks = list(range(len(per_rank)))  # several files of one rank: number them in order
     clocks = [clock_offset(c) for c in per_rank]
-    barriers = [next((c.metadata["barrier_ns"] for c in caps if "barrier_ns" in c.metadata), None)
+    barriers = [next((_ns(c.metadata["barrier_ns"], "barrier_ns") for c in caps
+                      if c.metadata.get("barrier_ns") is not None), None)
                 for caps in per_rank]  # fmt: skip
     method = align
     if align == "auto":
@@ -203,10 +273,8 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     """Write the captures of several ranks (one source per rank) as one Chrome JSON trace with
     `GPU r · SM s` processes on one time axis. Returns the alignment info (also in the file)."""
     ranks, info = align_ranks(sources, align)
-    base = min(int(p.start_ns) for _, parts in ranks for p in parts if len(p.lanes["lane"]))
-    events = []
-    for r, parts in ranks:
-        events += _chrome_events(TraceData.concat(parts), r, base)
+    base = _base_ns(ranks)
+    events = _ranks_events(ranks, base)
     doc = {"traceEvents": events, "displayTimeUnit": "ns",
            "otherData": {"base_ns": base, "sm_profiler_alignment": info}}  # fmt: skip
     _write_json(doc, path)
@@ -218,7 +286,7 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
 
 def _torch_doc(torch_trace) -> dict:
     if isinstance(torch_trace, dict):
-        return torch_trace
+        return _check_torch_doc(torch_trace, "the torch trace")
     if hasattr(torch_trace, "export_chrome_trace"):
         import tempfile
 
@@ -235,14 +303,92 @@ def _torch_doc(torch_trace) -> dict:
 
 
 def _read_json(path) -> dict:
+    """A torch trace file, read like a capture file: a regular file only (a FIFO is refused at
+    once), at most MAX_TORCH_BYTES inflated (a .gz at most MAX_TORCH_RATIO times its size), JSON
+    that parses within Python's nesting limit, then checked by _check_torch_doc."""
     try:
-        opener = gzip.open if os.fspath(path).lower().endswith(".gz") else open
-        with opener(path, "rb") as f:
-            doc = json.loads(f.read())
+        name = repr(os.fspath(path))
+    except TypeError as e:
+        raise ConfigError(f"a torch trace path must be a str or os.PathLike, not "
+                          f"{type(path).__name__}") from e  # fmt: skip
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except (OSError, ValueError) as e:
-        raise ConfigError(f"cannot read the torch trace {os.fspath(path)!r}: {e}") from e
+        raise CaptureError(f"cannot open the torch trace {name}: "
+                           f"{getattr(e, 'strerror', None) or e}") from e  # fmt: skip
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CaptureError(f"the torch trace {name} is not a regular file (a pipe, device or "
+                               "directory?): give the file prof.export_chrome_trace wrote")  # fmt: skip
+        gz = os.fspath(path).lower().endswith(".gz")
+        limit = min(MAX_TORCH_BYTES, MAX_TORCH_RATIO * st.st_size + MAX_TORCH_SLACK if gz
+                    else MAX_TORCH_BYTES)  # fmt: skip
+        try:
+            data = _read_bounded(f, gz, limit, name)
+            doc = json.loads(data)
+        except (CaptureError, MemoryError):
+            raise
+        except (OSError, EOFError, ValueError, zlib.error) as e:
+            raise CaptureError(f"cannot read the torch trace {name}: {type(e).__name__}: "
+                               f"{_short(str(e))}") from e  # fmt: skip
+        except RecursionError as e:
+            raise CaptureError(f"the torch trace {name} nests its JSON too deeply to be a "
+                               "trace torch.profiler wrote") from e  # fmt: skip
+    return _check_torch_doc(doc, f"the torch trace {name}")
+
+
+def _read_bounded(f, gz: bool, limit: int, name: str) -> bytes:
+    """The file's bytes (inflated when gz), refusing more than `limit` before holding them."""
+    src = gzip.GzipFile(fileobj=f, mode="rb") if gz else f
+    chunks, total = [], 0
+    while True:
+        chunk = src.read(min(1 << 24, limit + 1 - total))
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > limit:
+            what = "inflates to" if gz else "holds"
+            raise CaptureError(
+                f"the torch trace {name} {what} more than {limit:,} bytes, the limit for a torch "
+                "trace (merge.MAX_TORCH_BYTES; a .gz may inflate to "
+                f"{MAX_TORCH_RATIO}x its size): profile fewer steps, or raise the limit"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = ascii(text)[1:-1]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_torch_doc(doc, name: str) -> dict:
+    """A Chrome trace torch.profiler could have written, as far as the merge reads it: an object
+    with a traceEvents list of objects, whose kernel rows have finite ts and dur (µs) and whose
+    baseTimeNanoseconds is an integer; anything else raises CaptureError naming the row."""
+    fix = "re-export it with prof.export_chrome_trace(path)"
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise ConfigError(f"{os.fspath(path)!r} is not a Chrome trace (no traceEvents list)")
+        raise CaptureError(f"{name} is not a Chrome trace (no traceEvents list); {fix}")
+    base = doc.get("baseTimeNanoseconds", 0)
+    if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base < 2**62:
+        raise CaptureError(f"{name}: baseTimeNanoseconds is {_short(repr(base), 40)}, not an "
+                           f"integer number of ns; {fix}")  # fmt: skip
+    for i, e in enumerate(doc["traceEvents"]):
+        if not isinstance(e, dict):
+            raise CaptureError(f"{name}: traceEvents[{i}] is a {type(e).__name__}, not an "
+                               f"object: not a Chrome trace; {fix}")  # fmt: skip
+        if e.get("cat") == "kernel" and e.get("ph") == "X":
+            for key in ("ts", "dur"):
+                v = e.get(key)
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+                if not ok or not math.isfinite(v) or not abs(v) < MAX_TORCH_US or (
+                        key == "dur" and v < 0):  # fmt: skip
+                    raise CaptureError(
+                        f"{name}: kernel row traceEvents[{i}] has {key} "
+                        f"{_short(repr(v), 40) if key in e else 'missing'}, not a finite "
+                        f"{'duration' if key == 'dur' else 'time'} in µs; {fix}"
+                    )
     return doc
 
 
@@ -273,15 +419,28 @@ def _rows_for(name: str, rows: dict[str, list[tuple[int, int]]]):
 
 def match_launches(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]]):
     """[(part index, cupti start, cupti end)]: each launch paired with the CUPTI row of its
-    kernel nearest to its first stamp. Use once the parts are on CUPTI's axis."""
-    out = []
+    kernel nearest to its first stamp (the earlier row on a tie). Use once the parts are on
+    CUPTI's axis. Per kernel: one binary search per launch in its rows (sorted by start)."""
+    by_name: dict[str, list[int]] = {}
     for i, p in enumerate(parts):
-        cands = _rows_for(p.kernels[0].name, rows)
+        by_name.setdefault(p.kernels[0].name, []).append(i)
+    found = {}
+    for name, idx in by_name.items():
+        cands = _rows_for(name, rows)
         if not cands:
             continue
-        j = min(range(len(cands)), key=lambda j: abs(cands[j][0] - p.start_ns))
-        out.append((i, cands[j][0], cands[j][1]))
-    return out
+        starts = np.array([c[0] for c in cands], np.int64)
+        ours = np.array([int(parts[i].start_ns) for i in idx], np.int64)
+        right = np.minimum(np.searchsorted(starts, ours, side="left"), len(starts) - 1)
+        left = np.maximum(right - 1, 0)
+        # The first row holding the left candidate's start (rows are sorted by (start, end)).
+        left = np.searchsorted(starts, starts[left], side="left")
+        d_left = np.abs(ours.astype(object) - starts[left].astype(object))
+        d_right = np.abs(ours.astype(object) - starts[right].astype(object))
+        pick = np.where(d_left <= d_right, left, right)
+        for i, j in zip(idx, pick.tolist(), strict=True):
+            found[i] = (i, cands[j][0], cands[j][1])
+    return [found[i] for i in sorted(found)]
 
 
 def match_in_order(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]]):
@@ -296,8 +455,9 @@ def match_in_order(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]
         cands = _rows_for(name, rows)
         if not cands or len(cands) < len(idx):
             continue
-        idx.sort(key=lambda i: parts[i].start_ns)
-        ours = np.array([parts[i].start_ns for i in idx], np.float64)
+        first = {i: int(parts[i].start_ns) for i in idx}
+        idx.sort(key=first.__getitem__)
+        ours = np.array([first[i] for i in idx], np.float64)
         starts = np.array([c[0] for c in cands], np.float64)
         best = min(range(len(cands) - len(idx) + 1),
                    key=lambda j: float(np.ptp(ours - starts[j : j + len(idx)])))  # fmt: skip
@@ -310,8 +470,8 @@ def alignment_error(parts: list[TraceData], rows) -> dict:
     m = match_launches(parts, rows)
     if not m:
         return {"matched": 0}
-    ds = np.array([parts[i].start_ns - s for i, s, _ in m], np.float64)
-    de = np.array([parts[i].end_ns - e for i, _, e in m], np.float64)
+    ds = np.array([int(parts[i].start_ns) - s for i, s, _ in m], np.float64)
+    de = np.array([int(parts[i].end_ns) - e for i, _, e in m], np.float64)
     return {
         "matched": len(m),
         "start_delta_ns": {"median": float(np.median(ds)), "min": float(ds.min()), "max": float(ds.max())},
@@ -349,9 +509,7 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     err = {r: alignment_error(parts, rows) for r, parts in ranks}
     info = dict(info, error=err)
     base = int(doc.get("baseTimeNanoseconds", 0))
-    events = list(doc["traceEvents"])
-    for r, parts in ranks:
-        events += _chrome_events(TraceData.concat(parts), r, base)
+    events = list(doc["traceEvents"]) + _ranks_events(ranks, base)
     out = dict(doc, traceEvents=events, sm_profiler_alignment=info)
     _write_json(out, path)
     return info

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 from collections.abc import Iterator
 
 from .errors import CaptureError
@@ -23,6 +24,23 @@ def check_writable(path: str | os.PathLike) -> None:
         raise CaptureError(f"cannot write {path!r}: permission denied")
 
 
+def _new_temporary(path: str) -> str:
+    """Create an empty file with a random name next to `path`, exclusively (O_EXCL: never
+    through a symlink or over a file already there), and return its name."""
+    folder, base = os.path.split(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = os.path.join(folder, f"{base}.{secrets.token_hex(8)}.tmp")
+        try:
+            os.close(os.open(tmp, flags, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise CaptureError(f"cannot write {path!r}: {e.strerror or e}") from e
+    raise CaptureError(f"cannot write {path!r}: no free temporary name next to it")
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     """Yield a temporary name next to `path` to write; rename it over `path` once the block ends.
@@ -32,7 +50,7 @@ def atomic_output(path: str | os.PathLike) -> Iterator[str]:
     CaptureError naming `path`.
     """
     path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}.tmp"
+    tmp = _new_temporary(path)
     try:
         yield tmp
         os.replace(tmp, path)

@@ -194,10 +194,10 @@ def _launches(trace: TraceData, per_capture: list[Stats]) -> list[KernelLaunches
             row.span_ns.append(sub.span.duration_ns)
         grid = meta.get("grid")
         if isinstance(grid, list) and grid:
-            row.grids.append("x".join(str(g) for g in grid))
+            row.grids.append(_printable("x".join(str(g) for g in grid)))
         site = meta.get("call_site")
         if isinstance(site, str) and site:
-            row.call_sites.append(site)
+            row.call_sites.append(_printable(site))  # from a file: no escape sequences out
     rows = list(by_name.values())
     if all(r.count == 1 for r in rows):
         return []
@@ -206,6 +206,12 @@ def _launches(trace: TraceData, per_capture: list[Stats]) -> list[KernelLaunches
         r.section = _section(part, f"{r.kernel}: {r.count} launch{'es' if r.count > 1 else ''}")
         r.section.imbalance = None  # launches are separated by host time
     return rows
+
+
+def _printable(text: str) -> str:
+    from .cli import printable
+
+    return printable(text)
 
 
 def _capture_label(trace: TraceData, c: int, several: bool) -> str:
@@ -488,7 +494,7 @@ def _relaunch_warnings(trace: TraceData, several: bool) -> list[str]:
         if isinstance(missed, int) and missed > 0:
             out.append(
                 f"{missed} launches after this one found every launch slot "
-                f"({k.metadata.get('slots')}) used and recorded nothing: raise SmProfiler(slots=) "
+                f"({_printable(str(k.metadata.get('slots')))}) used and recorded nothing: raise SmProfiler(slots=) "
                 "or snapshot() more often"
             )
         if k.reopened_lanes:
@@ -518,13 +524,8 @@ def _warnings(trace: TraceData) -> list[str]:
             f"(program id modulo {EMULATED_SM_COUNT}); they say nothing about GPU timing"
         )
 
-    ring = np.array([k.ring for k in trace.kernels], bool)[lanes["capture"]] if len(
-        lanes["capture"]) else np.zeros(0, bool)  # fmt: skip
-    if ring.any():  # unclosed lanes of a ring buffer dropped their newest records, as direct ones
-        base = {c: i for i, c in reversed(list(enumerate(lanes["capture"].tolist())))}
-        for c, k in enumerate(trace.kernels):
-            for li in k.ring_unclosed_lanes:
-                ring[base[c] + li] = False
+    # Lanes whose ring wrapped lost their oldest records; any other lane its newest.
+    ring = trace.lanes_overwritten()
     dropped = lanes["dropped"]
     over = np.flatnonzero((dropped > 0) & ring)
     if len(over):

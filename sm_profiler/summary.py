@@ -26,6 +26,9 @@ def active_ranges(start: np.ndarray, end: np.ndarray, group: np.ndarray, lo: np.
     for every bin, group-major, then a last row per group at hi with value 0.
     """
     n_groups = len(lo)
+    if n_groups == 0:  # nothing to summarise (a trace of instants only)
+        return {"group": np.zeros(0, np.int64), "time_ns": np.zeros(0, np.int64),
+                "value": np.zeros(0, np.float64)}  # fmt: skip
     width = np.maximum((hi - lo), 1).astype(np.int64)
     k = np.arange(bins + 1, dtype=np.int64)
     # Bin edges relative to each group's lo: (G, bins + 1).

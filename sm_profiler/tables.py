@@ -117,21 +117,33 @@ def to_arrow(trace: TraceData, table: str = "events"):
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def query(trace: TraceData, sql: str):
+def query(trace: TraceData, sql: str, max_rows: int | None = None):
     """Run `sql` over the events, lanes, launches and unmatched tables with DuckDB; returns
-    (column names, list of row tuples)."""
+    (column names, list of row tuples), at most `max_rows` rows when given (only those are
+    fetched).
+
+    The SQL sees the trace's tables only: DuckDB runs with external access off (no files, no
+    extensions, no network: `COPY ... TO`, `read_csv`, `ATTACH` fail) and its configuration
+    locked, and the tables are read-only views of the trace. For more, connect DuckDB yourself
+    and register `trace.to_arrow(name)` for each table (docs/query.md).
+    """
     try:
         import duckdb
     except ImportError as e:
         raise MissingDependencyError("duckdb", "query", extra="query") from e
-    con = duckdb.connect()
+    con = duckdb.connect(config={"enable_external_access": False,
+                                 "autoinstall_known_extensions": False,
+                                 "autoload_known_extensions": False})  # fmt: skip
     try:
         for name in TABLES:
             con.register(name, to_arrow(trace, name))
+        con.execute("SET lock_configuration = true")
         try:
             rel = con.sql(sql)
             if rel is None:  # a statement with no result
                 return [], []
+            if max_rows is not None:
+                rel = rel.limit(max(int(max_rows), 0))
             return list(rel.columns), rel.fetchall()
         except duckdb.Error as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ConfigError
+from .format import MAX_EVENT_ID
 from .summary import SUMMARY_BINS, active_ranges, drop_repeats
 from .trace import RANGE, TraceData
 
@@ -295,6 +296,9 @@ def _ints(values, what: str) -> np.ndarray:
     for v in vals:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise ConfigError(f"{what} filter: {v!r} is not an int; pass ints, e.g. {what}s=[0, 3]")
+        if not -(2**31) <= int(v) < 2**31:
+            raise ConfigError(f"{what} filter: {v} is not a {what} id (ids fit in 32 bits); pass "
+                              f"ids from the trace, e.g. {what}s=[0, 3]")  # fmt: skip
     return np.asarray(vals, np.int64)
 
 
@@ -309,6 +313,8 @@ def _event_ids(trace: TraceData, events) -> np.ndarray:
                                   f"{', '.join(sorted(by_name)) or 'none named'}")  # fmt: skip
             ids.append(by_name[v])
         elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            if not 0 <= int(v) <= MAX_EVENT_ID:
+                raise ConfigError(f"events filter: event id {v} is out of range 0..{MAX_EVENT_ID}")
             ids.append(int(v))
         else:
             raise ConfigError(f"events filter: {v!r} is neither an event name nor an id")

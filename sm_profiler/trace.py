@@ -50,6 +50,9 @@ class KernelInfo:
     # Full lanes of a ring buffer that profiler_flush never closed: their order is unknown
     # (compiled without RING=True, or no flush), decoded as the first records.
     ring_unclosed_lanes: list[int] = field(default_factory=list)
+    # Lanes of a ring buffer that wrapped (closed with a count above capacity): their `dropped`
+    # are their oldest records, overwritten. Any other lane's drops are its newest records.
+    ring_wrapped_lanes: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -118,6 +121,16 @@ class TraceData:
 
     def event_name(self, event_id: int) -> str:
         return self.event_names.get(int(event_id), f"event {int(event_id)}")
+
+    def lanes_overwritten(self) -> np.ndarray:
+        """Per lane (row of `lanes`): whether its drops are its oldest records, overwritten by
+        a ring that wrapped (else they are its newest, dropped because the lane was full)."""
+        out = np.zeros(len(self.lanes["lane"]), bool)
+        cap, lane = self.lanes["capture"], self.lanes["lane"]
+        for c, k in enumerate(self.kernels):
+            if k.ring and k.ring_wrapped_lanes:
+                out |= (cap == c) & np.isin(lane, k.ring_wrapped_lanes)
+        return out
 
     def group_name(self, capture: int, group: int) -> str | None:
         return self.kernels[int(capture)].group_names.get(int(group))

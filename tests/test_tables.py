@@ -74,7 +74,7 @@ def test_query_command_prints_an_aligned_table(tmp_path, capsys):
         "mark         0",
     ]
     assert main(["query", str(path), "select * from events", "--max-rows", "1"]) == 0
-    assert "(4 more rows; --max-rows to see them)" in capsys.readouterr().out
+    assert "(more rows; --max-rows to see them)" in capsys.readouterr().out
 
 
 def test_missing_pandas_says_how_to_install(monkeypatch):

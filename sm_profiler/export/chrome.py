@@ -16,7 +16,7 @@ import numpy as np
 
 from ..timeline import Timeline, build
 from ..trace import RANGE, UNMATCHED_BEGIN, TraceData
-from .perfetto import LEVELS, order_rows
+from .perfetto import LEVELS, drop_marks, order_rows
 
 
 def write_chrome_json(trace: TraceData | Timeline, path: str | os.PathLike,
@@ -35,7 +35,7 @@ def to_chrome_json(trace: TraceData | Timeline) -> dict:
     lanes, ev, um = trace.lanes, trace.events, trace.unmatched
     t0 = trace.start_ns
     ev_lane, um_lane = tl.ev_lane, tl.um_lane
-    lo, hi = tl.lane_lo, tl.lane_hi
+    lo = tl.lane_lo
     nl = len(lanes["lane"])
     has_rows = np.bincount(ev_lane, minlength=nl) + np.bincount(um_lane, minlength=nl) > 0
     sms = tl.sms
@@ -108,19 +108,19 @@ def to_chrome_json(trace: TraceData | Timeline) -> dict:
                 "ts": s,
             }
         )
-    dropped = lanes["dropped"].astype(np.int64)
-    for g in np.flatnonzero((dropped > 0) & tl.lane_shown).tolist():
+    d_lanes, d_at, d_labels = drop_marks(tl)
+    for g, t, label in zip(d_lanes.tolist(), us(d_at).tolist(), d_labels, strict=True):
         key = g * LEVELS
         if key not in tid_of:
             continue
         out.append(
             {
-                "name": f"{dropped[g]} records dropped (lane full)",
+                "name": label,
                 "ph": "i",
                 "s": "t",
                 "pid": int(pid_of_lane[g]),
                 "tid": tid_of[key],
-                "ts": float(us(hi[g])),
+                "ts": float(t),
             }
         )
 

@@ -286,6 +286,21 @@ def _overlap_levels(start, end, is_range, lane, ref, event, bad):
     return _spread(lv, rows, len(start)), None
 
 
+def drop_marks(tl: Timeline) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(lane rows, times, labels) of the instants that say a shown lane lost records; both
+    writers use it, so they say the same thing at the same place. A ring lane that wrapped lost
+    its oldest records, before its first; any other lane (ops compiled without RING in a ring
+    buffer included) its newest, at its end."""
+    t = tl.trace
+    dropped = t.lanes["dropped"].astype(np.int64)
+    dl = np.flatnonzero((dropped > 0) & tl.lane_shown)
+    over = t.lanes_overwritten()[dl]
+    at = np.where(over, tl.lane_lo[dl], tl.lane_hi[dl]).astype(np.int64)
+    labels = [f"{n} older records overwritten (ring)" if o else f"{n} records dropped (lane full)"
+              for n, o in zip(dropped[dl].tolist(), over.tolist(), strict=True)]  # fmt: skip
+    return dl, at, labels
+
+
 def _spread(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
     """`values` at `rows` of an int64 array of n zeros."""
     out = np.zeros(n, np.int64)
@@ -402,17 +417,9 @@ class _Writer:
     def _extras(self):
         t = self.trace
         um = t.unmatched
-        dropped = t.lanes["dropped"].astype(np.int64)
-        dl = np.flatnonzero((dropped > 0) & self.tl.lane_shown)
-        ring = [t.kernels[int(c)].ring for c in t.lanes["capture"][dl].tolist()]
-        d_iid = np.array(
-            [self.iid(f"{n} older records overwritten (ring)" if r else
-                      f"{n} records dropped (lane full)")
-             for n, r in zip(dropped[dl].tolist(), ring, strict=True)], np.uint64
-        )
+        dl, at, labels = drop_marks(self.tl)
+        d_iid = np.array([self.iid(name) for name in labels], np.uint64)
         lane = np.concatenate([self.tl.um_lane, dl])
-        # Drops happen at a lane's end; a ring's overwritten records were before its first.
-        at = np.where(np.array(ring, bool), self.lo[dl], self.hi[dl]) if len(dl) else self.hi[dl]
         time = np.concatenate([um["time_ns"].astype(np.int64), at])
         iids = np.concatenate([self.um_iid[um["kind"].astype(np.int64), um["event"]], d_iid])
         order = np.argsort(lane, kind="stable")
@@ -523,7 +530,7 @@ class _Writer:
         top = int(sm["event"].max()) + 1 if len(sm["event"]) else 1
         key = sm["sm_index"].astype(np.int64) * top + sm["event"]
         uniq, first = np.unique(key, return_index=True)
-        ends = np.append(first[1:], len(key))
+        ends = np.append(first[1:], len(key))[: len(first)]  # none when nothing was summarised
         blocks = []
         for k, a, b in zip(uniq.tolist(), first.tolist(), ends.tolist(), strict=True):
             i, e = divmod(k, top)
@@ -613,14 +620,53 @@ class _Writer:
         prev[bstart] = ref[bkeys // LEVELS]
         dt = (time - prev).astype(np.uint64)
         bidx = np.cumsum(first) - 1
-        headers = [self._lane_header(int(lanes[k // LEVELS]), k % LEVELS,
-                                     int(ref[k // LEVELS])) for k in bkeys.tolist()]  # fmt: skip
+        headers = self._lane_headers(lanes, bkeys, ref)
         names = self._interned_update()
         parents = self._undeclared_parents(lanes, bkeys)
         return names + parents + _encode(dt, etype, iid[row], bidx, headers)
 
     def _lane_header(self, g: int, level: int, ref_ns: int) -> bytes:
         return _block_header(ref_ns, *self._lane_descriptor(g, level))
+
+    def _lane_headers(self, lanes: np.ndarray, bkeys: np.ndarray, ref: np.ndarray) -> list[bytes]:
+        """_lane_header of every block key (lane position * LEVELS + level) of a chunk.
+
+        A lane of k mutually overlapping ranges has k overlap tracks, each needing its own block
+        header, so this is per track: what does not change within a lane (its clock snapshot,
+        name, parent) is built once per lane, and an overlap track's header is then a few byte
+        concatenations, the same bytes _block_header(_lane_descriptor) would write."""
+        out = []
+        lane_of = (bkeys // LEVELS).tolist()
+        levels = (bkeys % LEVELS).tolist()
+        cur, clock_pk, base_name, parent_f = -1, b"", b"", b""
+        seq = _fv(10, SEQ_ID)
+        merge = _fv(15, MERGE_NONE)
+        clock_default = _fv(58, CLOCK_ID)
+        v = _varint
+        tag_desc, tag_defaults, tag_track_defaults = v(60 << 3 | 2), v(59 << 3 | 2), v(11 << 3 | 2)
+        for lp, level in zip(lane_of, levels, strict=True):
+            if level == 0:
+                out.append(self._lane_header(int(lanes[lp]), 0, int(ref[lp])))
+                continue
+            if lp != cur:
+                cur, g = lp, int(lanes[lp])
+                ref_ns = int(ref[lp])
+                clocks = _fb(1, _fv(1, CLOCK_ID) + _fv(2, ref_ns) + _fv(3, 1)) + _fb(
+                    1, _fv(1, BOOTTIME) + _fv(2, ref_ns))
+                clock_pk = _packet(_fb(6, clocks))
+                base_name = self.tl.lane_name(g, 0).encode()
+                parent_f = _fv(5, self.lane_uuid0 + g)
+            u = self.next_uuid
+            self.next_uuid += 1
+            name = base_name + (b" (overlap)" if level == 1 else b" (overlap %d)" % level)
+            uv = v(u)
+            # _lane_descriptor's fields and _block_header's packets, spelled out.
+            desc = (b"\x08" + uv + parent_f + b"\x12" + v(len(name)) + name + b"\x60" + v(level)
+                    + merge)  # fmt: skip
+            inner = clock_default + tag_track_defaults + v(1 + len(uv)) + b"\x58" + uv
+            body = seq + tag_desc + v(len(desc)) + desc + tag_defaults + v(len(inner)) + inner
+            out.append(clock_pk + b"\x0a" + v(len(body)) + body)
+        return out
 
     def _lane_descriptor(self, g: int, level: int) -> tuple[int, bytes]:
         """(uuid, TrackDescriptor) of lane row `g` at `level`: the lane's own track under its SM,

@@ -13,7 +13,11 @@
 #define SM_PROFILER_HDR_SHAPE 1u  // header word: num_blocks | num_groups << 32
 #define SM_PROFILER_HDR_CAPACITY_FLAGS 2u  // header word: capacity | flags << 32
 #define SM_PROFILER_HDR_SLOTS 3u  // header word: next slot | last slot << 32 (slots)
+#define SM_PROFILER_HDR_LABEL 4u  // header word: launch label id (version 4)
 #define SM_PROFILER_FLAG_RING 2u  // header flag (w2 high word): a ring buffer
+#define SM_PROFILER_KNOWN_FLAGS 3u  // header flags a reader accepts
+#define SM_PROFILER_MIN_READABLE_VERSION 1u  // readers accept versions MIN_READABLE_VERSION..FORMAT_VERSION
+#define SM_PROFILER_VERSION_SLOTS 4u  // first version with launch slots (w3, w4)
 #define SM_PROFILER_HDR_SCRATCH 7u  // header word out-of-shape lanes write
 #define SM_PROFILER_KIND_BEGIN 1u  // record tag bits 0..1
 #define SM_PROFILER_KIND_END 2u

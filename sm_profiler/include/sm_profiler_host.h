@@ -27,6 +27,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -302,18 +303,68 @@ inline void zip_directory(writer& w, const std::vector<zip_entry>& dir, uint16_t
     w.u16(0);
 }
 
-// Why `words` is not a buffer the Python reader accepts ("" if it is): the header's checks of
-// format.Layout.from_header, so that a file is never written that cannot be read back.
+// Why `words` is not a buffer the Python reader accepts ("" if it is): every check of
+// format.Layout.from_header, in its order, so that a file is never written that cannot be read
+// back (tests/test_cuda_header.py runs both on the same headers).
 inline std::string buffer_problem(const std::vector<uint64_t>& words) {
+    char buf[160];
     if (words.size() < SM_PROFILER_HEADER_WORDS) return "is shorter than the buffer header";
     uint64_t mv = words[SM_PROFILER_HDR_MAGIC_VERSION];
     if ((uint32_t)mv != SM_PROFILER_MAGIC) return "does not start with the sm_profiler magic";
+    uint64_t version = mv >> 32;
+    if (version < SM_PROFILER_MIN_READABLE_VERSION || version > SM_PROFILER_FORMAT_VERSION) {
+        std::snprintf(buf, sizeof buf, "has format version %llu; readers accept %u..%u",
+                      (unsigned long long)version, SM_PROFILER_MIN_READABLE_VERSION,
+                      SM_PROFILER_FORMAT_VERSION);
+        return buf;
+    }
     uint64_t shape = words[SM_PROFILER_HDR_SHAPE], cf = words[SM_PROFILER_HDR_CAPACITY_FLAGS];
-    uint64_t nb = (uint32_t)shape, ng = shape >> 32, cap = (uint32_t)cf;
+    uint64_t nb = (uint32_t)shape, ng = shape >> 32, cap = (uint32_t)cf, flags = cf >> 32;
     if (!nb || !ng || !cap) return "has an empty shape (a disabled profiler's buffer)";
+    if (nb > SM_PROFILER_MAX_BLOCKS || ng > SM_PROFILER_MAX_GROUPS || cap > SM_PROFILER_MAX_CAPACITY)
+        return "has an impossible shape (above the largest blocks, groups or capacity)";
+    if (flags & ~(uint64_t)SM_PROFILER_KNOWN_FLAGS) {
+        std::snprintf(buf, sizeof buf, "sets header flags 0x%llx that readers do not know",
+                      (unsigned long long)flags);
+        return buf;
+    }
+    if ((flags & SM_PROFILER_FLAG_RING) && (cap & (cap - 1)))
+        return "is a ring buffer whose capacity is not a power of two";
+    // Reserved words: w3..w6 before launch slots, w5..w6 with them; w7 is scratch from version 2.
+    size_t first = version >= SM_PROFILER_VERSION_SLOTS ? SM_PROFILER_HDR_LABEL + 1
+                                                        : SM_PROFILER_HDR_CAPACITY_FLAGS + 1;
+    size_t end = version >= 2 ? SM_PROFILER_HDR_SCRATCH : SM_PROFILER_HEADER_WORDS;
+    for (size_t i = first; i < end; ++i) {
+        if (words[i]) {
+            std::snprintf(buf, sizeof buf, "sets reserved header word %zu (0x%llx)", i,
+                          (unsigned long long)words[i]);
+            return buf;
+        }
+    }
     if (words.size() != SM_PROFILER_HEADER_WORDS + nb * ng * (SM_PROFILER_LANE_HEADER_WORDS + cap))
         return "has a size that does not match its header";
     return "";
+}
+
+// Byte offset of the first byte of `s` that is not strict UTF-8 (what Python's bytes.decode
+// accepts: no overlong forms, no surrogates, nothing past U+10FFFF), or npos if there is none.
+inline size_t utf8_problem(const std::string& s) {
+    const unsigned char* p = (const unsigned char*)s.data();
+    size_t n = s.size(), i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        if (len == 0 || i + len > n) return i;
+        uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1Fu) : len == 3 ? (c & 0x0Fu) : (c & 0x07u);
+        for (size_t k = 1; k < len; ++k) {
+            if ((p[i + k] & 0xC0) != 0x80) return i;
+            cp = (cp << 6) | (p[i + k] & 0x3Fu);
+        }
+        static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+        i += len;
+    }
+    return std::string::npos;
 }
 
 // Write `caps` to `path` (replaced whole or not at all: a temporary file, then a rename).
@@ -325,13 +376,28 @@ inline int write_capture_file(const char* path, const std::vector<sm_profiler_ca
         if (!why.empty()) return fail("cannot write '%s': capture %zu %s", path, i, why.c_str());
     }
     std::string meta = meta_json(caps);
+    size_t bad = utf8_problem(meta);
+    if (bad != std::string::npos) {
+        return fail("cannot write '%s': the names or metadata hold byte 0x%02x, which is not "
+                    "UTF-8 (readers refuse the file); pass UTF-8 text to set_metadata", path,
+                    (unsigned char)meta[bad]);
+    }
     std::time_t now = std::time(nullptr);
     std::tm t = *std::gmtime(&now);
     uint16_t dos_time = (uint16_t)((t.tm_hour << 11) | (t.tm_min << 5) | (t.tm_sec / 2));
     uint16_t dos_date = (uint16_t)(((t.tm_year - 80) << 9) | ((t.tm_mon + 1) << 5) | t.tm_mday);
-    std::string tmp = std::string(path) + "." + std::to_string((long long)now) + "." +
-                      std::to_string((long long)std::clock()) + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    // A random name next to `path`, created exclusively ("x": O_EXCL), never through a symlink
+    // or over a file already there; another name if one is in the way.
+    std::random_device rd;
+    std::string tmp;
+    std::FILE* f = nullptr;
+    for (int attempt = 0; attempt < 16 && f == nullptr; ++attempt) {
+        char suffix[40];
+        std::snprintf(suffix, sizeof suffix, ".%08x%08x.tmp", (unsigned)rd(), (unsigned)rd());
+        tmp = std::string(path) + suffix;
+        f = std::fopen(tmp.c_str(), "wbx");
+        if (f == nullptr && errno != EEXIST) break;
+    }
     if (!f) return fail("cannot write '%s': %s", path, std::strerror(errno));
     writer w{f, 0, true};
     std::vector<zip_entry> dir;
@@ -511,6 +577,15 @@ inline int sm_profiler_set_metadata(sm_profiler_buffer_t buf, const char* key, c
     if (key == nullptr || !*key || value == nullptr) {
         return sm_profiler_detail::fail("set_metadata: key and value must be non-NULL, the key "
                                         "non-empty");
+    }
+    for (const char* text : {key, value}) {
+        size_t bad = sm_profiler_detail::utf8_problem(text);
+        if (bad != std::string::npos) {
+            return sm_profiler_detail::fail(
+                "set_metadata: the %s holds byte 0x%02x at offset %zu, which is not UTF-8; pass "
+                "UTF-8 text (readers refuse a file that is not)", text == key ? "key" : "value",
+                (unsigned char)text[bad], bad);
+        }
     }
     sm_profiler_detail::set_meta(buf->metadata, key, sm_profiler_detail::json_string(value));
     return 0;
