@@ -16,6 +16,7 @@ Everything here is process-wide; `sm_profiler.auto_mode.AutoProfiler` turns it o
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import sys
@@ -138,8 +139,17 @@ def write_global(address: int, buffer: int, kid: int) -> None:
 # -- compile -------------------------------------------------------------------------------------
 
 
-def _stages_hook(backend, stages, options, language, capability):
+def _stages_hook(*args):
+    """Triton's stage hook. Triton 3.7+ also calls it with no arguments for a (key, hash) that
+    joins its cache keys while the hook is set; 3.6 keys on `instrumentation_mode` alone."""
     previous = STATE.saved.get("stages_hook")
+    if not args:
+        key = f"-{MODE_PREFIX}-v{REWRITE_VERSION}"
+        if previous is not None:
+            prev_key, prev_hash = previous()
+            key = f"{prev_key}{key}-{prev_hash}"
+        return key, hashlib.sha256(key.encode()).hexdigest()
+    backend, stages, options, language, capability = args
     if previous is not None:
         previous(backend, stages, options, language, capability)
     level = level_of(getattr(options, "instrumentation_mode", ""))
