@@ -382,37 +382,43 @@ EMULATED_SM_COUNT = 8
 # -- auto mode ------------------------------------------------------------------------------
 # The buffer of `sm_profiler.auto` (kernels instrumented by the compiler, no source change) is a
 # record table, not lanes: kernels of any grid share it, and each program claims its record with
-# one atomic add, so no launch needs the host to reserve space. Little-endian u64 words::
+# one atomic add on its SM's counter, so no launch needs the host to reserve space and no two SMs
+# queue on one address (a wave's programs all start, and claim, at once). Little-endian words::
 #
 #     word 0..7      header (AUTO_HEADER_WORDS)
 #       a0 = AUTO_MAGIC (low 32) | AUTO_VERSION (high 32)
-#       a1 = records claimed (the device's atomic counter; may exceed the capacity)
-#       a2 = capacity - 1 (low 32; the capacity is a power of two) | AUTO_RING (bit 32) |
+#       a1 = AUTO_REGIONS (the counters and record regions that follow)
+#       a2 = records per region - 1 (low 32; a power of two) | AUTO_RING (bit 32) |
 #            tag (bits 40..47, copied into every record: what the host was doing, AUTO_TAG_*)
 #       a3..a7 reserved, zero
-#     then capacity records of AUTO_RECORD_BYTES (32) each, 32-bit fields:
+#     then AUTO_REGIONS counters, one per 32-byte sector (word 0 of each: records claimed on the
+#       SMs of that region, SM id modulo AUTO_REGIONS; it may exceed the region's size)
+#     then AUTO_REGIONS regions of (records per region) records of AUTO_RECORD_BYTES (32), each
+#       32-bit fields:
 #       f0, f1  start: the full 64-bit %globaltimer when the program (or warp) began
 #       f2      end: the low 32 bits of %globaltimer at its `ret` (the end is the first time after
 #               the start with these low bits: programs are far shorter than 4.29 s)
 #       f3      %smid
-#       f4      the low 32 bits of %gridid: the launch (unique per launch within a context,
-#               CUDA graph replays included)
+#       f4      the low 32 bits of %gridid: the launch (unique per launch within a context;
+#               a CUDA graph's replays reuse their nodes' ids)
 #       f5      kernel id (bits 0..15, given by the host when it loads the kernel) | warp index
 #               (bits 16..22) | AUTO_PER_WARP (bit 23) | tag (bits 24..31)
 #       f6      %ctaid.x
 #       f7      %ctaid.y (bits 0..15) | %ctaid.z (bits 16..31)
 #
-# A slot is written with two 16-byte stores when the program ends; a record whose f5 is zero and
-# f0 is zero was claimed but never written (its program had not ended when the buffer was read).
-# Record n goes to slot n & (capacity - 1). Limit mode keeps it only while n < capacity (the
-# first records); ring mode always (the newest `capacity`). In both, claimed - capacity (when
-# positive) records were dropped, exactly.
+# A region's record n goes to its slot n & (size - 1). Limit mode keeps it only while n < size
+# (each SM's first records); ring mode always (each SM's newest). In both, claimed - size (when
+# positive) records of the region were dropped, exactly. A record is written with two 16-byte
+# stores when its program ends; one whose f5 is zero was claimed but never written.
 AUTO_MAGIC = 0x41504D53  # b"SMPA"
-AUTO_VERSION = 1
+AUTO_VERSION = 2
 AUTO_HEADER_WORDS = 8
+AUTO_REGIONS = 256  # every SM id of today's GPUs is below this: one counter per SM
+AUTO_COUNTER_WORDS = 4  # a counter per 32-byte sector
 AUTO_RECORD_BYTES = 32
 AUTO_RECORD_WORDS = AUTO_RECORD_BYTES // WORD_BYTES
-AUTO_HDR_CLAIMED = 1
+AUTO_RECORDS_WORD = AUTO_HEADER_WORDS + AUTO_REGIONS * AUTO_COUNTER_WORDS
+AUTO_HDR_REGIONS = 1
 AUTO_HDR_CONTROL = 2
 AUTO_RING = 1 << 32
 AUTO_TAG_SHIFT = 40
@@ -421,6 +427,7 @@ AUTO_TAG_AUTOTUNE = 1  # the launch was one of an autotuner's benchmark runs
 AUTO_PER_WARP = 1 << 23
 AUTO_KERNEL_BITS = 16
 AUTO_MAX_KERNELS = (1 << AUTO_KERNEL_BITS) - 1  # id 0 is never given: an unwritten slot reads 0
+AUTO_MIN_CAPACITY = AUTO_REGIONS
 AUTO_MAX_CAPACITY = 1 << 31
 AUTO_RECORD_DTYPE = np.dtype(
     [("start_ns", "<u8"), ("end_lo", "<u4"), ("sm", "<u4"), ("grid_id", "<u4"),
@@ -428,20 +435,32 @@ AUTO_RECORD_DTYPE = np.dtype(
 )  # fmt: skip
 
 
+def auto_capacity_problem(capacity) -> str | None:
+    """Why `capacity` (records in all) cannot size an auto buffer, or None."""
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
+        return f"must be an int (records), got {capacity!r}"
+    if not AUTO_MIN_CAPACITY <= capacity <= AUTO_MAX_CAPACITY or capacity & (capacity - 1):
+        return (f"must be a power of two in {AUTO_MIN_CAPACITY}..{AUTO_MAX_CAPACITY} (records: "
+                f"{AUTO_REGIONS} regions, one per SM, of a power of two each), got {capacity}")
+    return None
+
+
 def auto_header(capacity: int, ring: bool, tag: int = 0) -> np.ndarray:
     """The AUTO_HEADER_WORDS words an auto-mode buffer starts with (nothing claimed yet)."""
-    if capacity < 1 or capacity > AUTO_MAX_CAPACITY or capacity & (capacity - 1):
-        raise ValueError(f"auto capacity must be a power of two in 1..{AUTO_MAX_CAPACITY}")
+    problem = auto_capacity_problem(capacity)
+    if problem:
+        raise ValueError(f"auto capacity {problem}")
     hdr = np.zeros(AUTO_HEADER_WORDS, dtype=np.uint64)
     hdr[0] = AUTO_MAGIC | (AUTO_VERSION << 32)
+    hdr[AUTO_HDR_REGIONS] = AUTO_REGIONS
     hdr[AUTO_HDR_CONTROL] = auto_control(capacity, ring, tag)
     return hdr
 
 
 def auto_control(capacity: int, ring: bool, tag: int = 0) -> int:
-    """Header word a2 (capacity a power of two)."""
-    return (capacity - 1) | (AUTO_RING if ring else 0) | (tag << AUTO_TAG_SHIFT)
+    """Header word a2 for `capacity` records in all."""
+    return (capacity // AUTO_REGIONS - 1) | (AUTO_RING if ring else 0) | (tag << AUTO_TAG_SHIFT)
 
 
 def auto_words(capacity: int) -> int:
-    return AUTO_HEADER_WORDS + capacity * AUTO_RECORD_WORDS
+    return AUTO_RECORDS_WORD + capacity * AUTO_RECORD_WORDS

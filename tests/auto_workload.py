@@ -31,7 +31,7 @@ def work():
 
 def main():
     res = {}
-    for name, kw in (("limit", {"capacity": 16}), ("ring", {"capacity": 16, "ring": True}),
+    for name, kw in (("limit", {"capacity": 256}), ("ring", {"capacity": 256, "ring": True}),
                      ("warp", {"capacity": 1 << 12, "level": "warp"})):  # fmt: skip
         torch._dynamo.reset()
         with sm_profiler.auto(**kw) as prof:

@@ -73,16 +73,23 @@ def test_rewrite_refuses_what_it_does_not_know(text, why):
         instrument(instrument(PTX))
 
 
-def _buffer(records, capacity=16, ring=False, claimed=None):
+def _buffer(records, capacity=256 * 16, ring=False):
+    """An auto buffer as the device leaves it after `records` (start, duration, sm, grid id,
+    kernel id, x, y, z), claimed in this order on their SMs' counters."""
     words = np.zeros(fmt.auto_words(capacity), np.uint64)
     words[: fmt.AUTO_HEADER_WORDS] = fmt.auto_header(capacity, ring)
-    words[fmt.AUTO_HDR_CLAIMED] = len(records) if claimed is None else claimed
-    table = words[fmt.AUTO_HEADER_WORDS :].view(fmt.AUTO_RECORD_DTYPE)
-    for i, (start, dur, sm, grid_id, kid, x, y, z) in enumerate(records):
-        if i >= capacity and not ring:
-            continue  # what the device does: limit mode keeps the first records
-        slot = i % capacity
-        table[slot] = (start, (start + dur) & fmt.LOW32, sm, grid_id, kid, x, y | (z << 16))
+    size = capacity // fmt.AUTO_REGIONS
+    counters = words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS]
+    table = words[fmt.AUTO_RECORDS_WORD :].view(fmt.AUTO_RECORD_DTYPE)
+    for start, dur, sm, grid_id, kid, x, y, z in records:
+        region = sm % fmt.AUTO_REGIONS
+        n = int(counters[region])
+        counters[region] = n + 1
+        words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS] = counters
+        if n >= size and not ring:
+            continue  # what the device does: limit mode keeps each SM's first records
+        table[region * size + n % size] = (start, (start + dur) & fmt.LOW32, sm, grid_id, kid,
+                                           x, y | (z << 16))  # fmt: skip
     return words
 
 
@@ -107,7 +114,7 @@ KERNELS = {1: {"name": "triton_poi_fused_add_0", "num_warps": 4, "sm_count": 4},
 
 def test_records_become_one_capture_per_launch():
     recs, info = read_buffer(_buffer(_two_kernels()))
-    assert info == {"claimed": 16, "capacity": 16, "ring": False, "dropped": 0, "unwritten": 0}
+    assert info == {"claimed": 16, "capacity": 4096, "ring": False, "dropped": 0, "unwritten": 0}
     caps = to_captures(recs, info, KERNELS, {"sm_count": 4})
     assert [c.kernel_name for c in caps] == ["triton_poi_fused_add_0"] * 2 + ["gemm"] * 2
     assert [c.metadata["grid"] for c in caps] == [[4, 1, 1], [4, 1, 1], [2, 1, 2], [2, 1, 2]]
@@ -124,19 +131,25 @@ def test_records_become_one_capture_per_launch():
 
 
 def test_drops_are_counted_exactly_in_both_modes():
+    # Three launches of 4 programs, all on SM 0, and one program on SM 300 (region 44: SM ids
+    # wrap); capacity 512 is 2 records per region.
     recs = [(T0 + 100 * i, 50, 0, 1 + i // 4, 1, i % 4, 0, 0) for i in range(12)]
-    for ring, first_grid in ((False, 1), (True, 2)):
-        got, info = read_buffer(_buffer(recs, capacity=8, ring=ring, claimed=12))
-        assert info["dropped"] == 4 and len(got) == 8
+    recs.append((T0 + 5000, 50, 300, 4, 1, 0, 0, 0))
+    for ring, grid_ids in ((False, [1]), (True, [3, 4])):
+        got, info = read_buffer(_buffer(recs, capacity=512, ring=ring))
+        assert info["claimed"] == 13 and info["dropped"] == 10 and len(got) == 3
         caps = to_captures(got, info, KERNELS)
-        assert caps[0].metadata["grid_id"] == first_grid
+        assert sorted({c.metadata["grid_id"] for c in caps}) == sorted(grid_ids + ([4] if not ring else []))
         text = format_report(decode(caps), width=80)
-        assert "4 of 12 program records dropped" in text
+        assert "10 of 13 program records dropped" in text
         assert ("newest" if ring else "first") in text
+    with pytest.raises(ValueError, match="power of two"):
+        fmt.auto_header(100, False)
 
 
 def test_unwritten_slot_is_left_out_and_counted():
-    words = _buffer(_two_kernels()[:4], claimed=5)
+    words = _buffer(_two_kernels()[:4])
+    words[fmt.AUTO_HEADER_WORDS] += 1  # SM 0 claimed one more, not yet written
     recs, info = read_buffer(words)
     assert len(recs) == 4 and info["unwritten"] == 1
 

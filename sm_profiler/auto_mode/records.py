@@ -19,26 +19,34 @@ LOW32 = fmt.LOW32
 
 
 def read_buffer(words: np.ndarray) -> tuple[np.ndarray, dict]:
-    """(the written records, what the header says) of an auto-mode buffer's words."""
+    """(the written records, what the header and counters say) of an auto-mode buffer's words."""
     words = np.asarray(words).view(np.uint64).reshape(-1)
-    if words.size < fmt.AUTO_HEADER_WORDS:
+    if words.size < fmt.AUTO_RECORDS_WORD:
         raise FormatError(f"auto buffer too short: {words.size} words")
     magic, version = int(words[0]) & LOW32, int(words[0]) >> 32
     if magic != fmt.AUTO_MAGIC or version != fmt.AUTO_VERSION:
-        raise FormatError(f"not an sm_profiler auto buffer (magic 0x{magic:08x}, version {version})")
+        raise FormatError(f"not an sm_profiler auto buffer of version {fmt.AUTO_VERSION} "
+                          f"(magic 0x{magic:08x}, version {version})")  # fmt: skip
+    regions = int(words[fmt.AUTO_HDR_REGIONS])
+    if regions != fmt.AUTO_REGIONS:
+        raise FormatError(f"auto buffer names {regions} regions; this reader knows "
+                          f"{fmt.AUTO_REGIONS}")  # fmt: skip
     control = int(words[fmt.AUTO_HDR_CONTROL])
-    capacity = (control & LOW32) + 1
+    size = (control & LOW32) + 1
     ring = bool(control & fmt.AUTO_RING)
-    claimed = int(words[fmt.AUTO_HDR_CLAIMED])
+    capacity = size * regions
     if words.size != fmt.auto_words(capacity):
         raise FormatError(f"auto buffer holds {words.size} words; its header needs "
                           f"{fmt.auto_words(capacity)}")  # fmt: skip
-    table = words[fmt.AUTO_HEADER_WORDS :].view(fmt.AUTO_RECORD_DTYPE)
-    kept = min(claimed, capacity)
-    recs = table[:kept] if not ring or claimed <= capacity else table
+    counters = words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS]
+    claimed = counters.astype(np.int64)
+    table = words[fmt.AUTO_RECORDS_WORD :].view(fmt.AUTO_RECORD_DTYPE).reshape(regions, size)
+    kept = np.minimum(claimed, size)  # ring or limit: this many slots of each region were written
+    used = np.arange(size)[None, :] < kept[:, None]
+    recs = table[used]
     written = recs["info"] != 0
-    info = {"claimed": claimed, "capacity": capacity, "ring": ring,
-            "dropped": max(0, claimed - capacity), "unwritten": int((~written).sum())}  # fmt: skip
+    info = {"claimed": int(claimed.sum()), "capacity": capacity, "ring": ring,
+            "dropped": int((claimed - kept).sum()), "unwritten": int((~written).sum())}  # fmt: skip
     return recs[written], info
 
 

@@ -18,19 +18,17 @@ _active: list = []
 class AutoProfiler:
     """Instrument every Triton / Gluon kernel compiled between `start()` and `stop()`.
 
-    capacity: records kept (a power of two; one per program, or per warp with level='warp').
-    ring: keep the newest `capacity` records (a long loop) instead of the first.
+    capacity: records kept (a power of two, at least 256; one per program, or per warp with
+    level='warp'), split evenly over the SMs (each SM counts its own records).
+    ring: keep each SM's newest records (a long loop) instead of its first.
     level: 'program' (each program's start, end, SM) or 'warp' (each warp's).
     """
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, *, ring: bool = False,
                  level: str = "program", device=None):  # fmt: skip
-        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
-            raise ConfigError(f"capacity must be an int (records), got {capacity!r}")
-        if not 1 <= capacity <= fmt.AUTO_MAX_CAPACITY or capacity & (capacity - 1):
-            lo = 1 << max(0, int(capacity).bit_length() - 1) if capacity > 0 else 1
-            raise ConfigError(f"capacity must be a power of two in 1..{fmt.AUTO_MAX_CAPACITY} "
-                              f"(records), got {capacity}; use {min(lo, fmt.AUTO_MAX_CAPACITY)}")  # fmt: skip
+        problem = fmt.auto_capacity_problem(capacity)
+        if problem:
+            raise ConfigError(f"capacity {problem}")
         if not isinstance(ring, bool):
             raise ConfigError(f"ring must be True or False, got {ring!r}")
         if level not in binding.LEVELS:
