@@ -28,7 +28,7 @@ from .. import format as fmt
 from .. import ptx
 from .rewrite import LEVELS, RewriteError, instrument
 
-__all__ = ["LEVELS", "install", "turn_on", "turn_off", "rebind"]
+__all__ = ["LEVELS", "install", "turn_on", "turn_off", "rebind", "pause", "resume"]
 
 MODE_PREFIX = "sm_profiler-auto"
 # Bump when the spliced text or the record changes: cached binaries of another version are then
@@ -93,6 +93,8 @@ class _State:
         self.saved: dict = {}
         self.installed = False
         self.loaded_on = 0  # instrumented modules loaded or bound while on
+        self.paused = 0  # > 0: every module points at no buffer (autotuners benchmarking)
+        self.pauses = 0  # benchmark runs left out while on
 
 
 STATE = _State()
@@ -221,7 +223,7 @@ def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: 
         device = _current_device()
         address = module_global(module)
         entry.globals_.append((device, address))
-        write_global(address, STATE.buffers.get(device, 0), kid)
+        write_global(address, _buffer_of(device), kid)
         STATE.loaded_on += 1
 
 
@@ -394,6 +396,7 @@ def turn_on(level: str, buffers: dict[int, int]) -> None:
     STATE.buffers = dict(buffers)
     STATE.plain_loaded = {}
     STATE.loaded_on = 0
+    STATE.paused = STATE.pauses = 0
     knobs.compilation.instrumentation_mode = mode_name(level)
     knobs.runtime.add_stages_inspection_hook = _stages_hook
     CUDABackend.parse_options = _wrap_parse_options(CUDABackend.parse_options)
@@ -414,12 +417,34 @@ def turn_off() -> None:
     rebind()
 
 
+def _buffer_of(device: int) -> int:
+    return 0 if STATE.paused else STATE.buffers.get(device, 0)
+
+
 def rebind() -> None:
-    """Point every known module's global at the current buffer of its device (0 while off)."""
+    """Point every known module's global at the current buffer of its device (0 while off or
+    paused). A synchronous copy per module: it runs at a region's ends and around benchmarks."""
     import torch
 
     with STATE.lock:
         for entry in STATE.kernels.values():
             for device, address in entry.globals_:
                 with torch.cuda.device(device):
-                    write_global(address, STATE.buffers.get(device, 0), entry.kid)
+                    write_global(address, _buffer_of(device), entry.kid)
+
+
+def pause() -> None:
+    """Record nothing until resume() (nested calls count): an autotuner's benchmark launches
+    would otherwise fill the buffer with runs the program never uses."""
+    with STATE.lock:
+        STATE.paused += 1
+        if STATE.paused == 1 and STATE.level is not None:
+            STATE.pauses += 1
+            rebind()
+
+
+def resume() -> None:
+    with STATE.lock:
+        STATE.paused = max(0, STATE.paused - 1)
+        if STATE.paused == 0 and STATE.level is not None:
+            rebind()

@@ -40,6 +40,7 @@ class AutoProfiler:
         self._kernels: dict[int, dict] = {}
         self._captures = None
         self.notes: list[str] = []
+        self.notes_info = ""
         self.metadata: dict = {}
 
     # -- the region ------------------------------------------------------------------------------
@@ -97,7 +98,11 @@ class AutoProfiler:
         self.stop()
 
     def set_tag(self, tag: int) -> None:
-        """Tag the records of launches queued from now on (stream-ordered; no sync)."""
+        """Tag the records of launches queued from now on (0..255, stream-ordered; no sync):
+        e.g. one step of a loop, to pick its launches out afterwards (the records' tag; tag 1
+        names launches '[autotune]')."""
+        if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= 255:
+            raise ConfigError(f"tag must be an int in 0..255, got {tag!r}")
         if self._buffer is not None:
             self._buffer[fmt.AUTO_HDR_CONTROL] = fmt.auto_control(self.capacity, self.ring, tag)
 
@@ -165,6 +170,9 @@ class AutoProfiler:
             what = "oldest" if self.ring else "newest"
             self.notes.append(f"{info['dropped']:,} of {info['claimed']:,} records dropped (the "
                               f"{what}; capacity {self.capacity:,}): raise capacity=")  # fmt: skip
+        if binding.STATE.pauses:
+            self.notes_info = (f"{binding.STATE.pauses} autotuner benchmark runs recorded nothing "
+                               "(left out on purpose)")  # fmt: skip
         plain = binding.STATE.plain_loaded
         if plain:
             names = ", ".join(sorted(plain)[:5]) + (" ..." if len(plain) > 5 else "")
@@ -197,7 +205,8 @@ class AutoProfiler:
 class _Patches:
     """Settings changed for the region and put back after it: Inductor compiles in this process
     (its worker processes have no compile hook), its caches are keyed apart, and autotuners'
-    benchmark launches are tagged."""
+    benchmark launches record nothing (a benchmark launches each candidate hundreds of times:
+    they would fill the buffer with runs the program never uses)."""
 
     def __init__(self, prof: AutoProfiler):
         self.prof = prof
@@ -232,14 +241,14 @@ class _Patches:
             if original is None:
                 return
 
-            def tagged(*args, **kwargs):
-                prof.set_tag(fmt.AUTO_TAG_AUTOTUNE)
+            def paused(*args, **kwargs):
+                binding.pause()
                 try:
                     return original(*args, **kwargs)
                 finally:
-                    prof.set_tag(fmt.AUTO_TAG_NONE)
+                    binding.resume()
 
-            setattr(cls, name, tagged)
+            setattr(cls, name, paused)
             self.undo_steps.append(lambda: setattr(cls, name, original))
 
         try:
