@@ -229,13 +229,11 @@ class _Patches:
             self.undo_steps.append(lambda: setattr(compiler_config, "cache_key_tag", tag))
         except Exception:
             pass
-        self._tag_benchmarks()
+        self._pause_benchmarks()
         _clear_inductor_memory()
         self.undo_steps.append(_clear_inductor_memory)
 
-    def _tag_benchmarks(self) -> None:
-        prof = self.prof
-
+    def _pause_benchmarks(self) -> None:
         def wrap(cls, name):
             original = getattr(cls, name, None)
             if original is None:
