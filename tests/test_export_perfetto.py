@@ -467,3 +467,24 @@ def test_one_capture_exports_alone(tmp_path):
     with pytest.raises(ConfigError, match=r"3 captures \(0\.\.2\)"):
         export(trace, tmp_path / "t.pftrace", capture=3)
     assert not (tmp_path / "t.pftrace").exists()
+
+
+def test_the_first_screen_busy_sms_times_from_the_start_and_the_longest_launch_in_view():
+    trace = decode([capture({(0, 0): (T0, 4, [(BEGIN, 0, 10), (END, 0, 100)]),
+                             (1, 0): (T0 + 50, 9, [(BEGIN, 0, 60), (END, 0, 200)])},
+                            num_groups=1, name="short"),
+                    capture({(0, 0): (T0 + 10**6, 4, [(BEGIN, 0, 10**6 + 5),
+                                                      (END, 0, 10**6 + 9000)])},
+                            num_blocks=1, num_groups=1, name="long")])  # fmt: skip
+    data = to_perfetto_bytes(trace)
+    r = read_trace(data)
+    # The root counts the SMs holding a block: SM 4 from T0, SM 9 too from T0+50, ...
+    assert r.counters[pf.ROOT_UUID] == [(T0, 1), (T0 + 50, 2), (T0 + 100, 1), (T0 + 200, 0),
+                                        (T0 + 10**6, 1), (T0 + 10**6 + 9000, 0)]  # fmt: skip
+    assert r.origin == trace.start_ns == T0  # written as 0: the UI's clock starts there
+    root = r.tracks[pf.ROOT_UUID]
+    assert "long" in root.description.splitlines()[-1]
+    # The window the UI opens on: the longest launch ('long'), with a 2 % margin.
+    assert r.window == {"tracing_started": 10**6 - 180, "tracing_disabled": 10**6 + 9180}
+    assert [d.name for d in r.processes()] == ["SM 4", "SM 9"]
+    assert not any(d.HasField("parent_uuid") for d in r.processes())
