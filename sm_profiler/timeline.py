@@ -69,6 +69,10 @@ class Timeline:
     # Launches on shared tracks (packed): track index of each `launches` row, and the names.
     launch_track: np.ndarray | None = None
     launch_track_names: list[str] | None = None
+    # GPU-wide 'busy SMs' steps (time_ns, value: SMs with a resident block), and the launch the
+    # viewer opens on (row of `launches`: the longest; None without launches).
+    busy: dict[str, np.ndarray] = field(default_factory=dict)
+    focus: int | None = None
 
     # -- names ------------------------------------------------------------------------------
 
@@ -172,6 +176,10 @@ def build(
     lane_sm_index = np.searchsorted(sms_shown, lane_sm)
     tl = Timeline(trace, ev_lane, um_lane, lo, hi, used, sms_shown, lane_sm_index, blocks_, occ,
                   launches, cuts, notes, lane_shown=used.copy())  # fmt: skip
+    tl.busy = busy_sms(occ)
+    if len(caps):
+        # The longest launch (the first of equals): where the GPU time went.
+        tl.focus = int(np.argmax(launches["end_ns"] - launches["start_ns"]))
     if pack is None:
         pack = bool(trace.kernels) and all(k.metadata.get("auto") for k in trace.kernels)
     if pack and used.any():
@@ -498,6 +506,27 @@ def resident_blocks(blocks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     before = (cs - d)[starts]
     value = cs - np.repeat(before, np.diff(np.append(starts, len(s))))
     return {"sm": s[last], "time_ns": t[last], "value": value[last]}
+
+
+def busy_sms(occupancy: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The GPU-wide 'busy SMs' counter from `resident_blocks` steps: how many SMs hold at least
+    one resident block, after each change. Returns time_ns, value; one row per distinct time."""
+    sm, t, v = (np.asarray(occupancy[k]) for k in ("sm_index", "time_ns", "value"))
+    if len(t) == 0:
+        z = np.zeros(0, np.int64)
+        return {"time_ns": z, "value": z}
+    busy = (v > 0).astype(np.int64)
+    prev = np.zeros(len(busy), np.int64)
+    prev[1:] = busy[:-1]
+    first = np.ones(len(sm), bool)
+    first[1:] = sm[1:] != sm[:-1]
+    prev[first] = 0
+    d = busy - prev
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    last = np.ones(len(t), bool)
+    last[:-1] = t[1:] != t[:-1]
+    return {"time_ns": t[last].astype(np.int64), "value": np.cumsum(d)[last]}
 
 
 def launch_spans(trace: TraceData, lane_lo, lane_hi, used):

@@ -114,4 +114,14 @@ class PerfettoUI:
             "els => els.map(e => [getComputedStyle(e).getPropertyValue('--depth'),"
             " e.querySelector('.pf-track__title-popup').textContent])",
         )
-        return [(int(d), name) for d, name in rows]
+        # Runs of spaces collapsed, as the title shows them (SM names are padded to sort).
+        return [(int(d), " ".join(name.split())) for d, name in rows]
+
+    @staticmethod
+    def timeline(page) -> dict:
+        """The UI's time bounds (ns, as the trace writes them) and its visible window."""
+        js = """() => { const t = window.app.trace;
+            return [t.traceInfo.start, t.traceInfo.end, t.timeline.visibleWindow.start.integral,
+                    t.timeline.visibleWindow.end.integral].map(String); }"""
+        start, end, lo, hi = (int(x) for x in page.evaluate(js))
+        return {"start": start, "end": end, "visible": (lo, hi)}

@@ -51,9 +51,11 @@ def read_perfetto(path) -> dict:
         if p.HasField("track_event") and p.track_event.type == pb2.TrackEvent.TYPE_SLICE_BEGIN:
             ev = p.track_event
             slices[names[ev.name_iid] if ev.name_iid else ev.name] += 1
-    # SM tracks sit under the root (uuid 1); lane tracks under an SM track (not its counter).
-    sm = {d.uuid: d.name for d in tracks if d.parent_uuid == 1 and d.name.startswith("SM ")}
-    processes = [d.name for d in sorted(tracks, key=lambda d: d.sibling_order_rank)
+    # SM tracks are top-level, each its occupancy counter, ordered by name as written (padded
+    # to sort in SM order; the UI shows 'SM 8'); lane tracks sit under an SM track.
+    sm = {d.uuid: " ".join(d.name.split()) for d in tracks
+          if not d.HasField("parent_uuid") and d.name.startswith("SM ")}  # fmt: skip
+    processes = [sm[d.uuid] for d in sorted(tracks, key=lambda d: d.name.encode())
                  if d.uuid in sm]  # fmt: skip
     threads = [d.name for d in tracks if d.parent_uuid in sm and not d.HasField("counter")]
     return {"processes": processes, "threads": threads, "slices": slices}

@@ -8,6 +8,7 @@ SLICE_END closing the innermost open slice of its track.
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -58,6 +59,9 @@ class Read:
         self.instants = defaultdict(list)  # uuid -> [(name, ts)]
         self.counters = defaultdict(list)  # uuid -> [(ts, value)]
         self.snapshots = []
+        self.written_names = {}  # uuid -> name as written (SM names are padded to sort)
+        self.origin = None  # %globaltimer ns of time 0, from the root's description
+        self.window = {}  # service event (tracing_started, tracing_disabled) -> time_ns
 
     def thread(self, name: str):
         """The lane (or overlap) track named `name`."""
@@ -74,16 +78,20 @@ class Read:
         return sorted(lanes, key=lambda d: (d.parent_uuid in ids, d.parent_uuid, d.sibling_order_rank))
 
     def processes(self):
-        """SM tracks: children of the root whose name names an SM, in rank order."""
-        sms = [d for d in self.tracks.values() if d.parent_uuid == pf.ROOT_UUID
+        """SM tracks: top-level tracks whose name names an SM, in the UI's order (by the name as
+        written: SQLite's binary order), named as the UI titles them (runs of spaces collapsed)."""
+        sms = [d for d in self.tracks.values() if not d.HasField("parent_uuid")
                and (d.name.startswith("SM ") or d.name.startswith("unknown SM"))]  # fmt: skip
-        return sorted(sms, key=lambda d: d.sibling_order_rank)
+        return sorted(sms, key=lambda d: self.written_names[d.uuid].encode())
 
     def launches(self):
-        """{name: slices} of the launch tracks (children of the root that are not SMs)."""
-        sms = {d.uuid for d in self.processes()}
+        """{name: slices} of the launch tracks (children of the root)."""
         return {d.name: self.slices[d.uuid] for d in self.tracks.values()
-                if d.parent_uuid == pf.ROOT_UUID and d.uuid not in sms}  # fmt: skip
+                if d.parent_uuid == pf.ROOT_UUID}  # fmt: skip
+
+    def occupancy(self):
+        """{SM name: its 'resident blocks' counter}: each SM track is that counter."""
+        return {d.name: self.counters[d.uuid] for d in self.processes()}
 
 
 def read_trace(data: bytes) -> Read:
@@ -93,6 +101,11 @@ def read_trace(data: bytes) -> Read:
     names, clock, track = {}, None, None
     raw = []
     for i, p in enumerate(trace.packet):
+        if p.HasField("service_event"):  # the window the UI opens on, on a sequence of its own
+            assert p.trusted_packet_sequence_id == pf.SEQ_ID + 1
+            (field, _), = p.service_event.ListFields()
+            r.window[field.name] = p.timestamp
+            continue
         assert p.trusted_packet_sequence_id == pf.SEQ_ID
         for n in p.interned_data.event_names:
             assert names.get(n.iid, n.name) == n.name
@@ -109,12 +122,17 @@ def read_trace(data: bytes) -> Read:
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             assert d.uuid not in r.tracks
+            r.written_names[d.uuid] = d.name
+            d.name = " ".join(d.name.split(" ")[:1] + [w for w in d.name.split(" ")[1:] if w])
             r.tracks[d.uuid] = d
+            if d.uuid == pf.ROOT_UUID:
+                r.origin = int(re.search(r"%globaltimer (\d+) ns", d.description).group(1))
         if p.HasField("track_event"):
             clock += p.timestamp
             assert track in r.tracks
             raw.append((clock, i, track, p.track_event))
     raw.sort(key=lambda x: (x[0], x[1]))  # trace processor: by timestamp, then file order
+    raw = [(ts + r.origin, *rest) for ts, *rest in raw]  # times are written from the origin
     stacks = defaultdict(list)
     for ts, _, track, e in raw:
         if e.type == pf.SLICE_BEGIN:
@@ -178,8 +196,8 @@ def test_snapshots_never_go_back_and_events_are_small():
 def test_resident_blocks_counter_steps_with_block_arrivals_and_departures():
     trace = decode(basic_capture())
     r = read_trace(to_perfetto_bytes(trace))
-    ctr = {r.tracks[d.parent_uuid].name: r.counters[d.uuid]
-           for d in r.tracks.values() if d.name == "resident blocks"}  # fmt: skip
+    ctr = r.occupancy()  # each SM's track is its 'resident blocks' counter
+    assert all(d.HasField("counter") for d in r.processes())
     # SM 17 holds block 0 from its first anchor to its last end; SM 3 holds block 1 later.
     assert ctr["SM 17"] == [(T0, 1), (T0 + 400, 0)]
     assert ctr["SM 3"] == [(T0, 0), (T0 + 50, 1), (T0 + 70000, 0)]
@@ -194,9 +212,8 @@ def test_two_blocks_on_one_sm_overlap_in_the_counter():
         num_groups=1,
     )
     r = read_trace(to_perfetto_bytes(decode(cap)))
-    (d,) = [d for d in r.tracks.values() if d.name == "resident blocks"]
     # Both leave at T0+100: one step down by two, not two samples at one timestamp.
-    assert r.counters[d.uuid] == [(T0, 1), (T0 + 50, 2), (T0 + 100, 0)]
+    assert r.occupancy()["SM 5"] == [(T0, 1), (T0 + 50, 2), (T0 + 100, 0)]
 
 
 def test_equal_times_nest_correctly_without_overlap_tracks():
@@ -403,13 +420,14 @@ def test_sms_are_in_id_order_and_lanes_in_block_then_group_order():
     sm8 = next(d.uuid for d in r.processes() if d.name == "SM 8")
     kids = sorted((d for d in r.tracks.values() if d.parent_uuid == sm8),
                   key=lambda d: d.sibling_order_rank)  # fmt: skip
-    assert [d.name for d in kids] == ["resident blocks", "block 1 · group 0",
-                                      "block 1 · consumer", "block 4 · group 0",
-                                      "block 4 · consumer"]  # fmt: skip
+    assert [d.name for d in kids] == ["block 1 · group 0", "block 1 · consumer",
+                                      "block 4 · group 0", "block 4 · consumer"]  # fmt: skip
     ranks = [d.sibling_order_rank for d in kids]
     assert len(set(ranks)) == len(ranks)
     # No stray numbers: names are exactly the timeline's, with no pid or tid to append.
-    assert all(d.sibling_merge_behavior == pf.MERGE_NONE for d in kids[1:])
+    assert all(d.sibling_merge_behavior == pf.MERGE_NONE for d in kids)
+    # Written padded, so that the UI's sort by name is SM order; shown as 'SM 8'.
+    assert [r.written_names[d.uuid] for d in r.processes()][:2] == ["SM   8", "SM  22"]
 
 
 def three_launches(gap_ns=50_000_000):
@@ -449,3 +467,24 @@ def test_one_capture_exports_alone(tmp_path):
     with pytest.raises(ConfigError, match=r"3 captures \(0\.\.2\)"):
         export(trace, tmp_path / "t.pftrace", capture=3)
     assert not (tmp_path / "t.pftrace").exists()
+
+
+def test_the_first_screen_busy_sms_times_from_the_start_and_the_longest_launch_in_view():
+    trace = decode([capture({(0, 0): (T0, 4, [(BEGIN, 0, 10), (END, 0, 100)]),
+                             (1, 0): (T0 + 50, 9, [(BEGIN, 0, 60), (END, 0, 200)])},
+                            num_groups=1, name="short"),
+                    capture({(0, 0): (T0 + 10**6, 4, [(BEGIN, 0, 10**6 + 5),
+                                                      (END, 0, 10**6 + 9000)])},
+                            num_blocks=1, num_groups=1, name="long")])  # fmt: skip
+    data = to_perfetto_bytes(trace)
+    r = read_trace(data)
+    # The root counts the SMs holding a block: SM 4 from T0, SM 9 too from T0+50, ...
+    assert r.counters[pf.ROOT_UUID] == [(T0, 1), (T0 + 50, 2), (T0 + 100, 1), (T0 + 200, 0),
+                                        (T0 + 10**6, 1), (T0 + 10**6 + 9000, 0)]  # fmt: skip
+    assert r.origin == trace.start_ns == T0  # written as 0: the UI's clock starts there
+    root = r.tracks[pf.ROOT_UUID]
+    assert "long" in root.description.splitlines()[-1]
+    # The window the UI opens on: the longest launch ('long'), with a 2 % margin.
+    assert r.window == {"tracing_started": 10**6 - 180, "tracing_disabled": 10**6 + 9180}
+    assert [d.name for d in r.processes()] == ["SM 4", "SM 9"]
+    assert not any(d.HasField("parent_uuid") for d in r.processes())

@@ -37,7 +37,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..timeline import OCCUPANCY_RANK, SUMMARY_RANK0, Timeline, build
+from ..timeline import SUMMARY_RANK0, Timeline, build
 from ..trace import INSTANT, RANGE, UNMATCHED_BEGIN, TraceData
 
 # Rows per encoding chunk: bounds the temporaries (~100 bytes a row) whatever the trace size.
@@ -379,13 +379,12 @@ class _Writer:
         self._extras()
         self._lane_index()
         self.sms = tl.sms
-        # uuids: the root, one per launch, per SM and per SM counter, then one per lane (its
+        # uuids: the root, one per launch, one per SM (its counter), then one per lane (its
         # row in the lanes table), then overlap tracks as they come.
         n_launch, n_sm = len(tl.launches["capture"]), len(self.sms)
         self.launch_uuid0 = ROOT_UUID + 1
         self.sm_uuid0 = self.launch_uuid0 + n_launch
-        self.counter_uuid0 = self.sm_uuid0 + n_sm
-        self.lane_uuid0 = self.counter_uuid0 + n_sm
+        self.lane_uuid0 = self.sm_uuid0 + n_sm
         self.next_uuid = self.lane_uuid0 + self.nl
         self.declared: set[int] = set()  # lanes whose track descriptor was written
 
@@ -448,31 +447,44 @@ class _Writer:
         yield _packet(_fv(13, 1), _fb(12, interned))  # sequence_flags = INCREMENTAL_STATE_CLEARED
         self._sent_names = len(self.names)
 
-        # The root, launches, SMs and their counters, in the timeline's order.
+        # Top level: the root (GPU-wide 'busy SMs', the launches under it), then one track per
+        # SM, each its 'resident blocks' counter with its lanes under it. The UI opens top-level
+        # tracks collapsed, showing their own counter, and orders them by name (sm_sort_name).
         tl = self.tl
-        n_launch = len(tl.launches["capture"])
-        about = _fb(14, "\n".join(tl.notes)) if tl.notes else b""  # shown by the track's help
-        head = [_packet(_fb(60, _fv(1, ROOT_UUID) + _fb(2, tl.root_name) + about
-                            + _fv(11, EXPLICIT)))]  # fmt: skip
-        for i in range(len(self.sms)):
-            desc = (_fv(1, self.sm_uuid0 + i) + _fv(5, ROOT_UUID) + _fb(2, tl.sm_name(i))
-                    + _fv(11, EXPLICIT) + _fv(12, n_launch + i) + _fv(15, MERGE_NONE))  # fmt: skip
-            head.append(_packet(_fb(60, desc)))
-        occ = tl.occupancy
         used = self.rows_per_lane > 0
         live = self.lo[used | t.lanes["initialized"].astype(bool)]
         ref0 = int(live.min()) if len(live) else 0
+        self.origin = min(int(t.start_ns), ref0)
+        about = _fb(14, "\n".join(self._about()))  # shown by the track's help
+        share = _fb(8, _fb(7, "resident blocks"))  # CounterDescriptor.y_axis_share_key
+        root = (_fv(1, ROOT_UUID) + _fb(2, tl.root_name) + about + _fb(8, b"")
+                + _fv(11, EXPLICIT))  # fmt: skip
+        # A descriptor goes once: with its counter's block, or here when it has no counter.
+        occ = tl.occupancy
+        busy = tl.busy
+        with_counter = set(np.unique(occ["sm_index"]).tolist())
+        head = [] if len(busy["time_ns"]) else [_packet(_fb(60, root))]
+        sm_desc = []
+        for i in range(len(self.sms)):
+            sm_desc.append(_fv(1, self.sm_uuid0 + i) + _fb(2, sm_sort_name(tl, i)) + share
+                           + _fv(11, EXPLICIT) + _fv(15, MERGE_NONE))  # fmt: skip
+            if i not in with_counter:
+                head.append(_packet(_fb(60, sm_desc[-1])))
+        head.append(self._window())
         blocks = []  # (header, times, types, iids, counter values)
+        if len(busy["time_ns"]):
+            times, vals = busy["time_ns"], busy["value"]
+            if times[0] > ref0:
+                times, vals = np.append(ref0, times), np.append(0, vals)
+            blocks.append((root, ROOT_UUID, times, np.full(len(times), TYPE_COUNTER), None, vals))
         sms_occ, first = np.unique(occ["sm_index"], return_index=True)
         ends = np.append(first[1:], len(occ["sm_index"]))[: len(first)]
         for i, a, b in zip(sms_occ.tolist(), first.tolist(), ends.tolist(), strict=True):
-            u = self.counter_uuid0 + i
-            desc = (_fv(1, u) + _fv(5, self.sm_uuid0 + i) + _fb(2, "resident blocks")
-                    + _fb(8, b"") + _fv(12, OCCUPANCY_RANK))  # fmt: skip
+            u = self.sm_uuid0 + i
             times, vals = occ["time_ns"][a:b], occ["value"][a:b]
             if times[0] > ref0:  # start each counter at 0
                 times, vals = np.append(ref0, times), np.append(0, vals)
-            blocks.append((desc, u, times, np.full(len(times), TYPE_COUNTER), None, vals))
+            blocks.append((sm_desc[i], u, times, np.full(len(times), TYPE_COUNTER), None, vals))
         cut_at = dict(tl.cuts)
         L = tl.launches
         if tl.launch_track is not None:  # packed: launches share tracks
@@ -506,6 +518,34 @@ class _Writer:
         for part in np.split(lanes_sorted, np.unique(cut + 1)):
             if len(part):
                 yield self._lane_chunk(part)
+
+    def _about(self) -> list[str]:
+        """The root's description: the timeline's notes, the time origin, the launch in view."""
+        tl = self.tl
+        lines = [*tl.notes, f"times are ns from the profile's start: %globaltimer "
+                            f"{self.origin} ns"]  # fmt: skip
+        if tl.focus is not None and len(tl.launches["capture"]) > 1:
+            c = int(tl.launches["capture"][tl.focus])
+            lines.append(f"opens on {tl.launch_name(c)}, the longest launch; zoom out (or "
+                         "press w/s) for the others")  # fmt: skip
+        return lines
+
+    def _window(self) -> bytes:
+        """The span the UI opens on: the longest launch, with a margin. The Perfetto UI opens
+        on the trace's bounds clipped to the tracing_started / tracing_disabled service events
+        (metadata tracing_started_ns / tracing_disabled_ns); they go on a sequence of their own
+        with trace-clock timestamps."""
+        tl = self.tl
+        if tl.focus is None or len(tl.launches["capture"]) < 2:
+            return b""
+        lo, hi = (int(tl.launches[k][tl.focus]) - self.origin for k in ("start_ns", "end_ns"))
+        pad = max(1, (hi - lo) // 50)
+        lo, hi = max(0, lo - pad), hi + pad
+
+        def event(ts: int, field: int) -> bytes:
+            return _fb(1, _fv(8, ts) + _fv(10, SEQ_ID + 1) + _fb(69, _fv(field, 1)))
+
+        return event(lo, 2) + event(hi, 5)  # tracing_started, tracing_disabled
 
     def _launch_track_blocks(self) -> list:
         """Packed launches: one track per row of `tl.launch_track`, its launches in time order."""
@@ -560,7 +600,7 @@ class _Writer:
             return b""
         headers, times, types, iids, ctr, bidx = [], [], [], [], [], []
         for i, (desc, u, tm, ty, ii, cv) in enumerate(blocks):
-            headers.append(_block_header(ref0, u, desc))
+            headers.append(_block_header(ref0 - self.origin, u, desc))
             times.append(np.asarray(tm, np.int64))
             types.append(np.asarray(ty, np.uint8))
             iids.append(np.zeros(len(tm), np.uint64) if ii is None else ii)
@@ -626,7 +666,7 @@ class _Writer:
         return names + parents + _encode(dt, etype, iid[row], bidx, headers)
 
     def _lane_header(self, g: int, level: int, ref_ns: int) -> bytes:
-        return _block_header(ref_ns, *self._lane_descriptor(g, level))
+        return _block_header(ref_ns - self.origin, *self._lane_descriptor(g, level))
 
     def _lane_headers(self, lanes: np.ndarray, bkeys: np.ndarray, ref: np.ndarray) -> list[bytes]:
         """_lane_header of every block key (lane position * LEVELS + level) of a chunk.
@@ -695,6 +735,18 @@ class _Writer:
             if k % LEVELS and g not in self.declared:
                 out += _packet(_fb(60, self._lane_descriptor(g, 0)[1]))
         return out
+
+
+def sm_sort_name(tl: Timeline, i: int) -> str:
+    """SM i's name as a top-level track: the Perfetto UI sorts top-level tracks by name (SQLite
+    binary order, 'SM 112' before 'SM 8'), so the number is padded with spaces on the left to
+    the widest SM id; the UI's track titles collapse runs of spaces ('SM 8')."""
+    name = tl.sm_name(i)
+    width = max((len(str(int(s))) for s in tl.sms if s >= 0), default=1)
+    sm = int(tl.sms[i])
+    if sm < 0:
+        return name
+    return name.replace(f"SM {sm}", "SM " + str(sm).rjust(width), 1)
 
 
 def _ranges(first: np.ndarray, count: np.ndarray) -> np.ndarray:
