@@ -690,7 +690,7 @@ class _Writer:
                 continue
             if lp != cur:
                 cur, g = lp, int(lanes[lp])
-                ref_ns = int(ref[lp])
+                ref_ns = int(ref[lp]) - self.origin  # as _lane_header: times from the origin
                 clocks = _fb(1, _fv(1, CLOCK_ID) + _fv(2, ref_ns) + _fv(3, 1)) + _fb(
                     1, _fv(1, BOOTTIME) + _fv(2, ref_ns))
                 clock_pk = _packet(_fb(6, clocks))
