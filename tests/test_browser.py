@@ -138,6 +138,11 @@ def test_the_first_screen_shows_sm_occupancy_from_the_profiles_start(ui, demo_tr
         assert drawn(png, box, left) > 50, f"{name}: nothing drawn"
     # The clock reads from the profile's start: the trace's times begin at 0.
     tl = ui.timeline(page)
+    for _ in range(50):  # the UI moves to the trace's window a moment after it has loaded
+        if tl["visible"][0] > 0:
+            break
+        page.wait_for_timeout(100)
+        tl = ui.timeline(page)
     assert tl["start"] == 0
     # In view: the longest launch (one_per_tile here), not the whole run with its gaps.
     lo, hi = tl["visible"]
