@@ -60,10 +60,13 @@ def main():
     # is that SM-time, and the tail says how long the last SM ran past the median one.
     prof.print_stats(width=100)
     reports = sm_profiler.auto_mode.report.launch_reports(prof.decode())
-    worst = max(reports, key=lambda r: r.tail_ns * (1 + r.idle_pct))
-    print(f"\nworst tail: {worst.kernel} (launch {worst.capture}), SM {worst.last_sm} ends "
-          f"{worst.tail_ns / 1e3:.1f} us after the median SM, {worst.idle_pct:.0f}% of SM-time "
-          f"idle over its {worst.span_ns / 1e3:.1f} us")
+    # The launch that leaves the most SM-time idle (idle share x span): where a better grid or a
+    # fusion would pay most. Small grids (waves < 1) idle most SMs for the whole launch.
+    worst = max(reports, key=lambda r: r.idle_pct * r.span_ns)
+    print(f"\nmost idle SM-time: {worst.kernel} (launch {worst.capture}): {worst.programs} "
+          f"programs, {worst.waves:.1f} waves, {worst.idle_pct:.0f}% of SM-time idle over its "
+          f"{worst.span_ns / 1e3:.1f} us; its last SM (SM {worst.last_sm}) ends "
+          f"{worst.tail_ns / 1e3:.2f} us after the median SM")
 
     # %% The trace: each SM a track, its programs on 'slot' rows, named after their kernel.
     os.makedirs(OUT, exist_ok=True)

@@ -150,7 +150,14 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
              f"{k.programs:,.0f}", f"{k.waves:.1f}", f"{k.idle_pct:.0f}", format_time(k.tail_ns),
              f"{k.imbalance:.2f}"] for k in kernels[:top]]  # fmt: skip
     headers = ["kernel", "launches", "time", "%", "programs", "waves", "idle%", "tail", "imbal"]
-    table, dropped = _fit_table(headers, rows, width, drop=(8, 3, 1), shrink=0)
+    # Inductor's names are long and differ at both ends (triton_per_fused_..._backward_view_7):
+    # cut them in the middle to the room the numbers leave, never below 24 characters.
+    others = sum(max([len(h)] + [len(r[i]) for r in rows]) + 2 for i, h in enumerate(headers) if i)
+    room = max(24, width - others)
+    rows = [[_middle(r[0], room)] + r[1:] for r in rows]
+    table, dropped = _fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4))
+    if any(len(line) > width for line in table):  # very narrow: names shorter still
+        table, dropped = _fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4), shrink=0)
     lines += ["", *table]
     if len(kernels) > top:
         lines.append(f"... {len(kernels) - top} more kernels")
@@ -170,6 +177,14 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
                            f"{format_time(r.span_ns)}, {r.waves:.1f} waves, idle {r.idle_pct:.0f}%)",
                            width)  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _middle(name: str, room: int) -> str:
+    """`name` cut to `room` characters in the middle: 'triton_per_fused_nat…backward_view_7'."""
+    if len(name) <= room:
+        return name
+    tail = (room - 1) // 2
+    return name[: room - 1 - tail] + "…" + name[len(name) - tail :]
 
 
 def print_report(trace: TraceData, file=None, width: int | None = None) -> None:
