@@ -241,3 +241,23 @@ def test_cli_run_needs_a_script(capsys):
     assert "needs a script" in capsys.readouterr().err
     assert main(["run", "--", "/no/such/train.py"]) == 2
     assert "no script" in capsys.readouterr().err
+
+
+def test_a_kernel_the_rewrite_does_not_know_runs_plain_with_a_warning():
+    from types import SimpleNamespace
+
+    from sm_profiler.auto_mode import binding
+
+    stages = {"ptx": lambda src, metadata: ".version 8.7\n.target sm_90a\n// no entry here\n"}
+    options = SimpleNamespace(instrumentation_mode=binding.mode_name("program"))
+    binding._stages_hook(None, stages, options, None, 90)
+    with pytest.warns(binding.AutoWarning, match="'odd_kernel' runs uninstrumented"):
+        out = stages["ptx"](None, {"name": "odd_kernel"})
+    assert out.endswith("// no entry here\n")  # the plain PTX, untouched
+    assert "odd_kernel" in binding.STATE.skipped
+    # Compiles without auto mode's instrumentation_mode are left alone.
+    plain = {"ptx": lambda src, metadata: PTX}
+    binding._stages_hook(None, plain, SimpleNamespace(instrumentation_mode=""), None, 90)
+    assert plain["ptx"](None, {}) == PTX
+    key, digest = binding._stages_hook()  # Triton 3.7+: the hook's part of the cache key
+    assert binding.MODE_PREFIX in key and len(digest) == 64

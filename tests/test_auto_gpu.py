@@ -323,6 +323,15 @@ def test_sm_profiler_run_profiles_an_unchanged_script(tmp_path):
     assert "sm_profiler auto:" in out.stdout and "triton_" in out.stdout
     for name in ("auto.npz", "auto.perfetto-trace", "auto_stats.txt"):
         assert (tmp_path / "o" / name).stat().st_size > 0
+    # Again: Triton's and Inductor's caches now hold the instrumented build; it is served, bound
+    # and records the same kernels.
+    again = subprocess.run([sys.executable, "-m", "sm_profiler", "run", "--out", str(tmp_path / "o2"),
+                            "--width", "80", "--", str(script), "3"],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    kernels = [set(ln.split()[0] for ln in o.stdout.splitlines() if ln.startswith("triton_"))
+               for o in (out, again)]  # fmt: skip
+    assert kernels[0] and kernels[0] == kernels[1], kernels
     stats = subprocess.run([sys.executable, "-m", "sm_profiler", "stats", str(tmp_path / "o" / "auto.npz"),
                             "--width", "80"], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert stats.returncode == 0 and "sm_profiler auto:" in stats.stdout, stats.stderr[-2000:]
@@ -364,3 +373,22 @@ def test_compute_sanitizer_memcheck_is_clean():
     assert "ERROR SUMMARY: 0 errors" in r.stdout
     res = json.loads(r.stdout[r.stdout.index("{"): r.stdout.rindex("}") + 1])
     assert res["limit"]["dropped"] > 0 and res["ring"]["dropped"] > 0
+
+
+@pytest.mark.parametrize("static_launcher", [True, False])
+def test_inductor_either_launcher_every_kernel_bound(static_launcher):
+    """Inductor's static launcher loads cubins itself (no Triton hook); Triton's launcher calls
+    kernel_load_end_hook. Either way every kernel is bound and records every program."""
+    from torch._inductor import config as inductor_config
+
+    torch._dynamo.reset()
+    model = _Block(128).cuda()
+    x = torch.randn(4, 32, 128, device="cuda")
+    with inductor_config.patch(use_static_cuda_launcher=static_launcher):
+        with sm_profiler.auto() as prof:
+            _step(torch.compile(model), x)
+    assert not binding.STATE.plain_loaded
+    trace = prof.decode()
+    assert len({k.name for k in trace.kernels}) >= 4
+    for c in range(len(trace.kernels)):
+        _check_launch(trace, c, trace.kernels[c].metadata["grid"])
