@@ -220,7 +220,11 @@ def _pack(tl: Timeline) -> None:
     np.minimum.at(lo, packed, tl.lane_lo[used])
     np.maximum.at(hi, packed, tl.lane_hi[used])
     written = np.bincount(packed, weights=lanes["written"][used], minlength=n).astype(np.int64)
-    labels = [f"slot {s} · {t.group_name(0, g) or f'group {g}'}" if n_grp > 1 else f"slot {s}"
+    # A packed row holds lanes of every launch: a group's name only where all launches agree.
+    names = {g: {k.group_names.get(g) for k in t.kernels} for g in range(n_grp)}
+    gname = {g: (v.pop() if len(v) == 1 and None not in v else f"group {g}")
+             for g, v in names.items()}  # fmt: skip
+    labels = [f"slot {s} · {gname[g]}" if n_grp > 1 else f"slot {s}"
               for s, g in zip(p_slot.tolist(), p_grp.tolist(), strict=True)]  # fmt: skip
     z = np.zeros(n, np.int64)
     packed_lanes = {"capture": z.astype(np.int32), "lane": np.arange(n, dtype=np.int64),

@@ -241,6 +241,7 @@ def test_gluon_warp_specialized_kernel_every_warp_of_every_partition():
     assert all((row[r] == row[r][0]).all() for row, r in zip(sm, ran, strict=True))
     e = trace.events["capture"] == c
     assert int(e.sum()) == int(ran.sum())
+    assert k.group_names[0] == "default · warp 0" and k.group_names[4] == "worker 0 · warp 4"
 
 
 def test_autotune_benchmark_launches_are_left_out_and_the_runs_recorded():

@@ -19,6 +19,7 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import sys
 import threading
 import warnings
@@ -66,6 +67,8 @@ class KernelEntry:
     source: str = ""  # 'file.py:42' of the @triton.jit function
     origins: str = ""  # Inductor: the ATen ops / FX nodes the kernel was generated from
     call_site: str = ""  # where it was first launched (Triton's own launcher)
+    # Warp-specialized kernels: (partition name, first warp, warps) of each partition
+    partitions: list = field(default_factory=list)
     globals_: list = field(default_factory=list)  # (device, address of AUTO_SYMBOL)
 
     def as_metadata(self) -> dict:
@@ -78,7 +81,26 @@ class KernelEntry:
             v = getattr(self, k)
             if v:
                 meta[k] = v
+        if self.partitions:
+            meta["partitions"] = [list(p) for p in self.partitions]
         return meta
+
+
+def partitions_of(ttgir: str) -> list[tuple[str, int, int]]:
+    """(name, first warp, warps) of each partition of a warp-specialized kernel's TTGIR: the
+    default partition holds the module's num-warps warps, the workers follow in order."""
+    if "warp_specialize" not in ttgir:
+        return []
+    m = re.search(r'"ttg.num-warps" = (\d+)', ttgir)
+    if m is None:
+        return []
+    first = int(m.group(1))
+    out = [("default", 0, first)]
+    for i, n in enumerate(re.findall(r"^\s*partition\d+\(.*\)\s*num_warps\((\d+)\)", ttgir,
+                                     re.M)):  # fmt: skip
+        out.append((f"worker {i}", first, int(n)))
+        first += int(n)
+    return out
 
 
 class _State:
@@ -238,6 +260,9 @@ def _on_triton_load(module, function, name, metadata_group, hash):  # noqa: A002
         meta = kernel.metadata._asdict() if kernel is not None else _json_of(metadata_group)
         src_fn = getattr(getattr(kernel, "src", None), "fn", None)
         register_loaded(module, name, meta, src_fn, _user_call_site(sys._getframe(1)))
+        kid = STATE.by_module.get(module)
+        if kid is not None and kernel is not None and not STATE.kernels[kid].partitions:
+            STATE.kernels[kid].partitions = partitions_of(str(kernel.asm.get("ttgir", "")))
     except Exception as e:  # never stop the user's launch over the profiler
         warnings.warn(f"sm_profiler.auto: could not bind kernel {name!r}: {e}", AutoWarning,
                       stacklevel=2)  # fmt: skip

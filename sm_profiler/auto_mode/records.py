@@ -123,10 +123,19 @@ def to_captures(recs: np.ndarray, info: dict, kernels: dict[int, dict],
         if tag == fmt.AUTO_TAG_AUTOTUNE:
             meta["autotune"] = True
             name = f"{name} [autotune]"
-        groups = {w: f"warp {w}" for w in range(ng)} if per_warp else {}
+        groups = _warp_names(ng, kmeta.get("partitions")) if per_warp else {}
         out.append(Capture(words=words, event_names=names, group_names=groups,
                            kernel_name=name, metadata=meta))  # fmt: skip
     return out
+
+
+def _warp_names(num_warps: int, partitions) -> dict[int, str]:
+    """'warp 5', or 'worker 0 · warp 5' in a warp-specialized kernel's partition."""
+    names = {w: f"warp {w}" for w in range(num_warps)}
+    for name, first, n in partitions or []:
+        for w in range(int(first), min(int(first) + int(n), num_warps)):
+            names[w] = f"{name} · warp {w}"
+    return names
 
 
 def _event_names(kernels: dict[int, dict], recs: np.ndarray) -> dict[int, str]:
