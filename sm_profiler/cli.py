@@ -238,6 +238,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                     runpy.run_path(target[0], run_name="__main__")
             except SystemExit as e:
                 status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except Exception:  # the script failed: say so, keep what it recorded until then
+                import traceback
+
+                traceback.print_exc()
+                status = 1
+                print("sm-profiler run: the script raised; writing what it recorded",
+                      file=sys.stderr)  # fmt: skip
     finally:
         sys.argv = old_argv
     if not prof.captures():

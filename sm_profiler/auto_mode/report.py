@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..stats import _fit_table, _wrap, format_time, union_length
+from ..timeline import resident_blocks
 from ..trace import RANGE, TraceData
 
 
@@ -56,14 +57,10 @@ def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[Launch
     ev = trace.events
     rng = ev["kind"] == RANGE
     cap = ev["capture"][rng].astype(np.int64)
-    lanes = trace.lanes
-    ng = np.array([k.num_groups for k in trace.kernels], np.int64)
-    block = lanes["block"]
     sm = ev["sm"][rng].astype(np.int64)
     start = ev["start_ns"][rng].astype(np.int64)
     end = ev["end_ns"][rng].astype(np.int64)
     blk = ev["block"][rng].astype(np.int64)
-    del block, ng
     out = []
     order = np.lexsort((start, sm, cap))
     cap, sm, start, end, blk = cap[order], sm[order], start[order], end[order], blk[order]
@@ -83,7 +80,7 @@ def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[Launch
         last_end = np.maximum.reduceat(e, first)
         gpu_sms = max(gpu_sms, len(sms))
         programs = len(np.unique(bl))
-        peak = _peak_resident(idx, s, e, len(sms))
+        peak = _peak_resident(idx, s, e)
         waves = programs / max(gpu_sms * peak, 1)
         j = int(np.argmax(last_end))
         tail = int(last_end[j] - np.median(last_end))
@@ -94,20 +91,11 @@ def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[Launch
     return out
 
 
-def _peak_resident(idx: np.ndarray, start: np.ndarray, end: np.ndarray, n: int) -> int:
-    """Most ranges open at once on any one group (idx: group of each range)."""
-    t = np.concatenate([start, end])
-    g = np.concatenate([idx, idx])
-    d = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
-    order = np.lexsort((d, t, g))  # an end before a start at the same time
-    g, d = g[order], d[order]
-    cs = np.cumsum(d)
-    first = np.ones(len(g), bool)
-    first[1:] = g[1:] != g[:-1]
-    starts = np.flatnonzero(first)
-    base = (cs - d)[starts]
-    level = cs - np.repeat(base, np.diff(np.append(starts, len(g))))
-    return int(level.max()) if len(level) else 0
+def _peak_resident(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
+    """Most programs resident at once on any one SM (idx: the SM of each program): the peak of
+    the timeline's resident-blocks counter (an end and a start at one time do not overlap)."""
+    occ = resident_blocks({"sm": idx, "start_ns": start, "end_ns": end})
+    return int(occ["value"].max()) if len(occ["value"]) else 0
 
 
 def kernel_reports(launches: list[LaunchReport]) -> list[KernelReport]:
