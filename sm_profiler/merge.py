@@ -446,21 +446,26 @@ def match_launches(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]
 def match_in_order(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]]):
     """Like match_launches, for parts whose clock is not yet CUPTI's: per kernel name, the
     launches in time order against the window of as many consecutive CUPTI rows whose distances
-    to them vary least (the profile may hold launches the buffer did not record)."""
+    to them vary least (the profile may hold launches the buffer did not record), or the rows
+    against a window of the launches (the buffer may hold launches the profile did not)."""
     by_name: dict[str, list[int]] = {}
     for i, p in enumerate(parts):
         by_name.setdefault(p.kernels[0].name, []).append(i)
     out = []
     for name, idx in by_name.items():
         cands = _rows_for(name, rows)
-        if not cands or len(cands) < len(idx):
+        if not cands:
             continue
         first = {i: int(parts[i].start_ns) for i in idx}
         idx.sort(key=first.__getitem__)
         ours = np.array([first[i] for i in idx], np.float64)
         starts = np.array([c[0] for c in cands], np.float64)
-        best = _best_window(ours, starts)
-        out += [(i, *cands[best + k]) for k, i in enumerate(idx)]
+        if len(cands) >= len(idx):
+            best = _best_window(ours, starts)
+            out += [(i, *cands[best + k]) for k, i in enumerate(idx)]
+        else:  # the buffer holds launches the profile does not (it ran longer): slide the rows
+            best = _best_window(starts, ours)
+            out += [(idx[best + k], *c) for k, c in enumerate(cands)]
     return out
 
 

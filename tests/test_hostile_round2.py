@@ -798,3 +798,22 @@ def test_13_window_search_is_the_exhaustive_one_and_cheap():
     t = time.perf_counter()
     assert _best_window(ours, starts) == 1234
     assert time.perf_counter() - t < 2.0  # every window in full: 5,001 x 5,000 differences
+
+
+def test_13_launches_outside_the_torch_profile_are_matched_by_sliding_the_rows():
+    """The buffer ran longer than torch.profiler (auto mode around two steps, the profile around
+    the second): the CUPTI rows are matched to the window of launches they fit."""
+    from types import SimpleNamespace
+
+    from sm_profiler.merge import match_in_order
+
+    def part(start):
+        return SimpleNamespace(kernels=[SimpleNamespace(name="k")], start_ns=start, end_ns=start + 10)
+
+    ours = [1_000, 5_000, 9_000, 20_000, 26_000, 29_000]  # two steps of three launches
+    parts = [part(t) for t in ours]
+    offset = 7_000_000
+    rows = {"k": [(t - offset, t - offset + 10) for t in ours[3:]]}  # the profile: step two
+    m = match_in_order(parts, rows)
+    assert [i for i, _, _ in m] == [3, 4, 5]
+    assert all(parts[i].start_ns - s == offset for i, s, _ in m)
