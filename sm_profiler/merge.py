@@ -496,11 +496,25 @@ def _best_window(ours: np.ndarray, starts: np.ndarray) -> int:
     return best_j
 
 
+# Launches further than this outside the profile's kernel rows were not profiled (the buffer ran
+# longer than torch.profiler): they are left out of the alignment figures.
+PROFILE_MARGIN_NS = 1_000_000
+
+
 def alignment_error(parts: list[TraceData], rows) -> dict:
-    """First stamp - CUPTI start and last stamp - CUPTI end over matched launches (ns)."""
+    """First stamp - CUPTI start and last stamp - CUPTI end over matched launches (ns), of the
+    launches inside the profile's span (the others are counted as outside_profile)."""
+    spans = [r for v in rows.values() for r in v]
     m = match_launches(parts, rows)
+    if spans:
+        lo = min(a for a, _ in spans) - PROFILE_MARGIN_NS
+        hi = max(b for _, b in spans) + PROFILE_MARGIN_NS
+        inside = [x for x in m if lo <= int(parts[x[0]].start_ns) <= hi]
+        outside, m = len(m) - len(inside), inside
+    else:
+        outside = 0
     if not m:
-        return {"matched": 0}
+        return {"matched": 0, "outside_profile": outside}
     ds = np.array([int(parts[i].start_ns) - s for i, s, _ in m], np.float64)
     de = np.array([int(parts[i].end_ns) - e for i, _, e in m], np.float64)
     return {
@@ -508,6 +522,7 @@ def alignment_error(parts: list[TraceData], rows) -> dict:
         "start_delta_ns": {"median": float(np.median(ds)), "min": float(ds.min()), "max": float(ds.max())},
         "end_delta_ns": {"median": float(np.median(de)), "min": float(de.min()), "max": float(de.max())},
         "max_abs_ns": float(max(np.abs(ds).max(), np.abs(de).max())),
+        "outside_profile": outside,
     }  # fmt: skip
 
 

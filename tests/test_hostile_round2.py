@@ -817,3 +817,8 @@ def test_13_launches_outside_the_torch_profile_are_matched_by_sliding_the_rows()
     m = match_in_order(parts, rows)
     assert [i for i, _, _ in m] == [3, 4, 5]
     assert all(parts[i].start_ns - s == offset for i, s, _ in m)
+    from sm_profiler.merge import alignment_error
+
+    aligned = [part(t - offset) for t in ours]
+    err = alignment_error(aligned, rows)
+    assert err["matched"] == 3 and err["outside_profile"] == 3 and err["max_abs_ns"] == 0
