@@ -810,7 +810,7 @@ def test_13_launches_outside_the_torch_profile_are_matched_by_sliding_the_rows()
     def part(start):
         return SimpleNamespace(kernels=[SimpleNamespace(name="k")], start_ns=start, end_ns=start + 10)
 
-    ours = [1_000, 5_000, 9_000, 20_000, 26_000, 29_000]  # two steps of three launches
+    ours = [1_000, 5_000, 9_000, 50_020_000, 50_026_000, 50_029_000]  # two steps, 50 ms apart
     parts = [part(t) for t in ours]
     offset = 7_000_000
     rows = {"k": [(t - offset, t - offset + 10) for t in ours[3:]]}  # the profile: step two
