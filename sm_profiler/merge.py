@@ -220,7 +220,7 @@ def _write_json(doc: dict, path) -> None:
         )
     check_writable(path)
     try:
-        data = json.dumps(doc, separators=(",", ":")).encode()
+        data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
     except (ValueError, TypeError, RecursionError) as e:
         raise CaptureError(f"cannot write {os.fspath(path)!r}: the torch trace's rows cannot be "
                            f"written back as JSON ({type(e).__name__})") from e  # fmt: skip

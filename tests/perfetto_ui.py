@@ -87,10 +87,14 @@ class PerfettoUI:
         self.server.server_close()
         shutil.rmtree(self.profile, ignore_errors=True)
 
-    def open(self, trace: bytes, expect: str, timeout_s: float = 120.0):
-        """Open `trace`; wait until a track named `expect` is shown. Returns (page, seconds)."""
+    def open(self, trace: bytes, expect: str, timeout_s: float = 120.0, viewport=None):
+        """Open `trace`; wait until a track named `expect` is shown. Returns (page, seconds).
+        viewport: {"width": .., "height": ..} from the start (a resize after load can move the
+        UI's time window)."""
         self.server.trace = trace
         page = self.browser.new_page()
+        if viewport:
+            page.set_viewport_size(viewport)
         t0 = time.monotonic()
         page.goto(f"http://127.0.0.1:{self.server.server_address[1]}/index.html")
         page.wait_for_selector(f'.pf-track[ref="{expect}"]', timeout=timeout_s * 1e3)

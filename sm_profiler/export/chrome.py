@@ -21,7 +21,7 @@ from .perfetto import LEVELS, drop_marks, order_rows
 
 def write_chrome_json(trace: TraceData | Timeline, path: str | os.PathLike,
                       compress: bool = False) -> None:  # fmt: skip
-    data = json.dumps(to_chrome_json(trace), separators=(",", ":")).encode()
+    data = json.dumps(to_chrome_json(trace), separators=(",", ":"), ensure_ascii=False).encode()
     opener = gzip.open if compress else open
     with opener(path, "wb") as f:
         f.write(data)
