@@ -29,6 +29,47 @@ def count(ins, *needles):
     return sum(1 for i in ins if any(n in i for n in needles))
 
 
+def inductor_kernels(root: str) -> dict:
+    """Compile the Inductor-generated kernels of fixtures/inductor_kernels.tgz instrumented, for
+    sm_90 and sm_100. Returns {file: {"name", "ok_90", "ok_100"} or the error}."""
+    import importlib.util
+    import tarfile
+
+    from torch._inductor.runtime import triton_helpers
+
+    triton_helpers.set_driver_to_gpu = lambda: None  # their import asks for a GPU driver
+    d = os.path.join(root, "inductor")
+    with tarfile.open(os.path.join(os.path.dirname(__file__), "fixtures",
+                                   "inductor_kernels.tgz")) as tf:  # fmt: skip
+        try:
+            tf.extractall(d, filter="data")
+        except TypeError:  # Python without extraction filters: our own fixture, plain files
+            tf.extractall(d)
+    out = {}
+    for f in sorted(os.listdir(d)):
+        spec = importlib.util.spec_from_file_location(f[:-3], os.path.join(d, f))
+        mod = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(mod)
+            kern = next(v for v in vars(mod).values() if hasattr(v, "triton_meta"))
+            cfg = kern.configs[0]
+            consts = {**kern.triton_meta.get("constants", {}), **cfg.kwargs}
+            sig = {k: "constexpr" if k in consts else v
+                   for k, v in kern.triton_meta["signature"].items()}  # fmt: skip
+            opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+            r = out[f] = {"name": kern.fn.__name__}
+            binding.turn_on("program", {})
+            try:
+                for arch in (90, 100):
+                    k = compile_(kern.fn, sig, consts, opts, arch, os.path.join(root, f"i{arch}"))
+                    r[f"ok_{arch}"] = ptx.AUTO_SYMBOL in k.asm["ptx"] and len(k.asm["cubin"]) > 0
+            finally:
+                binding.turn_off()
+        except Exception as e:  # reported, and the test says which file
+            out[f] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    return out
+
+
 def main():
     res = {"triton": triton.__version__, "cases": {}}
     root = tempfile.mkdtemp()
@@ -68,6 +109,7 @@ def main():
     res["cache"] = {"hashes": [k0.hash, k1.hash, k2.hash, k3.hash],
                     "instrumented": [ptx.AUTO_SYMBOL in k.asm["ptx"] for k in (k0, k1, k2, k3)],
                     "entries_before": entries, "entries_after": len(os.listdir(d))}  # fmt: skip
+    res["inductor"] = inductor_kernels(root)
     # Gluon: a warp-specialized kernel.
     try:
         import gluon_kernels as G

@@ -27,6 +27,19 @@ def test_every_kernel_compiles_instrumented_on_sm90_and_sm100(probe):
             assert r[level]["cubin_bytes"] > 0
 
 
+def test_inductor_generated_kernels_compile_instrumented(probe):
+    """Kernels as Inductor wrote them (fixtures/inductor_kernels.tgz: a transformer block's
+    forward and backward, max-autotune matmul templates), compiled instrumented for both."""
+    got = probe["inductor"]
+    assert len(got) >= 30
+    errors = {f: r["error"] for f, r in got.items() if "error" in r}
+    assert not errors, errors
+    assert all(r["ok_90"] and r["ok_100"] for r in got.values())
+    names = {r["name"] for r in got.values()}
+    assert "triton_mm" in names  # a template
+    assert any(n.startswith(("triton_red_", "triton_per_")) for n in names)  # reductions
+
+
 def test_gluon_warp_specialized_kernel_compiles_instrumented(probe):
     for arch in (90, 100):
         for level in ("program", "warp"):
