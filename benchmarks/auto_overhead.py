@@ -55,7 +55,7 @@ SCENARIOS = ("train", "infer", "train_graphs")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULT_PREFIX = "AUTO_OVERHEAD_RESULT "  # the child's one line of JSON on stdout
 # Tag given (set_tag) to the launches of one extra step after the timed ones, so that one step's
-# records can be picked out of the ring. 0 is "no tag", 1 the autotuner's benchmark launches.
+# records can be picked out of the ring (0 is "no tag").
 ONE_STEP_TAG = 2
 AUTO_CAPACITY_RECORDS = 2**22
 

@@ -389,7 +389,7 @@ EMULATED_SM_COUNT = 8
 #       a0 = AUTO_MAGIC (low 32) | AUTO_VERSION (high 32)
 #       a1 = AUTO_REGIONS (the counters and record regions that follow)
 #       a2 = records per region - 1 (low 32; a power of two) | AUTO_RING (bit 32) |
-#            tag (bits 40..47, copied into every record: what the host was doing, AUTO_TAG_*)
+#            tag (bits 40..47, copied into every record: AutoProfiler.set_tag's; 0 = none)
 #       a3..a7 reserved, zero
 #     then AUTO_REGIONS counters, one per 32-byte sector (word 0 of each: records claimed on the
 #       SMs of that region, SM id modulo AUTO_REGIONS; it may exceed the region's size)
@@ -422,8 +422,6 @@ AUTO_HDR_REGIONS = 1
 AUTO_HDR_CONTROL = 2
 AUTO_RING = 1 << 32
 AUTO_TAG_SHIFT = 40
-AUTO_TAG_NONE = 0
-AUTO_TAG_AUTOTUNE = 1  # the launch was one of an autotuner's benchmark runs
 AUTO_PER_WARP = 1 << 23
 AUTO_KERNEL_BITS = 16
 AUTO_MAX_KERNELS = (1 << AUTO_KERNEL_BITS) - 1  # id 0 is never given: an unwritten slot reads 0

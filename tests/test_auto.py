@@ -278,3 +278,11 @@ def test_partitions_of_a_warp_specialized_kernel_name_its_warps():
     assert names[0] == "default · warp 0" and names[5] == "worker 0 · warp 5"
     assert names[6] == "worker 1 · warp 6" and names[7] == "warp 7"  # Triton's padding warp
     assert partitions_of('module attributes {"ttg.num-warps" = 4 : i32} {') == []
+
+
+def test_a_tag_reaches_the_launch_metadata():
+    recs = [(T0 + 10 * p, 50, p, 3, 1 | (5 << 24), p, 0, 0) for p in range(4)]
+    recs += [(T0 + 900 + 10 * p, 50, p, 4, 1, p, 0, 0) for p in range(4)]
+    caps = to_captures(*read_buffer(_buffer(recs)), KERNELS)
+    assert [c.metadata.get("tag") for c in caps] == [5, None]
+    assert {c.kernel_name for c in caps} == {"triton_poi_fused_add_0"}  # a tag names nothing

@@ -120,9 +120,8 @@ def to_captures(recs: np.ndarray, info: dict, kernels: dict[int, dict],
         meta.update(kmeta)
         meta.update(auto=True, launch=n, grid=list(grid), grid_id=int(r["grid_id"][0]),
                     programs=int(len(np.unique(block))), auto_session=session)  # fmt: skip
-        if tag == fmt.AUTO_TAG_AUTOTUNE:
-            meta["autotune"] = True
-            name = f"{name} [autotune]"
+        if tag:
+            meta["tag"] = tag  # prof.set_tag's, when the launch was queued
         groups = _warp_names(ng, kmeta.get("partitions")) if per_warp else {}
         out.append(Capture(words=words, event_names=names, group_names=groups,
                            kernel_name=name, metadata=meta))  # fmt: skip

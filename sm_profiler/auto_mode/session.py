@@ -98,9 +98,9 @@ class AutoProfiler:
         self.stop()
 
     def set_tag(self, tag: int) -> None:
-        """Tag the records of launches queued from now on (0..255, stream-ordered; no sync):
-        e.g. one step of a loop, to pick its launches out afterwards (the records' tag; tag 1
-        names launches '[autotune]')."""
+        """Tag the records of launches queued from now on (0..255, 0 = none; stream-ordered, no
+        sync): e.g. one step of a loop, to pick its launches out afterwards (the records' tag,
+        and `tag` in each launch's capture metadata)."""
         if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= 255:
             raise ConfigError(f"tag must be an int in 0..255, got {tag!r}")
         if self._buffer is not None:
