@@ -82,6 +82,22 @@ def _members(data: bytes) -> dict[str, bytes]:
         return {n: z.read(n) for n in z.namelist()}
 
 
+def _write_flipped(path, members: dict[str, bytes], names: list[str], rng,
+                   header_share: float) -> None:  # fmt: skip
+    """Write the capture file `members` to `path` with one or two bits flipped in one member:
+    inside its first 128 bytes (the .npy header) with probability `header_share`, else past."""
+    damaged = dict(members)
+    name = names[int(rng.integers(0, len(names)))]
+    body = bytearray(damaged[name])
+    lo = 0 if rng.random() < header_share else min(128, len(body) - 1)
+    for _ in range(int(rng.integers(1, 3))):
+        body[int(rng.integers(lo, len(body)))] ^= 1 << int(rng.integers(0, 8))
+    damaged[name] = bytes(body)
+    with zipfile.ZipFile(path, "w") as z:
+        for n, b in damaged.items():
+            z.writestr(n, b)
+
+
 def test_random_byte_flips_inside_well_formed_members(tmp_path):
     members = _members(real_file(tmp_path / "good.npz"))
     rng = np.random.default_rng(15)
@@ -89,18 +105,8 @@ def test_random_byte_flips_inside_well_formed_members(tmp_path):
     seen: dict[str, int] = {}
     names = sorted(members)
     for _ in range(examples(1500)):
-        damaged = dict(members)
-        name = names[int(rng.integers(0, len(names)))]
-        body = bytearray(damaged[name])
         # Mostly past the .npy header (the JSON text and the words), sometimes inside it.
-        lo = 0 if rng.random() < 0.2 else min(128, len(body) - 1)
-        for _ in range(int(rng.integers(1, 3))):
-            at = int(rng.integers(lo, len(body)))
-            body[at] ^= 1 << int(rng.integers(0, 8))
-        damaged[name] = bytes(body)
-        with zipfile.ZipFile(path, "w") as z:
-            for n, b in damaged.items():
-                z.writestr(n, b)
+        _write_flipped(path, members, names, rng, header_share=0.2)
         outcome = use(path)
         seen[outcome] = seen.get(outcome, 0) + 1
     print(seen)
@@ -217,16 +223,7 @@ def test_v4_ring_and_slot_captures_survive_byte_flips_inside_members(tmp_path):
     seen: dict[str, int] = {}
     names = sorted(members)
     for i in range(examples(600)):
-        damaged = dict(members)
-        name = names[int(rng.integers(0, len(names)))]
-        body = bytearray(damaged[name])
-        lo = 0 if rng.random() < 0.1 else min(128, len(body) - 1)
-        for _ in range(int(rng.integers(1, 3))):
-            body[int(rng.integers(lo, len(body)))] ^= 1 << int(rng.integers(0, 8))
-        damaged[name] = bytes(body)
-        with zipfile.ZipFile(path, "w") as z:
-            for n, b in damaged.items():
-                z.writestr(n, b)
+        _write_flipped(path, members, names, rng, header_share=0.1)
         outcome = use(path)
         seen[outcome] = seen.get(outcome, 0) + 1
         if outcome == "ok" and i % 10 == 0:  # and merge it as two ranks
