@@ -114,7 +114,6 @@ class _State:
         self.plain_loaded: dict[str, int] = {}  # plain kernels loaded while on (name -> count)
         self.saved: dict = {}
         self.installed = False
-        self.loaded_on = 0  # instrumented modules loaded or bound while on
         self.paused = 0  # > 0: every module points at no buffer (autotuners benchmarking)
         self.pauses = 0  # benchmark runs left out while on
 
@@ -246,7 +245,6 @@ def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: 
         address = module_global(module)
         entry.globals_.append((device, address))
         write_global(address, _buffer_of(device), kid)
-        STATE.loaded_on += 1
 
 
 def _on_triton_load(module, function, name, metadata_group, hash):  # noqa: A002 (Triton's names)
@@ -420,7 +418,6 @@ def turn_on(level: str, buffers: dict[int, int]) -> None:
     STATE.level = level
     STATE.buffers = dict(buffers)
     STATE.plain_loaded = {}
-    STATE.loaded_on = 0
     STATE.paused = STATE.pauses = 0
     knobs.compilation.instrumentation_mode = mode_name(level)
     knobs.runtime.add_stages_inspection_hook = _stages_hook
