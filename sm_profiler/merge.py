@@ -35,12 +35,10 @@ import numpy as np
 
 from .capture import Capture
 from .errors import CaptureError, ConfigError, FormatError
+from .export.chrome import PID_BASE, ranks_json  # noqa: F401 (merge.PID_BASE, as the docs say)
+from .timeline import Timeline
 from .trace import TraceData
 
-# Our pids: from PID_BASE up, rank after rank; each rank takes as many ids as its trace uses
-# (chrome.py's pids and tids), so no rank's ids reach into the next one's however many lanes.
-PID_BASE = 0x7000_0000
-MAX_ID = (1 << 31) - 1  # Chrome JSON pids and tids are read as int32
 # A torch trace is input we did not write: what it may inflate to, in bytes (and at most this
 # many times its compressed size, plus MAX_TORCH_SLACK), and the deepest JSON nesting parsed.
 MAX_TORCH_BYTES = 1 << 30
@@ -156,7 +154,7 @@ def _decoded(caps: list[Capture], offset) -> list[TraceData]:
     return out
 
 
-# -- Chrome JSON assembly ----------------------------------------------------------------------
+# -- the merged file ---------------------------------------------------------------------------
 
 
 def _base_ns(ranks) -> int:
@@ -170,47 +168,15 @@ def _has_time(t: TraceData) -> bool:
     return bool(len(t.events["kind"]) or len(t.unmatched["kind"]) or t.lanes["initialized"].any())
 
 
-def _ranks_events(ranks, base_ns: int) -> list[dict]:
-    """Every rank's events, each rank's pids and tids after the previous rank's."""
-    events: list[dict] = []
-    off = PID_BASE
-    for r, parts in ranks:
-        evs, used = _chrome_events(TraceData.concat(parts), r, base_ns, off)
-        events += evs
-        off += used
-    if off - 1 > MAX_ID:
-        raise ConfigError(
-            f"the merged trace needs {off - PID_BASE:,} process and thread ids, more than Chrome "
-            "JSON holds above merge.PID_BASE: merge fewer ranks or launches at a time"
-        )
-    return events
+def _timelines(ranks) -> list[tuple[int, Timeline]]:
+    """Each rank's captures as one timeline, laid out as a plain export would lay them out."""
+    from .timeline import build
 
-
-def _chrome_events(trace: TraceData, rank: int, base_ns: int, off: int) -> tuple[list[dict], int]:
-    """chrome.py's events of `trace`, moved to µs since base_ns, with rank-prefixed processes
-    whose pids and tids start at `off`; and how many ids they take."""
-    from .export.chrome import to_chrome_json
-
-    doc = to_chrome_json(trace)
-    dt_us = (int(doc["otherData"]["start_ns"]) - base_ns) / 1e3
-    top = max((int(e.get(k, 0)) for e in doc["traceEvents"] for k in ("pid", "tid")), default=0)
-    out = []
-    for e in doc["traceEvents"]:
-        e = dict(e)
-        e["pid"] = off + int(e["pid"])
-        if "tid" in e:
-            e["tid"] = off + int(e["tid"])
-        if "ts" in e:
-            e["ts"] = round(e["ts"] + dt_us, 3)
-        if e.get("ph") == "M" and e.get("name") == "process_name":
-            e["args"] = {"name": f"GPU {rank} · {e['args']['name']}"}
-        if e.get("ph") == "M" and e.get("name") == "process_sort_index":
-            e["args"] = {"sort_index": 1000 + rank * 10000 + int(e["args"]["sort_index"])}
-        out.append(e)
-    return out, top + 1
+    return [(r, build(TraceData.concat(parts))) for r, parts in ranks]
 
 
 def _write_json(doc: dict, path) -> None:
+    from .export.chrome import encode_json, write_json_bytes
     from .paths import atomic_output, check_writable
 
     if not os.fspath(path).lower().endswith((".json", ".json.gz")):
@@ -220,14 +186,12 @@ def _write_json(doc: dict, path) -> None:
         )
     check_writable(path)
     try:
-        data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+        data = encode_json(doc)
     except (ValueError, TypeError, RecursionError) as e:
         raise CaptureError(f"cannot write {os.fspath(path)!r}: the torch trace's rows cannot be "
                            f"written back as JSON ({type(e).__name__})") from e  # fmt: skip
     with atomic_output(path) as tmp:
-        opener = gzip.open if os.fspath(path).lower().endswith(".gz") else open
-        with opener(tmp, "wb") as f:
-            f.write(data)
+        write_json_bytes(data, tmp, compress=os.fspath(path).lower().endswith(".gz"))
 
 
 # -- several ranks -----------------------------------------------------------------------------
@@ -274,9 +238,8 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     `GPU r · SM s` processes on one time axis. Returns the alignment info (also in the file)."""
     ranks, info = align_ranks(sources, align)
     base = _base_ns(ranks)
-    events = _ranks_events(ranks, base)
-    doc = {"traceEvents": events, "displayTimeUnit": "ns",
-           "otherData": {"base_ns": base, "sm_profiler_alignment": info}}  # fmt: skip
+    doc = ranks_json(_timelines(ranks), base,
+                     otherData={"base_ns": base, "sm_profiler_alignment": info})  # fmt: skip
     _write_json(doc, path)
     return info
 
@@ -555,7 +518,6 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     err = {r: alignment_error(parts, rows) for r, parts in ranks}
     info = dict(info, error=err)
     base = int(doc.get("baseTimeNanoseconds", 0))
-    events = list(doc["traceEvents"]) + _ranks_events(ranks, base)
-    out = dict(doc, traceEvents=events, sm_profiler_alignment=info)
+    out = ranks_json(_timelines(ranks), base, doc, sm_profiler_alignment=info)
     _write_json(out, path)
     return info

@@ -20,7 +20,7 @@ import numpy as np
 from .errors import ConfigError, MissingDependencyError
 from .paths import check_writable
 from .stats import format_time, time_unit
-from .timeline import assign_slots, build
+from .timeline import build
 from .trace import RANGE, TraceData
 
 BLOCK_COLOR = "#d9d9d9"
@@ -199,9 +199,8 @@ def occupancy_layout(trace: TraceData) -> dict:
         t0 = min(t0, int(b["start_ns"].min()))
         t1 = max(t1, int(b["end_ns"].max()))
     sm_ids = tl.sms
-    row = np.searchsorted(sm_ids, b["sm"])
-    slot, n_slots = assign_slots(row, b["start_ns"], b["end_ns"], len(sm_ids))
-    band = 0.8 / n_slots[row] if len(row) else np.zeros(0)
+    row, slot, n_slots = tl.block_slots()
+    band = 0.8 / n_slots if len(row) else np.zeros(0)
     # A thin gap between slots keeps two blocks resident side by side apart.
     y0 = row - 0.4 + slot * band + 0.04 * band
     blocks = {

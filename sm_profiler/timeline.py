@@ -27,7 +27,7 @@ import numpy as np
 from .errors import ConfigError
 from .format import MAX_EVENT_ID
 from .summary import SUMMARY_BINS, active_ranges, drop_repeats
-from .trace import RANGE, TraceData
+from .trace import RANGE, UNMATCHED_BEGIN, TraceData
 
 # What is left of a cut host gap: enough to see the launches apart at any zoom that shows both.
 GAP_KEPT_FRACTION = 0.02  # of the longest launch
@@ -42,6 +42,10 @@ SUMMARY_ROWS = 1_000_000
 OCCUPANCY_RANK = -(1 << 30)
 SUMMARY_RANK0 = -(1 << 29)
 SUMMARY_UI_SECONDS = 14
+# One lane's tracks: the lane itself plus overlap tracks, at most one per event id of a capture.
+LEVELS = 1 << 12
+# Passes that move partially overlapping ranges up a level before the one-level-per-id rule.
+_MOVE_PASSES = 4
 
 
 @dataclass
@@ -66,9 +70,10 @@ class Timeline:
     # Packed lanes (auto mode: a lane per program, far too many for a track each): the lanes
     # table of `trace` is then one row per track, 'slot k' of an SM, and these are its names.
     lane_labels: list[str] | None = None
-    # Launches on shared tracks (packed): track index of each `launches` row, and the names.
-    launch_track: np.ndarray | None = None
-    launch_track_names: list[str] | None = None
+    # The launch track of each `launches` row, and the tracks' names: one track per launch, or
+    # (packed) launches share as few tracks as do not overlap.
+    launch_track: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    launch_track_names: list[str] = field(default_factory=list)
     # GPU-wide 'busy SMs' steps (time_ns, value: SMs with a resident block), and the launch the
     # viewer opens on (row of `launches`: the longest; None without launches).
     busy: dict[str, np.ndarray] = field(default_factory=dict)
@@ -107,6 +112,63 @@ class Timeline:
 
     def launch_name(self, capture: int) -> str:
         return self.trace.capture_name(capture)
+
+    def unmatched_name(self, kind: int, event: int) -> str:
+        """'unmatched begin: load': the instant that marks an unmatched record."""
+        what = "begin" if kind == UNMATCHED_BEGIN else "end"
+        return f"unmatched {what}: {self.trace.event_name(event)}"
+
+    def summary_name(self, event: int) -> str:
+        """The name of an SM's summary counter of `event` ('load (active ranges)')."""
+        return f"{self.trace.event_name(event)} (active ranges)"
+
+    def cut_name(self, row: int) -> str | None:
+        """'host gap cut: 1.250 ms' where the host gap before launch `row` (of `launches`) was
+        cut, else None."""
+        cut_ns = dict(self.cuts).get(int(self.launches["start_ns"][row]))
+        return None if cut_ns is None else f"host gap cut: {cut_ns / 1e6:.3f} ms"
+
+    # -- what goes on which track -----------------------------------------------------------
+
+    def launch_tracks(self) -> list[tuple[str, np.ndarray]]:
+        """(name, rows of `launches` in start order) of each launch track, in track order: a
+        track per launch, or, packed, as few shared tracks as do not overlap."""
+        L, track = self.launches, self.launch_track
+        out = []
+        for k, name in enumerate(self.launch_track_names):
+            rows = np.flatnonzero(track == k)
+            out.append((name, rows[np.argsort(L["start_ns"][rows], kind="stable")]))
+        return out
+
+    def block_slots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(index into `sms`, slot, slots of that SM) of each row of `blocks`: a block takes the
+        lowest slot of its SM free when it arrives (assign_slots)."""
+        b = self.blocks
+        row = np.searchsorted(self.sms, b["sm"])
+        slot, n_slots = assign_slots(row, b["start_ns"], b["end_ns"], len(self.sms))
+        return row, slot, n_slots[row]
+
+    def event_levels(self) -> np.ndarray:
+        """The track level of each row of `trace.events` on its lane (0: the lane's own track,
+        k: its k-th '(overlap)' track); see order_rows."""
+        ev = self.trace.events
+        if len(self.ev_lane) == 0:
+            return np.zeros(0, np.int64)
+        return order_rows(ev["start_ns"], ev["end_ns"], ev["kind"] == RANGE, self.ev_lane,
+                          self.lane_lo, ev["event"])["level"]  # fmt: skip
+
+    def drop_marks(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """(lane rows, times, labels) of the instants that say a shown lane lost records. A ring
+        lane that wrapped lost its oldest records, before its first; any other lane (ops
+        compiled without RING in a ring buffer included) its newest, at its end."""
+        t = self.trace
+        dropped = t.lanes["dropped"].astype(np.int64)
+        dl = np.flatnonzero((dropped > 0) & self.lane_shown)
+        over = t.lanes_overwritten()[dl]
+        at = np.where(over, self.lane_lo[dl], self.lane_hi[dl]).astype(np.int64)
+        labels = [f"{n} older records overwritten (ring)" if o else f"{n} records dropped (lane full)"
+                  for n, o in zip(dropped[dl].tolist(), over.tolist(), strict=True)]  # fmt: skip
+        return dl, at, labels
 
     # -- order ------------------------------------------------------------------------------
 
@@ -177,6 +239,8 @@ def build(
     tl = Timeline(trace, ev_lane, um_lane, lo, hi, used, sms_shown, lane_sm_index, blocks_, occ,
                   launches, cuts, notes, lane_shown=used.copy())  # fmt: skip
     tl.busy = busy_sms(occ)
+    tl.launch_track = np.arange(len(caps))
+    tl.launch_track_names = [tl.launch_name(c) for c in caps.tolist()]
     if len(caps):
         # The longest launch (the first of equals): where the GPU time went.
         tl.focus = int(np.argmax(launches["end_ns"] - launches["start_ns"]))
@@ -195,8 +259,7 @@ def _pack(tl: Timeline) -> None:
     t = tl.trace
     lanes = t.lanes
     b = tl.blocks
-    row = np.searchsorted(tl.sms, b["sm"])
-    slot, _ = assign_slots(row, b["start_ns"], b["end_ns"], len(tl.sms))
+    row, slot, _ = tl.block_slots()
     n_slot = int(slot.max(initial=0)) + 1
     # Each used lane's block interval, found by its (capture, block, sm) key.
     used = np.flatnonzero(tl.lane_used)
@@ -381,6 +444,130 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
     )
 
 
+# -- overlap levels: which rows of a lane share a track --------------------------------------------
+
+
+def order_rows(start: np.ndarray, end: np.ndarray, is_range: np.ndarray, lane: np.ndarray,
+               ref: np.ndarray, event: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+    """Packets of rows (ranges: begin + end, instants: one) in file order, and overlap levels.
+
+    `lane` (0..) and `ref` (per lane, <= every time of the lane) say where rows go; `event` is
+    each row's event id. Rows whose range partially overlaps an enclosing one move up a level (an
+    extra track) until every level nests; returns level per row and, per packet in order: row,
+    is_end, block = lane*LEVELS+level, time_ns.
+    """
+    lane64 = lane.astype(np.int64)
+    level = np.zeros(len(start), np.int64)
+    pk = _sorted_packets(start, end, is_range, lane64 * LEVELS, ref[lane])
+    bad = _offenders(pk, is_range)
+    if len(bad):
+        level, pk = _overlap_levels(start, end, is_range, lane64, ref, event, bad)
+        if pk is None:
+            pk = _sorted_packets(start, end, is_range, lane64 * LEVELS + level, ref[lane])
+    pk["level"] = level
+    return pk
+
+
+def _overlap_levels(start, end, is_range, lane, ref, event, bad):
+    """Levels that nest on every track, for the lanes of the rows in `bad`.
+
+    First, a few passes that move each range closed by another's end one level up: that keeps
+    nested ranges together and settles in a pass or two for a range overlapping one or two
+    others. A lane still unsettled after _MOVE_PASSES (many ranges overlapping each other; 19
+    mutually overlapping ranges need 19 levels) gets one level per event id instead: ranges of
+    one id always nest (the decoder pairs them with one stack per lane and id), so every level
+    nests, in one pass, for any overlap. Only the rows of the lanes concerned are re-sorted.
+
+    Returns (level per row, the packets when they were already sorted for those levels: when
+    every lane took part and settled by moves, else None).
+    """
+    in_bad = np.zeros(int(lane.max()) + 1, bool)
+    in_bad[lane[bad]] = True
+    rows = np.flatnonzero(in_bad[lane])
+    if len(rows) == len(start):  # every lane overlaps: no need to gather
+        s, e, r, ln, local = start, end, is_range, lane, bad
+    else:
+        s, e, r, ln = start[rows], end[rows], is_range[rows], lane[rows]
+        local = np.searchsorted(rows, bad)
+    lv = np.zeros(len(rows), np.int64)
+    for _ in range(_MOVE_PASSES):
+        lv[local] += 1
+        pk = _sorted_packets(s, e, r, ln * LEVELS + lv, ref[ln])
+        local = _offenders(pk, r)
+        if len(local) == 0:
+            return _spread(lv, rows, len(start)), pk if len(rows) == len(start) else None
+    stuck = np.zeros(len(in_bad), bool)
+    stuck[ln[local]] = True
+    m = stuck[ln] & r
+    lv[stuck[ln]] = 0
+    lv[m] = _rank_in_lane(ln[m], event[rows][m].astype(np.int64))
+    return _spread(lv, rows, len(start)), None
+
+
+def _spread(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """`values` at `rows` of an int64 array of n zeros."""
+    out = np.zeros(n, np.int64)
+    out[rows] = values
+    return out
+
+
+def _rank_in_lane(lane: np.ndarray, event: np.ndarray) -> np.ndarray:
+    """Dense rank (0..) of each row's event id among the ids of its lane."""
+    key = lane * (int(event.max()) + 1) + event
+    uniq, inv = np.unique(key, return_inverse=True)
+    u_lane = uniq // (int(event.max()) + 1)
+    first = np.searchsorted(u_lane, u_lane)
+    return (np.arange(len(uniq)) - first)[inv.reshape(-1)]
+
+
+def _sorted_packets(start, end, is_range, block, ref) -> dict[str, np.ndarray]:
+    n = len(start)
+    rows = np.arange(n, dtype=np.int64)
+    zero = is_range & (end == start)
+    open_end = is_range & ~zero
+    # Begins/instants in row order, a zero-length range's end right after its begin; then the
+    # other ends in reverse row order so that equal-time ends come out innermost first.
+    first = np.repeat(rows, 1 + zero)
+    is_end1 = np.zeros(len(first), bool)
+    is_end1[np.cumsum(1 + zero)[zero] - 1] = True
+    late = rows[open_end][::-1]
+    pk_row = np.concatenate([first, late])
+    is_end = np.concatenate([is_end1, np.ones(len(late), bool)])
+    cls = np.concatenate([np.ones(len(first), np.int64), np.zeros(len(late), np.int64)])
+    t = np.where(is_end, end[pk_row], start[pk_row])
+    rel = (t - ref[pk_row]) * 2 + cls
+    b = block[pk_row]
+    shift = int(rel.max()).bit_length() if len(rel) else 0
+    if len(rel) == 0 or int(b.max()).bit_length() + shift <= 62:
+        order = np.argsort((b << shift) | rel, kind="stable")
+    else:
+        order = np.lexsort((rel, b))
+    return {"row": pk_row[order], "is_end": is_end[order], "block": b[order], "time_ns": t[order]}
+
+
+def _offenders(pk: dict[str, np.ndarray], is_range: np.ndarray) -> np.ndarray:
+    """Rows that a stack (SLICE_END pops the innermost slice) would close with another's end."""
+    m = is_range[pk["row"]]
+    row, is_end, block = pk["row"][m], pk["is_end"][m], pk["block"][m]
+    if len(row) == 0:
+        return row
+    delta = np.where(is_end, -1, 1)
+    cs = np.cumsum(delta)
+    first = np.ones(len(row), bool)
+    first[1:] = block[1:] != block[:-1]
+    seg = np.flatnonzero(first)
+    depth_after = cs - np.repeat((cs - delta)[seg], np.diff(np.append(seg, len(row))))
+    lv = depth_after + is_end
+    if int(lv.max()) < (1 << 15) and int(lv.min()) > -(1 << 15):
+        lv = lv.astype(np.int16)  # radix sort
+    o = np.argsort(lv, kind="stable")
+    r, e, b, lvo = row[o], is_end[o], block[o], lv[o]
+    pair = ~e[:-1] & e[1:] & (b[:-1] == b[1:]) & (lvo[:-1] == lvo[1:])
+    wrong = pair & (r[:-1] != r[1:])
+    # Of a begin closed by another range's end, the later-opened one is the odd one out.
+    return np.unique(np.maximum(r[:-1][wrong], r[1:][wrong]))
+
+
 # -- lanes -----------------------------------------------------------------------------------------
 
 
@@ -510,6 +697,13 @@ def resident_blocks(blocks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     before = (cs - d)[starts]
     value = cs - np.repeat(before, np.diff(np.append(starts, len(s))))
     return {"sm": s[last], "time_ns": t[last], "value": value[last]}
+
+
+def peak_resident(sm: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> int:
+    """Most intervals (blocks, programs) resident at once on any one SM: the peak of the
+    resident-blocks counter (an end and a start at one time do not overlap)."""
+    occ = resident_blocks({"sm": sm, "start_ns": start_ns, "end_ns": end_ns})
+    return int(occ["value"].max()) if len(occ["value"]) else 0
 
 
 def busy_sms(occupancy: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..stats import _fit_table, _wrap, format_time, union_length
-from ..timeline import resident_blocks
+from ..timeline import peak_resident
 from ..trace import RANGE, TraceData
 
 
@@ -80,7 +80,7 @@ def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[Launch
         last_end = np.maximum.reduceat(e, first)
         gpu_sms = max(gpu_sms, len(sms))
         programs = len(np.unique(bl))
-        peak = _peak_resident(idx, s, e)
+        peak = peak_resident(idx, s, e)
         waves = programs / max(gpu_sms * peak, 1)
         j = int(np.argmax(last_end))
         tail = int(last_end[j] - np.median(last_end))
@@ -89,13 +89,6 @@ def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[Launch
         out.append(LaunchReport(c, k.name, lo, span, programs, len(sms), waves,
                                 programs / len(sms), max(idle, 0.0), int(sms[j]), tail, imb))  # fmt: skip
     return out
-
-
-def _peak_resident(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
-    """Most programs resident at once on any one SM (idx: the SM of each program): the peak of
-    the timeline's resident-blocks counter (an end and a start at one time do not overlap)."""
-    occ = resident_blocks({"sm": idx, "start_ns": start, "end_ns": end})
-    return int(occ["value"].max()) if len(occ["value"]) else 0
 
 
 def kernel_reports(launches: list[LaunchReport]) -> list[KernelReport]:

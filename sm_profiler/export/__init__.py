@@ -1,7 +1,9 @@
 """Trace exporters: native Perfetto protobuf and Chrome JSON, chosen by name or file extension.
 
-Exporters read a decoded `TraceData` and write bytes; they import nothing from the device side.
-Both render the one timeline model of `sm_profiler.timeline` (tracks, their order and names).
+Data flows one way: a decoded `TraceData` -> its `Timeline` (sm_profiler.timeline: every track,
+its order, name and contents, built here with the user's options) -> a writer that only
+serialises it (perfetto.py, with protobuf.py's encoding; chrome.py). A new output format is a
+new writer module taking a Timeline. Nothing here imports from the device side.
 """
 
 from __future__ import annotations

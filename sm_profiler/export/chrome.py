@@ -1,4 +1,5 @@
-"""Chrome trace-event JSON export, for small traces (chrome://tracing, Perfetto's legacy importer).
+"""Chrome trace-event JSON export, for small traces (chrome://tracing, Perfetto's legacy importer),
+and the merged JSON of several ranks (sm_profiler.merge decides their time axis).
 
 Times are microseconds since the trace start (`trace.start_ns`): a double holds a few hours of
 nanoseconds exactly that way, while absolute %globaltimer values (~1.7e18 ns) would lose them.
@@ -14,28 +15,38 @@ import os
 
 import numpy as np
 
-from ..timeline import Timeline, build
-from ..trace import RANGE, UNMATCHED_BEGIN, TraceData
-from .perfetto import LEVELS, drop_marks, order_rows
+from ..errors import ConfigError
+from ..timeline import LEVELS, Timeline
+from ..trace import RANGE
+
+# Merged ranks' pids: from PID_BASE up, rank after rank; each rank takes as many ids as its
+# trace uses, so no rank's ids reach into the next one's however many lanes.
+PID_BASE = 0x7000_0000
+MAX_ID = (1 << 31) - 1  # Chrome JSON pids and tids are read as int32
 
 
-def write_chrome_json(trace: TraceData | Timeline, path: str | os.PathLike,
-                      compress: bool = False) -> None:  # fmt: skip
-    data = json.dumps(to_chrome_json(trace), separators=(",", ":"), ensure_ascii=False).encode()
+def write_chrome_json(tl: Timeline, path: str | os.PathLike, compress: bool = False) -> None:
+    write_json_bytes(encode_json(to_chrome_json(tl)), path, compress)
+
+
+def encode_json(doc: dict) -> bytes:
+    """`doc` as compact UTF-8 JSON, the bytes every Chrome JSON file of sm_profiler holds."""
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def write_json_bytes(data: bytes, path: str | os.PathLike, compress: bool = False) -> None:
     opener = gzip.open if compress else open
     with opener(path, "wb") as f:
         f.write(data)
 
 
-def to_chrome_json(trace: TraceData | Timeline) -> dict:
+def to_chrome_json(tl: Timeline) -> dict:
     """The timeline as Chrome JSON: one process per SM (its order and names from the timeline,
     as process_sort_index / thread_sort_index), one thread per lane, a "launches" process."""
-    tl = trace if isinstance(trace, Timeline) else build(trace)
     trace = tl.trace
     lanes, ev, um = trace.lanes, trace.events, trace.unmatched
     t0 = trace.start_ns
     ev_lane, um_lane = tl.ev_lane, tl.um_lane
-    lo = tl.lane_lo
     nl = len(lanes["lane"])
     has_rows = np.bincount(ev_lane, minlength=nl) + np.bincount(um_lane, minlength=nl) > 0
     sms = tl.sms
@@ -52,11 +63,7 @@ def to_chrome_json(trace: TraceData | Timeline) -> dict:
         out.append(_meta("process_sort_index", i + 1, 0, {"sort_index": i}))
 
     # Lanes: one thread per (lane, overlap level); partial overlaps go to an extra thread.
-    level = np.zeros(len(ev_lane), np.int64)
-    if len(ev_lane):
-        level = order_rows(
-            ev["start_ns"], ev["end_ns"], ev["kind"] == RANGE, ev_lane, lo, ev["event"]
-        )["level"]
+    level = tl.event_levels()
     thread_key = ev_lane.astype(np.int64) * LEVELS + level
     keys = np.unique(
         np.concatenate(
@@ -97,10 +104,9 @@ def to_chrome_json(trace: TraceData | Timeline) -> dict:
         um["event"].tolist(), um["kind"].tolist(), um_lane.tolist(), us(um["time_ns"]).tolist(),
         strict=True,
     ):  # fmt: skip
-        what = "begin" if k == UNMATCHED_BEGIN else "end"
         out.append(
             {
-                "name": f"unmatched {what}: {trace.event_name(e)}",
+                "name": tl.unmatched_name(k, e),
                 "ph": "i",
                 "s": "t",
                 "pid": int(pid_of_lane[g]),
@@ -108,7 +114,7 @@ def to_chrome_json(trace: TraceData | Timeline) -> dict:
                 "ts": s,
             }
         )
-    d_lanes, d_at, d_labels = drop_marks(tl)
+    d_lanes, d_at, d_labels = tl.drop_marks()
     for g, t, label in zip(d_lanes.tolist(), us(d_at).tolist(), d_labels, strict=True):
         key = g * LEVELS
         if key not in tid_of:
@@ -133,27 +139,24 @@ def to_chrome_json(trace: TraceData | Timeline) -> dict:
         sm = tl.summary
         for i, e, ts, v in zip(sm["sm_index"].tolist(), sm["event"].tolist(),
                                us(sm["time_ns"]).tolist(), sm["value"].tolist(), strict=True):  # fmt: skip
-            out.append({"name": f"{trace.event_name(e)} (active ranges)", "ph": "C",
+            out.append({"name": tl.summary_name(e), "ph": "C",
                         "pid": i + 1, "ts": ts, "args": {"ranges": v}})  # fmt: skip
 
     out.append(_meta("process_name", kernels_pid, 0, {"name": "launches"}))
     out.append(_meta("process_sort_index", kernels_pid, 0, {"sort_index": -1}))
     ktid = extra
-    cut_at = dict(tl.cuts)
     L = tl.launches
-    for c, k_lo, k_hi in zip(L["capture"].tolist(), L["start_ns"].tolist(), L["end_ns"].tolist(),
-                             strict=True):  # fmt: skip
-        label = tl.launch_name(c)
-        tid, thread = ktid + c, label
-        if tl.launch_track is not None:  # packed: launches share threads
-            k = int(tl.launch_track[np.searchsorted(L["capture"], c)])
-            tid, thread = ktid + k, tl.launch_track_names[k]
-        out.append(_meta("thread_name", kernels_pid, tid, {"name": thread}))
-        out.append({"name": label, "ph": "X", "pid": kernels_pid, "tid": tid,
+    for r, (c, k_lo, k_hi) in enumerate(zip(L["capture"].tolist(), L["start_ns"].tolist(),
+                                            L["end_ns"].tolist(), strict=True)):  # fmt: skip
+        k = int(tl.launch_track[r])
+        tid = ktid + k
+        out.append(_meta("thread_name", kernels_pid, tid, {"name": tl.launch_track_names[k]}))
+        out.append({"name": tl.launch_name(c), "ph": "X", "pid": kernels_pid, "tid": tid,
                     "ts": float(us(k_lo)), "dur": (k_hi - k_lo) / 1e3})  # fmt: skip
-        if k_lo in cut_at:
-            out.append({"name": f"host gap cut: {cut_at[k_lo] / 1e6:.3f} ms", "ph": "i",
-                        "s": "t", "pid": kernels_pid, "tid": tid, "ts": float(us(k_lo))})  # fmt: skip
+        cut = tl.cut_name(r)
+        if cut is not None:
+            out.append({"name": cut, "ph": "i", "s": "t", "pid": kernels_pid, "tid": tid,
+                        "ts": float(us(k_lo))})  # fmt: skip
     return {
         "traceEvents": out,
         "displayTimeUnit": "ns",
@@ -169,3 +172,50 @@ def to_chrome_json(trace: TraceData | Timeline) -> dict:
 
 def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
     return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args}
+
+
+# -- several ranks on one time axis (sm_profiler.merge) ---------------------------------------
+
+
+def ranks_json(ranks: list[tuple[int, Timeline]], base_ns: int, doc: dict | None = None,
+               **keys) -> dict:  # fmt: skip
+    """Chrome JSON of several ranks' timelines on one time axis, µs since `base_ns`: each rank's
+    processes named `GPU r · SM s`, their pids and tids after the previous rank's, from
+    PID_BASE. Added after the rows of `doc` (another trace, e.g. torch.profiler's, kept as it
+    is; default an empty trace); `keys` are set on the document."""
+    events: list[dict] = []
+    off = PID_BASE
+    for r, tl in ranks:
+        evs, used = rank_events(tl, r, base_ns, off)
+        events += evs
+        off += used
+    if off - 1 > MAX_ID:
+        raise ConfigError(
+            f"the merged trace needs {off - PID_BASE:,} process and thread ids, more than Chrome "
+            "JSON holds above merge.PID_BASE: merge fewer ranks or launches at a time"
+        )
+    if doc is None:
+        doc = {"traceEvents": [], "displayTimeUnit": "ns"}
+    return dict(doc, traceEvents=list(doc["traceEvents"]) + events, **keys)
+
+
+def rank_events(tl: Timeline, rank: int, base_ns: int, off: int) -> tuple[list[dict], int]:
+    """to_chrome_json's events of `tl`, moved to µs since base_ns, with rank-prefixed processes
+    whose pids and tids start at `off`; and how many ids they take."""
+    doc = to_chrome_json(tl)
+    dt_us = (int(doc["otherData"]["start_ns"]) - base_ns) / 1e3
+    top = max((int(e.get(k, 0)) for e in doc["traceEvents"] for k in ("pid", "tid")), default=0)
+    out = []
+    for e in doc["traceEvents"]:
+        e = dict(e)
+        e["pid"] = off + int(e["pid"])
+        if "tid" in e:
+            e["tid"] = off + int(e["tid"])
+        if "ts" in e:
+            e["ts"] = round(e["ts"] + dt_us, 3)
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            e["args"] = {"name": f"GPU {rank} · {e['args']['name']}"}
+        if e.get("ph") == "M" and e.get("name") == "process_sort_index":
+            e["args"] = {"sort_index": 1000 + rank * 10000 + int(e["args"]["sort_index"])}
+        out.append(e)
+    return out, top + 1
