@@ -16,24 +16,16 @@ raises on purpose print one line to stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import http.server
 import os
 import shutil
 import sys
 import tempfile
-import time
-import urllib.parse
 import warnings
-from collections.abc import Callable, Sequence
-from typing import TextIO
+from collections.abc import Sequence
 
-from .errors import CaptureError, ConfigError, SmProfilerError
+from .errors import ConfigError, SmProfilerError
 from .progress import stage
-
-PERFETTO_UI = "https://ui.perfetto.dev"
-# ui.perfetto.dev's content security policy lets it fetch from this port only (Perfetto's own
-# open_trace_in_ui uses it for the same reason).
-PERFETTO_PORT = 9001
+from .ui_server import PERFETTO_PORT, PERFETTO_UI, serve_trace  # noqa: F401 (cli.PERFETTO_UI)
 
 # Formats whose bytes are text and may go to a terminal; anything else is binary (Perfetto).
 _TEXT_FORMATS = {"chrome"}
@@ -558,130 +550,3 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):
         pass
-
-
-# -- serving a trace to ui.perfetto.dev ---------------------------------------------------------
-
-
-class _TraceServer(http.server.HTTPServer):
-    """Serves one file, at /<its name>, to the Perfetto UI; remembers when it was fetched."""
-
-    def __init__(self, port: int, path: str):
-        self.trace_path = path
-        self.url_path = "/" + urllib.parse.quote(os.path.basename(path))
-        self.fetched = False
-        super().__init__(("127.0.0.1", port), _TraceHandler)
-
-
-class _TraceHandler(http.server.BaseHTTPRequestHandler):
-    server: _TraceServer
-
-    def end_headers(self) -> None:
-        # The UI runs at https://ui.perfetto.dev and fetches from us: allow that origin only.
-        self.send_header("Access-Control-Allow-Origin", PERFETTO_UI)
-        self.send_header("Cache-Control", "no-cache")
-        super().end_headers()
-
-    def do_OPTIONS(self) -> None:  # CORS preflight, should a browser send one
-        self.send_response(204)
-        self.send_header("Access-Control-Allow-Methods", "GET")
-        self.end_headers()
-
-    def do_HEAD(self) -> None:
-        self._send(body=False)
-
-    def do_GET(self) -> None:
-        if self._send(body=True):
-            self.server.fetched = True
-
-    def do_POST(self) -> None:
-        self.send_error(404, "File not found")
-
-    def _send(self, body: bool) -> bool:
-        if urllib.parse.urlsplit(self.path).path != self.server.url_path:
-            self.send_error(404, "File not found")
-            return False
-        try:
-            f = open(self.server.trace_path, "rb")
-        except OSError:
-            self.send_error(404, "File not found")
-            return False
-        with f:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
-            self.end_headers()
-            if body:
-                shutil.copyfileobj(f, self.wfile)
-        return True
-
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 (the base class's name)
-        pass  # no access log on stderr: the command prints what matters itself
-
-
-def serve_trace(
-    path: str | os.PathLike,
-    port: int = PERFETTO_PORT,
-    open_browser: bool = True,
-    timeout_s: float | None = None,
-    out: TextIO | None = None,
-    on_ready: Callable[[int], None] | None = None,
-) -> bool:
-    """Serve `path` on 127.0.0.1:`port` until ui.perfetto.dev (or anyone) has fetched it once.
-
-    Returns True once fetched, False if `timeout_s` passed first. `port=0` picks a free port;
-    `on_ready(port)` is called once the server listens.
-    """
-    out = sys.stdout if out is None else out
-    path = os.path.abspath(os.fspath(path))
-    if not os.path.isfile(path):
-        raise CaptureError(f"trace file {path!r} does not exist; write one with sm-profiler export")
-    from .capture import is_capture_file
-
-    if is_capture_file(path):
-        raise CaptureError(
-            f"{path!r} is a capture, not a trace: export it first (sm-profiler export CAPTURE "
-            "trace.perfetto-trace), or run sm-profiler open on the capture, which does"
-        )
-    try:
-        httpd = _TraceServer(port, path)
-    except OSError as e:
-        raise ConfigError(
-            f"cannot serve on 127.0.0.1:{port}: {e.strerror or e}; is another trace being "
-            "served? Stop it, or pass --port N"
-        ) from e
-    with httpd:
-        actual = httpd.server_address[1]
-        url = f"{PERFETTO_UI}/#!/?url=http://127.0.0.1:{actual}{httpd.url_path}"
-        out.write(f"Serving {path} on http://127.0.0.1:{actual}{httpd.url_path}\n")
-        out.write(f"Open in the Perfetto UI: {url}\n")
-        out.write(
-            f"On a remote machine, forward the port first: ssh -L {actual}:127.0.0.1:{actual} "
-            "<this host>, then open the URL in a local browser.\n"
-        )
-        if actual != PERFETTO_PORT:
-            out.write(
-                f"Note: ui.perfetto.dev only fetches from 127.0.0.1:{PERFETTO_PORT}; with port "
-                f"{actual}, use the URL with a port-forward (ssh -L {PERFETTO_PORT}:127.0.0.1:"
-                f"{actual}) or another client.\n"
-            )
-        out.write("Waiting for the trace to be fetched (Ctrl-C to stop) ...\n")
-        out.flush()
-        if on_ready is not None:
-            on_ready(actual)
-        if open_browser:
-            import webbrowser
-
-            webbrowser.open_new_tab(url)
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while not httpd.fetched:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    out.write(f"Timed out after {timeout_s:g} s: nothing fetched the trace.\n")
-                    return False
-                # handle_request returns after this long without a request, to check the clock.
-                httpd.timeout = min(left, 0.5)
-            httpd.handle_request()
-        out.write("Trace fetched; stopping the server.\n")
-    return True
