@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from .errors import ConfigError, SmProfilerError
 from .progress import stage
+from .stats_table import printable
 from .ui_server import PERFETTO_PORT, PERFETTO_UI, serve_trace  # noqa: F401 (cli.PERFETTO_UI)
 
 # Formats whose bytes are text and may go to a terminal; anything else is binary (Perfetto).
@@ -281,7 +282,8 @@ def _load(path: str):
 
 def cmd_info(args: argparse.Namespace) -> int:
     from .decode import decode
-    from .stats import compute_stats, format_time
+    from .stats import compute_stats
+    from .stats_table import format_time
     from .trace import UNMATCHED_BEGIN, UNMATCHED_END
 
     caps = _load(args.capture)
@@ -355,7 +357,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.by:
         import shutil
 
-        from .stats import breakdown, breakdown_lines
+        from .stats import breakdown
+        from .stats_table import breakdown_lines
 
         width = args.width or shutil.get_terminal_size((100, 24)).columns
         print()
@@ -525,14 +528,6 @@ def cmd_open(args: argparse.Namespace) -> int:
 def one_line(text: str) -> str:
     """`text` on one line: errors quoting another library's message may hold several."""
     return printable(" ".join(part.strip() for part in text.splitlines() if part.strip()))
-
-
-def printable(text: str) -> str:
-    """`text` with every unprintable character escaped (\\x1b, \\n, \\ud800): what a capture file
-    holds must not reach the terminal as escape sequences, nor fail to encode."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _plural(n: int, noun: str) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .errors import ConfigError, MissingDependencyError
 from .paths import check_writable
-from .stats import format_time, time_unit
+from .stats_table import format_time, time_unit
 from .timeline import build
 from .trace import RANGE, TraceData
 

@@ -1,7 +1,8 @@
 """Statistics of a decoded trace: per-event durations, per-SM occupancy, load imbalance, warnings.
 
 `compute_stats` turns a TraceData into a `Stats` (plain data: dataclasses and numpy arrays);
-`format_stats` renders it as an aligned plain-text table; `print_stats` does both.
+`format_stats` (sm_profiler.stats_table, importable from here) renders it as an aligned
+plain-text table; `print_stats` does both.
 
 Everything is vectorized over events, lanes and blocks. The only Python loops run over distinct
 event ids, captures and the handful of worst lanes named in a warning.
@@ -9,10 +10,7 @@ event ids, captures and the handful of worst lanes named in a warning.
 
 from __future__ import annotations
 
-import re
-import shutil
 import sys
-import textwrap
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -20,6 +18,18 @@ import numpy as np
 
 from .format import EMULATED_SM_COUNT
 from .nesting import range_tree, waits
+from .stats_table import (  # noqa: F401 (the rendering, importable from sm_profiler.stats)
+    MAX_CAPTURE_SECTIONS,
+    MAX_WAIT_ROWS,
+    breakdown_lines,
+    format_stats,
+    format_time,
+    format_times,
+    plural,
+    printable,
+    table_unit,
+    time_unit,
+)
 from .timeline import block_intervals
 from .trace import INSTANT, RANGE, UNMATCHED_BEGIN, UNMATCHED_END, KernelInfo, TraceData
 
@@ -194,10 +204,10 @@ def _launches(trace: TraceData, per_capture: list[Stats]) -> list[KernelLaunches
             row.span_ns.append(sub.span.duration_ns)
         grid = meta.get("grid")
         if isinstance(grid, list) and grid:
-            row.grids.append(_printable("x".join(str(g) for g in grid)))
+            row.grids.append(printable("x".join(str(g) for g in grid)))
         site = meta.get("call_site")
         if isinstance(site, str) and site:
-            row.call_sites.append(_printable(site))  # from a file: no escape sequences out
+            row.call_sites.append(printable(site))  # from a file: no escape sequences out
     rows = list(by_name.values())
     if all(r.count == 1 for r in rows):
         return []
@@ -208,15 +218,9 @@ def _launches(trace: TraceData, per_capture: list[Stats]) -> list[KernelLaunches
     return rows
 
 
-def _printable(text: str) -> str:
-    from .cli import printable
-
-    return printable(text)
-
-
 def _capture_label(trace: TraceData, c: int, several: bool) -> str:
     k = trace.kernels[c]
-    shape = _plural(k.num_blocks, "block")
+    shape = plural(k.num_blocks, "block")
     if k.num_groups > 1:
         shape += f" x {k.num_groups} groups"
     prefix = f"capture {c}: " if several else ""
@@ -494,7 +498,7 @@ def _relaunch_warnings(trace: TraceData, several: bool) -> list[str]:
         if isinstance(missed, int) and missed > 0:
             out.append(
                 f"{missed} launches after this one found every launch slot "
-                f"({_printable(str(k.metadata.get('slots')))}) used and recorded nothing: raise SmProfiler(slots=) "
+                f"({printable(str(k.metadata.get('slots')))}) used and recorded nothing: raise SmProfiler(slots=) "
                 "or snapshot() more often"
             )
         if k.reopened_lanes:
@@ -593,7 +597,7 @@ def _warnings(trace: TraceData) -> list[str]:
         ids = ", ".join(str(e) for e in unnamed[:8]) + (", ..." if len(unnamed) > 8 else "")
         e0 = unnamed[0]
         out.append(
-            f"{_plural(len(unnamed), 'event id')} without a name ({ids}; shown as \"event {e0}\"): "
+            f"{plural(len(unnamed), 'event id')} without a name ({ids}; shown as \"event {e0}\"): "
             f"name each id the kernel records, e.g. prof.register_event({e0}, \"load\")"
         )
 
@@ -626,361 +630,6 @@ def _lane_name(trace: TraceData, row: int, several: bool) -> str:
     c, b, g = (int(lanes[k][row]) for k in ("capture", "block", "group"))
     label = trace.lane_label(c, b, g)
     return f"capture {c} {label}" if several else label
-
-
-# -- formatting -------------------------------------------------------------------------------
-
-_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
-
-
-def time_unit(max_abs_ns: float) -> tuple[str, float]:
-    """The largest unit in which `max_abs_ns` is at least 1 (ns for anything under 1 µs)."""
-    for name, scale in _UNITS:
-        if max_abs_ns >= scale:
-            return name, scale
-    return "ns", 1.0
-
-
-def format_time(ns: float) -> str:
-    """One value in its own unit: '812 ns', '1.25 µs', '3.40 ms'."""
-    unit, scale = time_unit(abs(ns))
-    return f"{ns:.0f} ns" if unit == "ns" else f"{ns / scale:.2f} {unit}"
-
-
-def table_unit(max_abs_ns: float) -> tuple[str, float]:
-    """The unit of a table or list of times whose largest is `max_abs_ns`: the largest unit in
-    which that is at least 10, so the table's numbers keep 3 to 4 significant digits ('180 ms',
-    not '0.18 s') and its smaller numbers keep theirs too."""
-    for name, scale in _UNITS:
-        if max_abs_ns >= 10 * scale:
-            return name, scale
-    return "ns", 1.0
-
-
-def format_times(values: list[float]) -> list[str]:
-    """Several values side by side, all in one unit (`table_unit`): '2000 ns', '479 ns'."""
-    unit, scale = table_unit(max((abs(v) for v in values), default=0.0))
-    return [f"{c} {unit}" for c in _cells(values, unit, scale)]
-
-
-def _cells(values: list[float], unit: str, scale: float, top_ns: float | None = None) -> list[str]:
-    """`values` (ns) in `unit`, with one number of decimals for all of them (so that they line
-    up): none for ns, else as many as keep about four significant digits of `top_ns` (the value
-    the unit was picked from; default the largest of `values`), the same for a whole table."""
-    if unit == "ns":
-        return [f"{v:.0f}" for v in values]
-    if top_ns is None:
-        top_ns = max((abs(v) for v in values), default=0.0)
-    top = top_ns / scale
-    digits = 2 if top < 100 else 1 if top < 1000 else 0
-    return [f"{v / scale:.{digits}f}" for v in values]
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
-
-
-_TIME_SPACE = re.compile(r"(\d) (ns|µs|ms|s)\b")
-
-
-def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:
-    """textwrap.wrap that never breaks a time from its unit ('800 ns')."""
-    glued = _TIME_SPACE.sub("\\1\0\\2", text)
-    lines = textwrap.wrap(glued, width=width, subsequent_indent=indent, break_on_hyphens=False)
-    return [line.replace("\0", " ") for line in lines]
-
-
-def _join_wrapped(parts: list[str], width: int, sep: str = " · ", indent: str = "  ") -> list[str]:
-    """`parts` joined by `sep`, broken between parts (never inside one unless it alone is too
-    long) so that every line fits `width`."""
-    lines: list[str] = []
-    cur = ""
-    for p in parts:
-        if cur and len(cur) + len(sep) + len(p) > width:
-            lines.append(cur + sep.rstrip())
-            cur = indent + p
-        else:
-            cur = cur + sep + p if cur else p
-    lines.append(cur)
-    return [w for line in lines for w in (_wrap(line, width, indent) or [""])]
-
-
-def _fit_table(
-    headers: list[str],
-    rows: list[list[str]],
-    width: int,
-    left: int = 1,
-    drop: tuple[int, ...] = (),
-    shrink: int | None = None,
-) -> tuple[list[str], list[str]]:
-    """Aligned table lines within `width` (the first `left` columns left-aligned, the rest
-    right-aligned), and the headers of the columns left out to fit.
-
-    Columns in `drop` go, in that order, while the table is too wide; then column `shrink` (the
-    names) is cut with an ellipsis, down to 8 characters.
-    """
-    keep = list(range(len(headers)))
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def total(cols: list[int]) -> int:
-        w = [min(widths[i], 8) if i == shrink else widths[i] for i in cols]
-        return sum(w) + 2 * (len(cols) - 1)
-
-    dropped: list[str] = []
-    for i in drop:
-        if total(keep) <= width:
-            break
-        keep.remove(i)
-        dropped.append(headers[i])
-    if shrink is not None:
-        room = width - (total(keep) - min(widths[shrink], 8))
-        widths[shrink] = max(min(widths[shrink], room), min(widths[shrink], 8))
-        rows = [r[:shrink] + [_fit(r[shrink], widths[shrink])] + r[shrink + 1 :] for r in rows]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            cells[i].ljust(widths[i]) if i < left else cells[i].rjust(widths[i]) for i in keep
-        ).rstrip()
-
-    return [line(headers)] + [line(r) for r in rows], dropped
-
-
-def _left_out(dropped: list[str], width: int) -> list[str]:
-    if not dropped:
-        return []
-    return _wrap(f"({', '.join(dropped)} left out to fit {width} columns)", width)
-
-
-def format_stats(stats: Stats, width: int | None = None, max_sm_rows: int = 16) -> str:
-    """Plain-text report: header, warnings, event table, SM table (or a summary of it when there
-    are more than `max_sm_rows` SMs), load imbalance; then one section per capture if several.
-
-    Every line fits `width` (default: the terminal's; at least 40): prose is wrapped, and tables
-    leave out their least important columns, saying which, before names are cut."""
-    if width is None:
-        width = shutil.get_terminal_size((100, 24)).columns
-    width = max(width, 40)
-    lines: list[str] = []
-    n_caps = len(stats.kernels)
-    title = f"sm_profiler stats: {stats.label}"
-    if n_caps > 1:
-        title += f" ({n_caps} captures)"
-    lines.extend(_wrap(title, width))
-    for w in stats.warnings:
-        lines.extend(_wrap("warning: " + w, width))
-    lines.extend(_section_lines(stats, width, max_sm_rows, sm_table=not stats.captures))
-    if stats.launches:
-        if lines[-1] != "":
-            lines.append("")
-        lines.extend(_launch_lines(stats.launches, width))
-        lines.append("")
-    if stats.launches and len(stats.captures) > MAX_CAPTURE_SECTIONS:
-        for row in stats.launches:
-            if lines[-1] != "":
-                lines.append("")
-            lines.extend(_rule(row.section.label, width))
-            lines.extend(_section_lines(row.section, width, max_sm_rows, sm_table=False))
-        return "\n".join(lines) + "\n"
-    if stats.captures:
-        lines.extend(
-            _wrap(
-                "SM occupancy and load imbalance: per capture, below (launches are separated by "
-                "host time, which a combined span would count as idle)",
-                width,
-                indent="",
-            )
-        )
-    for sub in stats.captures:
-        lines.append("")
-        lines.extend(_rule(sub.label, width))
-        lines.extend(_section_lines(sub, width, max_sm_rows))
-    return "\n".join(lines) + "\n"
-
-
-# Up to this many captures, format_stats prints a section per capture; past it, per kernel.
-MAX_CAPTURE_SECTIONS = 8
-
-
-def _launch_lines(rows: list[KernelLaunches], width: int) -> list[str]:
-    """The launches table: one row per kernel, spans from each launch's first to last stamp."""
-    spans = [float(s) for r in rows for s in r.span_ns]
-    unit, scale = table_unit(max(spans, default=0.0))
-    headers = ["kernel", "launches", "mean", "min", "max", "grid", "call site"]
-    table_rows = []
-    for r in rows:
-        cells = _cells([float(np.mean(r.span_ns)), float(min(r.span_ns)), float(max(r.span_ns))],
-                       unit, scale) if r.span_ns else ["-"] * 3  # fmt: skip
-        grids = sorted(set(r.grids))
-        sites = sorted(set(r.call_sites))
-        table_rows.append(
-            [r.kernel, str(r.count) + (f" ({r.mixed} mixed)" if r.mixed else ""), *cells,
-             grids[0] if len(grids) == 1 else f"{len(grids)} grids" if grids else "-",
-             sites[0] if len(sites) == 1 else f"{len(sites)} sites" if sites else "-"]
-        )  # fmt: skip
-    drop = (headers.index("min"), headers.index("max"), headers.index("call site"))
-    table, dropped = _fit_table(headers, table_rows, width, drop=drop, shrink=0)
-    return [f"launches by kernel (span per launch, in {unit})"] + table + _left_out(dropped, width)
-
-
-def _rule(label: str, width: int) -> list[str]:
-    """'-- label -----' filling `width`; a label too long for one line continues below."""
-    first, *rest = _wrap(label, width - 7, indent="") or [""]
-    return [f"-- {first} ".ljust(width, "-")] + ["   " + r for r in rest]
-
-
-def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = True) -> list[str]:
-    span = stats.span
-    parts = [
-        "span not shown (launches mixed)" if stats.mixed
-        else f"span {format_time(span.duration_ns)}",
-        f"{len(stats.sms)} SMs",
-        f"{stats.lanes_initialized}/{stats.lanes_total} lanes initialised",
-        _plural(sum(e.count for e in stats.events), "range"),
-        _plural(sum(e.instants for e in stats.events), "instant"),
-    ] + (["EMULATED"] if stats.emulated else [])
-    lines = _join_wrapped(parts, width)
-    lines.append("")
-    lines.extend(_event_lines(stats, width))
-    lines.append("")
-    if stats.by_group:
-        lines.extend(breakdown_lines(stats.by_group, "group", width))
-        lines.append("")
-    if stats.waits and not stats.mixed:
-        lines.extend(_wait_lines(stats.waits, width))
-        lines.append("")
-    if sm_table and stats.mixed:
-        lines.extend(_wrap("SM times not shown: they would count the time between the launches "
-                           "this capture mixes", width, indent=""))  # fmt: skip
-    elif sm_table:
-        lines.extend(_sm_lines(stats, width, max_sm_rows))
-    imb = stats.imbalance
-    if imb is not None and not stats.mixed:
-        lines.extend(
-            _wrap(
-                f"load imbalance: last SM ({imb.last_sm}) finishes {format_time(imb.excess_ns)} "
-                f"after the mean SM ({imb.pct_of_span:.1f}% of span)",
-                width,
-            )
-        )
-    return lines
-
-
-# Event table columns; the first ones named here are left out first when the width is short.
-_EVENT_FIELDS = ("total_ns", "self_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns",
-                 "max_ns")  # fmt: skip
-_EVENT_DROP = ("p90", "p99", "min", "p50", "instants", "mean")
-
-
-def _event_lines(stats: Stats, width: int) -> list[str]:
-    if not stats.events:
-        return ["no events recorded"]
-    evs = stats.events
-    has_range = [e.count > 0 for e in evs]
-    # One unit for the whole table, from the largest single range (totals just get more digits):
-    # a row or a column never mixes units.
-    per_range = [float(getattr(e, f)) for e in evs if e.count for f in _EVENT_FIELDS[2:]]
-    top = max(per_range, default=0.0)
-    unit, scale = table_unit(top)
-    cols = []
-    for f in _EVENT_FIELDS:
-        cells = iter(_cells([float(getattr(e, f)) for e in evs if e.count], unit, scale, top))
-        cols.append([next(cells) if r else "-" for r in has_range])
-    headers = ["event", "count"] + [f.removesuffix("_ns") for f in _EVENT_FIELDS]
-    rows = [[e.name, str(e.count)] + [c[i] for c in cols] for i, e in enumerate(evs)]
-    if any(e.instants for e in evs):  # else the span line's "0 instants" says it
-        headers.append("instants")
-        for r, e in zip(rows, evs, strict=True):
-            r.append(str(e.instants))
-    drop = tuple(headers.index(h) for h in _EVENT_DROP if h in headers)
-    table, dropped = _fit_table(headers, rows, width, drop=drop, shrink=0)
-    return [f"events (times in {unit})"] + table + _left_out(dropped, width)
-
-
-# Rows of the waits table: the pairs with the most waiting.
-MAX_WAIT_ROWS = 8
-
-
-def _wait_lines(ws: list[WaitStat], width: int) -> list[str]:
-    shown = ws[:MAX_WAIT_ROWS]
-    # One unit from the largest single gap (totals just get more digits), as in the event table.
-    top = max(float(w.max_ns) for w in shown)
-    unit, scale = table_unit(top)
-    cols = [_cells([float(getattr(w, f)) for w in shown], unit, scale, top)
-            for f in ("total_ns", "mean_ns", "max_ns")]  # fmt: skip
-    rows = [[f"{w.before} → {w.after}", str(w.count)] + [c[i] for c in cols]
-            for i, w in enumerate(shown)]  # fmt: skip
-    table, dropped = _fit_table(["gap", "count", "total", "mean", "max"], rows, width,
-                                drop=(4,), shrink=0)  # fmt: skip
-    more = [f"  ({len(ws) - len(shown)} more pairs)"] if len(ws) > len(shown) else []
-    head = f"waits: gaps between consecutive ranges of a lane (times in {unit})"
-    return _wrap(head, width, indent="") + table + more + _left_out(dropped, width)
-
-
-def breakdown_lines(rows: list[BreakdownRow], by: str, width: int) -> list[str]:
-    """The table of `breakdown(trace, by)`: one row per (key, event), times in one unit."""
-    if not rows:
-        return [f"by {by}: no ranges"]
-    top = max(float(r.mean_ns) for r in rows)
-    unit, scale = table_unit(top)
-    cols = [_cells([float(getattr(r, f)) for r in rows], unit, scale, top)
-            for f in ("total_ns", "self_ns", "mean_ns")]  # fmt: skip
-    cells = [[r.key, r.event, str(r.count)] + [c[i] for c in cols] for i, r in enumerate(rows)]
-    table, dropped = _fit_table([by, "event", "count", "total", "self", "mean"], cells, width,
-                                left=2, drop=(5,), shrink=1)  # fmt: skip
-    return [f"by {by} (times in {unit})"] + table + _left_out(dropped, width)
-
-
-def _sm_lines(stats: Stats, width: int, max_rows: int) -> list[str]:
-    sms = stats.sms
-    if len(sms) == 0:
-        return ["no SM ran an initialised lane"]
-    t0 = stats.span.start_ns
-    first = (sms.first_start_ns - t0).astype(float).tolist()
-    last = (sms.last_end_ns - t0).astype(float).tolist()
-    busy = sms.busy_ns.astype(float).tolist()
-
-    if len(sms) <= max_rows:
-        # One unit for the table, from the last finish (the largest time in it).
-        top = max(last, default=0.0)
-        unit, scale = table_unit(top)
-        rows = [
-            [str(s), str(b), cb, f"{p:.1f}", f, ll]
-            for s, b, cb, p, f, ll in zip(
-                sms.sm.tolist(),
-                sms.blocks.tolist(),
-                _cells(busy, unit, scale, top),
-                sms.busy_pct.tolist(),
-                _cells(first, unit, scale, top),
-                _cells(last, unit, scale, top),
-                strict=True,
-            )
-        ]
-        headers = ["sm", "blocks", "busy", "busy %", "first", "last"]
-        table, dropped = _fit_table(headers, rows, width, left=0, drop=(4, 2, 1))
-        return [f"SMs (times in {unit} from kernel start)"] + table + _left_out(dropped, width)
-
-    # Many SMs: summarize, then name the SMs that finish last (they set the kernel's end).
-    pct = sms.busy_pct
-    parts = [
-        f"SMs: {len(sms)}",
-        f"blocks per SM {int(sms.blocks.min())}..{int(sms.blocks.max())}",
-        f"busy % min {pct.min():.1f} / mean {pct.mean():.1f} / max {pct.max():.1f}",
-    ]
-    lines = _join_wrapped(parts, width)
-    late = np.argsort(-sms.last_end_ns, kind="stable")[:5].tolist()
-    times = format_times([last[i] for i in late])
-    lines.extend(
-        _wrap(
-            "last to finish (from kernel start): "
-            + ", ".join(f"SM {int(sms.sm[i])} at {t}" for i, t in zip(late, times, strict=True)),
-            width,
-        )
-    )
-    return lines
 
 
 def print_stats(trace: TraceData, file: TextIO | None = None, width: int | None = None) -> None:

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..stats import _fit_table, _wrap, format_time, union_length
+from ..stats import union_length
+from ..stats_table import fit_table, format_time, wrap
 from ..timeline import peak_resident
 from ..trace import RANGE, TraceData
 
@@ -117,13 +118,13 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
     kernels = kernel_reports(launches)
     meta = trace.kernels[0].metadata if trace.kernels else {}
     sess = meta.get("auto_session", {})
-    lines = _wrap(f"sm_profiler auto: {len(launches):,} launches of {len(kernels)} kernels, "
+    lines = wrap(f"sm_profiler auto: {len(launches):,} launches of {len(kernels)} kernels, "
                   f"{sum(r.programs for r in launches):,} programs"
                   f" on {meta.get('device_name', 'a GPU')} ({meta.get('sm_count', '?')} SMs)",
                   width)  # fmt: skip
     if sess.get("dropped"):
         kept = "newest" if sess.get("ring") else "first"
-        lines += _wrap(f"warning: {sess['dropped']:,} of {sess['claimed']:,} program records "
+        lines += wrap(f"warning: {sess['dropped']:,} of {sess['claimed']:,} program records "
                        f"dropped (kept the {kept} {sess['capacity']:,}): raise capacity=",
                        width)  # fmt: skip
     total = sum(k.total_ns for k in kernels) or 1
@@ -136,24 +137,24 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
     others = sum(max([len(h)] + [len(r[i]) for r in rows]) + 2 for i, h in enumerate(headers) if i)
     room = max(24, width - others)
     rows = [[_middle(r[0], room)] + r[1:] for r in rows]
-    table, dropped = _fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4))
+    table, dropped = fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4))
     if any(len(line) > width for line in table):  # very narrow: names shorter still
-        table, dropped = _fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4), shrink=0)
+        table, dropped = fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4), shrink=0)
     lines += ["", *table]
     if len(kernels) > top:
         lines.append(f"... {len(kernels) - top} more kernels")
     if dropped:
-        lines += _wrap(f"({', '.join(dropped)} left out to fit {width} columns)", width)
+        lines += wrap(f"({', '.join(dropped)} left out to fit {width} columns)", width)
     lines += [""]
-    lines += _wrap("time: launches' spans summed (first program start to last end); waves: "
+    lines += wrap("time: launches' spans summed (first program start to last end); waves: "
                    "programs / (SMs x peak programs per SM); idle%: SM-time with no program "
                    "resident; tail: last SM's end after the median SM's; imbal: busiest SM / "
                    "mean SM busy time", width)  # fmt: skip
     worst = sorted(launches, key=lambda r: -r.tail_ns)[:3]
     if worst:
-        lines += ["", *_wrap("longest tails:", width)]
+        lines += ["", *wrap("longest tails:", width)]
         for r in worst:
-            lines += _wrap(f"  {trace.capture_name(r.capture)}: SM {r.last_sm} ends "
+            lines += wrap(f"  {trace.capture_name(r.capture)}: SM {r.last_sm} ends "
                            f"{format_time(r.tail_ns)} after the median SM (span "
                            f"{format_time(r.span_ns)}, {r.waves:.1f} waves, idle {r.idle_pct:.0f}%)",
                            width)  # fmt: skip
