@@ -19,6 +19,7 @@ import datetime
 import os
 import platform
 import sys
+from typing import TextIO
 
 import numpy as np
 
@@ -305,24 +306,31 @@ class SmProfiler:
         self._require_enabled("decode")
         return decode(self.captures())
 
-    # -- outputs -----------------------------------------------------------------------------
+    # -- outputs: thin wrappers of the functions of the same name, over decode() --------------
+    # Their parameters are the wrapped functions' (tests/test_profiler_methods.py checks).
 
     def stats(self):
+        """sm_profiler.stats.compute_stats of `decode()`."""
         from .stats import compute_stats
 
         return compute_stats(self.decode())
 
-    def print_stats(self, file=None) -> None:
+    def print_stats(self, file: TextIO | None = None, width: int | None = None) -> None:
+        """sm_profiler.stats.print_stats of `decode()`: the plain-text report, to stdout unless
+        `file` is given, every line within `width` (default: the terminal's)."""
         from .stats import print_stats
 
-        print_stats(self.decode(), file=file)
+        print_stats(self.decode(), file=file, width=width)
 
-    def export(self, filename, format: str | None = None, **options) -> None:
-        """Write a trace; the format follows the extension (.perfetto-trace/.pftrace, .json);
-        `options` are sm_profiler.export.export's (capture=N, cut_gaps=True)."""
+    def export(self, path: str | os.PathLike, format: str | None = None,
+               **options) -> list[str]:  # fmt: skip
+        """sm_profiler.export.export of `decode()`: write a trace (the format follows the
+        extension, .perfetto-trace/.pftrace, .json/.json.gz); `options` are export's
+        (capture=N, cut_gaps=True, filters, summary=). Returns the notes saying what was cut or
+        summarised."""
         from .export import export
 
-        export(self.decode(), filename, format=format, **options)
+        return export(self.decode(), path, format=format, **options)
 
     def save(self, path) -> None:
         """Save the raw capture (only the live buffer, or every snapshot: one file each is not
@@ -332,10 +340,14 @@ class SmProfiler:
         self._require_enabled("save")
         save_many(self.captures(), path)
 
-    def plot(self, path, **kwargs) -> None:
+    def plot(self, path: str | os.PathLike, *, width_in: float = 14.0, dpi: int = 100,
+             colors: dict[str, str] | None = None, title: str | None = None,
+             max_vector: int = 50_000, capture: int | None = None) -> str:  # fmt: skip
+        """sm_profiler.plot.plot of `decode()`: the SM occupancy picture; returns the path."""
         from .plot import plot
 
-        plot(self.decode(), path, **kwargs)
+        return plot(self.decode(), path, width_in=width_in, dpi=dpi, colors=colors, title=title,
+                    max_vector=max_vector, capture=capture)  # fmt: skip
 
     # -- helpers -----------------------------------------------------------------------------
 
