@@ -24,7 +24,7 @@ from .timeline import build
 from .trace import RANGE, TraceData
 
 BLOCK_COLOR = "#d9d9d9"
-# Inches per SM row: 132 SMs (H100) give a ~17 inch tall figure whose rows stay distinguishable.
+# Inches per SM row: a whole GPU's SMs fit one tall figure whose rows stay distinguishable.
 ROW_INCHES = 0.12
 MAX_Y_TICKS = 44
 # Image rows per SM row when painting: enough for 4 concurrent blocks x 4 groups to stay apart.
@@ -165,7 +165,7 @@ def _draw(ax, layout: dict, palette: dict[int, str], per_us: float, x_max: float
             m = r["event"] == ev
             _add_rects(ax, PolyCollection, {k: v[m] for k, v in r.items()}, color)
     else:
-        # Millions of rectangles cost matplotlib ~10 µs each; paint them into an image instead.
+        # matplotlib draws rectangles one by one, too slowly for millions: paint an image instead.
         from matplotlib.colors import to_rgb
 
         cols = max(int(width_in * dpi), 16)

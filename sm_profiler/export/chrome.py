@@ -2,9 +2,10 @@
 and the merged JSON of several ranks (sm_profiler.merge decides their time axis).
 
 Times are microseconds since the trace start (`trace.start_ns`): a double holds a few hours of
-nanoseconds exactly that way, while absolute %globaltimer values (~1.7e18 ns) would lose them.
-pids are 1.. in SM order plus one "launches" process; tids are unique in the file and never equal
-a pid, because the Perfetto importer merges a thread whose tid equals a pid into that process.
+nanoseconds exactly that way, while absolute %globaltimer values (ns since the epoch) would lose
+them. pids are 1.. in SM order plus one "launches" process; tids are unique in the file and
+never equal a pid, because the Perfetto importer merges a thread whose tid equals a pid into
+that process.
 """
 
 from __future__ import annotations

@@ -57,7 +57,8 @@ from .protobuf import field_bytes as _fb
 from .protobuf import field_varint as _fv
 from .protobuf import varint as _varint
 
-# Rows per encoding chunk: bounds the temporaries (~100 bytes a row) whatever the trace size.
+# Rows per encoding chunk: bounds the temporaries whatever the trace size (BENCHMARKS.md,
+# "Host", peak memory).
 CHUNK_ROWS = 1 << 17
 
 # TrackDescriptor.ChildTracksOrdering.EXPLICIT: children sorted by their sibling_order_rank (the
