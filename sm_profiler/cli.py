@@ -280,6 +280,15 @@ def _load(path: str):
     return load(path)
 
 
+def _decoded(path: str):
+    """The trace of the capture file at `path`, decoding under a progress line."""
+    from .decode import decode
+
+    caps = _load(path)
+    with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
+        return decode(caps)
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from .decode import decode
     from .stats import compute_stats
@@ -342,12 +351,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from .decode import decode
     from .stats import print_stats
 
-    caps = _load(args.capture)
-    with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
-        trace = decode(caps)
+    trace = _decoded(args.capture)
     from .auto_mode.report import is_auto, print_report
 
     if is_auto(trace):  # auto mode: thousands of launches; the per-kernel report instead
@@ -385,7 +391,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .decode import decode
 
     to_stdout = args.out == "-"
     fmt = _FORMAT_ALIASES[args.format] if args.format else None
@@ -397,9 +402,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             "(sm-profiler export CAPTURE trace.perfetto-trace), redirect stdout "
             "(... - > trace.perfetto-trace), or use --format json"
         )
-    caps = _load(args.capture)
-    with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
-        trace = decode(caps)
+    trace = _decoded(args.capture)
     from .export import export
 
     if not to_stdout:
@@ -426,12 +429,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .decode import decode
     from .tables import query
 
-    caps = _load(args.capture)
-    with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
-        trace = decode(caps)
+    trace = _decoded(args.capture)
     # Fetch what is printed, plus one row to tell whether there are more.
     names, rows = query(trace, args.sql, max_rows=max(args.max_rows, 0) + 1)
     if not names:
@@ -510,12 +510,9 @@ def cmd_open(args: argparse.Namespace) -> int:
     if not is_capture_file(args.trace):
         return 0 if serve(args.trace) else 1
     # The UI reads traces, not captures: export one to a temporary file and serve that.
-    from .decode import decode
     from .export import export
 
-    caps = _load(args.trace)
-    with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
-        trace = decode(caps)
+    trace = _decoded(args.trace)
     stem = os.path.splitext(os.path.basename(args.trace))[0]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, stem + _SUFFIX["perfetto"])

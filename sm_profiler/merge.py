@@ -380,13 +380,19 @@ def _rows_for(name: str, rows: dict[str, list[tuple[int, int]]]):
     )
 
 
+def _by_kernel(parts: list[TraceData]) -> dict[str, list[int]]:
+    """Indices of `parts` (one launch each) per kernel name, in order of first launch."""
+    by_name: dict[str, list[int]] = {}
+    for i, p in enumerate(parts):
+        by_name.setdefault(p.kernels[0].name, []).append(i)
+    return by_name
+
+
 def match_launches(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]]):
     """[(part index, cupti start, cupti end)]: each launch paired with the CUPTI row of its
     kernel nearest to its first stamp (the earlier row on a tie). Use once the parts are on
     CUPTI's axis. Per kernel: one binary search per launch in its rows (sorted by start)."""
-    by_name: dict[str, list[int]] = {}
-    for i, p in enumerate(parts):
-        by_name.setdefault(p.kernels[0].name, []).append(i)
+    by_name = _by_kernel(parts)
     found = {}
     for name, idx in by_name.items():
         cands = _rows_for(name, rows)
@@ -411,9 +417,7 @@ def match_in_order(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]
     launches in time order against the window of as many consecutive CUPTI rows whose distances
     to them vary least (the profile may hold launches the buffer did not record), or the rows
     against a window of the launches (the buffer may hold launches the profile did not)."""
-    by_name: dict[str, list[int]] = {}
-    for i, p in enumerate(parts):
-        by_name.setdefault(p.kernels[0].name, []).append(i)
+    by_name = _by_kernel(parts)
     out = []
     for name, idx in by_name.items():
         cands = _rows_for(name, rows)
