@@ -238,8 +238,8 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     `GPU r · SM s` processes on one time axis. Returns the alignment info (also in the file)."""
     ranks, info = align_ranks(sources, align)
     base = _base_ns(ranks)
-    doc = ranks_json(_timelines(ranks), base,
-                     otherData={"base_ns": base, "sm_profiler_alignment": info})  # fmt: skip
+    other = {"base_ns": base, "sm_profiler_alignment": info}
+    doc = ranks_json(_timelines(ranks), base, otherData=other)
     _write_json(doc, path)
     return info
 

@@ -322,8 +322,7 @@ class SmProfiler:
 
         print_stats(self.decode(), file=file, width=width)
 
-    def export(self, path: str | os.PathLike, format: str | None = None,
-               **options) -> list[str]:  # fmt: skip
+    def export(self, path: str | os.PathLike, format: str | None = None, **options) -> list[str]:
         """sm_profiler.export.export of `decode()`: write a trace (the format follows the
         extension, .perfetto-trace/.pftrace, .json/.json.gz); `options` are export's
         (capture=N, cut_gaps=True, filters, summary=). Returns the notes saying what was cut or
@@ -340,14 +339,30 @@ class SmProfiler:
         self._require_enabled("save")
         save_many(self.captures(), path)
 
-    def plot(self, path: str | os.PathLike, *, width_in: float = 14.0, dpi: int = 100,
-             colors: dict[str, str] | None = None, title: str | None = None,
-             max_vector: int = 50_000, capture: int | None = None) -> str:  # fmt: skip
+    def plot(
+        self,
+        path: str | os.PathLike,
+        *,
+        width_in: float = 14.0,
+        dpi: int = 100,
+        colors: dict[str, str] | None = None,
+        title: str | None = None,
+        max_vector: int = 50_000,
+        capture: int | None = None,
+    ) -> str:
         """sm_profiler.plot.plot of `decode()`: the SM occupancy picture; returns the path."""
         from .plot import plot
 
-        return plot(self.decode(), path, width_in=width_in, dpi=dpi, colors=colors, title=title,
-                    max_vector=max_vector, capture=capture)  # fmt: skip
+        return plot(
+            self.decode(),
+            path,
+            width_in=width_in,
+            dpi=dpi,
+            colors=colors,
+            title=title,
+            max_vector=max_vector,
+            capture=capture,
+        )
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -154,8 +154,8 @@ class Timeline:
         ev = self.trace.events
         if len(self.ev_lane) == 0:
             return np.zeros(0, np.int64)
-        return order_rows(ev["start_ns"], ev["end_ns"], ev["kind"] == RANGE, self.ev_lane,
-                          self.lane_lo, ev["event"])["level"]  # fmt: skip
+        start, end, is_range = ev["start_ns"], ev["end_ns"], ev["kind"] == RANGE
+        return order_rows(start, end, is_range, self.ev_lane, self.lane_lo, ev["event"])["level"]
 
     def drop_marks(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """(lane rows, times, labels) of the instants that say a shown lane lost records. A ring
@@ -166,7 +166,8 @@ class Timeline:
         dl = np.flatnonzero((dropped > 0) & self.lane_shown)
         over = t.lanes_overwritten()[dl]
         at = np.where(over, self.lane_lo[dl], self.lane_hi[dl]).astype(np.int64)
-        labels = [f"{n} older records overwritten (ring)" if o else f"{n} records dropped (lane full)"
+        labels = [f"{n} older records overwritten (ring)" if o
+                  else f"{n} records dropped (lane full)"
                   for n, o in zip(dropped[dl].tolist(), over.tolist(), strict=True)]  # fmt: skip
         return dl, at, labels
 
@@ -449,12 +450,18 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
 
 def order_rows(start: np.ndarray, end: np.ndarray, is_range: np.ndarray, lane: np.ndarray,
                ref: np.ndarray, event: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
-    """Packets of rows (ranges: begin + end, instants: one) in file order, and overlap levels.
+    """Which track of its lane each row goes to, and the order a viewer must read the rows in.
+
+    A viewer draws a track's ranges as a stack (an end closes the innermost open range), so a
+    range that partially overlaps an enclosing one cannot share its track: it moves up a level
+    (an '(overlap)' track of the lane) until every level nests. The order is each track's rows
+    by time, at one time the ends of ranges begun earlier (innermost first), then begins in row
+    order, a zero-length range's end right after its begin. Every writer takes its layout from
+    here (Timeline.event_levels for the levels alone).
 
     `lane` (0..) and `ref` (per lane, <= every time of the lane) say where rows go; `event` is
-    each row's event id. Rows whose range partially overlaps an enclosing one move up a level (an
-    extra track) until every level nests; returns level per row and, per packet in order: row,
-    is_end, block = lane*LEVELS+level, time_ns.
+    each row's event id. Returns level per row and, per begin/end/instant in order: row, is_end,
+    block = lane*LEVELS+level, time_ns.
     """
     lane64 = lane.astype(np.int64)
     level = np.zeros(len(start), np.int64)

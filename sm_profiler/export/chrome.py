@@ -147,17 +147,17 @@ def to_chrome_json(tl: Timeline) -> dict:
     out.append(_meta("process_sort_index", kernels_pid, 0, {"sort_index": -1}))
     ktid = extra
     L = tl.launches
-    for r, (c, k_lo, k_hi) in enumerate(zip(L["capture"].tolist(), L["start_ns"].tolist(),
-                                            L["end_ns"].tolist(), strict=True)):  # fmt: skip
+    spans = zip(L["capture"].tolist(), L["start_ns"].tolist(), L["end_ns"].tolist(), strict=True)
+    for r, (c, k_lo, k_hi) in enumerate(spans):
         k = int(tl.launch_track[r])
         tid = ktid + k
         out.append(_meta("thread_name", kernels_pid, tid, {"name": tl.launch_track_names[k]}))
-        out.append({"name": tl.launch_name(c), "ph": "X", "pid": kernels_pid, "tid": tid,
-                    "ts": float(us(k_lo)), "dur": (k_hi - k_lo) / 1e3})  # fmt: skip
+        ts, dur = float(us(k_lo)), (k_hi - k_lo) / 1e3
+        name = tl.launch_name(c)
+        out.append({"name": name, "ph": "X", "pid": kernels_pid, "tid": tid, "ts": ts, "dur": dur})
         cut = tl.cut_name(r)
         if cut is not None:
-            out.append({"name": cut, "ph": "i", "s": "t", "pid": kernels_pid, "tid": tid,
-                        "ts": float(us(k_lo))})  # fmt: skip
+            out.append({"name": cut, "ph": "i", "s": "t", "pid": kernels_pid, "tid": tid, "ts": ts})
     return {
         "traceEvents": out,
         "displayTimeUnit": "ns",
@@ -178,8 +178,9 @@ def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
 # -- several ranks on one time axis (sm_profiler.merge) ---------------------------------------
 
 
-def ranks_json(ranks: list[tuple[int, Timeline]], base_ns: int, doc: dict | None = None,
-               **keys) -> dict:  # fmt: skip
+def ranks_json(
+    ranks: list[tuple[int, Timeline]], base_ns: int, doc: dict | None = None, **keys
+) -> dict:
     """Chrome JSON of several ranks' timelines on one time axis, µs since `base_ns`: each rank's
     processes named `GPU r · SM s`, their pids and tids after the previous rank's, from
     PID_BASE. Added after the rows of `doc` (another trace, e.g. torch.profiler's, kept as it

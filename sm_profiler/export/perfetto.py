@@ -29,8 +29,8 @@ Why the details:
     moves them to an extra "(overlap)" track (timeline.order_rows) instead of letting them be
     closed by the wrong end.
 
-The bytes are written by protobuf.py. Field numbers are from perfetto/protos/perfetto/trace/{trace_packet,track_event/*,clock_snapshot,
-interned_data/*}.proto.
+The bytes are written by protobuf.py. Field numbers are from perfetto/protos/perfetto/trace/
+{trace_packet,track_event/*,clock_snapshot,interned_data/*}.proto.
 """
 
 from __future__ import annotations
@@ -265,8 +265,8 @@ class _Writer:
                 types += [SLICE_BEGIN, SLICE_END]
                 iids += [label, 0]
             desc = _fv(1, u) + _fv(5, ROOT_UUID) + _fb(2, name) + _fv(12, k) + _fv(15, MERGE_NONE)
-            out.append((desc, u, np.array(times, np.int64), np.array(types),
-                        np.array(iids, np.uint64), None))  # fmt: skip
+            events = (np.array(times, np.int64), np.array(types), np.array(iids, np.uint64))
+            out.append((desc, u, *events, None))
         return out
 
     def _summary_blocks(self, ref0: int) -> list:
