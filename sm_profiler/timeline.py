@@ -179,6 +179,18 @@ class Timeline:
         return int(row)
 
 
+def require(tl, writer: str, facade: str) -> Timeline:
+    """`tl`, refused with the fix when it is not a Timeline: writers serialise a timeline and
+    decide no layout, so handing one a TraceData is a mistake the message should undo."""
+    if not isinstance(tl, Timeline):
+        raise ConfigError(
+            f"the {writer} writer takes a Timeline, not a {type(tl).__name__}: call "
+            f"sm_profiler.export.{facade}(trace, **options) or export(trace, path), which build "
+            "it, or build one with sm_profiler.export.timeline(trace, **options)"
+        )
+    return tl
+
+
 def build(
     trace: TraceData,
     cut_gaps: bool = False,

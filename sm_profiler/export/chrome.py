@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from ..errors import ConfigError
-from ..timeline import LEVELS, Timeline
+from ..timeline import LEVELS, Timeline, require
 from ..trace import RANGE
 
 # Merged ranks' pids: from PID_BASE up, rank after rank; each rank takes as many ids as its
@@ -44,7 +44,7 @@ def write_json_bytes(data: bytes, path: str | os.PathLike, compress: bool = Fals
 def to_chrome_json(tl: Timeline) -> dict:
     """The timeline as Chrome JSON: one process per SM (its order and names from the timeline,
     as process_sort_index / thread_sort_index), one thread per lane, a "launches" process."""
-    trace = tl.trace
+    trace = require(tl, "Chrome JSON", "to_chrome_json").trace
     lanes, ev, um = trace.lanes, trace.events, trace.unmatched
     t0 = trace.start_ns
     ev_lane, um_lane = tl.ev_lane, tl.um_lane

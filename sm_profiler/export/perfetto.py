@@ -39,7 +39,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..timeline import LEVELS, SUMMARY_RANK0, Timeline, order_rows
+from ..timeline import LEVELS, SUMMARY_RANK0, Timeline, order_rows, require
 from ..trace import RANGE
 from .protobuf import (
     BOOTTIME,
@@ -76,7 +76,7 @@ def to_perfetto_bytes(tl: Timeline) -> bytes:
 
 def iter_perfetto_chunks(tl: Timeline) -> Iterator[bytes]:
     """The Perfetto trace of `tl` as consecutive byte strings; write them in order."""
-    yield from _Writer(tl).chunks()
+    yield from _Writer(require(tl, "Perfetto", "to_perfetto_bytes")).chunks()
 
 
 # -- the writer ------------------------------------------------------------------------------------
