@@ -20,6 +20,7 @@ shifted per capture and `cuts` says where and how much.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -125,20 +126,26 @@ class Timeline:
     def cut_name(self, row: int) -> str | None:
         """'host gap cut: 1.250 ms' where the host gap before launch `row` (of `launches`) was
         cut, else None."""
-        cut_ns = dict(self.cuts).get(int(self.launches["start_ns"][row]))
+        cut_ns = self._cut_at.get(int(self.launches["start_ns"][row]))
         return None if cut_ns is None else f"host gap cut: {cut_ns / 1e6:.3f} ms"
+
+    @functools.cached_property
+    def _cut_at(self) -> dict[int, int]:
+        """ns cut before each launch start that follows a cut (cuts are final once built)."""
+        return dict(self.cuts)
 
     # -- what goes on which track -----------------------------------------------------------
 
     def launch_tracks(self) -> list[tuple[str, np.ndarray]]:
         """(name, rows of `launches` in start order) of each launch track, in track order: a
         track per launch, or, packed, as few shared tracks as do not overlap."""
-        L, track = self.launches, self.launch_track
-        out = []
-        for k, name in enumerate(self.launch_track_names):
-            rows = np.flatnonzero(track == k)
-            out.append((name, rows[np.argsort(L["start_ns"][rows], kind="stable")]))
-        return out
+        track = np.asarray(self.launch_track, np.int64)
+        rows = np.lexsort((self.launches["start_ns"], track))  # stable: equal starts by row
+        n = len(self.launch_track_names)
+        if n == 0:
+            return []
+        parts = np.split(rows, np.cumsum(np.bincount(track, minlength=n))[:-1])
+        return list(zip(self.launch_track_names, parts, strict=True))
 
     def block_slots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(index into `sms`, slot, slots of that SM) of each row of `blocks`: a block takes the

@@ -87,3 +87,9 @@ def test_drop_marks_are_decided_once_and_both_writers_show_them():
     doc = to_chrome_json(trace)
     assert [e["name"] for e in doc["traceEvents"] if "dropped" in e["name"]] == labels
     assert to_perfetto_bytes(trace).count(labels[0].encode()) == 1
+
+
+def test_no_launch_left_means_no_launch_track():
+    tl = timeline(_trace(), sms=[99])  # no lane ran there
+    assert tl.launch_tracks() == [] and len(tl.launches["capture"]) == 0
+    assert len(to_perfetto_bytes(_trace(), sms=[99])) > 0
