@@ -52,8 +52,8 @@ def cuda_include_dir() -> str:
 # (`sm_profiler.stats.compute_stats`). Not triton_ops: importing it reads TRITON_INTERPRET, which
 # must happen where the user imports it, after setting the switch.
 _SUBMODULES = (
-    "capture", "cli", "cuda", "decode", "export", "format", "merge", "plot", "stats", "tables",
-    "timeline", "trace",
+    "capture", "cli", "cuda", "decode", "export", "format", "merge", "plot", "stats",
+    "stats_table", "tables", "timeline", "trace", "ui_server",
 )
 
 

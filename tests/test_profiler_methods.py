@@ -17,6 +17,8 @@ import sm_profiler.stats
 from sm_profiler.decode import decode
 
 torch = pytest.importorskip("torch")
+from sm_profiler.auto_mode.report import print_report  # noqa: E402
+from sm_profiler.auto_mode.session import AutoProfiler  # noqa: E402
 from sm_profiler.profiler import SmProfiler  # noqa: E402
 
 # method name -> the function it wraps, whose first parameter is the trace.
@@ -92,3 +94,35 @@ def test_plot_draws_what_plot_draws(tmp_path):
                                    capture=1)  # fmt: skip
     assert ours == str(tmp_path / "ours.svg") and theirs == str(tmp_path / "theirs.svg")
     assert (tmp_path / "ours.svg").stat().st_size > 0
+
+
+# AutoProfiler (sm_profiler.auto) wraps the same functions, its report in place of the stats.
+AUTO_WRAPPED = {
+    "export": sm_profiler.export.export,
+    "plot": sm_profiler.plot.plot,
+    "print_stats": print_report,
+}
+
+
+@pytest.mark.parametrize("name", sorted(AUTO_WRAPPED))
+def test_auto_profiler_methods_take_the_wrapped_functions_parameters(name):
+    fn = AUTO_WRAPPED[name]
+    got = _params(inspect.signature(getattr(AutoProfiler, name)))
+    want = _params(inspect.signature(fn))
+    if want[-1][1] is not inspect.Parameter.VAR_KEYWORD and got[-1][1] is inspect.Parameter.VAR_KEYWORD:
+        got = got[:-1]  # keyword options passed on as they are: plot's are checked by plot
+        want = [p for p in want if p[1] is not inspect.Parameter.KEYWORD_ONLY]
+    assert [p[0] for p in got[1:]] == [p[0] for p in want[1:]], f"AutoProfiler.{name} drifted"
+
+
+def test_auto_profiler_export_and_report_are_the_functions(tmp_path):
+    prof = AutoProfiler()
+    prof._captures = _profiler().captures()  # what the region's records became
+    trace = decode(prof._captures)
+    notes = prof.export(tmp_path / "ours.json", cut_gaps=True)
+    assert notes and notes == sm_profiler.export.export(trace, tmp_path / "theirs.json", cut_gaps=True)
+    assert (tmp_path / "ours.json").read_bytes() == (tmp_path / "theirs.json").read_bytes()
+    ours, theirs = io.StringIO(), io.StringIO()
+    prof.print_stats(file=ours, width=80)
+    print_report(trace, file=theirs, width=80)
+    assert ours.getvalue() == theirs.getvalue() != ""

@@ -137,20 +137,23 @@ class AutoProfiler:
 
         print_report(self.decode(), file=file, width=width)
 
-    def export(self, filename, format: str | None = None, **options) -> None:
+    def export(self, path, format: str | None = None, **options) -> list[str]:
+        """sm_profiler.export.export of `decode()`; returns the notes saying what was cut or
+        summarised."""
         from ..export import export
 
-        export(self.decode(), filename, format=format, **options)
+        return export(self.decode(), path, format=format, **options)
 
     def save(self, path) -> None:
         from ..capture import save_many
 
         save_many(self.captures(), path)
 
-    def plot(self, path, **kwargs) -> None:
+    def plot(self, path, **options) -> str:
+        """sm_profiler.plot.plot of `decode()` (its keyword options); returns the path."""
         from ..plot import plot
 
-        plot(self.decode(), path, **kwargs)
+        return plot(self.decode(), path, **options)
 
     # -- helpers -----------------------------------------------------------------------------------
 
