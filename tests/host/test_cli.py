@@ -12,9 +12,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zipfile
 
 import pytest
-from captures import TINY_REPORT, build_capture, tiny_capture
+from captures import TINY_REPORT, build_capture, saved, tiny_capture
 from repo_paths import ROOT as REPO
 
 from sm_profiler import decode, save_many
@@ -403,3 +404,28 @@ def test_export_filters_and_summary_from_the_command_line(capture_file, tmp_path
     with pytest.raises(SystemExit) as e:
         main(["export", capture_file, str(out), "--sms", "x"])
     assert e.value.code == 2 and "give ints separated by commas" in capsys.readouterr().err
+
+
+# -- hostile input (issue 15): one-line errors, escaped metadata ----------------------------------
+
+
+def test_13_a_long_npy_header_error_is_one_line(tmp_path, capsys):
+    path = tmp_path / "long.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        header = b"\x93NUMPY\x02\x00" + (200_000).to_bytes(4, "little") + b" " * 200_000
+        z.writestr("meta.npy", header)
+    assert main(["stats", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sm-profiler: error: ") and err.count("\n") == 1, err
+    assert "max_header_size" in err
+
+
+def test_15_info_escapes_what_a_file_says(tmp_path, small_capture, capsys):
+    small_capture.metadata = {"device\x1b]0;pwn\x07": "H100\x1b[2J\r\nfake: line", "s": "\ud800"}
+    path = saved(tmp_path, small_capture)
+    assert main(["info", path]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\x07" not in out
+    assert "device\\x1b]0;pwn\\x07" in out
+    assert "H100\\x1b[2J\\r\\nfake: line" in out and "\\ud800" in out
+    out.encode("utf-8")  # nothing unencodable reaches stdout

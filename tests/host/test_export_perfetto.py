@@ -12,12 +12,12 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from captures import T0, basic_capture, capture
-from reference_encoder import BEGIN, END, INSTANT
+from captures import EPOCH_T0, T0, basic_capture, capture
+from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode
 from trace_readers import expected_slices, read_trace
 
 from sm_profiler import format as fmt
-from sm_profiler import timeline
+from sm_profiler.capture import Capture
 from sm_profiler.decode import decode
 from sm_profiler.errors import CaptureError, ConfigError
 from sm_profiler.export import export, to_perfetto_bytes
@@ -274,85 +274,45 @@ def test_empty_trace_exports():
     assert r.threads() == [] and r.processes() == []
 
 
-# -- the timeline's order and options ------------------------------------------------------------
+# -- hostile input (issue 23, item 18): a wide fan-out of overlapping ranges ----------------------
 
 
-def test_sms_are_in_id_order_and_lanes_in_block_then_group_order():
-    lanes = {}
-    for blk, sm in enumerate([112, 8, 22, 113, 8, 124]):
-        for grp in range(2):
-            lanes[(blk, grp)] = (T0 + blk, sm, [(BEGIN, 0, 10 + blk), (END, 0, 20 + blk)])
-    trace = decode(capture(lanes, num_blocks=6, num_groups=2, groups={1: "consumer"}))
-    r = read_trace(to_perfetto_bytes(trace))
-    assert [d.name for d in r.processes()] == ["SM 8", "SM 22", "SM 112", "SM 113", "SM 124"]
-    sm8 = next(d.uuid for d in r.processes() if d.name == "SM 8")
-    kids = sorted((d for d in r.tracks.values() if d.parent_uuid == sm8),
-                  key=lambda d: d.sibling_order_rank)  # fmt: skip
-    assert [d.name for d in kids] == ["block 1 · group 0", "block 1 · consumer",
-                                      "block 4 · group 0", "block 4 · consumer"]  # fmt: skip
-    ranks = [d.sibling_order_rank for d in kids]
-    assert len(set(ranks)) == len(ranks)
-    # No stray numbers: names are exactly the timeline's, with no pid or tid to append.
-    assert all(d.sibling_merge_behavior == pf.MERGE_NONE for d in kids)
-    # Written padded, so that the UI's sort by name is SM order; shown as 'SM 8'.
-    assert [r.written_names[d.uuid] for d in r.processes()][:2] == ["SM   8", "SM  22"]
+def _fanout_capture(width: int = 4095, lanes: int = 1) -> Capture:
+    s = Stream(lanes, 1, 2 * width)
+    recs = [(BEGIN, i, 10 + i) for i in range(width)] + [(END, i, 10 + width + i)
+                                                         for i in range(width)]  # fmt: skip
+    for b in range(lanes):
+        s.lanes[(b, 0)] = Lane(EPOCH_T0, b, [(k, e, EPOCH_T0 + t) for k, e, t in recs])
+    return Capture(encode(s), {i: f"e{i}" for i in range(width)})
 
 
-def three_launches(gap_ns=50_000_000):
-    parts = []
-    for i in range(3):
-        t = T0 + i * gap_ns
-        lanes = {(0, 0): (t, 3, [(BEGIN, 0, i * gap_ns + 10), (END, 0, i * gap_ns + 1010)])}
-        parts.append(capture(lanes, num_blocks=1, num_groups=1, name="gemm"))
-    return decode(parts)
+def test_18_fanout_export_is_the_per_track_reference_and_costs_little_per_track(monkeypatch):
+    from trace_readers import read_trace
 
+    from sm_profiler.export import perfetto as pf
 
-def test_cut_gaps_lays_launches_end_to_end_and_marks_the_cuts():
-    trace = three_launches()
-    whole = read_trace(to_perfetto_bytes(trace))
-    cut = read_trace(to_perfetto_bytes(trace, cut_gaps=True))
-    spans = [cut.launches()[f"gemm (launch {i})"][0] for i in range(3)]
-    assert [s[2] for s in spans] == [1010, 1010, 1010]  # launches keep their lengths
-    gaps = [b[1] - (a[1] + a[2]) for a, b in zip(spans, spans[1:], strict=False)]
-    assert gaps == [timeline.GAP_KEPT_MIN_NS] * 2
-    marks = [n for u, ins in cut.instants.items() for n, _ in ins if n.startswith("host gap")]
-    assert marks == ["host gap cut: 49.998 ms"] * 2  # 50 ms - 1010 ns span - 1 µs kept
-    # Ranges keep their durations; only their start moves.
-    slices = sorted(s for d in cut.threads() for s in cut.slices[d.uuid])
-    assert [s[2] for s in slices] == [1000] * 3
-    assert slices[1][1] - slices[0][1] == 1010 + timeline.GAP_KEPT_MIN_NS
-    assert len(whole.launches()) == 3 and not any(
-        n.startswith("host gap") for ins in whole.instants.values() for n, _ in ins
-    )
+    trace = decode(_fanout_capture())
+    calls = [0]
+    real_fb = pf._fb
 
+    def counted(field, payload):
+        calls[0] += 1
+        return real_fb(field, payload)
 
-def test_one_capture_exports_alone(tmp_path):
-    trace = three_launches()
-    r = read_trace(to_perfetto_bytes(trace, capture=1))
-    assert list(r.launches()) == ["gemm"]
-    (d,) = r.threads()
-    assert r.slices[d.uuid] == [("load", T0 + 50_000_000 + 10, 1000)]
-    with pytest.raises(ConfigError, match=r"3 captures \(0\.\.2\)"):
-        export(trace, tmp_path / "t.pftrace", capture=3)
-    assert not (tmp_path / "t.pftrace").exists()
-
-
-def test_the_first_screen_busy_sms_times_from_the_start_and_the_longest_launch_in_view():
-    trace = decode([capture({(0, 0): (T0, 4, [(BEGIN, 0, 10), (END, 0, 100)]),
-                             (1, 0): (T0 + 50, 9, [(BEGIN, 0, 60), (END, 0, 200)])},
-                            num_groups=1, name="short"),
-                    capture({(0, 0): (T0 + 10**6, 4, [(BEGIN, 0, 10**6 + 5),
-                                                      (END, 0, 10**6 + 9000)])},
-                            num_blocks=1, num_groups=1, name="long")])  # fmt: skip
+    monkeypatch.setattr(pf, "_fb", counted)
     data = to_perfetto_bytes(trace)
+    assert calls[0] < 3 * 4095, calls[0]  # 2 per interned name; was 9 more per overlap track
+    monkeypatch.setattr(pf, "_fb", real_fb)
+
+    # The same bytes as the one-header-at-a-time path.
+    def reference(self, lanes, bkeys, ref):
+        return [self._lane_header(int(lanes[k // pf.LEVELS]), k % pf.LEVELS,
+                                  int(ref[k // pf.LEVELS])) for k in bkeys.tolist()]  # fmt: skip
+
+    monkeypatch.setattr(pf._Writer, "_lane_headers", reference)
+    assert to_perfetto_bytes(trace) == data
     r = read_trace(data)
-    # The root counts the SMs holding a block: SM 4 from T0, SM 9 too from T0+50, ...
-    assert r.counters[pf.ROOT_UUID] == [(T0, 1), (T0 + 50, 2), (T0 + 100, 1), (T0 + 200, 0),
-                                        (T0 + 10**6, 1), (T0 + 10**6 + 9000, 0)]  # fmt: skip
-    assert r.origin == trace.start_ns == T0  # written as 0: the UI's clock starts there
-    root = r.tracks[pf.ROOT_UUID]
-    assert "long" in root.description.splitlines()[-1]
-    # The window the UI opens on: the longest launch ('long'), with a 2 % margin.
-    assert r.window == {"tracing_started": 10**6 - 180, "tracing_disabled": 10**6 + 9180}
-    assert [d.name for d in r.processes()] == ["SM 4", "SM 9"]
-    assert not any(d.HasField("parent_uuid") for d in r.processes())
+    tracks = [d for d in r.threads()]
+    assert len(tracks) == 4095
+    assert sorted(s[0] for v in r.slices.values() for s in v if s[0].startswith("e")) == sorted(
+        f"e{i}" for i in range(4095))

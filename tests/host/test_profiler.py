@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from captures import BAD_NAMES
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode
 
 from sm_profiler import format as fmt
@@ -263,3 +264,65 @@ def test_capture_checks_the_kernel_name():
     with pytest.raises(ConfigError, match="kernel_name"):
         prof.capture(kernel_name="")
     assert prof.capture(kernel_name="gemm").kernel_name == "gemm"
+
+
+# -- hostile input (issue 15): unprintable names, wrong types, out of memory ----------------------
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_5_profiler_refuses_unprintable_names(name):
+    torch = pytest.importorskip("torch")  # noqa: F841
+    from sm_profiler import SmProfiler
+
+    prof = SmProfiler(1, 2, 4, device="cpu")
+    with pytest.raises(ConfigError, match="event name must be"):
+        prof.register_event(0, name)
+    with pytest.raises(ConfigError, match="group name must be"):
+        SmProfiler(1, 2, 4, device="cpu", group_names=["ok", name])
+    with pytest.raises(ConfigError, match="kernel_name must be"):
+        SmProfiler(1, 1, 4, device="cpu", kernel_name=name)
+    with pytest.raises(ConfigError, match="kernel_name must be"):
+        prof.capture(kernel_name=name)
+
+
+@pytest.mark.parametrize("names", [5, 1.5, object(), {"a"}])
+def test_14_group_names_of_the_wrong_type(names):
+    pytest.importorskip("torch")
+    from sm_profiler import SmProfiler
+
+    with pytest.raises(ConfigError, match="group_names must be a list or a dict"):
+        SmProfiler(1, 2, 4, device="cpu", group_names=names)
+
+
+def test_16_out_of_memory_says_how_much_was_asked(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from sm_profiler import SmProfiler
+
+    def oom(*a, **k):
+        raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 1 GB")
+
+    monkeypatch.setattr(torch, "zeros", oom)
+    words = fmt.buffer_words(1024, 4, 65536)
+    with pytest.raises(ConfigError, match=f"cannot allocate the {words * 8:,}-byte .* on cpu"):
+        SmProfiler(1024, 4, 65536, device="cpu")
+
+    def other(*a, **k):
+        raise RuntimeError("some other failure")
+
+    monkeypatch.setattr(torch, "zeros", other)
+    with pytest.raises(RuntimeError, match="some other failure"):
+        SmProfiler(1, 1, 4, device="cpu")
+
+
+def test_16_cuda_out_of_memory_names_the_free_memory(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from sm_profiler import SmProfiler
+
+    def oom(*a, **k):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
+
+    monkeypatch.setattr(torch, "zeros", oom)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**30, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(ConfigError, match=r"1,073,741,824 of 85,899,345,920 bytes are free"):
+        SmProfiler(1024, 4, 65536, device="cuda")

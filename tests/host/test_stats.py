@@ -7,11 +7,13 @@ import io
 
 import numpy as np
 import pytest
-from captures import TINY_REPORT, build_capture, nested_trace, tiny_capture
+from captures import TINY_REPORT, build_capture, kernel_capture, nested_trace, tiny_capture
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_encoder import BEGIN, END, Lane, Stream, encode
 
 from sm_profiler import decode
+from sm_profiler.capture import Capture
 from sm_profiler.stats import (
     compute_stats,
     format_stats,
@@ -462,3 +464,30 @@ def test_breakdowns_by_group_sm_and_launch():
     text = format_stats(st, width=80)
     assert "by group (times in ns)" in text and "waits: gaps" in text
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+# -- hostile input (issues 15, 23): far-apart blocks, names that need escaping --------------------
+
+
+@pytest.mark.parametrize("gap", [2**61, 2**62, 2**63 - 1000])
+def test_4_stats_of_blocks_far_apart_on_one_sm(gap):
+    s = Stream(2, 1, 4)
+    s.lanes[(0, 0)] = Lane(100, 1, [(BEGIN, 0, 108), (END, 0, 200)])
+    s.lanes[(1, 0)] = Lane(gap + 100, 1, [(BEGIN, 0, gap + 108), (END, 0, gap + 300)])
+    st = compute_stats(decode(Capture(encode(s))))
+    assert st.sms.busy_ns.tolist() == [100 + 200]
+    assert st.span.duration_ns == gap + 200
+
+
+def test_16_stats_escapes_call_sites_grids_and_slots(tmp_path, capsys):
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+
+    evil = "\x1b]0;pwned\x07\x1b[2J"
+    meta = {"call_site": evil, "grid": [evil, 1], "slots": evil, "launches_without_slot": 2}
+    caps = [kernel_capture(name="k", metadata=meta) for _ in range(2)]
+    save_many(caps, tmp_path / "c.smp")
+    assert main(["stats", str(tmp_path / "c.smp"), "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b]0;pwned" in out

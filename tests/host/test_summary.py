@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import os
-from collections import Counter
+import json
 
 import numpy as np
 import pytest
+from captures import kernel_capture, synthetic_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from repo_paths import ROOT
-from trace_readers import read_trace
+from reference_encoder import INSTANT
+from trace_readers import read_trace, slices_by_sm
 
 from sm_profiler import timeline
-from sm_profiler.errors import ConfigError
+from sm_profiler.capture import Capture
+from sm_profiler.decode import decode
 from sm_profiler.export import to_chrome_json, to_perfetto_bytes
 from sm_profiler.summary import SUMMARY_BINS, active_ranges
 from sm_profiler.trace import RANGE
@@ -21,63 +22,8 @@ from sm_profiler.trace import RANGE
 pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 
-def synthetic(n=20_000):
-    import sys
-
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from host import synthetic_capture
-
-    from sm_profiler.decode import decode
-
-    return decode(synthetic_capture(n, num_lanes=256))
-
-
-def slices_by_sm(r):
-    """{SM track name: Counter of (lane name, slice)} of a read trace."""
-    out = {}
-    for d in r.threads():
-        parent = r.tracks[d.parent_uuid]
-        while parent.name not in {p.name for p in r.processes()}:
-            parent = r.tracks[parent.parent_uuid]
-        out.setdefault(parent.name, Counter()).update((d.name, s) for s in r.slices[d.uuid])
-    return out
-
-
-def test_sm_filters_partition_the_full_export():
-    trace = synthetic()
-    full = slices_by_sm(read_trace(to_perfetto_bytes(trace, summary=False)))
-    sms = sorted(int(n.split()[1]) for n in full)
-    parts = {}
-    for half in (sms[::2], sms[1::2]):
-        parts.update(slices_by_sm(read_trace(to_perfetto_bytes(trace, sms=half, summary=False))))
-    assert parts == full
-
-
-def test_block_group_event_and_window_filters():
-    trace = synthetic()
-    ev = trace.events
-    r = read_trace(to_perfetto_bytes(trace, blocks=[0, 1], groups=[2], events=["mma"],
-                                     summary=False))  # fmt: skip
-    got = sorted(s[1:] for d in r.threads() for s in r.slices[d.uuid])
-    m = np.isin(ev["block"], [0, 1]) & (ev["group"] == 2) & (ev["event"] == 1) & (ev["kind"] == 0)
-    assert got == sorted(zip(ev["start_ns"][m].tolist(), (ev["end_ns"] - ev["start_ns"])[m].tolist(),
-                             strict=True))  # fmt: skip
-    assert {d.name.split(" · ")[1] for d in r.threads()} == {"group 2"}
-    # A window keeps every range touching it, whole.
-    a, b = 2_000, 5_000
-    t0 = trace.start_ns
-    r = read_trace(to_perfetto_bytes(trace, window_ns=(a, b), summary=False))
-    got = sum(len(r.slices[d.uuid]) for d in r.threads())
-    m = (ev["kind"] == RANGE) & (ev["end_ns"] >= t0 + a) & (ev["start_ns"] <= t0 + b)
-    assert got == int(m.sum()) > 0
-    with pytest.raises(ConfigError, match="no event named 'nope'"):
-        to_perfetto_bytes(trace, events=["nope"])
-    with pytest.raises(ConfigError, match="not an int"):
-        to_perfetto_bytes(trace, sms=["3"])
-
-
 def test_summary_counters_hold_every_range_time_and_detail_sms_stay_whole():
-    trace = synthetic()
+    trace = synthetic_trace()
     full = slices_by_sm(read_trace(to_perfetto_bytes(trace, summary=False)))
     r = read_trace(to_perfetto_bytes(trace, summary=True, detail_sms=[5]))
     # SM 5 in full; every other SM has only counters.
@@ -98,7 +44,7 @@ def test_summary_counters_hold_every_range_time_and_detail_sms_stay_whole():
 
 
 def test_summary_is_automatic_above_the_size_and_says_what_it_did(monkeypatch):
-    trace = synthetic()
+    trace = synthetic_trace()
     monkeypatch.setattr(timeline, "SUMMARY_ROWS", len(trace) - 1)
     with pytest.warns(UserWarning, match=r"summarised \(more than .* trace rows.*--no-summary"):
         data = to_perfetto_bytes(trace)
@@ -136,13 +82,30 @@ def test_active_ranges_match_a_brute_force_count(rows, bins):
             assert v[k] == pytest.approx(cover / max(b - a, 1), abs=1e-9)
 
 
-def test_filters_and_one_capture_say_what_they_kept(tmp_path):
+# -- hostile input (issue 23, item 7): traces without ranges --------------------------------------
+
+
+def instants_capture(n: int = 50) -> Capture:
+    return kernel_capture(records=[(INSTANT, 2, 10 + i) for i in range(n)])
+
+
+def test_7_summarising_a_trace_without_ranges_works(tmp_path):
+    from sm_profiler.export import export
+    from sm_profiler.timeline import build
+
+    trace = decode(instants_capture())
+    tl = build(trace, summary=True)
+    assert len(tl.summary["value"]) == 0
+    export(trace, tmp_path / "t.json", summary=True)
+    export(trace, tmp_path / "t.perfetto-trace", summary=True)
+    doc = json.loads((tmp_path / "t.json").read_text())
+    assert not any(e.get("ph") == "C" and "active ranges" in e["name"] for e in doc["traceEvents"])
+
+
+def test_7_the_default_summary_of_many_instants_works(tmp_path, monkeypatch):
+    from sm_profiler import timeline
     from sm_profiler.export import export
 
-    trace = synthetic()
-    sm0 = int(trace.lanes["sm"][0])
-    notes = export(trace, tmp_path / "t.json", sms=[sm0], summary=False)
-    kept = int(np.isin(trace.lanes["sm"][trace.events["lane"]], [sm0]).sum())
-    assert notes == [f"filtered (sms): {kept:,} of {len(trace):,} ranges and instants kept"]
-    assert 0 < kept < len(trace)
-    assert export(trace, tmp_path / "u.json", summary=False) == []
+    monkeypatch.setattr(timeline, "SUMMARY_ROWS", 5)
+    with pytest.warns(UserWarning, match="summarised"):
+        export(decode(instants_capture()), tmp_path / "t.json")

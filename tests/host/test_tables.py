@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from captures import nested_trace
+from captures import kernel_capture, nested_trace
 
 from sm_profiler.cli import main
+from sm_profiler.decode import decode
 from sm_profiler.errors import ConfigError, MissingDependencyError
 from sm_profiler.tables import TABLES, columns, query
 
@@ -90,3 +91,66 @@ def test_missing_pandas_says_how_to_install(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_pandas)
     with pytest.raises(MissingDependencyError, match=r"sm_profiler\[query\]"):
         nested_trace().to_pandas()
+
+
+# -- hostile input (issue 23): queries bounded in rows, memory and reach --------------------------
+
+
+def test_14_query_fetches_only_the_rows_it_prints(tmp_path, capsys):
+    pytest.importorskip("duckdb")
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+    from sm_profiler.tables import query
+
+    trace = decode(kernel_capture())
+    names, rows = query(trace, "select * from range(50000000)", max_rows=4)
+    assert names == ["range"] and rows == [(0,), (1,), (2,), (3,)]
+    save_many([kernel_capture()], tmp_path / "c.smp")
+    assert main(["query", str(tmp_path / "c.smp"), "select * from range(50000000) order by 1",
+                 "--max-rows", "3"]) == 0  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert [o.strip() for o in out] == ["range", "0", "1", "2",
+                                        "(more rows; --max-rows to see them)"]  # fmt: skip
+
+
+def test_14_query_memory_is_bounded_by_what_is_printed(tmp_path):
+    pytest.importorskip("duckdb")
+    import subprocess
+    import sys
+
+    from sm_profiler.capture import save_many
+
+    save_many([kernel_capture()], tmp_path / "c.smp")
+    code = ("import resource, sys; from sm_profiler.cli import main; "
+            "main(['query', sys.argv[1], sys.argv[2], '--max-rows', '3']); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")  # fmt: skip
+
+    def peak_kib(sql: str) -> int:
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "c.smp"), sql],
+                             check=True, capture_output=True, text=True).stdout  # fmt: skip
+        return int(out.splitlines()[-1])
+
+    small, big = peak_kib("select 1"), peak_kib("select * from range(5000000)")
+    assert big - small < 100 * 1024, (small, big)  # fetching it all took 650 MiB more
+
+
+@pytest.mark.parametrize("sql", [
+    "copy (select 1) to '{dir}/leak.csv'",
+    "select * from read_csv('{dir}/secret.txt')",
+    "select * from read_text('{dir}/secret.txt')",
+    "attach '{dir}/db.duckdb' as d",
+    "set enable_external_access = true",
+    "install httpfs",
+    "insert into events select * from events",
+])  # fmt: skip
+def test_17_query_cannot_reach_files_or_change_the_tables(tmp_path, sql):
+    pytest.importorskip("duckdb")
+    from sm_profiler.errors import ConfigError
+    from sm_profiler.tables import query
+
+    (tmp_path / "secret.txt").write_text("password\n")
+    trace = decode(kernel_capture())
+    with pytest.raises(ConfigError, match="query failed"):
+        query(trace, sql.format(dir=tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.txt"]
+    assert query(trace, "select count(*) from events")[1] == [(3,)]

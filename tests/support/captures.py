@@ -4,10 +4,17 @@
   `tiny_capture` is two blocks of it and `TINY_REPORT` its exact stats report;
 - `capture` / `basic_capture`: captures from reference_encoder streams at a time `T0` whose low
   32 bits wrap, as the exporters' tests read them back;
-- `nested_trace`: a decoded trace with nesting, siblings and an instant inside a range.
+- `nested_trace`: a decoded trace with nesting, siblings and an instant inside a range;
+- for the hostile-input tests: `lane_capture` (one lane, any anchor and SM id), `kernel_capture`
+  (one small launch at `EPOCH_T0`, any name, time, metadata), `ring_words` / `lane_base` (ring
+  lanes and where their words sit), `BAD_NAMES`, and capture files written by hand
+  (`write_npz`) or by `Capture.save` (`saved`);
+- `synthetic_trace`: the host benchmark's large synthetic capture, decoded.
 """
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode
@@ -139,3 +146,74 @@ def nested_trace():
     names = {0: "load", 1: "mma", 2: "store", 3: "tile"}
     return decode(Capture(encode(s), event_names=names, kernel_name="k",
                           group_names={0: "producer", 1: "consumer"}))  # fmt: skip
+
+
+# -- hostile input: edges of the format, hand-made files ---------------------------------------
+
+# A time on today's clocks (ns since 1970), as a launch's records carry.
+EPOCH_T0 = 1_700_000_000_000_000_000
+
+# Names that are not printable text: a lone surrogate, an escape sequence, a newline, nothing.
+BAD_NAMES = ["\ud800", "a\x1b[2Jb", "two\nlines", ""]
+
+
+def lane_capture(anchor: int, records, sm: int = 1, capacity: int = 4) -> Capture:
+    """One block, one group: a lane anchored at `anchor` on SM `sm` holding `records`."""
+    return Capture(encode(Stream(1, 1, capacity, {(0, 0): Lane(anchor, sm, records)})))
+
+
+def kernel_capture(name="k", t0=EPOCH_T0, metadata=None, records=None) -> Capture:
+    """One lane of one launch named `name` at `t0`: by default a 'work' range holding two 'tick'
+    instants. A record at time t is written at t0 + int(t * 10) ns."""
+    recs = records or [(BEGIN, 1, 10), (INSTANT, 2, 20), (INSTANT, 2, 20.1), (END, 1, 40)]
+    s = Stream(1, 1, 8, {(0, 0): Lane(t0, 3, [(k, e, t0 + int(t * 10)) for k, e, t in recs])})
+    return Capture(encode(s), {1: "work", 2: "tick"}, {}, name, dict(metadata or {}))
+
+
+def ring_words(records_per_lane: list[list], capacity: int = 4, closed=None) -> np.ndarray:
+    """A ring buffer of one block, one group per entry of `records_per_lane` (times from
+    `EPOCH_T0`); `closed[g]`: lane g was flushed (default: all were)."""
+    s = Stream(1, len(records_per_lane), capacity, flags=fmt.FLAG_RING)
+    for g, recs in enumerate(records_per_lane):
+        s.lanes[(0, g)] = Lane(EPOCH_T0, 1, [(k, e, EPOCH_T0 + t) for k, e, t in recs],
+                               closed=True if closed is None else closed[g])  # fmt: skip
+    return encode(s)
+
+
+def lane_base(g: int, capacity: int = 4) -> int:
+    """The index of lane g's first header word in a one-block buffer."""
+    return fmt.HEADER_WORDS + g * (fmt.LANE_HEADER_WORDS + capacity)
+
+
+def write_npz(path, meta, capture: Capture, raw_meta: bytes | None = None, **arrays) -> None:
+    """A capture file written by hand: `meta` as its JSON (or `raw_meta` bytes), the capture's
+    words as words_0 unless `arrays` say otherwise."""
+    blob = raw_meta if raw_meta is not None else json.dumps(meta).encode()
+    arrays.setdefault("words_0", capture.words)
+    np.savez(path, meta=np.frombuffer(blob, np.uint8), **arrays)
+
+
+def saved(tmp_path, capture: Capture, name: str = "t.npz") -> str:
+    """`capture` saved as tmp_path/name; its path."""
+    path = str(tmp_path / name)
+    capture.save(path)
+    return path
+
+
+# -- large ---------------------------------------------------------------------------------------
+
+
+def synthetic_trace(n=20_000):
+    """The host benchmark's synthetic capture (benchmarks/host.py) of `n` records on 256 lanes,
+    decoded."""
+    import os
+    import sys
+
+    from repo_paths import ROOT
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from host import synthetic_capture
+
+    from sm_profiler.decode import decode
+
+    return decode(synthetic_capture(n, num_lanes=256))

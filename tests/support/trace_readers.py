@@ -4,6 +4,7 @@
   by each ClockSnapshot, TracePacketDefaults giving the track, events sorted by (timestamp, file
   order), SLICE_END closing the innermost open slice of its track), into a `Read`;
 - `read_perfetto`: a Perfetto file's process names, thread names and slice counts by name;
+- `slices_by_sm`: a `Read`'s slices grouped by SM track;
 - `expected_slices`: what a decoded trace says one lane's slices are, to compare with a `Read`.
 
 Perfetto's protos are imported when a file is read: tests that read skip without them
@@ -16,6 +17,15 @@ import re
 from collections import Counter, defaultdict
 
 from sm_profiler.export import perfetto as pf
+
+
+def has_perfetto() -> bool:
+    """Whether Perfetto's protos can be imported (the test extra)."""
+    try:
+        _pb2()
+    except ImportError:
+        return False
+    return True
 
 
 def _pb2():
@@ -154,3 +164,14 @@ def read_perfetto(path) -> dict:
                  if d.uuid in sm]  # fmt: skip
     threads = [d.name for d in tracks if d.parent_uuid in sm and not d.HasField("counter")]
     return {"processes": processes, "threads": threads, "slices": slices}
+
+
+def slices_by_sm(r):
+    """{SM track name: Counter of (lane name, slice)} of a read trace."""
+    out = {}
+    for d in r.threads():
+        parent = r.tracks[d.parent_uuid]
+        while parent.name not in {p.name for p in r.processes()}:
+            parent = r.tracks[parent.parent_uuid]
+        out.setdefault(parent.name, Counter()).update((d.name, s) for s in r.slices[d.uuid])
+    return out
