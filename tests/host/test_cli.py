@@ -17,10 +17,10 @@ import zipfile
 import pytest
 from captures import TINY_REPORT, build_capture, saved, tiny_capture
 from repo_paths import ROOT as REPO
+from terminal import Tty
 
 from sm_profiler import decode, save_many
 from sm_profiler.cli import PERFETTO_UI, main, serve_trace
-from sm_profiler.progress import stage
 
 
 @pytest.fixture
@@ -158,13 +158,8 @@ def test_no_command_prints_help_and_fails(capsys):
     assert "info" in capsys.readouterr().err
 
 
-class _Tty(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
 def test_binary_export_to_a_terminal_is_refused(capture_file, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "stdout", _Tty())
+    monkeypatch.setattr(sys, "stdout", Tty())
     assert main(["export", capture_file, "-"]) == 2
     err = capsys.readouterr().err
     assert "refusing to write a binary Perfetto trace to the terminal" in err
@@ -197,8 +192,8 @@ def test_export_json_file_and_stdout_agree(capture_file, tmp_path, capsysbinary)
 
 def test_json_to_a_terminal_is_allowed(capture_file, monkeypatch, capsys):
     _need_exporter()
-    monkeypatch.setattr(sys, "stdout", _Tty())
-    monkeypatch.setattr(_Tty, "buffer", property(lambda self: _TextBuffer(self)), raising=False)
+    monkeypatch.setattr(sys, "stdout", Tty())
+    monkeypatch.setattr(Tty, "buffer", property(lambda self: _TextBuffer(self)), raising=False)
     assert main(["export", capture_file, "-", "--format", "json"]) == 0
     assert json.loads(sys.stdout.getvalue())
 
@@ -330,24 +325,6 @@ def test_open_port_in_use_says_what_to_do(tmp_path, capsys):
     assert f"cannot serve on 127.0.0.1:{port}" in err and "--port" in err
 
 
-# -- progress ------------------------------------------------------------------------------------
-
-
-def test_progress_is_silent_off_a_terminal_and_timed_on_one():
-    quiet = io.StringIO()
-    with stage("decoding", stream=quiet):
-        pass
-    assert quiet.getvalue() == ""
-    tty = _Tty()
-    with stage("decoding", stream=tty):
-        pass
-    assert tty.getvalue().startswith("decoding ... done in ")
-    tty = _Tty()
-    with pytest.raises(RuntimeError), stage("exporting", stream=tty):
-        raise RuntimeError("boom")
-    assert tty.getvalue() == "exporting ... failed\n"
-
-
 def test_decode_of_the_fixture_is_sane():
     # Guards the builder the CLI tests rely on.
     assert len(decode(tiny_capture())) == 5
@@ -429,3 +406,15 @@ def test_15_info_escapes_what_a_file_says(tmp_path, small_capture, capsys):
     assert "device\\x1b]0;pwn\\x07" in out
     assert "H100\\x1b[2J\\r\\nfake: line" in out and "\\ud800" in out
     out.encode("utf-8")  # nothing unencodable reaches stdout
+
+
+# -- run (auto mode) ----------------------------------------------------------------------------
+
+
+def test_cli_run_needs_a_script(capsys):
+    from sm_profiler.cli import main
+
+    assert main(["run"]) == 2
+    assert "needs a script" in capsys.readouterr().err
+    assert main(["run", "--", "/no/such/train.py"]) == 2
+    assert "no script" in capsys.readouterr().err
