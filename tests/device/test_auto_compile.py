@@ -1,4 +1,4 @@
-"""Auto mode's rewrite, compiled for sm_90 and sm_100 on the CPU (tests/auto_compile_probe.py):
+"""Auto mode's rewrite, compiled for sm_90 and sm_100 on the CPU (tests/support/auto_compile_probe.py):
 every kernel shape compiles instrumented at both levels, Gluon warp-specialized kernels too; a
 compile with auto mode off is byte-identical to one before it was ever on; the two builds sit
 under different cache keys; and per program the record costs two timer reads, two 16-byte

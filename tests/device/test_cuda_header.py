@@ -396,7 +396,7 @@ def test_cpp_host_header_refuses_bad_input_with_a_message_and_writes_nothing(
 
 
 # ---------------------------------------------------------------------------------------------
-# The examples and the benchmark compile on the CPU (they run in tests/test_cuda_gpu.py)
+# The examples and the benchmark compile on the CPU (they run in tests/device/test_cuda_gpu.py)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -432,7 +432,7 @@ NVCC = cuda_tools.shutil.which("nvcc")
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
 def test_nvcc_builds_the_cpp_example_and_the_gpu_test_driver(tmp_path):
     """The host header with the CUDA runtime, the device header, the load_inline example's
-    kernel file: built for sm_90 (run on a GPU by tests/test_cuda_gpu.py)."""
+    kernel file: built for sm_90 (run on a GPU by tests/device/test_cuda_gpu.py)."""
     inc = [f"-I{sm_profiler.cuda_include_dir()}", f"-I{HERE}"]
     for src in (os.path.join(ROOT, "examples", "cuda", "warp_specialized.cu"),
                 os.path.join(HERE, "gpu_capture.cu")):  # fmt: skip

@@ -18,7 +18,7 @@ cutlass = pytest.importorskip(
     "cutlass", reason="needs CuteDSL: pip install nvidia-cutlass-dsl==4.8.1"
 )
 
-import cute_kernels as K  # noqa: E402  (tests/ is on sys.path: no package)
+import cute_kernels as K  # noqa: E402  (tests/support is on sys.path: no package)
 import cutlass.cute as cute  # noqa: E402
 from cutlass import Int32  # noqa: E402
 from cutlass.cute.runtime import make_ptr  # noqa: E402

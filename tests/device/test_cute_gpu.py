@@ -19,7 +19,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-import cute_kernels as K  # noqa: E402  (tests/ is on sys.path: no package)
+import cute_kernels as K  # noqa: E402  (tests/support is on sys.path: no package)
 import cutlass.cute as cute  # noqa: E402
 from cutlass import Int32  # noqa: E402
 from cutlass.cute.runtime import make_ptr  # noqa: E402

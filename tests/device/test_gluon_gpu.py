@@ -14,7 +14,7 @@ pytestmark = [
 ]
 
 pytest.importorskip("triton.experimental.gluon")
-import gluon_kernels as K  # noqa: E402  (tests/ is on sys.path: no package)
+import gluon_kernels as K  # noqa: E402  (tests/support is on sys.path: no package)
 
 import sm_profiler  # noqa: E402
 

@@ -9,7 +9,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-import triton_kernels as K  # noqa: E402  (tests/ is on sys.path: no package)
+import triton_kernels as K  # noqa: E402  (tests/support is on sys.path: no package)
 
 import sm_profiler  # noqa: E402
 from sm_profiler import format as fmt  # noqa: E402

@@ -1,4 +1,4 @@
-"""Running the compile probes (tests/*_probe.py) and comparing the PTX they print.
+"""Running the compile probes (tests/support/*_probe.py) and comparing the PTX they print.
 
 A probe compiles kernels for the GPU on the CPU in a subprocess without TRITON_INTERPRET: the
 ops choose their GPU path when they are imported, so a probe must not share a process with the
@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_probe(script: str, timeout_s: int = 600) -> dict:
-    """The JSON a probe script in tests/ prints."""
+    """The JSON a probe script in tests/support prints."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, os.path.join(HERE, script)], capture_output=True,
                          text=True, env=env, timeout=timeout_s)  # fmt: skip

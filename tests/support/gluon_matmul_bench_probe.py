@@ -1,5 +1,6 @@
 """Compile benchmarks/gluon_matmul_overhead.py's kernel for sm_90 on the CPU, every variant; print
-its PTX facts as JSON. Run as a subprocess by test_gluon_matmul_bench.py, without TRITON_INTERPRET."""
+its PTX facts as JSON. Run as a subprocess by e2e/test_benchmark_gluon_matmul.py, without
+TRITON_INTERPRET."""
 
 import json
 import os
