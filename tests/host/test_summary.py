@@ -1,4 +1,6 @@
-"""Export filters and the summary mode, checked against the full export of the same trace."""
+"""The summary mode (sm_profiler/summary.py and the timeline's summary): counters that hold every
+range's time, chosen automatically above a size, checked against the full export of the same
+trace; traces without ranges summarise too. The filters are tested in test_timeline.py."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from captures import kernel_capture, synthetic_trace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_encoder import INSTANT
-from trace_readers import read_trace, slices_by_sm
+from trace_readers import has_perfetto, read_trace, slices_by_sm
 
 from sm_profiler import timeline
 from sm_profiler.capture import Capture
@@ -19,9 +21,11 @@ from sm_profiler.export import to_chrome_json, to_perfetto_bytes
 from sm_profiler.summary import SUMMARY_BINS, active_ranges
 from sm_profiler.trace import RANGE
 
-pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+# Perfetto's protos read the files back (the test extra); the hostile-input tests run without them.
+needs_perfetto = pytest.mark.skipif(not has_perfetto(), reason="needs perfetto (the test extra)")
 
 
+@needs_perfetto
 def test_summary_counters_hold_every_range_time_and_detail_sms_stay_whole():
     trace = synthetic_trace()
     full = slices_by_sm(read_trace(to_perfetto_bytes(trace, summary=False)))
@@ -43,6 +47,7 @@ def test_summary_counters_hold_every_range_time_and_detail_sms_stay_whole():
         assert pts[-1][1] == 0
 
 
+@needs_perfetto
 def test_summary_is_automatic_above_the_size_and_says_what_it_did(monkeypatch):
     trace = synthetic_trace()
     monkeypatch.setattr(timeline, "SUMMARY_ROWS", len(trace) - 1)
@@ -62,6 +67,7 @@ def test_summary_is_automatic_above_the_size_and_says_what_it_did(monkeypatch):
                    for d in read_trace(to_perfetto_bytes(trace)).tracks.values())  # fmt: skip
 
 
+@needs_perfetto
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1000), st.integers(0, 300)),
                 min_size=1, max_size=30), st.integers(1, 17))  # fmt: skip
