@@ -17,11 +17,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from captures import (
-    BAD_NAMES,
-    saved,
-    write_npz,
-)
+from captures import BAD_NAMES, saved, write_npz
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode, examples

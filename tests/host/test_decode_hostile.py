@@ -7,11 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from captures import (
-    lane_base,
-    lane_capture,
-    ring_words,
-)
+from captures import lane_base, lane_capture, ring_words
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode, examples

@@ -4,11 +4,7 @@ stays on its own lane."""
 from __future__ import annotations
 
 import numpy as np
-from captures import (
-    EPOCH_T0,
-    lane_base,
-    ring_words,
-)
+from captures import EPOCH_T0, lane_base, ring_words
 from reference_encoder import INSTANT
 
 from sm_profiler import format as fmt

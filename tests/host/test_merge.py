@@ -11,10 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from captures import (
-    EPOCH_T0,
-    kernel_capture,
-)
+from captures import EPOCH_T0, kernel_capture
 from reference_encoder import INSTANT, Stream, encode
 
 from sm_profiler import format as fmt

@@ -7,9 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from captures import (
-    kernel_capture,
-)
+from captures import kernel_capture
 
 from sm_profiler.capture import save_many
 from sm_profiler.decode import decode
