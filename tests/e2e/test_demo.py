@@ -1,0 +1,75 @@
+"""demo.py, run the way a new user runs it (a subprocess), in the CPU interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+
+from repo_paths import ROOT  # noqa: E402
+from trace_readers import read_perfetto  # noqa: E402
+
+import sm_profiler  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("demo") / "out"
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
+    t0 = time.perf_counter()
+    res = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "demo.py"), "--out", str(out_dir)],
+        capture_output=True, text=True, env=env, timeout=300, cwd=str(out_dir.parent),
+    )  # fmt: skip
+    elapsed = time.perf_counter() - t0
+    print(f"demo.py took {elapsed:.1f} s in the interpreter")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out_dir, res.stdout
+
+
+def test_demo_says_it_runs_in_the_interpreter_and_how_to_open_the_trace(demo):
+    out_dir, stdout = demo
+    assert "CPU interpreter (TRITON_INTERPRET=1)" in stdout
+    trace_path = os.path.join(str(out_dir), "demo.perfetto-trace")
+    assert f"drag {trace_path} into https://ui.perfetto.dev" in stdout
+    assert f"sm-profiler open {trace_path}" in stdout
+    # the stats table: the events and a section per launch
+    for word in ("tile", "load", "mma", "store", "load imbalance", "one_per_tile"):
+        assert word in stdout
+    assert "-- capture 1: persistent (8 blocks) ---" in stdout
+
+
+def test_demo_perfetto_trace(demo):
+    out_dir, _ = demo
+    read = read_perfetto(out_dir / "demo.perfetto-trace")
+    processes, threads, slices = set(read["processes"]), set(read["threads"]), read["slices"]
+    assert processes == {f"SM {i} (emulated)" for i in range(8)}
+    # three launches, each its own threads
+    for kernel in ("persistent (launch 0)", "persistent (launch 1)", "one_per_tile"):
+        assert f"{kernel} · block 0" in threads, kernel
+    assert not [t for t in threads if "#" in t]
+    assert set(slices) >= {"tile", "load", "mma", "store"}
+    assert slices["load"] == slices["mma"] == 2 * slices["tile"]  # K = 2 steps of BK
+    assert slices["store"] == slices["tile"] == 3 * 12  # 12 tiles per launch
+
+
+def test_demo_json_png_and_capture(demo):
+    out_dir, _ = demo
+    with open(out_dir / "demo.json") as f:
+        chrome = json.load(f)
+    names = Counter(e["name"] for e in chrome["traceEvents"] if e.get("ph") in ("X", "B"))
+    assert names["tile"] == 36 and names["load"] == 72
+    assert (out_dir / "demo_sm_occupancy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    caps = sm_profiler.load(out_dir / "demo_capture.npz")
+    assert [c.kernel_name for c in caps] == ["persistent", "persistent", "one_per_tile"]
+    trace = sm_profiler.decode(caps)
+    assert trace.emulated and trace.dropped_total == 0 and len(trace.unmatched["kind"]) == 0

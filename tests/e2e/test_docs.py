@@ -1,0 +1,231 @@
+"""Every code block of README.md and docs/*.md runs, so that a doc cannot rot unnoticed.
+
+Blocks are the fenced ones tagged python, bash or sql (untagged fences are output, not code).
+They run against the demo's capture (demo.py's kernels under the interpreter, in-process) and
+its decoded trace, in a scratch folder where the files they name exist:
+
+- python: written to a file and run there (Triton reads a kernel's source from its file) with
+  `trace`, `prof` (an SmProfiler holding the demo's captures), `sm_profiler` and `export`
+  defined;
+- bash: each line through bash, `sm-profiler` being this checkout's command line (`open` gets
+  `--no-browser --timeout 0.2`: nothing fetches the trace here);
+- sql: each statement through sm_profiler.tables.query.
+
+A block that cannot run here says so in an HTML comment on the line before its fence,
+`<!-- doc-test: skip, REASON -->`, and is reported as skipped with that reason.
+The names in docs/api.md and docs/cli.md are checked against the code below.
+"""
+
+from __future__ import annotations
+
+import glob
+import inspect
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from repo_paths import ROOT  # noqa: E402
+
+import sm_profiler  # noqa: E402
+
+DOCS = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(f"{ROOT}/docs/*.md"))
+SKIP = re.compile(r"<!--\s*doc-test:\s*skip,\s*(.+?)\s*-->")
+
+
+@dataclass
+class Block:
+    doc: str
+    line: int  # of the opening fence, 1-based
+    lang: str
+    code: str
+    skip: str | None
+
+    @property
+    def id(self) -> str:
+        return f"{self.doc}:{self.line}:{self.lang}"
+
+
+def blocks() -> list[Block]:
+    out = []
+    for doc in DOCS:
+        lines = open(os.path.join(ROOT, doc), encoding="utf-8").read().split("\n")
+        i = 0
+        while i < len(lines):
+            m = re.match(r"^```(\w*)\s*$", lines[i])
+            if not m:
+                i += 1
+                continue
+            j = i + 1
+            while not lines[j].startswith("```"):
+                j += 1
+            if m.group(1) in ("python", "bash", "sql"):
+                prev = SKIP.search(lines[i - 1]) if i else None
+                out.append(Block(doc, i + 1, m.group(1), "\n".join(lines[i + 1 : j]),
+                                 prev.group(1) if prev else None))  # fmt: skip
+            i = j + 1
+    return out
+
+
+BLOCKS = blocks()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The demo's captures (its kernels, in the interpreter) saved under the names the docs use."""
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        pytest.skip("the docs' blocks run under the interpreter (conftest.py sets it without a GPU)")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sm_profiler_docs_demo", f"{ROOT}/demo.py")
+    demo_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo_py)
+    caps = demo_py.run(demo_py.config(gpu=False))
+    data = tmp_path_factory.mktemp("docs_data")
+    path = data / "demo_capture.npz"
+    sm_profiler.save_many(caps, path)
+    return caps, path
+
+
+@pytest.fixture
+def workdir(tmp_path, demo):
+    """A scratch folder holding the files the docs name, and an `sm-profiler` on PATH."""
+    caps, path = demo
+    os.makedirs(tmp_path / "sm_profiler_demo_out")
+    for name in ("sm_profiler_demo_out/demo_capture.npz", "run.npz", "capture.npz",
+                 "rank0.smp", "rank1.smp"):  # fmt: skip
+        shutil.copy(path, tmp_path / name)
+    trace = sm_profiler.decode(caps)
+    sm_profiler.export.export(trace, tmp_path / "sm_profiler_demo_out/demo.perfetto-trace")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "sm-profiler"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m sm_profiler "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    env = dict(os.environ, PYTHONPATH=ROOT, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path, env, caps, trace
+
+
+def _profiler(caps):
+    """An SmProfiler whose captures are the demo's (what `prof` is in the docs' fragments)."""
+    prof = sm_profiler.SmProfiler(caps[0].layout.num_blocks, 1, caps[0].layout.capacity,
+                                  device="cpu")  # fmt: skip
+    prof._captures = list(caps)
+    return prof
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
+def test_doc_block_runs(block, workdir, monkeypatch):
+    if block.skip:
+        pytest.skip(block.skip)
+    cwd, env, caps, trace = workdir
+    monkeypatch.chdir(cwd)
+    if block.lang == "python":
+        import runpy
+
+        path = cwd / "doc_block.py"
+        path.write_text(block.code + "\n")
+        from sm_profiler.export import export
+
+        # A page's later blocks use what its first one imported (export.md: `export`).
+        names = {"trace": trace, "prof": _profiler(caps), "sm_profiler": sm_profiler,
+                 "export": export}  # fmt: skip
+        try:
+            runpy.run_path(str(path), init_globals=names)
+        except sm_profiler.MissingDependencyError as e:  # pandas, pyarrow: the [query] extra
+            pytest.skip(str(e))
+        except ModuleNotFoundError as e:  # a block that imports an extra (duckdb) itself
+            if e.name not in OPTIONAL_MODULES:
+                raise
+            pytest.skip(f"{e.name} is not installed (an optional extra)")
+    elif block.lang == "bash":
+        # One command per line; a line ending in a quote-continued string goes with the next.
+        for cmd in _commands(block.code):
+            if cmd.startswith("sm-profiler query "):
+                pytest.importorskip("duckdb", reason="the [query] extra is not installed")
+            if cmd.startswith("sm-profiler open "):
+                cmd += " --no-browser --timeout 0.2"
+            res = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=cwd, env=env,
+                                 capture_output=True, text=True, timeout=120)  # fmt: skip
+            ok = res.returncode == 0 or "Timed out" in res.stdout and "open" in cmd
+            assert ok, f"{cmd}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
+    else:
+        from sm_profiler.tables import query
+
+        pytest.importorskip("duckdb", reason="the [query] extra is not installed")
+        for stmt in (s.strip() for s in block.code.split(";")):
+            sql = "\n".join(ln for ln in stmt.splitlines() if not ln.startswith("--")).strip()
+            if sql:
+                cols, rows = query(trace, sql)
+                assert cols, sql
+
+
+# Modules of the optional extras a doc block may import itself.
+OPTIONAL_MODULES = {"duckdb", "pandas", "pyarrow", "matplotlib"}
+
+
+def _commands(code: str) -> list[str]:
+    out, cur = [], ""
+    for line in code.splitlines():
+        cur = f"{cur}\n{line}" if cur else line
+        if cur.count('"') % 2 == 0 and not cur.endswith("\\"):
+            out.append(cur.split("  #")[0].strip())
+            cur = ""
+    return [c for c in out if c]
+
+
+def test_every_doc_is_read_and_skips_say_why():
+    assert {b.doc for b in BLOCKS} >= {"README.md", "docs/api.md", "docs/query.md"}
+    for b in BLOCKS:
+        assert b.skip is None or len(b.skip) > 10, b.id
+
+
+# -- the reference pages name what the code has ------------------------------------------------
+
+
+def _words(doc: str) -> str:
+    return open(os.path.join(ROOT, doc), encoding="utf-8").read()
+
+
+def test_api_doc_names_every_public_parameter_and_method():
+    from sm_profiler.triton_ops import profiler_init
+
+    text = _words("docs/api.md")
+    missing = [f"SmProfiler({p}=)" for p in inspect.signature(sm_profiler.SmProfiler).parameters
+               if not re.search(rf"\b{p}\b", text)]  # fmt: skip
+    missing += [f"SmProfiler.{m}" for m, _ in inspect.getmembers(sm_profiler.SmProfiler)
+                if not m.startswith("_") and not re.search(rf"`{m}[`(]", text)]  # fmt: skip
+    fn = getattr(profiler_init, "fn", profiler_init)
+    missing += [f"profiler_init({p}=)" for p in inspect.signature(fn).parameters
+                if not re.search(rf"\b{p}\b", text)]  # fmt: skip
+    assert not missing, f"docs/api.md does not mention: {missing}"
+
+
+def test_cli_doc_usage_lists_every_command():
+    from sm_profiler.cli import build_parser
+
+    usage = _words("docs/cli.md").split("```")[1]
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    missing = [c for c in sub.choices if f"sm-profiler {c}" not in usage]
+    assert not missing, f"docs/cli.md's usage block misses: {missing}"
+
+
+def test_the_pictures_the_docs_show_exist_and_are_small():
+    """README.md and docs/export.md show pictures that docs/make_pictures.py regenerates."""
+    for doc in ("README.md", "docs/export.md"):
+        pics = re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", _words(doc))
+        assert len(pics) == 2, doc
+        for rel in pics:
+            path = os.path.normpath(os.path.join(ROOT, os.path.dirname(doc), rel))
+            data = open(path, "rb").read()
+            assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 300_000, rel
+    assert os.path.exists(os.path.join(ROOT, "docs", "make_pictures.py"))

@@ -1,0 +1,99 @@
+"""Auto mode's records on the host (sm_profiler/auto_mode/records.py): one capture per launch
+(launches apart by grid id and by CUDA graph replay, drops counted, tags kept), and the packed
+trace they make. The PTX rewrite is tested in tests/device/test_auto_rewrite.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from auto_inputs import AUTO_T0, KERNELS, auto_buffer, two_kernels
+
+from sm_profiler import format as fmt
+from sm_profiler.auto_mode.records import read_buffer, to_captures
+from sm_profiler.auto_mode.report import format_report, launch_reports
+from sm_profiler.decode import decode
+from sm_profiler.timeline import build
+
+
+def test_records_become_one_capture_per_launch():
+    recs, info = read_buffer(auto_buffer(two_kernels()))
+    assert info == {"claimed": 16, "capacity": 4096, "ring": False, "dropped": 0, "unwritten": 0}
+    caps = to_captures(recs, info, KERNELS, {"sm_count": 4})
+    assert [c.kernel_name for c in caps] == ["triton_poi_fused_add_0"] * 2 + ["gemm"] * 2
+    assert [c.metadata["grid"] for c in caps] == [[4, 1, 1], [4, 1, 1], [2, 1, 2], [2, 1, 2]]
+    assert [c.metadata["grid_id"] for c in caps] == [5, 6, 9, 9]  # replays share the grid id
+    trace = decode(caps)
+    assert len(trace.events["kind"]) == 16 and trace.lanes["initialized"].all()
+    # Times rebuilt across the low word's wrap; each program's start and duration exact.
+    first = trace.events["capture"] == 0
+    assert trace.events["start_ns"][first].tolist() == [AUTO_T0 + 10 * p for p in range(4)]
+    assert (trace.duration_ns[first] == 500).all()
+    r = launch_reports(trace)
+    assert [x.programs for x in r] == [4, 4, 4, 4]
+    assert r[0].last_sm == 0 and r[0].span_ns == 30 + 500  # programs 0 and 3 ran on SM 0
+
+
+def test_drops_are_counted_exactly_in_both_modes():
+    # Three launches of 4 programs, all on SM 0, and one program on SM 300 (region 44: SM ids
+    # wrap); capacity 512 is 2 records per region.
+    recs = [(AUTO_T0 + 100 * i, 50, 0, 1 + i // 4, 1, i % 4, 0, 0) for i in range(12)]
+    recs.append((AUTO_T0 + 5000, 50, 300, 4, 1, 0, 0, 0))
+    for ring, grid_ids in ((False, [1]), (True, [3, 4])):
+        got, info = read_buffer(auto_buffer(recs, capacity=512, ring=ring))
+        assert info["claimed"] == 13 and info["dropped"] == 10 and len(got) == 3
+        caps = to_captures(got, info, KERNELS)
+        assert sorted({c.metadata["grid_id"] for c in caps}) == sorted(grid_ids + ([4] if not ring else []))
+        text = format_report(decode(caps), width=80)
+        assert "10 of 13 program records dropped" in text
+        assert ("newest" if ring else "first") in text
+    with pytest.raises(ValueError, match="power of two"):
+        fmt.auto_header(100, False)
+
+
+def test_unwritten_slot_is_left_out_and_counted():
+    words = auto_buffer(two_kernels()[:4])
+    words[fmt.AUTO_HEADER_WORDS] += 1  # SM 0 claimed one more, not yet written
+    recs, info = read_buffer(words)
+    assert len(recs) == 4 and info["unwritten"] == 1
+
+
+def test_packed_timeline_slots_per_sm_and_shared_launch_tracks():
+    caps = to_captures(*read_buffer(auto_buffer(two_kernels())), KERNELS, {"sm_count": 4})
+    tl = build(decode(caps))
+    assert tl.lane_labels is not None
+    assert len(tl.lane_labels) < 16  # programs share slot tracks
+    # No two programs on one slot track overlap.
+    ev = tl.trace.events
+    for row in np.unique(tl.ev_lane):
+        m = tl.ev_lane == row
+        s, e = np.sort(ev["start_ns"][m]), ev["end_ns"][m][np.argsort(ev["start_ns"][m])]
+        assert (s[1:] >= e[:-1]).all()
+    # The two overlapping launches of kernel 1 need two launch tracks; the replays reuse one.
+    assert tl.launch_track_names == ["launches", "launches (overlap 1)"]
+    assert sorted(tl.launch_track.tolist()) == [0, 0, 0, 1]
+
+
+def test_packed_trace_exports(tmp_path):
+    from sm_profiler.export import export
+
+    caps = to_captures(*read_buffer(auto_buffer(two_kernels())), KERNELS, {"sm_count": 4})
+    trace = decode(caps)
+    export(trace, tmp_path / "a.perfetto-trace")
+    export(trace, tmp_path / "a.json")
+    import json
+
+    doc = json.loads((tmp_path / "a.json").read_text())
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "thread_name"}
+    assert {"slot 0", "launches", "launches (overlap 1)"} <= names
+    x = [e["name"] for e in doc["traceEvents"] if e.get("ph") == "X"]
+    assert x.count("gemm") == 8  # its programs
+    assert sum(n.startswith("gemm (launch") for n in x) == 2  # its launches
+    assert (tmp_path / "a.perfetto-trace").stat().st_size > 0
+
+
+def test_a_tag_reaches_the_launch_metadata():
+    recs = [(AUTO_T0 + 10 * p, 50, p, 3, 1 | (5 << 24), p, 0, 0) for p in range(4)]
+    recs += [(AUTO_T0 + 900 + 10 * p, 50, p, 4, 1, p, 0, 0) for p in range(4)]
+    caps = to_captures(*read_buffer(auto_buffer(recs)), KERNELS)
+    assert [c.metadata.get("tag") for c in caps] == [5, None]
+    assert {c.kernel_name for c in caps} == {"triton_poi_fused_add_0"}  # a tag names nothing

@@ -1,0 +1,40 @@
+"""sm_profiler.auto(): the options it refuses and when its results can be read."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_bad_options_and_impossible_settings_are_config_errors(monkeypatch):
+    import sm_profiler
+    from sm_profiler import ConfigError
+
+    for bad in (100, 128, 0, -256, 2**32):
+        with pytest.raises(ConfigError, match="power of two"):
+            sm_profiler.auto(bad)
+    for bad in (True, "4096", 4096.0):
+        with pytest.raises(ConfigError, match="must be an int"):
+            sm_profiler.auto(bad)
+    with pytest.raises(ConfigError, match="ring must be"):
+        sm_profiler.auto(ring="yes")
+    with pytest.raises(ConfigError, match="level must be one of program, warp"):
+        sm_profiler.auto(level="block")
+    # Under the interpreter nothing is compiled: say so before touching anything.
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(ConfigError, match="TRITON_INTERPRET"):
+        sm_profiler.auto().start()
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    import triton
+
+    monkeypatch.delattr(triton.knobs.runtime_knobs, "add_stages_inspection_hook", raising=False)
+    monkeypatch.delattr(triton.knobs.runtime, "add_stages_inspection_hook", raising=False)
+    with pytest.raises(ConfigError, match="Triton 3.6 or newer"):
+        sm_profiler.auto().start()
+
+
+def test_results_before_the_region_ends_say_when_to_read_them():
+    import sm_profiler
+    from sm_profiler import ConfigError
+
+    with pytest.raises(ConfigError, match="after the `with sm_profiler.auto"):
+        sm_profiler.auto().records()

@@ -1,0 +1,420 @@
+"""The command line, run in-process through main() and once as `python -m sm_profiler`."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import zipfile
+
+import pytest
+from captures import TINY_REPORT, build_capture, saved, tiny_capture
+from repo_paths import ROOT as REPO
+from terminal import Tty
+
+from sm_profiler import decode, save_many
+from sm_profiler.cli import PERFETTO_UI, main, serve_trace
+
+
+@pytest.fixture
+def capture_file(tmp_path):
+    path = tmp_path / "tiny.npz"
+    tiny_capture().save(path)
+    return str(path)
+
+
+def test_stats_prints_the_report(capture_file, capsys):
+    assert main(["stats", capture_file, "--width", "100"]) == 0
+    assert capsys.readouterr().out == TINY_REPORT
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_stats_width_narrows_every_line(tmp_path, capsys, width):
+    first = tiny_capture()
+    first.event_names[1] = "a_very_long_event_name_" * 4
+    lanes = {b: {"sm": b, "anchor": 50, "records": [("B", 0, 60), ("E", 0, 90 + b)]}
+             for b in range(20)}  # fmt: skip
+    path = tmp_path / "two.npz"
+    save_many([first, build_capture(lanes, num_blocks=20, kernel_name="wide" * 30)], path)
+    assert main(["stats", str(path), "--width", str(width)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 30
+    assert max(len(line) for line in lines) <= width
+    wide = main(["stats", str(path), "--width", "200"]) == 0 and capsys.readouterr().out
+    assert max(len(line) for line in wide.splitlines()) > width  # so the width did something
+
+
+def test_python_dash_m_runs_the_same_command(capture_file):
+    env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run(
+        [sys.executable, "-m", "sm_profiler", "stats", capture_file, "--width", "100"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == TINY_REPORT
+    assert r.stderr == ""  # not a terminal: no progress messages
+
+
+def test_info_describes_each_capture(tmp_path, capsys):
+    lanes = {0: {"sm": 3, "anchor": 100, "records": [("B", 7, 150), ("E", 7, 400)] * 3}}
+    other = build_capture(
+        lanes, num_blocks=4, num_groups=2, capacity=4, emulated=True, kernel_name="other",
+        event_names={7: "mma"}, group_names={0: "producer", 1: "consumer"},
+    )  # fmt: skip
+    other.metadata = {"device_name": "H100"}
+    path = tmp_path / "two.npz"
+    save_many([tiny_capture(), other], path)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}: 2 captures\n")
+    second = out.split("capture 1: other\n")[1]
+    # Values line up after the longest key of the file ("device_name", 11 characters).
+    assert "  layout       4 blocks x 2 groups x 4 records per lane (" in second
+    assert "  emulated     yes (CPU interpreter" in second
+    assert "  device_name  H100" in second
+    assert "  groups       0 producer, 1 consumer" in second
+    assert "  events       7 mma" in second
+    assert "  lanes        1 of 8 initialised, on 1 SMs; 4 records" in second
+    assert "  recorded     2 ranges, 0 instants; 2 dropped; unmatched: 0 begins, 0 ends" in second
+    first = out.split("capture 1: other\n")[0]
+    assert "  emulated     no (GPU %globaltimer and %smid)" in first
+    assert "  span         4.30 µs" in first
+    rows = [line for line in out.splitlines() if line.startswith("  ")]
+    assert len(rows) == 6 + 8
+    assert all(r[13:15] == "  " and r[15] != " " for r in rows)  # every value at column 15
+
+
+def test_version(capsys):
+    import sm_profiler
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out == f"sm-profiler {sm_profiler.__version__}\n"
+
+
+def _foreign_files(tmp_path) -> dict[str, tuple[object, str, bool]]:
+    """name -> (path, what the error must say it looks like, whether that is a trace)."""
+
+    import numpy as np
+
+    trace = decode(tiny_capture())
+    from sm_profiler.export import export
+
+    export(trace, tmp_path / "t.json")
+    export(trace, tmp_path / "t.perfetto-trace")
+    export(trace, tmp_path / "t.json.gz")
+    (tmp_path / "random.bin").write_bytes(bytes(range(7, 200)))
+    np.save(tmp_path / "a.npy", np.arange(3))
+    np.savez(tmp_path / "other.npz", x=np.arange(3))
+    return {
+        "json": (tmp_path / "t.json", "it looks like a Chrome JSON trace", True),
+        "perfetto": (tmp_path / "t.perfetto-trace", "it looks like a Perfetto trace", True),
+        "gz": (tmp_path / "t.json.gz", "it looks like a gzip file", True),
+        "random": (tmp_path / "random.bin", "it looks like another kind of file", False),
+        "npy": (tmp_path / "a.npy", "it looks like a single numpy array", False),
+        "npz": (tmp_path / "other.npz", "a .npz archive but not an sm_profiler capture", False),
+    }
+
+
+@pytest.mark.parametrize("command", ["stats", "info", "export"])
+def test_a_file_that_is_not_a_capture_says_what_it_is(tmp_path, capsys, command):
+    for path, what, is_trace in _foreign_files(tmp_path).values():
+        extra = [str(tmp_path / "out.json")] if command == "export" else []
+        assert main([command, str(path)] + extra) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "pickle" not in err, err
+        assert err.startswith(f"sm-profiler: error: {str(path)!r} ")
+        assert what in err and "SmProfiler.save(path)" in err
+        # Traces are pointed at the command that shows them.
+        assert ("sm-profiler open" in err) == is_trace
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("content", [None, b"not a capture at all"])
+def test_bad_capture_is_one_line_on_stderr_and_status_2(tmp_path, capsys, content):
+    path = tmp_path / "bad.npz"
+    if content is not None:
+        path.write_bytes(content)
+    assert main(["stats", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sm-profiler: error: ")
+    assert str(path) in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert main([]) == 2
+    assert "info" in capsys.readouterr().err
+
+
+def test_binary_export_to_a_terminal_is_refused(capture_file, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", Tty())
+    assert main(["export", capture_file, "-"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to write a binary Perfetto trace to the terminal" in err
+    assert sys.stdout.getvalue() == ""
+
+
+# -- export (needs sm_profiler.export, written separately) ---------------------------------------
+
+
+def _need_exporter() -> None:
+    mod = pytest.importorskip("sm_profiler.export")
+    if not hasattr(mod, "export"):  # the package directory exists before its code lands
+        pytest.skip("sm_profiler.export.export is not written yet")
+
+
+def test_export_json_file_and_stdout_agree(capture_file, tmp_path, capsysbinary):
+    _need_exporter()
+    out = tmp_path / "trace.json"
+    assert main(["export", capture_file, str(out)]) == 0
+    assert f"wrote {out}" in capsysbinary.readouterr().out.decode()
+    data = json.loads(out.read_text())
+    # The tiny capture's 2 load and 2 compute ranges, as complete ("X") events.
+    names = [e["name"] for e in data["traceEvents"] if e.get("ph") == "X"]
+    assert names.count("load") == 2 and names.count("compute") == 2
+    assert main(["export", capture_file, "-", "--format", "json"]) == 0
+    assert json.loads(capsysbinary.readouterr().out) == data
+    assert main(["export", capture_file, "-", "--format", "chrome"]) == 0
+    assert json.loads(capsysbinary.readouterr().out) == data
+
+
+def test_json_to_a_terminal_is_allowed(capture_file, monkeypatch, capsys):
+    _need_exporter()
+    monkeypatch.setattr(sys, "stdout", Tty())
+    monkeypatch.setattr(Tty, "buffer", property(lambda self: _TextBuffer(self)), raising=False)
+    assert main(["export", capture_file, "-", "--format", "json"]) == 0
+    assert json.loads(sys.stdout.getvalue())
+
+
+class _TextBuffer:
+    def __init__(self, text: io.StringIO):
+        self.text = text
+
+    def write(self, b: bytes) -> int:
+        return self.text.write(b.decode())
+
+    def flush(self) -> None:
+        pass
+
+
+def test_export_perfetto_file_and_stdout_agree(capture_file, tmp_path, capsysbinary):
+    _need_exporter()
+    out = tmp_path / "trace.perfetto-trace"
+    assert main(["export", capture_file, str(out)]) == 0
+    capsysbinary.readouterr()
+    file_bytes = out.read_bytes()
+    assert len(file_bytes) > 0
+    assert main(["export", capture_file, "-"]) == 0  # stdout is captured, not a terminal
+    assert capsysbinary.readouterr().out == file_bytes
+
+
+# -- open ----------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.status, dict(r.headers), r.read()
+
+
+def test_open_serves_the_file_once_with_the_cors_header(tmp_path, capsys):
+    trace = tmp_path / "my trace.perfetto-trace"
+    payload = bytes(range(256)) * 100
+    trace.write_bytes(payload)
+    port = _free_port()
+    result = {}
+    args = ["open", str(trace), "--no-browser", "--port", str(port), "--timeout", "30"]
+    t = threading.Thread(target=lambda: result.setdefault("rc", main(args)))
+    t.start()
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(200):  # wait for the server to listen
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    with pytest.raises(urllib.error.HTTPError) as e:
+        _get(f"{base}/other-file")
+    assert e.value.code == 404
+    assert t.is_alive()  # a wrong path does not count as the fetch
+    status, headers, body = _get(f"{base}/my%20trace.perfetto-trace")
+    t.join(10)
+    assert not t.is_alive() and result["rc"] == 0
+    assert status == 200 and body == payload
+    assert headers["Access-Control-Allow-Origin"] == PERFETTO_UI
+    out = capsys.readouterr().out
+    url = f"https://ui.perfetto.dev/#!/?url=http://127.0.0.1:{port}/my%20trace.perfetto-trace"
+    assert url in out
+    assert f"ssh -L {port}:127.0.0.1:{port}" in out
+    assert "only fetches from 127.0.0.1:9001" in out  # we were not on 9001
+
+
+def test_open_of_a_capture_serves_a_perfetto_trace_exported_from_it(capture_file, capsys):
+    from sm_profiler.export import to_perfetto_bytes
+
+    port = _free_port()
+    result = {}
+    args = ["open", capture_file, "--no-browser", "--port", str(port), "--timeout", "30"]
+    t = threading.Thread(target=lambda: result.setdefault("rc", main(args)))
+    t.start()
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.05)
+    status, _, body = _get(f"http://127.0.0.1:{port}/tiny.perfetto-trace")
+    t.join(10)
+    assert not t.is_alive() and result["rc"] == 0
+    assert status == 200 and body == to_perfetto_bytes(decode(tiny_capture()))
+    out = capsys.readouterr().out
+    assert f"{capture_file} is a capture: serving a Perfetto trace exported from it" in out
+
+
+def test_serve_trace_refuses_a_capture(capture_file):
+    from sm_profiler.errors import CaptureError
+
+    with pytest.raises(CaptureError, match="is a capture, not a trace: export it first"):
+        serve_trace(capture_file, port=0, open_browser=False, timeout_s=0.1, out=io.StringIO())
+
+
+def test_open_times_out_when_nobody_fetches(tmp_path):
+    trace = tmp_path / "t.json"
+    trace.write_text("{}")
+    ports = []
+    out = io.StringIO()
+    t0 = time.monotonic()
+    served = serve_trace(trace, port=0, open_browser=False, timeout_s=0.3, out=out,
+                         on_ready=ports.append)  # fmt: skip
+    assert served is False and time.monotonic() - t0 < 5
+    assert ports and ports[0] != 0
+    assert "Timed out after 0.3 s" in out.getvalue()
+
+
+def test_open_missing_file_is_an_error(tmp_path, capsys):
+    assert main(["open", str(tmp_path / "nope.perfetto-trace"), "--no-browser"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_open_port_in_use_says_what_to_do(tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    trace.write_text("{}")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert main(["open", str(trace), "--no-browser", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot serve on 127.0.0.1:{port}" in err and "--port" in err
+
+
+def test_decode_of_the_fixture_is_sane():
+    # Guards the builder the CLI tests rely on.
+    assert len(decode(tiny_capture())) == 5
+
+
+def test_export_one_capture_or_launches_end_to_end(tmp_path, capsys):
+    from reference_encoder import BEGIN, END, Lane, Stream, encode
+
+    from sm_profiler.capture import Capture
+
+    caps = []
+    for i in range(2):
+        s = Stream(1, 1, 8)
+        t = 1_000_000_000 + i * 10_000_000
+        s.lanes[(0, 0)] = Lane(t, 1, [(BEGIN, 0, t + 5), (END, 0, t + 105)])
+        caps.append(Capture(encode(s), event_names={0: "work"}, kernel_name="k"))
+    path = tmp_path / "two.npz"
+    save_many(caps, path)
+    out = tmp_path / "one.json"
+    assert main(["export", str(path), str(out), "--capture", "1"]) == 0
+    ev = json.loads(out.read_text())["traceEvents"]
+    assert [e["name"] for e in ev if e.get("ph") == "X" and e["name"] == "work"] == ["work"]
+    assert main(["export", str(path), str(out), "--cut-gaps"]) == 0
+    ev = json.loads(out.read_text())["traceEvents"]
+    works = sorted(e["ts"] for e in ev if e.get("name") == "work")
+    assert works[1] - works[0] < 2.0  # µs: the 10 ms host gap is cut down to 1 µs
+    assert any(e["name"].startswith("host gap cut") for e in ev)
+    assert main(["export", str(path), str(out), "--capture", "5"]) == 2
+    assert "2 captures (0..1)" in capsys.readouterr().err
+
+
+def test_stats_by_sm_fits_80_columns(capture_file, capsys):
+    assert main(["stats", capture_file, "--by", "sm", "--width", "80"]) == 0
+    out = capsys.readouterr().out
+    assert "by sm (times in" in out
+    table = out[out.index("by sm") :].splitlines()
+    assert table[1].split() == ["sm", "event", "count", "total", "self", "mean"]
+    assert all(line.split()[0] == "SM" for line in table[2:] if line)
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_export_filters_and_summary_from_the_command_line(capture_file, tmp_path, capsys):
+    out = tmp_path / "t.json"
+    assert main(["export", capture_file, str(out), "--sms", "1", "--events", "load"]) == 0
+    ev = json.loads(out.read_text())["traceEvents"]
+    names = {e["name"] for e in ev if e.get("ph") == "X"} - {"tiny"}
+    assert names == {"load"}
+    procs = [e["args"]["name"] for e in ev if e.get("name") == "process_name"]
+    assert procs == ["SM 1", "launches"]
+    capsys.readouterr()
+    assert main(["export", capture_file, str(out), "--summary", "--detail-sms", "0"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("note: summarised (summary asked for)") and "SM 0" in err
+    with pytest.raises(SystemExit) as e:
+        main(["export", capture_file, str(out), "--sms", "x"])
+    assert e.value.code == 2 and "give ints separated by commas" in capsys.readouterr().err
+
+
+# -- hostile input (issue 15): one-line errors, escaped metadata ----------------------------------
+
+
+def test_13_a_long_npy_header_error_is_one_line(tmp_path, capsys):
+    path = tmp_path / "long.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        header = b"\x93NUMPY\x02\x00" + (200_000).to_bytes(4, "little") + b" " * 200_000
+        z.writestr("meta.npy", header)
+    assert main(["stats", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sm-profiler: error: ") and err.count("\n") == 1, err
+    assert "max_header_size" in err
+
+
+def test_15_info_escapes_what_a_file_says(tmp_path, small_capture, capsys):
+    small_capture.metadata = {"device\x1b]0;pwn\x07": "H100\x1b[2J\r\nfake: line", "s": "\ud800"}
+    path = saved(tmp_path, small_capture)
+    assert main(["info", path]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\x07" not in out
+    assert "device\\x1b]0;pwn\\x07" in out
+    assert "H100\\x1b[2J\\r\\nfake: line" in out and "\\ud800" in out
+    out.encode("utf-8")  # nothing unencodable reaches stdout
+
+
+# -- run (auto mode) ----------------------------------------------------------------------------
+
+
+def test_cli_run_needs_a_script(capsys):
+    from sm_profiler.cli import main
+
+    assert main(["run"]) == 2
+    assert "needs a script" in capsys.readouterr().err
+    assert main(["run", "--", "/no/such/train.py"]) == 2
+    assert "no script" in capsys.readouterr().err

@@ -1,0 +1,333 @@
+"""Merging (sm_profiler/merge.py) on hand-built captures: ranks with nothing recorded or with
+millions of lanes, bad clock samples and barrier stamps, malformed torch traces, and matching
+launches to CUPTI rows fast and exactly. Regression tests of issue 23, named test_<item>_...
+
+Merges of captures recorded by real launches (interpreter and GPU) are in
+tests/e2e/test_workload.py and test_workload_gpu.py."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from captures import EPOCH_T0, kernel_capture
+from reference_encoder import INSTANT, Stream, encode
+
+from sm_profiler import format as fmt
+from sm_profiler.capture import Capture
+from sm_profiler.decode import decode
+from sm_profiler.errors import FormatError
+
+
+def empty_capture(name="k", metadata=None) -> Capture:
+    return Capture(encode(Stream(1, 1, 8)), {}, {}, name, dict(metadata or {}))
+
+
+def test_4_a_rank_that_ran_nothing_does_not_move_the_base_to_1970(tmp_path):
+    from sm_profiler.merge import merge_ranks
+
+    out = tmp_path / "m.json"
+    merge_ranks([[kernel_capture()], [empty_capture()]], out, align="none")
+    doc = json.loads(out.read_text())
+    assert doc["otherData"]["base_ns"] == EPOCH_T0  # the lane's anchor
+    ticks = sorted(e["ts"] for e in doc["traceEvents"] if e.get("name") == "tick")
+    assert ticks == [pytest.approx(0.2, abs=1e-6), pytest.approx(0.201, abs=1e-6)]
+    assert ticks[1] - ticks[0] == pytest.approx(0.001, abs=1e-6)  # 1 ns apart stays 1 ns
+
+
+def _lane_far_out_capture(nb: int = 1 << 20) -> Capture:
+    """A capture of nb one-group lanes, only the last one used: chrome.py gives it tid ~nb."""
+    w = np.zeros(fmt.buffer_words(nb, 1, 1), np.uint64)
+    w[: fmt.HEADER_WORDS] = fmt.encode_header(nb, 1, 1)
+    base = fmt.HEADER_WORDS + (nb - 1) * (fmt.LANE_HEADER_WORDS + 1)
+    w[base] = EPOCH_T0
+    w[base + 1] = 5
+    w[base + 2] = fmt.make_record(EPOCH_T0 + 10, 2, INSTANT)
+    return Capture(w, {2: "tick"}, {}, "wide")
+
+
+def test_5_a_rank_with_2_20_lanes_keeps_its_ids_clear_of_the_next_rank(tmp_path):
+    from sm_profiler.merge import merge_ranks
+
+    out = tmp_path / "m.json"
+    merge_ranks([[_lane_far_out_capture()], [kernel_capture()]], out, align="none")
+    ev = json.loads(out.read_text())["traceEvents"]
+    pids = {e["pid"] for e in ev}
+    tids = {e["tid"] for e in ev if "tid" in e and e["tid"] != 0}
+    assert not pids & tids
+    by_rank: dict[str, set] = {}
+    for e in ev:
+        if e.get("name") == "process_name":
+            by_rank.setdefault(e["args"]["name"].split(" · ")[0], set()).add(e["pid"])
+    assert max(by_rank["GPU 0"] | {t for t in tids if t < min(by_rank["GPU 1"])}) < min(
+        by_rank["GPU 1"])
+
+
+BAD_NS = ["abc", float("nan"), float("inf"), [1], {"a": 1}, True, 2**70, 1.5]
+
+
+@pytest.mark.parametrize("value", BAD_NS)
+@pytest.mark.parametrize("key", ["host_ns", "offset_ns", "error_ns"])
+def test_9_bad_clock_samples_are_format_errors(tmp_path, key, value):
+    from sm_profiler.merge import merge_ranks
+
+    sample = {"host_ns": 0, "offset_ns": 5, "error_ns": 1, key: value}
+    with pytest.raises(FormatError, match=f"clock {key}.*not a time in ns"):
+        merge_ranks([[kernel_capture(metadata={"clock": [sample]})]], tmp_path / "m.json")
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("clock", [5, "abc", {"host_ns": 0, "offset_ns": 1}, 1.5])
+def test_9_a_clock_that_is_not_a_list_is_a_format_error(tmp_path, clock):
+    from sm_profiler.merge import merge_ranks
+
+    with pytest.raises(FormatError, match="'clock' is a .*not a list"):
+        merge_ranks([[kernel_capture(metadata={"clock": clock})]], tmp_path / "m.json")
+
+
+@pytest.mark.parametrize("value", BAD_NS)
+def test_9_bad_barrier_stamps_are_format_errors(tmp_path, value):
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+
+    files = []
+    for r, b in enumerate([1000, value]):
+        f = tmp_path / f"r{r}.smp"
+        save_many([kernel_capture(metadata={"barrier_ns": b})], f)
+        files.append(str(f))
+    assert main(["merge", *files, "-o", str(tmp_path / "m.json")]) == 2
+    assert not (tmp_path / "m.json").exists()
+
+
+def torch_doc(parts, base_ns=EPOCH_T0 - 10**6) -> dict:
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 11, "tid": 11, "ts": 1.0,
+           "dur": 2.0}]  # fmt: skip
+    for t in parts:
+        ev.append({"ph": "X", "cat": "kernel", "name": t.kernels[0].name, "pid": 0, "tid": 7,
+                   "ts": (int(t.start_ns) - base_ns) / 1e3,
+                   "dur": (int(t.end_ns) - int(t.start_ns)) / 1e3})  # fmt: skip
+    return {"schemaVersion": 1, "baseTimeNanoseconds": base_ns, "traceEvents": ev}
+
+
+def _kernel_row(doc) -> dict:
+    return next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+
+
+def _bad_torch_docs():
+    good = torch_doc([decode(kernel_capture())])
+    out = {}
+
+    def case(name, edit):
+        d = json.loads(json.dumps(good))
+        edit(d)
+        out[name] = d
+
+    case("non-object row", lambda d: d["traceEvents"].append([1, 2]))
+    case("no ts", lambda d: _kernel_row(d).pop("ts"))
+    case("no dur", lambda d: _kernel_row(d).pop("dur"))
+    case("ts abc", lambda d: _kernel_row(d).update(ts="abc"))
+    case("ts null", lambda d: _kernel_row(d).update(ts=None))
+    case("ts nan", lambda d: _kernel_row(d).update(ts=float("nan")))
+    case("ts 1e300", lambda d: _kernel_row(d).update(ts=1e300))
+    case("dur negative", lambda d: _kernel_row(d).update(dur=-5.0))
+    case("base x", lambda d: d.update(baseTimeNanoseconds="x"))
+    case("base float", lambda d: d.update(baseTimeNanoseconds=1.5))
+    case("no traceEvents", lambda d: d.pop("traceEvents"))
+    return out
+
+
+BAD_TORCH = _bad_torch_docs()
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TORCH))
+def test_10_malformed_torch_traces_are_capture_errors(tmp_path, case):
+    from sm_profiler.errors import CaptureError
+    from sm_profiler.merge import merge_torch_trace
+
+    with pytest.raises(CaptureError, match="re-export it"):
+        merge_torch_trace(BAD_TORCH[case], [kernel_capture()], tmp_path / "m.json")
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("case", sorted(BAD_TORCH) + ["deep", "not json", "truncated gz"])
+def test_10_malformed_torch_files_give_one_line_errors(tmp_path, capsys, case):
+    import gzip
+
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+
+    save_many([kernel_capture()], tmp_path / "c.smp")
+    path = tmp_path / "torch.json"
+    if case == "deep":
+        path.write_text('{"traceEvents": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif case == "not json":
+        path.write_text('{"traceEvents": [')
+    elif case == "truncated gz":
+        path = tmp_path / "torch.json.gz"
+        path.write_bytes(gzip.compress(json.dumps(torch_doc([])).encode())[:-12])
+    else:
+        path.write_text(json.dumps(BAD_TORCH[case]))
+    capsys.readouterr()
+    rc = main(["merge", str(tmp_path / "c.smp"), "--torch", str(path), "-o",
+               str(tmp_path / "m.json")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("sm-profiler: error: ") and err.count("\n") == 1, err
+    assert "torch trace" in err
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_10_a_good_torch_file_still_merges(tmp_path):
+    from sm_profiler.merge import merge_torch_trace
+
+    caps = [kernel_capture(), kernel_capture(t0=EPOCH_T0 + 10**6)]
+    path = tmp_path / "torch.json"
+    path.write_text(json.dumps(torch_doc([decode([c]) for c in caps])))
+    info = merge_torch_trace(path, caps, tmp_path / "m.json")
+    assert info["error"][0]["matched"] == 2
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs here")
+def test_11_a_torch_fifo_is_refused_at_once(tmp_path):
+    import os
+    import threading
+
+    from sm_profiler.errors import CaptureError
+    from sm_profiler.merge import merge_torch_trace
+
+    fifo = tmp_path / "torch.json"
+    os.mkfifo(fifo)
+    result = []
+
+    def run():
+        try:
+            merge_torch_trace(fifo, [kernel_capture()], tmp_path / "m.json")
+            result.append("merged")
+        except CaptureError as e:
+            result.append(str(e))
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(10)
+    if th.is_alive():  # release the reader the old code left blocked, then fail
+        with open(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK), "w") as f:
+            f.write("{}")
+        th.join(5)
+        pytest.fail("merge --torch blocked on a FIFO")
+    assert "not a regular file" in result[0]
+
+
+def test_12_a_gzip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
+    import gzip
+    import tracemalloc
+
+    from sm_profiler import merge
+    from sm_profiler.errors import CaptureError
+
+    body = b'{"traceEvents": [' + b" " * (64 << 20) + b"]}"
+    path = tmp_path / "torch.json.gz"
+    path.write_bytes(gzip.compress(body, 9))
+    size = path.stat().st_size
+    assert size < 200_000  # about 1000:1
+    monkeypatch.setattr(merge, "MAX_TORCH_SLACK", 0, raising=False)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CaptureError, match="inflates to more than"):
+            merge.merge_torch_trace(path, [kernel_capture()], tmp_path / "m.json")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 64 * size + (8 << 20), peak  # bounded by the ratio, not by the 64 MiB
+    # A plain file above the absolute limit is refused too.
+    monkeypatch.setattr(merge, "MAX_TORCH_BYTES", 1000, raising=False)
+    plain = tmp_path / "torch.json"
+    plain.write_bytes(b'{"traceEvents": [' + b" " * 2000 + b"]}")
+    with pytest.raises(CaptureError, match="holds more than 1,000 bytes"):
+        merge.merge_torch_trace(plain, [kernel_capture()], tmp_path / "m.json")
+
+
+def _launches(n: int) -> list[Capture]:
+    return [kernel_capture(t0=EPOCH_T0 + 5000 * i) for i in range(n)]
+
+
+def test_13_matching_launches_to_cupti_rows_is_not_quadratic(monkeypatch):
+    from sm_profiler import merge
+    from sm_profiler.trace import TraceData
+
+    parts = [decode([c]) for c in _launches(300)]
+    rows = merge.cupti_kernels(torch_doc(parts))
+    calls = [0]
+    prop = TraceData.start_ns
+
+    def counted(self):
+        calls[0] += 1
+        return prop.fget(self)
+
+    monkeypatch.setattr(TraceData, "start_ns", property(counted))
+    m = merge.match_launches(parts, rows)
+    assert [i for i, _, _ in m] == list(range(300))
+    assert calls[0] <= 2 * len(parts), calls[0]  # was launches x rows
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_13_the_nearest_row_is_the_one_a_plain_minimum_picks(seed):
+    from sm_profiler import merge
+
+    rng = np.random.default_rng(seed)
+    parts = [decode([c]) for c in _launches(40)]
+    rows = {"k": sorted((int(s), int(s) + 7) for s in
+                        rng.choice(np.arange(EPOCH_T0 - 10**5, EPOCH_T0 + 3 * 10**5, 250), 30))}  # fmt: skip
+    rows["k"] += rows["k"][:5]  # duplicate starts: the first row of equal ones wins
+    rows["k"].sort()
+    got = merge.match_launches(parts, rows)
+    for i, s, e in got:
+        c = rows["k"]
+        j = min(range(len(c)), key=lambda j: abs(c[j][0] - int(parts[i].start_ns)))
+        assert (s, e) == c[j]
+
+
+def test_13_window_search_is_the_exhaustive_one_and_cheap():
+    """match_in_order's window (issue 23, item 13): the same window as trying every one, at
+    twice as many CUPTI rows as launches, in time far below the exhaustive search's."""
+    import time
+
+    from sm_profiler.merge import _best_window
+
+    rng = np.random.default_rng(5)
+    for n, extra in ((1, 3), (5, 0), (40, 37), (300, 300)):
+        starts = np.cumsum(rng.integers(1_000, 50_000, n + extra)).astype(np.float64)
+        j0 = int(rng.integers(0, extra + 1))
+        ours = starts[j0 : j0 + n] + 123_456 + rng.integers(0, 500, n)
+        full = min(range(extra + 1), key=lambda j: float(np.ptp(ours - starts[j : j + n])))
+        assert _best_window(ours, starts) == full
+        assert n == 1 or full == j0  # one launch fits every window equally: the first wins
+    n = 5_000
+    starts = np.cumsum(rng.integers(1_000, 50_000, 2 * n)).astype(np.float64)
+    ours = starts[1234 : 1234 + n] + 99.0
+    t = time.perf_counter()
+    assert _best_window(ours, starts) == 1234
+    assert time.perf_counter() - t < 2.0  # every window in full: 5,001 x 5,000 differences
+
+
+def test_13_launches_outside_the_torch_profile_are_matched_by_sliding_the_rows():
+    """The buffer ran longer than torch.profiler (auto mode around two steps, the profile around
+    the second): the CUPTI rows are matched to the window of launches they fit."""
+    from types import SimpleNamespace
+
+    from sm_profiler.merge import match_in_order
+
+    def part(start):
+        return SimpleNamespace(kernels=[SimpleNamespace(name="k")], start_ns=start, end_ns=start + 10)
+
+    ours = [1_000, 5_000, 9_000, 50_020_000, 50_026_000, 50_029_000]  # two steps, 50 ms apart
+    parts = [part(t) for t in ours]
+    offset = 7_000_000
+    rows = {"k": [(t - offset, t - offset + 10) for t in ours[3:]]}  # the profile: step two
+    m = match_in_order(parts, rows)
+    assert [i for i, _, _ in m] == [3, 4, 5]
+    assert all(parts[i].start_ns - s == offset for i, s, _ in m)
+    from sm_profiler.merge import alignment_error
+
+    aligned = [part(t - offset) for t in ours]
+    err = alignment_error(aligned, rows)
+    assert err["matched"] == 3 and err["outside_profile"] == 3 and err["max_abs_ns"] == 0

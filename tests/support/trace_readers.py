@@ -1,0 +1,177 @@
+"""Reading exported traces back, the way the tools that open them do, to check what they mean.
+
+- `read_trace`: a Perfetto file replayed as trace processor reads it (incremental clock 64 reset
+  by each ClockSnapshot, TracePacketDefaults giving the track, events sorted by (timestamp, file
+  order), SLICE_END closing the innermost open slice of its track), into a `Read`;
+- `read_perfetto`: a Perfetto file's process names, thread names and slice counts by name;
+- `slices_by_sm`: a `Read`'s slices grouped by SM track;
+- `expected_slices`: what a decoded trace says one lane's slices are, to compare with a `Read`.
+
+Perfetto's protos are imported when a file is read: tests that read skip without them
+(`pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+
+from sm_profiler.export import perfetto as pf
+
+
+def has_perfetto() -> bool:
+    """Whether Perfetto's protos can be imported (the test extra)."""
+    try:
+        _pb2()
+    except ImportError:
+        return False
+    return True
+
+
+def _pb2():
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+
+    return perfetto_trace_pb2
+
+
+class Read:
+    def __init__(self):
+        self.tracks = {}  # uuid -> TrackDescriptor
+        self.slices = defaultdict(list)  # uuid -> [(name, ts, dur)]
+        self.instants = defaultdict(list)  # uuid -> [(name, ts)]
+        self.counters = defaultdict(list)  # uuid -> [(ts, value)]
+        self.snapshots = []
+        self.written_names = {}  # uuid -> name as written (SM names are padded to sort)
+        self.origin = None  # %globaltimer ns of time 0, from the root's description
+        self.window = {}  # service event (tracing_started, tracing_disabled) -> time_ns
+
+    def thread(self, name: str):
+        """The lane (or overlap) track named `name`."""
+        (d,) = [d for d in self.threads() if d.name == name]
+        return d
+
+    def threads(self):
+        """Lane tracks (children of an SM track, not its counter) and their overlap tracks,
+        in rank order under each parent."""
+        sms = {d.uuid for d in self.processes()}
+        lanes = [d for d in self.tracks.values() if d.parent_uuid in sms and not d.HasField("counter")]
+        ids = {d.uuid for d in lanes}
+        lanes += [d for d in self.tracks.values() if d.parent_uuid in ids]
+        return sorted(lanes, key=lambda d: (d.parent_uuid in ids, d.parent_uuid, d.sibling_order_rank))
+
+    def processes(self):
+        """SM tracks: top-level tracks whose name names an SM, in the UI's order (by the name as
+        written: SQLite's binary order), named as the UI titles them (runs of spaces collapsed)."""
+        sms = [d for d in self.tracks.values() if not d.HasField("parent_uuid")
+               and (d.name.startswith("SM ") or d.name.startswith("unknown SM"))]  # fmt: skip
+        return sorted(sms, key=lambda d: self.written_names[d.uuid].encode())
+
+    def launches(self):
+        """{name: slices} of the launch tracks (children of the root)."""
+        return {d.name: self.slices[d.uuid] for d in self.tracks.values()
+                if d.parent_uuid == pf.ROOT_UUID}  # fmt: skip
+
+    def occupancy(self):
+        """{SM name: its 'resident blocks' counter}: each SM track is that counter."""
+        return {d.name: self.counters[d.uuid] for d in self.processes()}
+
+
+def read_trace(data: bytes) -> Read:
+    pb2 = _pb2()
+    trace = pb2.Trace()
+    trace.ParseFromString(data)
+    r = Read()
+    names, clock, track = {}, None, None
+    raw = []
+    for i, p in enumerate(trace.packet):
+        if p.HasField("service_event"):  # the window the UI opens on, on a sequence of its own
+            assert p.trusted_packet_sequence_id == pf.SEQ_ID + 1
+            (field, _), = p.service_event.ListFields()
+            r.window[field.name] = p.timestamp
+            continue
+        assert p.trusted_packet_sequence_id == pf.SEQ_ID
+        for n in p.interned_data.event_names:
+            assert names.get(n.iid, n.name) == n.name
+            names[n.iid] = n.name
+        if p.HasField("clock_snapshot"):
+            clocks = {c.clock_id: c for c in p.clock_snapshot.clocks}
+            assert clocks[64].is_incremental and clocks[6].timestamp == clocks[64].timestamp
+            clock = clocks[64].timestamp
+            r.snapshots.append(clock)
+            continue
+        if p.HasField("trace_packet_defaults"):
+            assert p.trace_packet_defaults.timestamp_clock_id == 64
+            track = p.trace_packet_defaults.track_event_defaults.track_uuid
+        if p.HasField("track_descriptor"):
+            d = p.track_descriptor
+            assert d.uuid not in r.tracks
+            r.written_names[d.uuid] = d.name
+            d.name = " ".join(d.name.split(" ")[:1] + [w for w in d.name.split(" ")[1:] if w])
+            r.tracks[d.uuid] = d
+            if d.uuid == pf.ROOT_UUID:
+                r.origin = int(re.search(r"%globaltimer (\d+) ns", d.description).group(1))
+        if p.HasField("track_event"):
+            clock += p.timestamp
+            assert track in r.tracks
+            raw.append((clock, i, track, p.track_event))
+    raw.sort(key=lambda x: (x[0], x[1]))  # trace processor: by timestamp, then file order
+    raw = [(ts + r.origin, *rest) for ts, *rest in raw]  # times are written from the origin
+    stacks = defaultdict(list)
+    for ts, _, track, e in raw:
+        if e.type == pf.SLICE_BEGIN:
+            stacks[track].append((names[e.name_iid], ts))
+        elif e.type == pf.SLICE_END:
+            name, t = stacks[track].pop()
+            r.slices[track].append((name, t, ts - t))
+        elif e.type == pf.TYPE_INSTANT:
+            r.instants[track].append((names[e.name_iid], ts))
+        else:
+            v = e.double_counter_value if e.HasField("double_counter_value") else e.counter_value
+            r.counters[track].append((ts, v))
+    assert not any(stacks.values()), "slices left open"
+    return r
+
+
+def expected_slices(trace, lane: int, capture: int = 0):
+    ev = trace.events
+    m = (ev["lane"] == lane) & (ev["capture"] == capture) & (ev["kind"] == 0)
+    return Counter(
+        (trace.event_name(e), int(s), int(t - s))
+        for e, s, t in zip(ev["event"][m], ev["start_ns"][m], ev["end_ns"][m], strict=True)
+    )
+
+
+def read_perfetto(path) -> dict:
+    """Process names, thread names and slice counts by name, read with Perfetto's own protos."""
+    pb2 = _pb2()
+    trace = pb2.Trace()
+    with open(path, "rb") as f:
+        trace.ParseFromString(f.read())
+    names, tracks, slices = {}, [], Counter()
+    for p in trace.packet:
+        for n in p.interned_data.event_names:
+            names[n.iid] = n.name
+        if p.HasField("track_descriptor"):
+            tracks.append(p.track_descriptor)
+        if p.HasField("track_event") and p.track_event.type == pb2.TrackEvent.TYPE_SLICE_BEGIN:
+            ev = p.track_event
+            slices[names[ev.name_iid] if ev.name_iid else ev.name] += 1
+    # SM tracks are top-level, each its occupancy counter, ordered by name as written (padded
+    # to sort in SM order; the UI shows 'SM 8'); lane tracks sit under an SM track.
+    sm = {d.uuid: " ".join(d.name.split()) for d in tracks
+          if not d.HasField("parent_uuid") and d.name.startswith("SM ")}  # fmt: skip
+    processes = [sm[d.uuid] for d in sorted(tracks, key=lambda d: d.name.encode())
+                 if d.uuid in sm]  # fmt: skip
+    threads = [d.name for d in tracks if d.parent_uuid in sm and not d.HasField("counter")]
+    return {"processes": processes, "threads": threads, "slices": slices}
+
+
+def slices_by_sm(r):
+    """{SM track name: Counter of (lane name, slice)} of a read trace."""
+    out = {}
+    for d in r.threads():
+        parent = r.tracks[d.parent_uuid]
+        while parent.name not in {p.name for p in r.processes()}:
+            parent = r.tracks[parent.parent_uuid]
+        out.setdefault(parent.name, Counter()).update((d.name, s) for s in r.slices[d.uuid])
+    return out
