@@ -20,12 +20,7 @@ pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 
 
 def synthetic(n=20_000):
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
-    from host import synthetic_capture
-
+    from benchmarks.captures import synthetic_capture
     from sm_profiler.decode import decode
 
     return decode(synthetic_capture(n, num_lanes=256))
