@@ -90,7 +90,10 @@ def list_benchmarks() -> str:
 def run_one(bench: Benchmark, args: list[str], env: dict, out_dir: str | None) -> int:
     """Run `bench` with its own `args`; print (and under `out_dir` write) the record. Returns the
     benchmark's exit status."""
-    record = dict(env)
+    # `run all` reads the versions every benchmark needs once; each record keeps its own.
+    extra = {"cutedsl": ("cutedsl",), "cupy": ("cupy", "nvrtc")}
+    drop = {k for need, keys in extra.items() if need not in bench.needs for k in keys}
+    record = {k: v for k, v in env.items() if k not in drop}
     record["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     record["command"] = shlex.join([*PROG.split(), "run", bench.name, *args])
     argv = list(args)
