@@ -144,7 +144,8 @@ def run_all(env: dict, out_dir: str | None) -> int:
                      "wall_s": round(time.perf_counter() - t0, 1)})  # fmt: skip
     print("\n== summary")
     for d in done:
-        print(f"   {d['benchmark']:<23}{d['status']:<9}{d.get('why') or d.get('wall_s', '')}")
+        detail = d["why"] if "why" in d else f"{d['wall_s']} s"
+        print(f"   {d['benchmark']:<23}{d['status']:<9}{detail}")
     if out_dir is not None:
         with open(os.path.join(out_dir, "summary.json"), "w") as f:
             json.dump({"environment": env, "benchmarks": done}, f, indent=1)
