@@ -32,9 +32,9 @@ CUDA events around `--steps` steps, synchronize; the process's figure is the med
 its repeats. The table gives, per scenario and mode, the median over rounds of those figures, the
 min..max over rounds, and the time added relative to plain (median over median).
 
-    python benchmarks/auto_overhead.py --json $OUT/auto.json
-    python benchmarks/auto_overhead.py --quick          # smoke run: 2 layers, 1 round, few steps
-    python benchmarks/auto_overhead.py --rounds 5 --steps 100 --scenarios train
+    python -m benchmarks run auto_overhead --json $OUT/auto.json
+    python -m benchmarks run auto_overhead --quick      # smoke run: 2 layers, 1 round, few steps
+    python -m benchmarks run auto_overhead --rounds 5 --steps 100 --scenarios train
 
 Needs an NVIDIA GPU, torch and Triton (3.6 or newer); without a GPU it says so and exits 0.
 """

@@ -7,7 +7,7 @@
    CUPTI start / end vs its first / last stamp mapped with (1) (merge_torch_trace's "clock").
 3. with --gpus 2: the two GPUs' clocks against each other (one flag releasing both probes).
 
-    python benchmarks/clock_alignment.py [--seconds 10] [--launches 50] [--fixture DIR]
+    python -m benchmarks run clock_alignment [--seconds 10] [--launches 50] [--fixture DIR]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What does recording cost in a CUDA C++ kernel? sm_profiler.cuh beside its peers, in one run.
 
-The loop kernel of device_overhead.py written in CUDA C++ (128 threads, 8 floats per thread, ITERS
-iterations of INNER dependent FMAs, one range per iteration), compiled by NVRTC through CuPy's
-RawKernel, one build per variant:
+The loop kernel of device_overhead.py (benchmarks/triton_kernels.py) written in CUDA C++ (128
+threads, 8 floats per thread, ITERS iterations of INNER dependent FMAs, one range per iteration),
+compiled by NVRTC through CuPy's RawKernel, one build per variant:
 
   base         no instrumentation
   floor        one %globaltimer read + one 8-byte store per event (thread 0), cursor in a
@@ -22,7 +22,7 @@ RawKernel, one build per variant:
 Kernel time is CUPTI's (torch.profiler), median over launches interleaved over rounds; where
 CUPTI cannot run, CUDA events (the output says which).
 
-    python benchmarks/cuda_overhead.py [--launches 30] [--rounds 3] [--grid 1056] [--json out]
+    python -m benchmarks run cuda_overhead [--launches 30] [--rounds 3] [--grid 1056] [--json out]
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ import json
 
 import numpy as np
 import torch
-from timing import add_timing_args, cupti_medians, event_medians  # benchmarks/timing.py
 
 import sm_profiler
+from benchmarks.timing import add_timing_args, added_pct, cupti_medians, event_medians
 from sm_profiler import SmProfiler
 
 MODES = {"base": 0, "floor": 1, "floor_w0": 7, "ours": 2, "ours_packed": 2, "ours_warp": 3,
@@ -186,7 +186,7 @@ def main():
         w0 = row["floor_w0"] - base
         for k, v in row.items():
             r[f"{k}_us"] = round(v, 3)
-            r[f"{k}_added_pct"] = round(100 * (v - base) / base, 2)
+            r[f"{k}_added_pct"] = round(added_pct(v, base), 2)
         for k in OURS + ("floor_w0", "warpscope", "seed"):
             r[f"{k}_vs_floor_added"] = (
                 round((row[k] - base) / (floor - base), 3) if floor > base else None

@@ -1,8 +1,9 @@
 """What does recording from a CuteDSL kernel cost on the GPU? Every variant side by side, one run.
 
-The kernel is benchmarks/device_overhead.py's loop_kernel written in CuteDSL: 1056 blocks x 128
-threads; each thread keeps 8 independent float32 accumulators (the Triton kernel's 1024 values per
-4-warp program) and every iteration is one range (2 events) around INNER dependent FMA steps.
+The kernel is device_overhead.py's loop_kernel (benchmarks/triton_kernels.py) written in
+CuteDSL: 1056 blocks x 128 threads; each thread keeps 8 independent float32 accumulators (the
+Triton kernel's 1024 values per 4-warp program) and every iteration is one range (2 events) around
+INNER dependent FMA steps.
 
 Variants:
   base       no instrumentation
@@ -14,7 +15,7 @@ Variants:
 Kernel time comes from CUPTI through torch.profiler (median over launches, variants interleaved
 over rounds); --timer events uses CUDA events instead.
 
-    python benchmarks/cute_overhead.py [--launches 30] [--rounds 3] [--json out.json]
+    python -m benchmarks run cute_overhead [--launches 30] [--rounds 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -27,13 +28,9 @@ import cutlass.cute as cute
 import torch
 from cutlass import Float32, Int32, Int64
 from cutlass.cute.runtime import make_ptr
-from timing import (  # benchmarks/timing.py (this script's folder)
-    add_timing_args,
-    cupti_medians,
-    event_medians,
-)
 
 import cute_ops
+from benchmarks.timing import add_timing_args, added_pct, cupti_medians, event_medians
 from sm_profiler import SmProfiler
 from sm_profiler import format as fmt
 
@@ -136,7 +133,7 @@ def run_case(iters: int, inner: int, grid: int, args) -> dict:
     row = {"ITERS": iters, "INNER_FMA": inner, "grid": grid, "events_per_lane": epl}
     for k, v in t.items():
         row[f"{k}_us"] = round(v, 3)
-        row[f"{k}_added_pct"] = round(100 * (v - base) / base, 2)
+        row[f"{k}_added_pct"] = round(added_pct(v, base), 2)
     for k in ("ours", "ours_warp"):
         row[f"{k}_vs_floor_added"] = (
             round((t[k] - base) / floor_added, 3) if floor_added > 0 else None

@@ -23,7 +23,7 @@ torch.matmul. Host time per launch, over --host-launches launches of --host-shap
 example's): the launch call alone and launch-to-data-on-host, for both tools, then our decode +
 Perfetto export of all launches against Proton's finalize (its trace output).
 
-    python benchmarks/gluon_matmul_overhead.py [--launches 20] [--rounds 3] [--json out.json]
+    python -m benchmarks run gluon_matmul_overhead [--launches 20] [--rounds 3] [--json out.json]
 """
 
 from __future__ import annotations
@@ -39,8 +39,6 @@ import time
 import torch
 import triton
 import triton.profiler.language as pl
-from gluon_overhead import _record_pred, _timer  # benchmarks/: the same floor and diagnostic
-from timing import cupti_medians, event_medians  # benchmarks/timing.py
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -52,6 +50,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from benchmarks.gluon_kernels import record_pred, timer  # the same floor and diagnostic
+from benchmarks.timing import cupti_medians, event_medians
 from sm_profiler import SmProfiler, ptx
 from sm_profiler import format as fmt
 from sm_profiler.export import export
@@ -111,7 +111,7 @@ def _mark(ctx, EVT: gl.constexpr, NAME: gl.constexpr, MODE: gl.constexpr, START:
     """Each variant's begin (START) or end of scope EVT / NAME."""
     if MODE == 1:
         ptr, cursor, a, b, c, d = ctx
-        gl.store(ptr + cursor, _timer())
+        gl.store(ptr + cursor, timer())
         return ptr, cursor + 1, a, b, c, d
     elif MODE == 6:
         ptr, cursor, a, leader, c, d = ctx
@@ -125,9 +125,9 @@ def _mark(ctx, EVT: gl.constexpr, NAME: gl.constexpr, MODE: gl.constexpr, START:
             return profiler_event_end(ctx, EVT)
     elif MODE == 5:
         if START:
-            return _record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_BEGIN)
+            return record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_BEGIN)
         else:
-            return _record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_END)
+            return record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_END)
     elif MODE == 4:
         if START:
             pl.enter_scope(NAME)

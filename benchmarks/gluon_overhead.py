@@ -9,14 +9,14 @@ iteration. Variants:
   ours        sm_profiler.gluon_ops, one lane per (block, partition): the partition's first
               warp records, the other warps branch past each event
   ours_pred   diagnostic: ours with the other warps' stores predicated off instead of branched
-              over (`ptx.record(mode="thread")`, 7 SASS per event too); BENCHMARKS.md run 9
+              over (benchmarks/gluon_kernels.py's record_pred); BENCHMARKS.md run 9
   ours_warp   sm_profiler.gluon_ops with PER_WARP=True
   proton      Proton's instrumentation (pl.enter_scope/exit_scope at the same points)
 
 Kernel time from CUPTI (torch.profiler), medians over interleaved launches.
 
-    python benchmarks/gluon_overhead.py [--launches 30] [--rounds 3] [--grid 1056] [--json out.json]
-                                        [--loops 64x16,64x32,64x64] [--timing cupti|events]
+    python -m benchmarks run gluon_overhead [--launches 30] [--rounds 3] [--grid 1056]
+        [--json out.json] [--loops 64x16,64x32,64x64] [--timing cupti|events]
 
 Under another profiler (e.g. ncu's warp stall reasons for run 9's open question), leave CUPTI
 and Proton out: `--loops 64x64 --launches 1 --rounds 1 --timing events`.
@@ -31,26 +31,18 @@ import numpy as np
 import torch
 import triton
 import triton.profiler.language as pl
-from timing import add_timing_args, cupti_medians, event_medians  # benchmarks/timing.py
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from sm_profiler import SmProfiler, ptx
+from benchmarks.gluon_kernels import record_pred, timer
+from benchmarks.timing import add_timing_args, cupti_medians, event_medians
+from sm_profiler import SmProfiler
 from sm_profiler import format as fmt
 from sm_profiler.gluon_ops import profiler_event_end, profiler_event_start, profiler_init
 
 MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "proton": 4, "ours_pred": 5}
 EVT = gl.constexpr(0)
-_VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
-_PRED_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="thread", vector=_VECTOR))
 BLOCK = gl.constexpr(1024)
-
-
-@gluon.jit
-def _timer():
-    return gl.inline_asm_elementwise(
-        "mov.u64 $0, %globaltimer;", "=l", [], dtype=gl.int64, is_pure=False, pack=1
-    )
 
 
 @gluon.jit
@@ -69,7 +61,7 @@ def _init(prof, lane_words, GROUP: gl.constexpr, MODE: gl.constexpr):
 def _rec(ctx, START: gl.constexpr, MODE: gl.constexpr):
     if MODE == 1:
         ptr, cursor, a, b, c, d = ctx
-        gl.store(ptr + cursor, _timer())
+        gl.store(ptr + cursor, timer())
         return ptr, cursor + 1, a, b, c, d
     elif MODE == 2 or MODE == 3:
         if START:
@@ -78,9 +70,9 @@ def _rec(ctx, START: gl.constexpr, MODE: gl.constexpr):
             return profiler_event_end(ctx, EVT)
     elif MODE == 5:
         if START:
-            return _record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_BEGIN)
+            return record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_BEGIN)
         else:
-            return _record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_END)
+            return record_pred(ctx, (EVT << fmt.EVENT_SHIFT) | fmt.KIND_END)
     elif MODE == 4:
         if START:
             pl.enter_scope("iter")
@@ -89,18 +81,6 @@ def _rec(ctx, START: gl.constexpr, MODE: gl.constexpr):
         return ctx
     else:
         return ctx
-
-
-@gluon.jit
-def _record_pred(ctx, TAG: gl.constexpr):
-    """A per-partition record whose stores the leader flag predicates (no branch)."""
-    records, cursor, capacity, leader, stage, last = ctx
-    tag = gl.full((), TAG, gl.int32)
-    gl.inline_asm_elementwise(
-        _PRED_ASM, "=r,l,r,r,r,r", [records, cursor, capacity, leader, tag],
-        dtype=gl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
-    return records, cursor + 1, capacity, leader, stage, last
 
 
 @gluon.jit

@@ -10,10 +10,10 @@ how much memory it takes, against the targets:
 
 An "event" here is one record in the capture (a begin, an end or an instant: 8 bytes on the
 wire), so bytes/event compares the file with the buffer it came from. The capture is built
-directly with numpy in the wire format (see sm_profiler.format): 4 groups per block, nested
+directly with numpy in the wire format (benchmarks/captures.py): 4 groups per block, nested
 begin/end ranges and instants, increasing times whose low 32 bits wrap inside every lane.
 
-Run:  python benchmarks/host.py [--events 10000000] [--lanes 4096]
+Run:  python -m benchmarks run host [--events 10000000] [--lanes 4096]
 """
 
 # %%
@@ -25,55 +25,9 @@ import tempfile
 import time
 import tracemalloc
 
-import numpy as np
-
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
+from benchmarks.captures import synthetic_capture
 from sm_profiler.decode import decode
 from sm_profiler.export import export
-
-# One repeating unit of records per lane: load [ mma ] mma [ mma ] store-instant ] load.
-UNIT = [
-    (fmt.KIND_BEGIN, 0),
-    (fmt.KIND_BEGIN, 1),
-    (fmt.KIND_END, 1),
-    (fmt.KIND_INSTANT, 2),
-    (fmt.KIND_BEGIN, 1),
-    (fmt.KIND_END, 1),
-    (fmt.KIND_END, 0),
-]
-NAMES = {0: "load", 1: "mma", 2: "store"}
-
-
-def synthetic_capture(num_events: int, num_lanes: int = 4096, seed: int = 0) -> Capture:
-    """A capture holding about `num_events` records over `num_lanes` lanes (4 groups a block)."""
-    rng = np.random.default_rng(seed)
-    groups = 4
-    blocks = max(1, num_lanes // groups)
-    lanes = blocks * groups
-    per_lane = max(len(UNIT), -(-num_events // lanes) // len(UNIT) * len(UNIT))
-    layout = fmt.Layout.checked(blocks, groups, per_lane)
-    words = np.zeros(layout.total_words, np.uint64)
-    words[: fmt.HEADER_WORDS] = layout.header()
-    lv = layout.lanes(words)
-
-    # Blocks start in waves of 132 SMs x 8 blocks; each lane's low word wraps mid-lane.
-    wave = np.arange(blocks) // (132 * 8)
-    start = (1 << 62) + (1 << 32) * 7 - 1_000_000 + wave * 2_000_000
-    anchor = np.repeat(start, groups) + rng.integers(0, 500, lanes)
-    lv["anchor"] = anchor.astype(np.uint64)
-    lv["sm_attempted"] = np.repeat(np.arange(blocks) % 132, groups).astype(np.uint64)
-
-    kind = np.array([k for k, _ in UNIT], np.uint64)
-    event = np.array([e for _, e in UNIT], np.uint64)
-    tag = np.tile((event << np.uint64(fmt.EVENT_SHIFT)) | kind, per_lane // len(UNIT))
-    recs = lv["records"]
-    for a in range(0, lanes, 256):  # a few lanes at a time keeps the temporaries small
-        b = min(lanes, a + 256)
-        gaps = rng.integers(20, 400, (b - a, per_lane), dtype=np.int64)
-        t = np.cumsum(gaps, axis=1) + anchor[a:b, None]
-        recs[a:b] = (tag << np.uint64(fmt.TAG_SHIFT)) | (t.astype(np.uint64) & np.uint64(fmt.LOW32))
-    return Capture(words, event_names=NAMES, kernel_name="synthetic")
 
 
 def bench(num_events: int, num_lanes: int, repeat: int = 3) -> dict:
@@ -170,10 +124,14 @@ def report(r: dict) -> str:
 
 
 # %%
-if __name__ == "__main__":
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--lanes", type=int, default=4096)
     ap.add_argument("--repeat", type=int, default=3)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     print(report(bench(a.events, a.lanes, a.repeat)))
+
+
+if __name__ == "__main__":
+    main()

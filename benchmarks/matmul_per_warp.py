@@ -1,14 +1,14 @@
 """Per-warp recording in a pipelined matmul: ours and Proton, each against a base timed beside it.
 
 In device_overhead.py the matmul row moves between runs by more than the differences between
-variants. Here our variants are timed against base in one CUPTI session (interleaved rounds), and
-Proton alone in a Proton session right after (against that base); the whole measurement is
-repeated `--repeats` times so the spread is visible. Variants: base; ours per warp direct; ours
-per warp staged (STAGE=--stage); the same staged kernel with K a compile-time constant (compiled
-on a CPU, its PTX keeps the stage's clamps all the same); Proton (enter/exit scope per region,
-every warp, its shared-memory buffer).
+variants. Here (the per-warp matmul, benchmarks/triton_kernels.py's mm_kernel) our variants are
+timed against base in one CUPTI session (interleaved rounds), and Proton alone in a Proton session
+right after (against that base); the whole measurement is repeated `--repeats` times so the
+spread is visible. Variants: base; ours per warp direct; ours per warp staged (STAGE=--stage); the
+same staged kernel with K a compile-time constant (compiled on a CPU, its PTX keeps the stage's
+clamps all the same); Proton (enter/exit scope per region, every warp, its shared-memory buffer).
 
-    python benchmarks/matmul_per_warp.py [--launches 20] [--rounds 3] [--repeats 3]
+    python -m benchmarks run matmul_per_warp [--launches 20] [--rounds 3] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ import torch
 import triton
 import triton.profiler as proton
 import triton.profiler.language as pl
-from device_overhead import matmul_kernel_proton, matmul_operands  # benchmarks/
-from staged_occupancy import WARPS, mm_kernel
-from timing import add_timing_args, cupti_medians
 
+from benchmarks.timing import add_timing_args, added_pct, cupti_medians
+from benchmarks.triton_kernels import WARPS, matmul_kernel_proton, matmul_operands, mm_kernel
 from sm_profiler import SmProfiler
 
 
@@ -68,7 +67,7 @@ def main():
         # against that base (Triton 3.6's Proton launch hook dies with SIGFPE on a kernel
         # without Proton scopes launched inside its session, so base cannot run beside it).
         t = cupti_medians(fns, args.launches, args.rounds, "mm_kernel")
-        row = {k: 100 * (v - t["base"]) / t["base"] for k, v in t.items()}
+        row = {k: added_pct(v, t["base"]) for k, v in t.items()}
         sess = proton.start("/tmp/sm_profiler_matmul_per_warp", backend="instrumentation")
         try:
             for fn in proton_fns.values():
@@ -77,7 +76,7 @@ def main():
             tp = cupti_medians(proton_fns, args.launches, args.rounds, "matmul_kernel_proton")
         finally:
             proton.finalize(sess)
-        row["proton"] = 100 * (tp["proton"] - t["base"]) / t["base"]
+        row["proton"] = added_pct(tp["proton"], t["base"])
         runs.append(row)
         print({k: f"{v:+.1f} %" for k, v in row.items()}, f"base {t['base']:.1f} us")
     print("median over repeats:", {

@@ -6,7 +6,7 @@ rows: match in order, then every launch matched to its nearest row for the align
 for comparison, merge_ranks of the same captures. Before issue 23 the torch merge looked for each
 launch's row with a minimum over every row of its kernel (launches x rows).
 
-Run:  python benchmarks/merge_torch.py [--launches 10000]
+Run:  python -m benchmarks run merge_torch [--launches 10000]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-import sm_profiler  # run with PYTHONPATH=. to time this checkout
+import sm_profiler
 from sm_profiler import format as fmt
 from sm_profiler.capture import Capture
 

@@ -7,7 +7,7 @@ Prints the time of each export for three shapes of lane (issue 15, item 3):
     clique   b0 .. b24 e0 .. e24 ...     25 ranges that all overlap each other: 25 tracks
     fanout   b0 .. b4094 e0 .. e4094     4,095-way fan-out (issue 23): 4,095 tracks per lane
 
-Run:  python benchmarks/overlap_export.py [--records 1000000] [--lanes 64] [--chrome]
+Run:  python -m benchmarks run overlap_export [--records 1000000] [--lanes 64] [--chrome]
       [--shapes nested,pairs,clique,fanout]
 """
 
@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from sm_profiler import format as fmt  # run with PYTHONPATH=. to time this checkout
+from sm_profiler import format as fmt
 from sm_profiler.capture import Capture
 from sm_profiler.decode import decode
 from sm_profiler.export import export

@@ -1,4 +1,10 @@
-"""Kernel timing shared by the device benchmarks: CUPTI or CUDA-event medians."""
+"""Kernel timing shared by the device benchmarks: CUPTI or CUDA-event medians, interleaved.
+
+Every variant of a benchmark is timed in the same session, in rounds that interleave the
+variants, so that clock and thermal drift hit all of them alike; a variant's figure is the median
+over its launches, and what instrumentation costs is its time added over the uninstrumented base
+(`added_pct`).
+"""
 
 from __future__ import annotations
 
@@ -61,3 +67,46 @@ def event_medians(fns: dict, launches: int, rounds: int) -> dict[str, float]:
                 e.synchronize()
                 per.setdefault(mode, []).append(s.elapsed_time(e) * 1e3)
     return {k: statistics.median(v) for k, v in per.items()}
+
+
+def added_pct(t: float, base: float) -> float:
+    """Time added over `base`, in percent of `base` (how every overhead here is reported)."""
+    return 100 * (t - base) / base
+
+
+def cupti_median_us(fn, launches: int, name_part: str) -> float:
+    """Median kernel duration (µs) of `launches` calls of fn, read from CUPTI via torch.profiler,
+    after three warm-up calls."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    return cupti_medians({"fn": fn}, launches, 1, name_part)["fn"]
+
+
+def event_median_us(fn, launches: int) -> float:
+    """Median CUDA-event time (µs) of `launches` calls of fn, after three warm-up calls."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    return event_medians({"fn": fn}, launches, 1)["fn"]
+
+
+def proton_timed(fn, launches, name):
+    """Time a Proton-instrumented Triton launch inside a Proton instrumentation session; returns
+    (µs, "cupti" or "cuda-events") or (None, why it failed)."""
+    try:
+        import triton.profiler as proton
+        import triton.profiler.language as pl
+
+        pl.enable_semantic("triton")
+        sess = proton.start("/tmp/sm_profiler_bench_proton", backend="instrumentation")
+        try:
+            try:
+                t, how = cupti_median_us(fn, launches * 2, name), "cupti"
+            except Exception:
+                t, how = event_median_us(fn, launches), "cuda-events"
+        finally:
+            proton.finalize(sess)
+        return t, how
+    except Exception as e:  # report, don't hide: the row says why Proton is missing
+        return None, f"failed: {type(e).__name__}: {e}"[:200]

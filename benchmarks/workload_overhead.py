@@ -1,6 +1,7 @@
 """A workload of 100 launches: what recording every launch costs on the host and on the device,
 ours (launch slots, labelled by Triton's launch hook, no sync) vs Proton, and the time from the
-last launch to a written trace. The loop kernel of device_overhead.py (ITERS=16, INNER=16).
+last launch to a written trace. The loop kernel of device_overhead.py (benchmarks/
+triton_kernels.py's loop_kernel, ITERS=16, INNER=16).
 
   base      the loop kernel, uninstrumented
   ours      sm_profiler ops into a slotted buffer (slots=100): the launch hook labels each
@@ -14,7 +15,7 @@ to trace ms      from the last launch queued to a trace file on disk (ours: capt
                  Perfetto export, each stage printed; Proton: finalize, which writes its own
                  trace; its per-launch host time already paid for the parsing)
 
-    python benchmarks/workload_overhead.py [--launches 100] [--json out.json]
+    python -m benchmarks run workload_overhead [--launches 100] [--json out.json]
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import time
 
 import torch
 import triton
-from device_overhead import MODES, loop_kernel, loop_kernel_proton
 
 import sm_profiler
+from benchmarks.triton_kernels import MODES, loop_kernel, loop_kernel_proton
 
 ITERS, INNER = 16, 16
 

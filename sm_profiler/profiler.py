@@ -307,7 +307,7 @@ class SmProfiler:
         return decode(self.captures())
 
     # -- outputs: thin wrappers of the functions of the same name, over decode() --------------
-    # Their parameters are the wrapped functions' (tests/test_profiler_methods.py checks).
+    # Their parameters are the wrapped functions' (tests/host/test_profiler_methods.py checks).
 
     def stats(self):
         """sm_profiler.stats.compute_stats of `decode()`."""

@@ -25,7 +25,11 @@ import sys  # noqa: E402
 
 # Helpers (reference encoder, kernels, probes, shared builders) live in tests/support, imported by
 # their bare names; pytest puts each test file's own folder on sys.path, and this one.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "support"))
+# The repository root too, for the `benchmarks` package (its synthetic capture, scripts), which is
+# not installed: `pytest` alone, unlike `python -m pytest`, does not put the working folder there.
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(_TESTS, "support"))
+sys.path.insert(1, os.path.dirname(_TESTS))
 
 import pytest  # noqa: E402
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode  # noqa: E402

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 
 import cuda_tools  # noqa: E402
 import numpy as np
@@ -415,7 +414,6 @@ def test_nvrtc_compiles_the_cupy_example_and_every_benchmark_variant():
     pytest.importorskip("torch")
     text = cuda_tools.nvrtc_ptx(_load_script("examples", "cupy_rawkernel").CUDA_SRC)
     assert text.count("%globaltimer") == 4  # init, the chunk range (begin, end), the instant
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     bench = _load_script("benchmarks", "cuda_overhead")
     for name, mode in bench.MODES.items():
         extra = tuple(d.removeprefix("-D") for d in bench.DEFINES.get(name, ()))

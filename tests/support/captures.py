@@ -204,16 +204,9 @@ def saved(tmp_path, capture: Capture, name: str = "t.npz") -> str:
 
 
 def synthetic_trace(n=20_000):
-    """The host benchmark's synthetic capture (benchmarks/host.py) of `n` records on 256 lanes,
+    """The host benchmark's synthetic capture (benchmarks/captures.py) of `n` records on 256 lanes,
     decoded."""
-    import os
-    import sys
-
-    from repo_paths import ROOT
-
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    from host import synthetic_capture
-
+    from benchmarks.captures import synthetic_capture
     from sm_profiler.decode import decode
 
     return decode(synthetic_capture(n, num_lanes=256))

@@ -12,9 +12,8 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon._runtime import GluonASTSource
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-sys.path.insert(1, ROOT)
-import gluon_matmul_overhead as bench  # noqa: E402
+sys.path.insert(0, ROOT)
+import benchmarks.gluon_matmul_overhead as bench  # noqa: E402
 
 
 def main():
