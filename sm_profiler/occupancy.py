@@ -3,10 +3,10 @@
 A staged per-warp lane (`triton_ops.profiler_init(..., STAGE=n)`) declares its stage as static
 `.shared` memory inside the ops' inline PTX. Triton's own accounting (`metadata.shared`, the
 dynamic shared memory it asks for at launch) does not see it, so a kernel that already lives on
-shared memory can silently lose a resident block per SM: on an H100 an 8-warp 128x128x64 fp16
-matmul with a stage of all 258 events per warp ran 33.5 % slower, where the direct per-warp ops
-cost 6.9 % (BENCHMARKS.md). This module computes blocks per SM with and without the stage from
-the compiled kernel and the device's limits, and the largest STAGE that keeps the count.
+shared memory can silently lose a resident block per SM, and then run far slower than the direct
+per-warp ops would (BENCHMARKS.md, Triton ops: "A stage that no longer fits"). This module
+computes blocks per SM with and without the stage from the compiled kernel and the device's
+limits, and the largest STAGE that keeps the count.
 
 `install()` (called when `sm_profiler.triton_ops` is imported) adds a Triton kernel-load hook
 that warns with these numbers; `stage_report()` is the pure computation behind it.
