@@ -151,36 +151,16 @@ def profiler_init(
                 "profiler_init: block is a Python literal, so every program would write the same "
                 "lane; pass the program's index, e.g. tl.program_id(0), or leave block out",
             )
-        shape = tl.load(buffer_ptr + _HDR_SHAPE)
-        num_blocks = (shape & 0xFFFFFFFF).to(tl.int32)
-        num_groups = (shape >> 32).to(tl.int32)
-        capacity = (tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
-        # Launch slots (format.py): this launch's slot starts at `buffer_ptr`; past the last
-        # slot, every lane is out of shape and writes only the spare header's scratch word.
-        buffer_ptr, in_slot = _slot(buffer_ptr, num_blocks, num_groups, capacity)
-        num_blocks = tl.where(in_slot, num_blocks, 0)
+        # The lane rule (format.open_lane): _launch_slot, then _lane_in_slot.
+        slot = _launch_slot(buffer_ptr)
         block = tl.full((), 0, tl.int32) + block
         if _INTERPRET:
-            return _init_emulated(
-                buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP, NUM_WARPS,
-                STAGE, RING,
-            )  # fmt: skip
+            return _init_emulated(slot, block, group, PER_WARP, NUM_WARPS, STAGE, RING)
         else:
             if PER_WARP:
                 group = group + _warp_index()
             group = tl.full((), 0, tl.int32) + group
-            # Unsigned compares also reject negative indices.
-            valid = (block.to(tl.uint32) < num_blocks.to(tl.uint32)) & (
-                group.to(tl.uint32) < num_groups.to(tl.uint32)
-            )
-            # A lane outside the shape gets capacity 0 and records at the end of the global
-            # header: each of its events takes the overflow path and stores its cursor into the
-            # header's scratch word (format.HDR_SCRATCH), inside the buffer. No event needs a
-            # "valid" test of its own.
-            lane = block.to(tl.int64) * num_groups + group
-            offset = tl.where(valid, lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS, 0)
-            records = buffer_ptr + _HEADER_WORDS + offset
-            capacity = tl.where(valid, capacity, 0)
+            records, capacity, valid, mask = _lane_in_slot(slot, block, group)
             cursor = tl.full((), 0, tl.int32)
             if STAGE > 0:
                 # The header loads above are not waited for until profiler_flush. The leader
@@ -191,30 +171,61 @@ def profiler_init(
                 leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
                 z = tl.full((), 0, tl.int8)  # no stage
                 if RING:
-                    # The slot mask rides where a staged lane keeps its last slot: capacity - 1
-                    # in a ring buffer, all ones (the direct rule) otherwise or out of shape.
-                    mask = _ring_mask(buffer_ptr, capacity)
+                    # The slot mask rides where a staged lane keeps its last slot.
                     return records, cursor, capacity, leader, z, mask
                 else:
                     return records, cursor, capacity, leader, z, z
 
 
-@triton.jit
-def _ring_mask(buffer_ptr, capacity):
-    flags = tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) >> 32
-    ring = (flags & _FLAG_RING) != 0
-    return tl.where(ring & (capacity > 0), capacity - 1, -1).to(tl.uint32)
+# Triton's spelling of the lane rule (format.open_lane), in two halves so that the GPU path can
+# compute its warp index between them, where it always has (the PTX stays as it was). Triton
+# keeps this arithmetic instead of ptx.OPEN_LANE for a measured reason (ptx.open_lane); the
+# interpreter runs the same two functions, and tests/test_lane_rule.py runs them against
+# format.open_lane and ptx.OPEN_LANE.
 
 
 @triton.jit
-def _slot(buffer_ptr, num_blocks, num_groups, capacity):
-    """(start of this launch's slot, whether it is a real slot): format.py's slot rule."""
-    ctrl = tl.load(buffer_ptr + _HDR_SLOTS)
-    last = ctrl >> 32
-    slot = tl.minimum(ctrl & 0xFFFFFFFF, last + 1)
+def _launch_slot(buffer_ptr):
+    """Slot 0's header -> this launch's slot: (its start, num_blocks (0 past the last slot),
+    num_groups, capacity, header word w2)."""
+    shape = tl.load(buffer_ptr + _HDR_SHAPE)
+    num_blocks = (shape & 0xFFFFFFFF).to(tl.int32)
+    num_groups = (shape >> 32).to(tl.int32)
+    capacity_flags = tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS)
+    capacity = (capacity_flags & 0xFFFFFFFF).to(tl.int32)
+    # This launch's slot is min(next, last + 1); past the last slot every lane is out of shape
+    # and writes only the spare header's scratch word.
+    slots = tl.load(buffer_ptr + _HDR_SLOTS)
+    last = slots >> 32
+    slot = tl.minimum(slots & 0xFFFFFFFF, last + 1)
     lanes = num_blocks.to(tl.int64) * num_groups
-    slot_words = lanes * (capacity + _LANE_HEADER_WORDS) + _HEADER_WORDS
-    return buffer_ptr + slot * slot_words, slot <= last
+    slot_ptr = buffer_ptr + slot * (lanes * (capacity + _LANE_HEADER_WORDS) + _HEADER_WORDS)
+    num_blocks = tl.where(slot <= last, num_blocks, 0)
+    return slot_ptr, num_blocks, num_groups, capacity, capacity_flags
+
+
+@triton.jit
+def _lane_in_slot(slot, block, group):
+    """The lane (block, group) of `slot` (from _launch_slot), elementwise over block and group
+    (int32; the interpreter passes one group per emulated warp): (records[0]'s address,
+    capacity, valid, ring mask (uint32))."""
+    slot_ptr, num_blocks, num_groups, capacity, capacity_flags = slot
+    # Unsigned compares also reject negative indices.
+    valid = (block.to(tl.uint32) < num_blocks.to(tl.uint32)) & (
+        group.to(tl.uint32) < num_groups.to(tl.uint32)
+    )
+    # A lane outside the shape gets capacity 0 and records at the end of the global header:
+    # each of its events takes the overflow path and stores its cursor into the header's
+    # scratch word (format.HDR_SCRATCH), inside the buffer. No event needs a "valid" test.
+    lane = block.to(tl.int64) * num_groups + group
+    offset = tl.where(valid, lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS, 0)
+    records = slot_ptr + _HEADER_WORDS + offset
+    capacity = tl.where(valid, capacity, 0)
+    # The ring mask: capacity - 1 for a real lane of a ring buffer, all ones (the direct rule)
+    # otherwise.
+    ring = ((capacity_flags >> 32) & _FLAG_RING) != 0
+    mask = tl.where(ring & (capacity != 0), capacity - 1, -1).to(tl.uint32)
+    return records, capacity, valid, mask
 
 
 @triton.jit
@@ -497,8 +508,8 @@ def _dependency(value):
 
 @triton.jit
 def _init_emulated(
-    buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP: tl.constexpr,
-    NUM_WARPS: tl.constexpr, STAGE: tl.constexpr, RING: tl.constexpr,
+    slot, block, group, PER_WARP: tl.constexpr, NUM_WARPS: tl.constexpr, STAGE: tl.constexpr,
+    RING: tl.constexpr,
 ):  # fmt: skip
     if PER_WARP:
         groups = group + tl.arange(0, NUM_WARPS)
@@ -507,11 +518,8 @@ def _init_emulated(
     # Every mask is a tensor of the lanes' shape: Triton 3.9's interpreter refuses a scalar
     # bool combined with a tensor one ("mask has unsupported dtype").
     blocks = block + tl.zeros(groups.shape, tl.int32)
-    valid = (blocks >= 0) & (blocks < num_blocks) & (groups >= 0) & (groups < num_groups)
-    lane = tl.where(valid, blocks.to(tl.int64) * num_groups + groups, 0)
-    records = buffer_ptr + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS)
-    records += _LANE_HEADER_WORDS
-    _flag_emulated(buffer_ptr, records, valid)
+    records, capacity, valid, mask = _lane_in_slot(slot, blocks, groups)
+    _flag_emulated(slot[0], records, valid)
     anchor = tl.full(groups.shape, _host_clock_ns(), tl.int64)
     if STAGE > 0:
         # The stage is emulated in the buffer's record slots (slots past min(capacity, STAGE)
@@ -524,8 +532,7 @@ def _init_emulated(
         _stamp_emulated(records, anchor, valid, tl.zeros(anchor.shape, tl.int64))
         stage = tl.full((), 0, tl.int8)
         if RING:
-            ring = ((tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) >> 32) & _FLAG_RING) != 0
-            last = tl.where(ring & (capacity > 0), capacity - 1, -1)  # the slot mask
+            last = mask.to(tl.int32, bitcast=True)  # the slot mask
         else:
             last = stage
     return records, tl.full((), 0, tl.int32), capacity, valid, stage, last
