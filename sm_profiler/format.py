@@ -1,7 +1,9 @@
 """The wire format: the one place that knows how the profiling buffer is laid out.
 
-The device ops (``sm_profiler.triton_ops``, ``cute_ops``) and the host decoder import the
-constants below; nobody else retypes a magic number or an offset.
+The device ops (``sm_profiler.triton_ops``, ``sm_profiler.gluon_ops``, ``cute_ops``, the CUDA
+C++ header and auto mode, most through ``sm_profiler.ptx``) and the host decoder import the
+constants below; nobody else retypes a magic number or an offset. `open_lane` is the lane rule
+that every device spelling is tested against (tests/test_lane_rule.py).
 
 The buffer is an array of little-endian 64-bit words, allocated once::
 

@@ -143,8 +143,8 @@ def record(after: bool, first: int = 0, mode: str = "thread", vector: bool = Fal
         9 SASS per event instead of 7.
       vector (vector=True): `st.global.v2.u32 [a], {lo, tag}`. 7 SASS with ptxas 13.4, but
         ptxas 12.8/12.9 copy the timer's low register into a fresh pair for it: 8 SASS, and
-        measured slower on an H200 (Triton 3.6, loop 64x16: 1.23-1.25x the floor's added time
-        vs 1.09x packed, benchmarks/device_overhead.py).
+        measured slower than packed there (benchmarks/device_overhead.py; BENCHMARKS.md says
+        how much).
     if leading: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor (last dropped)
 
     The slot address is computed here (one multiply-add), not passed in: a pointer the compiler
@@ -370,6 +370,31 @@ def flush(first: int = 0) -> str:
     )
     return _shift(text, first) + "}"
 
+
+# The Triton and Gluon ops' texts (operands from $1: elementwise asm needs an output, a dummy $0),
+# one flat tuple each (what a jit function can index with a constexpr), at
+# elementwise_index(per_warp, after, ring). per_warp: every warp leads its own lane (mode "all",
+# no test); otherwise warp 0 of the program or partition leads (mode "warp", one warp-uniform
+# branch for the others). after: one operand more, the dependency; ring: one more before it, the
+# slot mask. The record's spelling suits the ptxas that compiles them (`vector_store_for`).
+def elementwise_index(per_warp: bool, after: bool, ring: bool) -> int:
+    """Where a record text sits in `elementwise_records` (its constraints: index % 4)."""
+    return 4 * per_warp + 2 * after + ring
+
+
+def elementwise_records(vector: bool) -> tuple[str, ...]:
+    """Record texts for Triton and Gluon, at elementwise_index(per_warp, after, ring)."""
+    return tuple(
+        record(after=bool(i & 2), first=1, mode="all" if i & 4 else "warp", vector=vector,
+               ring=bool(i & 1))  # fmt: skip
+        for i in range(8)
+    )
+
+
+# $0 dummy, records, cursor, capacity, leader, tag, (ring mask), (dependency): at index % 4.
+ELEMENTWISE_RECORD_CONSTRAINTS = tuple("=r,l,r,r,r,r" + ",r" * (i & 1) + ",r" * (i >> 1) for i in range(4))
+ELEMENTWISE_RING_CLOSE = ring_close(first=1)
+ELEMENTWISE_RING_CLOSE_CONSTRAINTS = "=r,l,r,r,r,r"  # $0 dummy, then ring_close's operands
 
 # CuteDSL's texts (no dummy output), by mode.
 RECORD = {m: record(after=False, mode=m) for m in RECORD_MODES}

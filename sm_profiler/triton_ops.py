@@ -331,6 +331,8 @@ def profiler_event_instant(ctx, event_id: tl.constexpr, after=None):
 
 @triton.jit
 def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
+    """One event into the context's lane; the Gluon ops' events come here too (their contexts
+    are these, with no stage), with `after` already reduced by gluon_ops._dependency."""
     records, cursor, capacity, leader, stage, last = ctx
     if cursor.dtype == tl.int8:
         # Disabled context: nothing to record, nothing emitted.
@@ -343,92 +345,61 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
             _record_emulated(records, cursor, capacity, leader, tag, stage, last)
         elif stage.dtype != tl.int8:
             _record_staged_asm(cursor, tag, stage, last, after)
-        elif last.dtype != tl.int8:
-            _record_ring_asm(records, cursor, capacity, leader, tag, last, after)
         else:
-            if after is None:
-                _record_asm(records, cursor, capacity, leader, tag)
-            else:
-                _record_after_asm(records, cursor, capacity, leader, tag, _dependency(after))
+            _record_asm(records, cursor, capacity, leader, tag, last, after)
         return records, cursor + 1, capacity, leader, stage, last
 
 
-# The record's spelling suits the ptxas that Triton bundles (ptx.record explains why).
-_VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
 # ptx.record: t = %globaltimer; rec = tag << 32 | t.lo32; if leader: cursor < capacity ?
 #   records[cursor] = rec : lane[1].hi32 = cursor (the latest dropped record)
-# Per program (warp 0 leads): the other warps branch over each event, one instruction for them.
-_RECORD_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR))
-_RECORD_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR))
-# Per warp (every warp leads its own lane; its threads store the same word): no test at all.
-_RECORD_LANE_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR))
-_RECORD_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR))
+# The texts and their constraints are ptx.py's (ptx.elementwise_index says where each is); the
+# record's spelling suits the ptxas that Triton bundles (ptx.record explains why).
+_VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
+_RECORD_TEXTS = tl.constexpr(ptx.elementwise_records(_VECTOR))
+_RECORD_CONSTRAINTS = tl.constexpr(ptx.ELEMENTWISE_RECORD_CONSTRAINTS)
 
 
 @triton.jit
-def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr):
+def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr, mask, after):
+    # The leader's dtype says who records: uint32, every warp its own lane (no test); int32,
+    # warp 0 (the other warps branch over the event, one instruction for them). A mask (not
+    # int8: RING=True) wraps the slot: cursor & mask.
     if leader.dtype == tl.uint32:
-        asm: tl.constexpr = _RECORD_LANE_ASM
+        per_warp: tl.constexpr = 4
     else:
-        asm: tl.constexpr = _RECORD_ASM
-    return tl.inline_asm_elementwise(
-        asm,
-        "=r,l,r,r,r,r",
-        [records, cursor, capacity, leader, tl.full((), tag, tl.int32)],
-        dtype=tl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
-@triton.jit
-def _record_after_asm(records, cursor, capacity, leader, tag: tl.constexpr, dep):
-    if leader.dtype == tl.uint32:
-        asm: tl.constexpr = _RECORD_LANE_AFTER_ASM
+        per_warp: tl.constexpr = 0
+    if mask.dtype != tl.int8:
+        ring: tl.constexpr = 1
     else:
-        asm: tl.constexpr = _RECORD_AFTER_ASM
-    return tl.inline_asm_elementwise(
-        asm,
-        "=r,l,r,r,r,r,r",
-        [records, cursor, capacity, leader, tl.full((), tag, tl.int32), dep],
-        dtype=tl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
-# Ring-capable (RING=True): the slot is cursor & mask; the rest is the direct record.
-_RING_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR, ring=True))
-_RING_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR,
-                                          ring=True))  # fmt: skip
-_RING_LANE_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR,
-                                         ring=True))  # fmt: skip
-_RING_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR,
-                                               ring=True))  # fmt: skip
-
-
-@triton.jit
-def _record_ring_asm(records, cursor, capacity, leader, tag: tl.constexpr, mask, after):
-    tag_reg = tl.full((), tag, tl.int32)
+        ring: tl.constexpr = 0
+    # The tag is a constant operand (a scalar i32, built without tl.full, which Gluon refuses).
     if after is None:
-        if leader.dtype == tl.uint32:
-            asm: tl.constexpr = _RING_LANE_ASM
+        asm: tl.constexpr = _RECORD_TEXTS[per_warp + ring]  # ptx.elementwise_index
+        constraints: tl.constexpr = _RECORD_CONSTRAINTS[ring]
+        if ring:
+            tl.inline_asm_elementwise(
+                asm, constraints, [records, cursor, capacity, leader, tag, mask],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
         else:
-            asm: tl.constexpr = _RING_ASM
-        tl.inline_asm_elementwise(
-            asm, "=r,l,r,r,r,r,r", [records, cursor, capacity, leader, tag_reg, mask],
-            dtype=tl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
+            tl.inline_asm_elementwise(
+                asm, constraints, [records, cursor, capacity, leader, tag],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
     else:
-        if leader.dtype == tl.uint32:
-            asm_after: tl.constexpr = _RING_LANE_AFTER_ASM
+        asm_after: tl.constexpr = _RECORD_TEXTS[per_warp + 2 + ring]
+        constraints_after: tl.constexpr = _RECORD_CONSTRAINTS[2 + ring]
+        dep = _dependency(after)
+        if ring:
+            tl.inline_asm_elementwise(
+                asm_after, constraints_after, [records, cursor, capacity, leader, tag, mask, dep],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
         else:
-            asm_after: tl.constexpr = _RING_AFTER_ASM
-        tl.inline_asm_elementwise(
-            asm_after, "=r,l,r,r,r,r,r,r",
-            [records, cursor, capacity, leader, tag_reg, mask, _dependency(after)],
-            dtype=tl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
+            tl.inline_asm_elementwise(
+                asm_after, constraints_after, [records, cursor, capacity, leader, tag, dep],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
 
 
 _STAGED_ASM = tl.constexpr(ptx.record_staged(after=False, first=1))
@@ -457,7 +428,8 @@ def _record_staged_asm(cursor, tag: tl.constexpr, stage, last, after):
 # --------------------------------------------------------------------------------------------
 
 _FLUSH_ASM = tl.constexpr(ptx.flush(first=1))
-_RING_CLOSE_ASM = tl.constexpr(ptx.ring_close(first=1))
+_RING_CLOSE_ASM = tl.constexpr(ptx.ELEMENTWISE_RING_CLOSE)
+_RING_CLOSE_CONSTRAINTS = tl.constexpr(ptx.ELEMENTWISE_RING_CLOSE_CONSTRAINTS)
 
 
 @triton.jit
@@ -474,7 +446,7 @@ def profiler_flush(ctx):
             _ring_close_emulated(records, cursor, capacity, leader, last)
         else:
             tl.inline_asm_elementwise(
-                _RING_CLOSE_ASM, "=r,l,r,r,r,r", [records, cursor, capacity, leader, last],
+                _RING_CLOSE_ASM, _RING_CLOSE_CONSTRAINTS, [records, cursor, capacity, leader, last],
                 dtype=tl.int32, is_pure=False, pack=1,
             )  # fmt: skip
     elif stage.dtype == tl.int8:
