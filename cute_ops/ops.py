@@ -25,6 +25,7 @@ from cutlass.cutlass_dsl import T
 
 from sm_profiler import format as fmt
 from sm_profiler import ptx as _ptx
+from sm_profiler.errors import ConfigError, UsageError
 
 _WORD_BYTES = fmt.WORD_BYTES
 
@@ -68,13 +69,13 @@ def _buffer_address(buffer: Any) -> Int64:
     elif isinstance(buffer, Int64):
         return buffer
     else:
-        raise TypeError(
+        raise UsageError(
             f"cute_ops.init: buffer must be the profiler buffer as a cute.Tensor "
             f"(from_dlpack(prof.get_buffer())), a cute.Pointer to Int64, or its Int64 address; "
             f"got {type(buffer).__name__}"
         )
     if dtype not in (cutlass.Int64, cutlass.Uint64):
-        raise TypeError(
+        raise UsageError(
             f"cute_ops.init: the profiler buffer holds 64-bit words, but this buffer's element "
             f"type is {dtype}; pass SmProfiler.get_buffer() (torch.int64) unchanged"
         )
@@ -84,7 +85,7 @@ def _buffer_address(buffer: Any) -> Int64:
 def _dependency(value: Any) -> ir.Value:
     """A 32-bit register that exists only once `value` does (no arithmetic for 32-bit values)."""
     if not isinstance(value, Numeric):
-        raise TypeError(
+        raise UsageError(
             f"after= takes a scalar run-time value (a cutlass Numeric such as Float32 or Int32), "
             f"got {type(value).__name__}; for a register fragment pass one of its elements"
         )
@@ -107,7 +108,7 @@ def _dependency(value: Any) -> ir.Value:
 def _static_bool(value: Any, name: str) -> bool:
     if isinstance(value, bool):
         return value
-    raise TypeError(
+    raise UsageError(
         f"cute_ops.init: {name} must be known when the kernel is compiled (a Python bool or a "
         f"cutlass.Constexpr[bool] kernel argument), got {type(value).__name__} {value!r}"
     )
@@ -115,12 +116,12 @@ def _static_bool(value: Any, name: str) -> bool:
 
 def _event_id(event_id: Any) -> int:
     if isinstance(event_id, bool) or not isinstance(event_id, int):
-        raise TypeError(
+        raise UsageError(
             f"event id must be a compile-time int (a Python int or a cutlass.Constexpr[int]), got "
             f"{type(event_id).__name__} {event_id!r}; the tag is baked into the instruction"
         )
     if not 0 <= event_id <= fmt.MAX_EVENT_ID:
-        raise ValueError(
+        raise ConfigError(
             f"event id {event_id} is out of range: it must be in 0..{fmt.MAX_EVENT_ID} "
             "(the format's 12-bit event field); use SmProfiler.register_event ids"
         )
@@ -310,12 +311,13 @@ def init(
     if not enabled or buffer is None:
         return Profiler(None, None, None, None, enabled=False)
     if isinstance(leader, bool):
-        raise TypeError(
+        raise UsageError(
             "cute_ops.init: leader must be a run-time Boolean true in one thread of the lane "
-            "(e.g. tidx == 0), not a Python bool: every thread would write the same lane"
+            "(e.g. tidx == 0), not a Python bool: every thread would write the same lane; pass "
+            "a run-time comparison of the thread index"
         )
     if per_warp and leader is not None:
-        raise ValueError(
+        raise ConfigError(
             "cute_ops.init: per_warp=True makes every warp the writer of its own lane; "
             "pass either per_warp=True or leader=..., not both"
         )
