@@ -46,3 +46,42 @@ def test_the_errors_are_what_callers_already_catch():
     assert issubclass(ConfigError, SmProfilerError) and issubclass(ConfigError, ValueError)
     with pytest.raises(TypeError):
         ops._buffer_address("not a buffer")
+
+
+# -- the lane is opened by ptx.OPEN_LANE in every leader mode -----------------------------------
+
+
+def _open_lane_lines() -> list[str]:
+    """OPEN_LANE's statements, with operands ($n) and labels left out (the compiler names those)."""
+    from sm_profiler import ptx
+
+    lines = [ln.strip() for ln in ptx.OPEN_LANE.replace("\n\t", "\n").splitlines()]
+    return [ln for ln in lines if ln and "$" not in ln and ln not in "{}"]
+
+
+@pytest.mark.parametrize("mode", ["block", "warp", "leader"])
+def test_every_leader_mode_opens_its_lane_with_the_open_lane_text(mode):
+    import tempfile
+
+    import cute_kernels as K  # tests/ is on sys.path: no package
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass import Int32
+    from cutlass.cute.runtime import make_ptr
+
+    def ptr(dtype=cutlass.Int64):
+        return make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=8)
+
+    with tempfile.TemporaryDirectory() as d:
+        opts = f"--gpu-arch sm_90a --keep-ptx --dump-dir {d}"
+        f32 = cutlass.Float32
+        if mode == "leader":
+            k = cute.compile(K.launch_group, ptr(f32), ptr(), Int32(5), Int32(8), options=opts)
+        else:
+            args = (ptr(f32), ptr(), Int32(5), Int32(0), Int32(8), True, mode == "warp")
+            k = cute.compile(K.launch_loop, *args, options=opts)
+    body = [" ".join(ln.split()) for ln in k.__ptx__.splitlines()]
+    at = 0
+    for line in _open_lane_lines():  # in order, once
+        at = body.index(" ".join(line.split()), at) + 1
+    assert k.__ptx__.count("SMP_OPEN_") == 2  # its one branch and its label
