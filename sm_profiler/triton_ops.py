@@ -332,7 +332,7 @@ def profiler_event_instant(ctx, event_id: tl.constexpr, after=None):
 @triton.jit
 def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
     """One event into the context's lane; the Gluon ops' events come here too (their contexts
-    are these, with no stage), with `after` already reduced by gluon_ops._dependency."""
+    are these, with no stage), a tensor `after` already reduced by gluon_ops._reduced."""
     records, cursor, capacity, leader, stage, last = ctx
     if cursor.dtype == tl.int8:
         # Disabled context: nothing to record, nothing emitted.
