@@ -15,6 +15,7 @@ from .errors import (
     FormatError,
     MissingDependencyError,
     SmProfilerError,
+    UsageError,
 )
 from .trace import TraceData
 
@@ -37,6 +38,7 @@ __all__ = [
     "FormatError",
     "CaptureError",
     "MissingDependencyError",
+    "UsageError",
 ]
 
 

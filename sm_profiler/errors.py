@@ -14,6 +14,11 @@ class ConfigError(SmProfilerError, ValueError):
     """A size, id, name or option given to the profiler is invalid."""
 
 
+class UsageError(SmProfilerError, TypeError):
+    """A device op was given an argument of the wrong kind (a run-time value where a compile-time
+    one is needed, a tensor of the wrong element type)."""
+
+
 class FormatError(SmProfilerError, ValueError):
     """A buffer or capture file does not hold a valid sm_profiler trace."""
 

@@ -1,7 +1,9 @@
 """The wire format: the one place that knows how the profiling buffer is laid out.
 
-The device ops (``sm_profiler.triton_ops``, ``cute_ops``) and the host decoder import the
-constants below; nobody else retypes a magic number or an offset.
+The device ops (``sm_profiler.triton_ops``, ``sm_profiler.gluon_ops``, ``cute_ops``, the CUDA
+C++ header and auto mode, most through ``sm_profiler.ptx``) and the host decoder import the
+constants below; nobody else retypes a magic number or an offset. `open_lane` is the lane rule
+that every device spelling is tested against (tests/test_lane_rule.py).
 
 The buffer is an array of little-endian 64-bit words, allocated once::
 
@@ -174,6 +176,43 @@ def slot_control(next_slot: int, num_slots: int) -> int:
 def slotted_words(layout_words: int, num_slots: int) -> int:
     """Words of a slotted buffer: `num_slots` slots of `layout_words` each, then the spare header."""
     return num_slots * layout_words + HEADER_WORDS
+
+
+def open_lane(header_words, block: int, group: int) -> tuple[int, int, int]:
+    """The lane rule: where lane (block, group) of this launch records. Every device spelling
+    (ptx.OPEN_LANE for Gluon, CUDA C++ and CuteDSL; triton_ops' `_open_lane` for Triton) computes
+    this; tests/test_lane_rule.py runs each against it.
+
+    `header_words`: slot 0's global header (at least HEADER_WORDS words). `block`, `group`: the
+    lane's indices, taken as unsigned 32-bit (a negative index is a huge one, out of shape).
+    Returns (offset_words, capacity, ring_mask), in the device's unsigned 32/64-bit arithmetic:
+
+    offset_words  records[0] of the lane is buffer word HEADER_WORDS + offset_words (u64):
+                  slot * slot_words + lane * (capacity + LANE_HEADER_WORDS) + LANE_HEADER_WORDS,
+                  with slot = min(w3.lo32, w3.hi32 + 1) and lane = block * num_groups + group
+    capacity      the header's capacity; 0 for a lane outside the shape (block >= num_blocks,
+                  group >= num_groups, or slot > w3.hi32: every slot used), whose offset is then
+                  slot * slot_words, the end of its slot's global header: each of its events
+                  takes the overflow path and stores its cursor into that header's scratch word
+    ring_mask     capacity - 1 for a real lane of a ring buffer (FLAG_RING), else all ones (u32)
+    """
+    u64 = (1 << 64) - 1
+    num_blocks, num_groups = int(header_words[HDR_SHAPE]) & LOW32, int(header_words[HDR_SHAPE]) >> 32
+    cf = int(header_words[HDR_CAPACITY_FLAGS])
+    capacity, flags = cf & LOW32, (cf >> 32) & LOW32
+    ctrl = int(header_words[HDR_SLOTS])
+    last = (ctrl >> 32) & LOW32
+    slot = min(ctrl & LOW32, last + 1)
+    stride = lane_stride_words(capacity)
+    slot_words = (num_blocks * num_groups * stride + HEADER_WORDS) & u64
+    offset = (slot * slot_words) & u64
+    block, group = block & LOW32, group & LOW32
+    if not (block < num_blocks and group < num_groups and slot <= last):
+        return offset, 0, LOW32
+    lane = block * num_groups + group
+    offset = (offset + lane * stride + LANE_HEADER_WORDS) & u64
+    ring = flags & FLAG_RING and capacity != 0
+    return offset, capacity, (capacity - 1) if ring else LOW32
 
 
 def split_slots(words: np.ndarray) -> tuple[list[np.ndarray], int]:

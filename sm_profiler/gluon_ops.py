@@ -11,9 +11,10 @@ in the default partition and in every worker partition of `gl.warp_specialize`.
         mbarrier.wait(empty, phase)
         ctx = profiler_event_end(ctx, WAIT_EMPTY)
 
-The names, arguments and the context are those of `sm_profiler.triton_ops`, and the inline PTX is
-the same text (`sm_profiler.ptx`): per event one %globaltimer read and one 8-byte store, the
-cursor in a register, no load, atomic or fence. Differences, all from what a partition is:
+The names, arguments and the context are those of `sm_profiler.triton_ops`, whose event and
+flush functions these call (the inline PTX of `sm_profiler.ptx`; the lane is opened by its
+OPEN_LANE): per event one %globaltimer read and one 8-byte store, the cursor in a register, no
+load, atomic or fence. Differences, all from what a partition is:
 
   per partition (default): one lane per (block, group). Call `profiler_init` at the start of
       each partition function with that partition's group: worker partitions take no tensors,
@@ -25,9 +26,8 @@ cursor in a register, no load, atomic or fence. Differences, all from what a par
       warp (a raw %tid.x would point at warp 0 of the block, which no worker partition has).
   per warp (PER_WARP=True): lane `group + warp index inside the partition`, every warp records.
       Give each partition its own range of groups, e.g. default group 0..3, producer 4.
-      On an H200 (BENCHMARKS.md run 12) a warp-specialized loop's per partition lane adds 0.98x
-      to 1.15x the bare timer store's added time, per warp 1.27x to 1.36x; in loops larger than
-      the instruction cache both swing by build, not by mode.
+      Per warp costs more than per partition on a warp-specialized loop (BENCHMARKS.md has the
+      numbers); in loops larger than the instruction cache both swing by build, not by mode.
 
 No election between partitions is needed or done: every partition writes its own lane, and a
 lane's writer is chosen inside it. (Triton briefly de-duplicated side-effecting inline asm across
@@ -51,37 +51,21 @@ from triton.experimental.gluon import language as gl
 
 from . import format as fmt
 from . import ptx
+from . import triton_ops as _triton_ops
 
 # Compile-time copies of the wire format (format.py is the source of truth).
 _HEADER_WORDS = gl.constexpr(fmt.HEADER_WORDS)
 _KIND_BEGIN = gl.constexpr(fmt.KIND_BEGIN)
 _KIND_END = gl.constexpr(fmt.KIND_END)
 _KIND_INSTANT = gl.constexpr(fmt.KIND_INSTANT)
-_EVENT_SHIFT = gl.constexpr(fmt.EVENT_SHIFT)
-_MAX_EVENT_ID = gl.constexpr(fmt.MAX_EVENT_ID)
 
-# The shared texts: open_lane finds the lane and stamps its anchor and SM id; a record is
-# t = %globaltimer; cursor < capacity ? records[cursor] = {t.lo32, tag} : lane[1].hi32 = cursor.
-# The record's spelling suits the ptxas that Triton bundles (ptx.record explains why).
-_VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
+# ptx.open_lane finds the lane and stamps its anchor and SM id. The events and the flush are the
+# Triton ops' own jit functions (a @gluon.jit function may call @triton.jit ones): one dispatch
+# over ptx.py's record texts for the two.
 _OPEN_LANE_ASM = gl.constexpr(ptx.OPEN_LANE)
 _OPEN_LANE_CONSTRAINTS = gl.constexpr(ptx.OPEN_LANE_CONSTRAINTS)
 _WARP_ZERO_ASM = gl.constexpr(ptx.WARP_ZERO_VOTED)
 _WARP_ZERO_CONSTRAINTS = gl.constexpr(ptx.WARP_ZERO_CONSTRAINTS)
-_RECORD_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR))
-_RECORD_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR))
-_RECORD_LANE_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR))
-_RECORD_LANE_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR))
-# RING=True: the slot is cursor & mask (all ones unless the buffer is a ring); profiler_flush
-# closes the ring (ptx.ring_close).
-_RING_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR, ring=True))
-_RING_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR,
-                                          ring=True))  # fmt: skip
-_RING_LANE_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR,
-                                         ring=True))  # fmt: skip
-_RING_LANE_AFTER_ASM = gl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR,
-                                               ring=True))  # fmt: skip
-_RING_CLOSE_ASM = gl.constexpr(ptx.ring_close(first=1))
 
 
 @gluon.jit
@@ -125,7 +109,7 @@ def profiler_init(buffer_ptr, block=None, group=0, ENABLED: gl.constexpr = True,
             # A one-warp partition (a TMA producer, an MMA issuer): its warp writes the lane with
             # no leader test at all, as per warp. A branch around each event would cut the
             # partition's only instruction stream into blocks that ptxas cannot schedule across
-            # (measured: the worker of benchmarks/gluon_overhead.py, BENCHMARKS.md run 12).
+            # (measured: the worker of benchmarks/gluon_overhead.py, BENCHMARKS.md).
             lane_group = gl.full((), 0, gl.int32) + group
             leader = gl.full(thread.shape, 1, gl.uint32, thread.type.layout)
             opens = leader.to(gl.int32)
@@ -169,7 +153,8 @@ def _partition_thread():
 
 @gluon.jit
 def _disabled_context():
-    # Marked by a type the ops test at compile time (an int8 cursor); the constants vanish.
+    # triton_ops._disabled_context in Gluon's spelling: Gluon's gl.full takes a layout, and
+    # tl.full (which has none) is refused in a Gluon kernel.
     z = gl.full((), 0, gl.int8)
     return z, z, z, z, z, z
 
@@ -196,82 +181,27 @@ def profiler_event_instant(ctx, event_id: gl.constexpr, after=None):
 def profiler_flush(ctx):
     """Close a ring lane (RING=True); otherwise nothing to flush: every event is already in the
     buffer (no staged lanes in Gluon yet). Kept so that kernels of either front end read alike."""
-    records, cursor, capacity, leader, stage, last = ctx
-    if cursor.dtype != gl.int8 and last.dtype != gl.int8:
-        gl.inline_asm_elementwise(
-            _RING_CLOSE_ASM, "=r,l,r,r,r,r", [records, cursor, capacity, leader, last],
-            dtype=gl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
+    _triton_ops.profiler_flush(ctx)
 
 
 @gluon.jit
 def _record(ctx, event_id: gl.constexpr, kind: gl.constexpr, after):
+    # The Triton ops' event (triton_ops._record, which also turns a scalar `after` into the
+    # dependency register); a tensor `after` is reduced here first, as Gluon's tensors need.
     records, cursor, capacity, leader, stage, last = ctx
-    if cursor.dtype == gl.int8:
-        return ctx  # disabled: nothing emitted
-    else:
-        gl.static_assert(event_id >= 0, "event id must be >= 0")
-        gl.static_assert(event_id <= _MAX_EVENT_ID, "event id must be <= 4095")
-        tag: gl.constexpr = (gl.constexpr(event_id) << _EVENT_SHIFT) | kind
-        tag_reg = gl.full((), tag, gl.int32)
-        if last.dtype != gl.int8:
-            _record_ring(records, cursor, capacity, leader, tag_reg, last, after)
-        elif after is None:
-            if leader.dtype == gl.uint32:
-                asm: gl.constexpr = _RECORD_LANE_ASM
-            else:
-                asm: gl.constexpr = _RECORD_ASM
-            gl.inline_asm_elementwise(
-                asm, "=r,l,r,r,r,r", [records, cursor, capacity, leader, tag_reg],
-                dtype=gl.int32, is_pure=False, pack=1,
-            )  # fmt: skip
-        else:
-            if leader.dtype == gl.uint32:
-                asm: gl.constexpr = _RECORD_LANE_AFTER_ASM
-            else:
-                asm: gl.constexpr = _RECORD_AFTER_ASM
-            gl.inline_asm_elementwise(
-                asm, "=r,l,r,r,r,r,r", [records, cursor, capacity, leader, tag_reg,
-                                         _dependency(after)],
-                dtype=gl.int32, is_pure=False, pack=1,
-            )  # fmt: skip
-        return records, cursor + 1, capacity, leader, stage, last
+    if cursor.dtype != gl.int8:
+        if isinstance(after, gl.tensor):
+            if len(after.shape) > 0:
+                after = _reduced(after)
+    return _triton_ops._record(ctx, event_id, kind, after)
 
 
 @gluon.jit
-def _record_ring(records, cursor, capacity, leader, tag_reg, mask, after):
-    if after is None:
-        if leader.dtype == gl.uint32:
-            asm: gl.constexpr = _RING_LANE_ASM
-        else:
-            asm: gl.constexpr = _RING_ASM
-        gl.inline_asm_elementwise(
-            asm, "=r,l,r,r,r,r,r", [records, cursor, capacity, leader, tag_reg, mask],
-            dtype=gl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
-    else:
-        if leader.dtype == gl.uint32:
-            asm_after: gl.constexpr = _RING_LANE_AFTER_ASM
-        else:
-            asm_after: gl.constexpr = _RING_AFTER_ASM
-        gl.inline_asm_elementwise(
-            asm_after, "=r,l,r,r,r,r,r,r",
-            [records, cursor, capacity, leader, tag_reg, mask, _dependency(after)],
-            dtype=gl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
-
-
-@gluon.jit
-def _dependency(value):
-    """A 32-bit scalar that exists only once `value` does. A tensor is reduced with gl.sum
-    first, one axis at a time: a reduction across the partition's warps, which waits for them."""
-    if isinstance(value, gl.tensor) and len(value.shape) > 0:
-        value = value.to(gl.float32)
-        for _ in gl.static_range(len(value.shape)):
-            value = gl.sum(value, axis=0)
-    if value.dtype.primitive_bitwidth == 32:
-        return value.to(gl.int32, bitcast=True)
-    elif value.dtype.is_int():
-        return value.to(gl.int32)  # truncation: the low register, no arithmetic
-    else:
-        return value.to(gl.float32).to(gl.int32, bitcast=True)
+def _reduced(value):
+    """`value` summed to a float32 scalar with gl.sum, one axis at a time: a reduction across
+    the partition's warps, which waits for them. (The Triton ops reduce with tl.ravel, which
+    does not take Gluon's layouts.)"""
+    value = value.to(gl.float32)
+    for _ in gl.static_range(len(value.shape)):
+        value = gl.sum(value, axis=0)
+    return value

@@ -1,7 +1,10 @@
-"""The inline PTX both device front ends emit (Triton ops and cute_ops), as plain strings.
+"""The inline PTX every device front end emits, as plain strings: the Triton ops, the Gluon ops,
+cute_ops (CuteDSL), the CUDA C++ header (generated from these texts by sm_profiler.cuda) and auto
+mode (sm_profiler.auto_mode splices the auto_* texts into compiled kernels).
 
-One text for both, so that they put the same words in the same places; offsets come from
-`format`. Operands are LLVM inline-asm `$n` references numbered from `first` (Triton's elementwise
+One text for all, so that they put the same words in the same places; offsets come from
+`format`, and the lane rule's reference is `format.open_lane` (tests/test_lane_rule.py runs
+OPEN_LANE against it). Operands are LLVM inline-asm `$n` references numbered from `first` (Triton's elementwise
 asm must have an output, so its operands start at $1 and it ends with a dummy `mov.u32 $0, 0`).
 No triton or cutlass import: tests read these strings too.
 """
@@ -26,24 +29,9 @@ _STAMP_LANE = (
     f"@p st.global.u32 [{{r}}+{SM_OFFSET_BYTES}], s;\n\t"
 )
 
-# The CuteDSL ops' stamp (they find the lane in their own arithmetic, as the Triton ops do with
-# init_leader; Gluon and CUDA C++ use open_lane below). $0 records (u64 address of records[0]),
-# $1 stamp (u32: nonzero = this thread writes the lane).
-# If stamp: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid.
-def init() -> str:
-    """CuteDSL's init: $0 records, $1 stamp."""
-    return (
-        "{\n\t.reg .pred p;\n\t.reg .u32 s;\n\t.reg .u64 t;\n\t"
-        "setp.ne.u32 p, $1, 0;\n\t" + _STAMP_LANE.format(r="$0") + "}"
-    )
-
-
-INIT_CONSTRAINTS = "l,r"
-
-
 def open_lane() -> str:
-    """Find a lane and stamp it: the lane rule of docs/format.md, one text for the Gluon ops and
-    the CUDA C++ header.
+    """Find a lane and stamp it: the lane rule (format.open_lane, docs/format.md), one text for
+    the Gluon ops, cute_ops and the CUDA C++ header.
 
     Outputs: $0 the lane's offset (u64, words): its records[0] is at buffer word HEADER_WORDS +
     $0; $1 capacity (u32); $2 ring mask (u32: capacity - 1 in a ring buffer, all ones
@@ -58,12 +46,13 @@ def open_lane() -> str:
     so each of its events takes the overflow path into the header's scratch word.
 
     Where `opens` is 0 (the warps of a per-block or per-partition lane that do not write it) the
-    whole text is one branch: offset 0, capacity 0, no load. Those warps neither load the header
-    nor wait for it; only the writing warp does (BENCHMARKS.md run 12).
+    whole text is one branch: offset 0, capacity 0, all-ones mask, no load. Those warps neither
+    load the header nor wait for it; only the writing warp does (measured: BENCHMARKS.md).
 
-    The Triton ops keep their own arithmetic (`init_leader`): with this text, Triton 3.6's ptxas
-    kept the lane's address in uniform registers and copied it back per event (two more SASS per
-    event, measured slower on the loop kernel).
+    The Triton ops keep their own arithmetic (triton_ops._launch_slot and _lane_in_slot, with
+    `init_leader` for the stamp): with this text, Triton 3.6's ptxas kept the lane's address in
+    uniform registers and copied it back per event (more SASS per event, measured slower on the
+    loop kernel).
     """
     w = fmt.WORD_BYTES
     return (
@@ -154,8 +143,8 @@ def record(after: bool, first: int = 0, mode: str = "thread", vector: bool = Fal
         9 SASS per event instead of 7.
       vector (vector=True): `st.global.v2.u32 [a], {lo, tag}`. 7 SASS with ptxas 13.4, but
         ptxas 12.8/12.9 copy the timer's low register into a fresh pair for it: 8 SASS, and
-        measured slower on an H200 (Triton 3.6, loop 64x16: 1.23-1.25x the floor's added time
-        vs 1.09x packed, benchmarks/device_overhead.py).
+        measured slower than packed there (benchmarks/device_overhead.py; BENCHMARKS.md says
+        how much).
     if leading: cursor < capacity ? records[cursor] = rec : lane[1].hi32 = cursor (last dropped)
 
     The slot address is computed here (one multiply-add), not passed in: a pointer the compiler
@@ -382,8 +371,32 @@ def flush(first: int = 0) -> str:
     return _shift(text, first) + "}"
 
 
+# The Triton and Gluon ops' texts (operands from $1: elementwise asm needs an output, a dummy $0),
+# one flat tuple each (what a jit function can index with a constexpr), at
+# elementwise_index(per_warp, after, ring). per_warp: every warp leads its own lane (mode "all",
+# no test); otherwise warp 0 of the program or partition leads (mode "warp", one warp-uniform
+# branch for the others). after: one operand more, the dependency; ring: one more before it, the
+# slot mask. The record's spelling suits the ptxas that compiles them (`vector_store_for`).
+def elementwise_index(per_warp: bool, after: bool, ring: bool) -> int:
+    """Where a record text sits in `elementwise_records` (its constraints: index % 4)."""
+    return 4 * per_warp + 2 * after + ring
+
+
+def elementwise_records(vector: bool) -> tuple[str, ...]:
+    """Record texts for Triton and Gluon, at elementwise_index(per_warp, after, ring)."""
+    return tuple(
+        record(after=bool(i & 2), first=1, mode="all" if i & 4 else "warp", vector=vector,
+               ring=bool(i & 1))  # fmt: skip
+        for i in range(8)
+    )
+
+
+# $0 dummy, records, cursor, capacity, leader, tag, (ring mask), (dependency): at index % 4.
+ELEMENTWISE_RECORD_CONSTRAINTS = tuple("=r,l,r,r,r,r" + ",r" * (i & 1) + ",r" * (i >> 1) for i in range(4))
+ELEMENTWISE_RING_CLOSE = ring_close(first=1)
+ELEMENTWISE_RING_CLOSE_CONSTRAINTS = "=r,l,r,r,r,r"  # $0 dummy, then ring_close's operands
+
 # CuteDSL's texts (no dummy output), by mode.
-INIT = init()
 RECORD = {m: record(after=False, mode=m) for m in RECORD_MODES}
 RECORD_AFTER = {m: record(after=True, mode=m) for m in RECORD_MODES}
 RECORD_CONSTRAINTS = "l,r,r,r,r"

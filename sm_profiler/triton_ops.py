@@ -151,36 +151,16 @@ def profiler_init(
                 "profiler_init: block is a Python literal, so every program would write the same "
                 "lane; pass the program's index, e.g. tl.program_id(0), or leave block out",
             )
-        shape = tl.load(buffer_ptr + _HDR_SHAPE)
-        num_blocks = (shape & 0xFFFFFFFF).to(tl.int32)
-        num_groups = (shape >> 32).to(tl.int32)
-        capacity = (tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF).to(tl.int32)
-        # Launch slots (format.py): this launch's slot starts at `buffer_ptr`; past the last
-        # slot, every lane is out of shape and writes only the spare header's scratch word.
-        buffer_ptr, in_slot = _slot(buffer_ptr, num_blocks, num_groups, capacity)
-        num_blocks = tl.where(in_slot, num_blocks, 0)
+        # The lane rule (format.open_lane): _launch_slot, then _lane_in_slot.
+        slot = _launch_slot(buffer_ptr)
         block = tl.full((), 0, tl.int32) + block
         if _INTERPRET:
-            return _init_emulated(
-                buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP, NUM_WARPS,
-                STAGE, RING,
-            )  # fmt: skip
+            return _init_emulated(slot, block, group, PER_WARP, NUM_WARPS, STAGE, RING)
         else:
             if PER_WARP:
                 group = group + _warp_index()
             group = tl.full((), 0, tl.int32) + group
-            # Unsigned compares also reject negative indices.
-            valid = (block.to(tl.uint32) < num_blocks.to(tl.uint32)) & (
-                group.to(tl.uint32) < num_groups.to(tl.uint32)
-            )
-            # A lane outside the shape gets capacity 0 and records at the end of the global
-            # header: each of its events takes the overflow path and stores its cursor into the
-            # header's scratch word (format.HDR_SCRATCH), inside the buffer. No event needs a
-            # "valid" test of its own.
-            lane = block.to(tl.int64) * num_groups + group
-            offset = tl.where(valid, lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS, 0)
-            records = buffer_ptr + _HEADER_WORDS + offset
-            capacity = tl.where(valid, capacity, 0)
+            records, capacity, valid, mask = _lane_in_slot(slot, block, group)
             cursor = tl.full((), 0, tl.int32)
             if STAGE > 0:
                 # The header loads above are not waited for until profiler_flush. The leader
@@ -191,30 +171,61 @@ def profiler_init(
                 leader = _init_lane_asm(records, valid.to(tl.int32), PER_WARP)
                 z = tl.full((), 0, tl.int8)  # no stage
                 if RING:
-                    # The slot mask rides where a staged lane keeps its last slot: capacity - 1
-                    # in a ring buffer, all ones (the direct rule) otherwise or out of shape.
-                    mask = _ring_mask(buffer_ptr, capacity)
+                    # The slot mask rides where a staged lane keeps its last slot.
                     return records, cursor, capacity, leader, z, mask
                 else:
                     return records, cursor, capacity, leader, z, z
 
 
-@triton.jit
-def _ring_mask(buffer_ptr, capacity):
-    flags = tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) >> 32
-    ring = (flags & _FLAG_RING) != 0
-    return tl.where(ring & (capacity > 0), capacity - 1, -1).to(tl.uint32)
+# Triton's spelling of the lane rule (format.open_lane), in two halves so that the GPU path can
+# compute its warp index between them, where it always has (the PTX stays as it was). Triton
+# keeps this arithmetic instead of ptx.OPEN_LANE for a measured reason (ptx.open_lane); the
+# interpreter runs the same two functions, and tests/test_lane_rule.py runs them against
+# format.open_lane and ptx.OPEN_LANE.
 
 
 @triton.jit
-def _slot(buffer_ptr, num_blocks, num_groups, capacity):
-    """(start of this launch's slot, whether it is a real slot): format.py's slot rule."""
-    ctrl = tl.load(buffer_ptr + _HDR_SLOTS)
-    last = ctrl >> 32
-    slot = tl.minimum(ctrl & 0xFFFFFFFF, last + 1)
+def _launch_slot(buffer_ptr):
+    """Slot 0's header -> this launch's slot: (its start, num_blocks (0 past the last slot),
+    num_groups, capacity, header word w2)."""
+    shape = tl.load(buffer_ptr + _HDR_SHAPE)
+    num_blocks = (shape & 0xFFFFFFFF).to(tl.int32)
+    num_groups = (shape >> 32).to(tl.int32)
+    capacity_flags = tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS)
+    capacity = (capacity_flags & 0xFFFFFFFF).to(tl.int32)
+    # This launch's slot is min(next, last + 1); past the last slot every lane is out of shape
+    # and writes only the spare header's scratch word.
+    slots = tl.load(buffer_ptr + _HDR_SLOTS)
+    last = slots >> 32
+    slot = tl.minimum(slots & 0xFFFFFFFF, last + 1)
     lanes = num_blocks.to(tl.int64) * num_groups
-    slot_words = lanes * (capacity + _LANE_HEADER_WORDS) + _HEADER_WORDS
-    return buffer_ptr + slot * slot_words, slot <= last
+    slot_ptr = buffer_ptr + slot * (lanes * (capacity + _LANE_HEADER_WORDS) + _HEADER_WORDS)
+    num_blocks = tl.where(slot <= last, num_blocks, 0)
+    return slot_ptr, num_blocks, num_groups, capacity, capacity_flags
+
+
+@triton.jit
+def _lane_in_slot(slot, block, group):
+    """The lane (block, group) of `slot` (from _launch_slot), elementwise over block and group
+    (int32; the interpreter passes one group per emulated warp): (records[0]'s address,
+    capacity, valid, ring mask (uint32))."""
+    slot_ptr, num_blocks, num_groups, capacity, capacity_flags = slot
+    # Unsigned compares also reject negative indices.
+    valid = (block.to(tl.uint32) < num_blocks.to(tl.uint32)) & (
+        group.to(tl.uint32) < num_groups.to(tl.uint32)
+    )
+    # A lane outside the shape gets capacity 0 and records at the end of the global header:
+    # each of its events takes the overflow path and stores its cursor into the header's
+    # scratch word (format.HDR_SCRATCH), inside the buffer. No event needs a "valid" test.
+    lane = block.to(tl.int64) * num_groups + group
+    offset = tl.where(valid, lane * (capacity + _LANE_HEADER_WORDS) + _LANE_HEADER_WORDS, 0)
+    records = slot_ptr + _HEADER_WORDS + offset
+    capacity = tl.where(valid, capacity, 0)
+    # The ring mask: capacity - 1 for a real lane of a ring buffer, all ones (the direct rule)
+    # otherwise.
+    ring = ((capacity_flags >> 32) & _FLAG_RING) != 0
+    mask = tl.where(ring & (capacity != 0), capacity - 1, -1).to(tl.uint32)
+    return records, capacity, valid, mask
 
 
 @triton.jit
@@ -320,6 +331,8 @@ def profiler_event_instant(ctx, event_id: tl.constexpr, after=None):
 
 @triton.jit
 def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
+    """One event into the context's lane; the Gluon ops' events come here too (their contexts
+    are these, with no stage), a tensor `after` already reduced by gluon_ops._reduced."""
     records, cursor, capacity, leader, stage, last = ctx
     if cursor.dtype == tl.int8:
         # Disabled context: nothing to record, nothing emitted.
@@ -332,92 +345,61 @@ def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
             _record_emulated(records, cursor, capacity, leader, tag, stage, last)
         elif stage.dtype != tl.int8:
             _record_staged_asm(cursor, tag, stage, last, after)
-        elif last.dtype != tl.int8:
-            _record_ring_asm(records, cursor, capacity, leader, tag, last, after)
         else:
-            if after is None:
-                _record_asm(records, cursor, capacity, leader, tag)
-            else:
-                _record_after_asm(records, cursor, capacity, leader, tag, _dependency(after))
+            _record_asm(records, cursor, capacity, leader, tag, last, after)
         return records, cursor + 1, capacity, leader, stage, last
 
 
-# The record's spelling suits the ptxas that Triton bundles (ptx.record explains why).
-_VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
 # ptx.record: t = %globaltimer; rec = tag << 32 | t.lo32; if leader: cursor < capacity ?
 #   records[cursor] = rec : lane[1].hi32 = cursor (the latest dropped record)
-# Per program (warp 0 leads): the other warps branch over each event, one instruction for them.
-_RECORD_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR))
-_RECORD_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR))
-# Per warp (every warp leads its own lane; its threads store the same word): no test at all.
-_RECORD_LANE_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR))
-_RECORD_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR))
+# The texts and their constraints are ptx.py's (ptx.elementwise_index says where each is); the
+# record's spelling suits the ptxas that Triton bundles (ptx.record explains why).
+_VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
+_RECORD_TEXTS = tl.constexpr(ptx.elementwise_records(_VECTOR))
+_RECORD_CONSTRAINTS = tl.constexpr(ptx.ELEMENTWISE_RECORD_CONSTRAINTS)
 
 
 @triton.jit
-def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr):
+def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr, mask, after):
+    # The leader's dtype says who records: uint32, every warp its own lane (no test); int32,
+    # warp 0 (the other warps branch over the event, one instruction for them). A mask (not
+    # int8: RING=True) wraps the slot: cursor & mask.
     if leader.dtype == tl.uint32:
-        asm: tl.constexpr = _RECORD_LANE_ASM
+        per_warp: tl.constexpr = 4
     else:
-        asm: tl.constexpr = _RECORD_ASM
-    return tl.inline_asm_elementwise(
-        asm,
-        "=r,l,r,r,r,r",
-        [records, cursor, capacity, leader, tl.full((), tag, tl.int32)],
-        dtype=tl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
-@triton.jit
-def _record_after_asm(records, cursor, capacity, leader, tag: tl.constexpr, dep):
-    if leader.dtype == tl.uint32:
-        asm: tl.constexpr = _RECORD_LANE_AFTER_ASM
+        per_warp: tl.constexpr = 0
+    if mask.dtype != tl.int8:
+        ring: tl.constexpr = 1
     else:
-        asm: tl.constexpr = _RECORD_AFTER_ASM
-    return tl.inline_asm_elementwise(
-        asm,
-        "=r,l,r,r,r,r,r",
-        [records, cursor, capacity, leader, tl.full((), tag, tl.int32), dep],
-        dtype=tl.int32,
-        is_pure=False,
-        pack=1,
-    )
-
-
-# Ring-capable (RING=True): the slot is cursor & mask; the rest is the direct record.
-_RING_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="warp", vector=_VECTOR, ring=True))
-_RING_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="warp", vector=_VECTOR,
-                                          ring=True))  # fmt: skip
-_RING_LANE_ASM = tl.constexpr(ptx.record(after=False, first=1, mode="all", vector=_VECTOR,
-                                         ring=True))  # fmt: skip
-_RING_LANE_AFTER_ASM = tl.constexpr(ptx.record(after=True, first=1, mode="all", vector=_VECTOR,
-                                               ring=True))  # fmt: skip
-
-
-@triton.jit
-def _record_ring_asm(records, cursor, capacity, leader, tag: tl.constexpr, mask, after):
-    tag_reg = tl.full((), tag, tl.int32)
+        ring: tl.constexpr = 0
+    # The tag is a constant operand (a scalar i32, built without tl.full, which Gluon refuses).
     if after is None:
-        if leader.dtype == tl.uint32:
-            asm: tl.constexpr = _RING_LANE_ASM
+        asm: tl.constexpr = _RECORD_TEXTS[per_warp + ring]  # ptx.elementwise_index
+        constraints: tl.constexpr = _RECORD_CONSTRAINTS[ring]
+        if ring:
+            tl.inline_asm_elementwise(
+                asm, constraints, [records, cursor, capacity, leader, tag, mask],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
         else:
-            asm: tl.constexpr = _RING_ASM
-        tl.inline_asm_elementwise(
-            asm, "=r,l,r,r,r,r,r", [records, cursor, capacity, leader, tag_reg, mask],
-            dtype=tl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
+            tl.inline_asm_elementwise(
+                asm, constraints, [records, cursor, capacity, leader, tag],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
     else:
-        if leader.dtype == tl.uint32:
-            asm_after: tl.constexpr = _RING_LANE_AFTER_ASM
+        asm_after: tl.constexpr = _RECORD_TEXTS[per_warp + 2 + ring]
+        constraints_after: tl.constexpr = _RECORD_CONSTRAINTS[2 + ring]
+        dep = _dependency(after)
+        if ring:
+            tl.inline_asm_elementwise(
+                asm_after, constraints_after, [records, cursor, capacity, leader, tag, mask, dep],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
         else:
-            asm_after: tl.constexpr = _RING_AFTER_ASM
-        tl.inline_asm_elementwise(
-            asm_after, "=r,l,r,r,r,r,r,r",
-            [records, cursor, capacity, leader, tag_reg, mask, _dependency(after)],
-            dtype=tl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
+            tl.inline_asm_elementwise(
+                asm_after, constraints_after, [records, cursor, capacity, leader, tag, dep],
+                dtype=tl.int32, is_pure=False, pack=1,
+            )  # fmt: skip
 
 
 _STAGED_ASM = tl.constexpr(ptx.record_staged(after=False, first=1))
@@ -446,7 +428,8 @@ def _record_staged_asm(cursor, tag: tl.constexpr, stage, last, after):
 # --------------------------------------------------------------------------------------------
 
 _FLUSH_ASM = tl.constexpr(ptx.flush(first=1))
-_RING_CLOSE_ASM = tl.constexpr(ptx.ring_close(first=1))
+_RING_CLOSE_ASM = tl.constexpr(ptx.ELEMENTWISE_RING_CLOSE)
+_RING_CLOSE_CONSTRAINTS = tl.constexpr(ptx.ELEMENTWISE_RING_CLOSE_CONSTRAINTS)
 
 
 @triton.jit
@@ -463,7 +446,7 @@ def profiler_flush(ctx):
             _ring_close_emulated(records, cursor, capacity, leader, last)
         else:
             tl.inline_asm_elementwise(
-                _RING_CLOSE_ASM, "=r,l,r,r,r,r", [records, cursor, capacity, leader, last],
+                _RING_CLOSE_ASM, _RING_CLOSE_CONSTRAINTS, [records, cursor, capacity, leader, last],
                 dtype=tl.int32, is_pure=False, pack=1,
             )  # fmt: skip
     elif stage.dtype == tl.int8:
@@ -497,8 +480,8 @@ def _dependency(value):
 
 @triton.jit
 def _init_emulated(
-    buffer_ptr, block, group, num_blocks, num_groups, capacity, PER_WARP: tl.constexpr,
-    NUM_WARPS: tl.constexpr, STAGE: tl.constexpr, RING: tl.constexpr,
+    slot, block, group, PER_WARP: tl.constexpr, NUM_WARPS: tl.constexpr, STAGE: tl.constexpr,
+    RING: tl.constexpr,
 ):  # fmt: skip
     if PER_WARP:
         groups = group + tl.arange(0, NUM_WARPS)
@@ -507,11 +490,8 @@ def _init_emulated(
     # Every mask is a tensor of the lanes' shape: Triton 3.9's interpreter refuses a scalar
     # bool combined with a tensor one ("mask has unsupported dtype").
     blocks = block + tl.zeros(groups.shape, tl.int32)
-    valid = (blocks >= 0) & (blocks < num_blocks) & (groups >= 0) & (groups < num_groups)
-    lane = tl.where(valid, blocks.to(tl.int64) * num_groups + groups, 0)
-    records = buffer_ptr + _HEADER_WORDS + lane * (capacity + _LANE_HEADER_WORDS)
-    records += _LANE_HEADER_WORDS
-    _flag_emulated(buffer_ptr, records, valid)
+    records, capacity, valid, mask = _lane_in_slot(slot, blocks, groups)
+    _flag_emulated(slot[0], records, valid)
     anchor = tl.full(groups.shape, _host_clock_ns(), tl.int64)
     if STAGE > 0:
         # The stage is emulated in the buffer's record slots (slots past min(capacity, STAGE)
@@ -524,8 +504,7 @@ def _init_emulated(
         _stamp_emulated(records, anchor, valid, tl.zeros(anchor.shape, tl.int64))
         stage = tl.full((), 0, tl.int8)
         if RING:
-            ring = ((tl.load(buffer_ptr + _HDR_CAPACITY_FLAGS) >> 32) & _FLAG_RING) != 0
-            last = tl.where(ring & (capacity > 0), capacity - 1, -1)  # the slot mask
+            last = mask.to(tl.int32, bitcast=True)  # the slot mask
         else:
             last = stage
     return records, tl.full((), 0, tl.int32), capacity, valid, stage, last
