@@ -3,7 +3,7 @@
 The device ops (``sm_profiler.triton_ops``, ``sm_profiler.gluon_ops``, ``cute_ops``, the CUDA
 C++ header and auto mode, most through ``sm_profiler.ptx``) and the host decoder import the
 constants below; nobody else retypes a magic number or an offset. `open_lane` is the lane rule
-that every device spelling is tested against (tests/test_lane_rule.py).
+that every device spelling is tested against (tests/device/test_lane_rule.py).
 
 The buffer is an array of little-endian 64-bit words, allocated once::
 
@@ -181,7 +181,7 @@ def slotted_words(layout_words: int, num_slots: int) -> int:
 def open_lane(header_words, block: int, group: int) -> tuple[int, int, int]:
     """The lane rule: where lane (block, group) of this launch records. Every device spelling
     (ptx.OPEN_LANE for Gluon, CUDA C++ and CuteDSL; triton_ops' `_open_lane` for Triton) computes
-    this; tests/test_lane_rule.py runs each against it.
+    this; tests/device/test_lane_rule.py runs each against it.
 
     `header_words`: slot 0's global header (at least HEADER_WORDS words). `block`, `group`: the
     lane's indices, taken as unsigned 32-bit (a negative index is a huge one, out of shape).

@@ -38,7 +38,7 @@ Staging (STAGE > 0) is not offered, on purpose. Gluon's own shared memory
 per warp into a row at the cursor, in a loop of events, gets a barrier (`bar.sync`) before it:
 the compiler's barrier analysis cannot tell that the rows differ. Measured on CPU compiles with
 Triton 3.6, 3.7, 3.8 and 3.9 (3.9 drops the barrier only in straight-line code, where the rows
-are constants); tests/test_gluon_compile.py pins it, and fails when that changes. A barrier per
+are constants); tests/device/test_gluon_compile.py pins it, and fails when that changes. A barrier per
 event costs more than the direct global store and holds the partition's warps together, which
 a profiler must not do. `profiler_flush` is a no-op kept for symmetry with the Triton ops.
 There is no interpreter fallback: Triton's interpreter does not run Gluon kernels.

@@ -3,7 +3,7 @@ cute_ops (CuteDSL), the CUDA C++ header (generated from these texts by sm_profil
 mode (sm_profiler.auto_mode splices the auto_* texts into compiled kernels).
 
 One text for all, so that they put the same words in the same places; offsets come from
-`format`, and the lane rule's reference is `format.open_lane` (tests/test_lane_rule.py runs
+`format`, and the lane rule's reference is `format.open_lane` (tests/device/test_lane_rule.py runs
 OPEN_LANE against it). Operands are LLVM inline-asm `$n` references numbered from `first` (Triton's elementwise
 asm must have an output, so its operands start at $1 and it ends with a dummy `mov.u32 $0, 0`).
 No triton or cutlass import: tests read these strings too.

@@ -180,7 +180,7 @@ def profiler_init(
 # Triton's spelling of the lane rule (format.open_lane), in two halves so that the GPU path can
 # compute its warp index between them, where it always has (the PTX stays as it was). Triton
 # keeps this arithmetic instead of ptx.OPEN_LANE for a measured reason (ptx.open_lane); the
-# interpreter runs the same two functions, and tests/test_lane_rule.py runs them against
+# interpreter runs the same two functions, and tests/device/test_lane_rule.py runs them against
 # format.open_lane and ptx.OPEN_LANE.
 
 

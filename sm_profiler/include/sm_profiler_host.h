@@ -305,7 +305,7 @@ inline void zip_directory(writer& w, const std::vector<zip_entry>& dir, uint16_t
 
 // Why `words` is not a buffer the Python reader accepts ("" if it is): every check of
 // format.Layout.from_header, in its order, so that a file is never written that cannot be read
-// back (tests/test_cuda_header.py runs both on the same headers).
+// back (tests/device/test_cuda_header.py runs both on the same headers).
 inline std::string buffer_problem(const std::vector<uint64_t>& words) {
     char buf[160];
     if (words.size() < SM_PROFILER_HEADER_WORDS) return "is shorter than the buffer header";

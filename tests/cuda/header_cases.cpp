@@ -1,4 +1,4 @@
-// Plays the device for tests/test_hostile_round2.py: for each 8-word header in CASES (raw
+// Plays the device for tests/device/test_cuda_host_writer.py: for each 8-word header in CASES (raw
 // little-endian uint64s), a fresh NB x NG x CAP buffer gets that header written over its own,
 // then export_to_file writes OUTDIR/case_<i>.npz. Prints one exit status per case, so the test
 // can check that the C++ writer refuses exactly the headers Python's reader refuses.

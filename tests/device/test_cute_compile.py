@@ -204,7 +204,7 @@ def test_after_makes_the_timer_read_wait_for_the_value(built):
 def test_out_of_shape_lanes_are_rejected_with_unsigned_compares(built):
     ptx = built.group.__ptx__
     # block < num_blocks and group < num_groups as u32: negative indices are out of shape too
-    # (ptx.OPEN_LANE's two compares; tests/test_lane_rule.py runs them on negative indices).
+    # (ptx.OPEN_LANE's two compares; tests/device/test_lane_rule.py runs them on negative indices).
     assert re.search(r"setp\.lt\.u32 pv, %r\d+, nb;", ptx), ptx
     assert re.search(r"setp\.lt\.and\.u32 pv, %r\d+, ng, pv;", ptx), ptx
 

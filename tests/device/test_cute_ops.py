@@ -1,6 +1,6 @@
 """cute_ops' argument errors are the project's (sm_profiler.errors), with the fix in the message.
 
-These checks run before any IR is emitted, so no kernel is compiled here; tests/test_cute_compile.py
+These checks run before any IR is emitted, so no kernel is compiled here; tests/device/test_cute_compile.py
 sees the same errors through cute.compile.
 """
 
