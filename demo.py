@@ -52,9 +52,18 @@ EVENT_NAMES = {0: "tile", 1: "load", 2: "mma", 3: "store"}
 
 @triton.jit
 def matmul_kernel(
-    a, b, c, M, N, K, prof,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PROFILE: tl.constexpr,
-):  # fmt: skip
+    a,
+    b,
+    c,
+    M,
+    N,
+    K,
+    prof,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    PROFILE: tl.constexpr,
+):
     """C = A @ B. Program p computes tiles p, p + num_programs, ...: with one program per tile
     that is one tile each; with a grid of one program per SM it is a persistent kernel."""
     pid = tl.program_id(0)
@@ -90,11 +99,31 @@ def config(gpu: bool) -> dict:
         # 1.5 waves of 128 x 128 tiles: the one-program-per-tile launch ends in a half wave.
         tiles_n = 8
         tiles_m = -(-3 * n_sms // (2 * tiles_n))
-        return dict(device="cuda", dtype=torch.float16, n_sms=n_sms, BM=128, BN=128, BK=64,
-                    M=128 * tiles_m, N=128 * tiles_n, K=2048, num_warps=8)  # fmt: skip
+        return dict(
+            device="cuda",
+            dtype=torch.float16,
+            n_sms=n_sms,
+            BM=128,
+            BN=128,
+            BK=64,
+            M=128 * tiles_m,
+            N=128 * tiles_n,
+            K=2048,
+            num_warps=8,
+        )
     # 12 tiles of 16 x 16 on the 8 emulated SMs: 1.5 waves again.
-    return dict(device="cpu", dtype=torch.float32, n_sms=sm_profiler.format.EMULATED_SM_COUNT,
-                BM=16, BN=16, BK=16, M=48, N=64, K=32, num_warps=4)  # fmt: skip
+    return dict(
+        device="cpu",
+        dtype=torch.float32,
+        n_sms=sm_profiler.format.EMULATED_SM_COUNT,
+        BM=16,
+        BN=16,
+        BK=16,
+        M=48,
+        N=64,
+        K=32,
+        num_warps=4,
+    )
 
 
 def events_per_program(cfg: dict, grid: int) -> int:
@@ -130,9 +159,19 @@ def run(cfg: dict) -> list[sm_profiler.Capture]:
         for _ in range(launches):
             c = torch.empty(M, N, device=dev, dtype=dt)
             matmul_kernel[(grid,)](
-                a, b, c, M, N, K, prof.get_buffer(), BM=cfg["BM"], BN=cfg["BN"], BK=cfg["BK"],
-                PROFILE=True, num_warps=cfg["num_warps"],
-            )  # fmt: skip
+                a,
+                b,
+                c,
+                M,
+                N,
+                K,
+                prof.get_buffer(),
+                BM=cfg["BM"],
+                BN=cfg["BN"],
+                BK=cfg["BK"],
+                PROFILE=True,
+                num_warps=cfg["num_warps"],
+            )
             torch.testing.assert_close(c.float(), ref.float(), atol=0.5, rtol=0.02)
             # Launches of one kernel share its name; traces and stats tell them apart by the
             # capture index: "persistent (launch 1)".
@@ -194,8 +233,10 @@ def main(argv=None) -> int:
         plot(trace, paths["png"])
         print(f"wrote {paths['png']}  (SM occupancy plot)")
     except sm_profiler.MissingDependencyError:
-        print("skipped the SM occupancy plot: matplotlib is not installed "
-              "(pip install 'sm_profiler[plot]')")  # fmt: skip
+        print(
+            "skipped the SM occupancy plot: matplotlib is not installed "
+            "(pip install 'sm_profiler[plot]')"
+        )
     print(
         f"\nOpen the trace: drag {paths['perfetto']} into https://ui.perfetto.dev,\n"
         f"or run: sm-profiler open {paths['perfetto']}"

@@ -39,51 +39,106 @@ class Benchmark:
 
 
 BENCHMARKS: tuple[Benchmark, ...] = (
-    Benchmark("device_overhead", "Triton",
-              "Triton ops per program / per warp / staged vs a bare floor, Proton and the seed "
-              "style: loop kernel and matmul, kernel time added",
-              ("gpu",), json_option=True),
-    Benchmark("matmul_per_warp", "Triton",
-              "per-warp ops (direct, staged) vs Proton in a pipelined matmul, repeated to show "
-              "the spread", ("gpu",)),
-    Benchmark("staged_occupancy", "Triton",
-              "what a per-warp STAGE costs a matmul that fills shared memory: time added and "
-              "blocks per SM by STAGE size", ("gpu",)),
-    Benchmark("workload_overhead", "Triton",
-              "100 launches into a slotted buffer vs Proton: host and device time per launch, "
-              "last launch to trace", ("gpu",), json_option=True),
-    Benchmark("clock_alignment", "Triton",
-              "%globaltimer against CLOCK_REALTIME and CUPTI: offset, drift, torch.profiler "
-              "merge error", ("gpu",), json_option=True),
-    Benchmark("gluon_overhead", "Gluon",
-              "Gluon ops per partition / per warp vs a floor and Proton in a warp-specialized "
-              "loop, kernel time added and per-lane spans", ("gpu",), json_option=True),
-    Benchmark("gluon_matmul_overhead", "Gluon",
-              "Gluon ops vs Proton in a pipelined TMA + wgmma matmul: kernel time, host time "
-              "per launch, trace output", ("gpu", "sm90"), json_option=True),
-    Benchmark("cute_overhead", "CuteDSL",
-              "CuteDSL ops per block / per warp vs a floor in a loop kernel, kernel time added",
-              ("gpu", "cutedsl"), json_option=True),
-    Benchmark("cuda_overhead", "CUDA C++",
-              "sm_profiler.cuh per block / per warp / leader vs a floor, warpscope and seed "
-              "styles in a loop kernel, kernel time added", ("gpu", "cupy"), json_option=True),
-    Benchmark("auto_overhead", "auto mode",
-              "step time that auto mode adds to a torch.compile'd transformer, beside "
-              "torch.profiler and Proton", ("gpu",), json_option=True),
-    Benchmark("host", "host",
-              "decode and Perfetto export of a synthetic capture: events/s, bytes per event, "
-              "peak memory"),
-    Benchmark("overlap_export", "host",
-              "Perfetto (and Chrome) export of lanes whose ranges overlap: nested, pairs, "
-              "clique, 4,095-way fan-out"),
-    Benchmark("merge_torch", "host",
-              "`merge --torch` of many launches of one kernel against a torch trace, and the "
-              "ranks merge of the same captures"),
-    Benchmark("ui_load", "host",
-              "seconds the Perfetto UI takes to open traces of growing size in headless Chromium",
-              ("browser",)),
-)  # fmt: skip
+    Benchmark(
+        "device_overhead",
+        "Triton",
+        "Triton ops per program / per warp / staged vs a bare floor, Proton and the seed "
+        "style: loop kernel and matmul, kernel time added",
+        ("gpu",),
+        json_option=True,
+    ),
+    Benchmark(
+        "matmul_per_warp",
+        "Triton",
+        "per-warp ops (direct, staged) vs Proton in a pipelined matmul, repeated to show "
+        "the spread",
+        ("gpu",),
+    ),
+    Benchmark(
+        "staged_occupancy",
+        "Triton",
+        "what a per-warp STAGE costs a matmul that fills shared memory: time added and "
+        "blocks per SM by STAGE size",
+        ("gpu",),
+    ),
+    Benchmark(
+        "workload_overhead",
+        "Triton",
+        "100 launches into a slotted buffer vs Proton: host and device time per launch, "
+        "last launch to trace",
+        ("gpu",),
+        json_option=True,
+    ),
+    Benchmark(
+        "clock_alignment",
+        "Triton",
+        "%globaltimer against CLOCK_REALTIME and CUPTI: offset, drift, torch.profiler merge error",
+        ("gpu",),
+        json_option=True,
+    ),
+    Benchmark(
+        "gluon_overhead",
+        "Gluon",
+        "Gluon ops per partition / per warp vs a floor and Proton in a warp-specialized "
+        "loop, kernel time added and per-lane spans",
+        ("gpu",),
+        json_option=True,
+    ),
+    Benchmark(
+        "gluon_matmul_overhead",
+        "Gluon",
+        "Gluon ops vs Proton in a pipelined TMA + wgmma matmul: kernel time, host time "
+        "per launch, trace output",
+        ("gpu", "sm90"),
+        json_option=True,
+    ),
+    Benchmark(
+        "cute_overhead",
+        "CuteDSL",
+        "CuteDSL ops per block / per warp vs a floor in a loop kernel, kernel time added",
+        ("gpu", "cutedsl"),
+        json_option=True,
+    ),
+    Benchmark(
+        "cuda_overhead",
+        "CUDA C++",
+        "sm_profiler.cuh per block / per warp / leader vs a floor, warpscope and seed "
+        "styles in a loop kernel, kernel time added",
+        ("gpu", "cupy"),
+        json_option=True,
+    ),
+    Benchmark(
+        "auto_overhead",
+        "auto mode",
+        "step time that auto mode adds to a torch.compile'd transformer, beside "
+        "torch.profiler and Proton",
+        ("gpu",),
+        json_option=True,
+    ),
+    Benchmark(
+        "host",
+        "host",
+        "decode and Perfetto export of a synthetic capture: events/s, bytes per event, peak memory",
+    ),
+    Benchmark(
+        "overlap_export",
+        "host",
+        "Perfetto (and Chrome) export of lanes whose ranges overlap: nested, pairs, "
+        "clique, 4,095-way fan-out",
+    ),
+    Benchmark(
+        "merge_torch",
+        "host",
+        "`merge --torch` of many launches of one kernel against a torch trace, and the "
+        "ranks merge of the same captures",
+    ),
+    Benchmark(
+        "ui_load",
+        "host",
+        "seconds the Perfetto UI takes to open traces of growing size in headless Chromium",
+        ("browser",),
+    ),
+)
 
 # The modules of this package that are not benchmarks: what the benchmarks share, and the runner.
 SHARED = ("timing", "env", "captures", "triton_kernels", "gluon_kernels", "runner")
-

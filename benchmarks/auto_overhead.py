@@ -80,8 +80,12 @@ def build_model(layers: int, d_model: int, heads: int):
 
         def forward(self, x):
             b, t, d = x.shape
-            q, k, v = (self.qkv(self.ln1(x)).view(b, t, 3, heads, d // heads)
-                       .permute(2, 0, 3, 1, 4).unbind(0))  # fmt: skip
+            q, k, v = (
+                self.qkv(self.ln1(x))
+                .view(b, t, 3, heads, d // heads)
+                .permute(2, 0, 3, 1, 4)
+                .unbind(0)
+            )
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
             return x + self.down(F.gelu(self.up(self.ln2(x))))
@@ -171,8 +175,12 @@ def run_child(args) -> list[dict]:
     import torch
     import triton
 
-    env = {"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-           "triton": triton.__version__, "import_s": time.perf_counter() - t0}  # fmt: skip
+    env = {
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "import_s": time.perf_counter() - t0,
+    }
     return [dict(env, **run_scenario(sc, args)) for sc in args.scenarios.split(",")]
 
 
@@ -213,10 +221,12 @@ def run_scenario(scenario: str, args) -> dict:
             "records_per_step": int(one_step.sum()),
             "kernels_per_step": int(np.unique(kernel_ids[one_step]).size),
             "kernels_in_ring": int(np.unique(kernel_ids).size),
-            "claimed": int(info["claimed"]), "capacity": int(info["capacity"]),
-            "dropped": int(info["dropped"]), "unwritten": int(info["unwritten"]),
+            "claimed": int(info["claimed"]),
+            "capacity": int(info["capacity"]),
+            "dropped": int(info["dropped"]),
+            "unwritten": int(info["unwritten"]),
             "notes": list(prof.notes),
-        }  # fmt: skip
+        }
         return res
 
     t0 = time.perf_counter()
@@ -254,8 +264,9 @@ def run_scenario(scenario: str, args) -> dict:
             t_exit = time.perf_counter()
             proton.finalize(session)
             res["region_exit_s"] = time.perf_counter() - t_exit
-            res["proton"]["files"] = {f: os.path.getsize(os.path.join(tmp, f))
-                                      for f in os.listdir(tmp)}  # fmt: skip
+            res["proton"]["files"] = {
+                f: os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp)
+            }
     else:
         raise ValueError(f"unknown mode {mode!r}")
     return res
@@ -266,8 +277,17 @@ def run_scenario(scenario: str, args) -> dict:
 
 def child_command(args, mode: str) -> list[str]:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--mode", mode]
-    for k in ("scenarios", "steps", "repeats", "warmup", "layers", "d_model", "heads", "batch",
-              "seq"):  # fmt: skip
+    for k in (
+        "scenarios",
+        "steps",
+        "repeats",
+        "warmup",
+        "layers",
+        "d_model",
+        "heads",
+        "batch",
+        "seq",
+    ):
         cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
     return cmd
 
@@ -281,8 +301,9 @@ def spawn(args, mode: str, timeout_s: float) -> list[dict]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, env.get("PYTHONPATH")]))
     t0 = time.perf_counter()
     try:
-        p = subprocess.run(child_command(args, mode), env=env, capture_output=True, text=True,
-                           timeout=timeout_s)  # fmt: skip
+        p = subprocess.run(
+            child_command(args, mode), env=env, capture_output=True, text=True, timeout=timeout_s
+        )
         out, error = p.stdout, f"exit {p.returncode}"
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
@@ -291,12 +312,21 @@ def spawn(args, mode: str, timeout_s: float) -> list[dict]:
     got = {}
     for line in out.splitlines():
         if line.startswith(RESULT_PREFIX):
-            for res in json.loads(line[len(RESULT_PREFIX):]):
+            for res in json.loads(line[len(RESULT_PREFIX) :]):
                 res["process_wall_s"] = wall_s  # the whole process: all its scenarios
                 got[res["scenario"]] = res
     tail = "" if p is None else "\n".join((p.stdout + "\n" + p.stderr).strip().splitlines()[-25:])
-    return [got.get(sc) or {"scenario": sc, "mode": mode, "error": error, "log_tail": tail,
-                            "process_wall_s": wall_s} for sc in scenarios]  # fmt: skip
+    return [
+        got.get(sc)
+        or {
+            "scenario": sc,
+            "mode": mode,
+            "error": error,
+            "log_tail": tail,
+            "process_wall_s": wall_s,
+        }
+        for sc in scenarios
+    ]
 
 
 def summarize(runs: list[dict], scenarios, modes) -> list[dict]:
@@ -313,8 +343,13 @@ def summarize(runs: list[dict], scenarios, modes) -> list[dict]:
                 # repeats by tens of percent (a launch-bound step), the best repeat is what the
                 # GPU work allows and the medians mostly measure the jitter.
                 best = min(min(r["ms_per_step_repeats"]) for r in ok)
-                row.update(ms_per_step=statistics.median(per_round), ms_min=min(per_round),
-                           ms_max=max(per_round), per_round_ms=per_round, best_ms=best)  # fmt: skip
+                row.update(
+                    ms_per_step=statistics.median(per_round),
+                    ms_min=min(per_round),
+                    ms_max=max(per_round),
+                    per_round_ms=per_round,
+                    best_ms=best,
+                )
                 if mode == "plain":
                     plain_ms, plain_best = row["ms_per_step"], best
                 if plain_ms:
@@ -322,8 +357,10 @@ def summarize(runs: list[dict], scenarios, modes) -> list[dict]:
                     row["added_best_pct"] = 100.0 * (best / plain_best - 1.0)
                 if mode == "auto":
                     a = ok[-1]["auto"]
-                    row["auto"] = {k: a[k] for k in ("records_per_step", "kernels_per_step",
-                                                     "dropped", "claimed")}  # fmt: skip
+                    row["auto"] = {
+                        k: a[k]
+                        for k in ("records_per_step", "kernels_per_step", "dropped", "claimed")
+                    }
                 if mode == "proton":
                     row["proton_hook"] = ok[-1]["proton"].get("hook")
             rows.append(row)
@@ -332,8 +369,10 @@ def summarize(runs: list[dict], scenarios, modes) -> list[dict]:
 
 def print_table(rows: list[dict], header: str) -> None:
     print(header)
-    print(f"{'scenario':<13}{'mode':<16}{'ms/step':>9}  {'min..max (rounds)':<20}{'added':>8}"
-          f"{'best':>8}{'added':>8}  notes")
+    print(
+        f"{'scenario':<13}{'mode':<16}{'ms/step':>9}  {'min..max (rounds)':<20}{'added':>8}"
+        f"{'best':>8}{'added':>8}  notes"
+    )
     for r in rows:
         if "ms_per_step" not in r:
             print(f"{r['scenario']:<13}{r['mode']:<16}{'failed':>9}")
@@ -343,15 +382,19 @@ def print_table(rows: list[dict], header: str) -> None:
         note = ""
         if "auto" in r:
             a = r["auto"]
-            note = (f"{a['records_per_step']:,} rec/step, {a['kernels_per_step']} kernels/step, "
-                    f"dropped {a['dropped']:,} of {a['claimed']:,} (ring)")  # fmt: skip
+            note = (
+                f"{a['records_per_step']:,} rec/step, {a['kernels_per_step']} kernels/step, "
+                f"dropped {a['dropped']:,} of {a['claimed']:,} (ring)"
+            )
         elif "proton_hook" in r:
             note = f"hook={r['proton_hook']}"
         if r["failed"]:
             note += f" [{r['failed']} round(s) failed]"
         best = f"{r['added_best_pct']:+.2f}%" if "added_best_pct" in r else "-"
-        print(f"{r['scenario']:<13}{r['mode']:<16}{r['ms_per_step']:>9.3f}  {spread:<20}"
-              f"{added:>8}{r['best_ms']:>8.3f}{best:>8}  {note}")  # fmt: skip
+        print(
+            f"{r['scenario']:<13}{r['mode']:<16}{r['ms_per_step']:>9.3f}  {spread:<20}"
+            f"{added:>8}{r['best_ms']:>8.3f}{best:>8}  {note}"
+        )
 
 
 def run_parent(args) -> int:
@@ -369,8 +412,20 @@ def run_parent(args) -> int:
         bad = [g for g in got if g not in known]
         if bad:
             sys.exit(f"unknown {name}(s) {bad}; choose from {known}")
-    config = {k: getattr(args, k) for k in ("steps", "repeats", "warmup", "rounds", "layers",
-                                             "d_model", "heads", "batch", "seq")}  # fmt: skip
+    config = {
+        k: getattr(args, k)
+        for k in (
+            "steps",
+            "repeats",
+            "warmup",
+            "rounds",
+            "layers",
+            "d_model",
+            "heads",
+            "batch",
+            "seq",
+        )
+    }
     print(f"auto_overhead: {config}", flush=True)
 
     t_start = time.perf_counter()
@@ -382,8 +437,11 @@ def run_parent(args) -> int:
         # Stop before a round that would not fit the time budget (the first round carries the
         # cold compiles, so it over-estimates the later ones): a partial table beats none.
         if round_s and elapsed + min(round_s) > args.budget_s:
-            print(f"stopping after {rnd} round(s): {elapsed:.0f} s used of --budget-s "
-                  f"{args.budget_s:.0f}", flush=True)  # fmt: skip
+            print(
+                f"stopping after {rnd} round(s): {elapsed:.0f} s used of --budget-s "
+                f"{args.budget_s:.0f}",
+                flush=True,
+            )
             break
         t_round = time.perf_counter()
         for mode in modes:
@@ -395,15 +453,19 @@ def run_parent(args) -> int:
                 runs.append(res)
                 sc = res["scenario"]
                 if "error" in res:
-                    print(f"round {rnd} {sc:<6} {mode:<15} FAILED {res['error']}\n"
-                          f"{res.get('log_tail', '')}", flush=True)  # fmt: skip
+                    print(
+                        f"round {rnd} {sc:<6} {mode:<15} FAILED {res['error']}\n"
+                        f"{res.get('log_tail', '')}",
+                        flush=True,
+                    )
                     continue
-                env_line = (f"device: {res['device']}  torch {res['torch']}  "
-                            f"triton {res['triton']}")  # fmt: skip
+                env_line = f"device: {res['device']}  torch {res['torch']}  triton {res['triton']}"
                 reps = " ".join(f"{m:.3f}" for m in res["ms_per_step_repeats"])
-                print(f"round {rnd} {sc:<6} {mode:<15} ms/step [{reps}]  compile "
-                      f"{res['compile_s']:.1f} s, process {res['process_wall_s']:.1f} s",
-                      flush=True)  # fmt: skip
+                print(
+                    f"round {rnd} {sc:<6} {mode:<15} ms/step [{reps}]  compile "
+                    f"{res['compile_s']:.1f} s, process {res['process_wall_s']:.1f} s",
+                    flush=True,
+                )
         round_s.append(time.perf_counter() - t_round)
         if args.json:
             write_json(args.json, env_line, config, runs, summarize(runs, scenarios, modes))
@@ -436,11 +498,19 @@ def main(argv=None) -> int:
     ap.add_argument("--seq", type=int, default=1024, help="tokens per sequence")
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--modes", default=",".join(MODES))
-    ap.add_argument("--budget-s", dest="budget_s", type=float, default=480.0,
-                    help="start no new round past this many seconds")  # fmt: skip
+    ap.add_argument(
+        "--budget-s",
+        dest="budget_s",
+        type=float,
+        default=480.0,
+        help="start no new round past this many seconds",
+    )
     ap.add_argument("--json", default=None, help="write the results here (JSON)")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke run: 2 layers, 1 round, 2 repeats of 10 steps, 5 warmup")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 2 layers, 1 round, 2 repeats of 10 steps, 5 warmup",
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="plain", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

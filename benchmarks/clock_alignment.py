@@ -64,11 +64,16 @@ def main():
     h = np.array([s["host_ns"] for s in samples], np.float64)
     o = np.array([s["offset_ns"] for s in samples], np.float64)
     slope = float(np.polyfit(h - h[0], o, 1)[0]) if len(h) > 1 else 0.0
-    res["clock"] = {"samples": samples, "drift_ppm": slope * 1e6,
-                    "offset_spread_ns": float(o.max() - o.min())}  # fmt: skip
-    print(f"offset %globaltimer - CLOCK_REALTIME: {o[0]:.0f} ns (±{samples[0]['error_ns']} ns, "
-          f"rtt min {samples[0]['rtt_min_ns']} ns); over {(h[-1] - h[0]) / 1e9:.1f} s: "
-          f"spread {o.max() - o.min():.0f} ns, drift {slope * 1e6:.3f} ppm")  # fmt: skip
+    res["clock"] = {
+        "samples": samples,
+        "drift_ppm": slope * 1e6,
+        "offset_spread_ns": float(o.max() - o.min()),
+    }
+    print(
+        f"offset %globaltimer - CLOCK_REALTIME: {o[0]:.0f} ns (±{samples[0]['error_ns']} ns, "
+        f"rtt min {samples[0]['rtt_min_ns']} ns); over {(h[-1] - h[0]) / 1e9:.1f} s: "
+        f"spread {o.max() - o.min():.0f} ns, drift {slope * 1e6:.3f} ppm"
+    )
 
     from torch.profiler import ProfilerActivity, profile
 
@@ -127,8 +132,10 @@ def main():
         res["gpus"] = compare_gpus([f"cuda:{i}" for i in range(args.gpus)])
         res["gpu_offsets"] = [measure_clock(f"cuda:{i}") for i in range(args.gpus)]
         print("GPUs against cuda:0:", res["gpus"]["diff_ns"])
-        print("offsets vs CLOCK_REALTIME:", [(g["device"], g["offset_ns"], g["error_ns"])
-                                             for g in res["gpu_offsets"]])  # fmt: skip
+        print(
+            "offsets vs CLOCK_REALTIME:",
+            [(g["device"], g["offset_ns"], g["error_ns"]) for g in res["gpu_offsets"]],
+        )
     prof.close()
     if args.json:
         with open(args.json, "w") as f:

@@ -37,8 +37,17 @@ import sm_profiler
 from benchmarks.timing import add_timing_args, added_pct, cupti_medians, event_medians
 from sm_profiler import SmProfiler
 
-MODES = {"base": 0, "floor": 1, "floor_w0": 7, "ours": 2, "ours_packed": 2, "ours_warp": 3,
-         "ours_leader": 4, "warpscope": 5, "seed": 6}  # fmt: skip
+MODES = {
+    "base": 0,
+    "floor": 1,
+    "floor_w0": 7,
+    "ours": 2,
+    "ours_packed": 2,
+    "ours_warp": 3,
+    "ours_leader": 4,
+    "warpscope": 5,
+    "seed": 6,
+}
 DEFINES = {"ours_packed": ("-DSM_PROFILER_VECTOR_STORE=0",)}  # per variant, beyond SMP_MODE
 OURS = ("ours", "ours_packed", "ours_warp", "ours_leader")
 THREADS, PER_THREAD = 128, 8
@@ -133,9 +142,15 @@ extern "C" __global__ void loop_kernel(float* out, unsigned long long* prof,
 def build(mode: int, iters: int, inner: int, defines: tuple[str, ...] = ()):
     import cupy
 
-    opts = (f"-I{sm_profiler.cuda_include_dir()}", "--std=c++17", f"-DSMP_MODE={mode}",
-            f"-DITERS={iters}", f"-DINNER={inner}",
-            f"-DSM_PROFILER_HEADERS={sm_profiler.cuda.headers_digest()}", *defines)  # fmt: skip
+    opts = (
+        f"-I{sm_profiler.cuda_include_dir()}",
+        "--std=c++17",
+        f"-DSMP_MODE={mode}",
+        f"-DITERS={iters}",
+        f"-DINNER={inner}",
+        f"-DSM_PROFILER_HEADERS={sm_profiler.cuda.headers_digest()}",
+        *defines,
+    )
     return cupy.RawKernel(SRC, "loop_kernel", options=opts)
 
 
@@ -147,10 +162,15 @@ def main():
     args = ap.parse_args()
     dev = torch.cuda.get_device_properties(0)
     nvrtc = cupy.cuda.nvrtc.getVersion()
-    info = {"device": dev.name, "sms": dev.multi_processor_count, "torch": torch.__version__,
-            "cuda": torch.version.cuda, "cupy": cupy.__version__,
-            "nvrtc": f"{nvrtc[0]}.{nvrtc[1]}",
-            "driver": cupy.cuda.runtime.driverGetVersion()}  # fmt: skip
+    info = {
+        "device": dev.name,
+        "sms": dev.multi_processor_count,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cupy": cupy.__version__,
+        "nvrtc": f"{nvrtc[0]}.{nvrtc[1]}",
+        "driver": cupy.cuda.runtime.driverGetVersion(),
+    }
     print(info)
     grid, rows = args.grid, []
     out = cupy.empty(grid * 1024, dtype=cupy.float32)
@@ -198,19 +218,27 @@ def main():
             fns[m]()
             cupy.cuda.Device().synchronize()
             t = p.decode()
-            dec[m] = {"ranges": len(t), "dropped": int(t.lanes["dropped"].sum()),
-                      "lanes": int(t.lanes["initialized"].sum())}  # fmt: skip
+            dec[m] = {
+                "ranges": len(t),
+                "dropped": int(t.lanes["dropped"].sum()),
+                "lanes": int(t.lanes["initialized"].sum()),
+            }
         r["ours_vs_floor_w0_added"] = round((row["ours"] - base) / w0, 3) if w0 > 0 else None
         r["decoded"] = dec
         rows.append(r)
         print(json.dumps(r))
     print()
-    print(f"{'ITERS x FMA':<12}{'base µs':>9}" + "".join(f"{k:>12}" for k in MODES if k != "base")
-          + "   ours/floor  ours/floor_w0")  # fmt: skip
+    print(
+        f"{'ITERS x FMA':<12}{'base µs':>9}"
+        + "".join(f"{k:>12}" for k in MODES if k != "base")
+        + "   ours/floor  ours/floor_w0"
+    )
     for r in rows:
         cells = "".join(f"{r[k + '_added_pct']:>+11.1f}%" for k in MODES if k != "base")
-        print(f"{r['ITERS']:>3} x {r['INNER_FMA']:<6}{r['base_us']:>9.2f}{cells}"
-              f"   {r['ours_vs_floor_added']!s:>10}  {r['ours_vs_floor_w0_added']!s:>13}")  # fmt: skip
+        print(
+            f"{r['ITERS']:>3} x {r['INNER_FMA']:<6}{r['base_us']:>9.2f}{cells}"
+            f"   {r['ours_vs_floor_added']!s:>10}  {r['ours_vs_floor_w0_added']!s:>13}"
+        )
     print(f"timing: {rows[0]['timing']}")
     if args.json:
         with open(args.json, "w") as f:

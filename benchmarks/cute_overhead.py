@@ -62,9 +62,13 @@ def _floor_event(slot: Int64, leader: Int32) -> None:
 
 @cute.kernel
 def bench_kernel(
-    out: cute.Pointer, prof_buf: cute.Pointer, iters: Int32, lane_words: Int32,
-    INNER: cutlass.Constexpr[int], MODE: cutlass.Constexpr[int],
-):  # fmt: skip
+    out: cute.Pointer,
+    prof_buf: cute.Pointer,
+    iters: Int32,
+    lane_words: Int32,
+    INNER: cutlass.Constexpr[int],
+    MODE: cutlass.Constexpr[int],
+):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()
     acc = cute.make_rmem_tensor(cute.make_layout(ACCS), Float32)
@@ -94,9 +98,14 @@ def bench_kernel(
 
 @cute.jit
 def launch_bench(
-    out, prof_buf, iters: Int32, lane_words: Int32, grid: Int32,
-    INNER: cutlass.Constexpr[int], MODE: cutlass.Constexpr[int],
-):  # fmt: skip
+    out,
+    prof_buf,
+    iters: Int32,
+    lane_words: Int32,
+    grid: Int32,
+    INNER: cutlass.Constexpr[int],
+    MODE: cutlass.Constexpr[int],
+):
     bench_kernel(out, prof_buf, iters, lane_words, INNER, MODE).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1)
     )

@@ -76,8 +76,11 @@ def decoded(make, prof):
         prof.init_buffer()
         make(mode, prof)()
         t = prof.decode()
-        out[mode] = {"ranges": len(t), "dropped": int(t.dropped_total),
-                     "lanes": int(t.lanes["initialized"].sum())}  # fmt: skip
+        out[mode] = {
+            "ranges": len(t),
+            "dropped": int(t.dropped_total),
+            "lanes": int(t.lanes["initialized"].sum()),
+        }
     return out
 
 
@@ -86,11 +89,13 @@ def main():
     add_timing_args(ap)
     ap.add_argument("--skip-matmul", action="store_true")
     ap.add_argument(
-        "--matmul-stage", type=int, default=128,
+        "--matmul-stage",
+        type=int,
+        default=128,
         help="STAGE of ours_warp_staged in the matmul (of 256 events per warp; 128 is what "
         "Proton's shared buffer keeps there, and a stage for all 256 costs the kernel its second "
         "block per SM: see staged_occupancy.py)",
-    )  # fmt: skip
+    )
     ap.add_argument("--ablation", action="store_true", help="also time the floor plus each piece")
     args = ap.parse_args()
     if args.ablation:
@@ -155,9 +160,23 @@ def main():
             def launch():
                 if mode == "seed":
                     buf.zero_()
-                matmul_kernel[(mgrid,)](a, b, c, M, N, K, buf, lane_words, BM=BM, BN=BN, BK=BK,
-                                        MODE=m, STAGE=args.matmul_stage, num_warps=8,
-                                        num_stages=3)  # fmt: skip
+                matmul_kernel[(mgrid,)](
+                    a,
+                    b,
+                    c,
+                    M,
+                    N,
+                    K,
+                    buf,
+                    lane_words,
+                    BM=BM,
+                    BN=BN,
+                    BK=BK,
+                    MODE=m,
+                    STAGE=args.matmul_stage,
+                    num_warps=8,
+                    num_stages=3,
+                )
 
             return launch
 
@@ -165,7 +184,7 @@ def main():
             return proton_timed(
                 lambda: matmul_kernel_proton[(mgrid,)](
                     a, b, c, M, N, K, BM=BM, BN=BN, BK=BK, num_warps=8, num_stages=3
-                ),  # fmt: skip
+                ),
                 args.launches,
                 "matmul_kernel_proton",
             )
@@ -177,8 +196,10 @@ def main():
         rows.append(row)
         print(json.dumps(row))
     print()
-    hdr = (f"{'case':<14}{'base µs':>9}{'floor':>8}{'ours':>8}{'warp':>8}{'staged':>8}"
-           f"{'proton':>8}{'seed':>8}  ours/floor")  # fmt: skip
+    hdr = (
+        f"{'case':<14}{'base µs':>9}{'floor':>8}{'ours':>8}{'warp':>8}{'staged':>8}"
+        f"{'proton':>8}{'seed':>8}  ours/floor"
+    )
     print(hdr)
     for r in rows:
         case = f"{r['case'][:6]} {r.get('INNER_FMA', '')}".strip()

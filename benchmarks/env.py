@@ -19,8 +19,21 @@ import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The keys every record has (None where this machine has no such thing, e.g. no GPU driver).
-KEYS = ("date", "command", "device", "gpus", "capability", "driver", "cuda", "torch", "triton",
-        "numpy", "python", "platform", "commit")  # fmt: skip
+KEYS = (
+    "date",
+    "command",
+    "device",
+    "gpus",
+    "capability",
+    "driver",
+    "cuda",
+    "torch",
+    "triton",
+    "numpy",
+    "python",
+    "platform",
+    "commit",
+)
 
 
 def _version(dist: str) -> str | None:
@@ -33,8 +46,12 @@ def _version(dist: str) -> str | None:
 def _driver() -> str | None:
     """The NVIDIA driver's version, from nvidia-smi (torch does not report it)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)  # fmt: skip
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = out.stdout.split()
@@ -44,11 +61,18 @@ def _driver() -> str | None:
 def _commit() -> str | None:
     """This checkout's commit, with "+dirty" when files differ from it."""
     try:
-        head = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True, timeout=30)  # fmt: skip
-        dirty = subprocess.run(["git", "-C", REPO_ROOT, "status", "--porcelain",
-                                "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=30)  # fmt: skip
+        head = subprocess.run(
+            ["git", "-C", REPO_ROOT, "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        dirty = subprocess.run(
+            ["git", "-C", REPO_ROOT, "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if head.returncode != 0:
@@ -104,9 +128,11 @@ def describe(rec: dict) -> str:
         return rec.get(key) or "-"
 
     extra = "".join(f" | {k} {rec[k]}" for k in ("cutedsl", "cupy", "nvrtc") if k in rec)
-    return (f"device {v('device')} | driver {v('driver')} | CUDA {v('cuda')} | torch {v('torch')}"
-            f" | triton {v('triton')} | python {v('python')} | numpy {v('numpy')}{extra}\n"
-            f"date {v('date')} | commit {v('commit')} | command: {v('command')}")  # fmt: skip
+    return (
+        f"device {v('device')} | driver {v('driver')} | CUDA {v('cuda')} | torch {v('torch')}"
+        f" | triton {v('triton')} | python {v('python')} | numpy {v('numpy')}{extra}\n"
+        f"date {v('date')} | commit {v('commit')} | command: {v('command')}"
+    )
 
 
 def main(argv=None) -> None:

@@ -32,7 +32,11 @@ def record_pred(ctx, TAG: gl.constexpr):
     records, cursor, capacity, leader, stage, last = ctx
     tag = gl.full((), TAG, gl.int32)
     gl.inline_asm_elementwise(
-        _PRED_ASM, "=r,l,r,r,r,r", [records, cursor, capacity, leader, tag],
-        dtype=gl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
+        _PRED_ASM,
+        "=r,l,r,r,r,r",
+        [records, cursor, capacity, leader, tag],
+        dtype=gl.int32,
+        is_pure=False,
+        pack=1,
+    )
     return records, cursor + 1, capacity, leader, stage, last

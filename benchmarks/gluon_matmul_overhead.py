@@ -68,13 +68,26 @@ if hasattr(tma, "async_load"):
 else:
     _tma_load, _tma_store = tma.async_copy_global_to_shared, tma.async_copy_shared_to_global
 
-MODES = {"base": 0, "floor": 1, "floor_w0": 6, "ours": 2, "ours_pred": 5, "ours_warp": 3,
-         "proton": 4}
+MODES = {
+    "base": 0,
+    "floor": 1,
+    "floor_w0": 6,
+    "ours": 2,
+    "ours_pred": 5,
+    "ours_warp": 3,
+    "proton": 4,
+}
 KERNEL, TMA_ISSUE, TMA_WAIT, WGMMA_WAIT, WGMMA_ISSUE, WGMMA_LAST_WAIT = (
     gl.constexpr(i) for i in range(6)
 )
-EVENT_NAMES = ["kernel", "tma_loads_issue", "tma_loads_wait", "wgmma_wait", "wgmma_issue",
-               "wgmma_last_wait"]  # fmt: skip
+EVENT_NAMES = [
+    "kernel",
+    "tma_loads_issue",
+    "tma_loads_wait",
+    "wgmma_wait",
+    "wgmma_issue",
+    "wgmma_last_wait",
+]
 BLOCK, NUM_WARPS = 128, 8
 _WARP_ZERO_ASM = gl.constexpr(ptx.WARP_ZERO_VOTED)
 # floor_w0: $1 address, $2 leader (warp-uniform): the leader's warp reads the timer and stores it.
@@ -97,8 +110,9 @@ def _init(prof, block, lane_words, MODE: gl.constexpr):
     elif MODE == 3:
         return profiler_init(prof, block, 0, PER_WARP=True)
     elif MODE == 6:  # floor_w0: the floor's slice, and the ops' leader flag (warp 0, voted)
-        leader = gl.inline_asm_elementwise(_WARP_ZERO_ASM, "=r,r", [_partition_thread()],
-                                           dtype=gl.int32, is_pure=True, pack=1)  # fmt: skip
+        leader = gl.inline_asm_elementwise(
+            _WARP_ZERO_ASM, "=r,r", [_partition_thread()], dtype=gl.int32, is_pure=True, pack=1
+        )
         z = gl.full((), 0, gl.int32)
         return prof + block.to(gl.int64) * lane_words, z, z, leader, z, z
     else:  # floor: a private slice of the buffer per block (base, proton: unused)
@@ -115,8 +129,9 @@ def _mark(ctx, EVT: gl.constexpr, NAME: gl.constexpr, MODE: gl.constexpr, START:
         return ptr, cursor + 1, a, b, c, d
     elif MODE == 6:
         ptr, cursor, a, leader, c, d = ctx
-        gl.inline_asm_elementwise(_FLOOR_W0_ASM, "=r,l,r", [ptr + cursor, leader], dtype=gl.int32,
-                                  is_pure=False, pack=1)  # fmt: skip
+        gl.inline_asm_elementwise(
+            _FLOOR_W0_ASM, "=r,l,r", [ptr + cursor, leader], dtype=gl.int32, is_pure=False, pack=1
+        )
         return ptr, cursor + 1, a, leader, c, d
     elif MODE == 2 or MODE == 3:
         if START:
@@ -218,17 +233,19 @@ class Problem:
         self.c = torch.empty(M, N, device="cuda", dtype=torch.float16)
         f16 = gl.float16
         lay = gl.NVMMASharedLayout.get_default_for([BLOCK, BLOCK], f16)
-        self.descs = [TensorDescriptor.from_tensor(t, [BLOCK, BLOCK], lay)
-                      for t in (self.a, self.b, self.c)]  # fmt: skip
+        self.descs = [
+            TensorDescriptor.from_tensor(t, [BLOCK, BLOCK], lay) for t in (self.a, self.b, self.c)
+        ]
         self.grid = (triton.cdiv(M, BLOCK), triton.cdiv(N, BLOCK))
         self.blocks = self.grid[0] * self.grid[1]
         self.events = events_per_lane(K)
         self.lane_words = self.events + 8
         self.plain = torch.zeros(self.blocks * self.lane_words, dtype=torch.int64, device="cuda")
         self.profs = {
-            "ours": self.profiler(1), "ours_pred": self.profiler(1),
+            "ours": self.profiler(1),
+            "ours_pred": self.profiler(1),
             "ours_warp": self.profiler(NUM_WARPS),
-        }  # fmt: skip
+        }
 
     def profiler(self, groups):
         prof = SmProfiler(self.blocks, groups, self.events, kernel_name="pipelined_matmul")
@@ -239,8 +256,9 @@ class Problem:
     def launch(self, mode, buf=None):
         if buf is None:
             buf = self.profs[mode].get_buffer() if mode in self.profs else self.plain
-        pipelined_matmul_kernel[self.grid](*self.descs, buf, self.lane_words, MODE=MODES[mode],
-                                           num_warps=NUM_WARPS)  # fmt: skip
+        pipelined_matmul_kernel[self.grid](
+            *self.descs, buf, self.lane_words, MODE=MODES[mode], num_warps=NUM_WARPS
+        )
 
     def ranges_per_lane(self):
         return self.events // 2
@@ -253,9 +271,10 @@ def check_outputs(p: Problem, modes) -> dict:
     base = p.c.clone()
     ref = torch.matmul(p.a, p.b)
     err = (base.float() - ref.float()).abs()
-    ok = {"base_vs_torch_max_abs_err": round(float(err.max()), 4),
-          "base_matches_torch": bool(torch.allclose(base.float(), ref.float(), atol=0.5,
-                                                    rtol=0.02))}  # fmt: skip
+    ok = {
+        "base_vs_torch_max_abs_err": round(float(err.max()), 4),
+        "base_matches_torch": bool(torch.allclose(base.float(), ref.float(), atol=0.5, rtol=0.02)),
+    }
     for mode in modes:
         p.c.zero_()
         if mode in p.profs:
@@ -271,8 +290,12 @@ def check_outputs(p: Problem, modes) -> dict:
             )
     bad = [k for k, v in ok.items() if v is False]
     err = ok["base_vs_torch_max_abs_err"]
-    print(f"checks {p.M}x{p.N}x{p.K}: " + ("all passed" if not bad else f"FAILED: {bad}")
-          + f" (base vs torch.matmul: max abs error {err})", flush=True)  # fmt: skip
+    print(
+        f"checks {p.M}x{p.N}x{p.K}: "
+        + ("all passed" if not bad else f"FAILED: {bad}")
+        + f" (base vs torch.matmul: max abs error {err})",
+        flush=True,
+    )
     return ok
 
 
@@ -304,8 +327,9 @@ def kernel_times(p: Problem, launches, rounds, timing="cupti") -> dict:
         try:
             p.launch("proton")  # compiled inside the session (outside it the scopes vanish)
             torch.cuda.synchronize()
-            t["proton"] = cupti_medians({"proton": lambda: p.launch("proton")}, launches, rounds,
-                                        "pipelined_matmul_kernel")["proton"]  # fmt: skip
+            t["proton"] = cupti_medians(
+                {"proton": lambda: p.launch("proton")}, launches, rounds, "pipelined_matmul_kernel"
+            )["proton"]
             with_proton = p.c.clone()
             p.launch("base")
             torch.cuda.synchronize()
@@ -371,8 +395,11 @@ def host_times(p: Problem, n: int) -> dict:
             t0 = time.perf_counter()
             proton.finalize(sess)
             out["proton_finalize_ms"] = round((time.perf_counter() - t0) * 1e3, 2)
-        out["proton_files"] = {f: os.path.getsize(os.path.join(tmp, f)) for f in os.listdir(tmp)
-                               if f.startswith("proton")}  # fmt: skip
+        out["proton_files"] = {
+            f: os.path.getsize(os.path.join(tmp, f))
+            for f in os.listdir(tmp)
+            if f.startswith("proton")
+        }
     except Exception as e:
         print(f"proton host timing failed: {type(e).__name__}: {str(e)[:300]}")
     return out
@@ -383,12 +410,19 @@ def main():
     ap.add_argument("--launches", type=int, default=20, help="launches per variant per round")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds over all variants")
     ap.add_argument("--host-launches", type=int, default=20, help="launches timed on the host")
-    ap.add_argument("--shapes", default="4096x4096x4096,512x512x1024",
-                    help="MxNxK,... (the second default is Proton's example's)")  # fmt: skip
+    ap.add_argument(
+        "--shapes",
+        default="4096x4096x4096,512x512x1024",
+        help="MxNxK,... (the second default is Proton's example's)",
+    )
     ap.add_argument("--host-shape", default="512x512x1024", help="the shape timed on the host")
-    ap.add_argument("--timing", choices=("cupti", "events"), default="cupti",
-                    help="kernel times from CUPTI (default) or CUDA events (ours only: Proton's "
-                    "per-launch host work would be in its numbers)")  # fmt: skip
+    ap.add_argument(
+        "--timing",
+        choices=("cupti", "events"),
+        default="cupti",
+        help="kernel times from CUPTI (default) or CUDA events (ours only: Proton's "
+        "per-launch host work would be in its numbers)",
+    )
     ap.add_argument("--json", default=None, help="also write the rows to this file")
     args = ap.parse_args()
     faulthandler.enable()  # a crash inside CUDA, CUPTI or Proton still names the Python line
@@ -399,24 +433,43 @@ def main():
         checks = check_outputs(p, ("floor", "floor_w0", "ours", "ours_pred", "ours_warp"))
         t = kernel_times(p, args.launches, args.rounds, args.timing)
         base = t["base"]
-        added = {k: (None if t.get(k) is None else round(t[k] - base, 3))
-                 for k in MODES if k != "base"}  # fmt: skip
+        added = {
+            k: (None if t.get(k) is None else round(t[k] - base, 3)) for k in MODES if k != "base"
+        }
         ratio = {k: (None if v is None else round(v / added["floor"], 3)) for k, v in added.items()}
-        row = {"kernel": f"pipelined matmul {shape}", "blocks": p.blocks, "us": t,
-               "added_us": added, "vs_floor_added": ratio, "checks": checks}  # fmt: skip
+        row = {
+            "kernel": f"pipelined matmul {shape}",
+            "blocks": p.blocks,
+            "us": t,
+            "added_us": added,
+            "vs_floor_added": ratio,
+            "checks": checks,
+        }
         rows.append(row)
-        print(f"{row['kernel']:<32} base {base:8.2f} us  " + "  ".join(
-            f"{k} +{v:.2f} ({100 * v / base:.1f} %)" if v is not None else f"{k} n/a"
-            for k, v in added.items()
-        ))  # fmt: skip
+        print(
+            f"{row['kernel']:<32} base {base:8.2f} us  "
+            + "  ".join(
+                f"{k} +{v:.2f} ({100 * v / base:.1f} %)" if v is not None else f"{k} n/a"
+                for k, v in added.items()
+            )
+        )
         if shape == args.host_shape:
             _stage(f"host times over {args.host_launches} launches of {shape}")
             host = host_times(p, args.host_launches)
             print("host per launch (ms), " + ", ".join(f"{k} {v}" for k, v in host.items()))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "triton": triton.__version__, "rows": rows, "host": host}, f, indent=1)
+            json.dump(
+                {
+                    "device": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                    "triton": triton.__version__,
+                    "rows": rows,
+                    "host": host,
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -84,8 +84,15 @@ def _rec(ctx, START: gl.constexpr, MODE: gl.constexpr):
 
 
 @gluon.jit
-def _partition(out, prof, lane_words, ITERS: gl.constexpr, INNER: gl.constexpr,
-               GROUP: gl.constexpr, MODE: gl.constexpr):  # fmt: skip
+def _partition(
+    out,
+    prof,
+    lane_words,
+    ITERS: gl.constexpr,
+    INNER: gl.constexpr,
+    GROUP: gl.constexpr,
+    MODE: gl.constexpr,
+):
     nw: gl.constexpr = gl.num_warps()
     layout: gl.constexpr = gl.BlockedLayout([BLOCK // (32 * nw)], [32], [nw], [0])
     offs = gl.arange(0, BLOCK, layout)
@@ -103,13 +110,17 @@ def _partition(out, prof, lane_words, ITERS: gl.constexpr, INNER: gl.constexpr,
 
 
 @gluon.jit
-def ws_loop_kernel(out, prof, lane_words, ITERS: gl.constexpr, INNER: gl.constexpr,
-                   MODE: gl.constexpr):  # fmt: skip
+def ws_loop_kernel(
+    out, prof, lane_words, ITERS: gl.constexpr, INNER: gl.constexpr, MODE: gl.constexpr
+):
     gl.warp_specialize(
-        [(_partition, (out, prof, lane_words, ITERS, INNER, 0, MODE)),
-         (_partition, (out, prof, lane_words, ITERS // 2, INNER, 1, MODE))],
-        [1], [80],
-    )  # fmt: skip
+        [
+            (_partition, (out, prof, lane_words, ITERS, INNER, 0, MODE)),
+            (_partition, (out, prof, lane_words, ITERS // 2, INNER, 1, MODE)),
+        ],
+        [1],
+        [80],
+    )
 
 
 def _safe(fn, *args):
@@ -143,8 +154,10 @@ def lane_spans(launch, prof, plain, lane_words, iters) -> dict:
                 m = ev["group"] == g
                 order = np.lexsort((ev["start_ns"][m], ev["block"][m]))
                 n = int(m.sum()) // len(np.unique(ev["block"][m]))
-                lanes[name] = (ev["start_ns"][m][order].reshape(-1, n),
-                               ev["end_ns"][m][order].reshape(-1, n))  # fmt: skip
+                lanes[name] = (
+                    ev["start_ns"][m][order].reshape(-1, n),
+                    ev["end_ns"][m][order].reshape(-1, n),
+                )
         sp = {}
         for name, (st, en) in lanes.items():
             sp[f"{name}_span"] = round(float(np.median(en[:, -1] - st[:, 0])) / 1e3, 2)
@@ -159,8 +172,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_timing_args(ap)
     ap.add_argument("--loops", default="64x16,64x32,64x64", help="ITERSxINNER,... to run")
-    ap.add_argument("--timing", choices=("cupti", "events"), default="cupti",
-                    help="CUPTI kernel times (default), or CUDA-event times without Proton")
+    ap.add_argument(
+        "--timing",
+        choices=("cupti", "events"),
+        default="cupti",
+        help="CUPTI kernel times (default), or CUDA-event times without Proton",
+    )
     args = ap.parse_args()
     grid, rows = args.grid, []
     for loop in args.loops.split(","):
@@ -173,8 +190,9 @@ def main():
 
         def launch(mode, iters=iters, inner=inner, out=out, prof=prof, plain=plain, lw=lane_words):
             buf = prof.get_buffer() if mode.startswith("ours") else plain
-            ws_loop_kernel[(grid,)](out, buf, lw, ITERS=iters, INNER=inner, MODE=MODES[mode],
-                                    num_warps=4)  # fmt: skip
+            ws_loop_kernel[(grid,)](
+                out, buf, lw, ITERS=iters, INNER=inner, MODE=MODES[mode], num_warps=4
+            )
 
         ours = ("base", "floor", "ours", "ours_pred", "ours_warp")
         fns = {m: (lambda m=m: launch(m)) for m in ours}
@@ -196,8 +214,12 @@ def main():
             pl.enable_semantic("gluon")
             sess = proton.start("/tmp/sm_profiler_gluon_proton", backend="instrumentation")
             try:
-                t["proton"] = cupti_medians({"proton": lambda: launch("proton")}, args.launches,
-                                            args.rounds, "ws_loop_kernel")["proton"]  # fmt: skip
+                t["proton"] = cupti_medians(
+                    {"proton": lambda: launch("proton")},
+                    args.launches,
+                    args.rounds,
+                    "ws_loop_kernel",
+                )["proton"]
             finally:
                 proton.finalize(sess)
         except Exception as e:
@@ -205,21 +227,39 @@ def main():
             print(f"proton failed: {type(e).__name__}: {str(e)[:200]}")
         base = t["base"]
         added = {k: (None if v is None else v - base) for k, v in t.items()}
-        row = {"kernel": f"gluon ws loop {iters}x{inner}", "us": t, "added_us": added,
-               "ours_vs_floor_added": round(added["ours"] / added["floor"], 3),
-               "ours_pred_vs_floor_added": round(added["ours_pred"] / added["floor"], 3),
-               "spans_us": _safe(lane_spans, launch, prof, plain, lane_words, iters)}  # fmt: skip
+        row = {
+            "kernel": f"gluon ws loop {iters}x{inner}",
+            "us": t,
+            "added_us": added,
+            "ours_vs_floor_added": round(added["ours"] / added["floor"], 3),
+            "ours_pred_vs_floor_added": round(added["ours_pred"] / added["floor"], 3),
+            "spans_us": _safe(lane_spans, launch, prof, plain, lane_words, iters),
+        }
         rows.append(row)
-        print(f"{row['kernel']:<24} base {base:8.2f} us  " + "  ".join(
-            f"{k} +{v:.2f}" if v is not None else f"{k} n/a" for k, v in added.items() if k != "base"
-        ) + f"  ours/floor {row['ours_vs_floor_added']}"
-          f"  ours_pred/floor {row['ours_pred_vs_floor_added']}")  # fmt: skip
+        print(
+            f"{row['kernel']:<24} base {base:8.2f} us  "
+            + "  ".join(
+                f"{k} +{v:.2f}" if v is not None else f"{k} n/a"
+                for k, v in added.items()
+                if k != "base"
+            )
+            + f"  ours/floor {row['ours_vs_floor_added']}"
+            f"  ours_pred/floor {row['ours_pred_vs_floor_added']}"
+        )
         for mode, sp in row["spans_us"].items():
             print(f"    {mode:<10} " + "  ".join(f"{k} {v}" for k, v in sp.items()))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "triton": triton.__version__, "rows": rows}, f, indent=1)
+            json.dump(
+                {
+                    "device": torch.cuda.get_device_name(),
+                    "torch": torch.__version__,
+                    "triton": triton.__version__,
+                    "rows": rows,
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -42,13 +42,15 @@ def bench(num_events: int, num_lanes: int, repeat: int = 3) -> dict:
         path = os.path.join(d, "trace.perfetto-trace")
         # Every range exported (summary=False): what the targets are about. The summary that a
         # trace this big gets by default is timed after, beside it.
-        t_both = min(_timed(lambda: export(decode(cap), path, summary=False))
-                     for _ in range(repeat))  # fmt: skip
+        t_both = min(
+            _timed(lambda: export(decode(cap), path, summary=False)) for _ in range(repeat)
+        )
         out["decode_export_s"] = t_both
         out["file_bytes"] = os.path.getsize(path)
         out["trace_rows"] = len(decode(cap))
-        out["summary_s"] = min(_timed(lambda: export(decode(cap), path, summary=True))
-                               for _ in range(repeat))  # fmt: skip
+        out["summary_s"] = min(
+            _timed(lambda: export(decode(cap), path, summary=True)) for _ in range(repeat)
+        )
         out["summary_bytes"] = os.path.getsize(path)
 
         # Memory in a separate run: tracemalloc sees numpy's buffers but slows Python a little.

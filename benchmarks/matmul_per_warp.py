@@ -43,18 +43,22 @@ def main():
     common = dict(BM=BM, BN=BN, BK=BK, NUM_WARPS=WARPS)
     buf = prof.get_buffer()
     fns = {
-        "base": lambda: mm_kernel[(grid,)](a, b, c, M, N, K, buf, ENABLED=False, STAGE=0,
-                                           **common, **opts),  # fmt: skip
-        "warp": lambda: mm_kernel[(grid,)](a, b, c, M, N, K, buf, ENABLED=True, STAGE=0,
-                                           **common, **opts),  # fmt: skip
-        "staged": lambda: mm_kernel[(grid,)](a, b, c, M, N, K, buf, ENABLED=True,
-                                             STAGE=args.stage, **common, **opts),  # fmt: skip
-        "staged_const_k": lambda: mm_kernel[(grid,)](a, b, c, M, N, K, buf, ENABLED=True,
-                                                     STAGE=args.stage, K_CONST=K, **common,
-                                                     **opts),
-        "proton": lambda: matmul_kernel_proton[(grid,)](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK,
-                                                        **opts),
-    }  # fmt: skip
+        "base": lambda: mm_kernel[(grid,)](
+            a, b, c, M, N, K, buf, ENABLED=False, STAGE=0, **common, **opts
+        ),
+        "warp": lambda: mm_kernel[(grid,)](
+            a, b, c, M, N, K, buf, ENABLED=True, STAGE=0, **common, **opts
+        ),
+        "staged": lambda: mm_kernel[(grid,)](
+            a, b, c, M, N, K, buf, ENABLED=True, STAGE=args.stage, **common, **opts
+        ),
+        "staged_const_k": lambda: mm_kernel[(grid,)](
+            a, b, c, M, N, K, buf, ENABLED=True, STAGE=args.stage, K_CONST=K, **common, **opts
+        ),
+        "proton": lambda: matmul_kernel_proton[(grid,)](
+            a, b, c, M, N, K, BM=BM, BN=BN, BK=BK, **opts
+        ),
+    }
     proton_fns = {"proton": fns.pop("proton")}
     for fn in fns.values():
         fn()
@@ -79,9 +83,10 @@ def main():
         row["proton"] = added_pct(tp["proton"], t["base"])
         runs.append(row)
         print({k: f"{v:+.1f} %" for k, v in row.items()}, f"base {t['base']:.1f} us")
-    print("median over repeats:", {
-        k: f"{statistics.median(r[k] for r in runs):+.1f} %" for k in runs[0]
-    })  # fmt: skip
+    print(
+        "median over repeats:",
+        {k: f"{statistics.median(r[k] for r in runs):+.1f} %" for k in runs[0]},
+    )
 
 
 if __name__ == "__main__":

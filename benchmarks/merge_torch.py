@@ -40,9 +40,18 @@ def launch(i: int) -> Capture:
 
 def torch_doc(n: int, offset_ns: int = 40_000) -> dict:
     base = T0 - 10**6
-    rows = [{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7,
-             "ts": (T0 + 5000 * i + 50 - offset_ns - base) / 1e3, "dur": 2.2}
-            for i in range(n)]  # fmt: skip
+    rows = [
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "gemm",
+            "pid": 0,
+            "tid": 7,
+            "ts": (T0 + 5000 * i + 50 - offset_ns - base) / 1e3,
+            "dur": 2.2,
+        }
+        for i in range(n)
+    ]
     return {"schemaVersion": 1, "baseTimeNanoseconds": base, "traceEvents": rows}
 
 
@@ -62,9 +71,11 @@ def main() -> None:
         sm_profiler.merge_ranks([caps], os.path.join(tmp, "r.json"), align="none")
         ranks_s = time.perf_counter() - t
     err = info["error"][0]
-    print(f"merge --torch  {args.launches:,} launches x {args.launches:,} CUPTI rows: "
-          f"{torch_s:6.2f} s  ({info['method']}, {err['matched']:,} matched, "
-          f"within {err['max_abs_ns']:.0f} ns)")  # fmt: skip
+    print(
+        f"merge --torch  {args.launches:,} launches x {args.launches:,} CUPTI rows: "
+        f"{torch_s:6.2f} s  ({info['method']}, {err['matched']:,} matched, "
+        f"within {err['max_abs_ns']:.0f} ns)"
+    )
     print(f"merge (ranks)  {args.launches:,} launches:                    {ranks_s:6.2f} s")
 
 

@@ -111,8 +111,9 @@ def run_one(bench: Benchmark, args: list[str], env: dict, out_dir: str | None) -
         status = subprocess.run(child, env=_child_env()).returncode
     else:
         with open(os.path.join(out_dir, f"{bench.name}.log"), "w") as log:
-            p = subprocess.Popen(child, env=_child_env(), stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True)  # fmt: skip
+            p = subprocess.Popen(
+                child, env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
             for line in p.stdout:
                 sys.stdout.write(line)
                 sys.stdout.flush()
@@ -120,9 +121,16 @@ def run_one(bench: Benchmark, args: list[str], env: dict, out_dir: str | None) -
             status = p.wait()
     wall_s = time.perf_counter() - t0
     if out_dir is not None:
-        doc = {"benchmark": bench.name, "summary": bench.summary, "environment": record,
-               "argv": child[1:], "exit_status": status, "wall_s": round(wall_s, 3),
-               "log": f"{bench.name}.log", "results": results}  # fmt: skip
+        doc = {
+            "benchmark": bench.name,
+            "summary": bench.summary,
+            "environment": record,
+            "argv": child[1:],
+            "exit_status": status,
+            "wall_s": round(wall_s, 3),
+            "log": f"{bench.name}.log",
+            "results": results,
+        }
         with open(os.path.join(out_dir, f"{bench.name}.env.json"), "w") as f:
             json.dump(doc, f, indent=1)
     print(f"== {bench.name}: exit {status} after {wall_s:.1f} s", flush=True)
@@ -140,8 +148,13 @@ def run_all(env: dict, out_dir: str | None) -> int:
             continue
         t0 = time.perf_counter()
         status = run_one(bench, [], env, out_dir)
-        done.append({"benchmark": bench.name, "status": "ok" if status == 0 else f"exit {status}",
-                     "wall_s": round(time.perf_counter() - t0, 1)})  # fmt: skip
+        done.append(
+            {
+                "benchmark": bench.name,
+                "status": "ok" if status == 0 else f"exit {status}",
+                "wall_s": round(time.perf_counter() - t0, 1),
+            }
+        )
     print("\n== summary")
     for d in done:
         detail = d["why"] if "why" in d else f"{d['wall_s']} s"
@@ -156,8 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="every benchmark: name, front end, what it needs, what it measures")
-    run = sub.add_parser("run", help="run one benchmark (its own options after its name) or all",
-                         usage=f"{PROG} run [--out DIR] NAME [ARGS...] | all")  # fmt: skip
+    run = sub.add_parser(
+        "run",
+        help="run one benchmark (its own options after its name) or all",
+        usage=f"{PROG} run [--out DIR] NAME [ARGS...] | all",
+    )
     run.add_argument("--out", metavar="DIR", help="also write the record, log and results here")
     run.add_argument("name", help="a benchmark's name (see `list`), or 'all'")
     run.add_argument("args", nargs=argparse.REMAINDER, help="the benchmark's own options")
@@ -172,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("run all takes no benchmark options (each runs with its defaults)")
     if a.out:
         os.makedirs(a.out, exist_ok=True)
-    needs = sorted({n for b in BENCHMARKS for n in b.needs} if a.name == "all"
-                   else set(benches[a.name].needs))  # fmt: skip
+    needs = sorted(
+        {n for b in BENCHMARKS for n in b.needs} if a.name == "all" else set(benches[a.name].needs)
+    )
     env = read_environment(tuple(needs))
     if a.name == "all":
         return run_all(env, a.out)

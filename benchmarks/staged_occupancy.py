@@ -27,8 +27,11 @@ RESERVED_SMEM_PER_BLOCK = 1024  # the driver's share of each block's shared memo
 def blocks_per_sm(kernel, static_smem: int, props) -> int | None:
     """Resident blocks per SM allowed by shared memory, registers and threads (None where this
     torch does not report the SM's limits)."""
-    names = ("shared_memory_per_multiprocessor", "regs_per_multiprocessor",
-             "max_threads_per_multi_processor")  # fmt: skip
+    names = (
+        "shared_memory_per_multiprocessor",
+        "regs_per_multiprocessor",
+        "max_threads_per_multi_processor",
+    )
     smem_sm, regs_sm, threads_sm = (getattr(props, n, None) for n in names)
     if None in (smem_sm, regs_sm, threads_sm):
         return None
@@ -57,9 +60,23 @@ def main():
     for name, (enabled, stage) in variants.items():
 
         def launch(enabled=enabled, stage=stage):
-            return mm_kernel[(grid,)](a, b, c, M, N, K, prof.get_buffer(), BM=BM, BN=BN, BK=BK,
-                                      ENABLED=enabled, STAGE=stage, NUM_WARPS=WARPS,
-                                      num_warps=WARPS, num_stages=3)  # fmt: skip
+            return mm_kernel[(grid,)](
+                a,
+                b,
+                c,
+                M,
+                N,
+                K,
+                prof.get_buffer(),
+                BM=BM,
+                BN=BN,
+                BK=BK,
+                ENABLED=enabled,
+                STAGE=stage,
+                NUM_WARPS=WARPS,
+                num_warps=WARPS,
+                num_stages=3,
+            )
 
         kernel = launch()
         static = ptx.stage_bytes(WARPS, stage) if stage else 0

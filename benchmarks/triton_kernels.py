@@ -65,8 +65,9 @@ _ABL_COUNT = tl.constexpr(
 
 
 @triton.jit
-def _rec_init(prof, pid, lane_words, MODE: tl.constexpr, STAGE: tl.constexpr = 0,
-              NUM_WARPS: tl.constexpr = 4):  # fmt: skip
+def _rec_init(
+    prof, pid, lane_words, MODE: tl.constexpr, STAGE: tl.constexpr = 0, NUM_WARPS: tl.constexpr = 4
+):
     if MODE == 2:
         return profiler_init(prof, pid, 0)
     elif MODE == 3:
@@ -78,8 +79,12 @@ def _rec_init(prof, pid, lane_words, MODE: tl.constexpr, STAGE: tl.constexpr = 0
         leader = tl.inline_asm_elementwise(
             "{\n\t.reg .u32 w;\n\t.reg .pred p;\n\tmov.u32 w, %tid.x;\n\t"
             "setp.eq.u32 p, w, 0;\n\tselp.u32 $0, 1, 0, p;\n\t}",
-            "=r", [], dtype=tl.int32, is_pure=True, pack=1,
-        )  # fmt: skip
+            "=r",
+            [],
+            dtype=tl.int32,
+            is_pure=True,
+            pack=1,
+        )
         cap = (lane_words - 16) // 5
         return prof + pid.to(tl.int64) * lane_words, tl.full((), 0, tl.int32), cap, leader
 
@@ -111,9 +116,13 @@ def _rec(ctx, E: tl.constexpr, START: tl.constexpr, MODE: tl.constexpr):
         else:
             asm: tl.constexpr = _ABL_COUNT
         tl.inline_asm_elementwise(
-            asm, "=r,l,r,r,r,r,l", [ptr + 2 + cursor, leader, tag, cursor, cap, ptr + 2],
-            dtype=tl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
+            asm,
+            "=r,l,r,r,r,r,l",
+            [ptr + 2 + cursor, leader, tag, cursor, cap, ptr + 2],
+            dtype=tl.int32,
+            is_pure=False,
+            pack=1,
+        )
         return ptr, cursor + 1, cap, leader
     elif MODE == 2 or MODE == 3 or MODE == 10:
         if START:
@@ -131,8 +140,15 @@ def _rec_done(ctx, MODE: tl.constexpr):
 
 
 @triton.jit
-def loop_kernel(out, prof, lane_words, ITERS: tl.constexpr, INNER: tl.constexpr, MODE: tl.constexpr,
-                BLOCK: tl.constexpr = 1024):  # fmt: skip
+def loop_kernel(
+    out,
+    prof,
+    lane_words,
+    ITERS: tl.constexpr,
+    INNER: tl.constexpr,
+    MODE: tl.constexpr,
+    BLOCK: tl.constexpr = 1024,
+):
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     acc = (offs + pid).to(tl.float32) * 1e-3
@@ -160,8 +176,21 @@ def loop_kernel_proton(out, ITERS: tl.constexpr, INNER: tl.constexpr, BLOCK: tl.
 
 
 @triton.jit
-def matmul_kernel(a, b, c, M, N, K, prof, lane_words, BM: tl.constexpr, BN: tl.constexpr,
-                  BK: tl.constexpr, MODE: tl.constexpr, STAGE: tl.constexpr):  # fmt: skip
+def matmul_kernel(
+    a,
+    b,
+    c,
+    M,
+    N,
+    K,
+    prof,
+    lane_words,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    MODE: tl.constexpr,
+    STAGE: tl.constexpr,
+):
     pid = tl.program_id(0)
     grid_n = tl.cdiv(N, BN)
     pm, pn = pid // grid_n, pid % grid_n
@@ -215,9 +244,22 @@ WARPS = 8  # warps per program of mm_kernel
 
 
 @triton.jit
-def mm_kernel(a, b, c, M, N, K, prof, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-              ENABLED: tl.constexpr, STAGE: tl.constexpr, NUM_WARPS: tl.constexpr,
-              K_CONST: tl.constexpr = 0):  # fmt: skip
+def mm_kernel(
+    a,
+    b,
+    c,
+    M,
+    N,
+    K,
+    prof,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    ENABLED: tl.constexpr,
+    STAGE: tl.constexpr,
+    NUM_WARPS: tl.constexpr,
+    K_CONST: tl.constexpr = 0,
+):
     if K_CONST > 0:
         K = K_CONST  # a compile-time K: the K loop's trip count is known to the compiler
     pid = tl.program_id(0)
@@ -225,8 +267,9 @@ def mm_kernel(a, b, c, M, N, K, prof, BM: tl.constexpr, BN: tl.constexpr, BK: tl
     rm = (pid // grid_n) * BM + tl.arange(0, BM)
     rn = (pid % grid_n) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
-    ctx = profiler_init(prof, pid, 0, ENABLED=ENABLED, PER_WARP=True, NUM_WARPS=NUM_WARPS,
-                        STAGE=STAGE)  # fmt: skip
+    ctx = profiler_init(
+        prof, pid, 0, ENABLED=ENABLED, PER_WARP=True, NUM_WARPS=NUM_WARPS, STAGE=STAGE
+    )
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(0, K, BK):
         ctx = profiler_event_start(ctx, 0)
@@ -238,4 +281,3 @@ def mm_kernel(a, b, c, M, N, K, prof, BM: tl.constexpr, BN: tl.constexpr, BK: tl
         ctx = profiler_event_end(ctx, 1)
     profiler_flush(ctx)
     tl.store(c + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
-

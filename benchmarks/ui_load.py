@@ -45,8 +45,9 @@ def missing() -> str | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--records", type=int, nargs="+",
-                    default=[100_000, 300_000, 1_000_000, 3_000_000])  # fmt: skip
+    ap.add_argument(
+        "--records", type=int, nargs="+", default=[100_000, 300_000, 1_000_000, 3_000_000]
+    )
     ap.add_argument("--timeout", type=float, default=240.0)
     ap.add_argument("--summary", action="store_true", help="export with summary=True")
     args = ap.parse_args()

@@ -68,9 +68,15 @@ def main():
     args = ap.parse_args()
     n, grid = args.launches, args.grid
     dev = torch.cuda.get_device_properties(0)
-    info = {"device": dev.name, "torch": torch.__version__, "triton": triton.__version__,
-            "cuda": torch.version.cuda, "launches": n, "grid": grid,
-            "kernel": f"loop_kernel ITERS={ITERS} INNER={INNER}"}  # fmt: skip
+    info = {
+        "device": dev.name,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+        "launches": n,
+        "grid": grid,
+        "kernel": f"loop_kernel ITERS={ITERS} INNER={INNER}",
+    }
     print(info)
     out = torch.empty(grid * 1024, device="cuda")
     plain = torch.zeros(8, dtype=torch.int64, device="cuda")
@@ -78,14 +84,16 @@ def main():
 
     def base():
         for _ in range(n):
-            loop_kernel[(grid,)](out, plain, 0, ITERS=ITERS, INNER=INNER, MODE=MODES["base"],
-                                 num_warps=4)  # fmt: skip
+            loop_kernel[(grid,)](
+                out, plain, 0, ITERS=ITERS, INNER=INNER, MODE=MODES["base"], num_warps=4
+            )
 
     def ours():
         buf = prof.get_buffer()
         for _ in range(n):
-            loop_kernel[(grid,)](out, buf, 0, ITERS=ITERS, INNER=INNER, MODE=MODES["ours"],
-                                 num_warps=4)  # fmt: skip
+            loop_kernel[(grid,)](
+                out, buf, 0, ITERS=ITERS, INNER=INNER, MODE=MODES["ours"], num_warps=4
+            )
 
     def proton_launches():
         for _ in range(n):
@@ -117,9 +125,13 @@ def main():
         t4 = time.perf_counter()
         rows["ours"]["to_trace_ms"] = (t3 - t0) * 1e3
         rows["ours"]["to_trace_stages_ms"] = {
-            "captures": (t1 - t0) * 1e3, "decode": (t2 - t1) * 1e3,
-            "perfetto_export": (t3 - t2) * 1e3, "chrome_json_export": (t4 - t3) * 1e3,
-            "events": len(trace), "lanes": int(len(trace.lanes["lane"]))}  # fmt: skip
+            "captures": (t1 - t0) * 1e3,
+            "decode": (t2 - t1) * 1e3,
+            "perfetto_export": (t3 - t2) * 1e3,
+            "chrome_json_export": (t4 - t3) * 1e3,
+            "events": len(trace),
+            "lanes": int(len(trace.lanes["lane"])),
+        }
     assert len(trace.kernels) == n and trace.dropped_total == 0, (len(trace.kernels),)
     assert all(k.name == "loop_kernel" for k in trace.kernels)
     rows["ours"]["decoded_launches"] = len(trace.kernels)
@@ -152,8 +164,10 @@ def main():
         rows["proton"] = {"failed": f"{type(e).__name__}: {e}"[:300]}
 
     base_dev = rows["base"]["device_us"]
-    print(f"{'variant':<8}{'host µs/launch':>16}{'device µs/launch':>18}{'added':>8}"
-          f"{'stream µs/launch':>18}{'to trace ms':>13}")  # fmt: skip
+    print(
+        f"{'variant':<8}{'host µs/launch':>16}{'device µs/launch':>18}{'added':>8}"
+        f"{'stream µs/launch':>18}{'to trace ms':>13}"
+    )
     for name, r in rows.items():
         if "failed" in r:
             print(f"{name:<8} {r['failed']}")
@@ -162,8 +176,10 @@ def main():
         added = f"{d - base_dev:8.2f}" if isinstance(d, float) else "       -"
         dtxt = f"{d:18.2f}" if isinstance(d, float) else f"{'-':>18}"
         tt = r.get("to_trace_ms")
-        print(f"{name:<8}{r['host_us']:16.2f}{dtxt}{added}{r['stream_us']:18.2f}"
-              f"{(f'{tt:13.1f}' if tt is not None else f'{chr(45):>13}')}")  # fmt: skip
+        print(
+            f"{name:<8}{r['host_us']:16.2f}{dtxt}{added}{r['stream_us']:18.2f}"
+            f"{(f'{tt:13.1f}' if tt is not None else f'{chr(45):>13}')}"
+        )
     print(
         "ours, last launch to trace:",
         {

@@ -169,7 +169,12 @@ class Profiler:
     def __new_from_mlir_values__(self, values: list[ir.Value]) -> Profiler:
         cursor = Int32(values[0]) if self.enabled else None
         return Profiler(
-            self._records, cursor, self._capacity, self._leader, self.enabled, self._mode,
+            self._records,
+            cursor,
+            self._capacity,
+            self._leader,
+            self.enabled,
+            self._mode,
             self._mask,
         )
 
@@ -218,8 +223,12 @@ class Profiler:
                 _asm(None, operands, _ptx.RING_RECORD[self._mode], _ptx.RING_RECORD_CONSTRAINTS)
             else:
                 operands.append(_dependency(after))
-                _asm(None, operands, _ptx.RING_RECORD_AFTER[self._mode],
-                     _ptx.RING_RECORD_AFTER_CONSTRAINTS)  # fmt: skip
+                _asm(
+                    None,
+                    operands,
+                    _ptx.RING_RECORD_AFTER[self._mode],
+                    _ptx.RING_RECORD_AFTER_CONSTRAINTS,
+                )
         elif after is None:
             _asm(None, operands, _ptx.RECORD[self._mode], _ptx.RECORD_CONSTRAINTS)
         else:
@@ -232,8 +241,13 @@ class Profiler:
         knows where the ring starts. Call once, after the last event; a no-op otherwise."""
         if not self.enabled or self._mask is None:
             return
-        operands = [self._records.ir_value(), self._cursor.ir_value(),
-                    self._capacity.ir_value(), self._leader.ir_value(), self._mask.ir_value()]  # fmt: skip
+        operands = [
+            self._records.ir_value(),
+            self._cursor.ir_value(),
+            self._capacity.ir_value(),
+            self._leader.ir_value(),
+            self._mask.ir_value(),
+        ]
         _asm(None, operands, _ptx.RING_CLOSE, _ptx.RING_CLOSE_CONSTRAINTS)
 
     def __repr__(self) -> str:
@@ -341,16 +355,20 @@ def init(
     else:
         mode, lead = "thread", Int32(Boolean(leader))
         # The warp that holds the leader opens the lane; the leader stamps it.
-        opens = Int32(_asm(T.i32(), [lead.ir_value()], _ptx.WARP_HOLDS,
-                           _ptx.WARP_ZERO_CONSTRAINTS))  # fmt: skip
+        opens = Int32(_asm(T.i32(), [lead.ir_value()], _ptx.WARP_HOLDS, _ptx.WARP_ZERO_CONSTRAINTS))
         stamper = lead != 0
     # ptx.open_lane: launch slots, the lane rule of docs/format.md (a lane outside the shape gets
     # capacity 0 and records at the end of the global header, so its events take the overflow
     # path into the scratch word), and the stamp. One text for Gluon, CUDA C++ and CuteDSL.
     # The leader flag ignores the lane's validity (capacity 0 already keeps such a lane in the
     # scratch word): a flag that depends on the thread index alone lets ptxas keep one predicate.
-    operands = [base.ir_value(), block.ir_value(), group.ir_value(), opens.ir_value(),
-                Int32(stamper).ir_value()]  # fmt: skip
+    operands = [
+        base.ir_value(),
+        block.ir_value(),
+        group.ir_value(),
+        opens.ir_value(),
+        Int32(stamper).ir_value(),
+    ]
     out_type = llvm.StructType.get_literal([T.i64(), T.i32(), T.i32()])
     out = _asm(out_type, operands, _ptx.OPEN_LANE, _ptx.OPEN_LANE_CONSTRAINTS)
     offset_words = Int64(llvm.extractvalue(T.i64(), out, [0]))

@@ -33,15 +33,18 @@ class Block(torch.nn.Module):
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
         a = torch.nn.functional.scaled_dot_product_attention(
-            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
         x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
         return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
 
 
 def main():
     if not torch.cuda.is_available():
-        print("examples/auto_torch_compile.py: skipped, needs a CUDA GPU (auto mode instruments "
-              "compiled kernels; the CPU interpreter compiles none)")
+        print(
+            "examples/auto_torch_compile.py: skipped, needs a CUDA GPU (auto mode instruments "
+            "compiled kernels; the CPU interpreter compiles none)"
+        )
         return
     import sm_profiler
 
@@ -63,10 +66,12 @@ def main():
     # The launch that leaves the most SM-time idle (idle share x span): where a better grid or a
     # fusion would pay most. Small grids (waves < 1) idle most SMs for the whole launch.
     worst = max(reports, key=lambda r: r.idle_pct * r.span_ns)
-    print(f"\nmost idle SM-time: {worst.kernel} (launch {worst.capture}): {worst.programs} "
-          f"programs, {worst.waves:.1f} waves, {worst.idle_pct:.0f}% of SM-time idle over its "
-          f"{worst.span_ns / 1e3:.1f} us; its last SM (SM {worst.last_sm}) ends "
-          f"{worst.tail_ns / 1e3:.2f} us after the median SM")
+    print(
+        f"\nmost idle SM-time: {worst.kernel} (launch {worst.capture}): {worst.programs} "
+        f"programs, {worst.waves:.1f} waves, {worst.idle_pct:.0f}% of SM-time idle over its "
+        f"{worst.span_ns / 1e3:.1f} us; its last SM (SM {worst.last_sm}) ends "
+        f"{worst.tail_ns / 1e3:.2f} us after the median SM"
+    )
 
     # %% The trace: each SM a track, its programs on 'slot' rows, named after their kernel.
     os.makedirs(OUT, exist_ok=True)

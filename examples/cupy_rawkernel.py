@@ -80,8 +80,11 @@ def kernel():
         CUDA_SRC,
         "sum_squares",
         # The digest: CuPy caches builds by source and options, not by the included headers.
-        options=(f"-I{sm_profiler.cuda_include_dir()}", "--std=c++17",
-                 f"-DSM_PROFILER_HEADERS={sm_profiler.cuda.headers_digest()}"),  # fmt: skip
+        options=(
+            f"-I{sm_profiler.cuda_include_dir()}",
+            "--std=c++17",
+            f"-DSM_PROFILER_HEADERS={sm_profiler.cuda.headers_digest()}",
+        ),
     )
 
 

@@ -74,9 +74,12 @@ TILE = THREADS * ELEMS
 
 @cute.kernel
 def silu_kernel(
-    x: cute.Tensor, y: cute.Tensor, num_tiles: Int32, prof_buf: cute.Tensor,
+    x: cute.Tensor,
+    y: cute.Tensor,
+    num_tiles: Int32,
+    prof_buf: cute.Tensor,
     PROFILE: cutlass.Constexpr[bool],
-):  # fmt: skip
+):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()
     grid, _, _ = cute.arch.grid_dim()
@@ -110,9 +113,13 @@ def silu_kernel(
 
 @cute.jit
 def silu_launch(
-    x: cute.Tensor, y: cute.Tensor, num_tiles: Int32, grid: Int32, prof_buf: cute.Tensor,
+    x: cute.Tensor,
+    y: cute.Tensor,
+    num_tiles: Int32,
+    grid: Int32,
+    prof_buf: cute.Tensor,
     PROFILE: cutlass.Constexpr[bool],
-):  # fmt: skip
+):
     silu_kernel(x, y, num_tiles, prof_buf, PROFILE).launch(grid=(grid, 1, 1), block=(THREADS, 1, 1))
 
 
@@ -155,7 +162,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     # Like every example: python examples/cute_regions.py [OUT_DIR]
     ap.add_argument("out_dir", nargs="?", default="sm_profiler_examples_out/cute_regions")
-    ap.add_argument("--trace", help="the trace's path (default: OUT_DIR/cute_regions.perfetto-trace)")
+    ap.add_argument(
+        "--trace", help="the trace's path (default: OUT_DIR/cute_regions.perfetto-trace)"
+    )
     ap.add_argument("--n", type=int, default=1 << 24)
     args = ap.parse_args()
     if args.trace is None:

@@ -102,8 +102,21 @@ NUM_WARPS = 4  # the default (epilogue) partition
 
 
 @gluon.jit
-def _producer_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem, empty_bars,
-                        full_bars, acc_ready, acc_empty, prof, PROFILE: gl.constexpr):  # fmt: skip
+def _producer_partition(
+    a_desc,
+    b_desc,
+    c_desc,
+    a_bufs,
+    b_bufs,
+    c_smem,
+    acc_tmem,
+    empty_bars,
+    full_bars,
+    acc_ready,
+    acc_empty,
+    prof,
+    PROFILE: gl.constexpr,
+):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -133,8 +146,21 @@ def _producer_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem
 
 
 @gluon.jit
-def _mma_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem, empty_bars,
-                   full_bars, acc_ready, acc_empty, prof, PROFILE: gl.constexpr):  # fmt: skip
+def _mma_partition(
+    a_desc,
+    b_desc,
+    c_desc,
+    a_bufs,
+    b_bufs,
+    c_smem,
+    acc_tmem,
+    empty_bars,
+    full_bars,
+    acc_ready,
+    acc_empty,
+    prof,
+    PROFILE: gl.constexpr,
+):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -162,8 +188,13 @@ def _mma_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem, emp
             mbarrier.wait(full_bars.index(s), (it // STAGES) & 1)
             ctx = profiler_event_end(ctx, WAIT_FULL)
             ctx = profiler_event_start(ctx, MMA)  # the issue; completion frees the slot
-            tcgen05_mma(a_bufs.index(s), b_bufs.index(s), acc, use_acc=use_acc,
-                        mbarriers=[empty_bars.index(s)])  # fmt: skip
+            tcgen05_mma(
+                a_bufs.index(s),
+                b_bufs.index(s),
+                acc,
+                use_acc=use_acc,
+                mbarriers=[empty_bars.index(s)],
+            )
             ctx = profiler_event_end(ctx, MMA)
             use_acc = True
             it += 1
@@ -174,8 +205,21 @@ def _mma_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem, emp
 
 
 @gluon.jit
-def _epilogue_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem, empty_bars,
-                        full_bars, acc_ready, acc_empty, prof, PROFILE: gl.constexpr):  # fmt: skip
+def _epilogue_partition(
+    a_desc,
+    b_desc,
+    c_desc,
+    a_bufs,
+    b_bufs,
+    c_smem,
+    acc_tmem,
+    empty_bars,
+    full_bars,
+    acc_ready,
+    acc_empty,
+    prof,
+    PROFILE: gl.constexpr,
+):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     ACCS: gl.constexpr = acc_tmem.type.shape[0]
@@ -212,17 +256,27 @@ def _epilogue_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem
 
 
 @gluon.jit
-def bw_matmul_kernel(a_desc, b_desc, c_desc, prof, PROFILE: gl.constexpr,
-                     NUM_STAGES: gl.constexpr, NUM_ACC: gl.constexpr):  # fmt: skip
+def bw_matmul_kernel(
+    a_desc,
+    b_desc,
+    c_desc,
+    prof,
+    PROFILE: gl.constexpr,
+    NUM_STAGES: gl.constexpr,
+    NUM_ACC: gl.constexpr,
+):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [NUM_STAGES] + a_desc.block_type.shape,
-                                       a_desc.layout)  # fmt: skip
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [NUM_STAGES] + b_desc.block_type.shape,
-                                       b_desc.layout)  # fmt: skip
+    a_bufs = gl.allocate_shared_memory(
+        a_desc.dtype, [NUM_STAGES] + a_desc.block_type.shape, a_desc.layout
+    )
+    b_bufs = gl.allocate_shared_memory(
+        b_desc.dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout
+    )
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
-    acc_tmem = allocate_tensor_memory(gl.float32, [NUM_ACC, BM, BN],
-                                      TensorMemoryLayout(block=(BM, BN), col_stride=1))  # fmt: skip
+    acc_tmem = allocate_tensor_memory(
+        gl.float32, [NUM_ACC, BM, BN], TensorMemoryLayout(block=(BM, BN), col_stride=1)
+    )
     empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     full_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     acc_ready = gl.allocate_shared_memory(gl.int64, [NUM_ACC, 1], mbarrier.MBarrierLayout())
@@ -236,15 +290,65 @@ def bw_matmul_kernel(a_desc, b_desc, c_desc, prof, PROFILE: gl.constexpr,
     fence_async_shared()
 
     gl.warp_specialize(
-        [(_epilogue_partition, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem,
-                                empty_bars, full_bars, acc_ready, acc_empty, prof, PROFILE)),
-         (_producer_partition, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem,
-                                empty_bars, full_bars, acc_ready, acc_empty, prof, PROFILE)),
-         (_mma_partition, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, acc_tmem, empty_bars,
-                           full_bars, acc_ready, acc_empty, prof, PROFILE))],
+        [
+            (
+                _epilogue_partition,
+                (
+                    a_desc,
+                    b_desc,
+                    c_desc,
+                    a_bufs,
+                    b_bufs,
+                    c_smem,
+                    acc_tmem,
+                    empty_bars,
+                    full_bars,
+                    acc_ready,
+                    acc_empty,
+                    prof,
+                    PROFILE,
+                ),
+            ),
+            (
+                _producer_partition,
+                (
+                    a_desc,
+                    b_desc,
+                    c_desc,
+                    a_bufs,
+                    b_bufs,
+                    c_smem,
+                    acc_tmem,
+                    empty_bars,
+                    full_bars,
+                    acc_ready,
+                    acc_empty,
+                    prof,
+                    PROFILE,
+                ),
+            ),
+            (
+                _mma_partition,
+                (
+                    a_desc,
+                    b_desc,
+                    c_desc,
+                    a_bufs,
+                    b_bufs,
+                    c_smem,
+                    acc_tmem,
+                    empty_bars,
+                    full_bars,
+                    acc_ready,
+                    acc_empty,
+                    prof,
+                    PROFILE,
+                ),
+            ),
+        ],
         [1, 1],  # warps: producer, mma
         [40, 40],  # registers per thread of the workers
-    )  # fmt: skip
+    )
 
 
 # %%
@@ -267,9 +371,15 @@ def matmul(a, b, prof=None):
     else:
         buf, profile = prof.get_buffer(), prof.enabled
     bw_matmul_kernel[(grid_size(M, N),)](
-        a_desc, b_desc, c_desc, buf, PROFILE=profile, NUM_STAGES=NUM_STAGES, NUM_ACC=NUM_ACC,
+        a_desc,
+        b_desc,
+        c_desc,
+        buf,
+        PROFILE=profile,
+        NUM_STAGES=NUM_STAGES,
+        NUM_ACC=NUM_ACC,
         num_warps=NUM_WARPS,
-    )  # fmt: skip
+    )
     return c
 
 
@@ -284,8 +394,11 @@ def signature():
         "a_desc": f"tensordesc<fp16[{BLOCK_M}, {BLOCK_K}],{a_l!r}>",
         "b_desc": f"tensordesc<fp16[{BLOCK_K}, {BLOCK_N}],{b_l!r}>",
         "c_desc": f"tensordesc<fp16[{BLOCK_M}, {BLOCK_N}],{c_l!r}>",
-        "prof": "*i64", "PROFILE": "constexpr", "NUM_STAGES": "constexpr", "NUM_ACC": "constexpr",
-    }  # fmt: skip
+        "prof": "*i64",
+        "PROFILE": "constexpr",
+        "NUM_STAGES": "constexpr",
+        "NUM_ACC": "constexpr",
+    }
 
 
 def compile_for(profile, arch=100):
@@ -301,8 +414,10 @@ def compile_check():
     out = {}
     for profile in (False, True):
         out[profile] = compile_for(profile).asm["ptx"].count("%globaltimer")
-        print(f"compiled bw_matmul_kernel for sm_100 with PROFILE={profile}: "
-              f"{out[profile]} %globaltimer reads in the PTX")  # fmt: skip
+        print(
+            f"compiled bw_matmul_kernel for sm_100 with PROFILE={profile}: "
+            f"{out[profile]} %globaltimer reads in the PTX"
+        )
     return out
 
 

@@ -88,8 +88,16 @@ else:
 TILE, WAIT_EMPTY, LOAD, WAIT_FULL, MMA, WAIT_EPILOGUE, WAIT_ACC, EPILOGUE = (
     gl.constexpr(i) for i in range(8)
 )
-EVENT_NAMES = ["tile", "wait_empty", "load", "wait_full", "mma", "wait_epilogue", "wait_acc",
-               "epilogue"]  # fmt: skip
+EVENT_NAMES = [
+    "tile",
+    "wait_empty",
+    "load",
+    "wait_full",
+    "mma",
+    "wait_epilogue",
+    "wait_acc",
+    "epilogue",
+]
 # Lane groups: one per partition.
 PRODUCER, MMA_GROUP, EPILOGUE_GROUP = gl.constexpr(0), gl.constexpr(1), gl.constexpr(2)
 GROUP_NAMES = ["producer", "mma", "epilogue"]
@@ -120,8 +128,20 @@ def _tile_coords(tile, num_pid_n, BM: gl.constexpr, BN: gl.constexpr):
 
 
 @gluon.jit
-def _producer_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty_bars, full_bars,
-                        acc_ready, acc_empty, prof, PROFILE: gl.constexpr):  # fmt: skip
+def _producer_partition(
+    a_desc,
+    b_desc,
+    c_desc,
+    a_bufs,
+    b_bufs,
+    c_smem,
+    empty_bars,
+    full_bars,
+    acc_ready,
+    acc_empty,
+    prof,
+    PROFILE: gl.constexpr,
+):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -152,8 +172,20 @@ def _producer_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty_ba
 
 
 @gluon.jit
-def _mma_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty_bars, full_bars,
-                   acc_ready, acc_empty, prof, PROFILE: gl.constexpr):  # fmt: skip
+def _mma_partition(
+    a_desc,
+    b_desc,
+    c_desc,
+    a_bufs,
+    b_bufs,
+    c_smem,
+    empty_bars,
+    full_bars,
+    acc_ready,
+    acc_empty,
+    prof,
+    PROFILE: gl.constexpr,
+):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     BK: gl.constexpr = a_desc.block_type.shape[1]
@@ -200,8 +232,20 @@ def _mma_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty_bars, f
 
 
 @gluon.jit
-def _epilogue_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty_bars, full_bars,
-                        acc_ready, acc_empty, prof, PROFILE: gl.constexpr):  # fmt: skip
+def _epilogue_partition(
+    a_desc,
+    b_desc,
+    c_desc,
+    a_bufs,
+    b_bufs,
+    c_smem,
+    empty_bars,
+    full_bars,
+    acc_ready,
+    acc_empty,
+    prof,
+    PROFILE: gl.constexpr,
+):
     BM: gl.constexpr = c_desc.block_type.shape[0]
     BN: gl.constexpr = c_desc.block_type.shape[1]
     pid = gl.program_id(0)
@@ -227,13 +271,14 @@ def _epilogue_partition(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty_ba
 
 
 @gluon.jit
-def ws_matmul_kernel(a_desc, b_desc, c_desc, prof, PROFILE: gl.constexpr,
-                     NUM_STAGES: gl.constexpr):  # fmt: skip
+def ws_matmul_kernel(a_desc, b_desc, c_desc, prof, PROFILE: gl.constexpr, NUM_STAGES: gl.constexpr):
     """C = A @ B. a_desc [BM, BK], b_desc [BK, BN], c_desc [BM, BN] TMA descriptors (fp16)."""
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [NUM_STAGES] + a_desc.block_type.shape,
-                                       a_desc.layout)  # fmt: skip
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [NUM_STAGES] + b_desc.block_type.shape,
-                                       b_desc.layout)  # fmt: skip
+    a_bufs = gl.allocate_shared_memory(
+        a_desc.dtype, [NUM_STAGES] + a_desc.block_type.shape, a_desc.layout
+    )
+    b_bufs = gl.allocate_shared_memory(
+        b_desc.dtype, [NUM_STAGES] + b_desc.block_type.shape, b_desc.layout
+    )
     c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
     empty_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     full_bars = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -249,15 +294,63 @@ def ws_matmul_kernel(a_desc, b_desc, c_desc, prof, PROFILE: gl.constexpr,
     # Every partition gets the same arguments (written inline: a tuple assigned to a variable
     # first would turn the constexpr PROFILE into a tensor). The default partition comes first.
     gl.warp_specialize(
-        [(_mma_partition, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty_bars, full_bars,
-                           acc_ready, acc_empty, prof, PROFILE)),
-         (_producer_partition, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty_bars,
-                                full_bars, acc_ready, acc_empty, prof, PROFILE)),
-         (_epilogue_partition, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_smem, empty_bars,
-                                full_bars, acc_ready, acc_empty, prof, PROFILE))],
+        [
+            (
+                _mma_partition,
+                (
+                    a_desc,
+                    b_desc,
+                    c_desc,
+                    a_bufs,
+                    b_bufs,
+                    c_smem,
+                    empty_bars,
+                    full_bars,
+                    acc_ready,
+                    acc_empty,
+                    prof,
+                    PROFILE,
+                ),
+            ),
+            (
+                _producer_partition,
+                (
+                    a_desc,
+                    b_desc,
+                    c_desc,
+                    a_bufs,
+                    b_bufs,
+                    c_smem,
+                    empty_bars,
+                    full_bars,
+                    acc_ready,
+                    acc_empty,
+                    prof,
+                    PROFILE,
+                ),
+            ),
+            (
+                _epilogue_partition,
+                (
+                    a_desc,
+                    b_desc,
+                    c_desc,
+                    a_bufs,
+                    b_bufs,
+                    c_smem,
+                    empty_bars,
+                    full_bars,
+                    acc_ready,
+                    acc_empty,
+                    prof,
+                    PROFILE,
+                ),
+            ),
+        ],
         [1, 1],  # warps: producer, epilogue (WORKER_WARPS)
         [40, 40],  # registers per thread: scalar code only; the mma warpgroup gets the rest
-    )  # fmt: skip
+    )
+
 
 # %%
 # Launcher
@@ -359,9 +452,7 @@ def compile_for(profile, arch=90):
     src = GluonASTSource(
         ws_matmul_kernel, signature(), {"PROFILE": profile, "NUM_STAGES": NUM_STAGES}
     )
-    return triton.compile(
-        src, target=GPUTarget("cuda", arch, 32), options={"num_warps": NUM_WARPS}
-    )
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": NUM_WARPS})
 
 
 def timer_reads(ptx_text):

@@ -73,9 +73,18 @@ EVENT_NAMES = ["k_loop", "load", "mma", "store"]
 
 @triton.jit
 def matmul_kernel(
-    a_ptr, b_ptr, c_ptr, M, N, K, prof,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PROFILE: tl.constexpr,
-):  # fmt: skip
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    prof,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    PROFILE: tl.constexpr,
+):
     ctx = profiler_init(prof, ENABLED=PROFILE)
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
@@ -115,9 +124,19 @@ def matmul(a, b, prof, BM, BN, BK, num_warps=4):
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     grid = (M // BM, N // BN)
     matmul_kernel[grid](
-        a, b, c, M, N, K, prof.get_buffer(), BM=BM, BN=BN, BK=BK, PROFILE=prof.enabled,
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        prof.get_buffer(),
+        BM=BM,
+        BN=BN,
+        BK=BK,
+        PROFILE=prof.enabled,
         num_warps=num_warps,
-    )  # fmt: skip
+    )
     return c
 
 

@@ -69,9 +69,18 @@ TILE = tl.constexpr(0)
 
 @triton.jit
 def matmul_tiles(
-    a_ptr, b_ptr, c_ptr, M, N, K, prof,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PROFILE: tl.constexpr,
-):  # fmt: skip
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    prof,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    PROFILE: tl.constexpr,
+):
     pid = tl.program_id(0)
     ctx = profiler_init(prof, pid, 0, ENABLED=PROFILE)
     tiles_n = tl.cdiv(N, BN)
@@ -109,9 +118,12 @@ def problem(small, n_sms):
     """5 x ceil(SMs / 4) big tiles: about 1.25 tiles per SM; with half-size tiles, about 5."""
     tile = 16 if small else 128
     return dict(
-        M=5 * tile, N=-(-n_sms // 4) * tile, K=32 if small else 4096, tile=tile,
+        M=5 * tile,
+        N=-(-n_sms // 4) * tile,
+        K=32 if small else 4096,
+        tile=tile,
         dtype=torch.float32 if small else torch.float16,
-    )  # fmt: skip
+    )
 
 
 def launch(a, b, grid, BM, BN, BK, name):
@@ -194,7 +206,9 @@ def main(out_dir="sm_profiler_examples_out/persistent_tail", small=None):
     from sm_profiler.export import export
 
     export(trace, paths["perfetto"])
-    print(f"wrote {paths['perfetto']} (one track per SM, in SM order; look for the idle SMs at the end)")
+    print(
+        f"wrote {paths['perfetto']} (one track per SM, in SM order; look for the idle SMs at the end)"
+    )
     try:
         from sm_profiler.plot import plot
 

@@ -89,9 +89,14 @@ def add(x, y, prof=None, block=1024):
     n = x.numel()
     grid = (triton.cdiv(n, block),)
     add_kernel[grid](
-        x, y, out, n, prof.get_buffer() if prof is not None else None, BLOCK=block,
+        x,
+        y,
+        out,
+        n,
+        prof.get_buffer() if prof is not None else None,
+        BLOCK=block,
         PROFILE=prof is not None and prof.enabled,
-    )  # fmt: skip
+    )
     return out
 
 

@@ -87,14 +87,26 @@ EVENT_NAMES = ["tile", "load", "mma"]
 
 @triton.jit
 def matmul_kernel(
-    a_ptr, b_ptr, c_ptr, M, N, K, prof,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PROFILE: tl.constexpr,
-    NUM_WARPS: tl.constexpr, INNER: tl.constexpr = True, WS: tl.constexpr = False,
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    prof,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    PROFILE: tl.constexpr,
+    NUM_WARPS: tl.constexpr,
+    INNER: tl.constexpr = True,
+    WS: tl.constexpr = False,
     STAGE: tl.constexpr = 0,
-):  # fmt: skip
+):
     pid = tl.program_id(0)
-    ctx = profiler_init(prof, pid, 0, ENABLED=PROFILE, PER_WARP=True, NUM_WARPS=NUM_WARPS,
-                        STAGE=STAGE)  # fmt: skip
+    ctx = profiler_init(
+        prof, pid, 0, ENABLED=PROFILE, PER_WARP=True, NUM_WARPS=NUM_WARPS, STAGE=STAGE
+    )
     tiles_n = tl.cdiv(N, BN)
     rm = (pid // tiles_n) * BM + tl.arange(0, BM)
     rn = (pid % tiles_n) * BN + tl.arange(0, BN)
@@ -143,9 +155,23 @@ def matmul(a, b, prof, BM, BN, BK, num_warps, ws=False, inner=True, stage=0):
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
     grid = ((M // BM) * (N // BN),)
     matmul_kernel[grid](
-        a, b, c, M, N, K, prof.get_buffer(), BM=BM, BN=BN, BK=BK, PROFILE=True,
-        NUM_WARPS=num_warps, INNER=inner, WS=ws, STAGE=stage, num_warps=num_warps,
-    )  # fmt: skip
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        prof.get_buffer(),
+        BM=BM,
+        BN=BN,
+        BK=BK,
+        PROFILE=True,
+        NUM_WARPS=num_warps,
+        INNER=inner,
+        WS=ws,
+        STAGE=stage,
+        num_warps=num_warps,
+    )
     return c
 
 
@@ -201,15 +227,24 @@ def main(out_dir="sm_profiler_examples_out/warp_specialized", small=None):
         f"{staged.dropped_total} dropped"
     )
 
-    result = {"profiler": prof, "trace": trace, "perfetto": path, "num_warps": num_warps,
-              "staged": staged}  # fmt: skip
+    result = {
+        "profiler": prof,
+        "trace": trace,
+        "perfetto": path,
+        "num_warps": num_warps,
+        "staged": staged,
+    }
     cc = torch.cuda.get_device_capability() if not INTERPRET else (0, 0)
     if cc[0] >= 10:
         # Blackwell: warp-specialize the K loop, profiler ops outside it (see the docstring).
         prof_ws = SmProfiler(
-            (M // BM) * (N // BN), 16, 2, device=DEVICE, kernel_name="matmul_ws",
+            (M // BM) * (N // BN),
+            16,
+            2,
+            device=DEVICE,
+            kernel_name="matmul_ws",
             group_names=[f"warp {w}" for w in range(16)],
-        )  # fmt: skip
+        )
         prof_ws.register_event(0, "tile")
         c = matmul(a, b, prof_ws, BM, BN, BK, num_warps, ws=True, inner=False)
         torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.5, rtol=0.02)
@@ -229,11 +264,22 @@ def main(out_dir="sm_profiler_examples_out/warp_specialized", small=None):
 # CPU. This needs the GPU code path of the ops, so run it with ``TRITON_INTERPRET=0``.
 
 SIGNATURE = {
-    "a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
-    "prof": "*i64", "BM": "constexpr", "BN": "constexpr", "BK": "constexpr",
-    "PROFILE": "constexpr", "NUM_WARPS": "constexpr", "INNER": "constexpr", "WS": "constexpr",
+    "a_ptr": "*fp16",
+    "b_ptr": "*fp16",
+    "c_ptr": "*fp16",
+    "M": "i32",
+    "N": "i32",
+    "K": "i32",
+    "prof": "*i64",
+    "BM": "constexpr",
+    "BN": "constexpr",
+    "BK": "constexpr",
+    "PROFILE": "constexpr",
+    "NUM_WARPS": "constexpr",
+    "INNER": "constexpr",
+    "WS": "constexpr",
     "STAGE": "constexpr",
-}  # fmt: skip
+}
 VARIANTS = {
     "per-warp ops in the K loop": dict(WS=False, INNER=True),
     "warp_specialize, ops outside the loop": dict(WS=True, INNER=False),

@@ -54,8 +54,20 @@ def cuda_include_dir() -> str:
 # (`sm_profiler.stats.compute_stats`). Not triton_ops: importing it reads TRITON_INTERPRET, which
 # must happen where the user imports it, after setting the switch.
 _SUBMODULES = (
-    "capture", "cli", "cuda", "decode", "export", "format", "merge", "plot", "stats",
-    "stats_table", "tables", "timeline", "trace", "ui_server",
+    "capture",
+    "cli",
+    "cuda",
+    "decode",
+    "export",
+    "format",
+    "merge",
+    "plot",
+    "stats",
+    "stats_table",
+    "tables",
+    "timeline",
+    "trace",
+    "ui_server",
 )
 
 
@@ -71,8 +83,9 @@ def auto(capacity: int | None = None, *, ring: bool = False, level: str = "progr
     newest instead of the first; level: 'program' or 'warp'."""
     from .auto_mode import DEFAULT_CAPACITY, AutoProfiler
 
-    return AutoProfiler(DEFAULT_CAPACITY if capacity is None else capacity, ring=ring,
-                        level=level, device=device)  # fmt: skip
+    return AutoProfiler(
+        DEFAULT_CAPACITY if capacity is None else capacity, ring=ring, level=level, device=device
+    )
 
 
 def __getattr__(name):

@@ -27,9 +27,18 @@ MAX_META_BYTES = 1 << 26
 # What a damaged zip member can raise while it is read: a bad compression method
 # (NotImplementedError), "encrypted" flags (RuntimeError), a corrupt deflate stream (zlib.error).
 _READ_ERRORS = (
-    OSError, ValueError, KeyError, TypeError, EOFError, NotImplementedError, RuntimeError,
-    zipfile.BadZipFile, zlib.error, RecursionError, MemoryError,
-)  # fmt: skip
+    OSError,
+    ValueError,
+    KeyError,
+    TypeError,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    zipfile.BadZipFile,
+    zlib.error,
+    RecursionError,
+    MemoryError,
+)
 
 
 @dataclass

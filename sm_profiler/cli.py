@@ -83,8 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("stats", help="per-event durations, per-SM occupancy, load imbalance")
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.add_argument("--width", type=int, default=None, help="line width (default: terminal's)")
-    c.add_argument("--by", choices=("group", "sm", "launch"), default=None,
-                   help="also break each event's count, total and self time down by this")  # fmt: skip
+    c.add_argument(
+        "--by",
+        choices=("group", "sm", "launch"),
+        default=None,
+        help="also break each event's count, total and self time down by this",
+    )
     c.set_defaults(func=cmd_stats)
 
     c = sub.add_parser("export", help="write a Perfetto or JSON trace")
@@ -101,25 +105,60 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(_FORMAT_ALIASES),
         help="perfetto, or chrome (= json, Chrome trace-event JSON); overrides the extension",
     )
-    c.add_argument("--capture", type=int, default=None, metavar="N", dest="capture_index",
-                   help="export only capture N (a launch; `info` lists them)")  # fmt: skip
-    c.add_argument("--cut-gaps", action="store_true",
-                   help="lay launches end to end: host time between them is cut, and marked")  # fmt: skip
-    for flag, what in (("--sms", "SM ids"), ("--blocks", "block ids"), ("--groups", "group ids"),
-                       ("--detail-sms", "SMs kept in full detail when summarised")):  # fmt: skip
-        c.add_argument(flag, type=_int_list, default=None, metavar="A,B,..",
-                       help=f"{what}, comma-separated: keep only these" if flag != "--detail-sms"
-                       else what)  # fmt: skip
-    c.add_argument("--events", type=lambda v: v.split(","), default=None, metavar="NAME,..",
-                   help="keep only these events (names or ids)")  # fmt: skip
-    c.add_argument("--window-us", type=_window, default=None, metavar="START:END",
-                   help="keep what touches this window, in µs from the trace's start")  # fmt: skip
+    c.add_argument(
+        "--capture",
+        type=int,
+        default=None,
+        metavar="N",
+        dest="capture_index",
+        help="export only capture N (a launch; `info` lists them)",
+    )
+    c.add_argument(
+        "--cut-gaps",
+        action="store_true",
+        help="lay launches end to end: host time between them is cut, and marked",
+    )
+    for flag, what in (
+        ("--sms", "SM ids"),
+        ("--blocks", "block ids"),
+        ("--groups", "group ids"),
+        ("--detail-sms", "SMs kept in full detail when summarised"),
+    ):
+        c.add_argument(
+            flag,
+            type=_int_list,
+            default=None,
+            metavar="A,B,..",
+            help=f"{what}, comma-separated: keep only these" if flag != "--detail-sms" else what,
+        )
+    c.add_argument(
+        "--events",
+        type=lambda v: v.split(","),
+        default=None,
+        metavar="NAME,..",
+        help="keep only these events (names or ids)",
+    )
+    c.add_argument(
+        "--window-us",
+        type=_window,
+        default=None,
+        metavar="START:END",
+        help="keep what touches this window, in µs from the trace's start",
+    )
     s_ = c.add_mutually_exclusive_group()
-    s_.add_argument("--summary", dest="summary", action="store_true", default=None,
-                    help="summarise ranges into per-SM counters (default: above "
-                    "1,000,000 trace rows)")  # fmt: skip
-    s_.add_argument("--no-summary", dest="summary", action="store_false",
-                    help="export every range, however many")
+    s_.add_argument(
+        "--summary",
+        dest="summary",
+        action="store_true",
+        default=None,
+        help="summarise ranges into per-SM counters (default: above 1,000,000 trace rows)",
+    )
+    s_.add_argument(
+        "--no-summary",
+        dest="summary",
+        action="store_false",
+        help="export every range, however many",
+    )
     c.set_defaults(func=cmd_export)
 
     c = sub.add_parser(
@@ -150,8 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
         "'sm_profiler[query]'); columns are listed in docs/query.md.",
     )
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
-    c.add_argument("sql", metavar="SQL", help="e.g. \"select name, sum(self_ns) from events "
-                   "group by name\"")  # fmt: skip
+    c.add_argument(
+        "sql", metavar="SQL", help='e.g. "select name, sum(self_ns) from events group by name"'
+    )
     c.add_argument("--max-rows", type=int, default=50, help="rows printed (default 50)")
     c.set_defaults(func=cmd_query)
 
@@ -184,17 +224,36 @@ def build_parser() -> argparse.ArgumentParser:
         "kernel report is printed and OUT gets auto.npz (the capture), auto.perfetto-trace and "
         "auto_stats.txt. docs/auto.md.",
     )
-    c.add_argument("--out", default="sm_profiler_auto_out", metavar="DIR",
-                   help="folder for the outputs (default: %(default)s)")
-    c.add_argument("--capacity", type=int, default=None,
-                   help="records kept, a power of two (default: 2**22, 128 MiB on the GPU)")
-    c.add_argument("--ring", action="store_true",
-                   help="keep the newest records instead of the first (long loops)")
-    c.add_argument("--level", choices=("program", "warp"), default="program",
-                   help="one record per program (default) or per warp")
+    c.add_argument(
+        "--out",
+        default="sm_profiler_auto_out",
+        metavar="DIR",
+        help="folder for the outputs (default: %(default)s)",
+    )
+    c.add_argument(
+        "--capacity",
+        type=int,
+        default=None,
+        help="records kept, a power of two (default: 2**22, 128 MiB on the GPU)",
+    )
+    c.add_argument(
+        "--ring",
+        action="store_true",
+        help="keep the newest records instead of the first (long loops)",
+    )
+    c.add_argument(
+        "--level",
+        choices=("program", "warp"),
+        default="program",
+        help="one record per program (default) or per warp",
+    )
     c.add_argument("--width", type=int, default=None, help="report line width")
-    c.add_argument("command", nargs=argparse.REMAINDER, metavar="-- SCRIPT [ARGS...]",
-                   help="the script and its arguments, or -m MODULE [ARGS...]")  # fmt: skip
+    c.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        metavar="-- SCRIPT [ARGS...]",
+        help="the script and its arguments, or -m MODULE [ARGS...]",
+    )
     c.set_defaults(func=cmd_run)
 
     return p
@@ -211,8 +270,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if argv and argv[0] == "--":
         argv = argv[1:]
     if not argv or (argv[0] == "-m" and len(argv) < 2):
-        raise ConfigError("sm-profiler run needs a script: sm-profiler run [options] -- "
-                          "train.py [args] (or -m package.module [args])")  # fmt: skip
+        raise ConfigError(
+            "sm-profiler run needs a script: sm-profiler run [options] -- "
+            "train.py [args] (or -m package.module [args])"
+        )
     module = argv[1] if argv[0] == "-m" else None
     target = argv[1:] if module else argv
     if module is None and not os.path.isfile(target[0]):
@@ -236,13 +297,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
                 traceback.print_exc()
                 status = 1
-                print("sm-profiler run: the script raised; writing what it recorded",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    "sm-profiler run: the script raised; writing what it recorded", file=sys.stderr
+                )
     finally:
         sys.argv = old_argv
     if not prof.captures():
-        print("sm-profiler run: no instrumented kernel ran; " + " ".join(prof.notes),
-              file=sys.stderr)  # fmt: skip
+        print(
+            "sm-profiler run: no instrumented kernel ran; " + " ".join(prof.notes), file=sys.stderr
+        )
         return status or 1
     from .auto_mode.report import format_report
 
@@ -253,8 +316,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         f.write(format_report(trace, width=100))
     prof.save(os.path.join(args.out, "auto.npz"))
     prof.export(os.path.join(args.out, "auto.perfetto-trace"))
-    print(f"sm-profiler run: wrote {args.out}/auto.npz, auto.perfetto-trace, auto_stats.txt "
-          f"(open with: sm-profiler open {args.out}/auto.perfetto-trace)")  # fmt: skip
+    print(
+        f"sm-profiler run: wrote {args.out}/auto.npz, auto.perfetto-trace, auto_stats.txt "
+        f"(open with: sm-profiler open {args.out}/auto.perfetto-trace)"
+    )
     return status
 
 
@@ -345,8 +410,12 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"begins, {int((um == UNMATCHED_END).sum())} ends",
         )
         st = compute_stats(trace)
-        row("span", "not shown: the capture mixes launches (see sm-profiler stats)" if st.mixed
-            else format_time(st.span.duration_ns))  # fmt: skip
+        row(
+            "span",
+            "not shown: the capture mixes launches (see sm-profiler stats)"
+            if st.mixed
+            else format_time(st.span.duration_ns),
+        )
     return 0
 
 
@@ -381,12 +450,16 @@ def cmd_merge(args: argparse.Namespace) -> int:
             info = merge.merge_torch_trace(args.torch, sources, args.out)
         else:
             info = merge.merge_ranks(sources, args.out, align=args.align)
-    print(f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {len(sources)} ranks, "
-          f"aligned by {info['method']}")  # fmt: skip
+    print(
+        f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {len(sources)} ranks, "
+        f"aligned by {info['method']}"
+    )
     for r, e in (info.get("error") or {}).items():
         if e.get("matched"):
-            print(f"  GPU {r}: {e['matched']} launches matched to torch's kernel rows; stamps vs "
-                  f"CUPTI within {e['max_abs_ns']:.0f} ns")  # fmt: skip
+            print(
+                f"  GPU {r}: {e['matched']} launches matched to torch's kernel rows; stamps vs "
+                f"CUPTI within {e['max_abs_ns']:.0f} ns"
+            )
     return 0
 
 
@@ -442,8 +515,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     numeric = [all(isinstance(r[i], (int, float)) for r in shown) for i in range(len(names))]
 
     def line(vals: list[str]) -> str:
-        return "  ".join(v.rjust(w) if num else v.ljust(w)
-                         for v, w, num in zip(vals, widths, numeric, strict=True)).rstrip()  # fmt: skip
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(vals, widths, numeric, strict=True)
+        ).rstrip()
 
     print(line(list(names)))
     for r in cells:
@@ -465,9 +540,17 @@ def _export_options(args: argparse.Namespace) -> dict:
     events = None
     if args.events is not None:
         events = [_event_arg(e) for e in args.events]
-    opts = {"capture": args.capture_index, "cut_gaps": args.cut_gaps, "sms": args.sms,
-            "blocks": args.blocks, "groups": args.groups, "events": events,
-            "window_ns": args.window_us, "summary": args.summary, "detail_sms": args.detail_sms}  # fmt: skip
+    opts = {
+        "capture": args.capture_index,
+        "cut_gaps": args.cut_gaps,
+        "sms": args.sms,
+        "blocks": args.blocks,
+        "groups": args.groups,
+        "events": events,
+        "window_ns": args.window_us,
+        "summary": args.summary,
+        "detail_sms": args.detail_sms,
+    }
     return opts
 
 
@@ -480,10 +563,14 @@ def _int_list(text: str) -> list[int]:
     try:
         vals = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give ints separated by commas, e.g. 0,3,7") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give ints separated by commas, e.g. 0,3,7"
+        ) from None
     if any(not -(2**31) <= v < 2**31 for v in vals):
-        raise argparse.ArgumentTypeError(f"{printable(text)!r}: ids fit in 32 bits; give ids from "
-                                         "the trace (sm-profiler info lists them)")  # fmt: skip
+        raise argparse.ArgumentTypeError(
+            f"{printable(text)!r}: ids fit in 32 bits; give ids from "
+            "the trace (sm-profiler info lists them)"
+        )
     return vals
 
 
@@ -491,11 +578,14 @@ def _window(text: str) -> tuple[int, int]:
     try:
         a, b = (float(v) for v in text.split(":"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give START:END in µs, e.g. 100:250.5") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give START:END in µs, e.g. 100:250.5"
+        ) from None
     # Finite and within 2**62 ns (146 years) of the trace's start: an int64 offset either way.
     if not all(abs(v) < 2**62 / 1e3 for v in (a, b)):
-        raise argparse.ArgumentTypeError(f"{text!r}: START and END must be finite µs from the "
-                                         "trace's start, e.g. 100:250.5")  # fmt: skip
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: START and END must be finite µs from the trace's start, e.g. 100:250.5"
+        )
     return int(a * 1e3), int(b * 1e3)
 
 

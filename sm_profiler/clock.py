@@ -35,8 +35,7 @@ def sm_profiler_clock_probe(flag, out, n):
         f = tl.load(flag, volatile=True)
         while f < k + 1:
             f = tl.load(flag, volatile=True)
-        t = tl.inline_asm_elementwise(_GLOBALTIMER, "=l", [], dtype=tl.int64, is_pure=False,
-                                      pack=1)  # fmt: skip
+        t = tl.inline_asm_elementwise(_GLOBALTIMER, "=l", [], dtype=tl.int64, is_pure=False, pack=1)
         tl.store(out + k, t)
 
 
@@ -155,6 +154,9 @@ def compare_gpus(devices=None, samples: int = 200) -> dict:
     out = {"devices": [str(d) for d in devs], "samples": samples, "diff_ns": {}}
     for d, o in zip(devs[1:], onps[1:], strict=True):
         diff = (o - onps[0]).astype(np.int64)
-        out["diff_ns"][str(d)] = {"median": float(np.median(diff)), "min": int(diff.min()),
-                                  "max": int(diff.max())}  # fmt: skip
+        out["diff_ns"][str(d)] = {
+            "median": float(np.median(diff)),
+            "min": int(diff.min()),
+            "max": int(diff.max()),
+        }
     return out

@@ -88,8 +88,11 @@ def format_header() -> str:
         ("HDR_LABEL", f"{fmt.HDR_LABEL}u", "header word: launch label id (version 4)"),
         ("FLAG_RING", f"{fmt.FLAG_RING}u", "header flag (w2 high word): a ring buffer"),
         ("KNOWN_FLAGS", f"{fmt.KNOWN_FLAGS}u", "header flags a reader accepts"),
-        ("MIN_READABLE_VERSION", f"{min(fmt.READABLE_VERSIONS)}u",
-         "readers accept versions MIN_READABLE_VERSION..FORMAT_VERSION"),
+        (
+            "MIN_READABLE_VERSION",
+            f"{min(fmt.READABLE_VERSIONS)}u",
+            "readers accept versions MIN_READABLE_VERSION..FORMAT_VERSION",
+        ),
         ("VERSION_SLOTS", f"{fmt.VERSION_SLOTS}u", "first version with launch slots (w3, w4)"),
         ("HDR_SCRATCH", f"{fmt.HDR_SCRATCH}u", "header word out-of-shape lanes write"),
         ("KIND_BEGIN", f"{fmt.KIND_BEGIN}u", "record tag bits 0..1"),

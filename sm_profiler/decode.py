@@ -63,7 +63,8 @@ def decode(capture: Capture | list[Capture] | np.ndarray) -> TraceData:
     ring_n = None
     if layout.ring:
         recs, sm_att, anchor, ring_lanes, unclosed, ring_n = _unroll_rings(
-            recs, sm_att, anchor, initialized, cap)  # fmt: skip
+            recs, sm_att, anchor, initialized, cap
+        )
     _check_lane_headers(anchor, sm_att, initialized)
     sm = np.where(initialized, (sm_att & _U64(fmt.LOW32)).astype(np.int64), -1).astype(_I32)
     # The device stores the cursor of the latest record that did not fit (0: no overflow).
@@ -258,7 +259,6 @@ def _stale_lanes(hi: np.ndarray, lane_start: np.ndarray) -> list[int]:
     if not len(back):
         return []
     return np.unique(np.searchsorted(lane_start, back, side="right") - 1).tolist()
-
 
 
 def _count_written(recs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -197,7 +197,10 @@ def open_lane(header_words, block: int, group: int) -> tuple[int, int, int]:
     ring_mask     capacity - 1 for a real lane of a ring buffer (FLAG_RING), else all ones (u32)
     """
     u64 = (1 << 64) - 1
-    num_blocks, num_groups = int(header_words[HDR_SHAPE]) & LOW32, int(header_words[HDR_SHAPE]) >> 32
+    num_blocks, num_groups = (
+        int(header_words[HDR_SHAPE]) & LOW32,
+        int(header_words[HDR_SHAPE]) >> 32,
+    )
     cf = int(header_words[HDR_CAPACITY_FLAGS])
     capacity, flags = cf & LOW32, (cf >> 32) & LOW32
     ctrl = int(header_words[HDR_SLOTS])
@@ -352,7 +355,9 @@ class Layout:
                 f"(known: 0x{KNOWN_FLAGS:x}): corrupt buffer or a newer writer"
             )
         if flags & FLAG_RING and cap & (cap - 1):
-            raise FormatError(f"ring buffer with capacity {cap}, not a power of two: corrupt header")
+            raise FormatError(
+                f"ring buffer with capacity {cap}, not a power of two: corrupt header"
+            )
         end = HDR_SCRATCH if version >= 2 else HEADER_WORDS
         first = HDR_LABEL + 1 if version >= VERSION_SLOTS else HDR_CAPACITY_FLAGS + 1
         reserved = np.flatnonzero(words[first:end])
@@ -467,9 +472,16 @@ AUTO_MAX_KERNELS = (1 << AUTO_KERNEL_BITS) - 1  # id 0 is never given: an unwrit
 AUTO_MIN_CAPACITY = AUTO_REGIONS
 AUTO_MAX_CAPACITY = 1 << 31
 AUTO_RECORD_DTYPE = np.dtype(
-    [("start_ns", "<u8"), ("end_lo", "<u4"), ("sm", "<u4"), ("grid_id", "<u4"),
-     ("info", "<u4"), ("ctaid_x", "<u4"), ("ctaid_yz", "<u4")]
-)  # fmt: skip
+    [
+        ("start_ns", "<u8"),
+        ("end_lo", "<u4"),
+        ("sm", "<u4"),
+        ("grid_id", "<u4"),
+        ("info", "<u4"),
+        ("ctaid_x", "<u4"),
+        ("ctaid_yz", "<u4"),
+    ]
+)
 
 
 def auto_capacity_problem(capacity) -> str | None:
@@ -477,8 +489,10 @@ def auto_capacity_problem(capacity) -> str | None:
     if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
         return f"must be an int (records), got {capacity!r}"
     if not AUTO_MIN_CAPACITY <= capacity <= AUTO_MAX_CAPACITY or capacity & (capacity - 1):
-        return (f"must be a power of two in {AUTO_MIN_CAPACITY}..{AUTO_MAX_CAPACITY} (records: "
-                f"{AUTO_REGIONS} regions, one per SM, of a power of two each), got {capacity}")
+        return (
+            f"must be a power of two in {AUTO_MIN_CAPACITY}..{AUTO_MAX_CAPACITY} (records: "
+            f"{AUTO_REGIONS} regions, one per SM, of a power of two each), got {capacity}"
+        )
     return None
 
 

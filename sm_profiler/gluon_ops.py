@@ -69,8 +69,14 @@ _WARP_ZERO_CONSTRAINTS = gl.constexpr(ptx.WARP_ZERO_CONSTRAINTS)
 
 
 @gluon.jit
-def profiler_init(buffer_ptr, block=None, group=0, ENABLED: gl.constexpr = True,
-                  PER_WARP: gl.constexpr = False, RING: gl.constexpr = False):  # fmt: skip
+def profiler_init(
+    buffer_ptr,
+    block=None,
+    group=0,
+    ENABLED: gl.constexpr = True,
+    PER_WARP: gl.constexpr = False,
+    RING: gl.constexpr = False,
+):
     """Open this partition's lane (block, group), or with PER_WARP one lane per warp of the
     partition (group + warp index), and stamp its anchor and SM id. Returns the context.
 
@@ -121,16 +127,24 @@ def profiler_init(buffer_ptr, block=None, group=0, ENABLED: gl.constexpr = True,
             # every event in a BSSY/BSYNC pair (10 SASS per event instead of 8).
             lane_group = gl.full((), 0, gl.int32) + group
             leader = gl.inline_asm_elementwise(
-                _WARP_ZERO_ASM, _WARP_ZERO_CONSTRAINTS, [thread], dtype=gl.int32, is_pure=True,
+                _WARP_ZERO_ASM,
+                _WARP_ZERO_CONSTRAINTS,
+                [thread],
+                dtype=gl.int32,
+                is_pure=True,
                 pack=1,
             )
             opens = leader
         # ptx.open_lane: launch slots, the lane rule (a lane outside the shape gets capacity 0),
         # the stamp.
         offset, capacity, mask = gl.inline_asm_elementwise(
-            _OPEN_LANE_ASM, _OPEN_LANE_CONSTRAINTS, [buffer_ptr, block, lane_group, opens, opens],
-            dtype=(gl.int64, gl.int32, gl.uint32), is_pure=False, pack=1,
-        )  # fmt: skip
+            _OPEN_LANE_ASM,
+            _OPEN_LANE_CONSTRAINTS,
+            [buffer_ptr, block, lane_group, opens, opens],
+            dtype=(gl.int64, gl.int32, gl.uint32),
+            is_pure=False,
+            pack=1,
+        )
         records = buffer_ptr + _HEADER_WORDS + offset
         cursor = gl.full((), 0, gl.int32)
         z = gl.full((), 0, gl.int8)  # no stage

@@ -103,9 +103,13 @@ def clock_offset(caps: list[Capture]):
             )
         for s in clock:
             if isinstance(s, dict) and {"host_ns", "offset_ns"} <= s.keys():
-                samples.append((_ns(s["host_ns"], "clock host_ns"),
-                                _ns(s["offset_ns"], "clock offset_ns"),
-                                _ns(s.get("error_ns", 0), "clock error_ns")))  # fmt: skip
+                samples.append(
+                    (
+                        _ns(s["host_ns"], "clock host_ns"),
+                        _ns(s["offset_ns"], "clock offset_ns"),
+                        _ns(s.get("error_ns", 0), "clock error_ns"),
+                    )
+                )
     if not samples:
         return None
     samples = sorted(set(samples))
@@ -121,8 +125,13 @@ def clock_offset(caps: list[Capture]):
     def offset(t_gpu_ns: float) -> float:
         return o0 + slope * (t_gpu_ns - o0 - h0)
 
-    desc = {"method": "clock", "samples": len(samples), "offset_ns": o0,
-            "drift_ppm": slope * 1e6, "probe_error_ns": err}  # fmt: skip
+    desc = {
+        "method": "clock",
+        "samples": len(samples),
+        "offset_ns": o0,
+        "drift_ppm": slope * 1e6,
+        "probe_error_ns": err,
+    }
     return offset, desc
 
 
@@ -135,8 +144,9 @@ def shift(trace: TraceData, delta_ns: int) -> TraceData:
     ev["start_ns"] = ev["start_ns"] + delta_ns
     ev["end_ns"] = ev["end_ns"] + delta_ns
     lanes = dict(trace.lanes)
-    lanes["anchor_ns"] = np.where(lanes["initialized"], lanes["anchor_ns"] + delta_ns,
-                                  lanes["anchor_ns"])  # fmt: skip
+    lanes["anchor_ns"] = np.where(
+        lanes["initialized"], lanes["anchor_ns"] + delta_ns, lanes["anchor_ns"]
+    )
     um = dict(trace.unmatched)
     um["time_ns"] = um["time_ns"] + delta_ns
     return TraceData(ev, lanes, um, list(trace.kernels), dict(trace.event_names))
@@ -188,8 +198,10 @@ def _write_json(doc: dict, path) -> None:
     try:
         data = encode_json(doc)
     except (ValueError, TypeError, RecursionError) as e:
-        raise CaptureError(f"cannot write {os.fspath(path)!r}: the torch trace's rows cannot be "
-                           f"written back as JSON ({type(e).__name__})") from e  # fmt: skip
+        raise CaptureError(
+            f"cannot write {os.fspath(path)!r}: the torch trace's rows cannot be "
+            f"written back as JSON ({type(e).__name__})"
+        ) from e
     with atomic_output(path) as tmp:
         write_json_bytes(data, tmp, compress=os.fspath(path).lower().endswith(".gz"))
 
@@ -206,13 +218,26 @@ def align_ranks(sources, align: str = "auto") -> tuple[list[tuple[int, list[Trac
     if len(set(ranks)) != len(ranks):
         ranks = list(range(len(per_rank)))  # several files of one rank: number them in order
     clocks = [clock_offset(c) for c in per_rank]
-    barriers = [next((_ns(c.metadata["barrier_ns"], "barrier_ns") for c in caps
-                      if c.metadata.get("barrier_ns") is not None), None)
-                for caps in per_rank]  # fmt: skip
+    barriers = [
+        next(
+            (
+                _ns(c.metadata["barrier_ns"], "barrier_ns")
+                for c in caps
+                if c.metadata.get("barrier_ns") is not None
+            ),
+            None,
+        )
+        for caps in per_rank
+    ]
     method = align
     if align == "auto":
-        method = ("clock" if all(clocks) else "barrier" if all(b is not None for b in barriers)
-                  else "none")  # fmt: skip
+        method = (
+            "clock"
+            if all(clocks)
+            else "barrier"
+            if all(b is not None for b in barriers)
+            else "none"
+        )
     if method == "clock" and not all(clocks):
         raise ConfigError("align='clock': a rank has no clock samples (SmProfiler.calibrate_clock)")
     if method == "barrier" and not all(b is not None for b in barriers):
@@ -272,32 +297,41 @@ def _read_json(path) -> dict:
     try:
         name = repr(os.fspath(path))
     except TypeError as e:
-        raise ConfigError(f"a torch trace path must be a str or os.PathLike, not "
-                          f"{type(path).__name__}") from e  # fmt: skip
+        raise ConfigError(
+            f"a torch trace path must be a str or os.PathLike, not {type(path).__name__}"
+        ) from e
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except (OSError, ValueError) as e:
-        raise CaptureError(f"cannot open the torch trace {name}: "
-                           f"{getattr(e, 'strerror', None) or e}") from e  # fmt: skip
+        raise CaptureError(
+            f"cannot open the torch trace {name}: {getattr(e, 'strerror', None) or e}"
+        ) from e
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise CaptureError(f"the torch trace {name} is not a regular file (a pipe, device or "
-                               "directory?): give the file prof.export_chrome_trace wrote")  # fmt: skip
+            raise CaptureError(
+                f"the torch trace {name} is not a regular file (a pipe, device or "
+                "directory?): give the file prof.export_chrome_trace wrote"
+            )
         gz = os.fspath(path).lower().endswith(".gz")
-        limit = min(MAX_TORCH_BYTES, MAX_TORCH_RATIO * st.st_size + MAX_TORCH_SLACK if gz
-                    else MAX_TORCH_BYTES)  # fmt: skip
+        limit = min(
+            MAX_TORCH_BYTES,
+            MAX_TORCH_RATIO * st.st_size + MAX_TORCH_SLACK if gz else MAX_TORCH_BYTES,
+        )
         try:
             data = _read_bounded(f, gz, limit, name)
             doc = json.loads(data)
         except (CaptureError, MemoryError):
             raise
         except (OSError, EOFError, ValueError, zlib.error) as e:
-            raise CaptureError(f"cannot read the torch trace {name}: {type(e).__name__}: "
-                               f"{_short(str(e))}") from e  # fmt: skip
+            raise CaptureError(
+                f"cannot read the torch trace {name}: {type(e).__name__}: {_short(str(e))}"
+            ) from e
         except RecursionError as e:
-            raise CaptureError(f"the torch trace {name} nests its JSON too deeply to be a "
-                               "trace torch.profiler wrote") from e  # fmt: skip
+            raise CaptureError(
+                f"the torch trace {name} nests its JSON too deeply to be a "
+                "trace torch.profiler wrote"
+            ) from e
     return _check_torch_doc(doc, f"the torch trace {name}")
 
 
@@ -335,18 +369,26 @@ def _check_torch_doc(doc, name: str) -> dict:
         raise CaptureError(f"{name} is not a Chrome trace (no traceEvents list); {fix}")
     base = doc.get("baseTimeNanoseconds", 0)
     if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base < 2**62:
-        raise CaptureError(f"{name}: baseTimeNanoseconds is {_short(repr(base), 40)}, not an "
-                           f"integer number of ns; {fix}")  # fmt: skip
+        raise CaptureError(
+            f"{name}: baseTimeNanoseconds is {_short(repr(base), 40)}, not an "
+            f"integer number of ns; {fix}"
+        )
     for i, e in enumerate(doc["traceEvents"]):
         if not isinstance(e, dict):
-            raise CaptureError(f"{name}: traceEvents[{i}] is a {type(e).__name__}, not an "
-                               f"object: not a Chrome trace; {fix}")  # fmt: skip
+            raise CaptureError(
+                f"{name}: traceEvents[{i}] is a {type(e).__name__}, not an "
+                f"object: not a Chrome trace; {fix}"
+            )
         if e.get("cat") == "kernel" and e.get("ph") == "X":
             for key in ("ts", "dur"):
                 v = e.get(key)
                 ok = isinstance(v, (int, float)) and not isinstance(v, bool)
-                if not ok or not math.isfinite(v) or not abs(v) < MAX_TORCH_US or (
-                        key == "dur" and v < 0):  # fmt: skip
+                if (
+                    not ok
+                    or not math.isfinite(v)
+                    or not abs(v) < MAX_TORCH_US
+                    or (key == "dur" and v < 0)
+                ):
                     raise CaptureError(
                         f"{name}: kernel row traceEvents[{i}] has {key} "
                         f"{_short(repr(v), 40) if key in e else 'missing'}, not a finite "
@@ -486,11 +528,19 @@ def alignment_error(parts: list[TraceData], rows) -> dict:
     de = np.array([int(parts[i].end_ns) - e for i, _, e in m], np.float64)
     return {
         "matched": len(m),
-        "start_delta_ns": {"median": float(np.median(ds)), "min": float(ds.min()), "max": float(ds.max())},
-        "end_delta_ns": {"median": float(np.median(de)), "min": float(de.min()), "max": float(de.max())},
+        "start_delta_ns": {
+            "median": float(np.median(ds)),
+            "min": float(ds.min()),
+            "max": float(ds.max()),
+        },
+        "end_delta_ns": {
+            "median": float(np.median(de)),
+            "min": float(de.min()),
+            "max": float(de.max()),
+        },
         "max_abs_ns": float(max(np.abs(ds).max(), np.abs(de).max())),
         "outside_profile": outside,
-    }  # fmt: skip
+    }
 
 
 def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) -> dict:
@@ -505,8 +555,10 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     multi = isinstance(sources, (list, tuple)) and sources and not isinstance(sources[0], Capture)
     srcs = list(sources) if multi else [sources]
     if offset_ns is not None:
-        ranks = [(_rank_of(captures_of(s), i), _decoded(captures_of(s), lambda t: offset_ns))
-                 for i, s in enumerate(srcs)]  # fmt: skip
+        ranks = [
+            (_rank_of(captures_of(s), i), _decoded(captures_of(s), lambda t: offset_ns))
+            for i, s in enumerate(srcs)
+        ]
         info = {"method": "given", "offset_ns": offset_ns}
     else:
         ranks, info = align_ranks(srcs, "auto")
@@ -517,8 +569,11 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
             if m:
                 off = float(np.median([parts[i].start_ns - s for i, s, _ in m]))
                 ranks = [(r, [shift(p, -int(round(off))) for p in parts])]
-                info = {"method": "kernels", "offset_ns": off,
-                        "note": "offset from the instrumented kernels' CUPTI rows"}  # fmt: skip
+                info = {
+                    "method": "kernels",
+                    "offset_ns": off,
+                    "note": "offset from the instrumented kernels' CUPTI rows",
+                }
     err = {r: alignment_error(parts, rows) for r, parts in ranks}
     info = dict(info, error=err)
     base = int(doc.get("baseTimeNanoseconds", 0))

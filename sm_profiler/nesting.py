@@ -57,8 +57,15 @@ def range_tree(trace: TraceData) -> dict[str, np.ndarray]:
     covered = np.minimum(e[has], e[parent[has]]) - np.maximum(s[has], s[parent[has]])
     child_ns = np.bincount(parent[has], weights=np.maximum(covered, 0), minlength=n)
     self_ns = np.maximum(dur - child_ns.astype(np.int64), 0)
-    return {"row": rows, "start_ns": s, "end_ns": e, "event": ev["event"][rows],
-            "parent": parent, "self_ns": self_ns, "lane_key": lane}  # fmt: skip
+    return {
+        "row": rows,
+        "start_ns": s,
+        "end_ns": e,
+        "event": ev["event"][rows],
+        "parent": parent,
+        "self_ns": self_ns,
+        "lane_key": lane,
+    }
 
 
 def self_time(trace: TraceData) -> np.ndarray:
@@ -87,8 +94,13 @@ def waits(trace: TraceData, tree: dict[str, np.ndarray] | None = None) -> dict[s
     gap = t["start_ns"][b] - t["end_ns"][a]
     keep = gap >= 0
     a, b, gap = a[keep], b[keep], gap[keep]
-    return {"before": t["event"][a], "after": t["event"][b], "gap_ns": gap,
-            "row_before": t["row"][a], "row_after": t["row"][b]}  # fmt: skip
+    return {
+        "before": t["event"][a],
+        "after": t["event"][b],
+        "gap_ns": gap,
+        "row_before": t["row"][a],
+        "row_after": t["row"][b],
+    }
 
 
 def _lane_key(ev: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:

@@ -99,8 +99,14 @@ def declared_stage_bytes(ptx_text: str) -> int:
     return sum(int(n) for n in _STAGE_DECL.findall(ptx_text))
 
 
-def stage_report(kernel: str, ptx_text: str, shared_bytes: int, num_warps: int,
-                 regs_per_thread: int, limits: SmLimits) -> StageReport | None:  # fmt: skip
+def stage_report(
+    kernel: str,
+    ptx_text: str,
+    shared_bytes: int,
+    num_warps: int,
+    regs_per_thread: int,
+    limits: SmLimits,
+) -> StageReport | None:
     """None if the kernel declares no stage; else blocks per SM with and without it.
 
     shared_bytes is what Triton counted (metadata.shared: the kernel's own dynamic shared
@@ -177,8 +183,14 @@ def _on_kernel_load(module, function, name, metadata_group, hash):  # noqa: A002
             return
         with open(json_path) as f:
             meta = json.load(f)
-        report = stage_report(name, text, int(meta.get("shared", 0)), int(meta["num_warps"]),
-                              _regs_per_thread(function), SmLimits.of_device())  # fmt: skip
+        report = stage_report(
+            name,
+            text,
+            int(meta.get("shared", 0)),
+            int(meta["num_warps"]),
+            _regs_per_thread(function),
+            SmLimits.of_device(),
+        )
     except (OSError, ValueError, KeyError, RuntimeError):
         return  # a check that cannot run must never stop the user's launch
     if report is not None and report.lowers_occupancy:

@@ -49,8 +49,15 @@ def plot(
     _require_matplotlib()
     _check_picture_format(path)
     check_writable(path)
-    fig = figure(trace, width_in=width_in, dpi=dpi, colors=colors, title=title,
-                 max_vector=max_vector, capture=capture)  # fmt: skip
+    fig = figure(
+        trace,
+        width_in=width_in,
+        dpi=dpi,
+        colors=colors,
+        title=title,
+        max_vector=max_vector,
+        capture=capture,
+    )
     fig.savefig(path, dpi=dpi)
     return os.fspath(path)
 
@@ -112,21 +119,34 @@ def figure(
     palette = _palette(trace, ev_ids, colors or {})
     n_rects = sum(len(lay["ranges"]["x0"]) + len(lay["blocks"]["x0"]) for lay in layouts)
     for ax, lay, c, span in zip(axes, layouts, caps, spans, strict=True):
-        _draw(ax, lay, palette, 1e3 / scale, max(span / scale, 1e-9), n_rects <= max_vector,
-              width_in, dpi)  # fmt: skip
+        _draw(
+            ax,
+            lay,
+            palette,
+            1e3 / scale,
+            max(span / scale, 1e-9),
+            n_rects <= max_vector,
+            width_in,
+            dpi,
+        )
         if len(parts) > 1:
             k = trace.kernels[c]
             blocks = f"{k.num_blocks} block" + ("s" if k.num_blocks != 1 else "")
-            ax.set_title(f"{trace.capture_name(c)} · {blocks} · span "
-                         f"{format_time(span)}", fontsize="medium", loc="left")  # fmt: skip
+            ax.set_title(
+                f"{trace.capture_name(c)} · {blocks} · span {format_time(span)}",
+                fontsize="medium",
+                loc="left",
+            )
     several = len(parts) > 1
     since = "each launch's start" if several else "kernel start"
     axes[-1].set_xlabel(f"time from {since} ({unit})")
 
     names = list(dict.fromkeys(p.kernels[0].name for p in parts))  # launch order, once each
-    heading = title if title is not None else (
-        f"SM occupancy: {', '.join(names)}" if names else "SM occupancy"
-    )  # fmt: skip
+    heading = (
+        title
+        if title is not None
+        else (f"SM occupancy: {', '.join(names)}" if names else "SM occupancy")
+    )
     if trace.emulated:  # kept with a title of the caller's: the picture is not GPU timing
         heading += "  (emulated: host clock, SM ids emulated)"
     if several:
@@ -135,8 +155,7 @@ def figure(
         axes[0].set_title(heading)
     handles = [Patch(facecolor=BLOCK_COLOR, label="block resident")]
     handles += [Patch(facecolor=col, label=trace.event_name(e)) for e, col in palette.items()]
-    axes[0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0),
-                   fontsize="small")  # fmt: skip
+    axes[0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")
     fig.tight_layout()
     return fig
 
@@ -149,8 +168,16 @@ def _require_matplotlib() -> None:
         raise MissingDependencyError("matplotlib", "plot()", extra="plot") from e
 
 
-def _draw(ax, layout: dict, palette: dict[int, str], per_us: float, x_max: float,
-          vector: bool, width_in: float, dpi: int) -> None:  # fmt: skip
+def _draw(
+    ax,
+    layout: dict,
+    palette: dict[int, str],
+    per_us: float,
+    x_max: float,
+    vector: bool,
+    width_in: float,
+    dpi: int,
+) -> None:
     """One launch's SM rows on `ax`; x in the figure's unit (`per_us` of it per µs)."""
     from matplotlib.collections import PolyCollection
 
@@ -177,8 +204,9 @@ def _draw(ax, layout: dict, palette: dict[int, str], per_us: float, x_max: float
             _paint(
                 img, {k: v[m] for k, v in r.items()}, sx, sy, np.array(to_rgb(color), np.float32)
             )
-        ax.imshow(img, extent=(0, x_max, n_rows - 0.5, -0.5), aspect="auto",
-                  interpolation="nearest")  # fmt: skip
+        ax.imshow(
+            img, extent=(0, x_max, n_rows - 0.5, -0.5), aspect="auto", interpolation="nearest"
+        )
     ax.set_xlim(0, x_max)
     ax.set_ylim(n_rows - 0.5, -0.5)  # SM with the smallest id on top, like a trace viewer
     step = max(1, math.ceil(n_rows / MAX_Y_TICKS))

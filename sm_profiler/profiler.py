@@ -192,8 +192,9 @@ class SmProfiler:
 
         self._require_slots("step")
         grid = normal_grid(grid) if grid != () else ()
-        self._launched(LaunchLabel(_check_name(kernel, "kernel"), grid, num_warps,
-                                   call_site(sys._getframe(1))))  # fmt: skip
+        self._launched(
+            LaunchLabel(_check_name(kernel, "kernel"), grid, num_warps, call_site(sys._getframe(1)))
+        )
 
     def _launched(self, label) -> None:
         """A launch into this buffer was queued (the Triton hook or `step`): queue the slot step."""
@@ -440,8 +441,9 @@ def _interpret_env() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def _interpreter_numpy_error(triton_version: str | None = None,
-                              numpy_version: str | None = None) -> str:
+def _interpreter_numpy_error(
+    triton_version: str | None = None, numpy_version: str | None = None
+) -> str:
     """Why Triton's interpreter cannot run here ('' if it can). Triton 3.6's interpreter turns
     1-element arrays into Python ints, which numpy 2.4 refuses: every kernel then fails with
     "only 0-dimensional arrays can be converted to Python scalars" (Triton 3.7 and later run)."""
@@ -459,8 +461,8 @@ def _interpreter_numpy_error(triton_version: str | None = None,
     if release(triton_version) < (3, 7) and release(numpy_version) >= (2, 4):
         return (
             f"Triton {triton_version}'s CPU interpreter (TRITON_INTERPRET=1) cannot run with numpy "
-            f"{numpy_version}: every kernel fails in it with \"only 0-dimensional arrays can be "
-            "converted to Python scalars\". Install numpy older than 2.4 (pip install "
+            f'{numpy_version}: every kernel fails in it with "only 0-dimensional arrays can be '
+            'converted to Python scalars". Install numpy older than 2.4 (pip install '
             "'numpy<2.4') or Triton 3.7 or newer (pip install -U triton)"
         )
     return ""

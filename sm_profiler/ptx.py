@@ -29,6 +29,7 @@ _STAMP_LANE = (
     f"@p st.global.u32 [{{r}}+{SM_OFFSET_BYTES}], s;\n\t"
 )
 
+
 def open_lane() -> str:
     """Find a lane and stamp it: the lane rule (format.open_lane, docs/format.md), one text for
     the Gluon ops, cute_ops and the CUDA C++ header.
@@ -129,8 +130,9 @@ def init_leader(per_warp: bool) -> str:
 RECORD_MODES = ("warp", "all", "thread")
 
 
-def record(after: bool, first: int = 0, mode: str = "thread", vector: bool = False,
-           ring: bool = False) -> str:  # fmt: skip
+def record(
+    after: bool, first: int = 0, mode: str = "thread", vector: bool = False, ring: bool = False
+) -> str:
     """One event. Operands from $first: records (u64 address of records[0]), cursor, capacity,
     leader, tag, (ring mask, with `ring`), (dependency, with `after`); with first=1, $0 is a
     dummy output set to 0.
@@ -180,8 +182,13 @@ def record(after: bool, first: int = 0, mode: str = "thread", vector: bool = Fal
         head = head.replace(".reg .u64 t, a;", ".reg .u64 t, r, a;")
         body = "mov.b64 r, {lo, $4};\n\t" + address + "@pin st.global.u64 [a], r;\n\t"
     text = (
-        head + timer + "cvt.u32.u64 lo, t;\n\t" + bound + body
-        + f"@pov st.global.u32 [$0+{LAST_DROPPED_OFFSET_BYTES}], $1;\n\t" + tail
+        head
+        + timer
+        + "cvt.u32.u64 lo, t;\n\t"
+        + bound
+        + body
+        + f"@pov st.global.u32 [$0+{LAST_DROPPED_OFFSET_BYTES}], $1;\n\t"
+        + tail
     )
     return _shift(text, first) + "}"
 
@@ -385,14 +392,21 @@ def elementwise_index(per_warp: bool, after: bool, ring: bool) -> int:
 def elementwise_records(vector: bool) -> tuple[str, ...]:
     """Record texts for Triton and Gluon, at elementwise_index(per_warp, after, ring)."""
     return tuple(
-        record(after=bool(i & 2), first=1, mode="all" if i & 4 else "warp", vector=vector,
-               ring=bool(i & 1))  # fmt: skip
+        record(
+            after=bool(i & 2),
+            first=1,
+            mode="all" if i & 4 else "warp",
+            vector=vector,
+            ring=bool(i & 1),
+        )
         for i in range(8)
     )
 
 
 # $0 dummy, records, cursor, capacity, leader, tag, (ring mask), (dependency): at index % 4.
-ELEMENTWISE_RECORD_CONSTRAINTS = tuple("=r,l,r,r,r,r" + ",r" * (i & 1) + ",r" * (i >> 1) for i in range(4))
+ELEMENTWISE_RECORD_CONSTRAINTS = tuple(
+    "=r,l,r,r,r,r" + ",r" * (i & 1) + ",r" * (i >> 1) for i in range(4)
+)
 ELEMENTWISE_RING_CLOSE = ring_close(first=1)
 ELEMENTWISE_RING_CLOSE_CONSTRAINTS = "=r,l,r,r,r,r"  # $0 dummy, then ring_close's operands
 
@@ -488,13 +502,13 @@ def auto_prologue(per_warp: bool) -> str:
     who = "and.b32 %smpa_r0, %smpa_r0, 31;\n\t" if per_warp else ""
     return (
         "// sm_profiler auto: start\n\t"
-        "mov.u32 %smpa_r0, %tid.x;\n\t" + who +
-        "setp.eq.u32 %smpa_p0, %smpa_r0, 0;\n\t"
+        "mov.u32 %smpa_r0, %tid.x;\n\t" + who + "setp.eq.u32 %smpa_p0, %smpa_r0, 0;\n\t"
         "mov.u64 %smpa_d0, 0;\n\tmov.u64 %smpa_d1, 0;\n\t"
         f"@%smpa_p0 ld.const.v2.u64 {{%smpa_d0, %smpa_d1}}, [{AUTO_SYMBOL}];\n\t"
         "setp.ne.u64 %smpa_p1, %smpa_d0, 0;\n\t"
-        "@%smpa_p1 mov.u64 %smpa_d2, %globaltimer;\n\t" + _auto_region("%smpa_d10") +
-        "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
+        "@%smpa_p1 mov.u64 %smpa_d2, %globaltimer;\n\t"
+        + _auto_region("%smpa_d10")
+        + "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
         f"@%smpa_p1 atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n\t"
         f"@%smpa_p1 ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n\t"
     )
@@ -506,10 +520,14 @@ def auto_epilogue(per_warp: bool) -> str:
     #        end.lo32, %smid, %gridid.lo32, kid | warp << 16 | flags | tag << 24, ctaid.x,
     #        ctaid.y | ctaid.z << 16}
     warp = (
-        "mov.u32 %smpa_r10, %tid.x;\n\tshr.u32 %smpa_r10, %smpa_r10, 5;\n\t"
-        "shl.b32 %smpa_r10, %smpa_r10, 16;\n\tor.b32 %smpa_r7, %smpa_r7, %smpa_r10;\n\t"
-        f"or.b32 %smpa_r7, %smpa_r7, {fmt.AUTO_PER_WARP};\n\t"
-    ) if per_warp else ""  # fmt: skip
+        (
+            "mov.u32 %smpa_r10, %tid.x;\n\tshr.u32 %smpa_r10, %smpa_r10, 5;\n\t"
+            "shl.b32 %smpa_r10, %smpa_r10, 16;\n\tor.b32 %smpa_r7, %smpa_r7, %smpa_r10;\n\t"
+            f"or.b32 %smpa_r7, %smpa_r7, {fmt.AUTO_PER_WARP};\n\t"
+        )
+        if per_warp
+        else ""
+    )
     return (
         "// sm_profiler auto: end\n\t"
         "@%smpa_p1 mov.u64 %smpa_d5, %globaltimer;\n\t"
@@ -530,8 +548,9 @@ def auto_epilogue(per_warp: bool) -> str:
         "mov.u64 %smpa_d9, %gridid;\n\tcvt.u32.u64 %smpa_r5, %smpa_d9;\n\t"
         f"shr.u64 %smpa_d8, %smpa_d4, {fmt.AUTO_TAG_SHIFT};\n\tcvt.u32.u64 %smpa_r7, %smpa_d8;\n\t"
         "shl.b32 %smpa_r7, %smpa_r7, 24;\n\t"
-        "cvt.u32.u64 %smpa_r6, %smpa_d1;\n\tor.b32 %smpa_r7, %smpa_r7, %smpa_r6;\n\t" + warp +
-        "mov.u32 %smpa_r8, %ctaid.x;\n\t"
+        "cvt.u32.u64 %smpa_r6, %smpa_d1;\n\tor.b32 %smpa_r7, %smpa_r7, %smpa_r6;\n\t"
+        + warp
+        + "mov.u32 %smpa_r8, %ctaid.x;\n\t"
         "mov.u32 %smpa_r9, %ctaid.z;\n\tshl.b32 %smpa_r9, %smpa_r9, 16;\n\t"
         "mov.u32 %smpa_r6, %ctaid.y;\n\tor.b32 %smpa_r9, %smpa_r9, %smpa_r6;\n\t"
         f"@%smpa_p2 st.global.v4.b32 [%smpa_d7+{_AUTO_REC0}], "

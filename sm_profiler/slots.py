@@ -70,8 +70,9 @@ def sm_profiler_slot_step(buf, label):
     cap = tl.load(buf + _HDR_CAPACITY_FLAGS) & 0xFFFFFFFF
     words = (shape & 0xFFFFFFFF) * (shape >> 32) * (cap + _LANE_HEADER_WORDS) + _HEADER_WORDS
     slot = ctrl & 0xFFFFFFFF
-    tl.store(buf + slot * words + _HDR_LABEL, label + tl.zeros((), tl.int64),
-             mask=slot <= (ctrl >> 32))  # fmt: skip
+    tl.store(
+        buf + slot * words + _HDR_LABEL, label + tl.zeros((), tl.int64), mask=slot <= (ctrl >> 32)
+    )
     tl.store(buf + _HDR_SLOTS, ctrl + 1)
 
 
@@ -141,8 +142,9 @@ def _install() -> None:
             if not warmup and not getattr(_local, "stepping", False) and len(_registry):
                 bound = dict(zip(self.arg_names, args, strict=False), **kwargs)
                 g = grid(bound) if callable(grid) else grid
-                _observed(self.__name__, g, kwargs.get("num_warps", 4), bound.values(),
-                          sys._getframe(1))  # fmt: skip
+                _observed(
+                    self.__name__, g, kwargs.get("num_warps", 4), bound.values(), sys._getframe(1)
+                )
             return out
 
         InterpretedFunction.run = run
@@ -182,8 +184,13 @@ def _exit_hook(metadata) -> None:
             loc = frame.f_locals
             kernel = loc.get("self")
             num_warps = getattr(getattr(kernel, "metadata", None), "num_warps", None)
-            _observed(getattr(kernel, "name", "?"), tuple(loc["grid"]), num_warps,
-                      loc.get("args", ()), frame.f_back)  # fmt: skip
+            _observed(
+                getattr(kernel, "name", "?"),
+                tuple(loc["grid"]),
+                num_warps,
+                loc.get("args", ()),
+                frame.f_back,
+            )
             return
         frame = frame.f_back
 
@@ -196,8 +203,9 @@ def _observed(name, grid, num_warps, args, frame) -> None:
         prof = _registry.get(ptr())
         if prof is not None:
             grid = normal_grid(grid)
-            label = LaunchLabel(str(name), grid, None if num_warps is None else int(num_warps),
-                                call_site(frame))  # fmt: skip
+            label = LaunchLabel(
+                str(name), grid, None if num_warps is None else int(num_warps), call_site(frame)
+            )
             prof._launched(label)
             return
 

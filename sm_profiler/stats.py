@@ -244,8 +244,9 @@ def _section(trace: TraceData, label: str) -> Stats:
         span=span,
         events=_event_stats(trace, tree),
         waits=_wait_stats(trace, tree),
-        by_group=(breakdown(trace, "group", tree)
-                  if any(k.num_groups > 1 for k in trace.kernels) else []),  # fmt: skip
+        by_group=(
+            breakdown(trace, "group", tree) if any(k.num_groups > 1 for k in trace.kernels) else []
+        ),
         sms=sms,
         imbalance=_imbalance(sms, span),
         lanes_total=len(trace.lanes["lane"]),
@@ -265,8 +266,9 @@ def mixes_launches(k: KernelInfo) -> bool:
     return bool(k.stale_lanes) or k.reopened_lanes or (isinstance(handouts, int) and handouts > 1)
 
 
-def grouped_percentile(sorted_values: np.ndarray, starts: np.ndarray, counts: np.ndarray,
-                       q: float) -> np.ndarray:  # fmt: skip
+def grouped_percentile(
+    sorted_values: np.ndarray, starts: np.ndarray, counts: np.ndarray, q: float
+) -> np.ndarray:
     """np.percentile(..., method='linear') of each group of a group-contiguous, within-group
     sorted array, for all groups at once (groups given by their start index and size > 0)."""
     pos = (q / 100.0) * (counts - 1)
@@ -308,8 +310,9 @@ def _event_stats(trace: TraceData, tree: dict[str, np.ndarray]) -> list[EventSta
     for e in ids.tolist():  # one iteration per distinct event id
         i = row.get(e)
         if i is None:
-            out.append(EventStat(e, trace.event_name(e), 0, 0, 0.0, 0, 0.0, 0.0, 0.0, 0,
-                                 inst.get(e, 0)))  # fmt: skip
+            out.append(
+                EventStat(e, trace.event_name(e), 0, 0, 0.0, 0, 0.0, 0.0, 0.0, 0, inst.get(e, 0))
+            )
             continue
         n = int(counts[i])
         total = int(totals[i])
@@ -344,10 +347,12 @@ def _wait_stats(trace: TraceData, tree: dict[str, np.ndarray]) -> list[WaitStat]
     maxs = np.full(len(uniq), 0, np.int64)
     np.maximum.at(maxs, inv, w["gap_ns"])
     out = [
-        WaitStat(trace.event_name(k // top), trace.event_name(k % top), int(c), int(t),
-                 t / c, int(m))  # fmt: skip
-        for k, c, t, m in zip(uniq.tolist(), counts.tolist(), totals.tolist(), maxs.tolist(),
-                              strict=True)  # fmt: skip
+        WaitStat(
+            trace.event_name(k // top), trace.event_name(k % top), int(c), int(t), t / c, int(m)
+        )
+        for k, c, t, m in zip(
+            uniq.tolist(), counts.tolist(), totals.tolist(), maxs.tolist(), strict=True
+        )
     ]
     out.sort(key=lambda x: -x.total_ns)
     return out
@@ -356,8 +361,9 @@ def _wait_stats(trace: TraceData, tree: dict[str, np.ndarray]) -> list[WaitStat]
 BREAKDOWNS = ("group", "sm", "launch")
 
 
-def breakdown(trace: TraceData, by: str, tree: dict[str, np.ndarray] | None = None
-              ) -> list[BreakdownRow]:  # fmt: skip
+def breakdown(
+    trace: TraceData, by: str, tree: dict[str, np.ndarray] | None = None
+) -> list[BreakdownRow]:
     """Count, total, self and mean time of each event's ranges per group ('producer', or
     'group 2'), per SM ('SM 17') or per launch ('gemm (launch 2)'); in key order, then by total
     time, largest first."""
@@ -388,11 +394,16 @@ def breakdown(trace: TraceData, by: str, tree: dict[str, np.ndarray] | None = No
     totals = np.bincount(inv, weights=dur).astype(np.int64)
     selfs = np.bincount(inv, weights=t["self_ns"]).astype(np.int64)
     out = []
-    for k, c, tot, sf in zip(uniq.tolist(), counts.tolist(), totals.tolist(), selfs.tolist(),
-                             strict=True):  # fmt: skip
+    for k, c, tot, sf in zip(
+        uniq.tolist(), counts.tolist(), totals.tolist(), selfs.tolist(), strict=True
+    ):
         kk, e = divmod(k, top)
-        out.append((kk, BreakdownRow(labels[kk + int(key.min())], trace.event_name(e), c, tot,
-                                     sf, tot / c)))  # fmt: skip
+        out.append(
+            (
+                kk,
+                BreakdownRow(labels[kk + int(key.min())], trace.event_name(e), c, tot, sf, tot / c),
+            )
+        )
     out.sort(key=lambda x: (x[0], -x[1].total_ns))
     return [r for _, r in out]
 
@@ -516,7 +527,6 @@ def _relaunch_warnings(trace: TraceData, several: bool) -> list[str]:
     return out
 
 
-
 def _warnings(trace: TraceData) -> list[str]:
     out: list[str] = []
     several = len(trace.kernels) > 1
@@ -534,8 +544,10 @@ def _warnings(trace: TraceData) -> list[str]:
     over = np.flatnonzero((dropped > 0) & ring)
     if len(over):
         worst = over[np.argsort(-dropped[over], kind="stable")][:_WORST]
-        names = "; ".join(f"{_lane_name(trace, i, several)}: {int(dropped[i])} of "
-                          f"{int(lanes['attempted'][i])}" for i in worst.tolist())  # fmt: skip
+        names = "; ".join(
+            f"{_lane_name(trace, i, several)}: {int(dropped[i])} of {int(lanes['attempted'][i])}"
+            for i in worst.tolist()
+        )
         more = f"; and {len(over) - len(worst)} more lanes" if len(over) > len(worst) else ""
         out.append(
             f"ring buffer: {int(dropped[over].sum())} older records overwritten in {len(over)} "
@@ -597,8 +609,8 @@ def _warnings(trace: TraceData) -> list[str]:
         ids = ", ".join(str(e) for e in unnamed[:8]) + (", ..." if len(unnamed) > 8 else "")
         e0 = unnamed[0]
         out.append(
-            f"{plural(len(unnamed), 'event id')} without a name ({ids}; shown as \"event {e0}\"): "
-            f"name each id the kernel records, e.g. prof.register_event({e0}, \"load\")"
+            f'{plural(len(unnamed), "event id")} without a name ({ids}; shown as "event {e0}"): '
+            f'name each id the kernel records, e.g. prof.register_event({e0}, "load")'
         )
 
     init = lanes["initialized"]

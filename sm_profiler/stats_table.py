@@ -211,15 +211,26 @@ def _launch_lines(rows: list[KernelLaunches], width: int) -> list[str]:
     headers = ["kernel", "launches", "mean", "min", "max", "grid", "call site"]
     table_rows = []
     for r in rows:
-        cells = _cells([float(np.mean(r.span_ns)), float(min(r.span_ns)), float(max(r.span_ns))],
-                       unit, scale) if r.span_ns else ["-"] * 3  # fmt: skip
+        cells = (
+            _cells(
+                [float(np.mean(r.span_ns)), float(min(r.span_ns)), float(max(r.span_ns))],
+                unit,
+                scale,
+            )
+            if r.span_ns
+            else ["-"] * 3
+        )
         grids = sorted(set(r.grids))
         sites = sorted(set(r.call_sites))
         table_rows.append(
-            [r.kernel, str(r.count) + (f" ({r.mixed} mixed)" if r.mixed else ""), *cells,
-             grids[0] if len(grids) == 1 else f"{len(grids)} grids" if grids else "-",
-             sites[0] if len(sites) == 1 else f"{len(sites)} sites" if sites else "-"]
-        )  # fmt: skip
+            [
+                r.kernel,
+                str(r.count) + (f" ({r.mixed} mixed)" if r.mixed else ""),
+                *cells,
+                grids[0] if len(grids) == 1 else f"{len(grids)} grids" if grids else "-",
+                sites[0] if len(sites) == 1 else f"{len(sites)} sites" if sites else "-",
+            ]
+        )
     drop = (headers.index("min"), headers.index("max"), headers.index("call site"))
     table, dropped = fit_table(headers, table_rows, width, drop=drop, shrink=0)
     return [f"launches by kernel (span per launch, in {unit})"] + table + _left_out(dropped, width)
@@ -234,7 +245,8 @@ def _rule(label: str, width: int) -> list[str]:
 def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = True) -> list[str]:
     span = stats.span
     parts = [
-        "span not shown (launches mixed)" if stats.mixed
+        "span not shown (launches mixed)"
+        if stats.mixed
         else f"span {format_time(span.duration_ns)}",
         f"{len(stats.sms)} SMs",
         f"{stats.lanes_initialized}/{stats.lanes_total} lanes initialised",
@@ -252,8 +264,14 @@ def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = 
         lines.extend(_wait_lines(stats.waits, width))
         lines.append("")
     if sm_table and stats.mixed:
-        lines.extend(wrap("SM times not shown: they would count the time between the launches "
-                           "this capture mixes", width, indent=""))  # fmt: skip
+        lines.extend(
+            wrap(
+                "SM times not shown: they would count the time between the launches "
+                "this capture mixes",
+                width,
+                indent="",
+            )
+        )
     elif sm_table:
         lines.extend(_sm_lines(stats, width, max_sm_rows))
     imb = stats.imbalance
@@ -269,8 +287,7 @@ def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = 
 
 
 # Event table columns; the first ones named here are left out first when the width is short.
-_EVENT_FIELDS = ("total_ns", "self_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns",
-                 "max_ns")  # fmt: skip
+_EVENT_FIELDS = ("total_ns", "self_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns")
 _EVENT_DROP = ("p90", "p99", "min", "p50", "instants", "mean")
 
 
@@ -308,12 +325,17 @@ def _wait_lines(ws: list[WaitStat], width: int) -> list[str]:
     # One unit from the largest single gap (totals just get more digits), as in the event table.
     top = max(float(w.max_ns) for w in shown)
     unit, scale = table_unit(top)
-    cols = [_cells([float(getattr(w, f)) for w in shown], unit, scale, top)
-            for f in ("total_ns", "mean_ns", "max_ns")]  # fmt: skip
-    rows = [[f"{w.before} → {w.after}", str(w.count)] + [c[i] for c in cols]
-            for i, w in enumerate(shown)]  # fmt: skip
-    table, dropped = fit_table(["gap", "count", "total", "mean", "max"], rows, width,
-                                drop=(4,), shrink=0)  # fmt: skip
+    cols = [
+        _cells([float(getattr(w, f)) for w in shown], unit, scale, top)
+        for f in ("total_ns", "mean_ns", "max_ns")
+    ]
+    rows = [
+        [f"{w.before} → {w.after}", str(w.count)] + [c[i] for c in cols]
+        for i, w in enumerate(shown)
+    ]
+    table, dropped = fit_table(
+        ["gap", "count", "total", "mean", "max"], rows, width, drop=(4,), shrink=0
+    )
     more = [f"  ({len(ws) - len(shown)} more pairs)"] if len(ws) > len(shown) else []
     head = f"waits: gaps between consecutive ranges of a lane (times in {unit})"
     return wrap(head, width, indent="") + table + more + _left_out(dropped, width)
@@ -325,11 +347,14 @@ def breakdown_lines(rows: list[BreakdownRow], by: str, width: int) -> list[str]:
         return [f"by {by}: no ranges"]
     top = max(float(r.mean_ns) for r in rows)
     unit, scale = table_unit(top)
-    cols = [_cells([float(getattr(r, f)) for r in rows], unit, scale, top)
-            for f in ("total_ns", "self_ns", "mean_ns")]  # fmt: skip
+    cols = [
+        _cells([float(getattr(r, f)) for r in rows], unit, scale, top)
+        for f in ("total_ns", "self_ns", "mean_ns")
+    ]
     cells = [[r.key, r.event, str(r.count)] + [c[i] for c in cols] for i, r in enumerate(rows)]
-    table, dropped = fit_table([by, "event", "count", "total", "self", "mean"], cells, width,
-                                left=2, drop=(5,), shrink=1)  # fmt: skip
+    table, dropped = fit_table(
+        [by, "event", "count", "total", "self", "mean"], cells, width, left=2, drop=(5,), shrink=1
+    )
     return [f"by {by} (times in {unit})"] + table + _left_out(dropped, width)
 
 

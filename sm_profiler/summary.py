@@ -17,8 +17,14 @@ import numpy as np
 SUMMARY_BINS = 1000
 
 
-def active_ranges(start: np.ndarray, end: np.ndarray, group: np.ndarray, lo: np.ndarray,
-                  hi: np.ndarray, bins: int = SUMMARY_BINS) -> dict[str, np.ndarray]:  # fmt: skip
+def active_ranges(
+    start: np.ndarray,
+    end: np.ndarray,
+    group: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    bins: int = SUMMARY_BINS,
+) -> dict[str, np.ndarray]:
     """Mean active ranges per bin of each group.
 
     start, end, group: the ranges (group 0..G-1); lo, hi: the span of each group (every range
@@ -27,8 +33,11 @@ def active_ranges(start: np.ndarray, end: np.ndarray, group: np.ndarray, lo: np.
     """
     n_groups = len(lo)
     if n_groups == 0:  # nothing to summarise (a trace of instants only)
-        return {"group": np.zeros(0, np.int64), "time_ns": np.zeros(0, np.int64),
-                "value": np.zeros(0, np.float64)}  # fmt: skip
+        return {
+            "group": np.zeros(0, np.int64),
+            "time_ns": np.zeros(0, np.int64),
+            "value": np.zeros(0, np.float64),
+        }
     width = np.maximum((hi - lo), 1).astype(np.int64)
     k = np.arange(bins + 1, dtype=np.int64)
     # Bin edges relative to each group's lo: (G, bins + 1).

@@ -47,10 +47,13 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
         codes = np.array([lookup[k] for k in keys], np.int32)
         cats, inv = np.unique(np.array(labels, object), return_inverse=True)
         out = {k: ln[k] for k in ("capture", "lane", "sm", "block", "group")}
-        out["group_name"] = (inv.reshape(-1)[codes].astype(np.int32) if len(codes) else codes,
-                             list(cats))  # fmt: skip
-        out.update({k: ln[k] for k in ("anchor_ns", "written", "attempted", "dropped",
-                                       "initialized")})  # fmt: skip
+        out["group_name"] = (
+            inv.reshape(-1)[codes].astype(np.int32) if len(codes) else codes,
+            list(cats),
+        )
+        out.update(
+            {k: ln[k] for k in ("anchor_ns", "written", "attempted", "dropped", "initialized")}
+        )
         return out
     if table == "launches":
         lo, hi = lane_extent(trace, lane_row_of(trace, trace.events))
@@ -109,8 +112,11 @@ def to_arrow(trace: TraceData, table: str = "events"):
     arrays, names = [], []
     for k, v in columns(trace, table).items():
         if isinstance(v, tuple):
-            arrays.append(pa.DictionaryArray.from_arrays(pa.array(v[0], pa.int32()),
-                                                         pa.array(v[1], pa.string())))  # fmt: skip
+            arrays.append(
+                pa.DictionaryArray.from_arrays(
+                    pa.array(v[0], pa.int32()), pa.array(v[1], pa.string())
+                )
+            )
         else:
             arrays.append(pa.array(v))
         names.append(k)
@@ -131,9 +137,13 @@ def query(trace: TraceData, sql: str, max_rows: int | None = None):
         import duckdb
     except ImportError as e:
         raise MissingDependencyError("duckdb", "query", extra="query") from e
-    con = duckdb.connect(config={"enable_external_access": False,
-                                 "autoinstall_known_extensions": False,
-                                 "autoload_known_extensions": False})  # fmt: skip
+    con = duckdb.connect(
+        config={
+            "enable_external_access": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+        }
+    )
     try:
         for name in TABLES:
             con.register(name, to_arrow(trace, name))
@@ -147,8 +157,9 @@ def query(trace: TraceData, sql: str, max_rows: int | None = None):
             return list(rel.columns), rel.fetchall()
         except duckdb.Error as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ConfigError(f"query failed: {first}; tables: {', '.join(TABLES)} "
-                              "(columns: docs/query.md)") from None  # fmt: skip
+            raise ConfigError(
+                f"query failed: {first}; tables: {', '.join(TABLES)} (columns: docs/query.md)"
+            ) from None
     finally:
         con.close()
 

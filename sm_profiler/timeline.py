@@ -173,9 +173,10 @@ class Timeline:
         dl = np.flatnonzero((dropped > 0) & self.lane_shown)
         over = t.lanes_overwritten()[dl]
         at = np.where(over, self.lane_lo[dl], self.lane_hi[dl]).astype(np.int64)
-        labels = [f"{n} older records overwritten (ring)" if o
-                  else f"{n} records dropped (lane full)"
-                  for n, o in zip(dropped[dl].tolist(), over.tolist(), strict=True)]  # fmt: skip
+        labels = [
+            f"{n} older records overwritten (ring)" if o else f"{n} records dropped (lane full)"
+            for n, o in zip(dropped[dl].tolist(), over.tolist(), strict=True)
+        ]
         return dl, at, labels
 
     # -- order ------------------------------------------------------------------------------
@@ -226,8 +227,13 @@ def build(
     """
     whole = len(trace)
     trace, lane_keep = _filtered(trace, sms, blocks, groups, events, window_ns)
-    filters = {"sms": sms, "blocks": blocks, "groups": groups, "events": events,
-               "window_ns": window_ns}  # fmt: skip
+    filters = {
+        "sms": sms,
+        "blocks": blocks,
+        "groups": groups,
+        "events": events,
+        "window_ns": window_ns,
+    }
     named = [k for k, v in filters.items() if v is not None]
     cuts: list[tuple[int, int]] = []
     if cut_gaps and len(trace.kernels) > 1:
@@ -250,14 +256,31 @@ def build(
     notes = []
     if cuts:
         total = sum(c for _, c in cuts)
-        notes.append(f"host gaps cut: {len(cuts)} gaps, {total / 1e6:.3f} ms in all; times "
-                     "after a cut are moved back by what was cut")  # fmt: skip
+        notes.append(
+            f"host gaps cut: {len(cuts)} gaps, {total / 1e6:.3f} ms in all; times "
+            "after a cut are moved back by what was cut"
+        )
     if named:
-        notes.append(f"filtered ({', '.join(named)}): {len(trace):,} of {whole:,} ranges and "
-                     "instants kept")  # fmt: skip
+        notes.append(
+            f"filtered ({', '.join(named)}): {len(trace):,} of {whole:,} ranges and instants kept"
+        )
     lane_sm_index = np.searchsorted(sms_shown, lane_sm)
-    tl = Timeline(trace, ev_lane, um_lane, lo, hi, used, sms_shown, lane_sm_index, blocks_, occ,
-                  launches, cuts, notes, lane_shown=used.copy())  # fmt: skip
+    tl = Timeline(
+        trace,
+        ev_lane,
+        um_lane,
+        lo,
+        hi,
+        used,
+        sms_shown,
+        lane_sm_index,
+        blocks_,
+        occ,
+        launches,
+        cuts,
+        notes,
+        lane_shown=used.copy(),
+    )
     tl.busy = busy_sms(occ)
     tl.launch_track = np.arange(len(caps))
     tl.launch_track_names = [tl.launch_name(c) for c in caps.tolist()]
@@ -305,15 +328,26 @@ def _pack(tl: Timeline) -> None:
     written = np.bincount(packed, weights=lanes["written"][used], minlength=n).astype(np.int64)
     # A packed row holds lanes of every launch: a group's name only where all launches agree.
     names = {g: {k.group_names.get(g) for k in t.kernels} for g in range(n_grp)}
-    gname = {g: (v.pop() if len(v) == 1 and None not in v else f"group {g}")
-             for g, v in names.items()}  # fmt: skip
-    labels = [f"slot {s} · {gname[g]}" if n_grp > 1 else f"slot {s}"
-              for s, g in zip(p_slot.tolist(), p_grp.tolist(), strict=True)]  # fmt: skip
+    gname = {
+        g: (v.pop() if len(v) == 1 and None not in v else f"group {g}") for g, v in names.items()
+    }
+    labels = [
+        f"slot {s} · {gname[g]}" if n_grp > 1 else f"slot {s}"
+        for s, g in zip(p_slot.tolist(), p_grp.tolist(), strict=True)
+    ]
     z = np.zeros(n, np.int64)
-    packed_lanes = {"capture": z.astype(np.int32), "lane": np.arange(n, dtype=np.int64),
-                    "sm": tl.sms[p_row].astype(lanes["sm"].dtype), "block": p_slot,
-                    "group": p_grp, "anchor_ns": lo, "written": written, "attempted": written,
-                    "dropped": z, "initialized": np.ones(n, bool)}  # fmt: skip
+    packed_lanes = {
+        "capture": z.astype(np.int32),
+        "lane": np.arange(n, dtype=np.int64),
+        "sm": tl.sms[p_row].astype(lanes["sm"].dtype),
+        "block": p_slot,
+        "group": p_grp,
+        "anchor_ns": lo,
+        "written": written,
+        "attempted": written,
+        "dropped": z,
+        "initialized": np.ones(n, bool),
+    }
     tl.trace = TraceData(t.events, packed_lanes, t.unmatched, t.kernels, t.event_names)
     tl.ev_lane, tl.um_lane = lane_to[tl.ev_lane], lane_to[tl.um_lane]
     tl.lane_lo, tl.lane_hi = lo, hi
@@ -328,8 +362,10 @@ def _pack(tl: Timeline) -> None:
     n_tracks = int(track.max(initial=0)) + 1
     tl.launch_track = track
     tl.launch_track_names = ["launches"] + [f"launches (overlap {k})" for k in range(1, n_tracks)]
-    tl.notes.append(f"packed: {len(used):,} programs on {n:,} slot tracks (a program takes the "
-                    "lowest slot of its SM free when it starts)")  # fmt: skip
+    tl.notes.append(
+        f"packed: {len(used):,} programs on {n:,} slot tracks (a program takes the "
+        "lowest slot of its SM free when it starts)"
+    )
 
 
 def assign_slots(row: np.ndarray, start: np.ndarray, end: np.ndarray, n_rows: int):
@@ -380,9 +416,13 @@ def _filtered(trace: TraceData, sms, blocks, groups, events, window_ns):
             raise ConfigError(f"window_ns={tuple(window_ns)}: the end is before the start")
         ev_keep &= (ev["end_ns"] >= a) & (ev["start_ns"] <= b)
         um_keep &= (um["time_ns"] >= a) & (um["time_ns"] <= b)
-    picked = TraceData({k: v[ev_keep] for k, v in ev.items()}, lanes,
-                       {k: v[um_keep] for k, v in um.items()}, trace.kernels,
-                       trace.event_names)  # fmt: skip
+    picked = TraceData(
+        {k: v[ev_keep] for k, v in ev.items()},
+        lanes,
+        {k: v[um_keep] for k, v in um.items()},
+        trace.kernels,
+        trace.event_names,
+    )
     return picked, keep
 
 
@@ -392,8 +432,10 @@ def _ints(values, what: str) -> np.ndarray:
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
             raise ConfigError(f"{what} filter: {v!r} is not an int; pass ints, e.g. {what}s=[0, 3]")
         if not -(2**31) <= int(v) < 2**31:
-            raise ConfigError(f"{what} filter: {v} is not a {what} id (ids fit in 32 bits); pass "
-                              f"ids from the trace, e.g. {what}s=[0, 3]")  # fmt: skip
+            raise ConfigError(
+                f"{what} filter: {v} is not a {what} id (ids fit in 32 bits); pass "
+                f"ids from the trace, e.g. {what}s=[0, 3]"
+            )
     return np.asarray(vals, np.int64)
 
 
@@ -404,8 +446,10 @@ def _event_ids(trace: TraceData, events) -> np.ndarray:
     for v in vals:
         if isinstance(v, str):
             if v not in by_name:
-                raise ConfigError(f"events filter: no event named {v!r}; events: "
-                                  f"{', '.join(sorted(by_name)) or 'none named'}")  # fmt: skip
+                raise ConfigError(
+                    f"events filter: no event named {v!r}; events: "
+                    f"{', '.join(sorted(by_name)) or 'none named'}"
+                )
             ids.append(by_name[v])
         elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
             if not 0 <= int(v) <= MAX_EVENT_ID:
@@ -436,8 +480,9 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
     key = (cap * n_sm + smi) * top + eid
     uniq, inv = np.unique(key, return_inverse=True)
     u_cap = uniq // (n_sm * top)
-    counters = active_ranges(ev["start_ns"][summ], ev["end_ns"][summ], inv.reshape(-1),
-                             k_lo[u_cap], k_hi[u_cap])  # fmt: skip
+    counters = active_ranges(
+        ev["start_ns"][summ], ev["end_ns"][summ], inv.reshape(-1), k_lo[u_cap], k_hi[u_cap]
+    )
     counters = drop_repeats(counters)
     g = counters.pop("group")
     counters["sm_index"] = (uniq[g] // top) % n_sm
@@ -447,13 +492,21 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
     # Detail SMs keep everything; elsewhere instants and unmatched records go too.
     keep_ev = ev_detail
     keep_um = lane_detail[tl.um_lane]
-    tl.trace = TraceData({k: v[keep_ev] for k, v in ev.items()}, t.lanes,
-                         {k: v[keep_um] for k, v in t.unmatched.items()}, t.kernels,
-                         t.event_names)  # fmt: skip
+    tl.trace = TraceData(
+        {k: v[keep_ev] for k, v in ev.items()},
+        t.lanes,
+        {k: v[keep_um] for k, v in t.unmatched.items()},
+        t.kernels,
+        t.event_names,
+    )
     tl.ev_lane, tl.um_lane = tl.ev_lane[keep_ev], tl.um_lane[keep_um]
     tl.lane_shown &= lane_detail
-    why = (f"more than {SUMMARY_ROWS:,} trace rows (what the Perfetto UI opens in about "
-           f"{SUMMARY_UI_SECONDS} s)" if auto else "summary asked for")  # fmt: skip
+    why = (
+        f"more than {SUMMARY_ROWS:,} trace rows (what the Perfetto UI opens in about "
+        f"{SUMMARY_UI_SECONDS} s)"
+        if auto
+        else "summary asked for"
+    )
     shown = ", ".join(f"SM {s}" for s in detail.tolist()) or "none"
     tl.notes.append(
         f"summarised ({why}): {n_ranges:,} ranges on {n_sms} SMs are shown as counters of "
@@ -467,8 +520,14 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
 # -- overlap levels: which rows of a lane share a track --------------------------------------------
 
 
-def order_rows(start: np.ndarray, end: np.ndarray, is_range: np.ndarray, lane: np.ndarray,
-               ref: np.ndarray, event: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+def order_rows(
+    start: np.ndarray,
+    end: np.ndarray,
+    is_range: np.ndarray,
+    lane: np.ndarray,
+    ref: np.ndarray,
+    event: np.ndarray,
+) -> dict[str, np.ndarray]:
     """Which track of its lane each row goes to, and the order a viewer must read the rows in.
 
     A viewer draws a track's ranges as a stack (an end closes the innermost open range), so a
@@ -807,8 +866,9 @@ def _cut_host_gaps(trace: TraceData) -> tuple[TraceData, list[tuple[int, int]]]:
 
     lanes = moved_table(trace.lanes, ("anchor_ns",))
     # An uninitialised lane keeps anchor 0 (it has no time to move).
-    lanes["anchor_ns"] = np.where(trace.lanes["initialized"], lanes["anchor_ns"],
-                                  trace.lanes["anchor_ns"])  # fmt: skip
+    lanes["anchor_ns"] = np.where(
+        trace.lanes["initialized"], lanes["anchor_ns"], trace.lanes["anchor_ns"]
+    )
     shifted = TraceData(
         moved_table(trace.events, ("start_ns", "end_ns")),
         lanes,

@@ -20,9 +20,17 @@ UNMATCHED_END = 2
 
 EVENT_COLUMNS = ("capture", "lane", "sm", "block", "group", "event", "kind", "start_ns", "end_ns")
 LANE_COLUMNS = (
-    "capture", "lane", "sm", "block", "group", "anchor_ns", "written", "attempted", "dropped",
+    "capture",
+    "lane",
+    "sm",
+    "block",
+    "group",
+    "anchor_ns",
+    "written",
+    "attempted",
+    "dropped",
     "initialized",
-)  # fmt: skip
+)
 UNMATCHED_COLUMNS = ("capture", "lane", "sm", "block", "group", "event", "kind", "time_ns")
 
 
@@ -143,8 +151,10 @@ class TraceData:
         if counts is None or counts[0] != len(self.kernels):  # exporters ask once per lane
             from collections import Counter
 
-            counts = self.__dict__["_name_counts"] = (len(self.kernels),
-                                                      Counter(k.name for k in self.kernels))  # fmt: skip
+            counts = self.__dict__["_name_counts"] = (
+                len(self.kernels),
+                Counter(k.name for k in self.kernels),
+            )
         if counts[1][name] > 1:
             return f"{name} (launch {int(capture)})"
         return name

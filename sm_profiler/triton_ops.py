@@ -378,28 +378,44 @@ def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr, mask, afte
         constraints: tl.constexpr = _RECORD_CONSTRAINTS[ring]
         if ring:
             tl.inline_asm_elementwise(
-                asm, constraints, [records, cursor, capacity, leader, tag, mask],
-                dtype=tl.int32, is_pure=False, pack=1,
-            )  # fmt: skip
+                asm,
+                constraints,
+                [records, cursor, capacity, leader, tag, mask],
+                dtype=tl.int32,
+                is_pure=False,
+                pack=1,
+            )
         else:
             tl.inline_asm_elementwise(
-                asm, constraints, [records, cursor, capacity, leader, tag],
-                dtype=tl.int32, is_pure=False, pack=1,
-            )  # fmt: skip
+                asm,
+                constraints,
+                [records, cursor, capacity, leader, tag],
+                dtype=tl.int32,
+                is_pure=False,
+                pack=1,
+            )
     else:
         asm_after: tl.constexpr = _RECORD_TEXTS[per_warp + 2 + ring]
         constraints_after: tl.constexpr = _RECORD_CONSTRAINTS[2 + ring]
         dep = _dependency(after)
         if ring:
             tl.inline_asm_elementwise(
-                asm_after, constraints_after, [records, cursor, capacity, leader, tag, mask, dep],
-                dtype=tl.int32, is_pure=False, pack=1,
-            )  # fmt: skip
+                asm_after,
+                constraints_after,
+                [records, cursor, capacity, leader, tag, mask, dep],
+                dtype=tl.int32,
+                is_pure=False,
+                pack=1,
+            )
         else:
             tl.inline_asm_elementwise(
-                asm_after, constraints_after, [records, cursor, capacity, leader, tag, dep],
-                dtype=tl.int32, is_pure=False, pack=1,
-            )  # fmt: skip
+                asm_after,
+                constraints_after,
+                [records, cursor, capacity, leader, tag, dep],
+                dtype=tl.int32,
+                is_pure=False,
+                pack=1,
+            )
 
 
 _STAGED_ASM = tl.constexpr(ptx.record_staged(after=False, first=1))
@@ -418,9 +434,13 @@ def _record_staged_asm(cursor, tag: tl.constexpr, stage, last, after):
         )
     else:
         tl.inline_asm_elementwise(
-            _STAGED_AFTER_ASM, "=r,r,r,r", [slot, tag_reg, _dependency(after)],
-            dtype=tl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
+            _STAGED_AFTER_ASM,
+            "=r,r,r,r",
+            [slot, tag_reg, _dependency(after)],
+            dtype=tl.int32,
+            is_pure=False,
+            pack=1,
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -446,18 +466,26 @@ def profiler_flush(ctx):
             _ring_close_emulated(records, cursor, capacity, leader, last)
         else:
             tl.inline_asm_elementwise(
-                _RING_CLOSE_ASM, _RING_CLOSE_CONSTRAINTS, [records, cursor, capacity, leader, last],
-                dtype=tl.int32, is_pure=False, pack=1,
-            )  # fmt: skip
+                _RING_CLOSE_ASM,
+                _RING_CLOSE_CONSTRAINTS,
+                [records, cursor, capacity, leader, last],
+                dtype=tl.int32,
+                is_pure=False,
+                pack=1,
+            )
     elif stage.dtype == tl.int8:
         pass  # every event is already in the buffer
     elif _INTERPRET:
         _flush_emulated(records, cursor, capacity, leader, stage, last)
     else:
         tl.inline_asm_elementwise(
-            _FLUSH_ASM, "=r,l,r,r,r,r,r", [records, cursor, capacity, stage, last, leader],
-            dtype=tl.int32, is_pure=False, pack=1,
-        )  # fmt: skip
+            _FLUSH_ASM,
+            "=r,l,r,r,r,r,r",
+            [records, cursor, capacity, stage, last, leader],
+            dtype=tl.int32,
+            is_pure=False,
+            pack=1,
+        )
 
 
 @triton.jit
@@ -480,9 +508,14 @@ def _dependency(value):
 
 @triton.jit
 def _init_emulated(
-    slot, block, group, PER_WARP: tl.constexpr, NUM_WARPS: tl.constexpr, STAGE: tl.constexpr,
+    slot,
+    block,
+    group,
+    PER_WARP: tl.constexpr,
+    NUM_WARPS: tl.constexpr,
+    STAGE: tl.constexpr,
     RING: tl.constexpr,
-):  # fmt: skip
+):
     if PER_WARP:
         groups = group + tl.arange(0, NUM_WARPS)
     else:

@@ -45,7 +45,7 @@ def mode_name(level: str) -> str:
 def level_of(mode: str | None) -> str | None:
     prefix = f"{MODE_PREFIX}-v{REWRITE_VERSION}-"
     if mode and mode.startswith(prefix):
-        return mode[len(prefix):]
+        return mode[len(prefix) :]
     return None
 
 
@@ -96,8 +96,7 @@ def partitions_of(ttgir: str) -> list[tuple[str, int, int]]:
         return []
     first = int(m.group(1))
     out = [("default", 0, first)]
-    for i, n in enumerate(re.findall(r"^\s*partition\d+\(.*\)\s*num_warps\((\d+)\)", ttgir,
-                                     re.M)):  # fmt: skip
+    for i, n in enumerate(re.findall(r"^\s*partition\d+\(.*\)\s*num_warps\((\d+)\)", ttgir, re.M)):
         out.append((f"worker {i}", first, int(n)))
         first += int(n)
     return out
@@ -142,8 +141,12 @@ def module_global(module: int) -> int:
     """Device address of AUTO_SYMBOL in a loaded module."""
     cuda = _cuda()
     ptr, size = ctypes.c_uint64(0), ctypes.c_size_t(0)
-    _check(cuda.cuModuleGetGlobal_v2(ctypes.byref(ptr), ctypes.byref(size), ctypes.c_void_p(module),
-                                     ptx.AUTO_SYMBOL.encode()), "cuModuleGetGlobal")  # fmt: skip
+    _check(
+        cuda.cuModuleGetGlobal_v2(
+            ctypes.byref(ptr), ctypes.byref(size), ctypes.c_void_p(module), ptx.AUTO_SYMBOL.encode()
+        ),
+        "cuModuleGetGlobal",
+    )
     return ptr.value
 
 
@@ -187,8 +190,11 @@ def _stages_hook(*args):
         except RewriteError as e:
             name = metadata.get("name", "kernel") if isinstance(metadata, dict) else "kernel"
             STATE.skipped[name] = str(e)
-            warnings.warn(f"sm_profiler.auto: kernel {name!r} runs uninstrumented: {e}",
-                          AutoWarning, stacklevel=2)  # fmt: skip
+            warnings.warn(
+                f"sm_profiler.auto: kernel {name!r} runs uninstrumented: {e}",
+                AutoWarning,
+                stacklevel=2,
+            )
             return text
 
     stages["ptx"] = ptx_stage
@@ -232,12 +238,24 @@ def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: 
         if kid is None:
             kid = len(STATE.kernels) + 1
             if kid > fmt.AUTO_MAX_KERNELS:
-                warnings.warn(f"sm_profiler.auto: more than {fmt.AUTO_MAX_KERNELS} kernels "
-                              f"loaded; {name!r} records nothing", AutoWarning, stacklevel=2)  # fmt: skip
+                warnings.warn(
+                    f"sm_profiler.auto: more than {fmt.AUTO_MAX_KERNELS} kernels "
+                    f"loaded; {name!r} records nothing",
+                    AutoWarning,
+                    stacklevel=2,
+                )
                 return
-            entry = KernelEntry(kid, name, level, meta.get("num_warps"), meta.get("num_stages"),
-                                meta.get("shared"), str(meta.get("hash", "")),
-                                *_source_of(src_fn), call_site)  # fmt: skip
+            entry = KernelEntry(
+                kid,
+                name,
+                level,
+                meta.get("num_warps"),
+                meta.get("num_stages"),
+                meta.get("shared"),
+                str(meta.get("hash", "")),
+                *_source_of(src_fn),
+                call_site,
+            )
             STATE.kernels[kid] = entry
             STATE.by_module[module] = kid
         entry = STATE.kernels[kid]
@@ -262,8 +280,9 @@ def _on_triton_load(module, function, name, metadata_group, hash):  # noqa: A002
         if kid is not None and kernel is not None and not STATE.kernels[kid].partitions:
             STATE.kernels[kid].partitions = partitions_of(str(kernel.asm.get("ttgir", "")))
     except Exception as e:  # never stop the user's launch over the profiler
-        warnings.warn(f"sm_profiler.auto: could not bind kernel {name!r}: {e}", AutoWarning,
-                      stacklevel=2)  # fmt: skip
+        warnings.warn(
+            f"sm_profiler.auto: could not bind kernel {name!r}: {e}", AutoWarning, stacklevel=2
+        )
 
 
 def _json_of(metadata_group) -> dict:
@@ -316,8 +335,10 @@ def _user_call_site(frame) -> str:
 def _static_launcher_classes() -> list:
     """Inductor's static CUDA launcher class(es) of this torch, if any (the module's name moved)."""
     out = []
-    for mod in ("torch._inductor.runtime.static_triton_launcher",
-                "torch._inductor.runtime.static_cuda_launcher"):  # fmt: skip
+    for mod in (
+        "torch._inductor.runtime.static_triton_launcher",
+        "torch._inductor.runtime.static_cuda_launcher",
+    ):
         try:
             m = __import__(mod, fromlist=["StaticallyLaunchedCudaKernel"])
         except Exception:
@@ -335,8 +356,10 @@ def _wrap_static_init(original):
             meta = kernel.metadata._asdict()
             if level_of(meta.get("instrumentation_mode")) is not None:
                 keep = ("instrumentation_mode", "num_warps", "num_stages", "shared", "hash")
-                self._sm_profiler_auto = ({k: meta.get(k) for k in keep},
-                                          _source_of(getattr(kernel.src, "fn", None)))  # fmt: skip
+                self._sm_profiler_auto = (
+                    {k: meta.get(k) for k in keep},
+                    _source_of(getattr(kernel.src, "fn", None)),
+                )
         except Exception:
             pass
 
@@ -360,8 +383,11 @@ def _wrap_static_load(original):
                     STATE.kernels[kid].source = STATE.kernels[kid].source or source
                     STATE.kernels[kid].origins = STATE.kernels[kid].origins or origins
             except Exception as e:
-                warnings.warn(f"sm_profiler.auto: could not bind kernel {self.name!r}: {e}",
-                              AutoWarning, stacklevel=2)  # fmt: skip
+                warnings.warn(
+                    f"sm_profiler.auto: could not bind kernel {self.name!r}: {e}",
+                    AutoWarning,
+                    stacklevel=2,
+                )
         return out
 
     load_kernel.__wrapped__ = original

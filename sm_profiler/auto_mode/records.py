@@ -25,19 +25,23 @@ def read_buffer(words: np.ndarray) -> tuple[np.ndarray, dict]:
         raise FormatError(f"auto buffer too short: {words.size} words")
     magic, version = int(words[0]) & LOW32, int(words[0]) >> 32
     if magic != fmt.AUTO_MAGIC or version != fmt.AUTO_VERSION:
-        raise FormatError(f"not an sm_profiler auto buffer of version {fmt.AUTO_VERSION} "
-                          f"(magic 0x{magic:08x}, version {version})")  # fmt: skip
+        raise FormatError(
+            f"not an sm_profiler auto buffer of version {fmt.AUTO_VERSION} "
+            f"(magic 0x{magic:08x}, version {version})"
+        )
     regions = int(words[fmt.AUTO_HDR_REGIONS])
     if regions != fmt.AUTO_REGIONS:
-        raise FormatError(f"auto buffer names {regions} regions; this reader knows "
-                          f"{fmt.AUTO_REGIONS}")  # fmt: skip
+        raise FormatError(
+            f"auto buffer names {regions} regions; this reader knows {fmt.AUTO_REGIONS}"
+        )
     control = int(words[fmt.AUTO_HDR_CONTROL])
     size = (control & LOW32) + 1
     ring = bool(control & fmt.AUTO_RING)
     capacity = size * regions
     if words.size != fmt.auto_words(capacity):
-        raise FormatError(f"auto buffer holds {words.size} words; its header needs "
-                          f"{fmt.auto_words(capacity)}")  # fmt: skip
+        raise FormatError(
+            f"auto buffer holds {words.size} words; its header needs {fmt.auto_words(capacity)}"
+        )
     counters = words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS]
     claimed = counters.astype(np.int64)
     table = words[fmt.AUTO_RECORDS_WORD :].view(fmt.AUTO_RECORD_DTYPE).reshape(regions, size)
@@ -45,8 +49,13 @@ def read_buffer(words: np.ndarray) -> tuple[np.ndarray, dict]:
     used = np.arange(size)[None, :] < kept[:, None]
     recs = table[used]
     written = recs["info"] != 0
-    info = {"claimed": int(claimed.sum()), "capacity": capacity, "ring": ring,
-            "dropped": int((claimed - kept).sum()), "unwritten": int((~written).sum())}  # fmt: skip
+    info = {
+        "claimed": int(claimed.sum()),
+        "capacity": capacity,
+        "ring": ring,
+        "dropped": int((claimed - kept).sum()),
+        "unwritten": int((~written).sum()),
+    }
     return recs[written], info
 
 
@@ -66,7 +75,7 @@ def launches(recs: np.ndarray) -> list[np.ndarray]:
         return []
     kid = (recs["info"] & 0xFFFF).astype(np.int64)
     key = (recs["grid_id"].astype(np.int64) << 16) | kid
-    program = (recs["ctaid_x"].astype(np.int64) | (recs["ctaid_yz"].astype(np.int64) << 32))
+    program = recs["ctaid_x"].astype(np.int64) | (recs["ctaid_yz"].astype(np.int64) << 32)
     warp = ((recs["info"] >> 16) & 0xFF).astype(np.int64)
     order = np.lexsort((recs["start_ns"], warp, program, key))
     k, p, w = key[order], program[order], warp[order]
@@ -83,8 +92,9 @@ def launches(recs: np.ndarray) -> list[np.ndarray]:
     return groups
 
 
-def to_captures(recs: np.ndarray, info: dict, kernels: dict[int, dict],
-                base_meta: dict | None = None) -> list[Capture]:  # fmt: skip
+def to_captures(
+    recs: np.ndarray, info: dict, kernels: dict[int, dict], base_meta: dict | None = None
+) -> list[Capture]:
     """One Capture per launch. kernels: kernel id -> metadata with at least 'name'."""
     names = _event_names(kernels, recs)
     out = []
@@ -118,13 +128,22 @@ def to_captures(recs: np.ndarray, info: dict, kernels: dict[int, dict],
         lanes[lane, 3] = end_tag | r["end_lo"].astype(np.uint64)
         meta = dict(base_meta or {})
         meta.update(kmeta)
-        meta.update(auto=True, launch=n, grid=list(grid), grid_id=int(r["grid_id"][0]),
-                    programs=int(len(np.unique(block))), auto_session=session)  # fmt: skip
+        meta.update(
+            auto=True,
+            launch=n,
+            grid=list(grid),
+            grid_id=int(r["grid_id"][0]),
+            programs=int(len(np.unique(block))),
+            auto_session=session,
+        )
         if tag:
             meta["tag"] = tag  # prof.set_tag's, when the launch was queued
         groups = _warp_names(ng, kmeta.get("partitions")) if per_warp else {}
-        out.append(Capture(words=words, event_names=names, group_names=groups,
-                           kernel_name=name, metadata=meta))  # fmt: skip
+        out.append(
+            Capture(
+                words=words, event_names=names, group_names=groups, kernel_name=name, metadata=meta
+            )
+        )
     return out
 
 

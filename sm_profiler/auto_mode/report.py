@@ -87,8 +87,22 @@ def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[Launch
         tail = int(last_end[j] - np.median(last_end))
         idle = 100.0 * (1.0 - float(busy.sum()) / (gpu_sms * span))
         imb = float(busy.max() / max(busy.mean(), 1))
-        out.append(LaunchReport(c, k.name, lo, span, programs, len(sms), waves,
-                                programs / len(sms), max(idle, 0.0), int(sms[j]), tail, imb))  # fmt: skip
+        out.append(
+            LaunchReport(
+                c,
+                k.name,
+                lo,
+                span,
+                programs,
+                len(sms),
+                waves,
+                programs / len(sms),
+                max(idle, 0.0),
+                int(sms[j]),
+                tail,
+                imb,
+            )
+        )
     return out
 
 
@@ -101,11 +115,19 @@ def kernel_reports(launches: list[LaunchReport]) -> list[KernelReport]:
     for name, rs in by.items():
         span = np.array([r.span_ns for r in rs], float)
         w = span / span.sum()
-        out.append(KernelReport(
-            name, len(rs), int(span.sum()), float(span.mean()),
-            float(np.mean([r.programs for r in rs])), float(np.mean([r.waves for r in rs])),
-            float(np.dot(w, [r.idle_pct for r in rs])), float(np.mean([r.tail_ns for r in rs])),
-            float(np.mean([r.imbalance for r in rs]))))  # fmt: skip
+        out.append(
+            KernelReport(
+                name,
+                len(rs),
+                int(span.sum()),
+                float(span.mean()),
+                float(np.mean([r.programs for r in rs])),
+                float(np.mean([r.waves for r in rs])),
+                float(np.dot(w, [r.idle_pct for r in rs])),
+                float(np.mean([r.tail_ns for r in rs])),
+                float(np.mean([r.imbalance for r in rs])),
+            )
+        )
     out.sort(key=lambda k: -k.total_ns)
     return out
 
@@ -118,19 +140,34 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
     kernels = kernel_reports(launches)
     meta = trace.kernels[0].metadata if trace.kernels else {}
     sess = meta.get("auto_session", {})
-    lines = wrap(f"sm_profiler auto: {len(launches):,} launches of {len(kernels)} kernels, "
-                  f"{sum(r.programs for r in launches):,} programs"
-                  f" on {meta.get('device_name', 'a GPU')} ({meta.get('sm_count', '?')} SMs)",
-                  width)  # fmt: skip
+    lines = wrap(
+        f"sm_profiler auto: {len(launches):,} launches of {len(kernels)} kernels, "
+        f"{sum(r.programs for r in launches):,} programs"
+        f" on {meta.get('device_name', 'a GPU')} ({meta.get('sm_count', '?')} SMs)",
+        width,
+    )
     if sess.get("dropped"):
         kept = "newest" if sess.get("ring") else "first"
-        lines += wrap(f"warning: {sess['dropped']:,} of {sess['claimed']:,} program records "
-                       f"dropped (kept the {kept} {sess['capacity']:,}): raise capacity=",
-                       width)  # fmt: skip
+        lines += wrap(
+            f"warning: {sess['dropped']:,} of {sess['claimed']:,} program records "
+            f"dropped (kept the {kept} {sess['capacity']:,}): raise capacity=",
+            width,
+        )
     total = sum(k.total_ns for k in kernels) or 1
-    rows = [[k.kernel, str(k.launches), format_time(k.total_ns), f"{100 * k.total_ns / total:.0f}",
-             f"{k.programs:,.0f}", f"{k.waves:.1f}", f"{k.idle_pct:.0f}", format_time(k.tail_ns),
-             f"{k.imbalance:.2f}"] for k in kernels[:top]]  # fmt: skip
+    rows = [
+        [
+            k.kernel,
+            str(k.launches),
+            format_time(k.total_ns),
+            f"{100 * k.total_ns / total:.0f}",
+            f"{k.programs:,.0f}",
+            f"{k.waves:.1f}",
+            f"{k.idle_pct:.0f}",
+            format_time(k.tail_ns),
+            f"{k.imbalance:.2f}",
+        ]
+        for k in kernels[:top]
+    ]
     headers = ["kernel", "launches", "time", "%", "programs", "waves", "idle%", "tail", "imbal"]
     # Inductor's names are long and differ at both ends (triton_per_fused_..._backward_view_7):
     # cut them in the middle to the room the numbers leave, never below 24 characters.
@@ -146,18 +183,23 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
     if dropped:
         lines += wrap(f"({', '.join(dropped)} left out to fit {width} columns)", width)
     lines += [""]
-    lines += wrap("time: launches' spans summed (first program start to last end); waves: "
-                   "programs / (SMs x peak programs per SM); idle%: SM-time with no program "
-                   "resident; tail: last SM's end after the median SM's; imbal: busiest SM / "
-                   "mean SM busy time", width)  # fmt: skip
+    lines += wrap(
+        "time: launches' spans summed (first program start to last end); waves: "
+        "programs / (SMs x peak programs per SM); idle%: SM-time with no program "
+        "resident; tail: last SM's end after the median SM's; imbal: busiest SM / "
+        "mean SM busy time",
+        width,
+    )
     worst = sorted(launches, key=lambda r: -r.tail_ns)[:3]
     if worst:
         lines += ["", *wrap("longest tails:", width)]
         for r in worst:
-            lines += wrap(f"  {trace.capture_name(r.capture)}: SM {r.last_sm} ends "
-                           f"{format_time(r.tail_ns)} after the median SM (span "
-                           f"{format_time(r.span_ns)}, {r.waves:.1f} waves, idle {r.idle_pct:.0f}%)",
-                           width)  # fmt: skip
+            lines += wrap(
+                f"  {trace.capture_name(r.capture)}: SM {r.last_sm} ends "
+                f"{format_time(r.tail_ns)} after the median SM (span "
+                f"{format_time(r.span_ns)}, {r.waves:.1f} waves, idle {r.idle_pct:.0f}%)",
+                width,
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -24,8 +24,14 @@ class AutoProfiler:
     level: 'program' (each program's start, end, SM) or 'warp' (each warp's).
     """
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY, *, ring: bool = False,
-                 level: str = "program", device=None):  # fmt: skip
+    def __init__(
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        *,
+        ring: bool = False,
+        level: str = "program",
+        device=None,
+    ):
         problem = fmt.auto_capacity_problem(capacity)
         if problem:
             raise ConfigError(f"capacity {problem}")
@@ -48,7 +54,9 @@ class AutoProfiler:
     def start(self) -> AutoProfiler:
         _check_can_run()
         if _active:
-            raise ConfigError("sm_profiler.auto is already on in this process; one region at a time")
+            raise ConfigError(
+                "sm_profiler.auto is already on in this process; one region at a time"
+            )
         import torch
 
         device = torch.device(self.device if self.device is not None else "cuda")
@@ -58,10 +66,12 @@ class AutoProfiler:
         try:
             buf = torch.zeros(words, dtype=torch.int64, device=device)
         except torch.cuda.OutOfMemoryError as e:
-            raise ConfigError(f"cannot allocate the {words * 8:,}-byte auto buffer on {device}; "
-                              "lower capacity") from e  # fmt: skip
+            raise ConfigError(
+                f"cannot allocate the {words * 8:,}-byte auto buffer on {device}; lower capacity"
+            ) from e
         buf[: fmt.AUTO_HEADER_WORDS].copy_(
-            torch.from_numpy(fmt.auto_header(self.capacity, self.ring).view(np.int64)))
+            torch.from_numpy(fmt.auto_header(self.capacity, self.ring).view(np.int64))
+        )
         self._buffer, self._device = buf, device
         self._captures, self._words = None, None
         binding.turn_on(self.level, {device.index: buf.data_ptr()})
@@ -85,8 +95,9 @@ class AutoProfiler:
             self._patches.undo()
             binding.turn_off()
             _active.remove(self)
-        self._kernels = {k: dict(name=e.name, **e.as_metadata())
-                         for k, e in binding.STATE.kernels.items()}  # fmt: skip
+        self._kernels = {
+            k: dict(name=e.name, **e.as_metadata()) for k, e in binding.STATE.kernels.items()
+        }
         self._buffer = None
         self._say_what_was_missed()
         return self
@@ -128,8 +139,9 @@ class AutoProfiler:
 
         caps = self.captures()
         if not caps:
-            raise ConfigError("auto mode recorded no kernel launch in this region; "
-                              + " ".join(self.notes))  # fmt: skip
+            raise ConfigError(
+                "auto mode recorded no kernel launch in this region; " + " ".join(self.notes)
+            )
         return decode(caps)
 
     def print_stats(self, file=None, width: int | None = None) -> None:
@@ -159,8 +171,10 @@ class AutoProfiler:
 
     def _require_stopped(self) -> None:
         if self._words is None:
-            raise ConfigError("the auto region has not ended yet: read results after the "
-                              "`with sm_profiler.auto()` block (or after stop())")  # fmt: skip
+            raise ConfigError(
+                "the auto region has not ended yet: read results after the "
+                "`with sm_profiler.auto()` block (or after stop())"
+            )
 
     def _say_what_was_missed(self) -> None:
         import warnings
@@ -171,21 +185,29 @@ class AutoProfiler:
         _, info = read_buffer(self._words)
         if info["dropped"]:
             what = "oldest" if self.ring else "newest"
-            self.notes.append(f"{info['dropped']:,} of {info['claimed']:,} records dropped (the "
-                              f"{what}; capacity {self.capacity:,}): raise capacity=")  # fmt: skip
+            self.notes.append(
+                f"{info['dropped']:,} of {info['claimed']:,} records dropped (the "
+                f"{what}; capacity {self.capacity:,}): raise capacity="
+            )
         if binding.STATE.pauses:
-            self.notes_info = (f"{binding.STATE.pauses} autotuner benchmark runs recorded nothing "
-                               "(left out on purpose)")  # fmt: skip
+            self.notes_info = (
+                f"{binding.STATE.pauses} autotuner benchmark runs recorded nothing "
+                "(left out on purpose)"
+            )
         plain = binding.STATE.plain_loaded
         if plain:
             names = ", ".join(sorted(plain)[:5]) + (" ..." if len(plain) > 5 else "")
-            self.notes.append(f"{len(plain)} kernels loaded in the region were compiled without "
-                              f"auto mode and ran plain ({names})")  # fmt: skip
+            self.notes.append(
+                f"{len(plain)} kernels loaded in the region were compiled without "
+                f"auto mode and ran plain ({names})"
+            )
         if info["claimed"] == 0:
-            self.notes.append("no instrumented kernel ran in the region. Kernels compiled before "
-                              "it stay plain: enter sm_profiler.auto() before a kernel's first "
-                              "call (for torch.compile, before the compiled model's first call), "
-                              "or profile the whole script with `sm-profiler run`")  # fmt: skip
+            self.notes.append(
+                "no instrumented kernel ran in the region. Kernels compiled before "
+                "it stay plain: enter sm_profiler.auto() before a kernel's first "
+                "call (for torch.compile, before the compiled model's first call), "
+                "or profile the whole script with `sm-profiler run`"
+            )
         for note in self.notes:
             warnings.warn(f"sm_profiler.auto: {note}", binding.AutoWarning, stacklevel=3)
 
@@ -196,9 +218,13 @@ class AutoProfiler:
             import triton
 
             props = torch.cuda.get_device_properties(self._device)
-            meta.update(device_name=props.name, sm_count=props.multi_processor_count,
-                        compute_capability=f"{props.major}.{props.minor}",
-                        torch=torch.__version__, triton=triton.__version__)  # fmt: skip
+            meta.update(
+                device_name=props.name,
+                sm_count=props.multi_processor_count,
+                compute_capability=f"{props.major}.{props.minor}",
+                torch=torch.__version__,
+                triton=triton.__version__,
+            )
         except Exception:
             pass
         meta.update(self.metadata)
@@ -325,23 +351,32 @@ def _clear_inductor_memory() -> None:
 
 def _check_can_run() -> None:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        raise ConfigError("sm_profiler.auto instruments compiled kernels; under TRITON_INTERPRET=1 "
-                          "nothing is compiled. Unset TRITON_INTERPRET, or use the manual ops "
-                          "(sm_profiler.triton_ops), which run in the interpreter")  # fmt: skip
+        raise ConfigError(
+            "sm_profiler.auto instruments compiled kernels; under TRITON_INTERPRET=1 "
+            "nothing is compiled. Unset TRITON_INTERPRET, or use the manual ops "
+            "(sm_profiler.triton_ops), which run in the interpreter"
+        )
     try:
         import triton
     except ImportError as e:
         raise ConfigError("sm_profiler.auto needs Triton (pip install triton)") from e
     if not hasattr(getattr(triton, "knobs", None), "runtime") or not hasattr(
-            triton.knobs.runtime, "add_stages_inspection_hook"):
-        raise ConfigError(f"sm_profiler.auto needs Triton 3.6 or newer (its compiler stage hook); "
-                          f"this is Triton {triton.__version__}: pip install -U triton")  # fmt: skip
+        triton.knobs.runtime, "add_stages_inspection_hook"
+    ):
+        raise ConfigError(
+            f"sm_profiler.auto needs Triton 3.6 or newer (its compiler stage hook); "
+            f"this is Triton {triton.__version__}: pip install -U triton"
+        )
     import torch
 
     if not torch.cuda.is_available():
-        raise ConfigError("sm_profiler.auto needs an NVIDIA GPU (torch sees no CUDA device); "
-                          "on a CPU, the manual ops run in Triton's interpreter")  # fmt: skip
+        raise ConfigError(
+            "sm_profiler.auto needs an NVIDIA GPU (torch sees no CUDA device); "
+            "on a CPU, the manual ops run in Triton's interpreter"
+        )
     mode = triton.knobs.compilation.instrumentation_mode
     if mode and binding.level_of(mode) is None:
-        raise ConfigError(f"Triton's instrumentation_mode is {mode!r} (Proton's instrumentation "
-                          "is on?): auto mode cannot share the compiler with it")  # fmt: skip
+        raise ConfigError(
+            f"Triton's instrumentation_mode is {mode!r} (Proton's instrumentation "
+            "is on?): auto mode cannot share the compiler with it"
+        )

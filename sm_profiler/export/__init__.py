@@ -28,8 +28,9 @@ EXTENSIONS = {
 FORMATS = ("perfetto", "chrome")
 
 
-def export(trace: TraceData, path: str | os.PathLike, format: str | None = None,
-           **options) -> list[str]:  # fmt: skip
+def export(
+    trace: TraceData, path: str | os.PathLike, format: str | None = None, **options
+) -> list[str]:
     """Write `trace` to `path` as Perfetto protobuf or Chrome JSON; returns the notes saying
     what was cut or summarised (empty when the trace is exported whole).
 
@@ -96,8 +97,7 @@ def timeline(trace: TraceData, capture: int | None = None, **options) -> Timelin
 
         warnings.warn(tl.notes[-1], UserWarning, stacklevel=3)
     if capture is not None:
-        tl.notes.append(f"capture {capture} only: {len(trace):,} of {whole:,} ranges and "
-                        "instants")  # fmt: skip
+        tl.notes.append(f"capture {capture} only: {len(trace):,} of {whole:,} ranges and instants")
     return tl
 
 

@@ -82,7 +82,9 @@ def to_chrome_json(tl: Timeline) -> dict:
         tid_of[k] = tid
         pid = int(pid_of_lane[g])
         out.append(_meta("thread_name", pid, tid, {"name": tl.lane_name(g, lv)}))
-        out.append(_meta("thread_sort_index", pid, tid, {"sort_index": tl.lane_rank(g) * LEVELS + lv}))
+        out.append(
+            _meta("thread_sort_index", pid, tid, {"sort_index": tl.lane_rank(g) * LEVELS + lv})
+        )
     tid_arr = np.array([tid_of[k] for k in thread_key.tolist()], np.int64)
 
     names = {e: trace.event_name(e) for e in np.unique(ev["event"]).tolist()}
@@ -102,9 +104,12 @@ def to_chrome_json(tl: Timeline) -> dict:
         else:
             out.append({"name": names[e], "ph": "i", "s": "t", "pid": p, "tid": t, "ts": s})
     for e, k, g, s in zip(
-        um["event"].tolist(), um["kind"].tolist(), um_lane.tolist(), us(um["time_ns"]).tolist(),
+        um["event"].tolist(),
+        um["kind"].tolist(),
+        um_lane.tolist(),
+        us(um["time_ns"]).tolist(),
         strict=True,
-    ):  # fmt: skip
+    ):
         out.append(
             {
                 "name": tl.unmatched_name(k, e),
@@ -132,16 +137,32 @@ def to_chrome_json(tl: Timeline) -> dict:
         )
 
     occ = tl.occupancy
-    for p, s, v in zip((occ["sm_index"] + 1).tolist(), us(occ["time_ns"]).tolist(),
-                       occ["value"].tolist(), strict=True):  # fmt: skip
+    for p, s, v in zip(
+        (occ["sm_index"] + 1).tolist(),
+        us(occ["time_ns"]).tolist(),
+        occ["value"].tolist(),
+        strict=True,
+    ):
         out.append({"name": "resident blocks", "ph": "C", "pid": p, "ts": s, "args": {"blocks": v}})
 
     if tl.summary is not None:
         sm = tl.summary
-        for i, e, ts, v in zip(sm["sm_index"].tolist(), sm["event"].tolist(),
-                               us(sm["time_ns"]).tolist(), sm["value"].tolist(), strict=True):  # fmt: skip
-            out.append({"name": tl.summary_name(e), "ph": "C",
-                        "pid": i + 1, "ts": ts, "args": {"ranges": v}})  # fmt: skip
+        for i, e, ts, v in zip(
+            sm["sm_index"].tolist(),
+            sm["event"].tolist(),
+            us(sm["time_ns"]).tolist(),
+            sm["value"].tolist(),
+            strict=True,
+        ):
+            out.append(
+                {
+                    "name": tl.summary_name(e),
+                    "ph": "C",
+                    "pid": i + 1,
+                    "ts": ts,
+                    "args": {"ranges": v},
+                }
+            )
 
     out.append(_meta("process_name", kernels_pid, 0, {"name": "launches"}))
     out.append(_meta("process_sort_index", kernels_pid, 0, {"sort_index": -1}))

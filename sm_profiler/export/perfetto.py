@@ -170,8 +170,7 @@ class _Writer:
         self.origin = min(int(t.start_ns), ref0)
         about = _fb(14, "\n".join(self._about()))  # shown by the track's help
         share = _fb(8, _fb(7, "resident blocks"))  # CounterDescriptor.y_axis_share_key
-        root = (_fv(1, ROOT_UUID) + _fb(2, tl.root_name) + about + _fb(8, b"")
-                + _fv(11, EXPLICIT))  # fmt: skip
+        root = _fv(1, ROOT_UUID) + _fb(2, tl.root_name) + about + _fb(8, b"") + _fv(11, EXPLICIT)
         # A descriptor goes once: with its counter's block, or here when it has no counter.
         occ = tl.occupancy
         busy = tl.busy
@@ -179,8 +178,13 @@ class _Writer:
         head = [] if len(busy["time_ns"]) else [packet(_fb(60, root))]
         sm_desc = []
         for i in range(len(self.sms)):
-            sm_desc.append(_fv(1, self.sm_uuid0 + i) + _fb(2, sm_sort_name(tl, i)) + share
-                           + _fv(11, EXPLICIT) + _fv(15, MERGE_NONE))  # fmt: skip
+            sm_desc.append(
+                _fv(1, self.sm_uuid0 + i)
+                + _fb(2, sm_sort_name(tl, i))
+                + share
+                + _fv(11, EXPLICIT)
+                + _fv(15, MERGE_NONE)
+            )
             if i not in with_counter:
                 head.append(packet(_fb(60, sm_desc[-1])))
         head.append(self._window())
@@ -210,8 +214,9 @@ class _Writer:
         lanes_sorted = np.flatnonzero(used)
         lanes_sorted = lanes_sorted[np.argsort(self.lo[lanes_sorted], kind="stable")]
         csum = np.cumsum(self.rows_per_lane[lanes_sorted])
-        cut = np.searchsorted(csum, np.arange(CHUNK_ROWS, int(csum[-1]) if len(csum) else 0,
-                                              CHUNK_ROWS), side="left")  # fmt: skip
+        cut = np.searchsorted(
+            csum, np.arange(CHUNK_ROWS, int(csum[-1]) if len(csum) else 0, CHUNK_ROWS), side="left"
+        )
         for part in np.split(lanes_sorted, np.unique(cut + 1)):
             if len(part):
                 yield self._lane_chunk(part)
@@ -219,12 +224,13 @@ class _Writer:
     def _about(self) -> list[str]:
         """The root's description: the timeline's notes, the time origin, the launch in view."""
         tl = self.tl
-        lines = [*tl.notes, f"times are ns from the profile's start: %globaltimer "
-                            f"{self.origin} ns"]  # fmt: skip
+        lines = [*tl.notes, f"times are ns from the profile's start: %globaltimer {self.origin} ns"]
         if tl.focus is not None and len(tl.launches["capture"]) > 1:
             c = int(tl.launches["capture"][tl.focus])
-            lines.append(f"opens on {tl.launch_name(c)}, the longest launch; zoom out (or "
-                         "press w/s) for the others")  # fmt: skip
+            lines.append(
+                f"opens on {tl.launch_name(c)}, the longest launch; zoom out (or "
+                "press w/s) for the others"
+            )
         return lines
 
     def _window(self) -> bytes:
@@ -281,9 +287,14 @@ class _Writer:
             i, e = divmod(k, top)
             u = self.next_uuid
             self.next_uuid += 1
-            desc = (_fv(1, u) + _fv(5, self.sm_uuid0 + i)
-                    + _fb(2, self.tl.summary_name(e))
-                    + _fb(8, b"") + _fv(12, SUMMARY_RANK0 + e) + _fv(15, MERGE_NONE))  # fmt: skip
+            desc = (
+                _fv(1, u)
+                + _fv(5, self.sm_uuid0 + i)
+                + _fb(2, self.tl.summary_name(e))
+                + _fb(8, b"")
+                + _fv(12, SUMMARY_RANK0 + e)
+                + _fv(15, MERGE_NONE)
+            )
             times, vals = sm["time_ns"][a:b], sm["value"][a:b]
             if times[0] > ref0:
                 times, vals = np.append(ref0, times), np.append(0.0, vals)
@@ -397,7 +408,8 @@ class _Writer:
                 cur, g = lp, int(lanes[lp])
                 ref_ns = int(ref[lp]) - self.origin  # as _lane_header: times from the origin
                 clocks = _fb(1, _fv(1, CLOCK_ID) + _fv(2, ref_ns) + _fv(3, 1)) + _fb(
-                    1, _fv(1, BOOTTIME) + _fv(2, ref_ns))
+                    1, _fv(1, BOOTTIME) + _fv(2, ref_ns)
+                )
                 clock_pk = packet(_fb(6, clocks))
                 base_name = self.tl.lane_name(g, 0).encode()
                 parent_f = _fv(5, self.lane_uuid0 + g)
@@ -406,8 +418,9 @@ class _Writer:
             name = base_name + (b" (overlap)" if level == 1 else b" (overlap %d)" % level)
             uv = v(u)
             # _lane_descriptor's fields and _block_header's packets, spelled out.
-            desc = (b"\x08" + uv + parent_f + b"\x12" + v(len(name)) + name + b"\x60" + v(level)
-                    + merge)  # fmt: skip
+            desc = (
+                b"\x08" + uv + parent_f + b"\x12" + v(len(name)) + name + b"\x60" + v(level) + merge
+            )
             inner = clock_default + tag_track_defaults + v(1 + len(uv)) + b"\x58" + uv
             body = seq + tag_desc + v(len(desc)) + desc + tag_defaults + v(len(inner)) + inner
             out.append(clock_pk + b"\x0a" + v(len(body)) + body)
@@ -428,8 +441,9 @@ class _Writer:
             u = self.next_uuid
             self.next_uuid += 1
             parent, rank, extra = self.lane_uuid0 + g, level, b""
-        desc = (_fv(1, u) + _fv(5, parent) + _fb(2, name) + extra + _fv(12, rank)
-                + _fv(15, MERGE_NONE))  # fmt: skip
+        desc = (
+            _fv(1, u) + _fv(5, parent) + _fb(2, name) + extra + _fv(12, rank) + _fv(15, MERGE_NONE)
+        )
         return u, desc
 
     def _undeclared_parents(self, lanes: np.ndarray, bkeys: np.ndarray) -> bytes:

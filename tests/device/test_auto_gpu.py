@@ -35,7 +35,9 @@ def axpy_kernel(x, y, out, n, a, BLOCK: tl.constexpr):
 
 @triton.jit
 def grid3d_kernel(out, BLOCK: tl.constexpr):
-    pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
+    pid = tl.program_id(0) + tl.num_programs(0) * (
+        tl.program_id(1) + tl.num_programs(1) * tl.program_id(2)
+    )
     tl.store(out + pid * BLOCK + tl.arange(0, BLOCK), pid + tl.zeros((BLOCK,), tl.float32))
 
 
@@ -79,7 +81,9 @@ def test_every_program_of_every_launch_streams_kept_apart():
         grid3d_kernel[(5, 3, 2)](outs[0], BLOCK=128)
         torch.cuda.synchronize()
     torch.cuda.synchronize()
-    assert torch.equal(outs[1], plain) and torch.equal(outs[2], plain) and torch.equal(outs[3], plain)
+    assert (
+        torch.equal(outs[1], plain) and torch.equal(outs[2], plain) and torch.equal(outs[3], plain)
+    )
     trace = prof.decode()
     axpy = _launches(trace, "axpy_kernel")
     assert len(axpy) == 4
@@ -134,8 +138,13 @@ def test_limit_and_ring_count_drops_exactly():
         sms = len(np.unique(recs["sm"]))
         assert info["claimed"] == 192 and len(recs) == sms and info["dropped"] == 192 - sms
         trace = prof.decode()
-        assert sum(len(np.flatnonzero(trace.lanes["initialized"] & (trace.lanes["capture"] == c)))
-                   for c in range(len(trace.kernels))) == sms  # fmt: skip
+        assert (
+            sum(
+                len(np.flatnonzero(trace.lanes["initialized"] & (trace.lanes["capture"] == c)))
+                for c in range(len(trace.kernels))
+            )
+            == sms
+        )
         assert trace.kernels[0].metadata["auto_session"]["dropped"] == 192 - sms
 
 
@@ -300,25 +309,69 @@ def test_sm_profiler_run_profiles_an_unchanged_script(tmp_path):
         "f = torch.compile(m)\n"
         "for _ in range(int(sys.argv[1])):\n"
         "    f(torch.randn(32, 64, device='cuda')).sum().backward()\n"
-    )  # fmt: skip
-    out = subprocess.run([sys.executable, "-m", "sm_profiler", "run", "--out", str(tmp_path / "o"),
-                          "--width", "80", "--", str(script), "3"],
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sm_profiler",
+            "run",
+            "--out",
+            str(tmp_path / "o"),
+            "--width",
+            "80",
+            "--",
+            str(script),
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "sm_profiler auto:" in out.stdout and "triton_" in out.stdout
     for name in ("auto.npz", "auto.perfetto-trace", "auto_stats.txt"):
         assert (tmp_path / "o" / name).stat().st_size > 0
     # Again: Triton's and Inductor's caches now hold the instrumented build; it is served, bound
     # and records the same kernels.
-    again = subprocess.run([sys.executable, "-m", "sm_profiler", "run", "--out", str(tmp_path / "o2"),
-                            "--width", "80", "--", str(script), "3"],
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sm_profiler",
+            "run",
+            "--out",
+            str(tmp_path / "o2"),
+            "--width",
+            "80",
+            "--",
+            str(script),
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert again.returncode == 0, again.stderr[-3000:]
-    kernels = [set(ln.split()[0] for ln in o.stdout.splitlines() if ln.startswith("triton_"))
-               for o in (out, again)]  # fmt: skip
+    kernels = [
+        set(ln.split()[0] for ln in o.stdout.splitlines() if ln.startswith("triton_"))
+        for o in (out, again)
+    ]
     assert kernels[0] and kernels[0] == kernels[1], kernels
-    stats = subprocess.run([sys.executable, "-m", "sm_profiler", "stats", str(tmp_path / "o" / "auto.npz"),
-                            "--width", "80"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    stats = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sm_profiler",
+            "stats",
+            str(tmp_path / "o" / "auto.npz"),
+            "--width",
+            "80",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert stats.returncode == 0 and "sm_profiler auto:" in stats.stdout, stats.stderr[-2000:]
 
 
@@ -352,11 +405,15 @@ def test_compute_sanitizer_memcheck_is_clean():
     if sanitizer is None:
         pytest.skip("needs compute-sanitizer")
     script = os.path.join(SUPPORT, "auto_workload.py")
-    r = subprocess.run([sanitizer, "--tool", "memcheck", "--error-exitcode", "7", sys.executable,
-                        script], capture_output=True, text=True, timeout=900)  # fmt: skip
+    r = subprocess.run(
+        [sanitizer, "--tool", "memcheck", "--error-exitcode", "7", sys.executable, script],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "ERROR SUMMARY: 0 errors" in r.stdout
-    res = json.loads(r.stdout[r.stdout.index("{"): r.stdout.rindex("}") + 1])
+    res = json.loads(r.stdout[r.stdout.index("{") : r.stdout.rindex("}") + 1])
     assert res["limit"]["dropped"] > 0 and res["ring"]["dropped"] > 0
 
 

@@ -28,12 +28,22 @@ def test_rewrite_records_every_way_out_and_leaves_functions_alone():
     assert "and.b32 %smpa_r0, %smpa_r0, 31;" in w and str(fmt.AUTO_PER_WARP) in w
 
 
-@pytest.mark.parametrize("text, why", [
-    (PTX.replace(".visible .entry k(", ".visible .entry k(\n)\n{\nret;\n}\n.visible .entry k2("),
-     "one .entry"),
-    (PTX.replace(".address_size 64", ".address_size 32"), "address_size"),
-    (PTX.replace("\tret;\n}\n\t.section", "}\n\t.section").replace("\t@%p1 ret;", ""), "no ret"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        (
+            PTX.replace(
+                ".visible .entry k(", ".visible .entry k(\n)\n{\nret;\n}\n.visible .entry k2("
+            ),
+            "one .entry",
+        ),
+        (PTX.replace(".address_size 64", ".address_size 32"), "address_size"),
+        (
+            PTX.replace("\tret;\n}\n\t.section", "}\n\t.section").replace("\t@%p1 ret;", ""),
+            "no ret",
+        ),
+    ],
+)
 def test_rewrite_refuses_what_it_does_not_know(text, why):
     with pytest.raises(RewriteError, match=why):
         instrument(text)

@@ -102,8 +102,9 @@ def check_trace(t, case, sm_count):
 
 def _profiler(case):
     mode, iters, capacity, num_blocks, num_groups, grid, block = case
-    prof = sm_profiler.SmProfiler(num_blocks or _blocks(grid), num_groups, capacity,
-                                  kernel_name="smp_test_kernel")  # fmt: skip
+    prof = sm_profiler.SmProfiler(
+        num_blocks or _blocks(grid), num_groups, capacity, kernel_name="smp_test_kernel"
+    )
     for k, v in EVENTS.items():
         prof.register_event(k, v)
     return prof
@@ -161,8 +162,9 @@ def _cupy_kernel():
     cupy = pytest.importorskip("cupy")
     with open(os.path.join(HERE, "profiled_kernel.cuh")) as f:
         src = f.read()
-    return cupy.RawKernel(src, "smp_test_kernel",
-                          options=(f"-I{sm_profiler.cuda_include_dir()}", "--std=c++17"))  # fmt: skip
+    return cupy.RawKernel(
+        src, "smp_test_kernel", options=(f"-I{sm_profiler.cuda_include_dir()}", "--std=c++17")
+    )
 
 
 def run_cupy(case):
@@ -193,9 +195,19 @@ def _nvcc_binary(tmpdir: str) -> str:
     if nvcc is None:
         pytest.skip("needs nvcc")
     exe = os.path.join(tmpdir, "gpu_capture")
-    subprocess.run([nvcc, "-std=c++17", "-arch=native", f"-I{sm_profiler.cuda_include_dir()}",
-                    f"-I{HERE}", os.path.join(HERE, "gpu_capture.cu"), "-o", exe],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [
+            nvcc,
+            "-std=c++17",
+            "-arch=native",
+            f"-I{sm_profiler.cuda_include_dir()}",
+            f"-I{HERE}",
+            os.path.join(HERE, "gpu_capture.cu"),
+            "-o",
+            exe,
+        ],
+        check=True,
+    )
     return exe
 
 
@@ -272,10 +284,19 @@ def test_compute_sanitizer_memcheck_is_clean(nvcc_exe, tmp_path):
         mode, iters, capacity, num_blocks, num_groups, grid, block = CASES[name]
         args = [mode, iters, capacity, num_blocks or _blocks(grid), num_groups, *grid, *block]
         r = subprocess.run(
-            [sanitizer, "--tool", "memcheck", "--error-exitcode", "7", nvcc_exe,
-             str(tmp_path / f"{name}.npz"), *map(str, args)],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                sanitizer,
+                "--tool",
+                "memcheck",
+                "--error-exitcode",
+                "7",
+                nvcc_exe,
+                str(tmp_path / f"{name}.npz"),
+                *map(str, args),
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         assert "ERROR SUMMARY: 0 errors" in r.stdout
 
@@ -319,8 +340,13 @@ def test_makefile_example_writes_a_capture_the_cli_reads(tmp_path):
     work = tmp_path / "cuda"
     shutil.copytree(os.path.join(root, "examples", "cuda"), work)
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run(["make", "run", "PYTHON=" + __import__("sys").executable], cwd=work,
-                       capture_output=True, text=True, env=env)  # fmt: skip
+    r = subprocess.run(
+        ["make", "run", "PYTHON=" + __import__("sys").executable],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "handoff" in r.stdout and "reduce" in r.stdout
     caps = sm_profiler.load(work / "warp_specialized.npz")
@@ -335,8 +361,9 @@ def test_launch_slots_give_each_cuda_launch_its_own_capture():
     # Issue 12's slots with a C++ kernel: prof.step() after each launch moves the slot on the
     # device (no sync); the third launch finds no slot and writes nothing.
     mode, iters, capacity, _, num_groups, grid, block = CASES["per_block_3d"]
-    prof = sm_profiler.SmProfiler(_blocks(grid), num_groups, capacity, slots=2,
-                                  kernel_name="smp_test_kernel")  # fmt: skip
+    prof = sm_profiler.SmProfiler(
+        _blocks(grid), num_groups, capacity, slots=2, kernel_name="smp_test_kernel"
+    )
     for k, v in EVENTS.items():
         prof.register_event(k, v)
     out = torch.zeros(_blocks(grid) * block[0] * block[1] * block[2], device="cuda")
@@ -386,8 +413,11 @@ def test_ring_build_keeps_exactly_the_newest_records():
         if i % 7 == 0:
             seq.append((fmt.KIND_INSTANT, 2))
         seq.append((fmt.KIND_END, 1))
-    kernel = cupy.RawKernel(RING_KERNEL, "ring_k", options=(
-        f"-I{sm_profiler.cuda_include_dir()}", "--std=c++17", "-DSM_PROFILER_RING"))  # fmt: skip
+    kernel = cupy.RawKernel(
+        RING_KERNEL,
+        "ring_k",
+        options=(f"-I{sm_profiler.cuda_include_dir()}", "--std=c++17", "-DSM_PROFILER_RING"),
+    )
     prof = sm_profiler.SmProfiler(sms, 1, cap, ring=True)
     out = cupy.zeros(sms * 128, dtype=cupy.float32)
     kernel((sms,), (128,), (out, cupy.from_dlpack(prof.get_buffer()), np.int32(iters)))

@@ -61,8 +61,12 @@ def test_cuda_asm_spells_operands_and_registers_for_nvcc():
 def test_include_dir_holds_the_headers_and_the_cli_prints_it(capsys):
     d = sm_profiler.cuda_include_dir()
     names = sorted(os.listdir(d))
-    assert {"sm_profiler.cuh", "sm_profiler_host.h", "sm_profiler_format.h",
-            "sm_profiler_ptx.h"} <= set(names)  # fmt: skip
+    assert {
+        "sm_profiler.cuh",
+        "sm_profiler_host.h",
+        "sm_profiler_format.h",
+        "sm_profiler_ptx.h",
+    } <= set(names)
     with pytest.raises(SystemExit) as e:
         cli_main(["--include"])
     assert e.value.code == 0
@@ -264,7 +268,7 @@ def _build(tmp_path, source: str, *defines: str) -> str:
         "-o",
         exe,
     ]
-    cmd[6:6] = [f"-D{d}" for d in defines]  # fmt: skip
+    cmd[6:6] = [f"-D{d}" for d in defines]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return exe
 
@@ -305,8 +309,11 @@ def check_container(path) -> dict:
 @needs_cxx
 @pytest.mark.parametrize("zip64", [False, True])
 def test_cpp_host_header_writes_a_capture_python_reads(tmp_path, zip64, capsys):
-    exe = _build(tmp_path, os.path.join(HERE, "host_writer.cpp"),
-                 *(["SM_PROFILER_ZIP64_THRESHOLD=0"] if zip64 else []))  # fmt: skip
+    exe = _build(
+        tmp_path,
+        os.path.join(HERE, "host_writer.cpp"),
+        *(["SM_PROFILER_ZIP64_THRESHOLD=0"] if zip64 else []),
+    )
     path = tmp_path / "cpp.npz"
     subprocess.run([exe, str(path), "2"], check=True)
     meta = check_container(path)
@@ -432,8 +439,10 @@ def test_nvcc_builds_the_cpp_example_and_the_gpu_test_driver(tmp_path):
     """The host header with the CUDA runtime, the device header, the load_inline example's
     kernel file: built for sm_90 (run on a GPU by tests/device/test_cuda_gpu.py)."""
     inc = [f"-I{sm_profiler.cuda_include_dir()}", f"-I{HERE}"]
-    for src in (os.path.join(ROOT, "examples", "cuda", "warp_specialized.cu"),
-                os.path.join(HERE, "gpu_capture.cu")):  # fmt: skip
+    for src in (
+        os.path.join(ROOT, "examples", "cuda", "warp_specialized.cu"),
+        os.path.join(HERE, "gpu_capture.cu"),
+    ):
         exe = tmp_path / os.path.basename(src).replace(".cu", "")
         cmd = [NVCC, "-std=c++17", "-arch=sm_90", *inc, src, "-o", str(exe)]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -449,7 +458,9 @@ def test_nvcc_builds_the_cpp_example_and_the_gpu_test_driver(tmp_path):
 @pytest.mark.parametrize("mode", list(INITS))
 def test_nvrtc_ring_build_wraps_each_event_and_closes_the_lane(mode):
     # SM_PROFILER_RING: one AND per event (the slot), one close; without it, neither.
-    src = _kernel(mode).replace("    out[blockIdx.x", "    sm_profiler_flush(lane);\n    out[blockIdx.x")
+    src = _kernel(mode).replace(
+        "    out[blockIdx.x", "    sm_profiler_flush(lane);\n    out[blockIdx.x"
+    )
     ring = cuda_tools.nvrtc_ptx(src, defines=("SM_PROFILER_RING",))
     blocks = _asm_blocks(ring)
     records = [b for b in blocks if RECORD_STORE.search(b)]

@@ -28,9 +28,24 @@ def _cpp_cases(tmp_path, headers: list[np.ndarray], shape=(2, 2, 4), metadata: b
     exe = tmp_path / "header_cases"
     if not exe.exists():
         src = os.path.join(CUDA_SOURCES, "header_cases.cpp")
-        subprocess.run([cxx, "-std=c++17", "-O1", "-Wall", "-Werror", "-Wno-type-limits",
-                        "-DSM_PROFILER_HOST_NO_CUDA", f"-I{sm_profiler.cuda_include_dir()}", src,
-                        "-o", str(exe)], check=True, capture_output=True, text=True)  # fmt: skip
+        subprocess.run(
+            [
+                cxx,
+                "-std=c++17",
+                "-O1",
+                "-Wall",
+                "-Werror",
+                "-Wno-type-limits",
+                "-DSM_PROFILER_HOST_NO_CUDA",
+                f"-I{sm_profiler.cuda_include_dir()}",
+                src,
+                "-o",
+                str(exe),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     cases = tmp_path / "cases.bin"
     cases.write_bytes(b"".join(np.asarray(h, "<u8").tobytes() for h in headers))
     outdir = tmp_path / "out"
@@ -71,16 +86,25 @@ def _edited(**words) -> np.ndarray:
 
 HEADER_CASES = {
     "good": _header(),
-    "good v1": _header(version=1), "good v2": _header(version=2), "good v3": _header(version=3),
-    "version 0": _header(version=0), "version 5": _header(version=5),
+    "good v1": _header(version=1),
+    "good v2": _header(version=2),
+    "good v3": _header(version=3),
+    "version 0": _header(version=0),
+    "version 5": _header(version=5),
     "version 2**31": _header(version=2**31),
-    "unknown flag": _header(flags=4), "high flag": _header(flags=1 << 31),
-    "emulated": _header(flags=fmt.FLAG_EMULATED), "ring": _header(flags=fmt.FLAG_RING),
-    "w5 set": _edited(w5=1), "w6 set": _edited(w6=1 << 63), "w7 scratch": _edited(w7=5),
-    "w7 set v1": _edited(version=1, w7=5), "w4 label": _edited(w4=3),
-    "w4 set v3": _edited(version=3, w4=3), "w3 set v2": _edited(version=2, w3=1),
+    "unknown flag": _header(flags=4),
+    "high flag": _header(flags=1 << 31),
+    "emulated": _header(flags=fmt.FLAG_EMULATED),
+    "ring": _header(flags=fmt.FLAG_RING),
+    "w5 set": _edited(w5=1),
+    "w6 set": _edited(w6=1 << 63),
+    "w7 scratch": _edited(w7=5),
+    "w7 set v1": _edited(version=1, w7=5),
+    "w4 label": _edited(w4=3),
+    "w4 set v3": _edited(version=3, w4=3),
+    "w3 set v2": _edited(version=2, w3=1),
     "w3 slots v4": _edited(w3=1),
-}  # fmt: skip
+}
 
 
 def test_6_cpp_writer_refuses_exactly_the_headers_load_refuses(tmp_path):
@@ -113,8 +137,10 @@ def test_6_cpp_writer_and_python_agree_on_random_headers(tmp_path):
     rng = np.random.default_rng(23)
     headers = []
     for _ in range(300):
-        h = _header(version=int(rng.choice([0, 1, 2, 3, 4, 5])),
-                    flags=int(rng.choice([0, 1, 2, 3, 4, 8, 1 << 20])))  # fmt: skip
+        h = _header(
+            version=int(rng.choice([0, 1, 2, 3, 4, 5])),
+            flags=int(rng.choice([0, 1, 2, 3, 4, 8, 1 << 20])),
+        )
         for _ in range(int(rng.integers(0, 3))):
             w = int(rng.integers(1, fmt.HEADER_WORDS))
             bit = int(rng.integers(0, 64))
@@ -128,20 +154,21 @@ def test_6_cpp_writer_and_python_agree_on_random_headers(tmp_path):
 
 
 def test_6_cpp_writer_refuses_metadata_that_is_not_utf8(tmp_path):
-    (rc, path), = _cpp_cases(tmp_path, [_header()], metadata=b"caf\xe9")[0]
+    ((rc, path),) = _cpp_cases(tmp_path, [_header()], metadata=b"caf\xe9")[0]
     assert rc != 0 and not path.exists()
     results, _ = _cpp_cases(tmp_path, [_header()], metadata="café ✓".encode())
-    (rc, path), = results
+    ((rc, path),) = results
     assert rc == 0
     from sm_profiler.capture import load
 
     assert load(path)[0].metadata["note"] == "café ✓"
 
 
-@pytest.mark.parametrize("text", [b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\xe2\x82",
-                                  b"ok\xff"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text", [b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\xe2\x82", b"ok\xff"]
+)
 def test_6_cpp_utf8_check_is_pythons(tmp_path, text):
     with pytest.raises(UnicodeDecodeError):
         text.decode()
-    (rc, path), = _cpp_cases(tmp_path, [_header()], metadata=text)[0]
+    ((rc, path),) = _cpp_cases(tmp_path, [_header()], metadata=text)[0]
     assert rc != 0 and not path.exists()

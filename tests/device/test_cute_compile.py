@@ -108,8 +108,12 @@ def test_one_ptx_text_serves_both_front_ends():
     triton_ops = pytest.importorskip("sm_profiler.triton_ops")
     # Triton's copy is the shared text with operands shifted past its dummy output.
     texts = triton_ops._RECORD_TEXTS.value  # Triton's and Gluon's
-    assert texts[_ptx.elementwise_index(True, False, False)] == _ptx.record(False, first=1, mode="all")
-    assert texts[_ptx.elementwise_index(False, False, False)] == _ptx.record(False, first=1, mode="warp")
+    assert texts[_ptx.elementwise_index(True, False, False)] == _ptx.record(
+        False, first=1, mode="all"
+    )
+    assert texts[_ptx.elementwise_index(False, False, False)] == _ptx.record(
+        False, first=1, mode="warp"
+    )
     assert "[$1+-4], $2;" in _ptx.record(False, first=1)  # records, cursor
     for mode in _ptx.RECORD_MODES:
         assert "[$0+-4], $1;" in _ptx.RECORD[mode]

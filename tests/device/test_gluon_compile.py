@@ -103,7 +103,7 @@ def test_a_stage_in_gluon_shared_memory_costs_a_barrier_per_event(probe):
     # possible: see gluon_ops.
     ptx_text, shared = probe["smem_stage"]["ptx"], probe["smem_stage"]["shared"]
     assert shared >= 64 * 4 * 8
-    body = ptx_text[ptx_text.index("%globaltimer"):]
+    body = ptx_text[ptx_text.index("%globaltimer") :]
     store = body.index("st.shared")
     assert "bar.sync" in body[:store], "no barrier before the staged store any more"
 

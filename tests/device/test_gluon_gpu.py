@@ -27,9 +27,14 @@ def _run(iters, grid, per_warp, capacity, num_groups, profile=True, extra_progra
         prof.register_event(i, name)
     out = torch.zeros(2 * (grid + extra_programs), device="cuda")
     K.ws_loop_kernel[(grid + extra_programs,)](
-        out, iters, prof.get_buffer(), PROFILE=profile, PER_WARP=per_warp,
-        WORKER_WARPS=WORKER_WARPS, num_warps=4,
-    )  # fmt: skip
+        out,
+        iters,
+        prof.get_buffer(),
+        PROFILE=profile,
+        PER_WARP=per_warp,
+        WORKER_WARPS=WORKER_WARPS,
+        num_warps=4,
+    )
     torch.cuda.synchronize()
     return prof, out
 

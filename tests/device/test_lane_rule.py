@@ -39,8 +39,19 @@ def header(num_blocks, num_groups, capacity, flags=0, next_slot=0, last_slot=0) 
 # (header, [(block, group), ...]): every edge case the rule has.
 def _edge_cases() -> list[tuple[list[int], list[tuple[int, int]]]]:
     nb, ng, cap = 5, 3, 16
-    near = [(0, 0), (nb - 1, ng - 1), (nb, 0), (0, ng), (nb, ng), (-1, 0), (0, -1), (-1, -1),
-            (2, 1), (U32 >> 1, 0), (-(1 << 31), 0)]  # fmt: skip
+    near = [
+        (0, 0),
+        (nb - 1, ng - 1),
+        (nb, 0),
+        (0, ng),
+        (nb, ng),
+        (-1, 0),
+        (0, -1),
+        (-1, -1),
+        (2, 1),
+        (U32 >> 1, 0),
+        (-(1 << 31), 0),
+    ]
     cases = []
     for flags in (0, fmt.FLAG_RING, fmt.FLAG_RING | fmt.FLAG_EMULATED):
         cases.append((header(nb, ng, cap, flags), near))  # one slot (w3 = 0)
@@ -102,18 +113,24 @@ TEXTS = {"ptx.py": (ptx.OPEN_LANE, False), "cuda header": (_header_open_lane_tex
 def run_open_lane(text, cuda_spelling, words, block, group, opens=1, stamps=1):
     memory = {BASE + i * fmt.WORD_BYTES: w for i, w in enumerate(words[: fmt.HEADER_WORDS])}
     operands = {3: BASE, 4: block & U32, 5: group & U32, 6: opens, 7: stamps}
-    return ptx_eval.run(text, operands, memory, {"%globaltimer": TIMER, "%smid": SMID},
-                        cuda=cuda_spelling)  # fmt: skip
+    return ptx_eval.run(
+        text, operands, memory, {"%globaltimer": TIMER, "%smid": SMID}, cuda=cuda_spelling
+    )
 
 
 def check_ptx(text, cuda_spelling, words, block, group, stamps=1):
     offset, capacity, mask = fmt.open_lane(words, block, group)
     res = run_open_lane(text, cuda_spelling, words, block, group, stamps=stamps)
     assert (res.outputs[0], res.outputs[1], res.outputs[2]) == (offset, capacity, mask), (
-        block, group, words)  # fmt: skip
+        block,
+        group,
+        words,
+    )
     # The stamp: the anchor at lane header word 0, the SM id at word 1, only for a real lane and
     # only where this thread stamps.
-    lane_header = (BASE + (fmt.HEADER_WORDS + offset - fmt.LANE_HEADER_WORDS) * fmt.WORD_BYTES) & U64
+    lane_header = (
+        BASE + (fmt.HEADER_WORDS + offset - fmt.LANE_HEADER_WORDS) * fmt.WORD_BYTES
+    ) & U64
     real = _in_shape(words, block, group)
     expected = [(lane_header, 64, TIMER), (lane_header + fmt.WORD_BYTES, 32, SMID)]
     assert res.writes == (expected if real and stamps else [])
@@ -173,8 +190,13 @@ def _indices(draw, words, n):
     nb, ng = words[fmt.HDR_SHAPE] & U32, words[fmt.HDR_SHAPE] >> 32
     near = lambda bound: st.integers(max(0, bound - 2), bound + 1)  # noqa: E731
     anyi32 = st.integers(-(1 << 31), (1 << 31) - 1)
-    return [(draw(st.one_of(near(nb), st.integers(0, max(nb, 1)), anyi32)),
-             draw(st.one_of(near(ng), st.integers(0, max(ng, 1)), anyi32))) for _ in range(n)]  # fmt: skip
+    return [
+        (
+            draw(st.one_of(near(nb), st.integers(0, max(nb, 1)), anyi32)),
+            draw(st.one_of(near(ng), st.integers(0, max(ng, 1)), anyi32)),
+        )
+        for _ in range(n)
+    ]
 
 
 @settings(max_examples=300, deadline=None)

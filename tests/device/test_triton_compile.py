@@ -160,8 +160,9 @@ def test_staged_events_cost_a_timer_read_and_a_shared_store(probe):
 def test_the_stage_is_static_shared_memory_of_the_documented_size(probe):
     from sm_profiler import ptx
 
-    sizes = re.findall(r"\.shared \.align 16 \.b8 smp_stage_\d+\[(\d+)\]",
-                       probe["staged_straight_4_ptx"])  # fmt: skip
+    sizes = re.findall(
+        r"\.shared \.align 16 \.b8 smp_stage_\d+\[(\d+)\]", probe["staged_straight_4_ptx"]
+    )
     assert [int(x) for x in sizes] == [ptx.stage_bytes(4, 32)]  # straight_kernel: 4 warps
     assert int(sizes[0]) % ptx.STAGE_ALIGN_BYTES == 0
 

@@ -186,8 +186,16 @@ def _names_by_lane(trace):
 
 
 def _loop(prof, grid, iters, group=0, warps=4, **kw):
-    K.loop_kernel[(grid,)](torch.empty(grid, device="cuda"), iters, prof.get_buffer(), group,
-                           PROFILE=True, PER_WARP=True, num_warps=warps, **kw)  # fmt: skip
+    K.loop_kernel[(grid,)](
+        torch.empty(grid, device="cuda"),
+        iters,
+        prof.get_buffer(),
+        group,
+        PROFILE=True,
+        PER_WARP=True,
+        num_warps=warps,
+        **kw,
+    )
     return prof.decode()
 
 
@@ -258,9 +266,23 @@ def test_staged_ops_leave_tritons_shared_memory_alone():
     per_lane = 4 * (K_ // BK)
     c = torch.empty(M, N, device="cuda", dtype=torch.float16)
     prof = _profiler(grid, num_groups=warps, capacity=per_lane)
-    K.matmul_kernel[(grid,)](a, b, c, M, N, K_, prof.get_buffer(), BM=BM, BN=BN, BK=BK,
-                             PER_WARP=True, NUM_WARPS=warps, STAGE=per_lane, num_warps=warps,
-                             num_stages=3)  # fmt: skip
+    K.matmul_kernel[(grid,)](
+        a,
+        b,
+        c,
+        M,
+        N,
+        K_,
+        prof.get_buffer(),
+        BM=BM,
+        BN=BN,
+        BK=BK,
+        PER_WARP=True,
+        NUM_WARPS=warps,
+        STAGE=per_lane,
+        num_warps=warps,
+        num_stages=3,
+    )
     torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.5, rtol=0.02)
     t = prof.decode()
     _assert_lanes_sane(t, grid * warps)
@@ -271,8 +293,9 @@ def test_staged_range_around_known_delay_measures_it_within_64_ns():
     delay_ns, reps = 10_000, 64
     prof = _profiler(1, capacity=2 * reps)
     spun = torch.zeros(reps, dtype=torch.int64, device="cuda")
-    K.spin_kernel[(1,)](prof.get_buffer(), spun, reps, DELAY_NS=delay_ns, STAGE=2 * reps,
-                        num_warps=1)  # fmt: skip
+    K.spin_kernel[(1,)](
+        prof.get_buffer(), spun, reps, DELAY_NS=delay_ns, STAGE=2 * reps, num_warps=1
+    )
     d = prof.decode().duration_ns
     excess = d - spun.cpu().numpy()
     print(f"staged: range - spin (ns): {np.unique(excess, return_counts=True)}")
@@ -305,8 +328,9 @@ def test_ring_persistent_kernel_keeps_exactly_the_newest_records(per_warp):
     assert len(seq) >= 10 * cap
     groups = 4 if per_warp else 1
     prof = sm_profiler.SmProfiler(sms, groups, cap, ring=True)
-    K.ring_kernel[(sms,)](prof.get_buffer(), iters, PROFILE=True, PER_WARP=per_warp,
-                          NUM_WARPS=4, num_warps=4)  # fmt: skip
+    K.ring_kernel[(sms,)](
+        prof.get_buffer(), iters, PROFILE=True, PER_WARP=per_warp, NUM_WARPS=4, num_warps=4
+    )
     torch.cuda.synchronize()
     capture = prof.capture()
     check_ring_capture(capture, seq, list(range(sms * groups)))

@@ -116,9 +116,14 @@ def test_per_warp_mode_emulates_one_lane_per_warp():
     warps, grid, iters = 4, 2, 3
     prof = _profiler(grid, num_groups=warps, capacity=K.loop_events(iters))
     K.loop_kernel[(grid,)](
-        torch.empty(grid), iters, prof.get_buffer(), 0, PROFILE=True, PER_WARP=True,
+        torch.empty(grid),
+        iters,
+        prof.get_buffer(),
+        0,
+        PROFILE=True,
+        PER_WARP=True,
         NUM_WARPS=warps,
-    )  # fmt: skip
+    )
     trace = prof.decode()
     assert trace.lanes["initialized"].all()
     per_lane = np.bincount(trace.events["lane"], minlength=grid * warps)

@@ -65,9 +65,12 @@ def test_a_second_launch_into_one_buffer_is_reported(events):
 def test_stale_records_of_an_earlier_launch_are_named_by_lane():
     # 3 then 1: slots 1 and 2 still hold the first launch's records, older than slot 0's.
     t0 = 10 * 2**32
-    lanes = {(0, 0): Lane(t0 + 1000, 2, [(INSTANT, 1, t0 + 1100), (INSTANT, 1, t0 + 20),
-                                         (INSTANT, 1, t0 + 30)]),
-             (1, 0): Lane(t0 + 1000, 3, [(INSTANT, 1, t0 + 1200)])}  # fmt: skip
+    lanes = {
+        (0, 0): Lane(
+            t0 + 1000, 2, [(INSTANT, 1, t0 + 1100), (INSTANT, 1, t0 + 20), (INSTANT, 1, t0 + 30)]
+        ),
+        (1, 0): Lane(t0 + 1000, 3, [(INSTANT, 1, t0 + 1200)]),
+    }
     words = encode(Stream(2, 1, 4, lanes=lanes))
     trace = sm_profiler.decode(Capture(words=words))
     assert trace.kernels[0].stale_lanes == [0]

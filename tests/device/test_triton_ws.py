@@ -9,16 +9,25 @@ triton = pytest.importorskip("triton")
 # What compiles (and is specialized) per release; the modes are explained in triton_ws_probe.py.
 OK_PER_RELEASE = {
     "3.6.0": {
-        "sm_90 none outside", "sm_90 chain outside", "sm_90 chain inside",
-        "sm_100 none outside", "sm_100 ops outside", "sm_100 stored outside",
+        "sm_90 none outside",
+        "sm_90 chain outside",
+        "sm_90 chain inside",
+        "sm_100 none outside",
+        "sm_100 ops outside",
+        "sm_100 stored outside",
         "sm_100 chain outside",
     },
-}  # fmt: skip
+}
 # 3.7 to 3.9: Hopper no longer specializes this kernel, instrumented or not; Blackwell takes all.
 OK_PER_RELEASE["3.7.1"] = OK_PER_RELEASE["3.8.0"] = OK_PER_RELEASE["3.9.0"] = {
-    "sm_100 none outside", "sm_100 ops outside", "sm_100 ops inside", "sm_100 stored outside",
-    "sm_100 stored inside", "sm_100 chain outside", "sm_100 chain inside",
-}  # fmt: skip
+    "sm_100 none outside",
+    "sm_100 ops outside",
+    "sm_100 ops inside",
+    "sm_100 stored outside",
+    "sm_100 stored inside",
+    "sm_100 chain outside",
+    "sm_100 chain inside",
+}
 
 
 @pytest.fixture(scope="module")

@@ -33,8 +33,13 @@ def tree(name: str) -> ast.Module:
 
 
 def suite(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_every_module_is_a_declared_benchmark_or_shared():
@@ -97,12 +102,15 @@ def test_environment_record_has_every_key():
 
 
 def test_run_host_on_the_cpu_writes_the_record_beside_the_log(tmp_path):
-    out = suite("run", "--out", str(tmp_path), "host", "--events", "20000", "--lanes", "64",
-                "--repeat", "1")  # fmt: skip
+    out = suite(
+        "run", "--out", str(tmp_path), "host", "--events", "20000", "--lanes", "64", "--repeat", "1"
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     # The record printed first, then the benchmark's own table.
     assert out.stdout.startswith("== host: ")
-    assert "command: python -m benchmarks run host --events 20000 --lanes 64 --repeat 1" in out.stdout
+    assert (
+        "command: python -m benchmarks run host --events 20000 --lanes 64 --repeat 1" in out.stdout
+    )
     assert "decode + Perfetto export" in out.stdout and "peak memory" in out.stdout
     doc = json.loads((tmp_path / "host.env.json").read_text())
     assert doc["exit_status"] == 0 and doc["benchmark"] == "host"

@@ -40,8 +40,12 @@ def launch(name: str, t0: int, sms: list[int]) -> Capture:
         for grp in range(2):
             a = t0 + 100 * blk
             s.lanes[(blk, grp)] = Lane(a, sm, [(BEGIN, grp, a + 10), (END, grp, a + 5000)])
-    return Capture(encode(s), event_names={0: "load", 1: "mma"},
-                   group_names={0: "producer", 1: "consumer"}, kernel_name=name)  # fmt: skip
+    return Capture(
+        encode(s),
+        event_names={0: "load", 1: "mma"},
+        group_names={0: "producer", 1: "consumer"},
+        kernel_name=name,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -83,10 +87,18 @@ def test_sms_lanes_and_counters_as_displayed(ui):
 def test_launches_come_first_and_are_named(ui):
     trace = decode([launch("gemm", T0, [3, 1]), launch("gemm", T0 + 10**8, [1, 3])])
     tracks = shown(ui, to_perfetto_bytes(trace, cut_gaps=True), "GPU: gemm", "launches.png")
-    ours = [(d, n) for d, n in tracks[[n for _, n in tracks].index("GPU: gemm") :]
-            if " · block " not in n]  # fmt: skip
-    assert ours == [(0, "GPU: gemm"), (1, "gemm (launch 0)"), (1, "gemm (launch 1)"),
-                    (0, "SM 1"), (0, "SM 3")]  # fmt: skip
+    ours = [
+        (d, n)
+        for d, n in tracks[[n for _, n in tracks].index("GPU: gemm") :]
+        if " · block " not in n
+    ]
+    assert ours == [
+        (0, "GPU: gemm"),
+        (1, "gemm (launch 0)"),
+        (1, "gemm (launch 1)"),
+        (0, "SM 1"),
+        (0, "SM 3"),
+    ]
     assert (1, "gemm (launch 1) · block 0 · producer") in tracks
 
 
@@ -98,8 +110,13 @@ def demo_trace(tmp_path_factory) -> bytes:
     """demo.py's Perfetto trace, made the way a user makes it (CPU interpreter)."""
     out = tmp_path_factory.mktemp("demo")
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
-    res = subprocess.run([sys.executable, os.path.join(ROOT, "demo.py"), "--out", str(out)],
-                         capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "demo.py"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return (out / "demo.perfetto-trace").read_bytes()
 

@@ -28,8 +28,12 @@ def demo(tmp_path_factory):
     t0 = time.perf_counter()
     res = subprocess.run(
         [sys.executable, os.path.join(ROOT, "demo.py"), "--out", str(out_dir)],
-        capture_output=True, text=True, env=env, timeout=300, cwd=str(out_dir.parent),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=str(out_dir.parent),
+    )
     elapsed = time.perf_counter() - t0
     print(f"demo.py took {elapsed:.1f} s in the interpreter")
     assert res.returncode == 0, res.stderr[-3000:]

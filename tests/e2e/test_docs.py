@@ -69,8 +69,15 @@ def blocks() -> list[Block]:
                 j += 1
             if m.group(1) in ("python", "bash", "sql"):
                 prev = SKIP.search(lines[i - 1]) if i else None
-                out.append(Block(doc, i + 1, m.group(1), "\n".join(lines[i + 1 : j]),
-                                 prev.group(1) if prev else None))  # fmt: skip
+                out.append(
+                    Block(
+                        doc,
+                        i + 1,
+                        m.group(1),
+                        "\n".join(lines[i + 1 : j]),
+                        prev.group(1) if prev else None,
+                    )
+                )
             i = j + 1
     return out
 
@@ -82,7 +89,9 @@ BLOCKS = blocks()
 def demo(tmp_path_factory):
     """The demo's captures (its kernels, in the interpreter) saved under the names the docs use."""
     if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
-        pytest.skip("the docs' blocks run under the interpreter (conftest.py sets it without a GPU)")
+        pytest.skip(
+            "the docs' blocks run under the interpreter (conftest.py sets it without a GPU)"
+        )
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("sm_profiler_docs_demo", f"{ROOT}/demo.py")
@@ -100,8 +109,13 @@ def workdir(tmp_path, demo):
     """A scratch folder holding the files the docs name, and an `sm-profiler` on PATH."""
     caps, path = demo
     os.makedirs(tmp_path / "sm_profiler_demo_out")
-    for name in ("sm_profiler_demo_out/demo_capture.npz", "run.npz", "capture.npz",
-                 "rank0.smp", "rank1.smp"):  # fmt: skip
+    for name in (
+        "sm_profiler_demo_out/demo_capture.npz",
+        "run.npz",
+        "capture.npz",
+        "rank0.smp",
+        "rank1.smp",
+    ):
         shutil.copy(path, tmp_path / name)
     trace = sm_profiler.decode(caps)
     sm_profiler.export.export(trace, tmp_path / "sm_profiler_demo_out/demo.perfetto-trace")
@@ -116,8 +130,9 @@ def workdir(tmp_path, demo):
 
 def _profiler(caps):
     """An SmProfiler whose captures are the demo's (what `prof` is in the docs' fragments)."""
-    prof = sm_profiler.SmProfiler(caps[0].layout.num_blocks, 1, caps[0].layout.capacity,
-                                  device="cpu")  # fmt: skip
+    prof = sm_profiler.SmProfiler(
+        caps[0].layout.num_blocks, 1, caps[0].layout.capacity, device="cpu"
+    )
     prof._captures = list(caps)
     return prof
 
@@ -136,8 +151,12 @@ def test_doc_block_runs(block, workdir, monkeypatch):
         from sm_profiler.export import export
 
         # A page's later blocks use what its first one imported (export.md: `export`).
-        names = {"trace": trace, "prof": _profiler(caps), "sm_profiler": sm_profiler,
-                 "export": export}  # fmt: skip
+        names = {
+            "trace": trace,
+            "prof": _profiler(caps),
+            "sm_profiler": sm_profiler,
+            "export": export,
+        }
         try:
             runpy.run_path(str(path), init_globals=names)
         except sm_profiler.MissingDependencyError as e:  # pandas, pyarrow: the [query] extra
@@ -153,8 +172,14 @@ def test_doc_block_runs(block, workdir, monkeypatch):
                 pytest.importorskip("duckdb", reason="the [query] extra is not installed")
             if cmd.startswith("sm-profiler open "):
                 cmd += " --no-browser --timeout 0.2"
-            res = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=cwd, env=env,
-                                 capture_output=True, text=True, timeout=120)  # fmt: skip
+            res = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", cmd],
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             ok = res.returncode == 0 or "Timed out" in res.stdout and "open" in cmd
             assert ok, f"{cmd}\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
     else:
@@ -199,13 +224,22 @@ def test_api_doc_names_every_public_parameter_and_method():
     from sm_profiler.triton_ops import profiler_init
 
     text = _words("docs/api.md")
-    missing = [f"SmProfiler({p}=)" for p in inspect.signature(sm_profiler.SmProfiler).parameters
-               if not re.search(rf"\b{p}\b", text)]  # fmt: skip
-    missing += [f"SmProfiler.{m}" for m, _ in inspect.getmembers(sm_profiler.SmProfiler)
-                if not m.startswith("_") and not re.search(rf"`{m}[`(]", text)]  # fmt: skip
+    missing = [
+        f"SmProfiler({p}=)"
+        for p in inspect.signature(sm_profiler.SmProfiler).parameters
+        if not re.search(rf"\b{p}\b", text)
+    ]
+    missing += [
+        f"SmProfiler.{m}"
+        for m, _ in inspect.getmembers(sm_profiler.SmProfiler)
+        if not m.startswith("_") and not re.search(rf"`{m}[`(]", text)
+    ]
     fn = getattr(profiler_init, "fn", profiler_init)
-    missing += [f"profiler_init({p}=)" for p in inspect.signature(fn).parameters
-                if not re.search(rf"\b{p}\b", text)]  # fmt: skip
+    missing += [
+        f"profiler_init({p}=)"
+        for p in inspect.signature(fn).parameters
+        if not re.search(rf"\b{p}\b", text)
+    ]
     assert not missing, f"docs/api.md does not mention: {missing}"
 
 

@@ -158,8 +158,11 @@ def test_warp_specialized_compile_matrix_is_as_documented():
     env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=ROOT)
     out = subprocess.run(
         [sys.executable, os.path.join(EXAMPLES, "warp_specialized.py"), "--compile-check"],
-        capture_output=True, text=True, env=env, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     rows = {}
     for line in out.stdout.splitlines():
@@ -178,18 +181,26 @@ def test_warp_specialized_compile_matrix_is_as_documented():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="what a CPU-only machine shows")
-@pytest.mark.parametrize("name, needs", [
-    ("cuda_load_inline", "needs a CUDA GPU"),
-    ("cupy_rawkernel", "needs a CUDA GPU"),
-    ("auto_torch_compile", "needs a CUDA GPU"),
-    ("cute_regions", "needs "),  # CuteDSL first when it is not installed, else the GPU
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name, needs",
+    [
+        ("cuda_load_inline", "needs a CUDA GPU"),
+        ("cupy_rawkernel", "needs a CUDA GPU"),
+        ("auto_torch_compile", "needs a CUDA GPU"),
+        ("cute_regions", "needs "),  # CuteDSL first when it is not installed, else the GPU
+    ],
+)
 def test_gpu_only_examples_say_what_they_need_and_exit_0(name, needs, tmp_path):
     """Run as the README says (python examples/NAME.py OUT_DIR): no traceback, exit 0, and the
     reason on one line."""
     env = dict(os.environ, PYTHONPATH=ROOT)
-    out = subprocess.run([sys.executable, os.path.join(EXAMPLES, f"{name}.py"), str(tmp_path)],
-                         capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, f"{name}.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "Traceback" not in out.stderr, out.stderr[-2000:]
     assert out.stdout.startswith(f"examples/{name}.py: skipped, {needs}"), out.stdout

@@ -179,8 +179,16 @@ def ws_run():
     prof = ex.make_profiler(M, N, K)
     c = ex.matmul(a, b, prof)
     torch.cuda.synchronize()
-    return {"ex": ex, "a": a, "b": b, "c": c, "c_plain": c_plain, "prof": prof,
-            "trace": prof.decode(), "shape": SHAPE}  # fmt: skip
+    return {
+        "ex": ex,
+        "a": a,
+        "b": b,
+        "c": c,
+        "c_plain": c_plain,
+        "prof": prof,
+        "trace": prof.decode(),
+        "shape": SHAPE,
+    }
 
 
 def _rows(trace, block, group, event, kind=0):

@@ -29,8 +29,14 @@ def _run(script: str, interpret: str | None, timeout: int = 300) -> subprocess.C
     if interpret is not None:
         env["TRITON_INTERPRET"] = interpret
     env["PYTHONPATH"] = os.pathsep.join([ROOT, SUPPORT, env.get("PYTHONPATH", "")])
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
-                          text=True, env=env, timeout=timeout, cwd=ROOT)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 # -- no CUDA -------------------------------------------------------------------------------------
@@ -41,9 +47,15 @@ def _run(script: str, interpret: str | None, timeout: int = 300) -> subprocess.C
 
 @pytest.mark.parametrize(
     ("triton_version", "numpy_version", "refused"),
-    [("3.6.0", "2.4.6", True), ("3.6.0", "2.3.5", False), ("3.7.1", "2.4.6", False),
-     ("3.9.0", "2.4.0rc1", False), ("3.6.0", "2.4.0rc1", True), ("3.10.0", "3.0.0", False)],
-)  # fmt: skip
+    [
+        ("3.6.0", "2.4.6", True),
+        ("3.6.0", "2.3.5", False),
+        ("3.7.1", "2.4.6", False),
+        ("3.9.0", "2.4.0rc1", False),
+        ("3.6.0", "2.4.0rc1", True),
+        ("3.10.0", "3.0.0", False),
+    ],
+)
 def test_the_interpreter_numpy_rule(triton_version, numpy_version, refused):
     from sm_profiler.profiler import _interpreter_numpy_error
 

@@ -49,12 +49,21 @@ def test_ranks_merge_by_barrier_stamps_into_gpu_sm_processes(tmp_path):
     names = set(_procs(doc).values())
     assert {"GPU 0 · SM 0 (emulated)", "GPU 1 · SM 0 (emulated)", "GPU 1 · launches"} <= names
     # rank 1's kernel spans moved 3 µs earlier than their own times
-    spans = {e["pid"]: e for e in doc["traceEvents"] if e.get("ph") == "X"
-             and "launches" in _procs(doc).get(e["pid"], "")}  # fmt: skip
+    spans = {
+        e["pid"]: e
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and "launches" in _procs(doc).get(e["pid"], "")
+    }
     tb = sm_profiler.decode([b[0]])
     base = doc["otherData"]["base_ns"]
-    k1 = min((e for e in doc["traceEvents"] if e.get("ph") == "X"
-              and _procs(doc).get(e["pid"]) == "GPU 1 · launches"), key=lambda e: e["ts"])  # fmt: skip
+    k1 = min(
+        (
+            e
+            for e in doc["traceEvents"]
+            if e.get("ph") == "X" and _procs(doc).get(e["pid"]) == "GPU 1 · launches"
+        ),
+        key=lambda e: e["ts"],
+    )
     assert k1["ts"] == pytest.approx((tb.start_ns - 3000 - base) / 1e3, abs=1e-3)
     assert len(spans) == 2
 
@@ -86,13 +95,31 @@ def test_merge_refuses_what_it_cannot_align(tmp_path):
 
 def _torch_doc(parts, offset_ns, base_ns, lead_ns=300, tail_ns=200):
     """A torch.profiler trace as Kineto writes it: kernel rows at ts = µs since base."""
-    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 11, "tid": 11, "ts": 1.0,
-           "dur": 2.0}]  # fmt: skip
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::add",
+            "pid": 11,
+            "tid": 11,
+            "ts": 1.0,
+            "dur": 2.0,
+        }
+    ]
     for t in parts:
         s = t.start_ns - offset_ns - lead_ns
         e = t.end_ns - offset_ns + tail_ns
-        ev.append({"ph": "X", "cat": "kernel", "name": t.kernels[0].name, "pid": 0, "tid": 7,
-                   "ts": (s - base_ns) / 1e3, "dur": (e - s) / 1e3})  # fmt: skip
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": t.kernels[0].name,
+                "pid": 0,
+                "tid": 7,
+                "ts": (s - base_ns) / 1e3,
+                "dur": (e - s) / 1e3,
+            }
+        )
     return {"schemaVersion": 1, "baseTimeNanoseconds": base_ns, "traceEvents": ev}
 
 
@@ -110,8 +137,11 @@ def test_torch_merge_aligns_by_the_kernels_own_rows(tmp_path):
         out["baseTimeNanoseconds"] == base and out["sm_profiler_alignment"]["method"] == "kernels"
     )
     assert any(e.get("name") == "aten::add" for e in out["traceEvents"])  # torch rows kept
-    ours = [e for e in out["traceEvents"] if e.get("pid", 0) >= merge.PID_BASE and e.get("ph") == "X"
-            and e["name"] != "work"]  # fmt: skip
+    ours = [
+        e
+        for e in out["traceEvents"]
+        if e.get("pid", 0) >= merge.PID_BASE and e.get("ph") == "X" and e["name"] != "work"
+    ]
     first = min(e["ts"] for e in ours)
     assert first == pytest.approx((parts[0].start_ns - 77_300 - base) / 1e3, abs=2e-3)
 
@@ -120,8 +150,9 @@ def test_torch_merge_uses_clock_samples_and_a_given_offset(tmp_path):
     clock = [{"host_ns": 0, "offset_ns": 40_000, "error_ns": 500}]
     caps = _rank(0, clock=clock)
     parts = [sm_profiler.decode([c]) for c in caps]
-    doc = _torch_doc(parts, offset_ns=40_000, base_ns=parts[0].start_ns - 10**6, lead_ns=0,
-                     tail_ns=0)  # fmt: skip
+    doc = _torch_doc(
+        parts, offset_ns=40_000, base_ns=parts[0].start_ns - 10**6, lead_ns=0, tail_ns=0
+    )
     info = sm_profiler.merge_torch_trace(doc, caps, tmp_path / "a.json")
     assert info["method"] == "clock" and info["error"][0]["max_abs_ns"] <= 1
     info = sm_profiler.merge_torch_trace(doc, caps, tmp_path / "b.json", offset_ns=39_000)
@@ -189,10 +220,13 @@ def test_merge_of_a_recorded_h200_torch_trace_agrees_within_a_microsecond(tmp_pa
     err = info["error"][0]
     assert err["matched"] == 2 and err["max_abs_ns"] < 1000, err
     # Without the probe: the kernels' own rows, matched in order, give nearly the same offset.
-    bare = [dataclasses.replace(c, metadata={k: v for k, v in c.metadata.items() if k != "clock"})
-            for c in caps]  # fmt: skip
-    by_rows = sm_profiler.merge_torch_trace(FIXTURES / "torch_trace_h200.json", bare,
-                                            tmp_path / "k.json")  # fmt: skip
+    bare = [
+        dataclasses.replace(c, metadata={k: v for k, v in c.metadata.items() if k != "clock"})
+        for c in caps
+    ]
+    by_rows = sm_profiler.merge_torch_trace(
+        FIXTURES / "torch_trace_h200.json", bare, tmp_path / "k.json"
+    )
     assert by_rows["method"] == "kernels" and by_rows["error"][0]["matched"] == 2
     clk = merge.clock_offset(caps)[0](float(sm_profiler.decode([caps[0]]).start_ns))
     assert abs(by_rows["offset_ns"] - clk) < 1000
@@ -205,5 +239,3 @@ def test_merge_of_a_recorded_h200_torch_trace_agrees_within_a_microsecond(tmp_pa
     for r in rows:  # every range of the launch lies inside its CUPTI row (±1 µs)
         inside = [e for e in ours if r["ts"] - 1 <= e["ts"] <= r["ts"] + r["dur"] + 1]
         assert len(inside) == 4
-
-

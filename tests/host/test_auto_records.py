@@ -42,7 +42,9 @@ def test_drops_are_counted_exactly_in_both_modes():
         got, info = read_buffer(auto_buffer(recs, capacity=512, ring=ring))
         assert info["claimed"] == 13 and info["dropped"] == 10 and len(got) == 3
         caps = to_captures(got, info, KERNELS)
-        assert sorted({c.metadata["grid_id"] for c in caps}) == sorted(grid_ids + ([4] if not ring else []))
+        assert sorted({c.metadata["grid_id"] for c in caps}) == sorted(
+            grid_ids + ([4] if not ring else [])
+        )
         text = format_report(decode(caps), width=80)
         assert "10 of 13 program records dropped" in text
         assert ("newest" if ring else "first") in text

@@ -27,11 +27,25 @@ from sm_profiler.stats import compute_stats, format_stats
 def real_file(path) -> bytes:
     t0 = 5 * 2**32 - 10
     s = Stream(2, 2, 6)
-    s.lanes[(0, 0)] = Lane(t0, 3, [(BEGIN, 1, t0 + 5), (BEGIN, 2, t0 + 20), (END, 1, t0 + 30),
-                                   (END, 2, t0 + 40), (INSTANT, 7, t0 + 41)])  # fmt: skip
+    s.lanes[(0, 0)] = Lane(
+        t0,
+        3,
+        [
+            (BEGIN, 1, t0 + 5),
+            (BEGIN, 2, t0 + 20),
+            (END, 1, t0 + 30),
+            (END, 2, t0 + 40),
+            (INSTANT, 7, t0 + 41),
+        ],
+    )
     s.lanes[(1, 1)] = Lane(t0 + 9, 4, [(BEGIN, 1, t0 + 10)] * 3 + [(END, 1, t0 + 50)] * 5)
-    a = Capture(encode(s), {1: "load", 2: "mma", 7: "tick"}, {0: "producer"}, "k1",
-                {"device": "H100", "sm_count": 132})  # fmt: skip
+    a = Capture(
+        encode(s),
+        {1: "load", 2: "mma", 7: "tick"},
+        {0: "producer"},
+        "k1",
+        {"device": "H100", "sm_count": 132},
+    )
     b = Capture(encode(Stream(1, 1, 2, {(0, 0): Lane(99, 1, [(INSTANT, 3, 100)])})), {3: "x"})
     save_many([a, b, a], path)
     return path.read_bytes()
@@ -65,8 +79,9 @@ def test_random_byte_flips_anywhere_in_the_file(tmp_path):
         data = bytearray(good)
         for _ in range(int(rng.integers(1, 4))):
             at = int(rng.integers(0, len(data)))
-            data[at] ^= 1 << int(rng.integers(0, 8)) if rng.random() < 0.7 else int(
-                rng.integers(1, 256))
+            data[at] ^= (
+                1 << int(rng.integers(0, 8)) if rng.random() < 0.7 else int(rng.integers(1, 256))
+            )
         if rng.random() < 0.05:
             data = data[: int(rng.integers(0, len(data)))]
         path.write_bytes(bytes(data))
@@ -81,8 +96,9 @@ def _members(data: bytes) -> dict[str, bytes]:
         return {n: z.read(n) for n in z.namelist()}
 
 
-def _write_flipped(path, members: dict[str, bytes], names: list[str], rng,
-                   header_share: float) -> None:  # fmt: skip
+def _write_flipped(
+    path, members: dict[str, bytes], names: list[str], rng, header_share: float
+) -> None:
     """Write the capture file `members` to `path` with one or two bits flipped in one member:
     inside its first 128 bytes (the .npy header) with probability `header_share`, else past."""
     damaged = dict(members)
@@ -126,7 +142,9 @@ def slotted(words_per_slot: list[np.ndarray], used: int, labels: list[int]) -> n
     """A slotted buffer (format v4) holding these slots, `used` launches counted in slot 0's
     w3 and each slot's label id in its w4, then the spare header."""
     plain = len(words_per_slot[0])
-    out = np.concatenate([w.copy() for w in words_per_slot] + [words_per_slot[0][:fmt.HEADER_WORDS]])
+    out = np.concatenate(
+        [w.copy() for w in words_per_slot] + [words_per_slot[0][: fmt.HEADER_WORDS]]
+    )
     for k, lab in enumerate(labels):
         out[k * plain + fmt.HDR_LABEL] = lab
     out[fmt.HDR_SLOTS] = fmt.slot_control(used, len(words_per_slot))
@@ -143,10 +161,15 @@ def slotted_streams(draw):
     slots = [first]
     for _ in range(n - 1):
         s = draw(st.one_of(streams(), ring_streams()))
-        s.num_blocks, s.num_groups, s.capacity, s.flags = (first.num_blocks, first.num_groups,
-                                                           first.capacity, first.flags)  # fmt: skip
-        s.lanes = {k: v for k, v in s.lanes.items()
-                   if k[0] < first.num_blocks and k[1] < first.num_groups}  # fmt: skip
+        s.num_blocks, s.num_groups, s.capacity, s.flags = (
+            first.num_blocks,
+            first.num_groups,
+            first.capacity,
+            first.flags,
+        )
+        s.lanes = {
+            k: v for k, v in s.lanes.items() if k[0] < first.num_blocks and k[1] < first.num_groups
+        }
         if first.flags & fmt.FLAG_RING and first.capacity & (first.capacity - 1):
             s.flags = 0
         slots.append(s)
@@ -172,8 +195,10 @@ def test_v4_slotted_buffers_split_and_decode_to_their_streams(case):
 
 
 @settings(max_examples=examples(200), **SETTINGS)
-@given(slotted_streams(), st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(0, 2**64 - 1)),
-                                   min_size=1, max_size=3))  # fmt: skip
+@given(
+    slotted_streams(),
+    st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(0, 2**64 - 1)), min_size=1, max_size=3),
+)
 def test_v4_damaged_slotted_buffers_give_format_errors_or_traces(case, edits):
     words = case[0].copy()
     for at, value in edits:
@@ -192,19 +217,40 @@ def v4_file(path) -> bytes:
     one wrapped, one closed without wrapping, one never closed), as SmProfiler(slots=) saves them."""
     t0 = 7 * 2**32 - 50
     ring = Stream(1, 3, 4, flags=fmt.FLAG_RING)
-    ring.lanes[(0, 0)] = Lane(t0, 2, [(BEGIN, 1, t0 + 5 * i) if i % 2 == 0 else (END, 1, t0 + 5 * i)
-                                      for i in range(7)])  # fmt: skip
+    ring.lanes[(0, 0)] = Lane(
+        t0, 2, [(BEGIN, 1, t0 + 5 * i) if i % 2 == 0 else (END, 1, t0 + 5 * i) for i in range(7)]
+    )
     ring.lanes[(0, 1)] = Lane(t0, 3, [(INSTANT, 2, t0 + 9), (INSTANT, 2, t0 + 11)])
     ring.lanes[(0, 2)] = Lane(t0, 4, [(INSTANT, 2, t0 + 3 + i) for i in range(4)], closed=False)
-    other = Stream(1, 3, 4, {(0, 1): Lane(t0 + 99, 5, [(BEGIN, 3, t0 + 100), (END, 3, t0 + 140)])},
-                   flags=fmt.FLAG_RING)  # fmt: skip
-    words = slotted([encode(ring), encode(other), encode(Stream(1, 3, 4, flags=fmt.FLAG_RING))],
-                    used=4, labels=[1, 2, 0])  # fmt: skip
+    other = Stream(
+        1,
+        3,
+        4,
+        {(0, 1): Lane(t0 + 99, 5, [(BEGIN, 3, t0 + 100), (END, 3, t0 + 140)])},
+        flags=fmt.FLAG_RING,
+    )
+    words = slotted(
+        [encode(ring), encode(other), encode(Stream(1, 3, 4, flags=fmt.FLAG_RING))],
+        used=4,
+        labels=[1, 2, 0],
+    )
     parts, missed = fmt.split_slots(words)
-    caps = [Capture(w, {1: "load", 2: "tick", 3: "mma"}, {0: "producer"}, f"k{k}",
-                    {"launch": k, "slots": 3, "launches_without_slot": missed,
-                     "clock": [{"host_ns": 1, "offset_ns": 2, "error_ns": 3}], "barrier_ns": 5})
-            for k, w in enumerate(parts)]  # fmt: skip
+    caps = [
+        Capture(
+            w,
+            {1: "load", 2: "tick", 3: "mma"},
+            {0: "producer"},
+            f"k{k}",
+            {
+                "launch": k,
+                "slots": 3,
+                "launches_without_slot": missed,
+                "clock": [{"host_ns": 1, "offset_ns": 2, "error_ns": 3}],
+                "barrier_ns": 5,
+            },
+        )
+        for k, w in enumerate(parts)
+    ]
     save_many(caps, path)
     return path.read_bytes()
 

@@ -53,8 +53,9 @@ def test_7_nul_in_a_load_path_is_a_capture_error():
 @pytest.mark.parametrize("metadata", [[1, 2], "abc", 5, None, {"1": 2, "x": [1]}])
 def test_8_metadata_must_be_a_table(tmp_path, small_capture, metadata):
     path = tmp_path / "t.npz"
-    write_npz(path, {"capture_file_version": 1, "captures": [{"metadata": metadata}]},
-              small_capture)  # fmt: skip
+    write_npz(
+        path, {"capture_file_version": 1, "captures": [{"metadata": metadata}]}, small_capture
+    )
     if isinstance(metadata, dict):
         (cap,) = load(path)
         assert decode(cap).kernels[0].metadata == metadata
@@ -113,8 +114,9 @@ def test_10_an_npy_header_claiming_2_40_words_is_refused(tmp_path, small_capture
         buf, {"descr": "<u8", "fortran_order": False, "shape": (2**40,)}
     )
     with zipfile.ZipFile(path, "w") as z:
-        z.writestr("meta.npy", _npy(json.dumps({"capture_file_version": 1,
-                                                 "captures": [{}]}).encode()))  # fmt: skip
+        z.writestr(
+            "meta.npy", _npy(json.dumps({"capture_file_version": 1, "captures": [{}]}).encode())
+        )
         z.writestr("words_0.npy", buf.getvalue() + small_capture.words.tobytes())
     with pytest.raises(CaptureError, match="claims 8,796,093,022,208 bytes"):
         load(path)
@@ -127,8 +129,9 @@ def test_10_a_deflated_bomb_is_refused_before_it_is_inflated(tmp_path, small_cap
     words = np.zeros(2**22, np.uint64)
     words[: fmt.HEADER_WORDS] = small_capture.words[: fmt.HEADER_WORDS]
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("meta.npy", _npy(json.dumps({"capture_file_version": 1,
-                                                 "captures": [{}]}).encode()))  # fmt: skip
+        z.writestr(
+            "meta.npy", _npy(json.dumps({"capture_file_version": 1, "captures": [{}]}).encode())
+        )
         with z.open("words_0.npy", "w") as f:
             np.lib.format.write_array(f, words)
     assert os.path.getsize(path) < 2**20
@@ -160,8 +163,11 @@ def test_11_event_ids_in_files_are_range_checked(tmp_path, small_capture, key):
 
 def test_11_group_ids_in_files_are_range_checked(tmp_path, small_capture):
     path = tmp_path / "t.npz"
-    write_npz(path, {"capture_file_version": 1, "captures": [{"group_names": {"1024": "x"}}]},
-              small_capture)  # fmt: skip
+    write_npz(
+        path,
+        {"capture_file_version": 1, "captures": [{"group_names": {"1024": "x"}}]},
+        small_capture,
+    )
     with pytest.raises(CaptureError, match="group_names has id 1024"):
         load(path)
 
@@ -182,8 +188,10 @@ def test_12_a_directory_is_refused(tmp_path):
 
 
 def _small_words() -> np.ndarray:
-    lanes = {(0, 0): Lane(100, 1, [(BEGIN, 1, 105), (INSTANT, 2, 106), (END, 1, 110)]),
-             (1, 1): Lane(120, 2, [(BEGIN, 903, 125), (END, 903, 130)])}
+    lanes = {
+        (0, 0): Lane(100, 1, [(BEGIN, 1, 105), (INSTANT, 2, 106), (END, 1, 110)]),
+        (1, 1): Lane(120, 2, [(BEGIN, 903, 125), (END, 903, 130)]),
+    }
     return encode(Stream(2, 2, 4, lanes))
 
 
@@ -192,8 +200,11 @@ any_text = st.text(st.characters(exclude_categories=()), max_size=8)
 
 
 @settings(max_examples=examples(150), **SETTINGS)
-@given(st.dictionaries(st.integers(-2, 5000), any_text, max_size=3),
-       st.dictionaries(st.integers(-2, 1100), any_text, max_size=3), any_text)  # fmt: skip
+@given(
+    st.dictionaries(st.integers(-2, 5000), any_text, max_size=3),
+    st.dictionaries(st.integers(-2, 1100), any_text, max_size=3),
+    any_text,
+)
 def test_hostile_names_are_refused_or_work_everywhere(events, groups, kernel):
     try:
         cap = Capture(_small_words(), events, groups, kernel)
@@ -221,8 +232,9 @@ def test_hostile_metadata_loads_or_is_refused_and_info_prints_it_safely(meta):
     small_capture = Capture(_small_words())
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.npz")
-        write_npz(path, {"capture_file_version": 1, "captures": [{"metadata": meta}]},
-                  small_capture)  # fmt: skip
+        write_npz(
+            path, {"capture_file_version": 1, "captures": [{"metadata": meta}]}, small_capture
+        )
         try:
             (cap,) = load(path)
         except CaptureError as e:

@@ -39,8 +39,9 @@ def test_stats_prints_the_report(capture_file, capsys):
 def test_stats_width_narrows_every_line(tmp_path, capsys, width):
     first = tiny_capture()
     first.event_names[1] = "a_very_long_event_name_" * 4
-    lanes = {b: {"sm": b, "anchor": 50, "records": [("B", 0, 60), ("E", 0, 90 + b)]}
-             for b in range(20)}  # fmt: skip
+    lanes = {
+        b: {"sm": b, "anchor": 50, "records": [("B", 0, 60), ("E", 0, 90 + b)]} for b in range(20)
+    }
     path = tmp_path / "two.npz"
     save_many([first, build_capture(lanes, num_blocks=20, kernel_name="wide" * 30)], path)
     assert main(["stats", str(path), "--width", str(width)]) == 0
@@ -68,9 +69,15 @@ def test_python_dash_m_runs_the_same_command(capture_file):
 def test_info_describes_each_capture(tmp_path, capsys):
     lanes = {0: {"sm": 3, "anchor": 100, "records": [("B", 7, 150), ("E", 7, 400)] * 3}}
     other = build_capture(
-        lanes, num_blocks=4, num_groups=2, capacity=4, emulated=True, kernel_name="other",
-        event_names={7: "mma"}, group_names={0: "producer", 1: "consumer"},
-    )  # fmt: skip
+        lanes,
+        num_blocks=4,
+        num_groups=2,
+        capacity=4,
+        emulated=True,
+        kernel_name="other",
+        event_names={7: "mma"},
+        group_names={0: "producer", 1: "consumer"},
+    )
     other.metadata = {"device_name": "H100"}
     path = tmp_path / "two.npz"
     save_many([tiny_capture(), other], path)
@@ -301,8 +308,9 @@ def test_open_times_out_when_nobody_fetches(tmp_path):
     ports = []
     out = io.StringIO()
     t0 = time.monotonic()
-    served = serve_trace(trace, port=0, open_browser=False, timeout_s=0.3, out=out,
-                         on_ready=ports.append)  # fmt: skip
+    served = serve_trace(
+        trace, port=0, open_browser=False, timeout_s=0.3, out=out, on_ready=ports.append
+    )
     assert served is False and time.monotonic() - t0 < 5
     assert ports and ports[0] != 0
     assert "Timed out after 0.3 s" in out.getvalue()

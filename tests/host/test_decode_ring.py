@@ -43,14 +43,26 @@ def test_ring_round_trip_keeps_the_newest_records(stream):
 
 def test_an_end_at_the_ring_start_is_unmatched_not_paired():
     t0 = 1 << 40
-    recs = [(BEGIN, 1, t0 + 1), (BEGIN, 0, t0 + 2), (END, 0, t0 + 3), (END, 1, t0 + 4),
-            (BEGIN, 0, t0 + 5), (END, 0, t0 + 6)]  # fmt: skip
+    recs = [
+        (BEGIN, 1, t0 + 1),
+        (BEGIN, 0, t0 + 2),
+        (END, 0, t0 + 3),
+        (END, 1, t0 + 4),
+        (BEGIN, 0, t0 + 5),
+        (END, 0, t0 + 6),
+    ]
     s = Stream(1, 1, 4, {(0, 0): Lane(t0, 7, recs)}, fmt.FLAG_RING)
     trace = decode(Capture(words=encode(s), event_names={0: "a", 1: "outer"}))
     # Kept: E0@3, E1@4, B0@5, E0@6: the first two lost their begins to the wrap.
-    assert [(int(k), int(e), int(t) - t0) for k, e, t in zip(
-        trace.unmatched["kind"], trace.unmatched["event"], trace.unmatched["time_ns"],
-        strict=True)] == [(END, 0, 3), (END, 1, 4)]  # fmt: skip
+    assert [
+        (int(k), int(e), int(t) - t0)
+        for k, e, t in zip(
+            trace.unmatched["kind"],
+            trace.unmatched["event"],
+            trace.unmatched["time_ns"],
+            strict=True,
+        )
+    ] == [(END, 0, 3), (END, 1, 4)]
     assert (trace.events["start_ns"] - t0).tolist() == [5]
     assert trace.lanes["dropped"].tolist() == [2]
     st_ = compute_stats(trace)
@@ -79,10 +91,19 @@ def test_ring_capacity_must_be_a_power_of_two():
 
 
 @settings(max_examples=examples(200), **SETTINGS)
-@given(st.integers(1, 3), st.sampled_from([1, 2, 4]),
-       st.lists(st.one_of(st.integers(0, (1 << 64) - 1), st.integers(0, 64),
-                          st.integers(0, 64).map(lambda n: (fmt.RING_MARK | n) << 32), st.just(0)),
-                max_size=40))  # fmt: skip
+@given(
+    st.integers(1, 3),
+    st.sampled_from([1, 2, 4]),
+    st.lists(
+        st.one_of(
+            st.integers(0, (1 << 64) - 1),
+            st.integers(0, 64),
+            st.integers(0, 64).map(lambda n: (fmt.RING_MARK | n) << 32),
+            st.just(0),
+        ),
+        max_size=40,
+    ),
+)
 def test_random_ring_lanes_decode_or_raise_format_error(nb, cap, body):
     import numpy as np
     from reference_encoder import decode_or_format_error

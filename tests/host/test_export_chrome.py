@@ -79,8 +79,11 @@ def test_slices_instants_and_counters_match_the_trace():
 def test_microseconds_keep_every_nanosecond():
     # 3.7 s after the start and 1 ns long: absolute µs in a double would lose the ns.
     far = 3_700_000_001
-    cap = capture({(0, 0): (T0, 0, [(BEGIN, 0, 1), (END, 0, 2), (BEGIN, 1, far), (END, 1, far + 1)])},
-                  num_blocks=1, num_groups=1)  # fmt: skip
+    cap = capture(
+        {(0, 0): (T0, 0, [(BEGIN, 0, 1), (END, 0, 2), (BEGIN, 1, far), (END, 1, far + 1)])},
+        num_blocks=1,
+        num_groups=1,
+    )
     trace = decode(cap)
     ev = load(trace)["traceEvents"]
     x = sorted((e["ts"], e["dur"]) for e in ev if e["ph"] == "X" and e["name"] == "mma")
@@ -103,7 +106,7 @@ def test_overlap_thread_and_unmatched():
                     (INSTANT, 2, 45),
                 ],
             )
-        },  # fmt: skip
+        },
         num_blocks=1,
         num_groups=1,
     )
@@ -126,9 +129,15 @@ def test_multi_capture_and_emulated_labels(tmp_path):
     )
     assert one != two and one[0] == two[0]
     assert out["otherData"]["emulated"] is True
-    assert all(a["name"].endswith("(emulated)") or a["name"] == "launches"
-               for a in meta(ev, "process_name").values())  # fmt: skip
-    kern = {e["name"]: (e["ts"], e["dur"]) for e in ev if e["ph"] == "X" and e["name"].startswith(("gemm", "softmax"))}  # fmt: skip
+    assert all(
+        a["name"].endswith("(emulated)") or a["name"] == "launches"
+        for a in meta(ev, "process_name").values()
+    )
+    kern = {
+        e["name"]: (e["ts"], e["dur"])
+        for e in ev
+        if e["ph"] == "X" and e["name"].startswith(("gemm", "softmax"))
+    }
     assert kern == {"gemm": (0.0, 70.0), "softmax": (1.0, 0.02)}
 
 

@@ -20,8 +20,9 @@ def _ring_trace_with_both_kinds_of_drops():
     base = lane_base(1)
     w[base + fmt.LANE_ANCHOR] = np.uint64(EPOCH_T0)
     for i in range(4):
-        w[base + fmt.LANE_HEADER_WORDS + i] = np.uint64(fmt.make_record(EPOCH_T0 + 100 + i, 2,
-                                                                        INSTANT))  # fmt: skip
+        w[base + fmt.LANE_HEADER_WORDS + i] = np.uint64(
+            fmt.make_record(EPOCH_T0 + 100 + i, 2, INSTANT)
+        )
     w[base + fmt.LANE_SM_ATTEMPTED] = np.uint64(fmt.lane_word1(1, 6, 4))
     trace = decode(Capture(w, {1: "a", 2: "b"}))
     assert trace.lanes["dropped"].tolist() == [2, 2]
@@ -46,5 +47,7 @@ def test_3_drop_labels_follow_the_lane_in_perfetto():
     trace = _ring_trace_with_both_kinds_of_drops()
     r = read_trace(to_perfetto_bytes(trace))
     marks = sorted(i for v in r.instants.values() for i in v if "records" in i[0])
-    assert marks == [("2 older records overwritten (ring)", EPOCH_T0 + 12),
-                     ("2 records dropped (lane full)", EPOCH_T0 + 103)]  # fmt: skip
+    assert marks == [
+        ("2 older records overwritten (ring)", EPOCH_T0 + 12),
+        ("2 records dropped (lane full)", EPOCH_T0 + 103),
+    ]

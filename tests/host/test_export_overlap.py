@@ -33,8 +33,9 @@ def lanes_capture(lanes: list[list[tuple[int, int]]], gap: int = 10) -> Capture:
     cap = max(1, max(len(r) for r in lanes))
     s = Stream(len(lanes), 1, cap)
     for b, recs in enumerate(lanes):
-        s.lanes[(b, 0)] = Lane(T0, b % 7, [(k, e, T0 + gap * (i + 1)) for i, (k, e) in
-                                          enumerate(recs)])  # fmt: skip
+        s.lanes[(b, 0)] = Lane(
+            T0, b % 7, [(k, e, T0 + gap * (i + 1)) for i, (k, e) in enumerate(recs)]
+        )
     names = {e: f"e{e}" for recs in lanes for _, e in recs}
     return Capture(encode(s), event_names=names)
 
@@ -123,8 +124,9 @@ def test_levels_nest_on_every_level():
     start = np.sort(rng.integers(0, 50, 200))
     end = start + rng.integers(0, 30, 200)
     lane = np.zeros(200, np.int64)
-    lv = pf.order_rows(start, end, np.ones(200, bool), lane, np.zeros(1, np.int64),
-                       np.arange(200))["level"]  # fmt: skip
+    lv = pf.order_rows(start, end, np.ones(200, bool), lane, np.zeros(1, np.int64), np.arange(200))[
+        "level"
+    ]
     for a in range(200):
         same = np.flatnonzero(lv == lv[a])
         same = same[same > a]

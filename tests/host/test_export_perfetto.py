@@ -87,16 +87,30 @@ def test_two_blocks_on_one_sm_overlap_in_the_counter():
 def test_equal_times_nest_correctly_without_overlap_tracks():
     cap = capture(
         {
-            (0, 0): (T0, 1, [
-                (BEGIN, 0, 10), (BEGIN, 1, 20), (END, 1, 30), (END, 0, 30),  # equal ends
-                (BEGIN, 0, 30), (END, 0, 40),  # adjacent to the previous one
-                (BEGIN, 1, 40), (BEGIN, 2, 40), (END, 2, 40), (END, 1, 40),  # zero-length, nested
-                (BEGIN, 0, 50), (BEGIN, 1, 50), (END, 1, 60), (END, 0, 70),  # equal begins
-            ]),
+            (0, 0): (
+                T0,
+                1,
+                [
+                    (BEGIN, 0, 10),
+                    (BEGIN, 1, 20),
+                    (END, 1, 30),
+                    (END, 0, 30),  # equal ends
+                    (BEGIN, 0, 30),
+                    (END, 0, 40),  # adjacent to the previous one
+                    (BEGIN, 1, 40),
+                    (BEGIN, 2, 40),
+                    (END, 2, 40),
+                    (END, 1, 40),  # zero-length, nested
+                    (BEGIN, 0, 50),
+                    (BEGIN, 1, 50),
+                    (END, 1, 60),
+                    (END, 0, 70),  # equal begins
+                ],
+            ),
         },
         num_blocks=1,
         num_groups=1,
-    )  # fmt: skip
+    )
     trace = decode(cap)
     r = read_trace(to_perfetto_bytes(trace))
     assert [d.name for d in r.threads()] == ["block 0"]
@@ -118,7 +132,7 @@ def test_partial_overlap_goes_to_an_overlap_thread():
                     (END, 2, 60),
                 ],
             )
-        },  # fmt: skip
+        },
         num_blocks=1,
         num_groups=1,
     )
@@ -136,8 +150,9 @@ def test_overlap_levels_separate_a_staircase():
     start = np.array([0, 5, 8, 100], np.int64)
     end = np.array([10, 15, 18, 110], np.int64)
     lane = np.zeros(4, np.int64)
-    lv = pf.order_rows(start, end, np.ones(4, bool), lane, np.zeros(1, np.int64),
-                       np.arange(4))["level"]  # fmt: skip
+    lv = pf.order_rows(start, end, np.ones(4, bool), lane, np.zeros(1, np.int64), np.arange(4))[
+        "level"
+    ]
     for a in range(4):
         for b in range(a + 1, 4):
             if lv[a] == lv[b]:
@@ -161,7 +176,7 @@ def test_unmatched_and_dropped_are_visible():
                     (INSTANT, 1, 32),
                 ],
             )
-        },  # fmt: skip
+        },
         num_blocks=1,
         num_groups=1,
         capacity=5,
@@ -196,12 +211,18 @@ def test_launches_of_one_kernel_are_told_apart_by_their_launch():
     b = capture({(0, 0): (T0 + 1000, 17, [(BEGIN, 0, 1010), (END, 0, 1020)])}, name="softmax")
     c = capture({(0, 0): (T0 + 2000, 17, [(BEGIN, 0, 2010), (END, 0, 2030)])}, name="gemm")
     trace = decode([a, b, c])
-    assert [trace.capture_name(i) for i in range(3)] == ["gemm (launch 0)", "softmax",
-                                                         "gemm (launch 2)"]  # fmt: skip
+    assert [trace.capture_name(i) for i in range(3)] == [
+        "gemm (launch 0)",
+        "softmax",
+        "gemm (launch 2)",
+    ]
     r = read_trace(to_perfetto_bytes(trace))
     names = {d.name for d in r.threads()}
-    assert {"gemm (launch 0) · block 0 · group 0", "softmax · block 0 · group 0",
-            "gemm (launch 2) · block 0 · group 0"} <= names  # fmt: skip
+    assert {
+        "gemm (launch 0) · block 0 · group 0",
+        "softmax · block 0 · group 0",
+        "gemm (launch 2) · block 0 · group 0",
+    } <= names
     assert not [n for n in names if "#" in n]
     assert r.slices[r.thread("gemm (launch 2) · block 0 · group 0").uuid] == [
         ("load", T0 + 2010, 20)
@@ -279,8 +300,9 @@ def test_empty_trace_exports():
 
 def _fanout_capture(width: int = 4095, lanes: int = 1) -> Capture:
     s = Stream(lanes, 1, 2 * width)
-    recs = [(BEGIN, i, 10 + i) for i in range(width)] + [(END, i, 10 + width + i)
-                                                         for i in range(width)]  # fmt: skip
+    recs = [(BEGIN, i, 10 + i) for i in range(width)] + [
+        (END, i, 10 + width + i) for i in range(width)
+    ]
     for b in range(lanes):
         s.lanes[(b, 0)] = Lane(EPOCH_T0, b, [(k, e, EPOCH_T0 + t) for k, e, t in recs])
     return Capture(encode(s), {i: f"e{i}" for i in range(width)})
@@ -306,8 +328,10 @@ def test_18_fanout_export_is_the_per_track_reference_and_costs_little_per_track(
 
     # The same bytes as the one-header-at-a-time path.
     def reference(self, lanes, bkeys, ref):
-        return [self._lane_header(int(lanes[k // pf.LEVELS]), k % pf.LEVELS,
-                                  int(ref[k // pf.LEVELS])) for k in bkeys.tolist()]  # fmt: skip
+        return [
+            self._lane_header(int(lanes[k // pf.LEVELS]), k % pf.LEVELS, int(ref[k // pf.LEVELS]))
+            for k in bkeys.tolist()
+        ]
 
     monkeypatch.setattr(pf._Writer, "_lane_headers", reference)
     assert to_perfetto_bytes(trace) == data
@@ -315,4 +339,5 @@ def test_18_fanout_export_is_the_per_track_reference_and_costs_little_per_track(
     tracks = [d for d in r.threads()]
     assert len(tracks) == 4095
     assert sorted(s[0] for v in r.slices.values() for s in v if s[0].startswith("e")) == sorted(
-        f"e{i}" for i in range(4095))
+        f"e{i}" for i in range(4095)
+    )

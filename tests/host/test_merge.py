@@ -61,7 +61,8 @@ def test_5_a_rank_with_2_20_lanes_keeps_its_ids_clear_of_the_next_rank(tmp_path)
         if e.get("name") == "process_name":
             by_rank.setdefault(e["args"]["name"].split(" · ")[0], set()).add(e["pid"])
     assert max(by_rank["GPU 0"] | {t for t in tids if t < min(by_rank["GPU 1"])}) < min(
-        by_rank["GPU 1"])
+        by_rank["GPU 1"]
+    )
 
 
 BAD_NS = ["abc", float("nan"), float("inf"), [1], {"a": 1}, True, 2**70, 1.5]
@@ -101,12 +102,29 @@ def test_9_bad_barrier_stamps_are_format_errors(tmp_path, value):
 
 
 def torch_doc(parts, base_ns=EPOCH_T0 - 10**6) -> dict:
-    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 11, "tid": 11, "ts": 1.0,
-           "dur": 2.0}]  # fmt: skip
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::add",
+            "pid": 11,
+            "tid": 11,
+            "ts": 1.0,
+            "dur": 2.0,
+        }
+    ]
     for t in parts:
-        ev.append({"ph": "X", "cat": "kernel", "name": t.kernels[0].name, "pid": 0, "tid": 7,
-                   "ts": (int(t.start_ns) - base_ns) / 1e3,
-                   "dur": (int(t.end_ns) - int(t.start_ns)) / 1e3})  # fmt: skip
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": t.kernels[0].name,
+                "pid": 0,
+                "tid": 7,
+                "ts": (int(t.start_ns) - base_ns) / 1e3,
+                "dur": (int(t.end_ns) - int(t.start_ns)) / 1e3,
+            }
+        )
     return {"schemaVersion": 1, "baseTimeNanoseconds": base_ns, "traceEvents": ev}
 
 
@@ -169,8 +187,9 @@ def test_10_malformed_torch_files_give_one_line_errors(tmp_path, capsys, case):
     else:
         path.write_text(json.dumps(BAD_TORCH[case]))
     capsys.readouterr()
-    rc = main(["merge", str(tmp_path / "c.smp"), "--torch", str(path), "-o",
-               str(tmp_path / "m.json")])  # fmt: skip
+    rc = main(
+        ["merge", str(tmp_path / "c.smp"), "--torch", str(path), "-o", str(tmp_path / "m.json")]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("sm-profiler: error: ") and err.count("\n") == 1, err
     assert "torch trace" in err
@@ -275,8 +294,12 @@ def test_13_the_nearest_row_is_the_one_a_plain_minimum_picks(seed):
 
     rng = np.random.default_rng(seed)
     parts = [decode([c]) for c in _launches(40)]
-    rows = {"k": sorted((int(s), int(s) + 7) for s in
-                        rng.choice(np.arange(EPOCH_T0 - 10**5, EPOCH_T0 + 3 * 10**5, 250), 30))}  # fmt: skip
+    rows = {
+        "k": sorted(
+            (int(s), int(s) + 7)
+            for s in rng.choice(np.arange(EPOCH_T0 - 10**5, EPOCH_T0 + 3 * 10**5, 250), 30)
+        )
+    }
     rows["k"] += rows["k"][:5]  # duplicate starts: the first row of equal ones wins
     rows["k"].sort()
     got = merge.match_launches(parts, rows)
@@ -317,7 +340,9 @@ def test_13_launches_outside_the_torch_profile_are_matched_by_sliding_the_rows()
     from sm_profiler.merge import match_in_order
 
     def part(start):
-        return SimpleNamespace(kernels=[SimpleNamespace(name="k")], start_ns=start, end_ns=start + 10)
+        return SimpleNamespace(
+            kernels=[SimpleNamespace(name="k")], start_ns=start, end_ns=start + 10
+        )
 
     ours = [1_000, 5_000, 9_000, 50_020_000, 50_026_000, 50_029_000]  # two steps, 50 ms apart
     parts = [part(t) for t in ours]

@@ -19,18 +19,28 @@ from sm_profiler.decode import decode
 from sm_profiler.errors import SmProfilerError
 
 ns_values = st.one_of(
-    st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=5), st.none(), st.booleans(),
-    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(),
-                                                         max_size=2),
-)  # fmt: skip
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.text(max_size=5),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 
 
 clock_values = st.one_of(
     ns_values,
-    st.lists(st.one_of(ns_values, st.fixed_dictionaries(
-        {"host_ns": ns_values, "offset_ns": ns_values}, optional={"error_ns": ns_values})),
-        max_size=3),
-)  # fmt: skip
+    st.lists(
+        st.one_of(
+            ns_values,
+            st.fixed_dictionaries(
+                {"host_ns": ns_values, "offset_ns": ns_values}, optional={"error_ns": ns_values}
+            ),
+        ),
+        max_size=3,
+    ),
+)
 
 
 @settings(max_examples=examples(150), **SETTINGS)
@@ -52,11 +62,30 @@ def test_merge_of_hostile_rank_metadata_raises_only_our_errors(clock, barrier, r
 
 
 def _good_torch_text(parts) -> str:
-    rows = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.5,
-             "dur": 3.0, "args": {"shape": [[2, 2]]}}]  # fmt: skip
+    rows = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1.5,
+            "dur": 3.0,
+            "args": {"shape": [[2, 2]]},
+        }
+    ]
     for p in parts:
-        rows.append({"ph": "X", "cat": "kernel", "name": p.kernels[0].name, "pid": 0, "tid": 7,
-                     "ts": (int(p.start_ns) - 50) / 1e3, "dur": 0.2})  # fmt: skip
+        rows.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": p.kernels[0].name,
+                "pid": 0,
+                "tid": 7,
+                "ts": (int(p.start_ns) - 50) / 1e3,
+                "dur": 0.2,
+            }
+        )
     return json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": 0, "traceEvents": rows})
 
 
@@ -66,12 +95,36 @@ def test_merge_torch_of_malformed_json_raises_only_our_errors_in_bounded_memory(
 
     from sm_profiler.merge import merge_torch_trace
 
-    caps = [Capture(encode(Stream(1, 1, 2, {(0, 0): Lane(99 + 1000 * i, 1, [(INSTANT, 3, 100 + 1000 * i)])})),
-                    {3: "x"}, {}, "k") for i in range(3)]  # fmt: skip
+    caps = [
+        Capture(
+            encode(
+                Stream(1, 1, 2, {(0, 0): Lane(99 + 1000 * i, 1, [(INSTANT, 3, 100 + 1000 * i)])})
+            ),
+            {3: "x"},
+            {},
+            "k",
+        )
+        for i in range(3)
+    ]
     good = _good_torch_text([decode([c]) for c in caps])
     rng = np.random.default_rng(2323)
-    values = [None, "abc", 1e300, -1e300, float("nan"), [], {}, [1, [2]], True, -5, 2**70, "1e3",
-              {"ts": 1}, "\x1b[2J", 0.5]  # fmt: skip
+    values = [
+        None,
+        "abc",
+        1e300,
+        -1e300,
+        float("nan"),
+        [],
+        {},
+        [1, [2]],
+        True,
+        -5,
+        2**70,
+        "1e3",
+        {"ts": 1},
+        "\x1b[2J",
+        0.5,
+    ]
     seen: dict[str, int] = {}
     tracemalloc.start()
     try:
@@ -91,8 +144,9 @@ def test_merge_torch_of_malformed_json_raises_only_our_errors_in_bounded_memory(
                 key = keys[int(rng.integers(0, len(keys)))]
                 target[key] = values[int(rng.integers(0, len(values)))]
                 if how == 3 and rng.random() < 0.5:
-                    doc["traceEvents"].insert(int(rng.integers(0, 4)),
-                                              values[int(rng.integers(0, len(values)))])
+                    doc["traceEvents"].insert(
+                        int(rng.integers(0, 4)), values[int(rng.integers(0, len(values)))]
+                    )
                 text = json.dumps(doc).encode()
             gz = rng.random() < 0.3
             path = tmp_path / ("t.json.gz" if gz else "t.json")

@@ -30,9 +30,11 @@ def test_a_stage_that_costs_a_block_is_reported_with_a_stage_that_fits():
     r = stage_report("mm", _decl(stage), MATMUL_SMEM, 8, 128, H100)
     assert (r.stage_bytes, r.blocks_without_stage, r.blocks_with_stage) == (stage, 2, 1)
     assert r.lowers_occupancy
+
     # The suggested STAGE is the largest that keeps 2 blocks: checked by brute force.
     def fits(n):
         return blocks_per_sm(256, 128, MATMUL_SMEM + ptx.stage_bytes(8, n), H100) == 2
+
     assert fits(r.fitting_stage) and not fits(r.fitting_stage + 1)
     assert 0 < r.fitting_stage < 258
     msg = r.message()
@@ -82,8 +84,13 @@ def test_a_kernel_without_static_shared_memory_is_not_read(tmp_path, monkeypatch
 
 
 def test_the_load_hook_never_breaks_a_launch(tmp_path):
-    occupancy._on_kernel_load(None, 0, "k", {"k.ptx": str(tmp_path / "missing.ptx"),
-                                              "k.json": str(tmp_path / "missing.json")}, "h")
+    occupancy._on_kernel_load(
+        None,
+        0,
+        "k",
+        {"k.ptx": str(tmp_path / "missing.ptx"), "k.json": str(tmp_path / "missing.json")},
+        "h",
+    )
     occupancy._on_kernel_load(None, 0, "k", None, "h")
 
 

@@ -57,8 +57,12 @@ def test_15_writers_never_follow_a_symlink_at_a_temporary_name(tmp_path, writer,
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
-    ext = {"export_json": ".json", "export_perfetto": ".perfetto-trace", "save": ".smp",
-           "merge": ".json"}[writer]  # fmt: skip
+    ext = {
+        "export_json": ".json",
+        "export_perfetto": ".perfetto-trace",
+        "save": ".smp",
+        "merge": ".json",
+    }[writer]
     out = tmp_path / f"out{ext}"
     # The names the old writer would have used (and a spread of pids around this one).
     for pid in range(max(1, os.getpid() - 5), os.getpid() + 6):
@@ -72,8 +76,9 @@ def test_15_writers_never_follow_a_symlink_at_a_temporary_name(tmp_path, writer,
         merge_ranks([[cap]], out, align="none")
     assert victim.read_text() == "precious\n"
     assert out.stat().st_size > 0 and not out.is_symlink()
-    leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") and
-                 not p.is_symlink()]  # fmt: skip
+    leftovers = [
+        p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()
+    ]
     assert leftovers == []
 
 

@@ -44,8 +44,11 @@ def test_a_missing_event_leaves_no_colour(tmp_path):
     pytest.importorskip("matplotlib")
     lanes = {0: {"sm": 0, "anchor": 10, "records": [("B", 0, 20), ("E", 0, 900)]}}
     path = tmp_path / "one.png"
-    plot(decode(build_capture(lanes, 1, event_names={0: "load"})), path,
-         colors={"load": "#ff0000", "compute": "#0000ff"})  # fmt: skip
+    plot(
+        decode(build_capture(lanes, 1, event_names={0: "load"})),
+        path,
+        colors={"load": "#ff0000", "compute": "#0000ff"},
+    )
     img = _pixels(path)
     assert _has_colour(img, (255, 0, 0))
     assert not _has_colour(img, (0, 0, 255), min_pixels=1)
@@ -62,10 +65,16 @@ def test_default_colours_come_from_tab10(tmp_path):
 
 def _many_sms(n_sms: int):
     lanes = {
-        b: {"sm": b % n_sms, "anchor": 1 + 1000 * (b // n_sms),
-            "records": [("B", b % 3, 1 + 1000 * (b // n_sms) + 10), ("E", b % 3, 1000 * (b // n_sms) + 900)]}
+        b: {
+            "sm": b % n_sms,
+            "anchor": 1 + 1000 * (b // n_sms),
+            "records": [
+                ("B", b % 3, 1 + 1000 * (b // n_sms) + 10),
+                ("E", b % 3, 1000 * (b // n_sms) + 900),
+            ],
+        }
         for b in range(2 * n_sms)
-    }  # fmt: skip
+    }
     return decode(build_capture(lanes, 2 * n_sms, event_names={0: "a", 1: "b", 2: "c"}))
 
 
@@ -82,12 +91,15 @@ def test_figure_grows_with_the_sm_count(tmp_path):
 def test_layout_stacks_concurrent_blocks_and_draws_top_level_ranges_only():
     lanes = {
         # Blocks 0 and 1 overlap on SM 4; block 2 starts after block 0 ended: it reuses slot 0.
-        0: {"sm": 4, "anchor": 100, "records": [("B", 0, 110), ("B", 1, 120), ("E", 1, 130),
-                                                 ("E", 0, 200)]},
+        0: {
+            "sm": 4,
+            "anchor": 100,
+            "records": [("B", 0, 110), ("B", 1, 120), ("E", 1, 130), ("E", 0, 200)],
+        },
         1: {"sm": 4, "anchor": 150, "records": [("B", 0, 160), ("E", 0, 400)]},
         2: {"sm": 4, "anchor": 250, "records": [("B", 1, 260), ("E", 1, 300)]},
         3: {"sm": 9, "anchor": 100, "records": []},
-    }  # fmt: skip
+    }
     lay = occupancy_layout(decode(build_capture(lanes, 4)))
     assert lay["sm_ids"].tolist() == [4, 9]
     assert lay["blocks"]["slot"].tolist() == [0, 1, 0, 0]
@@ -150,14 +162,21 @@ def test_plot_one_capture_of_several(tmp_path):
 
 def _two_launches(emulated: bool = False, gap_ns: int = 10**9, span_ns: int = 900):
     """Two launches `gap_ns` apart, each `span_ns` long: event 0 in the first, 1 in the second."""
-    a = build_capture({0: {"sm": 1, "anchor": 10, "records": [("B", 0, 20), ("E", 0, span_ns)]}},
-                      1, event_names={0: "load", 1: "compute"}, emulated=emulated,
-                      kernel_name="gemm")  # fmt: skip
+    a = build_capture(
+        {0: {"sm": 1, "anchor": 10, "records": [("B", 0, 20), ("E", 0, span_ns)]}},
+        1,
+        event_names={0: "load", 1: "compute"},
+        emulated=emulated,
+        kernel_name="gemm",
+    )
     t1 = gap_ns
     b = build_capture(
         {0: {"sm": 2, "anchor": t1, "records": [("B", 1, t1 + 5), ("E", 1, t1 + span_ns)]}},
-        1, event_names={0: "load", 1: "compute"}, emulated=emulated, kernel_name="gemm",
-    )  # fmt: skip
+        1,
+        event_names={0: "load", 1: "compute"},
+        emulated=emulated,
+        kernel_name="gemm",
+    )
     return decode([a, b])
 
 

@@ -52,8 +52,7 @@ def _profiler() -> SmProfiler:
     prof.register_event(1, "tick")
     for t0, n in ((10**6, 2), (10**9, 6)):  # the second launch overflows lane 0
         recs = [(BEGIN, 0, t0 + 10 * i) if i % 2 == 0 else (END, 0, t0 + 10 * i) for i in range(n)]
-        lanes = {(0, 0): Lane(t0, 3, recs),
-                 (1, 0): Lane(t0 + 5, 4, [(INSTANT, 1, t0 + 7)])}  # fmt: skip
+        lanes = {(0, 0): Lane(t0, 3, recs), (1, 0): Lane(t0 + 5, 4, [(INSTANT, 1, t0 + 7)])}
         stream = Stream(2, 1, 4, lanes, flags=1)
         prof.get_buffer().copy_(torch.from_numpy(encode(stream).view(np.int64)))
         prof.snapshot("k")
@@ -90,8 +89,9 @@ def test_plot_draws_what_plot_draws(tmp_path):
     pytest.importorskip("matplotlib")
     prof = _profiler()
     ours = prof.plot(tmp_path / "ours.svg", width_in=6.0, capture=1)
-    theirs = sm_profiler.plot.plot(decode(prof.captures()), tmp_path / "theirs.svg", width_in=6.0,
-                                   capture=1)  # fmt: skip
+    theirs = sm_profiler.plot.plot(
+        decode(prof.captures()), tmp_path / "theirs.svg", width_in=6.0, capture=1
+    )
     assert ours == str(tmp_path / "ours.svg") and theirs == str(tmp_path / "theirs.svg")
     assert (tmp_path / "ours.svg").stat().st_size > 0
 
@@ -109,7 +109,10 @@ def test_auto_profiler_methods_take_the_wrapped_functions_parameters(name):
     fn = AUTO_WRAPPED[name]
     got = _params(inspect.signature(getattr(AutoProfiler, name)))
     want = _params(inspect.signature(fn))
-    if want[-1][1] is not inspect.Parameter.VAR_KEYWORD and got[-1][1] is inspect.Parameter.VAR_KEYWORD:
+    if (
+        want[-1][1] is not inspect.Parameter.VAR_KEYWORD
+        and got[-1][1] is inspect.Parameter.VAR_KEYWORD
+    ):
         got = got[:-1]  # keyword options passed on as they are: plot's are checked by plot
         want = [p for p in want if p[1] is not inspect.Parameter.KEYWORD_ONLY]
     assert [p[0] for p in got[1:]] == [p[0] for p in want[1:]], f"AutoProfiler.{name} drifted"
@@ -120,7 +123,9 @@ def test_auto_profiler_export_and_report_are_the_functions(tmp_path):
     prof._captures = _profiler().captures()  # what the region's records became
     trace = decode(prof._captures)
     notes = prof.export(tmp_path / "ours.json", cut_gaps=True)
-    assert notes and notes == sm_profiler.export.export(trace, tmp_path / "theirs.json", cut_gaps=True)
+    assert notes and notes == sm_profiler.export.export(
+        trace, tmp_path / "theirs.json", cut_gaps=True
+    )
     assert (tmp_path / "ours.json").read_bytes() == (tmp_path / "theirs.json").read_bytes()
     ours, theirs = io.StringIO(), io.StringIO()
     prof.print_stats(file=ours, width=80)

@@ -89,8 +89,9 @@ def busy_multi_capture_trace():
     recs = [("B", 0, 100 + 10 * i) if i % 2 == 0 else ("E", 0, 100 + 10 * i) for i in range(12)]
     lanes = {b: {"sm": b, "anchor": 50, "records": recs[:4], "attempted": 9} for b in range(40)}
     lanes[0]["records"] = [("B", 1, 60)]
-    second = build_capture(lanes, num_blocks=44, capacity=4, kernel_name="k" * 120,
-                           event_names={0: "load", 1: "store"})  # fmt: skip
+    second = build_capture(
+        lanes, num_blocks=44, capacity=4, kernel_name="k" * 120, event_names={0: "load", 1: "store"}
+    )
     # Ranges of seconds, so the span line and totals get their largest numbers.
     lanes = {0: {"sm": 2, "anchor": 10**10, "records": [("B", 0, 10**10), ("E", 0, 10**11)]}}
     third = build_capture(lanes, num_blocks=1, event_names={0: "load"}, kernel_name="slow")
@@ -131,11 +132,17 @@ def test_one_time_unit_per_table():
     """Totals of seconds and ranges of 2.5 ms: the table is in µs (the largest range is at
     least 10 of them), totals in more digits; no cell carries a unit of its own."""
     lanes = {
-        b: {"sm": b, "anchor": 1,
-            "records": [r for i in range(400) for r in (("B", 0, 1 + 3_000_000 * i),
-                                                       ("E", 0, 1 + 3_000_000 * i + 2_500_000))]}
+        b: {
+            "sm": b,
+            "anchor": 1,
+            "records": [
+                r
+                for i in range(400)
+                for r in (("B", 0, 1 + 3_000_000 * i), ("E", 0, 1 + 3_000_000 * i + 2_500_000))
+            ],
+        }
         for b in range(2)
-    }  # fmt: skip
+    }
     cap = build_capture(lanes, num_blocks=2, capacity=800, event_names={0: "step"})
     text = format_stats(compute_stats(decode(cap)), width=100)
     lines = text.splitlines()
@@ -144,7 +151,9 @@ def test_one_time_unit_per_table():
     assert lines[i + 2].split()[:5] == ["step", "800", "2000000", "2000000", "2500"]  # in µs
     assert "SMs (times in ms from kernel start)" in lines  # the last SM ends at 1.2 s
     assert "waits: gaps between consecutive ranges of a lane (times in µs)" in lines
-    rows = [line for line in lines[i + 1 :] if line and not line.startswith(("SMs", "load", "waits"))]
+    rows = [
+        line for line in lines[i + 1 :] if line and not line.startswith(("SMs", "load", "waits"))
+    ]
     # header and row of the event table, of the waits table (step → step: 500 µs each), and
     # header and 2 rows of the SMs'
     assert len(rows) == 7
@@ -427,7 +436,9 @@ def test_breakdowns_by_group_sm_and_launch():
     from sm_profiler.stats import breakdown
 
     trace = nested_trace()
-    by_group = {(r.key, r.event): (r.count, r.total_ns, r.self_ns) for r in breakdown(trace, "group")}
+    by_group = {
+        (r.key, r.event): (r.count, r.total_ns, r.self_ns) for r in breakdown(trace, "group")
+    }
     assert by_group[("producer", "load")] == (2, 30, 30)
     assert by_group[("consumer", "mma")] == (2, 50, 50)
     assert by_group[("producer", "tile")] == (1, 100, 55)

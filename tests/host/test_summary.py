@@ -63,14 +63,22 @@ def test_summary_is_automatic_above_the_size_and_says_what_it_did(monkeypatch):
     assert any(e["name"].endswith("(active ranges)") for e in js["traceEvents"])
     assert "summarised" in js["otherData"]["notes"][0]
     monkeypatch.setattr(timeline, "SUMMARY_ROWS", len(trace))
-    assert not any(d.name.endswith("(active ranges)")
-                   for d in read_trace(to_perfetto_bytes(trace)).tracks.values())  # fmt: skip
+    assert not any(
+        d.name.endswith("(active ranges)")
+        for d in read_trace(to_perfetto_bytes(trace)).tracks.values()
+    )
 
 
 @needs_perfetto
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1000), st.integers(0, 300)),
-                min_size=1, max_size=30), st.integers(1, 17))  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1), st.integers(0, 1000), st.integers(0, 300)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(1, 17),
+)
 def test_active_ranges_match_a_brute_force_count(rows, bins):
     group = np.array([g for g, _, _ in rows])
     start = np.array([s for _, s, _ in rows], np.int64)

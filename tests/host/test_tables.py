@@ -24,8 +24,20 @@ def test_columns_of_every_table():
 def test_pandas_events_have_names_durations_and_self_time():
     pd = pytest.importorskip("pandas")
     df = nested_trace().to_pandas()
-    assert list(df.columns) == ["capture", "lane", "sm", "block", "group", "event", "name",
-                                "kind", "start_ns", "end_ns", "duration_ns", "self_ns"]  # fmt: skip
+    assert list(df.columns) == [
+        "capture",
+        "lane",
+        "sm",
+        "block",
+        "group",
+        "event",
+        "name",
+        "kind",
+        "start_ns",
+        "end_ns",
+        "duration_ns",
+        "self_ns",
+    ]
     assert isinstance(df["name"].dtype, pd.CategoricalDtype)
     tile = df[df["name"] == "tile"].iloc[0]
     assert (tile["duration_ns"], tile["self_ns"], tile["kind"]) == (100, 55, "range")
@@ -47,13 +59,19 @@ def test_sql_answers_what_the_stats_do_not():
     pytest.importorskip("duckdb")
     pytest.importorskip("pyarrow")
     trace = nested_trace()
-    names, rows = query(trace, "select name, count(*) as n, sum(self_ns) as self from events "
-                               "where kind = 'range' group by name order by name")  # fmt: skip
+    names, rows = query(
+        trace,
+        "select name, count(*) as n, sum(self_ns) as self from events "
+        "where kind = 'range' group by name order by name",
+    )
     assert names == ["name", "n", "self"]
     assert rows == [("load", 2, 30), ("mma", 3, 75), ("store", 1, 20), ("tile", 1, 55)]
     # A join: ranges per group name.
-    _, rows = query(trace, "select l.group_name, count(*) from events e join lanes l "
-                           "using (capture, lane) group by 1 order by 1")  # fmt: skip
+    _, rows = query(
+        trace,
+        "select l.group_name, count(*) from events e join lanes l "
+        "using (capture, lane) group by 1 order by 1",
+    )
     assert rows == [("consumer", 2), ("producer", 6)]  # 4 ranges + 1 instant, and 1 range
     with pytest.raises(ConfigError, match="query failed"):
         query(trace, "select nope from events")
@@ -106,11 +124,26 @@ def test_14_query_fetches_only_the_rows_it_prints(tmp_path, capsys):
     names, rows = query(trace, "select * from range(50000000)", max_rows=4)
     assert names == ["range"] and rows == [(0,), (1,), (2,), (3,)]
     save_many([kernel_capture()], tmp_path / "c.smp")
-    assert main(["query", str(tmp_path / "c.smp"), "select * from range(50000000) order by 1",
-                 "--max-rows", "3"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "query",
+                str(tmp_path / "c.smp"),
+                "select * from range(50000000) order by 1",
+                "--max-rows",
+                "3",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
-    assert [o.strip() for o in out] == ["range", "0", "1", "2",
-                                        "(more rows; --max-rows to see them)"]  # fmt: skip
+    assert [o.strip() for o in out] == [
+        "range",
+        "0",
+        "1",
+        "2",
+        "(more rows; --max-rows to see them)",
+    ]
 
 
 def test_14_query_memory_is_bounded_by_what_is_printed(tmp_path):
@@ -121,28 +154,37 @@ def test_14_query_memory_is_bounded_by_what_is_printed(tmp_path):
     from sm_profiler.capture import save_many
 
     save_many([kernel_capture()], tmp_path / "c.smp")
-    code = ("import resource, sys; from sm_profiler.cli import main; "
-            "main(['query', sys.argv[1], sys.argv[2], '--max-rows', '3']); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")  # fmt: skip
+    code = (
+        "import resource, sys; from sm_profiler.cli import main; "
+        "main(['query', sys.argv[1], sys.argv[2], '--max-rows', '3']); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
 
     def peak_kib(sql: str) -> int:
-        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "c.smp"), sql],
-                             check=True, capture_output=True, text=True).stdout  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / "c.smp"), sql],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         return int(out.splitlines()[-1])
 
     small, big = peak_kib("select 1"), peak_kib("select * from range(5000000)")
     assert big - small < 100 * 1024, (small, big)  # fetching it all took 650 MiB more
 
 
-@pytest.mark.parametrize("sql", [
-    "copy (select 1) to '{dir}/leak.csv'",
-    "select * from read_csv('{dir}/secret.txt')",
-    "select * from read_text('{dir}/secret.txt')",
-    "attach '{dir}/db.duckdb' as d",
-    "set enable_external_access = true",
-    "install httpfs",
-    "insert into events select * from events",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "copy (select 1) to '{dir}/leak.csv'",
+        "select * from read_csv('{dir}/secret.txt')",
+        "select * from read_text('{dir}/secret.txt')",
+        "attach '{dir}/db.duckdb' as d",
+        "set enable_external_access = true",
+        "install httpfs",
+        "insert into events select * from events",
+    ],
+)
 def test_17_query_cannot_reach_files_or_change_the_tables(tmp_path, sql):
     pytest.importorskip("duckdb")
     from sm_profiler.errors import ConfigError

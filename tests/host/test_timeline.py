@@ -38,10 +38,15 @@ def test_sms_are_in_id_order_and_lanes_in_block_then_group_order():
     r = read_trace(to_perfetto_bytes(trace))
     assert [d.name for d in r.processes()] == ["SM 8", "SM 22", "SM 112", "SM 113", "SM 124"]
     sm8 = next(d.uuid for d in r.processes() if d.name == "SM 8")
-    kids = sorted((d for d in r.tracks.values() if d.parent_uuid == sm8),
-                  key=lambda d: d.sibling_order_rank)  # fmt: skip
-    assert [d.name for d in kids] == ["block 1 · group 0", "block 1 · consumer",
-                                      "block 4 · group 0", "block 4 · consumer"]  # fmt: skip
+    kids = sorted(
+        (d for d in r.tracks.values() if d.parent_uuid == sm8), key=lambda d: d.sibling_order_rank
+    )
+    assert [d.name for d in kids] == [
+        "block 1 · group 0",
+        "block 1 · consumer",
+        "block 4 · group 0",
+        "block 4 · consumer",
+    ]
     ranks = [d.sibling_order_rank for d in kids]
     assert len(set(ranks)) == len(ranks)
     # No stray numbers: names are exactly the timeline's, with no pid or tid to append.
@@ -93,17 +98,35 @@ def test_one_capture_exports_alone(tmp_path):
 
 @needs_perfetto
 def test_the_first_screen_busy_sms_times_from_the_start_and_the_longest_launch_in_view():
-    trace = decode([capture({(0, 0): (T0, 4, [(BEGIN, 0, 10), (END, 0, 100)]),
-                             (1, 0): (T0 + 50, 9, [(BEGIN, 0, 60), (END, 0, 200)])},
-                            num_groups=1, name="short"),
-                    capture({(0, 0): (T0 + 10**6, 4, [(BEGIN, 0, 10**6 + 5),
-                                                      (END, 0, 10**6 + 9000)])},
-                            num_blocks=1, num_groups=1, name="long")])  # fmt: skip
+    trace = decode(
+        [
+            capture(
+                {
+                    (0, 0): (T0, 4, [(BEGIN, 0, 10), (END, 0, 100)]),
+                    (1, 0): (T0 + 50, 9, [(BEGIN, 0, 60), (END, 0, 200)]),
+                },
+                num_groups=1,
+                name="short",
+            ),
+            capture(
+                {(0, 0): (T0 + 10**6, 4, [(BEGIN, 0, 10**6 + 5), (END, 0, 10**6 + 9000)])},
+                num_blocks=1,
+                num_groups=1,
+                name="long",
+            ),
+        ]
+    )
     data = to_perfetto_bytes(trace)
     r = read_trace(data)
     # The root counts the SMs holding a block: SM 4 from T0, SM 9 too from T0+50, ...
-    assert r.counters[pf.ROOT_UUID] == [(T0, 1), (T0 + 50, 2), (T0 + 100, 1), (T0 + 200, 0),
-                                        (T0 + 10**6, 1), (T0 + 10**6 + 9000, 0)]  # fmt: skip
+    assert r.counters[pf.ROOT_UUID] == [
+        (T0, 1),
+        (T0 + 50, 2),
+        (T0 + 100, 1),
+        (T0 + 200, 0),
+        (T0 + 10**6, 1),
+        (T0 + 10**6 + 9000, 0),
+    ]
     assert r.origin == trace.start_ns == T0  # written as 0: the UI's clock starts there
     root = r.tracks[pf.ROOT_UUID]
     assert "long" in root.description.splitlines()[-1]
@@ -131,12 +154,14 @@ def test_sm_filters_partition_the_full_export():
 def test_block_group_event_and_window_filters():
     trace = synthetic_trace()
     ev = trace.events
-    r = read_trace(to_perfetto_bytes(trace, blocks=[0, 1], groups=[2], events=["mma"],
-                                     summary=False))  # fmt: skip
+    r = read_trace(
+        to_perfetto_bytes(trace, blocks=[0, 1], groups=[2], events=["mma"], summary=False)
+    )
     got = sorted(s[1:] for d in r.threads() for s in r.slices[d.uuid])
     m = np.isin(ev["block"], [0, 1]) & (ev["group"] == 2) & (ev["event"] == 1) & (ev["kind"] == 0)
-    assert got == sorted(zip(ev["start_ns"][m].tolist(), (ev["end_ns"] - ev["start_ns"])[m].tolist(),
-                             strict=True))  # fmt: skip
+    assert got == sorted(
+        zip(ev["start_ns"][m].tolist(), (ev["end_ns"] - ev["start_ns"])[m].tolist(), strict=True)
+    )
     assert {d.name.split(" · ")[1] for d in r.threads()} == {"group 2"}
     # A window keeps every range touching it, whole.
     a, b = 2_000, 5_000
@@ -164,13 +189,21 @@ def test_filters_and_one_capture_say_what_they_kept(tmp_path):
     assert export(trace, tmp_path / "u.json", summary=False) == []
 
 
-@pytest.mark.parametrize("args,usage", [
-    (["--window-us", "inf:1"], True), (["--window-us", "nan:1"], True),
-    (["--window-us", "0:1e300"], True), (["--sms", str(2**70)], True),
-    (["--blocks", str(-(2**63) - 1)], True), (["--groups", "1," + str(2**31)], True),
-    (["--events", "²"], False), (["--events", "٣"], False), (["--events", str(2**70)], False),
-    (["--events", "4096"], False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args,usage",
+    [
+        (["--window-us", "inf:1"], True),
+        (["--window-us", "nan:1"], True),
+        (["--window-us", "0:1e300"], True),
+        (["--sms", str(2**70)], True),
+        (["--blocks", str(-(2**63) - 1)], True),
+        (["--groups", "1," + str(2**31)], True),
+        (["--events", "²"], False),
+        (["--events", "٣"], False),
+        (["--events", str(2**70)], False),
+        (["--events", "4096"], False),
+    ],
+)
 def test_8_hostile_export_filters_are_usage_or_one_line_errors(tmp_path, capsys, args, usage):
     from sm_profiler.capture import save_many
     from sm_profiler.cli import main
@@ -210,8 +243,15 @@ def _launch(t0: int, overlap: bool) -> Capture:
     recs = [(BEGIN, 1, t0 + 10), (BEGIN, 2, t0 + 20), (END, 1, t0 + 30), (END, 2, t0 + 40)]
     if not overlap:
         recs = [(BEGIN, 1, t0 + 10), (END, 1, t0 + 30)]
-    s = Stream(2, 1, 8, {(0, 0): Lane(t0, 3, recs),
-                         (1, 0): Lane(t0 + 5, 4, [(BEGIN, 1, t0 + 6), (END, 1, t0 + 50)])})  # fmt: skip
+    s = Stream(
+        2,
+        1,
+        8,
+        {
+            (0, 0): Lane(t0, 3, recs),
+            (1, 0): Lane(t0 + 5, 4, [(BEGIN, 1, t0 + 6), (END, 1, t0 + 50)]),
+        },
+    )
     return Capture(encode(s), event_names={1: "load", 2: "mma"}, kernel_name="k")
 
 
@@ -222,8 +262,11 @@ def _trace():
 @pytest.mark.parametrize("writer", [perfetto.to_perfetto_bytes, chrome.to_chrome_json])
 def test_writers_take_a_timeline_and_refuse_trace_data_with_the_fix(writer):
     trace = _trace()
-    with pytest.raises(ConfigError, match=r"takes a Timeline, not a TraceData: call "
-                       r"sm_profiler\.export\.to_"):  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"takes a Timeline, not a TraceData: call "
+        r"sm_profiler\.export\.to_",
+    ):
         writer(trace)
     # Given the timeline the facade builds, the writer writes what the facade writes.
     tl = build_timeline(trace, cut_gaps=True)
@@ -238,8 +281,9 @@ def test_event_levels_are_order_rows_levels():
     tl = build_timeline(_trace())
     ev = tl.trace.events
     levels = tl.event_levels()
-    want = order_rows(ev["start_ns"], ev["end_ns"], ev["kind"] == 0, tl.ev_lane, tl.lane_lo,
-                      ev["event"])["level"]  # fmt: skip
+    want = order_rows(
+        ev["start_ns"], ev["end_ns"], ev["kind"] == 0, tl.ev_lane, tl.lane_lo, ev["event"]
+    )["level"]
     assert levels.tolist() == want.tolist()
     assert levels.max() == 1  # the partial overlap went up one level
     # The Chrome writer puts that range on the lane's '(overlap)' thread.

@@ -11,7 +11,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 
 sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the repo root
+sys.path.insert(
+    1, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)  # the repo root
 import auto_kernels as K  # noqa: E402
 from triton_compile_probe import sass  # noqa: E402
 
@@ -21,8 +23,9 @@ from sm_profiler.auto_mode import binding  # noqa: E402
 
 def compile_(fn, sig, consts, opts, arch, cache_dir):
     triton.knobs.cache.dir = cache_dir
-    return triton.compile(triton.compiler.ASTSource(fn, sig, consts),
-                          target=GPUTarget("cuda", arch, 32), options=opts)  # fmt: skip
+    return triton.compile(
+        triton.compiler.ASTSource(fn, sig, consts), target=GPUTarget("cuda", arch, 32), options=opts
+    )
 
 
 def count(ins, *needles):
@@ -39,8 +42,13 @@ def inductor_kernels(root: str) -> dict:
 
     triton_helpers.set_driver_to_gpu = lambda: None  # their import asks for a GPU driver
     d = os.path.join(root, "inductor")
-    with tarfile.open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                   "fixtures", "inductor_kernels.tgz")) as tf:  # fmt: skip
+    with tarfile.open(
+        os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            "fixtures",
+            "inductor_kernels.tgz",
+        )
+    ) as tf:
         try:
             tf.extractall(d, filter="data")
         except TypeError:  # Python without extraction filters: our own fixture, plain files
@@ -54,8 +62,10 @@ def inductor_kernels(root: str) -> dict:
             kern = next(v for v in vars(mod).values() if hasattr(v, "triton_meta"))
             cfg = kern.configs[0]
             consts = {**kern.triton_meta.get("constants", {}), **cfg.kwargs}
-            sig = {k: "constexpr" if k in consts else v
-                   for k, v in kern.triton_meta["signature"].items()}  # fmt: skip
+            sig = {
+                k: "constexpr" if k in consts else v
+                for k, v in kern.triton_meta["signature"].items()
+            }
             opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
             r = out[f] = {"name": kern.fn.__name__}
             binding.turn_on("program", {})
@@ -79,18 +89,27 @@ def main():
             plain = compile_(fn, sig, consts, opts, arch, os.path.join(root, f"{name}{arch}a"))
             for level in ("program", "warp"):
                 binding.turn_on(level, {})
-                k = compile_(fn, sig, consts, opts, arch, os.path.join(root, f"{name}{arch}{level}"))
+                k = compile_(
+                    fn, sig, consts, opts, arch, os.path.join(root, f"{name}{arch}{level}")
+                )
                 binding.turn_off()
-                r[level] = {"instrumented": ptx.AUTO_SYMBOL in k.asm["ptx"],
-                            "mode": k.metadata.instrumentation_mode,
-                            "cubin_bytes": len(k.asm["cubin"]), "hash": k.hash}  # fmt: skip
+                r[level] = {
+                    "instrumented": ptx.AUTO_SYMBOL in k.asm["ptx"],
+                    "mode": k.metadata.instrumentation_mode,
+                    "cubin_bytes": len(k.asm["cubin"]),
+                    "hash": k.hash,
+                }
                 if arch == 90 and level == "program":
                     a, b = sass(plain), sass(k)
                     r["sass"] = {
-                        "timer_plain": count(a, "GLOBALTIMER"), "timer_auto": count(b, "GLOBALTIMER"),
-                        "stg_plain": count(a, "STG"), "stg_auto": count(b, "STG"),
-                        "atom_plain": count(a, "ATOM", "RED"), "atom_auto": count(b, "ATOM", "RED"),
-                        "added": len(b) - len(a)}  # fmt: skip
+                        "timer_plain": count(a, "GLOBALTIMER"),
+                        "timer_auto": count(b, "GLOBALTIMER"),
+                        "stg_plain": count(a, "STG"),
+                        "stg_auto": count(b, "STG"),
+                        "atom_plain": count(a, "ATOM", "RED"),
+                        "atom_auto": count(b, "ATOM", "RED"),
+                        "added": len(b) - len(a),
+                    }
             after = compile_(fn, sig, consts, opts, arch, os.path.join(root, f"{name}{arch}b"))
             r["plain_identical"] = plain.asm["ptx"] == after.asm["ptx"]
             r["plain_instrumented"] = ptx.AUTO_SYMBOL in plain.asm["ptx"]
@@ -106,27 +125,40 @@ def main():
     binding.turn_on("program", {})
     k3 = compile_(fn, sig, consts, opts, 90, d)
     binding.turn_off()
-    res["cache"] = {"hashes": [k0.hash, k1.hash, k2.hash, k3.hash],
-                    "instrumented": [ptx.AUTO_SYMBOL in k.asm["ptx"] for k in (k0, k1, k2, k3)],
-                    "entries_before": entries, "entries_after": len(os.listdir(d))}  # fmt: skip
+    res["cache"] = {
+        "hashes": [k0.hash, k1.hash, k2.hash, k3.hash],
+        "instrumented": [ptx.AUTO_SYMBOL in k.asm["ptx"] for k in (k0, k1, k2, k3)],
+        "entries_before": entries,
+        "entries_after": len(os.listdir(d)),
+    }
     res["inductor"] = inductor_kernels(root)
     # Gluon: a warp-specialized kernel.
     try:
         import gluon_kernels as G
         from triton.experimental.gluon._runtime import GluonASTSource
 
-        sig = {"out": "*fp32", "iters": "i32", "prof": "*i64", "PROFILE": "constexpr",
-               "PER_WARP": "constexpr", "WORKER_WARPS": "constexpr"}  # fmt: skip
+        sig = {
+            "out": "*fp32",
+            "iters": "i32",
+            "prof": "*i64",
+            "PROFILE": "constexpr",
+            "PER_WARP": "constexpr",
+            "WORKER_WARPS": "constexpr",
+        }
         consts = {"PROFILE": False, "PER_WARP": False, "WORKER_WARPS": 2}
         for arch in (90, 100):
             for level in ("program", "warp"):
                 binding.turn_on(level, {})
                 triton.knobs.cache.dir = os.path.join(root, f"gluon{arch}{level}")
-                k = triton.compile(GluonASTSource(G.plain_ws_loop_kernel, sig, consts),
-                                   target=GPUTarget("cuda", arch, 32))  # fmt: skip
+                k = triton.compile(
+                    GluonASTSource(G.plain_ws_loop_kernel, sig, consts),
+                    target=GPUTarget("cuda", arch, 32),
+                )
                 binding.turn_off()
-                res[f"gluon_ws_{arch}_{level}"] = {"instrumented": ptx.AUTO_SYMBOL in k.asm["ptx"],
-                                                   "cubin_bytes": len(k.asm["cubin"])}  # fmt: skip
+                res[f"gluon_ws_{arch}_{level}"] = {
+                    "instrumented": ptx.AUTO_SYMBOL in k.asm["ptx"],
+                    "cubin_bytes": len(k.asm["cubin"]),
+                }
     except ImportError as e:
         res["gluon_error"] = str(e)
     json.dump(res, sys.stdout)

@@ -52,8 +52,15 @@ def auto_buffer(records, capacity=256 * 16, ring=False):
         words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS] = counters
         if n >= size and not ring:
             continue  # what the device does: limit mode keeps each SM's first records
-        table[region * size + n % size] = (start, (start + dur) & fmt.LOW32, sm, grid_id, kid,
-                                           x, y | (z << 16))  # fmt: skip
+        table[region * size + n % size] = (
+            start,
+            (start + dur) & fmt.LOW32,
+            sm,
+            grid_id,
+            kid,
+            x,
+            y | (z << 16),
+        )
     return words
 
 
@@ -68,11 +75,15 @@ def two_kernels():
     recs += [(AUTO_T0 + 50 + 10 * p, 400, 3, 6, 1, p, 0, 0) for p in range(4)]
     for replay in range(2):
         base = AUTO_T0 + 2000 + 1000 * replay
-        recs += [(base + 10 * i, 300, i, 9, 2, x, 0, z) for i, (x, z) in
-                 enumerate([(0, 0), (1, 0), (0, 1), (1, 1)])]  # fmt: skip
+        recs += [
+            (base + 10 * i, 300, i, 9, 2, x, 0, z)
+            for i, (x, z) in enumerate([(0, 0), (1, 0), (0, 1), (1, 1)])
+        ]
     return recs
 
 
 # What the binding knows of each kernel id.
-KERNELS = {1: {"name": "triton_poi_fused_add_0", "num_warps": 4, "sm_count": 4},
-           2: {"name": "gemm", "num_warps": 8}}  # fmt: skip
+KERNELS = {
+    1: {"name": "triton_poi_fused_add_0", "num_warps": 4, "sm_count": 4},
+    2: {"name": "gemm", "num_warps": 8},
+}

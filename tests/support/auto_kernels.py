@@ -55,8 +55,9 @@ def matmul(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexp
 
 
 @triton.jit
-def inductor_style_reduction(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr,
-                             RBLOCK: tl.constexpr):  # fmt: skip
+def inductor_style_reduction(
+    in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr
+):
     xoffset = tl.program_id(0) * XBLOCK
     xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
     xmask = xindex < xnumel
@@ -74,8 +75,9 @@ def inductor_style_reduction(in_ptr0, out_ptr0, xnumel, rnumel, XBLOCK: tl.const
 
 @triton.jit
 def grid3d(out, BLOCK: tl.constexpr):
-    pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1)
-                                                   + tl.num_programs(1) * tl.program_id(2))  # fmt: skip
+    pid = tl.program_id(0) + tl.num_programs(0) * (
+        tl.program_id(1) + tl.num_programs(1) * tl.program_id(2)
+    )
     tl.store(out + pid * BLOCK + tl.arange(0, BLOCK), pid + tl.zeros((BLOCK,), tl.float32))
 
 
@@ -89,8 +91,13 @@ def early_exit(x, n, BLOCK: tl.constexpr):
     tl.store(x + offs, tl.load(x + offs, mask=offs < n) * 2, mask=offs < n)
 
 
-@triton.autotune(configs=[triton.Config({"BLOCK": 256}, num_warps=2),
-                          triton.Config({"BLOCK": 1024}, num_warps=4)], key=["n"])  # fmt: skip
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK": 256}, num_warps=2),
+        triton.Config({"BLOCK": 1024}, num_warps=4),
+    ],
+    key=["n"],
+)
 @triton.jit
 def autotuned_scale(x, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -99,20 +106,73 @@ def autotuned_scale(x, n, BLOCK: tl.constexpr):
 
 # name, kernel, signature, constexprs, options
 CASES = [
-    ("vector_add", vector_add, {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32",
-                                "BLOCK": "constexpr"}, {"BLOCK": 1024}, {}),
-    ("softmax", softmax, {"out": "*fp32", "inp": "*fp32", "stride": "i32", "n_cols": "i32",
-                          "BLOCK": "constexpr"}, {"BLOCK": 1024}, {"num_warps": 8}),
-    ("layer_norm", layer_norm, {"x": "*fp16", "y": "*fp16", "w": "*fp16", "b": "*fp16",
-                                "stride": "i32", "n": "i32", "eps": "fp32", "BLOCK": "constexpr"},
-     {"BLOCK": 1024}, {}),
-    ("matmul", matmul, {"a": "*fp16", "b": "*fp16", "c": "*fp16", "M": "i32", "N": "i32",
-                        "K": "i32", "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"},
-     {"BM": 128, "BN": 128, "BK": 64}, {"num_warps": 8, "num_stages": 3}),
-    ("inductor_style_reduction", inductor_style_reduction,
-     {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "rnumel": "i32",
-      "XBLOCK": "constexpr", "RBLOCK": "constexpr"}, {"XBLOCK": 8, "RBLOCK": 128}, {}),
+    (
+        "vector_add",
+        vector_add,
+        {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+        {"BLOCK": 1024},
+        {},
+    ),
+    (
+        "softmax",
+        softmax,
+        {"out": "*fp32", "inp": "*fp32", "stride": "i32", "n_cols": "i32", "BLOCK": "constexpr"},
+        {"BLOCK": 1024},
+        {"num_warps": 8},
+    ),
+    (
+        "layer_norm",
+        layer_norm,
+        {
+            "x": "*fp16",
+            "y": "*fp16",
+            "w": "*fp16",
+            "b": "*fp16",
+            "stride": "i32",
+            "n": "i32",
+            "eps": "fp32",
+            "BLOCK": "constexpr",
+        },
+        {"BLOCK": 1024},
+        {},
+    ),
+    (
+        "matmul",
+        matmul,
+        {
+            "a": "*fp16",
+            "b": "*fp16",
+            "c": "*fp16",
+            "M": "i32",
+            "N": "i32",
+            "K": "i32",
+            "BM": "constexpr",
+            "BN": "constexpr",
+            "BK": "constexpr",
+        },
+        {"BM": 128, "BN": 128, "BK": 64},
+        {"num_warps": 8, "num_stages": 3},
+    ),
+    (
+        "inductor_style_reduction",
+        inductor_style_reduction,
+        {
+            "in_ptr0": "*fp32",
+            "out_ptr0": "*fp32",
+            "xnumel": "i32",
+            "rnumel": "i32",
+            "XBLOCK": "constexpr",
+            "RBLOCK": "constexpr",
+        },
+        {"XBLOCK": 8, "RBLOCK": 128},
+        {},
+    ),
     ("grid3d", grid3d, {"out": "*fp32", "BLOCK": "constexpr"}, {"BLOCK": 128}, {}),
-    ("early_exit", early_exit, {"x": "*fp32", "n": "i32", "BLOCK": "constexpr"},
-     {"BLOCK": 256}, {}),
-]  # fmt: skip
+    (
+        "early_exit",
+        early_exit,
+        {"x": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+        {"BLOCK": 256},
+        {},
+    ),
+]

@@ -31,8 +31,11 @@ def work():
 
 def main():
     res = {}
-    for name, kw in (("limit", {"capacity": 256}), ("ring", {"capacity": 256, "ring": True}),
-                     ("warp", {"capacity": 1 << 12, "level": "warp"})):  # fmt: skip
+    for name, kw in (
+        ("limit", {"capacity": 256}),
+        ("ring", {"capacity": 256, "ring": True}),
+        ("warp", {"capacity": 1 << 12, "level": "warp"}),
+    ):
         torch._dynamo.reset()
         with sm_profiler.auto(**kw) as prof:
             work()

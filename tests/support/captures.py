@@ -66,12 +66,23 @@ def build_capture(
 def tiny_capture(**kw) -> Capture:
     """Two blocks on SMs 0 and 1; 'load' then 'compute' in each, one 'mark' instant."""
     lanes = {
-        0: {"sm": 0, "anchor": 1000,
-            "records": [("B", 0, 1100), ("E", 0, 1600), ("B", 1, 1600), ("E", 1, 3600),
-                        ("I", 2, 3700)]},
-        1: {"sm": 1, "anchor": 1200,
-            "records": [("B", 0, 1300), ("E", 0, 2300), ("B", 1, 2300), ("E", 1, 5300)]},
-    }  # fmt: skip
+        0: {
+            "sm": 0,
+            "anchor": 1000,
+            "records": [
+                ("B", 0, 1100),
+                ("E", 0, 1600),
+                ("B", 1, 1600),
+                ("E", 1, 3600),
+                ("I", 2, 3700),
+            ],
+        },
+        1: {
+            "sm": 1,
+            "anchor": 1200,
+            "records": [("B", 0, 1300), ("E", 0, 2300), ("B", 1, 2300), ("E", 1, 5300)],
+        },
+    }
     names = {0: "load", 1: "compute", 2: "mark"}
     return build_capture(lanes, num_blocks=2, event_names=names, kernel_name="tiny", **kw)
 
@@ -107,8 +118,9 @@ T0 = 1_700_000_000_000_000_000 + (1 << 32) - 100  # low 32 bits wrap 100 ns in
 NAMES = {0: "load", 1: "mma", 2: "store"}
 
 
-def capture(lanes: dict, num_blocks=2, num_groups=2, capacity=32, flags=0, name="kernel",
-            groups=None) -> Capture:  # fmt: skip
+def capture(
+    lanes: dict, num_blocks=2, num_groups=2, capacity=32, flags=0, name="kernel", groups=None
+) -> Capture:
     s = Stream(num_blocks, num_groups, capacity, flags=flags)
     for key, (anchor, sm, recs) in lanes.items():
         s.lanes[key] = Lane(anchor, sm, [(k, e, T0 + t) for k, e, t in recs])
@@ -122,7 +134,7 @@ def basic_capture(**kw) -> Capture:
                 T0,
                 17,
                 [(BEGIN, 0, 10), (BEGIN, 1, 20), (END, 1, 30), (INSTANT, 2, 35), (END, 0, 400)],
-            ),  # fmt: skip
+            ),
             (0, 1): (T0 + 1, 17, [(BEGIN, 1, 12), (END, 1, 12), (BEGIN, 1, 12), (END, 1, 50)]),
             (1, 0): (T0 + 50, 3, [(BEGIN, 0, 60), (END, 0, 70000)]),
         },
@@ -136,16 +148,34 @@ def nested_trace():
     Lane (0, 1) on SM 5: mma [0, 40), mma [50, 60). Lane (1, 0) on SM 6: load [0, 10)."""
     t0 = 1 << 40
     s = Stream(2, 2, 16)
-    s.lanes[(0, 0)] = Lane(t0, 5, [(BEGIN, 3, t0), (BEGIN, 0, t0 + 10), (END, 0, t0 + 30),
-                                   (BEGIN, 1, t0 + 35), (INSTANT, 2, t0 + 40),
-                                   (END, 1, t0 + 60), (END, 3, t0 + 100),
-                                   (BEGIN, 2, t0 + 110), (END, 2, t0 + 130)])  # fmt: skip
-    s.lanes[(0, 1)] = Lane(t0, 5, [(BEGIN, 1, t0), (END, 1, t0 + 40), (BEGIN, 1, t0 + 50),
-                                   (END, 1, t0 + 60)])  # fmt: skip
+    s.lanes[(0, 0)] = Lane(
+        t0,
+        5,
+        [
+            (BEGIN, 3, t0),
+            (BEGIN, 0, t0 + 10),
+            (END, 0, t0 + 30),
+            (BEGIN, 1, t0 + 35),
+            (INSTANT, 2, t0 + 40),
+            (END, 1, t0 + 60),
+            (END, 3, t0 + 100),
+            (BEGIN, 2, t0 + 110),
+            (END, 2, t0 + 130),
+        ],
+    )
+    s.lanes[(0, 1)] = Lane(
+        t0, 5, [(BEGIN, 1, t0), (END, 1, t0 + 40), (BEGIN, 1, t0 + 50), (END, 1, t0 + 60)]
+    )
     s.lanes[(1, 0)] = Lane(t0, 6, [(BEGIN, 0, t0), (END, 0, t0 + 10)])
     names = {0: "load", 1: "mma", 2: "store", 3: "tile"}
-    return decode(Capture(encode(s), event_names=names, kernel_name="k",
-                          group_names={0: "producer", 1: "consumer"}))  # fmt: skip
+    return decode(
+        Capture(
+            encode(s),
+            event_names=names,
+            kernel_name="k",
+            group_names={0: "producer", 1: "consumer"},
+        )
+    )
 
 
 # -- hostile input: edges of the format, hand-made files ---------------------------------------
@@ -175,8 +205,12 @@ def ring_words(records_per_lane: list[list], capacity: int = 4, closed=None) -> 
     `EPOCH_T0`); `closed[g]`: lane g was flushed (default: all were)."""
     s = Stream(1, len(records_per_lane), capacity, flags=fmt.FLAG_RING)
     for g, recs in enumerate(records_per_lane):
-        s.lanes[(0, g)] = Lane(EPOCH_T0, 1, [(k, e, EPOCH_T0 + t) for k, e, t in recs],
-                               closed=True if closed is None else closed[g])  # fmt: skip
+        s.lanes[(0, g)] = Lane(
+            EPOCH_T0,
+            1,
+            [(k, e, EPOCH_T0 + t) for k, e, t in recs],
+            closed=True if closed is None else closed[g],
+        )
     return encode(s)
 
 

@@ -19,8 +19,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def run_probe(script: str, timeout_s: int = 600) -> dict:
     """The JSON a probe script in tests/support prints."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, os.path.join(HERE, script)], capture_output=True,
-                         text=True, env=env, timeout=timeout_s)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, os.path.join(HERE, script)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout_s,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout)
 

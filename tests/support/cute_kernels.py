@@ -16,9 +16,16 @@ LOAD, COMPUTE, STORE = 0, 1, 2
 LOOP, ITER, TICK, TAIL = 3, 4, 5, 6
 PRODUCE, CONSUME = 7, 8
 EVENT_NAMES = {
-    LOAD: "load", COMPUTE: "compute", STORE: "store", LOOP: "loop", ITER: "iter", TICK: "tick",
-    TAIL: "tail", PRODUCE: "produce", CONSUME: "consume",
-}  # fmt: skip
+    LOAD: "load",
+    COMPUTE: "compute",
+    STORE: "store",
+    LOOP: "loop",
+    ITER: "iter",
+    TICK: "tick",
+    TAIL: "tail",
+    PRODUCE: "produce",
+    CONSUME: "consume",
+}
 THREADS = 128
 
 
@@ -37,9 +44,12 @@ def loop_rows(iters: int) -> int:
 
 @cute.kernel
 def add_kernel(
-    x: cute.Pointer, y: cute.Pointer, out: cute.Pointer, prof_buf: cute.Pointer,
+    x: cute.Pointer,
+    y: cute.Pointer,
+    out: cute.Pointer,
+    prof_buf: cute.Pointer,
     PROFILE: cutlass.Constexpr[bool],
-):  # fmt: skip
+):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()
     i = bidx * THREADS + tidx
@@ -59,9 +69,12 @@ def add_kernel(
 
 @cute.kernel
 def plain_add_kernel(
-    x: cute.Pointer, y: cute.Pointer, out: cute.Pointer, prof_buf: cute.Pointer,
+    x: cute.Pointer,
+    y: cute.Pointer,
+    out: cute.Pointer,
+    prof_buf: cute.Pointer,
     PROFILE: cutlass.Constexpr[bool],
-):  # fmt: skip
+):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()
     i = bidx * THREADS + tidx
@@ -108,9 +121,13 @@ def launch_straight(prof_buf, N_EVENTS: cutlass.Constexpr[int]):
 
 @cute.kernel
 def loop_kernel(
-    out: cute.Pointer, prof_buf: cute.Pointer, iters: Int32, group: Int32,
-    PROFILE: cutlass.Constexpr[bool], PER_WARP: cutlass.Constexpr[bool],
-):  # fmt: skip
+    out: cute.Pointer,
+    prof_buf: cute.Pointer,
+    iters: Int32,
+    group: Int32,
+    PROFILE: cutlass.Constexpr[bool],
+    PER_WARP: cutlass.Constexpr[bool],
+):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()
     step = Float32(1e-6)  # defined before the regions: must stay visible inside them
@@ -131,9 +148,14 @@ def loop_kernel(
 
 @cute.jit
 def launch_loop(
-    out, prof_buf, iters: Int32, group: Int32, grid: Int32,
-    PROFILE: cutlass.Constexpr[bool], PER_WARP: cutlass.Constexpr[bool],
-):  # fmt: skip
+    out,
+    prof_buf,
+    iters: Int32,
+    group: Int32,
+    grid: Int32,
+    PROFILE: cutlass.Constexpr[bool],
+    PER_WARP: cutlass.Constexpr[bool],
+):
     loop_kernel(out, prof_buf, iters, group, PROFILE, PER_WARP).launch(
         grid=(grid, 1, 1), block=(THREADS, 1, 1)
     )

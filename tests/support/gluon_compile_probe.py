@@ -12,12 +12,20 @@ from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
 
 sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the repo root
+sys.path.insert(
+    1, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)  # the repo root
 import gluon_kernels as K  # noqa: E402
 from triton_compile_probe import ptxas_release, sass  # noqa: E402
 
-LOOP_SIG = {"out": "*fp32", "iters": "i32", "prof": "*i64", "PROFILE": "constexpr",
-            "PER_WARP": "constexpr", "WORKER_WARPS": "constexpr"}  # fmt: skip
+LOOP_SIG = {
+    "out": "*fp32",
+    "iters": "i32",
+    "prof": "*i64",
+    "PROFILE": "constexpr",
+    "PER_WARP": "constexpr",
+    "WORKER_WARPS": "constexpr",
+}
 STRAIGHT_SIG = {"prof": "*i64", "N_EVENTS": "constexpr", "PER_WARP": "constexpr"}
 
 
@@ -42,13 +50,19 @@ def main():
     for per_warp in (False, True):
         for n in (4, 12):
             consts = {"N_EVENTS": n, "PER_WARP": per_warp}
-            res[f"straight_{n}_{int(per_warp)}"] = sass(compile_(K.straight_kernel,
-                                                                 STRAIGHT_SIG, consts, 90))
-            res[f"ws_straight_{n}_{int(per_warp)}"] = sass(compile_(K.ws_straight_kernel,
-                                                                    STRAIGHT_SIG, consts, 90))
+            res[f"straight_{n}_{int(per_warp)}"] = sass(
+                compile_(K.straight_kernel, STRAIGHT_SIG, consts, 90)
+            )
+            res[f"ws_straight_{n}_{int(per_warp)}"] = sass(
+                compile_(K.ws_straight_kernel, STRAIGHT_SIG, consts, 90)
+            )
     # A stage through Gluon's own shared-memory allocation (why gluon_ops has no staged lanes).
-    k = compile_(K.smem_stage_kernel, {"prof": "*i64", "iters": "i32", "STAGE": "constexpr"},
-                 {"STAGE": 64}, 90)  # fmt: skip
+    k = compile_(
+        K.smem_stage_kernel,
+        {"prof": "*i64", "iters": "i32", "STAGE": "constexpr"},
+        {"STAGE": 64},
+        90,
+    )
     res["smem_stage"] = {"ptx": k.asm["ptx"], "shared": k.metadata.shared}
     ring_sig = {"prof": "*i64", "iters": "i32", "PER_WARP": "constexpr"}
     for per_warp in (False, True):

@@ -61,24 +61,40 @@ def _worker_partition(out, iters, prof, PROFILE: gl.constexpr, PER_WARP: gl.cons
 
 
 @gluon.jit
-def ws_loop_kernel(out, iters, prof, PROFILE: gl.constexpr, PER_WARP: gl.constexpr = False,
-                   WORKER_WARPS: gl.constexpr = 2):  # fmt: skip
+def ws_loop_kernel(
+    out,
+    iters,
+    prof,
+    PROFILE: gl.constexpr,
+    PER_WARP: gl.constexpr = False,
+    WORKER_WARPS: gl.constexpr = 2,
+):
     """A default partition (num_warps warps) and one worker partition (WORKER_WARPS warps), each
     recording a loop into its own lane(s); out[2 * pid + partition] = the loop's result."""
     # (The argument tuples are written inline: a tuple assigned to a variable first turns its
     # constexprs into tensors.)
     gl.warp_specialize(
-        [(_default_partition, (out, iters, prof, PROFILE, PER_WARP)),
-         (_worker_partition, (out, iters, prof, PROFILE, PER_WARP))],
-        [WORKER_WARPS], [48],
-    )  # fmt: skip
+        [
+            (_default_partition, (out, iters, prof, PROFILE, PER_WARP)),
+            (_worker_partition, (out, iters, prof, PROFILE, PER_WARP)),
+        ],
+        [WORKER_WARPS],
+        [48],
+    )
 
 
 @gluon.jit
-def plain_ws_loop_kernel(out, iters, prof, PROFILE: gl.constexpr, PER_WARP: gl.constexpr = False,
-                         WORKER_WARPS: gl.constexpr = 2):  # fmt: skip
-    gl.warp_specialize([(_plain_default, (out, iters)), (_plain_worker, (out, iters))],
-                       [WORKER_WARPS], [48])  # fmt: skip
+def plain_ws_loop_kernel(
+    out,
+    iters,
+    prof,
+    PROFILE: gl.constexpr,
+    PER_WARP: gl.constexpr = False,
+    WORKER_WARPS: gl.constexpr = 2,
+):
+    gl.warp_specialize(
+        [(_plain_default, (out, iters)), (_plain_worker, (out, iters))], [WORKER_WARPS], [48]
+    )
 
 
 @gluon.jit
@@ -100,8 +116,7 @@ def _plain_worker(out, iters):
 
 
 @gluon.jit
-def _straight_partition(prof, GROUP: gl.constexpr, N_EVENTS: gl.constexpr,
-                        PER_WARP: gl.constexpr):  # fmt: skip
+def _straight_partition(prof, GROUP: gl.constexpr, N_EVENTS: gl.constexpr, PER_WARP: gl.constexpr):
     ctx = profiler_init(prof, gl.program_id(0), GROUP, PER_WARP=PER_WARP)
     for _ in gl.static_range(N_EVENTS):
         ctx = profiler_event_instant(ctx, TICK)
@@ -111,10 +126,13 @@ def _straight_partition(prof, GROUP: gl.constexpr, N_EVENTS: gl.constexpr,
 def ws_straight_kernel(prof, N_EVENTS: gl.constexpr, PER_WARP: gl.constexpr = False):
     """N_EVENTS instants in each of two partitions (4 default warps, a 1-warp worker)."""
     gl.warp_specialize(
-        [(_straight_partition, (prof, 0, N_EVENTS, PER_WARP)),
-         (_straight_partition, (prof, 4, N_EVENTS, PER_WARP))],
-        [1], [48],
-    )  # fmt: skip
+        [
+            (_straight_partition, (prof, 0, N_EVENTS, PER_WARP)),
+            (_straight_partition, (prof, 4, N_EVENTS, PER_WARP)),
+        ],
+        [1],
+        [48],
+    )
 
 
 _STAMP = gl.constexpr("{\n\t.reg .u64 t;\n\tmov.u64 t, %globaltimer;\n\tmov.b64 $0, t;\n\t}")

@@ -19,13 +19,21 @@ import benchmarks.gluon_matmul_overhead as bench  # noqa: E402
 def main():
     lay = gl.NVMMASharedLayout.get_default_for([bench.BLOCK, bench.BLOCK], gl.float16)
     desc = f"tensordesc<fp16[{bench.BLOCK}, {bench.BLOCK}],{lay!r}>"
-    sig = {"a_desc": desc, "b_desc": desc, "c_desc": desc, "prof": "*i64", "lane_words": "i32",
-           "MODE": "constexpr"}  # fmt: skip
+    sig = {
+        "a_desc": desc,
+        "b_desc": desc,
+        "c_desc": desc,
+        "prof": "*i64",
+        "lane_words": "i32",
+        "MODE": "constexpr",
+    }
     res = {}
     for mode, value in bench.MODES.items():
-        k = triton.compile(GluonASTSource(bench.pipelined_matmul_kernel, sig, {"MODE": value}),
-                           target=GPUTarget("cuda", 90, 32),
-                           options={"num_warps": bench.NUM_WARPS})  # fmt: skip
+        k = triton.compile(
+            GluonASTSource(bench.pipelined_matmul_kernel, sig, {"MODE": value}),
+            target=GPUTarget("cuda", 90, 32),
+            options={"num_warps": bench.NUM_WARPS},
+        )
         ptx = k.asm["ptx"]
         res[mode] = {
             "timer_reads": ptx.count("%globaltimer"),

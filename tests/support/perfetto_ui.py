@@ -18,9 +18,15 @@ import time
 
 CHROMIUM = os.environ.get("SM_PROFILER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def missing() -> str | None:
@@ -75,9 +81,12 @@ class PerfettoUI:
         self.pw = sync_playwright().start()
         # A fresh profile (--user-data-dir) per run: no cached trace or setting from before.
         self.browser = self.pw.chromium.launch_persistent_context(
-            self.profile, executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True,
+            self.profile,
+            executable_path=CHROMIUM,
+            args=CHROMIUM_FLAGS,
+            headless=True,
             viewport={"width": 1400, "height": 2400},
-        )  # fmt: skip
+        )
         return self
 
     def __exit__(self, *exc):

@@ -151,14 +151,20 @@ class Machine:
         elif op in _OPS_ALU:
             bits, signed = _width(t), _signed(t)
             a = self.read(args[1], bits, signed)
-            b = self.read(args[2], 32 if op in ("shl", "shr") else bits, signed and op not in (
-                "shl", "shr"))  # fmt: skip
+            b = self.read(
+                args[2], 32 if op in ("shl", "shr") else bits, signed and op not in ("shl", "shr")
+            )
             v = {
-                "add": lambda: a + b, "sub": lambda: a - b, "min": lambda: min(a, b),
-                "max": lambda: max(a, b), "and": lambda: a & b, "or": lambda: a | b,
-                "xor": lambda: a ^ b, "shl": lambda: a << b if b < bits else 0,
+                "add": lambda: a + b,
+                "sub": lambda: a - b,
+                "min": lambda: min(a, b),
+                "max": lambda: max(a, b),
+                "and": lambda: a & b,
+                "or": lambda: a | b,
+                "xor": lambda: a ^ b,
+                "shl": lambda: a << b if b < bits else 0,
                 "shr": lambda: a >> b if b < bits else (-1 if a < 0 else 0),
-            }[op]()  # fmt: skip
+            }[op]()
             self.write(args[0], v, bits)
         elif op in ("mul", "mad"):
             mode, bits, signed = mods[0], _width(t), _signed(t)
@@ -173,13 +179,17 @@ class Machine:
             combine = mods[1] if len(mods) == 3 else None
             bits, signed = _width(t), _signed(t)
             a, b = self.read(args[1], bits, signed), self.read(args[2], bits, signed)
-            c = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b,
-                 "ge": a >= b}[cmp]  # fmt: skip
+            c = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}[
+                cmp
+            ]
             p, q = c, not c
             if combine is not None:
                 other = self.pred(args[3])
-                f = {"and": lambda x: x and other, "or": lambda x: x or other,
-                     "xor": lambda x: x != other}[combine]  # fmt: skip
+                f = {
+                    "and": lambda x: x and other,
+                    "or": lambda x: x or other,
+                    "xor": lambda x: x != other,
+                }[combine]
                 p, q = f(p), f(q)
             dst = args[0].split("|")
             self.write(dst[0], int(p), 1)
@@ -233,9 +243,14 @@ def cuda_to_llvm(text: str) -> str:
     return text.replace("%%", "%")
 
 
-def run(text: str, operands: dict[int, int], memory: dict[int, int],
-        specials: dict[str, int] | None = None, cuda: bool = False,
-        max_steps: int = 10_000) -> Result:  # fmt: skip
+def run(
+    text: str,
+    operands: dict[int, int],
+    memory: dict[int, int],
+    specials: dict[str, int] | None = None,
+    cuda: bool = False,
+    max_steps: int = 10_000,
+) -> Result:
     """Run `text` with inputs `operands` ($n -> value, unsigned); return the operands it wrote,
     its stores and its loads. `memory`: byte address -> 64-bit word, for its loads."""
     if cuda:

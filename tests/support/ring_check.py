@@ -32,8 +32,9 @@ def check_ring_capture(capture, seq: list[tuple[int, int]], lanes: list[int]) ->
     trace = decode(capture)
     ln = trace.lanes
     # What a correct decode of the kept records pairs and leaves unmatched (times made up).
-    ref = expected(Stream(1, 1, cap, {(0, 0): Lane(1, 0, [(k, e, 10 + i) for i, (k, e) in
-                                                           enumerate(want)])}))  # fmt: skip
+    ref = expected(
+        Stream(1, 1, cap, {(0, 0): Lane(1, 0, [(k, e, 10 + i) for i, (k, e) in enumerate(want)])})
+    )
     for li in lanes:
         assert int(ln["written"][li]) == len(want)
         assert int(ln["dropped"][li]) == n - len(want)
@@ -41,7 +42,12 @@ def check_ring_capture(capture, seq: list[tuple[int, int]], lanes: list[int]) ->
         assert int((trace.events["kind"][ev] == 0).sum()) == len(ref.ranges)
         assert int((trace.events["kind"][ev] == 1).sum()) == len(ref.instants)
         um = trace.unmatched["lane"] == li
-        assert sorted(zip(trace.unmatched["kind"][um].tolist(), trace.unmatched["event"][um].tolist(),
-                          strict=True)) == sorted((u[2], u[1]) for u in ref.unmatched)  # fmt: skip
+        assert sorted(
+            zip(
+                trace.unmatched["kind"][um].tolist(),
+                trace.unmatched["event"][um].tolist(),
+                strict=True,
+            )
+        ) == sorted((u[2], u[1]) for u in ref.unmatched)
         t = trace.events["start_ns"][ev]
         assert (np.diff(t) >= 0).all()

@@ -105,8 +105,12 @@ def ring_lanes(draw, capacity: int) -> Lane:
         t += draw(gaps)
         records.append((kind, ev, t))
     assume_nonempty = records or [(INSTANT, draw(event_ids), anchor + 1)]
-    return Lane(anchor_ns=anchor, sm_id=draw(st.integers(0, 1023)), records=assume_nonempty,
-                close_ns=assume_nonempty[-1][2] + draw(st.integers(0, (1 << 32) - 1)))  # fmt: skip
+    return Lane(
+        anchor_ns=anchor,
+        sm_id=draw(st.integers(0, 1023)),
+        records=assume_nonempty,
+        close_ns=assume_nonempty[-1][2] + draw(st.integers(0, (1 << 32) - 1)),
+    )
 
 
 @st.composite

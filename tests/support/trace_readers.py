@@ -54,22 +54,33 @@ class Read:
         """Lane tracks (children of an SM track, not its counter) and their overlap tracks,
         in rank order under each parent."""
         sms = {d.uuid for d in self.processes()}
-        lanes = [d for d in self.tracks.values() if d.parent_uuid in sms and not d.HasField("counter")]
+        lanes = [
+            d for d in self.tracks.values() if d.parent_uuid in sms and not d.HasField("counter")
+        ]
         ids = {d.uuid for d in lanes}
         lanes += [d for d in self.tracks.values() if d.parent_uuid in ids]
-        return sorted(lanes, key=lambda d: (d.parent_uuid in ids, d.parent_uuid, d.sibling_order_rank))
+        return sorted(
+            lanes, key=lambda d: (d.parent_uuid in ids, d.parent_uuid, d.sibling_order_rank)
+        )
 
     def processes(self):
         """SM tracks: top-level tracks whose name names an SM, in the UI's order (by the name as
         written: SQLite's binary order), named as the UI titles them (runs of spaces collapsed)."""
-        sms = [d for d in self.tracks.values() if not d.HasField("parent_uuid")
-               and (d.name.startswith("SM ") or d.name.startswith("unknown SM"))]  # fmt: skip
+        sms = [
+            d
+            for d in self.tracks.values()
+            if not d.HasField("parent_uuid")
+            and (d.name.startswith("SM ") or d.name.startswith("unknown SM"))
+        ]
         return sorted(sms, key=lambda d: self.written_names[d.uuid].encode())
 
     def launches(self):
         """{name: slices} of the launch tracks (children of the root)."""
-        return {d.name: self.slices[d.uuid] for d in self.tracks.values()
-                if d.parent_uuid == pf.ROOT_UUID}  # fmt: skip
+        return {
+            d.name: self.slices[d.uuid]
+            for d in self.tracks.values()
+            if d.parent_uuid == pf.ROOT_UUID
+        }
 
     def occupancy(self):
         """{SM name: its 'resident blocks' counter}: each SM track is that counter."""
@@ -86,7 +97,7 @@ def read_trace(data: bytes) -> Read:
     for i, p in enumerate(trace.packet):
         if p.HasField("service_event"):  # the window the UI opens on, on a sequence of its own
             assert p.trusted_packet_sequence_id == pf.SEQ_ID + 1
-            (field, _), = p.service_event.ListFields()
+            ((field, _),) = p.service_event.ListFields()
             r.window[field.name] = p.timestamp
             continue
         assert p.trusted_packet_sequence_id == pf.SEQ_ID
@@ -158,10 +169,12 @@ def read_perfetto(path) -> dict:
             slices[names[ev.name_iid] if ev.name_iid else ev.name] += 1
     # SM tracks are top-level, each its occupancy counter, ordered by name as written (padded
     # to sort in SM order; the UI shows 'SM 8'); lane tracks sit under an SM track.
-    sm = {d.uuid: " ".join(d.name.split()) for d in tracks
-          if not d.HasField("parent_uuid") and d.name.startswith("SM ")}  # fmt: skip
-    processes = [sm[d.uuid] for d in sorted(tracks, key=lambda d: d.name.encode())
-                 if d.uuid in sm]  # fmt: skip
+    sm = {
+        d.uuid: " ".join(d.name.split())
+        for d in tracks
+        if not d.HasField("parent_uuid") and d.name.startswith("SM ")
+    }
+    processes = [sm[d.uuid] for d in sorted(tracks, key=lambda d: d.name.encode()) if d.uuid in sm]
     threads = [d.name for d in tracks if d.parent_uuid in sm and not d.HasField("counter")]
     return {"processes": processes, "threads": threads, "slices": slices}
 

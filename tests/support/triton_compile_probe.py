@@ -15,7 +15,9 @@ import triton
 from triton.backends.compiler import GPUTarget
 
 sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the repo root
+sys.path.insert(
+    1, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)  # the repo root
 import triton_kernels as K  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -30,11 +32,26 @@ def ptxas_release() -> str:
     out = subprocess.run([ptxas.path, "--version"], capture_output=True, text=True).stdout
     return re.search(r"release (\d+\.\d+)", out).group(1)
 
-ADD_SIG = {"x": "*fp32", "y": "*fp32", "out": "*fp32", "n": "i32", "prof": "*i64",
-           "BLOCK": "constexpr", "PROFILE": "constexpr"}  # fmt: skip
-LOOP_SIG = {"out": "*fp32", "iters": "i32", "prof": "*i64", "GROUP": "i32",
-            "PROFILE": "constexpr", "PER_WARP": "constexpr", "NUM_WARPS": "constexpr",
-            "STAGE": "constexpr"}  # fmt: skip
+
+ADD_SIG = {
+    "x": "*fp32",
+    "y": "*fp32",
+    "out": "*fp32",
+    "n": "i32",
+    "prof": "*i64",
+    "BLOCK": "constexpr",
+    "PROFILE": "constexpr",
+}
+LOOP_SIG = {
+    "out": "*fp32",
+    "iters": "i32",
+    "prof": "*i64",
+    "GROUP": "i32",
+    "PROFILE": "constexpr",
+    "PER_WARP": "constexpr",
+    "NUM_WARPS": "constexpr",
+    "STAGE": "constexpr",
+}
 
 
 def compile_(fn, sig, consts, **opts):
@@ -64,8 +81,13 @@ def main():
     ptx_off = compile_(K.add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": False}).asm["ptx"]
     ptx_plain = compile_(K.plain_add_kernel, ADD_SIG, {"BLOCK": 1024, "PROFILE": False}).asm["ptx"]
     res["add_ptx_on"], res["add_ptx_off"], res["add_ptx_plain"] = ptx_on, ptx_off, ptx_plain
-    sig = {"prof": "*i64", "N_EVENTS": "constexpr", "STAGE": "constexpr", "PER_WARP": "constexpr",
-           "RING": "constexpr"}  # fmt: skip
+    sig = {
+        "prof": "*i64",
+        "N_EVENTS": "constexpr",
+        "STAGE": "constexpr",
+        "PER_WARP": "constexpr",
+        "RING": "constexpr",
+    }
     for n in (4, 12):
         consts = {"N_EVENTS": n, "STAGE": 0, "PER_WARP": False, "RING": False}
         res[f"straight_{n}"] = sass(compile_(K.straight_kernel, sig, consts))
@@ -83,15 +105,22 @@ def main():
         res[f"loop_ptx_warp{int(per_warp)}"] = k.asm["ptx"]
     # Staged (per warp, STAGE > 0): events into shared memory, one flush at the end.
     for n in (4, 12):
-        k = compile_(K.straight_kernel, sig, {"N_EVENTS": n, "STAGE": 32, "PER_WARP": True,
-                                              "RING": False})  # fmt: skip
+        k = compile_(
+            K.straight_kernel, sig, {"N_EVENTS": n, "STAGE": 32, "PER_WARP": True, "RING": False}
+        )
         res[f"staged_straight_{n}"] = sass(k)
         res[f"staged_straight_{n}_ptx"] = k.asm["ptx"]
     consts = {"PROFILE": True, "PER_WARP": True, "NUM_WARPS": 4, "STAGE": 64}
     res["staged_loop"] = sass(compile_(K.loop_kernel, LOOP_SIG, consts))
     # A persistent loop with ring-capable ops and without.
-    ring_sig = {"prof": "*i64", "iters": "i32", "PROFILE": "constexpr", "RING": "constexpr",
-                "PER_WARP": "constexpr", "NUM_WARPS": "constexpr"}  # fmt: skip
+    ring_sig = {
+        "prof": "*i64",
+        "iters": "i32",
+        "PROFILE": "constexpr",
+        "RING": "constexpr",
+        "PER_WARP": "constexpr",
+        "NUM_WARPS": "constexpr",
+    }
     for ring in (False, True):
         consts = {"PROFILE": True, "RING": ring, "PER_WARP": False, "NUM_WARPS": 4}
         res[f"ring_loop_{int(ring)}"] = sass(compile_(K.ring_kernel, ring_sig, consts))

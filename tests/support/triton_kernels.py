@@ -47,13 +47,22 @@ def loop_events(iters: int) -> int:
 
 
 @triton.jit
-def loop_kernel(out, iters, prof, GROUP, PROFILE: tl.constexpr, PER_WARP: tl.constexpr = False,
-                NUM_WARPS: tl.constexpr = 4, STAGE: tl.constexpr = 0):  # fmt: skip
+def loop_kernel(
+    out,
+    iters,
+    prof,
+    GROUP,
+    PROFILE: tl.constexpr,
+    PER_WARP: tl.constexpr = False,
+    NUM_WARPS: tl.constexpr = 4,
+    STAGE: tl.constexpr = 0,
+):
     """Nested ranges in a for loop, instants in an if branch, and a while loop; with STAGE > 0
     the events are staged in shared memory and flushed at the end (a no-op flush otherwise)."""
     pid = tl.program_id(0)
-    ctx = profiler_init(prof, pid, GROUP, ENABLED=PROFILE, PER_WARP=PER_WARP, NUM_WARPS=NUM_WARPS,
-                        STAGE=STAGE)  # fmt: skip
+    ctx = profiler_init(
+        prof, pid, GROUP, ENABLED=PROFILE, PER_WARP=PER_WARP, NUM_WARPS=NUM_WARPS, STAGE=STAGE
+    )
     acc = pid.to(tl.float32)
     ctx = profiler_event_start(ctx, LOOP)
     for i in range(iters):
@@ -72,8 +81,13 @@ def loop_kernel(out, iters, prof, GROUP, PROFILE: tl.constexpr, PER_WARP: tl.con
 
 
 @triton.jit
-def straight_kernel(prof, N_EVENTS: tl.constexpr, STAGE: tl.constexpr = 0,
-                    PER_WARP: tl.constexpr = False, RING: tl.constexpr = False):  # fmt: skip
+def straight_kernel(
+    prof,
+    N_EVENTS: tl.constexpr,
+    STAGE: tl.constexpr = 0,
+    PER_WARP: tl.constexpr = False,
+    RING: tl.constexpr = False,
+):
     """N_EVENTS instants in straight-line code: the SASS cost per event is a difference of two.
     (STAGE needs PER_WARP; the launch's warps are the default 4.)"""
     ctx = profiler_init(prof, tl.program_id(0), 0, PER_WARP=PER_WARP, STAGE=STAGE, RING=RING)
@@ -83,8 +97,9 @@ def straight_kernel(prof, N_EVENTS: tl.constexpr, STAGE: tl.constexpr = 0,
 
 
 @triton.jit
-def spin_kernel(prof, spun, reps, DELAY_NS: tl.constexpr, AFTER: tl.constexpr = False,
-                STAGE: tl.constexpr = 0):  # fmt: skip
+def spin_kernel(
+    prof, spun, reps, DELAY_NS: tl.constexpr, AFTER: tl.constexpr = False, STAGE: tl.constexpr = 0
+):
     """Ranges around a known delay: spin until %globaltimer has advanced DELAY_NS.
 
     spun[i] gets the time the spin itself saw pass (its last timer read minus its first), so
@@ -102,8 +117,12 @@ def spin_kernel(prof, spun, reps, DELAY_NS: tl.constexpr, AFTER: tl.constexpr = 
             f"setp.lt.u64 p, t, {DELAY_NS};\n\t"
             "@p bra SPIN;\n\t"
             "mov.u64 $0, t;\n\t}",
-            "=l", [], dtype=tl.int64, is_pure=False, pack=1,
-        )  # fmt: skip
+            "=l",
+            [],
+            dtype=tl.int64,
+            is_pure=False,
+            pack=1,
+        )
         if AFTER:
             ctx = profiler_event_end(ctx, SLEEP, after=t)
         else:
@@ -113,8 +132,21 @@ def spin_kernel(prof, spun, reps, DELAY_NS: tl.constexpr, AFTER: tl.constexpr = 
 
 
 @triton.jit
-def matmul_kernel(a, b, c, M, N, K, prof, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                  PER_WARP: tl.constexpr, NUM_WARPS: tl.constexpr, STAGE: tl.constexpr):  # fmt: skip
+def matmul_kernel(
+    a,
+    b,
+    c,
+    M,
+    N,
+    K,
+    prof,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    PER_WARP: tl.constexpr,
+    NUM_WARPS: tl.constexpr,
+    STAGE: tl.constexpr,
+):
     """A tiled matmul (Triton's own shared memory, pipelined loads, tensor cores) with a load
     and a compute range per K step: the staged ops must not disturb Triton's shared memory."""
     pid = tl.program_id(0)
@@ -150,13 +182,20 @@ def ring_sequence(iters: int) -> list[tuple[int, int]]:
 
 
 @triton.jit
-def ring_kernel(prof, iters, PROFILE: tl.constexpr, RING: tl.constexpr = True,
-                PER_WARP: tl.constexpr = False, NUM_WARPS: tl.constexpr = 4):  # fmt: skip
+def ring_kernel(
+    prof,
+    iters,
+    PROFILE: tl.constexpr,
+    RING: tl.constexpr = True,
+    PER_WARP: tl.constexpr = False,
+    NUM_WARPS: tl.constexpr = 4,
+):
     """A persistent loop recording far more than a lane holds (ring_sequence); the flush closes
     the ring. With a tick every 7th iteration, which records are kept tells where the ring cut."""
     pid = tl.program_id(0)
-    ctx = profiler_init(prof, pid, 0, ENABLED=PROFILE, RING=RING, PER_WARP=PER_WARP,
-                        NUM_WARPS=NUM_WARPS)  # fmt: skip
+    ctx = profiler_init(
+        prof, pid, 0, ENABLED=PROFILE, RING=RING, PER_WARP=PER_WARP, NUM_WARPS=NUM_WARPS
+    )
     ctx = profiler_event_instant(ctx, TAIL)
     for i in range(iters):
         ctx = profiler_event_start(ctx, ITER)

@@ -33,17 +33,29 @@ EVENT_DUMMY = tl.constexpr(_STORE + "mov.u32 $0, 0;\n\t}")  # returns nothing of
 def _event(records, cursor, cap, tag: tl.constexpr, MODE: tl.constexpr):
     args = [records, cursor, cap, tl.full((), tag, tl.int32)]
     if MODE == "chain":
-        return tl.inline_asm_elementwise(EVENT_CHAINED, "=r,l,r,r,r", args, dtype=tl.int32,
-                                         is_pure=False, pack=1)  # fmt: skip
+        return tl.inline_asm_elementwise(
+            EVENT_CHAINED, "=r,l,r,r,r", args, dtype=tl.int32, is_pure=False, pack=1
+        )
     else:
-        tl.inline_asm_elementwise(EVENT_DUMMY, "=r,l,r,r,r", args, dtype=tl.int32, is_pure=False,
-                                  pack=1)  # fmt: skip
+        tl.inline_asm_elementwise(
+            EVENT_DUMMY, "=r,l,r,r,r", args, dtype=tl.int32, is_pure=False, pack=1
+        )
         return cursor + 1
 
 
 @triton.jit
-def ws_matmul(a_desc, b_desc, c, K, prof, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-              MODE: tl.constexpr, INSIDE: tl.constexpr):  # fmt: skip
+def ws_matmul(
+    a_desc,
+    b_desc,
+    c,
+    K,
+    prof,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    MODE: tl.constexpr,
+    INSIDE: tl.constexpr,
+):
     pid = tl.program_id(0)
     lane = prof + 8 + pid * 66
     records = lane + 2
@@ -68,9 +80,18 @@ def ws_matmul(a_desc, b_desc, c, K, prof, BM: tl.constexpr, BN: tl.constexpr, BK
             tl.store(lane + 1, (cursor - 1).to(tl.int64) << 32, mask=cursor > cap)
 
 
-SIG = {"a_desc": "tensordesc<fp16[128,64]>", "b_desc": "tensordesc<fp16[64,128]>", "c": "*fp16",
-       "K": "i32", "prof": "*i64", "BM": "constexpr", "BN": "constexpr", "BK": "constexpr",
-       "MODE": "constexpr", "INSIDE": "constexpr"}  # fmt: skip
+SIG = {
+    "a_desc": "tensordesc<fp16[128,64]>",
+    "b_desc": "tensordesc<fp16[64,128]>",
+    "c": "*fp16",
+    "K": "i32",
+    "prof": "*i64",
+    "BM": "constexpr",
+    "BN": "constexpr",
+    "BK": "constexpr",
+    "MODE": "constexpr",
+    "INSIDE": "constexpr",
+}
 
 
 def main():
@@ -83,8 +104,11 @@ def main():
                 consts = dict(BM=128, BN=128, BK=64, MODE=mode, INSIDE=inside)
                 key = f"sm_{cap} {mode} {'inside' if inside else 'outside'}"
                 try:
-                    k = triton.compile(triton.compiler.ASTSource(ws_matmul, SIG, consts),
-                                       target=GPUTarget("cuda", cap, 32), options={"num_warps": 4})
+                    k = triton.compile(
+                        triton.compiler.ASTSource(ws_matmul, SIG, consts),
+                        target=GPUTarget("cuda", cap, 32),
+                        options={"num_warps": 4},
+                    )
                     specialized = "ttg.warp_specialize" in k.asm["ttgir"]
                     res[key] = "ok" if specialized else "not specialized"
                 except Exception as e:  # the compiler raises RuntimeError and CompilationError
