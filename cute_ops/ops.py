@@ -18,7 +18,7 @@ from typing import Any
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Boolean, Int32, Int64, Numeric
+from cutlass import Boolean, Int32, Int64, Numeric, Uint32
 from cutlass._mlir import ir
 from cutlass._mlir.dialects import arith, llvm
 from cutlass.cutlass_dsl import T
@@ -53,6 +53,12 @@ def _asm(result, operands: list[ir.Value], text: str, constraints: str):
 
 def _i32(value: int) -> ir.Value:
     return arith.constant(T.i32(), value)
+
+
+def _load_u64(address: Int64) -> Int64:
+    """A plain 64-bit global load (the header words, once per lane)."""
+    ptr = llvm.inttoptr(llvm.PointerType.get(1), address.ir_value())
+    return Int64(llvm.load(T.i64(), ptr))
 
 
 def read_globaltimer() -> Int64:
@@ -340,39 +346,61 @@ def init(
     block = _linear_block_index() if block is None else Int32(block)
     group = Int32(group)
     tid = _linear_thread_index()
-    # Who opens the lane (`opens`, warp-uniform: the other warps branch over the whole open, no
-    # header load) and who stamps its anchor and SM id, as the CUDA C++ header's three modes.
     if per_warp:
         # Not cute.arch.warp_idx(): it broadcasts with shfl.sync over the full warp, which is
         # undefined where only part of the warp runs the init.
         group = group + tid // 32
-        mode, lead, opens, stamper = "all", Int32(1), Int32(1), cute.arch.lane_idx() == 0
+        mode, lead, stamper = "all", Boolean(True), cute.arch.lane_idx() == 0
     elif leader is None:
         # Warp 0 leads: every thread of it stores (the same word), the other warps branch over
         # each event; the first thread stamps the lane.
         warp0 = Int32(_asm(T.i32(), [tid.ir_value()], _ptx.WARP_ZERO, _ptx.WARP_ZERO_CONSTRAINTS))
-        mode, lead, opens, stamper = "warp", warp0, warp0, tid == 0
+        mode, lead, stamper = "warp", warp0 != 0, tid == 0
     else:
-        mode, lead = "thread", Int32(Boolean(leader))
-        # The warp that holds the leader opens the lane; the leader stamps it.
-        opens = Int32(_asm(T.i32(), [lead.ir_value()], _ptx.WARP_HOLDS, _ptx.WARP_ZERO_CONSTRAINTS))
-        stamper = lead != 0
-    # ptx.open_lane: launch slots, the lane rule of docs/format.md (a lane outside the shape gets
-    # capacity 0 and records at the end of the global header, so its events take the overflow
-    # path into the scratch word), and the stamp. One text for Gluon, CUDA C++ and CuteDSL.
-    # The leader flag ignores the lane's validity (capacity 0 already keeps such a lane in the
-    # scratch word): a flag that depends on the thread index alone lets ptxas keep one predicate.
-    operands = [
-        base.ir_value(),
-        block.ir_value(),
-        group.ir_value(),
-        opens.ir_value(),
-        Int32(stamper).ir_value(),
-    ]
-    out_type = llvm.StructType.get_literal([T.i64(), T.i32(), T.i32()])
-    out = _asm(out_type, operands, _ptx.OPEN_LANE, _ptx.OPEN_LANE_CONSTRAINTS)
-    offset_words = Int64(llvm.extractvalue(T.i64(), out, [0]))
-    capacity = Int32(llvm.extractvalue(T.i32(), out, [1]))
-    records = base + (offset_words + fmt.HEADER_WORDS) * _WORD_BYTES
-    mask = Int32(llvm.extractvalue(T.i32(), out, [2])) if ring else None
-    return Profiler(records, Int32(0), capacity, lead, enabled=True, mode=mode, mask=mask)
+        mode, lead = "thread", Boolean(leader)
+        stamper = lead
+
+    # The lane rule (format.open_lane), spelled in IR rather than with ptx.OPEN_LANE's text, for
+    # a measured reason: with the text, ptxas keeps the lane's address in uniform registers and
+    # copies it back on every event, which made per-warp recording cost more (BENCHMARKS.md,
+    # CuteDSL ops). tests/device/test_lane_rule.py runs this spelling's compiled PTX against
+    # format.open_lane on the CPU.
+    shape = _load_u64(base + fmt.HDR_SHAPE * _WORD_BYTES)
+    capacity = Int32(_load_u64(base + fmt.HDR_CAPACITY_FLAGS * _WORD_BYTES) & fmt.LOW32)
+    num_blocks = Int32(shape & fmt.LOW32)
+    num_groups = Int32(shape >> 32)
+    # Launch slots (format.py): the slot's start; past the last slot no lane is valid.
+    ctrl = _load_u64(base + fmt.HDR_SLOTS * _WORD_BYTES)
+    last = ctrl >> 32
+    next_slot = ctrl & fmt.LOW32
+    slot = Int64(
+        arith.select((next_slot <= last).ir_value(), next_slot.ir_value(), (last + 1).ir_value())
+    )
+    slot_words = Int64(num_blocks) * Int64(num_groups) * Int64(capacity + fmt.LANE_HEADER_WORDS)
+    base = base + slot * (slot_words + fmt.HEADER_WORDS) * _WORD_BYTES
+    num_blocks = Int32(
+        arith.select((slot <= last).ir_value(), num_blocks.ir_value(), Int32(0).ir_value())
+    )
+    # Unsigned compares also reject negative indices.
+    valid = (Uint32(block) < Uint32(num_blocks)) & (Uint32(group) < Uint32(num_groups))
+    lane = Int64(block) * Int64(num_groups) + Int64(group)
+    lane_bytes = Int64(capacity + fmt.LANE_HEADER_WORDS) * _WORD_BYTES
+    offset = lane * lane_bytes + fmt.LANE_HEADER_WORDS * _WORD_BYTES
+    # A lane outside the shape gets capacity 0 and records at the end of the global header: its
+    # events all take the overflow path, whose store lands in the header's scratch word
+    # (format.HDR_SCRATCH), inside the buffer. So no event tests "is my lane real".
+    offset = Int64(arith.select(valid.ir_value(), offset.ir_value(), Int64(0).ir_value()))
+    capacity = Int32(arith.select(valid.ir_value(), capacity.ir_value(), Int32(0).ir_value()))
+    records = base + fmt.HEADER_WORDS * _WORD_BYTES + offset
+    stamp = Int32(valid & stamper)
+    _asm(None, [records.ir_value(), stamp.ir_value()], _ptx.INIT, _ptx.INIT_CONSTRAINTS)
+    # The leader flag ignores `valid` (capacity 0 already keeps such a lane in the scratch word):
+    # a flag that depends on the thread index alone lets ptxas keep one predicate for all events.
+    mask = None
+    if ring:
+        flags = Int32(_load_u64(base + fmt.HDR_CAPACITY_FLAGS * _WORD_BYTES) >> 32)
+        is_ring = ((flags & fmt.FLAG_RING) != 0) & (capacity > 0)
+        mask = Int32(
+            arith.select(is_ring.ir_value(), (capacity - 1).ir_value(), Int32(-1).ir_value())
+        )
+    return Profiler(records, Int32(0), capacity, Int32(lead), enabled=True, mode=mode, mask=mask)

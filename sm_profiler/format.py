@@ -180,7 +180,7 @@ def slotted_words(layout_words: int, num_slots: int) -> int:
 
 def open_lane(header_words, block: int, group: int) -> tuple[int, int, int]:
     """The lane rule: where lane (block, group) of this launch records. Every device spelling
-    (ptx.OPEN_LANE for Gluon, CUDA C++ and CuteDSL; triton_ops' `_open_lane` for Triton) computes
+    (ptx.OPEN_LANE for Gluon and CUDA C++; triton_ops' `_launch_slot`/`_lane_in_slot` for Triton; cute_ops.init's IR for CuteDSL) computes
     this; tests/device/test_lane_rule.py runs each against it.
 
     `header_words`: slot 0's global header (at least HEADER_WORDS words). `block`, `group`: the

@@ -30,9 +30,24 @@ _STAMP_LANE = (
 )
 
 
+# The CuteDSL ops' stamp (they find the lane in their own arithmetic, as the Triton ops do;
+# Gluon and CUDA C++ use open_lane below). $0 records (u64 address of records[0]), $1 stamp (u32:
+# nonzero = this thread writes the lane).
+# If stamp: lane[0] = %globaltimer (the 64-bit anchor); lane[1].lo32 = %smid.
+def init() -> str:
+    """CuteDSL's init: $0 records, $1 stamp."""
+    return (
+        "{\n\t.reg .pred p;\n\t.reg .u32 s;\n\t.reg .u64 t;\n\t"
+        "setp.ne.u32 p, $1, 0;\n\t" + _STAMP_LANE.format(r="$0") + "}"
+    )
+
+
+INIT_CONSTRAINTS = "l,r"
+
+
 def open_lane() -> str:
     """Find a lane and stamp it: the lane rule (format.open_lane, docs/format.md), one text for
-    the Gluon ops, cute_ops and the CUDA C++ header.
+    the Gluon ops and the CUDA C++ header.
 
     Outputs: $0 the lane's offset (u64, words): its records[0] is at buffer word HEADER_WORDS +
     $0; $1 capacity (u32); $2 ring mask (u32: capacity - 1 in a ring buffer, all ones
@@ -50,7 +65,7 @@ def open_lane() -> str:
     whole text is one branch: offset 0, capacity 0, all-ones mask, no load. Those warps neither
     load the header nor wait for it; only the writing warp does (measured: BENCHMARKS.md).
 
-    The Triton ops keep their own arithmetic (triton_ops._launch_slot and _lane_in_slot, with
+    The Triton ops and cute_ops keep their own arithmetic (triton_ops._launch_slot and _lane_in_slot, with
     `init_leader` for the stamp): with this text, Triton 3.6's ptxas kept the lane's address in
     uniform registers and copied it back per event (more SASS per event, measured slower on the
     loop kernel).
@@ -411,6 +426,7 @@ ELEMENTWISE_RING_CLOSE = ring_close(first=1)
 ELEMENTWISE_RING_CLOSE_CONSTRAINTS = "=r,l,r,r,r,r"  # $0 dummy, then ring_close's operands
 
 # CuteDSL's texts (no dummy output), by mode.
+INIT = init()
 RECORD = {m: record(after=False, mode=m) for m in RECORD_MODES}
 RECORD_AFTER = {m: record(after=True, mode=m) for m in RECORD_MODES}
 RECORD_CONSTRAINTS = "l,r,r,r,r"

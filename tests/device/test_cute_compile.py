@@ -120,7 +120,8 @@ def test_one_ptx_text_serves_both_front_ends():
         assert "mad.wide.u32 a, $1, 8, $0;" in _ptx.RECORD[mode]  # &records[cursor]
     for store in ("st.global.u64 [{}+-16], t;", "st.global.u32 [{}+-8], s;"):
         assert store.format("$1") in triton_ops._INIT_PROGRAM_ASM.value
-        assert "@ps " + store.format("a") in _ptx.OPEN_LANE  # Gluon, CUDA C++, CuteDSL
+        assert "@p " + store.format("$0") in _ptx.INIT  # CuteDSL
+        assert "@ps " + store.format("a") in _ptx.OPEN_LANE  # Gluon, CUDA C++
     assert _ptx.ANCHOR_OFFSET_BYTES == -fmt.LANE_HEADER_WORDS * fmt.WORD_BYTES
     assert _ptx.LAST_DROPPED_OFFSET_BYTES == -4
 
@@ -165,18 +166,17 @@ def test_no_atomics_fences_or_loads_per_event(built):
     ins = _sass(built.straight[12].__cubin__)
     bad = [i for i in ins if re.match(r"(@!?P\d+\s+)?(ATOM|RED|MEMBAR|FENCE|BAR|ERRBAR)", i)]
     assert not bad, bad
-    # Two loads in all, once, at init (ptx.OPEN_LANE): the buffer header's shape, then its
-    # capacity and slot control in one 16-byte load.
-    assert len([i for i in ins if re.match(r"(@!?P\d+\s+)?LDG", i)]) == 2, ins
+    # Three loads in all: the buffer header's shape, capacity and slot control, once, at init.
+    assert len([i for i in ins if re.match(r"(@!?P\d+\s+)?LDG", i)]) == 3, ins
 
 
 @pytest.mark.parametrize("variant", ["loop_block", "loop_warp", "group"])
 def test_cursor_lives_in_a_register_through_loops_and_ifs(built, variant):
     ptx = getattr(built, variant).__ptx__
     assert not re.search(r"\b(atom|red|membar|fence)\.", ptx), "no atomics or fences"
-    # The only global loads are the header words (shape; capacity and slot control in one
-    # 16-byte load): the cursor is never read from memory.
-    assert len(re.findall(r"\bld\.global", ptx)) == 2, re.findall(r".*ld\.global.*", ptx)
+    # The only global loads are the three header words (shape, capacity, slot control): the
+    # cursor is never read from memory.
+    assert len(re.findall(r"\bld\.global", ptx)) == 3, re.findall(r".*ld\.global.*", ptx)
     assert ptx.count("%smid") == 1
 
 
@@ -208,9 +208,8 @@ def test_after_makes_the_timer_read_wait_for_the_value(built):
 def test_out_of_shape_lanes_are_rejected_with_unsigned_compares(built):
     ptx = built.group.__ptx__
     # block < num_blocks and group < num_groups as u32: negative indices are out of shape too
-    # (ptx.OPEN_LANE's two compares; tests/device/test_lane_rule.py runs them on negative indices).
-    assert re.search(r"setp\.lt\.u32 pv, %r\d+, nb;", ptx), ptx
-    assert re.search(r"setp\.lt\.and\.u32 pv, %r\d+, ng, pv;", ptx), ptx
+    # (tests/device/test_lane_rule.py runs the compiled rule on negative indices).
+    assert len(re.findall(r"setp\.(lt|gt)\.u32", ptx)) >= 2, ptx
 
 
 # -- errors: clear messages at compile time ---------------------------------------------------
