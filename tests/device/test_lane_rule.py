@@ -1,11 +1,13 @@
 """The lane rule: every device spelling agrees with format.open_lane, on the same inputs.
 
-Spellings: ptx.OPEN_LANE (the Gluon ops, the CUDA C++ header and cute_ops), run on the CPU by
-tests/ptx_eval.py, both as ptx.py writes it and as the generated header spells it; and the
+Spellings: ptx.OPEN_LANE (the Gluon ops and the CUDA C++ header), run on the CPU by
+tests/support/ptx_eval.py, both as ptx.py writes it and as the generated header spells it; the
 Triton ops' `_launch_slot` + `_lane_in_slot`, run through a tiny kernel (Triton's interpreter on
-a CPU machine, the compiled kernel on a GPU). Inputs: the explicit edge cases (last slot, a slot
-past the last, a one-slot buffer, lanes just outside the shape and negative indices, ring flag
-on and off, a lane index whose offset needs 64 bits) and random ones (hypothesis).
+a CPU machine, the compiled kernel on a GPU); and cute_ops.init, compiled by CuteDSL for sm_90a
+and its PTX run on the same evaluator, one thread at a time. Inputs: the explicit edge cases
+(last slot, a slot past the last, a one-slot buffer, lanes just outside the shape and negative
+indices, ring flag on and off, a lane index whose offset needs 64 bits) and random ones
+(hypothesis).
 """
 
 from __future__ import annotations
@@ -271,3 +273,89 @@ def test_triton_spelling_agrees_with_the_reference_on_the_edge_cases():
 @given(data=st.data(), words=_HEADERS)
 def test_triton_spelling_agrees_with_the_reference_on_random_inputs(data, words):
     check_triton(words, data.draw(_indices(words, N_LANES)))
+
+
+# -- the CuteDSL spelling: cute_ops.init compiled for sm_90a, its PTX run on the CPU evaluator ---
+
+OUT = 0x1000  # where the probe kernel writes what init found
+CUTE_TIDS = (0, 5, 37)  # thread 0 (stamps per block), a thread of warp 0, lane 5 of warp 1
+
+
+@pytest.fixture(scope="module")
+def cute_probes():
+    """{(per_warp, ring): the probe kernel's PTX}: four compiles of a fraction of a second."""
+    pytest.importorskip("cutlass", reason="needs CuteDSL: pip install nvidia-cutlass-dsl")
+    import tempfile
+
+    import cute_kernels as K
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass import Int32
+    from cutlass.cute.runtime import make_ptr
+
+    def ptr():
+        return make_ptr(cutlass.Int64, 0, cute.AddressSpace.gmem, assumed_align=8)
+
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        opts = f"--gpu-arch sm_90a --keep-ptx --dump-dir {d}"
+        for per_warp in (False, True):
+            for ring in (False, True):
+                args = (ptr(), ptr(), Int32(0), Int32(0), per_warp, ring)
+                out[per_warp, ring] = cute.compile(K.lane_probe, *args, options=opts).__ptx__
+    return out
+
+
+def _slot_headers(words) -> dict[int, int]:
+    """Memory for the compiled kernel: slot 0's header, and every slot's (and the spare one's)
+    shape and capacity words, which the host writes alike in each slot (format.py)."""
+    memory = {BASE + i * fmt.WORD_BYTES: w for i, w in enumerate(words[: fmt.HEADER_WORDS])}
+    nb, ng, cap = words[fmt.HDR_SHAPE] & U32, words[fmt.HDR_SHAPE] >> 32, words[2] & U32
+    ctrl = words[fmt.HDR_SLOTS]
+    slot = min(ctrl & U32, (ctrl >> 32) + 1)
+    at = BASE + slot * (nb * ng * fmt.lane_stride_words(cap) + fmt.HEADER_WORDS) * fmt.WORD_BYTES
+    for i in (fmt.HDR_SHAPE, fmt.HDR_CAPACITY_FLAGS):
+        memory.setdefault((at + i * fmt.WORD_BYTES) & U64, words[i])
+    return memory
+
+
+def check_cute(ptx_module, per_warp, ring, words, block, group, tid):
+    res = ptx_eval.run_kernel(
+        ptx_module,
+        [BASE, OUT, block & U32, group & U32],
+        _slot_headers(words),
+        {"%tid.x": tid, "%laneid": tid % 32, "%globaltimer": TIMER, "%smid": SMID},
+    )
+    lane_group = _i32(group + tid // 32) if per_warp else group
+    offset, capacity, mask = fmt.open_lane(words, block, lane_group)
+    records = (BASE + (fmt.HEADER_WORDS + offset) * fmt.WORD_BYTES) & U64
+    stamps = [w for w in res.writes if w[0] < OUT or w[0] >= OUT + 24]
+    got = {a - OUT: v for a, _, v in res.writes if OUT <= a < OUT + 24}
+    want = {0: records, 8: capacity} | (
+        {16: mask | (U64 ^ U32 if mask == U32 else 0)} if ring else {}
+    )
+    assert got == want, (per_warp, ring, block, group, tid, words)
+    stamper = (tid % 32 == 0) if per_warp else (tid == 0)
+    lane_header = records - fmt.LANE_HEADER_WORDS * fmt.WORD_BYTES
+    expected = [(lane_header, 64, TIMER), (lane_header + fmt.WORD_BYTES, 32, SMID)]
+    real = _in_shape(words, block, lane_group)
+    assert stamps == (expected if real and stamper else []), (per_warp, block, group, tid)
+
+
+@pytest.mark.parametrize("per_warp", [False, True])
+@pytest.mark.parametrize("ring", [False, True])
+def test_cute_spelling_agrees_with_the_reference_on_the_edge_cases(cute_probes, per_warp, ring):
+    for words, lanes in EDGE_CASES:
+        for block, group in lanes:
+            for tid in CUTE_TIDS:
+                check_cute(cute_probes[per_warp, ring], per_warp, ring, words, block, group, tid)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data(), words=_HEADERS)
+def test_cute_spelling_agrees_with_the_reference_on_random_inputs(cute_probes, data, words):
+    for block, group in data.draw(_indices(words, 2)):
+        for (per_warp, ring), module in cute_probes.items():
+            check_cute(module, per_warp, ring, words, _i32(block), _i32(group), 37)

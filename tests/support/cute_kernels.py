@@ -219,3 +219,37 @@ def ring_kernel(prof_buf: cute.Pointer, iters: Int32, PER_WARP: cutlass.Constexp
 @cute.jit
 def launch_ring(prof_buf, iters: Int32, grid: Int32, PER_WARP: cutlass.Constexpr[bool]):
     ring_kernel(prof_buf, iters, PER_WARP).launch(grid=(grid, 1, 1), block=(THREADS, 1, 1))
+
+
+@cute.kernel
+def lane_probe_kernel(
+    prof_buf: cute.Pointer,
+    out: cute.Pointer,
+    block: Int32,
+    group: Int32,
+    PER_WARP: cutlass.Constexpr[bool],
+    RING: cutlass.Constexpr[bool],
+):
+    """What cute_ops.init found for lane (block, group): out[0] records[0]'s byte address,
+    out[1] the capacity, out[2] the ring mask (RING only). For the lane-rule test, which runs the
+    compiled PTX on the CPU."""
+    prof = cute_ops.init(prof_buf, block, group, per_warp=PER_WARP, ring=RING)
+    to = cute.make_tensor(out, cute.make_layout(3))
+    to[0] = prof._records
+    to[1] = cutlass.Int64(prof._capacity)
+    if cutlass.const_expr(RING):
+        to[2] = cutlass.Int64(prof._mask)
+
+
+@cute.jit
+def lane_probe(
+    prof_buf,
+    out,
+    block: Int32,
+    group: Int32,
+    PER_WARP: cutlass.Constexpr[bool],
+    RING: cutlass.Constexpr[bool],
+):
+    lane_probe_kernel(prof_buf, out, block, group, PER_WARP, RING).launch(
+        grid=(1, 1, 1), block=(64, 1, 1)
+    )

@@ -72,6 +72,7 @@ class Machine:
         self.regs: dict[str, int] = {}
         self.types: dict[str, str] = {}
         self.result = Result(outputs={})
+        self.params: dict[str, int] = {}  # a kernel's .param names -> values (run_kernel)
 
     # -- operands ---------------------------------------------------------------------------
 
@@ -79,6 +80,8 @@ class Machine:
         mask = (1 << bits) - 1
         if op.startswith("$"):
             value = self.operands[int(op[1:])]
+        elif op in self.types:
+            value = self.regs.get(op, 0)
         elif op.startswith("%"):
             if op not in self.specials:
                 raise PtxError(f"special register {op} not given")
@@ -94,6 +97,8 @@ class Machine:
 
     def write(self, op: str, value: int, bits: int) -> None:
         value &= (1 << bits) - 1
+        if op == "_":  # a discarded half of an unpacking move
+            return
         if op.startswith("$"):
             n = int(op[1:])
             self.operands[n] = value
@@ -199,6 +204,11 @@ class Machine:
             bits = _width(t)
             v = args[1] if self.pred(args[3]) else args[2]
             self.write(args[0], self.read(v, bits), bits)
+        elif op == "ld" and mods[0] == "param":
+            name = args[1].strip("[] ")
+            if name not in self.params:
+                raise PtxError(f"kernel parameter {name!r} not given")
+            self.write(args[0], self.params[name], _width(t))
         elif op == "ld" and mods[0] == "global":
             addr = self.address(args[1])
             if mods[1:] == ["u64"] or mods[1:] == ["b64"]:
@@ -250,6 +260,7 @@ def run(
     specials: dict[str, int] | None = None,
     cuda: bool = False,
     max_steps: int = 10_000,
+    params: dict[str, int] | None = None,
 ) -> Result:
     """Run `text` with inputs `operands` ($n -> value, unsigned); return the operands it wrote,
     its stores and its loads. `memory`: byte address -> 64-bit word, for its loads."""
@@ -257,6 +268,7 @@ def run(
         text = cuda_to_llvm(text)
     specials = {"%globaltimer": 0, "%smid": 0, "%laneid": 0, "%tid.x": 0, **(specials or {})}
     m = Machine(operands, memory, specials)
+    m.params = params or {}
     program: list[tuple[str | None, str, list[str]]] = []
     labels: dict[str, int] = {}
     for s in _statements(text):
@@ -290,3 +302,49 @@ def run(
         m.step(opcode, args)
     m.result.outputs = {n: m.operands[n] for n in sorted(m.written)}
     return m.result
+
+
+def run_kernel(
+    ptx_module: str,
+    params: list[int],
+    memory: dict[int, int],
+    specials: dict[str, int] | None = None,
+    max_steps: int = 10_000,
+) -> Result:
+    """Run one thread of the (only) `.entry` of a compiled PTX module: `params` are its
+    parameters' values in order; its stores are returned in `Result.writes`. The same subset of
+    PTX as `run`, plus what a compiler adds around it: `.reg .b32 %r<N>` declarations, `ld.param`,
+    `//` comments, `ret` and LLVM's `$L__` labels. Used to run a front end's compiled lane rule
+    (cute_ops) on the CPU."""
+    m = re.search(r"\.entry\s+[\w$]+\s*\((.*?)\)(.*?)\n\{\n(.*)\n\}", ptx_module, re.S)
+    if not m:
+        raise PtxError("no .entry with a body in this module")
+    names = re.findall(r"\.param\s[^,\n]*?([\w$]+)\s*(?:,|$)", m.group(1), re.M)
+    if len(names) != len(params):
+        raise PtxError(f"the kernel takes {len(names)} parameters, {len(params)} given")
+    body = re.sub(r"//[^\n]*", "", m.group(3))
+    # `.reg .b64 %rd<34>` declares %rd0 .. %rd33: spelled out for `run`'s declarations.
+    body = re.sub(
+        r"\.reg\s+(\.\w+)\s+(%\w+)<(\d+)>",
+        lambda d: (
+            f".reg {d.group(1)} " + ", ".join(f"{d.group(2)}{i}" for i in range(int(d.group(3))))
+        ),
+        body,
+    )
+    body = re.sub(r"^\s*ret(\.uni)?\s*;", "bra SMP_EVAL_RET;", body, flags=re.M) + "\nSMP_EVAL_RET:"
+    specials = {
+        "%tid.y": 0,
+        "%tid.z": 0,
+        "%ctaid.x": 0,
+        "%ctaid.y": 0,
+        "%ctaid.z": 0,
+        **(specials or {}),
+    }
+    return run(
+        body,
+        {},
+        memory,
+        specials,
+        max_steps=max_steps,
+        params=dict(zip(names, params, strict=True)),
+    )
