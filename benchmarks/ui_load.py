@@ -21,17 +21,16 @@ from sm_profiler.export import to_perfetto_bytes
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-# The browser tests' driver, shared with this benchmark rather than copied: where the tests keep
-# their helpers (tests/support/), or where they kept them before.
-PERFETTO_UI = ("tests/support/perfetto_ui.py", "tests/perfetto_ui.py")
+# The browser tests' driver, shared with this benchmark rather than copied.
+PERFETTO_UI = "tests/support/perfetto_ui.py"
 
 
 def perfetto_ui():
     """The module tests/support/perfetto_ui.py, or None where this checkout has no tests."""
-    paths = [p for p in (os.path.join(REPO_ROOT, q) for q in PERFETTO_UI) if os.path.exists(p)]
-    if not paths:
+    path = os.path.join(REPO_ROOT, PERFETTO_UI)
+    if not os.path.exists(path):
         return None
-    spec = importlib.util.spec_from_file_location("perfetto_ui", paths[0])
+    spec = importlib.util.spec_from_file_location("perfetto_ui", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

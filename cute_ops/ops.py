@@ -216,13 +216,7 @@ class Profiler:
         tag = fmt.make_tag(_event_id(event_id), kind)
         if not self.enabled:
             return
-        operands = [
-            self._records.ir_value(),
-            self._cursor.ir_value(),
-            self._capacity.ir_value(),
-            self._leader.ir_value(),
-            _i32(tag),
-        ]
+        operands = self._lane_operands() + [_i32(tag)]
         if self._mask is not None:
             operands.append(self._mask.ir_value())
             if after is None:
@@ -242,18 +236,21 @@ class Profiler:
             _asm(None, operands, _ptx.RECORD_AFTER[self._mode], _ptx.RECORD_AFTER_CONSTRAINTS)
         self._cursor = self._cursor + 1
 
+    def _lane_operands(self) -> list[ir.Value]:
+        """The operands every text takes first: records, cursor, capacity, leader."""
+        return [
+            self._records.ir_value(),
+            self._cursor.ir_value(),
+            self._capacity.ir_value(),
+            self._leader.ir_value(),
+        ]
+
     def flush(self) -> None:
         """Close a ring lane (init(..., ring=True)): writes its record count, so the decoder
         knows where the ring starts. Call once, after the last event; a no-op otherwise."""
         if not self.enabled or self._mask is None:
             return
-        operands = [
-            self._records.ir_value(),
-            self._cursor.ir_value(),
-            self._capacity.ir_value(),
-            self._leader.ir_value(),
-            self._mask.ir_value(),
-        ]
+        operands = self._lane_operands() + [self._mask.ir_value()]
         _asm(None, operands, _ptx.RING_CLOSE, _ptx.RING_CLOSE_CONSTRAINTS)
 
     def __repr__(self) -> str:

@@ -24,7 +24,7 @@ if not torch.cuda.is_available():
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "img")
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "support")]
 
 import sm_profiler  # noqa: E402
 from sm_profiler.export import to_perfetto_bytes  # noqa: E402

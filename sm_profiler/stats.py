@@ -543,12 +543,14 @@ def _warnings(trace: TraceData) -> list[str]:
     dropped = lanes["dropped"]
     over = np.flatnonzero((dropped > 0) & ring)
     if len(over):
-        worst = over[np.argsort(-dropped[over], kind="stable")][:_WORST]
-        names = "; ".join(
-            f"{_lane_name(trace, i, several)}: {int(dropped[i])} of {int(lanes['attempted'][i])}"
-            for i in worst.tolist()
+        names, more = _worst_lanes(
+            over,
+            dropped,
+            lambda i: (
+                f"{_lane_name(trace, i, several)}: {int(dropped[i])} of "
+                f"{int(lanes['attempted'][i])}"
+            ),
         )
-        more = f"; and {len(over) - len(worst)} more lanes" if len(over) > len(worst) else ""
         out.append(
             f"ring buffer: {int(dropped[over].sum())} older records overwritten in {len(over)} "
             f"lanes (each keeps its newest {trace.kernels[int(lanes['capture'][over[0]])].capacity}"
@@ -566,15 +568,17 @@ def _warnings(trace: TraceData) -> list[str]:
     dropped = np.where(ring, 0, dropped)
     bad = np.flatnonzero(dropped > 0)
     if len(bad):
-        worst = bad[np.argsort(-dropped[bad], kind="stable")][:_WORST]
         caps = np.array([trace.kernels[c].capacity for c in lanes["capture"][bad].tolist()])
         need = int(lanes["attempted"][bad].max())
-        names = "; ".join(
-            f"{_lane_name(trace, i, several)}: {int(lanes['attempted'][i])} records for capacity "
-            f"{trace.kernels[int(lanes['capture'][i])].capacity} ({int(dropped[i])} dropped)"
-            for i in worst.tolist()
+        names, more = _worst_lanes(
+            bad,
+            dropped,
+            lambda i: (
+                f"{_lane_name(trace, i, several)}: {int(lanes['attempted'][i])} records for "
+                f"capacity {trace.kernels[int(lanes['capture'][i])].capacity} ({int(dropped[i])} "
+                "dropped)"
+            ),
         )
-        more = f"; and {len(bad) - len(worst)} more lanes" if len(bad) > len(worst) else ""
         out.append(
             f"{int(dropped.sum())} records dropped in {len(bad)} lanes (capacity "
             f"{int(caps.max())}): {names}{more}. Raise max_events_per_group to at least {need}"
@@ -635,6 +639,15 @@ def _warnings(trace: TraceData) -> list[str]:
                 "profiler_init"
             )
     return out
+
+
+def _worst_lanes(lanes: np.ndarray, dropped: np.ndarray, describe) -> tuple[str, str]:
+    """("lane: what it lost; ..." for the _WORST lanes of `lanes` that dropped the most, "; and N
+    more lanes" or "")."""
+    worst = lanes[np.argsort(-dropped[lanes], kind="stable")][:_WORST]
+    names = "; ".join(describe(i) for i in worst.tolist())
+    more = f"; and {len(lanes) - len(worst)} more lanes" if len(lanes) > len(worst) else ""
+    return names, more
 
 
 def _lane_name(trace: TraceData, row: int, several: bool) -> str:
