@@ -280,6 +280,11 @@ class _Writer:
         sm = self.tl.summary
         top = int(sm["event"].max()) + 1 if len(sm["event"]) else 1
         key = sm["sm_index"].astype(np.int64) * top + sm["event"]
+        # One track per (SM, event): its samples together, in time order. The table holds each
+        # launch's samples in turn, so a trace of several launches has a key more than once.
+        order = np.lexsort((sm["time_ns"], key))
+        sm = {k: v[order] for k, v in sm.items()}
+        key = key[order]
         uniq, first = np.unique(key, return_index=True)
         ends = np.append(first[1:], len(key))[: len(first)]  # none when nothing was summarised
         blocks = []

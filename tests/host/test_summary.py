@@ -123,3 +123,35 @@ def test_7_the_default_summary_of_many_instants_works(tmp_path, monkeypatch):
     monkeypatch.setattr(timeline, "SUMMARY_ROWS", 5)
     with pytest.warns(UserWarning, match="summarised"):
         export(decode(instants_capture()), tmp_path / "t.json")
+
+
+@needs_perfetto
+def test_a_summary_of_several_launches_keeps_each_sms_time_per_event():
+    # Auto mode's traces hold many launches on the same SMs: the summary table then holds each
+    # launch's samples in turn, and the Perfetto writer must still give each (SM, event) one
+    # track in time order (it raised IndexError, or would have mixed tracks).
+    import auto_inputs as A
+
+    from sm_profiler.auto_mode.records import read_buffer, to_captures
+
+    caps = to_captures(*read_buffer(A.auto_buffer(A.two_kernels())), A.KERNELS, {"sm_count": 4})
+    trace = decode(caps)
+    assert len(trace.kernels) > 1
+    ev = trace.events
+    is_r = ev["kind"] == RANGE
+    for pack in (True, False):
+        r = read_trace(to_perfetto_bytes(trace, summary=True, pack=pack, detail_sms=[]))
+        tracks = [d for d in r.tracks.values() if d.name.endswith("(active ranges)")]
+        assert tracks
+        seen = set()
+        for d in tracks:
+            sm = int(r.tracks[d.parent_uuid].name.split()[1])
+            name = d.name.removesuffix(" (active ranges)")
+            pts = r.counters[d.uuid]
+            assert [t for t, _ in pts] == sorted(t for t, _ in pts)
+            area = sum((t1 - t0) * v for (t0, v), (t1, _) in zip(pts, pts[1:], strict=False))
+            eid = {v: k for k, v in trace.event_names.items()}[name]
+            m = is_r & (ev["sm"] == sm) & (ev["event"] == eid)
+            assert area == pytest.approx(int((ev["end_ns"] - ev["start_ns"])[m].sum()), rel=1e-9)
+            seen.add((sm, eid))
+        assert seen == set(zip(ev["sm"][is_r].tolist(), ev["event"][is_r].tolist(), strict=True))
