@@ -10,6 +10,7 @@ import json
 import pytest
 import repo_paths
 import torch
+from captures import torch_doc
 from workload_kernels import ranged, slotted_profiler
 
 import sm_profiler
@@ -93,41 +94,11 @@ def test_merge_refuses_what_it_cannot_align(tmp_path):
         merge.merge_ranks([42], tmp_path / "m.json")
 
 
-def _torch_doc(parts, offset_ns, base_ns, lead_ns=300, tail_ns=200):
-    """A torch.profiler trace as Kineto writes it: kernel rows at ts = µs since base."""
-    ev = [
-        {
-            "ph": "X",
-            "cat": "cpu_op",
-            "name": "aten::add",
-            "pid": 11,
-            "tid": 11,
-            "ts": 1.0,
-            "dur": 2.0,
-        }
-    ]
-    for t in parts:
-        s = t.start_ns - offset_ns - lead_ns
-        e = t.end_ns - offset_ns + tail_ns
-        ev.append(
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": t.kernels[0].name,
-                "pid": 0,
-                "tid": 7,
-                "ts": (s - base_ns) / 1e3,
-                "dur": (e - s) / 1e3,
-            }
-        )
-    return {"schemaVersion": 1, "baseTimeNanoseconds": base_ns, "traceEvents": ev}
-
-
 def test_torch_merge_aligns_by_the_kernels_own_rows(tmp_path):
     caps = _rank(0, launches=3)
     parts = [sm_profiler.decode([c]) for c in caps]
     base = parts[0].start_ns - 5_000_000
-    doc = _torch_doc(parts, offset_ns=77_000, base_ns=base)
+    doc = torch_doc(parts, base, offset_ns=77_000, lead_ns=300, tail_ns=200)
     info = sm_profiler.merge_torch_trace(doc, caps, tmp_path / "t.json")
     assert info["method"] == "kernels" and info["offset_ns"] == pytest.approx(77_300)
     err = info["error"][0]
@@ -150,9 +121,7 @@ def test_torch_merge_uses_clock_samples_and_a_given_offset(tmp_path):
     clock = [{"host_ns": 0, "offset_ns": 40_000, "error_ns": 500}]
     caps = _rank(0, clock=clock)
     parts = [sm_profiler.decode([c]) for c in caps]
-    doc = _torch_doc(
-        parts, offset_ns=40_000, base_ns=parts[0].start_ns - 10**6, lead_ns=0, tail_ns=0
-    )
+    doc = torch_doc(parts, parts[0].start_ns - 10**6, offset_ns=40_000)
     info = sm_profiler.merge_torch_trace(doc, caps, tmp_path / "a.json")
     assert info["method"] == "clock" and info["error"][0]["max_abs_ns"] <= 1
     info = sm_profiler.merge_torch_trace(doc, caps, tmp_path / "b.json", offset_ns=39_000)
@@ -171,7 +140,9 @@ def test_cli_merges_saved_rank_captures(tmp_path, capsys):
     assert "2 ranks, aligned by barrier" in capsys.readouterr().out
     names = set(_procs(json.loads(out.read_text())).values())
     assert any(n.startswith("GPU 1 · SM") for n in names)
-    tdoc = _torch_doc([sm_profiler.decode([c]) for c in sm_profiler.load(files[0])], 0, 0)
+    tdoc = torch_doc(
+        [sm_profiler.decode([c]) for c in sm_profiler.load(files[0])], 0, lead_ns=300, tail_ns=200
+    )
     (tmp_path / "torch.json").write_text(json.dumps(tdoc))
     assert (
         cli_main(["merge", files[0], "--torch", str(tmp_path / "torch.json"), "-o", str(out)]) == 0

@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from captures import EPOCH_T0, kernel_capture
+from captures import EPOCH_T0, kernel_capture, torch_doc
 from reference_encoder import INSTANT, Stream, encode
 
 from sm_profiler import format as fmt
@@ -99,33 +99,6 @@ def test_9_bad_barrier_stamps_are_format_errors(tmp_path, value):
         files.append(str(f))
     assert main(["merge", *files, "-o", str(tmp_path / "m.json")]) == 2
     assert not (tmp_path / "m.json").exists()
-
-
-def torch_doc(parts, base_ns=EPOCH_T0 - 10**6) -> dict:
-    ev = [
-        {
-            "ph": "X",
-            "cat": "cpu_op",
-            "name": "aten::add",
-            "pid": 11,
-            "tid": 11,
-            "ts": 1.0,
-            "dur": 2.0,
-        }
-    ]
-    for t in parts:
-        ev.append(
-            {
-                "ph": "X",
-                "cat": "kernel",
-                "name": t.kernels[0].name,
-                "pid": 0,
-                "tid": 7,
-                "ts": (int(t.start_ns) - base_ns) / 1e3,
-                "dur": (int(t.end_ns) - int(t.start_ns)) / 1e3,
-            }
-        )
-    return {"schemaVersion": 1, "baseTimeNanoseconds": base_ns, "traceEvents": ev}
 
 
 def _kernel_row(doc) -> dict:

@@ -244,3 +244,36 @@ def synthetic_trace(n=20_000):
     from sm_profiler.decode import decode
 
     return decode(synthetic_capture(n, num_lanes=256))
+
+
+def torch_doc(parts, base_ns=EPOCH_T0 - 10**6, offset_ns=0, lead_ns=0, tail_ns=0) -> dict:
+    """A torch.profiler trace as Kineto writes it: one CPU op, then a kernel row per decoded
+    launch in `parts`, at ts = µs since `base_ns`. Its clock reads `offset_ns` behind
+    %globaltimer, and each row starts `lead_ns` before its launch and ends `tail_ns` after (CUPTI's
+    span around the programs)."""
+    ev = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::add",
+            "pid": 11,
+            "tid": 11,
+            "ts": 1.0,
+            "dur": 2.0,
+        }
+    ]
+    for t in parts:
+        s = int(t.start_ns) - offset_ns - lead_ns
+        e = int(t.end_ns) - offset_ns + tail_ns
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": t.kernels[0].name,
+                "pid": 0,
+                "tid": 7,
+                "ts": (s - base_ns) / 1e3,
+                "dur": (e - s) / 1e3,
+            }
+        )
+    return {"schemaVersion": 1, "baseTimeNanoseconds": base_ns, "traceEvents": ev}
