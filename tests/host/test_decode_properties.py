@@ -156,7 +156,12 @@ def test_header_bit_flips_are_caught_or_harmless(stream, bit):
     version_bits = ((fmt.HDR_MAGIC_VERSION, 32), (fmt.HDR_MAGIC_VERSION, 33))
     # Version 4's slot words (w3 slot control, w4 launch label) do not change a plain capture.
     launch_words = (fmt.HDR_SLOTS, fmt.HDR_LABEL, fmt.HDR_SCRATCH)
-    assert (i, b) in ((fmt.HDR_CAPACITY_FLAGS, 32), *version_bits) or i in launch_words
+    # FLAG_RING cannot always be told apart: lanes that ring_close never marked read as direct
+    # lanes, by design (hypothesis found it with a stream whose lanes never ran). The events
+    # must still be the same, below.
+    ring_bit = (fmt.HDR_CAPACITY_FLAGS, 32 + fmt.FLAG_RING.bit_length() - 1)
+    harmless = ((fmt.HDR_CAPACITY_FLAGS, 32), ring_bit, *version_bits)
+    assert (i, b) in harmless or i in launch_words
     assert actual(trace).rows == expected(stream).rows
 
 
