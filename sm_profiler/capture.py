@@ -21,6 +21,7 @@ from .format import Layout
 from .paths import atomic_output, check_writable
 
 CAPTURE_FILE_VERSION = 1
+AUTO_FILE_VERSION = 2  # an auto-mode table (sm_profiler.auto_mode.table), not captures
 # Names and metadata of real captures take kilobytes; a `meta` entry claiming more is not ours,
 # and is refused before it is inflated.
 MAX_META_BYTES = 1 << 26
@@ -210,6 +211,9 @@ def _foreign_kind(path: str | os.PathLike) -> tuple[str, bool] | None:
 def load(path: str | os.PathLike) -> list[Capture]:
     """Read the captures of a file written by `save_many` / `SmProfiler.save`.
 
+    An auto-mode file (`AutoProfiler.save`) gives its AutoTable, which is also a sequence of
+    per-launch captures; `decode` reads it whole, fast.
+
     Raises CaptureError for a missing, truncated, damaged or foreign file (or one that is not a
     regular file) and FormatError for a capture whose buffer is damaged. Sizes stated in the file
     (zip directory, .npy headers, buffer header) are checked against each other before anything
@@ -234,6 +238,10 @@ def load(path: str | os.PathLike) -> list[Capture]:
                         "SmProfiler.save(path) writes"
                     )
                 meta = _read_meta(z, name)
+                if meta.get("kind") == "auto":
+                    from .auto_mode.table import AutoTable
+
+                    return AutoTable.read(z, meta, name)
                 words = [_read_words(z, f"words_{i}", name) for i in range(len(meta["captures"]))]
         except (CaptureError, FormatError):
             raise
@@ -296,12 +304,39 @@ def _read_meta(z: zipfile.ZipFile, name: str) -> dict:
     raw = _read_member(z, "meta", name, MAX_META_BYTES, uint8=True)
     meta = json.loads(raw.tobytes().decode())
     version = meta.get("capture_file_version") if isinstance(meta, dict) else None
+    if version == AUTO_FILE_VERSION and meta.get("kind") == "auto":
+        return meta
     if version != CAPTURE_FILE_VERSION or not isinstance(meta.get("captures"), list):
         raise CaptureError(
             f"{name}: unsupported capture file version {_short(version)}; this sm_profiler "
             f"reads version {CAPTURE_FILE_VERSION}"
         )
     return meta
+
+
+def _read_column(z: zipfile.ZipFile, member: str, name: str, dtype) -> np.ndarray:
+    """One 1-D column of an auto file, of exactly `dtype`, its size checked before inflating."""
+    dtype = np.dtype(dtype)
+    try:
+        info = z.getinfo(f"{member}.npy")
+    except KeyError as e:
+        raise CaptureError(f"{name}: no {member} column: damaged auto file") from e
+    with z.open(info) as m:
+        shape, got = _npy_header(m, name, member)
+        if len(shape) != 1 or got.newbyteorder("=") != dtype.newbyteorder("="):
+            raise CaptureError(
+                f"{name}: {member} holds a {got} array of shape {shape}, not a 1-D {dtype} "
+                "column: damaged auto file"
+            )
+        nbytes = int(shape[0]) * got.itemsize
+        if nbytes > fmt.MAX_BUFFER_BYTES or info.file_size != m.tell() + nbytes:
+            raise CaptureError(
+                f"{name}: {member} claims {nbytes:,} bytes in a {info.file_size:,}-byte entry: "
+                "damaged auto file"
+            )
+        out = np.empty(int(shape[0]), got)
+        _fill(m, memoryview(out.view(np.uint8)), name, member)
+    return out.astype(dtype, copy=False)
 
 
 def _read_words(z: zipfile.ZipFile, member: str, name: str) -> np.ndarray:

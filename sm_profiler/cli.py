@@ -23,6 +23,8 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 
+import numpy as np
+
 from .errors import ConfigError, SmProfilerError
 from .progress import stage
 from .stats_table import printable
@@ -362,6 +364,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     caps = _load(args.capture)
     out = sys.stdout
+    if getattr(caps, "is_auto_table", False):
+        return _info_auto(args.capture, caps, out)
     s = "s" if len(caps) != 1 else ""
     out.write(f"{args.capture}: {len(caps)} capture{s}\n")
     # One column for every value of the file: the longest key, metadata keys included.
@@ -417,6 +421,50 @@ def cmd_info(args: argparse.Namespace) -> int:
             else format_time(st.span.duration_ns),
         )
     return 0
+
+
+def _info_auto(path: str, table, out) -> int:
+    """`info` of an auto-mode file: its launches, kernels and each GPU's counts."""
+    from .stats_table import format_time
+
+    c = table.counts()
+    L = table.launches
+    span = int(L["end_ns"].max() - L["start_ns"].min()) if table.num_launches else 0
+    out.write(
+        f"{path}: auto mode, {_plural(table.num_launches, 'launch', 'launches')} of "
+        f"{_plural(len(table.kernels), 'kernel')}, {_plural(table.num_rows, 'program record')} "
+        f"over {format_time(span)}\n"
+        f"  records: {c['claimed']:,} claimed, {c['kept']:,} kept, {c['dropped']:,} dropped, "
+        f"{c['unwritten']:,} unwritten; capacity {c['capacity']:,}\n"
+    )
+    for i, sess in enumerate(table.sessions):
+        sess = sess if isinstance(sess, dict) else {}
+        where = ", ".join(
+            f"{k} {printable(str(sess[k]))}"
+            for k in ("rank", "gpu", "device_name", "sm_count", "host")
+            if k in sess
+        )
+        n = int((L["session"] == i).sum())
+        out.write(
+            f"  GPU buffer {i}: {where}; {_plural(n, 'launch', 'launches')}, "
+            f"{_int(sess.get('kept')):,} of {_int(sess.get('claimed')):,} records kept\n"
+        )
+    steps = np.unique(L["step"][L["step"] >= 0]) if table.num_launches else []
+    if len(steps):
+        out.write(f"  steps: {', '.join(str(int(x)) for x in steps[:20])}")
+        out.write(" ...\n" if len(steps) > 20 else "\n")
+    names = table.kernel_names()
+    counts = np.bincount(L["kernel"], minlength=len(names)) if table.num_launches else []
+    out.write("  kernels (launches):\n")
+    for k in np.argsort(-np.asarray(counts), kind="stable")[:20].tolist():
+        out.write(f"    {printable(names[k])} ({int(counts[k]):,})\n")
+    if len(names) > 20:
+        out.write(f"    ... {len(names) - 20} more\n")
+    return 0
+
+
+def _int(v) -> int:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -617,11 +665,13 @@ def one_line(text: str) -> str:
     return printable(" ".join(part.strip() for part in text.splitlines() if part.strip()))
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+def _plural(n: int, noun: str, plural: str = "") -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {plural or noun + 's'}"
 
 
 def _capture_mib(caps) -> float:
+    if getattr(caps, "is_auto_table", False):
+        return sum(int(v.nbytes) for v in caps.rows.values()) / 2**20
     return sum(int(c.words.nbytes) for c in caps) / 2**20
 
 

@@ -38,6 +38,8 @@ def decode(capture: Capture | list[Capture] | np.ndarray) -> TraceData:
 
     A bare uint64/int64 array is decoded as a capture with no names.
     """
+    if getattr(capture, "is_auto_table", False):
+        return capture.decode()  # auto mode's table: one pass over its rows, no lane buffers
     if isinstance(capture, (list, tuple)):
         if not capture:
             raise ConfigError("decode needs at least one capture, got an empty list")

@@ -72,6 +72,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import ConfigError
+
 MAGIC = 0x46504D53  # b"SMPF" read as a little-endian u32
 VERSION = 4
 # Versions this decoder reads: version 1 is version 2 with the scratch word always zero; version 2
@@ -427,22 +429,25 @@ EMULATED_SM_COUNT = 8
 # The buffer of `sm_profiler.auto` (kernels instrumented by the compiler, no source change) is a
 # record table, not lanes: kernels of any grid share it, and each program claims its record with
 # one atomic add on its SM's counter, so no launch needs the host to reserve space and no two SMs
-# queue on one address (a wave's programs all start, and claim, at once). Little-endian words::
+# queue on one address (a wave's programs all start, and claim, at once). One buffer per GPU.
+# Little-endian words::
 #
 #     word 0..7      header (AUTO_HEADER_WORDS)
 #       a0 = AUTO_MAGIC (low 32) | AUTO_VERSION (high 32)
-#       a1 = AUTO_REGIONS (the counters and record regions that follow)
-#       a2 = records per region - 1 (low 32; a power of two) | AUTO_RING (bit 32) |
-#            tag (bits 40..47, copied into every record: AutoProfiler.set_tag's; 0 = none)
+#       a1 = regions R (1..AUTO_MAX_REGIONS): the GPU's SM count; SM s claims in region
+#            min(s, R - 1), so every region is some SM's and every record can be used
+#       a2 = control: records per region - 1 (low 32) | AUTO_RING (bit 32) |
+#            tag (bits 40..47, copied into every record: AutoProfiler.set_tag's; 0 = none) |
+#            step (bits 48..63, copied into every record: the schedule's step tag; 0 = none)
 #       a3..a7 reserved, zero
-#     then AUTO_REGIONS counters, one per 32-byte sector (word 0 of each: records claimed on the
-#       SMs of that region, SM id modulo AUTO_REGIONS; it may exceed the region's size)
-#     then AUTO_REGIONS regions of (records per region) records of AUTO_RECORD_BYTES (32), each
+#     then AUTO_MAX_REGIONS counters, one per 32-byte sector (word 0 of each: records claimed
+#       in that region; it may exceed the region's size); those past R stay zero
+#     then R regions of (records per region) records of AUTO_RECORD_BYTES (32), each
 #       32-bit fields:
 #       f0, f1  start: the full 64-bit %globaltimer when the program (or warp) began
 #       f2      end: the low 32 bits of %globaltimer at its `ret` (the end is the first time after
 #               the start with these low bits: programs are far shorter than 4.29 s)
-#       f3      %smid
+#       f3      %smid (bits 0..15) | step (bits 16..31, header a2's)
 #       f4      the low 32 bits of %gridid: the launch (unique per launch within a context;
 #               a CUDA graph's replays reuse their nodes' ids)
 #       f5      kernel id (bits 0..15, given by the host when it loads the kernel) | warp index
@@ -450,26 +455,37 @@ EMULATED_SM_COUNT = 8
 #       f6      %ctaid.x
 #       f7      %ctaid.y (bits 0..15) | %ctaid.z (bits 16..31)
 #
-# A region's record n goes to its slot n & (size - 1). Limit mode keeps it only while n < size
-# (each SM's first records); ring mode always (each SM's newest). In both, claimed - size (when
-# positive) records of the region were dropped, exactly. A record is written with two 16-byte
-# stores when its program ends; one whose f5 is zero was claimed but never written.
+# The device learns R from its module constant ({buffer, kernel id | (R - 1) << 32}), not from
+# the header, so that the claim's address needs no load. A region's record n goes to its slot n
+# (limit mode: kept only while n < size, each SM's first records) or n & (size - 1) (ring mode,
+# size a power of two: always, each SM's newest). In both, claimed - size (when positive)
+# records of the region were dropped, exactly. A record is written with two 16-byte stores when
+# its program ends; one whose f5 is zero was claimed but never written.
 AUTO_MAGIC = 0x41504D53  # b"SMPA"
-AUTO_VERSION = 2
+AUTO_VERSION = 3
 AUTO_HEADER_WORDS = 8
-AUTO_REGIONS = 256  # every SM id of today's GPUs is below this: one counter per SM
+AUTO_MAX_REGIONS = 256  # SMs beyond the 256th share the last region
 AUTO_COUNTER_WORDS = 4  # a counter per 32-byte sector
 AUTO_RECORD_BYTES = 32
 AUTO_RECORD_WORDS = AUTO_RECORD_BYTES // WORD_BYTES
-AUTO_RECORDS_WORD = AUTO_HEADER_WORDS + AUTO_REGIONS * AUTO_COUNTER_WORDS
+AUTO_RECORDS_WORD = AUTO_HEADER_WORDS + AUTO_MAX_REGIONS * AUTO_COUNTER_WORDS
 AUTO_HDR_REGIONS = 1
 AUTO_HDR_CONTROL = 2
+AUTO_SIZE_MASK = LOW32
 AUTO_RING = 1 << 32
 AUTO_TAG_SHIFT = 40
+AUTO_MAX_TAG = 255
+AUTO_STEP_SHIFT = 48
+AUTO_MAX_STEP_TAG = (1 << 16) - 1
+# Control bits that mean something; any other bit set is a damaged header.
+AUTO_CONTROL_BITS = (
+    AUTO_SIZE_MASK | AUTO_RING | (0xFF << AUTO_TAG_SHIFT) | (0xFFFF << AUTO_STEP_SHIFT)
+)
 AUTO_PER_WARP = 1 << 23
 AUTO_KERNEL_BITS = 16
 AUTO_MAX_KERNELS = (1 << AUTO_KERNEL_BITS) - 1  # id 0 is never given: an unwritten slot reads 0
-AUTO_MIN_CAPACITY = AUTO_REGIONS
+AUTO_REGIONS_SHIFT = 32  # of the module constant's second word: regions - 1
+AUTO_MIN_CAPACITY = 1  # rounded up to a record per region at least
 AUTO_MAX_CAPACITY = 1 << 31
 AUTO_RECORD_DTYPE = np.dtype(
     [
@@ -485,33 +501,62 @@ AUTO_RECORD_DTYPE = np.dtype(
 
 
 def auto_capacity_problem(capacity) -> str | None:
-    """Why `capacity` (records in all) cannot size an auto buffer, or None."""
+    """Why `capacity` (records in all, per GPU) cannot size an auto buffer, or None."""
     if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
-        return f"must be an int (records), got {capacity!r}"
-    if not AUTO_MIN_CAPACITY <= capacity <= AUTO_MAX_CAPACITY or capacity & (capacity - 1):
+        return f"must be an int (records per GPU), got {capacity!r}"
+    if not AUTO_MIN_CAPACITY <= capacity <= AUTO_MAX_CAPACITY:
         return (
-            f"must be a power of two in {AUTO_MIN_CAPACITY}..{AUTO_MAX_CAPACITY} (records: "
-            f"{AUTO_REGIONS} regions, one per SM, of a power of two each), got {capacity}"
+            f"must be in {AUTO_MIN_CAPACITY:,}..{AUTO_MAX_CAPACITY:,} records per GPU, "
+            f"got {capacity:,}"
         )
     return None
 
 
-def auto_header(capacity: int, ring: bool, tag: int = 0) -> np.ndarray:
-    """The AUTO_HEADER_WORDS words an auto-mode buffer starts with (nothing claimed yet)."""
+def auto_regions(sm_count: int) -> int:
+    """Regions of a GPU's buffer: one per SM, the 256th and later SMs sharing the last."""
+    return max(1, min(int(sm_count), AUTO_MAX_REGIONS))
+
+
+def auto_region_size(capacity: int, regions: int, ring: bool) -> int:
+    """Records per region for `capacity` records over `regions`: the capacity rounded up to a
+    whole number per region (ring mode: a power of two per region, its slot is n & (size - 1))."""
+    size = -(-int(capacity) // int(regions))
+    if ring:
+        size = 1 << (size - 1).bit_length()
+    return size
+
+
+def auto_header(capacity: int, ring: bool, regions: int, tag: int = 0, step: int = 0) -> np.ndarray:
+    """The AUTO_HEADER_WORDS words of a GPU's auto buffer with `regions` regions (its SM count,
+    auto_regions) holding at least `capacity` records (nothing claimed yet)."""
     problem = auto_capacity_problem(capacity)
     if problem:
-        raise ValueError(f"auto capacity {problem}")
+        raise ConfigError(f"auto capacity {problem}")
+    if isinstance(regions, bool) or not isinstance(regions, (int, np.integer)):
+        raise ConfigError(f"auto regions must be an int (the GPU's SM count), got {regions!r}")
+    if not 1 <= regions <= AUTO_MAX_REGIONS:
+        raise ConfigError(f"auto regions must be in 1..{AUTO_MAX_REGIONS}, got {regions}")
     hdr = np.zeros(AUTO_HEADER_WORDS, dtype=np.uint64)
     hdr[0] = AUTO_MAGIC | (AUTO_VERSION << 32)
-    hdr[AUTO_HDR_REGIONS] = AUTO_REGIONS
-    hdr[AUTO_HDR_CONTROL] = auto_control(capacity, ring, tag)
+    hdr[AUTO_HDR_REGIONS] = regions
+    hdr[AUTO_HDR_CONTROL] = auto_control(auto_region_size(capacity, regions, ring), ring, tag, step)
     return hdr
 
 
-def auto_control(capacity: int, ring: bool, tag: int = 0) -> int:
-    """Header word a2 for `capacity` records in all."""
-    return (capacity // AUTO_REGIONS - 1) | (AUTO_RING if ring else 0) | (tag << AUTO_TAG_SHIFT)
+def auto_control(region_size: int, ring: bool, tag: int = 0, step: int = 0) -> int:
+    """Header word a2: `region_size` records per region, ring or limit, tag and step."""
+    for what, v, top in (("tag", tag, AUTO_MAX_TAG), ("step tag", step, AUTO_MAX_STEP_TAG)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= top:
+            raise ConfigError(f"auto {what} must be an int in 0..{top}, got {v!r}")
+    if not 1 <= region_size <= 1 << 32 or (ring and region_size & (region_size - 1)):
+        raise ConfigError(f"auto region size {region_size} is not a size the device can index")
+    return (
+        (region_size - 1)
+        | (AUTO_RING if ring else 0)
+        | (int(tag) << AUTO_TAG_SHIFT)
+        | (int(step) << AUTO_STEP_SHIFT)
+    )
 
 
-def auto_words(capacity: int) -> int:
-    return AUTO_RECORDS_WORD + capacity * AUTO_RECORD_WORDS
+def auto_words(regions: int, region_size: int) -> int:
+    return AUTO_RECORDS_WORD + regions * region_size * AUTO_RECORD_WORDS

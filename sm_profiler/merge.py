@@ -30,6 +30,7 @@ import math
 import os
 import stat
 import zlib
+from dataclasses import replace
 
 import numpy as np
 
@@ -149,7 +150,7 @@ def shift(trace: TraceData, delta_ns: int) -> TraceData:
     )
     um = dict(trace.unmatched)
     um["time_ns"] = um["time_ns"] + delta_ns
-    return TraceData(ev, lanes, um, list(trace.kernels), dict(trace.event_names))
+    return replace(trace, events=ev, lanes=lanes, unmatched=um, event_names=dict(trace.event_names))
 
 
 def _decoded(caps: list[Capture], offset) -> list[TraceData]:

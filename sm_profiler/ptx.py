@@ -480,13 +480,14 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 
 
 # -- auto mode: text spliced into compiled kernels (sm_profiler.auto_mode.rewrite) -----------------
-# The kernel's module gets one constant, AUTO_SYMBOL = {buffer, kernel id}, which the host fills
-# when it loads the module (0 = record nothing); constant memory, so every program after an SM's
-# first reads it from the constant cache. One thread per program (lane 0 of each warp per warp)
-# stamps its start, claims a record with one atomic add on its SM's counter and, before each
-# `ret`, stamps its end and writes the 32-byte record (format.py, "auto mode"). The claim's result
-# and the header's control word are first used at the end, so their latency hides behind the
-# program's own work. Registers are named %smpa_* so they cannot meet the kernel's own.
+# The kernel's module gets one constant, AUTO_SYMBOL = {buffer, kernel id | (regions - 1) << 32},
+# which the host fills when it loads the module on a GPU (buffer 0 = record nothing: outside the
+# region or its active steps); constant memory, so every program after an SM's first reads it
+# from the constant cache. One thread per program (lane 0 of each warp per warp) stamps its start,
+# claims a record with one atomic add on its SM's counter and, before each `ret`, stamps its end
+# and writes the 32-byte record (format.py, "auto mode"). The claim's result and the header's
+# control word are first used at the end, so their latency hides behind the program's own work.
+# Registers are named %smpa_* so they cannot meet the kernel's own.
 AUTO_SYMBOL = "sm_profiler_auto"
 _AW = fmt.WORD_BYTES
 _AUTO_REC0 = fmt.AUTO_RECORDS_WORD * _AW  # byte offset of record 0
@@ -499,22 +500,23 @@ def auto_module_global() -> str:
 
 
 def auto_declarations() -> str:
-    return ".reg .pred %smpa_p<4>;\n\t.reg .b32 %smpa_r<12>;\n\t.reg .b64 %smpa_d<11>;\n\t"
+    return ".reg .pred %smpa_p<4>;\n\t.reg .b32 %smpa_r<14>;\n\t.reg .b64 %smpa_d<11>;\n\t"
 
 
-def _auto_region(dst: str) -> str:
-    # dst = buffer + (smid % AUTO_REGIONS) * counter bytes: this SM's counter (records: scaled)
+def _auto_region(smid: str) -> str:
+    # r11 = min(smid, regions - 1): this SM's region (regions - 1 is the constant's high half)
     return (
-        "mov.u32 %smpa_r11, %smid;\n\t"
-        f"and.b32 %smpa_r11, %smpa_r11, {fmt.AUTO_REGIONS - 1};\n\t"
-        f"mul.wide.u32 {dst}, %smpa_r11, {_AUTO_COUNTER_BYTES};\n\t"
+        f"shr.u64 %smpa_d10, %smpa_d1, {fmt.AUTO_REGIONS_SHIFT};\n\t"
+        "cvt.u32.u64 %smpa_r12, %smpa_d10;\n\t"
+        f"min.u32 %smpa_r11, {smid}, %smpa_r12;\n\t"
     )
 
 
 def auto_prologue(per_warp: bool) -> str:
     # who = per warp: lane 0 of each warp; per program: thread 0
-    # (buf, kid) = AUTO_SYMBOL; on = who && buf != 0
-    # if on: start = %globaltimer; n = atom.add(buf.counter[smid % REGIONS], 1); ctl = buf.a2
+    # (buf, kid | regions - 1 << 32) = AUTO_SYMBOL; on = who && buf != 0
+    # if on: start = %globaltimer; n = atom.add(buf.counter[min(smid, regions - 1)], 1);
+    #        ctl = buf.a2
     who = "and.b32 %smpa_r0, %smpa_r0, 31;\n\t" if per_warp else ""
     return (
         "// sm_profiler auto: start\n\t"
@@ -523,18 +525,21 @@ def auto_prologue(per_warp: bool) -> str:
         f"@%smpa_p0 ld.const.v2.u64 {{%smpa_d0, %smpa_d1}}, [{AUTO_SYMBOL}];\n\t"
         "setp.ne.u64 %smpa_p1, %smpa_d0, 0;\n\t"
         "@%smpa_p1 mov.u64 %smpa_d2, %globaltimer;\n\t"
-        + _auto_region("%smpa_d10")
-        + "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
+        "mov.u32 %smpa_r4, %smid;\n\t"
+        + _auto_region("%smpa_r4")
+        + f"mul.wide.u32 %smpa_d10, %smpa_r11, {_AUTO_COUNTER_BYTES};\n\t"
+        "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
         f"@%smpa_p1 atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n\t"
         f"@%smpa_p1 ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n\t"
     )
 
 
 def auto_epilogue(per_warp: bool) -> str:
-    # if on: end = %globaltimer; size = ctl.lo32 + 1; slot = n & (size - 1)
-    #        keep = ring(ctl) || n < size; if keep: record[region * size + slot] = {start,
-    #        end.lo32, %smid, %gridid.lo32, kid | warp << 16 | flags | tag << 24, ctaid.x,
-    #        ctaid.y | ctaid.z << 16}
+    # if on: end = %globaltimer; last = ctl.lo32; ring = ctl & RING
+    #        slot = ring ? n & last : n; keep = ring || n <= last
+    #        if keep: record[region * (last + 1) + slot] = {start, end.lo32,
+    #        %smid | ctl.step << 16, %gridid.lo32, kid | warp << 16 | flags | tag << 24,
+    #        ctaid.x, ctaid.y | ctaid.z << 16}
     warp = (
         (
             "mov.u32 %smpa_r10, %tid.x;\n\tshr.u32 %smpa_r10, %smpa_r10, 5;\n\t"
@@ -547,20 +552,24 @@ def auto_epilogue(per_warp: bool) -> str:
     return (
         "// sm_profiler auto: end\n\t"
         "@%smpa_p1 mov.u64 %smpa_d5, %globaltimer;\n\t"
-        "and.b64 %smpa_d6, %smpa_d4, 4294967295;\n\t"
-        "and.b64 %smpa_d7, %smpa_d3, %smpa_d6;\n\t"
-        "setp.le.u64 %smpa_p2, %smpa_d3, %smpa_d6;\n\t"
+        f"and.b64 %smpa_d6, %smpa_d4, {fmt.AUTO_SIZE_MASK};\n\t"
         f"and.b64 %smpa_d8, %smpa_d4, {fmt.AUTO_RING};\n\t"
-        "setp.ne.or.u64 %smpa_p2, %smpa_d8, 0, %smpa_p2;\n\t"
+        "setp.ne.u64 %smpa_p3, %smpa_d8, 0;\n\t"
+        "and.b64 %smpa_d7, %smpa_d3, %smpa_d6;\n\t"
+        "selp.b64 %smpa_d7, %smpa_d7, %smpa_d3, %smpa_p3;\n\t"
+        "setp.le.u64 %smpa_p2, %smpa_d3, %smpa_d6;\n\t"
+        "or.pred %smpa_p2, %smpa_p2, %smpa_p3;\n\t"
         "and.pred %smpa_p2, %smpa_p2, %smpa_p1;\n\t"
         # record index = region * size + slot
         "mov.u32 %smpa_r4, %smid;\n\t"
-        f"and.b32 %smpa_r11, %smpa_r4, {fmt.AUTO_REGIONS - 1};\n\t"
-        "add.u64 %smpa_d9, %smpa_d6, 1;\n\tcvt.u64.u32 %smpa_d10, %smpa_r11;\n\t"
+        + _auto_region("%smpa_r4")
+        + "add.u64 %smpa_d9, %smpa_d6, 1;\n\tcvt.u64.u32 %smpa_d10, %smpa_r11;\n\t"
         "mad.lo.u64 %smpa_d7, %smpa_d9, %smpa_d10, %smpa_d7;\n\t"
         "shl.b64 %smpa_d7, %smpa_d7, 5;\n\tadd.u64 %smpa_d7, %smpa_d7, %smpa_d0;\n\t"
         "mov.b64 {%smpa_r1, %smpa_r2}, %smpa_d2;\n\t"
         "cvt.u32.u64 %smpa_r3, %smpa_d5;\n\t"
+        f"shr.u64 %smpa_d8, %smpa_d4, {fmt.AUTO_STEP_SHIFT};\n\tcvt.u32.u64 %smpa_r13, %smpa_d8;\n\t"
+        "shl.b32 %smpa_r13, %smpa_r13, 16;\n\tor.b32 %smpa_r4, %smpa_r4, %smpa_r13;\n\t"
         "mov.u64 %smpa_d9, %gridid;\n\tcvt.u32.u64 %smpa_r5, %smpa_d9;\n\t"
         f"shr.u64 %smpa_d8, %smpa_d4, {fmt.AUTO_TAG_SHIFT};\n\tcvt.u32.u64 %smpa_r7, %smpa_d8;\n\t"
         "shl.b32 %smpa_r7, %smpa_r7, 24;\n\t"

@@ -5,7 +5,7 @@
                time less the ranges nested directly inside; 0 for instants)
     lanes      one row per lane: capture, lane, sm, block, group, group_name, anchor_ns,
                written, attempted, dropped, initialized
-    launches   one row per capture: capture, name (as the trace names it: 'gemm (launch 2)'),
+    launches   one row per capture (auto mode adds gpu, rank, step, programs): capture, name (as the trace names it: 'gemm (launch 2)'),
                kernel, num_blocks, num_groups, capacity, emulated, start_ns, end_ns
     unmatched  begins without an end and ends without a begin: capture, lane, sm, block, group,
                event, name, kind ('begin' / 'end'), time_ns
@@ -61,6 +61,24 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
         k_lo, k_hi = launch_spans(trace, lo, hi, used)
         ks = trace.kernels
         n = len(ks)
+        auto = getattr(ks, "table", None)
+        if auto is not None:  # auto mode: the launch table's columns, no KernelInfo per launch
+            L = auto.launches
+            return {
+                "capture": np.arange(n, dtype=np.int32),
+                "name": (np.arange(n, dtype=np.int32), [trace.capture_name(c) for c in range(n)]),
+                "kernel": (L["kernel"].astype(np.int32), auto.kernel_names()),
+                "num_blocks": L["grid_x"] * L["grid_y"] * L["grid_z"],
+                "num_groups": np.ones(n, np.int64),
+                "capacity": np.full(n, 2, np.int64),
+                "emulated": np.zeros(n, bool),
+                "start_ns": k_lo,
+                "end_ns": k_hi,
+                "gpu": L["gpu"],
+                "rank": np.array([_rank(s) for s in auto.sessions] or [0], np.int32)[L["session"]],
+                "step": L["step"],
+                "programs": L["rows"],
+            }
         return {
             "capture": np.arange(n, dtype=np.int32),
             "name": (np.arange(n, dtype=np.int32), [trace.capture_name(c) for c in range(n)]),
@@ -81,6 +99,11 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
             "time_ns": um["time_ns"],
         }
     raise ConfigError(f"no table {table!r}; tables: {', '.join(TABLES)}")
+
+
+def _rank(session: dict) -> int:
+    r = session.get("rank") if isinstance(session, dict) else None
+    return r if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31 else 0
 
 
 def _names(trace: TraceData, ids: np.ndarray):

@@ -21,14 +21,14 @@ shifted per capture and `cuts` says where and how much.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from .errors import ConfigError
 from .format import MAX_EVENT_ID
 from .summary import SUMMARY_BINS, active_ranges, drop_repeats
-from .trace import RANGE, UNMATCHED_BEGIN, TraceData
+from .trace import RANGE, UNMATCHED_BEGIN, TraceData, is_auto, kernel_names
 
 # What is left of a cut host gap: enough to see the launches apart at any zoom that shows both.
 GAP_KEPT_FRACTION = 0.02  # of the longest launch
@@ -84,7 +84,7 @@ class Timeline:
 
     @property
     def root_name(self) -> str:
-        names = list(dict.fromkeys(k.name for k in self.trace.kernels))
+        names = list(dict.fromkeys(kernel_names(self.trace.kernels)))
         return "GPU: " + ", ".join(names) if names else "GPU"
 
     def sm_name(self, i: int) -> str:
@@ -288,7 +288,7 @@ def build(
         # The longest launch (the first of equals): where the GPU time went.
         tl.focus = int(np.argmax(launches["end_ns"] - launches["start_ns"]))
     if pack is None:
-        pack = bool(trace.kernels) and all(k.metadata.get("auto") for k in trace.kernels)
+        pack = is_auto(trace)
     if pack and used.any():
         _pack(tl)
     rows = len(trace.events["kind"])
@@ -327,7 +327,9 @@ def _pack(tl: Timeline) -> None:
     np.maximum.at(hi, packed, tl.lane_hi[used])
     written = np.bincount(packed, weights=lanes["written"][used], minlength=n).astype(np.int64)
     # A packed row holds lanes of every launch: a group's name only where all launches agree.
-    names = {g: {k.group_names.get(g) for k in t.kernels} for g in range(n_grp)}
+    kinds = getattr(t.kernels, "representatives", None)
+    ks = [t.kernels[i] for i in kinds()] if kinds else t.kernels
+    names = {g: {k.group_names.get(g) for k in ks} for g in range(n_grp)}
     gname = {
         g: (v.pop() if len(v) == 1 and None not in v else f"group {g}") for g, v in names.items()
     }
@@ -348,7 +350,7 @@ def _pack(tl: Timeline) -> None:
         "dropped": z,
         "initialized": np.ones(n, bool),
     }
-    tl.trace = TraceData(t.events, packed_lanes, t.unmatched, t.kernels, t.event_names)
+    tl.trace = replace(t, lanes=packed_lanes)
     tl.ev_lane, tl.um_lane = lane_to[tl.ev_lane], lane_to[tl.um_lane]
     tl.lane_lo, tl.lane_hi = lo, hi
     tl.lane_used, tl.lane_shown = np.ones(n, bool), np.ones(n, bool)
@@ -416,12 +418,11 @@ def _filtered(trace: TraceData, sms, blocks, groups, events, window_ns):
             raise ConfigError(f"window_ns={tuple(window_ns)}: the end is before the start")
         ev_keep &= (ev["end_ns"] >= a) & (ev["start_ns"] <= b)
         um_keep &= (um["time_ns"] >= a) & (um["time_ns"] <= b)
-    picked = TraceData(
-        {k: v[ev_keep] for k, v in ev.items()},
-        lanes,
-        {k: v[um_keep] for k, v in um.items()},
-        trace.kernels,
-        trace.event_names,
+    picked = replace(
+        trace,
+        events={k: v[ev_keep] for k, v in ev.items()},
+        lanes=lanes,
+        unmatched={k: v[um_keep] for k, v in um.items()},
     )
     return picked, keep
 
@@ -492,12 +493,10 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
     # Detail SMs keep everything; elsewhere instants and unmatched records go too.
     keep_ev = ev_detail
     keep_um = lane_detail[tl.um_lane]
-    tl.trace = TraceData(
-        {k: v[keep_ev] for k, v in ev.items()},
-        t.lanes,
-        {k: v[keep_um] for k, v in t.unmatched.items()},
-        t.kernels,
-        t.event_names,
+    tl.trace = replace(
+        t,
+        events={k: v[keep_ev] for k, v in ev.items()},
+        unmatched={k: v[keep_um] for k, v in t.unmatched.items()},
     )
     tl.ev_lane, tl.um_lane = tl.ev_lane[keep_ev], tl.um_lane[keep_um]
     tl.lane_shown &= lane_detail
@@ -869,11 +868,10 @@ def _cut_host_gaps(trace: TraceData) -> tuple[TraceData, list[tuple[int, int]]]:
     lanes["anchor_ns"] = np.where(
         trace.lanes["initialized"], lanes["anchor_ns"], trace.lanes["anchor_ns"]
     )
-    shifted = TraceData(
-        moved_table(trace.events, ("start_ns", "end_ns")),
-        lanes,
-        moved_table(trace.unmatched, ("time_ns",)),
-        trace.kernels,
-        trace.event_names,
+    shifted = replace(
+        trace,
+        events=moved_table(trace.events, ("start_ns", "end_ns")),
+        lanes=lanes,
+        unmatched=moved_table(trace.unmatched, ("time_ns",)),
     )
     return shifted, cuts

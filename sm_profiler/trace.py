@@ -80,6 +80,9 @@ class TraceData:
     unmatched: dict[str, np.ndarray]
     kernels: list[KernelInfo]
     event_names: dict[int, str]
+    # Records dropped that belong to no lane of `lanes`: auto mode's (a program whose record did
+    # not fit has no row at all). dropped_total counts them.
+    unattributed_dropped: int = 0
 
     # -- convenience views -----------------------------------------------------------------
 
@@ -106,10 +109,12 @@ class TraceData:
 
     @property
     def dropped_total(self) -> int:
-        return int(self.lanes["dropped"].sum())
+        return int(self.lanes["dropped"].sum()) + int(self.unattributed_dropped)
 
     @property
     def emulated(self) -> bool:
+        if getattr(self.kernels, "auto", False):
+            return False  # auto mode runs on a GPU only
         return any(k.emulated for k in self.kernels)
 
     @property
@@ -134,6 +139,8 @@ class TraceData:
         """Per lane (row of `lanes`): whether its drops are its oldest records, overwritten by
         a ring that wrapped (else they are its newest, dropped because the lane was full)."""
         out = np.zeros(len(self.lanes["lane"]), bool)
+        if getattr(self.kernels, "auto", False):
+            return out  # auto mode: no lane overwrites another's records
         cap, lane = self.lanes["capture"], self.lanes["lane"]
         for c, k in enumerate(self.kernels):
             if k.ring and k.ring_wrapped_lanes:
@@ -153,7 +160,7 @@ class TraceData:
 
             counts = self.__dict__["_name_counts"] = (
                 len(self.kernels),
-                Counter(k.name for k in self.kernels),
+                Counter(kernel_names(self.kernels)),
             )
         if counts[1][name] > 1:
             return f"{name} (launch {int(capture)})"
@@ -212,6 +219,7 @@ class TraceData:
         if not parts:
             raise ValueError("concat needs at least one TraceData")
         events, lanes, unmatched, kernels = [], [], [], []
+        unattributed = sum(int(p.unattributed_dropped) for p in parts)
         event_names: dict[int, str] = {}
         used: set[int] = set()
         offset = 0
@@ -229,7 +237,23 @@ class TraceData:
         def cat(tables):
             return {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
 
-        return TraceData(cat(events), cat(lanes), cat(unmatched), kernels, event_names)
+        return TraceData(
+            cat(events), cat(lanes), cat(unmatched), kernels, event_names, unattributed
+        )
+
+
+def kernel_names(kernels) -> list[str]:
+    """The name of each capture's kernel (auto mode's LaunchList answers without building each
+    launch's KernelInfo)."""
+    names = getattr(kernels, "names", None)
+    return names() if callable(names) else [k.name for k in kernels]
+
+
+def is_auto(trace: TraceData) -> bool:
+    """Whether every capture of `trace` is an auto-mode launch."""
+    if getattr(trace.kernels, "auto", False):
+        return True
+    return bool(trace.kernels) and all(k.metadata.get("auto") for k in trace.kernels)
 
 
 def _ids_in(part: TraceData) -> set[int]:

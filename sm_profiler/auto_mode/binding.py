@@ -34,7 +34,7 @@ __all__ = ["LEVELS", "install", "turn_on", "turn_off", "rebind", "pause", "resum
 MODE_PREFIX = "sm_profiler-auto"
 # Bump when the spliced text or the record changes: cached binaries of another version are then
 # compiled anew, never reused.
-REWRITE_VERSION = 2
+REWRITE_VERSION = 3
 
 
 def mode_name(level: str) -> str:
@@ -107,7 +107,10 @@ class _State:
         self.lock = threading.RLock()
         self.kernels: dict[int, KernelEntry] = {}  # kid -> entry
         self.by_module: dict[int, int] = {}  # CUmodule -> kid
-        self.buffers: dict[int, int] = {}  # device -> buffer address while on (0: off)
+        # device -> (buffer address, regions) while on; a device gets its buffer from
+        # `allocate` when its first instrumented module loads ((0, 1): it records nothing)
+        self.buffers: dict[int, tuple[int, int]] = {}
+        self.allocate = None
         self.level: str | None = None  # set while on
         self.skipped: dict[str, str] = {}  # kernel -> why it runs plain (rewrite refused)
         self.plain_loaded: dict[str, int] = {}  # plain kernels loaded while on (name -> count)
@@ -157,8 +160,10 @@ def module_of(function: int) -> int:
     return mod.value or 0
 
 
-def write_global(address: int, buffer: int, kid: int) -> None:
-    data = (ctypes.c_uint64 * 2)(buffer, kid)
+def write_global(address: int, buffer: int, regions: int, kid: int) -> None:
+    """{buffer, kid | (regions - 1) << 32}: what the spliced prologue reads (ptx.py)."""
+    word = kid | ((max(regions, 1) - 1) << fmt.AUTO_REGIONS_SHIFT)
+    data = (ctypes.c_uint64 * 2)(buffer, word)
     _check(_cuda().cuMemcpyHtoD_v2(ctypes.c_uint64(address), data, 16), "cuMemcpyHtoD")
 
 
@@ -262,7 +267,7 @@ def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: 
         device = _current_device()
         address = module_global(module)
         entry.globals_.append((device, address))
-        write_global(address, _buffer_of(device), kid)
+        write_global(address, *_buffer_of(device), kid=kid)
 
 
 def _on_triton_load(module, function, name, metadata_group, hash):  # noqa: A002 (Triton's names)
@@ -430,8 +435,10 @@ def install() -> None:
     STATE.installed = True
 
 
-def turn_on(level: str, buffers: dict[int, int]) -> None:
-    """Compile what follows with `level` and point every instrumented module at `buffers`."""
+def turn_on(level: str, allocate=None) -> None:
+    """Compile what follows with `level` and point every instrumented module at its device's
+    buffer, which `allocate(device)` -> (address, regions) makes when first needed (None:
+    record nothing)."""
     knobs = _knobs()
     install()
     from triton.backends.nvidia.compiler import CUDABackend
@@ -442,7 +449,8 @@ def turn_on(level: str, buffers: dict[int, int]) -> None:
         "parse_options": CUDABackend.parse_options,
     }
     STATE.level = level
-    STATE.buffers = dict(buffers)
+    STATE.buffers = {}
+    STATE.allocate = allocate
     STATE.plain_loaded = {}
     STATE.paused = STATE.pauses = 0
     knobs.compilation.instrumentation_mode = mode_name(level)
@@ -462,11 +470,17 @@ def turn_off() -> None:
     CUDABackend.parse_options = STATE.saved.get("parse_options", CUDABackend.parse_options)
     STATE.level = None
     STATE.buffers = {}
+    STATE.allocate = None
     rebind()
 
 
-def _buffer_of(device: int) -> int:
-    return 0 if STATE.paused else STATE.buffers.get(device, 0)
+def _buffer_of(device: int) -> tuple[int, int]:
+    """(address, regions) of `device`'s buffer; (0, 1) while off or paused."""
+    if STATE.level is None or STATE.allocate is None:
+        return 0, 1
+    if device not in STATE.buffers:
+        STATE.buffers[device] = STATE.allocate(device) or (0, 1)
+    return (0, 1) if STATE.paused else STATE.buffers[device]
 
 
 def rebind() -> None:
@@ -478,7 +492,7 @@ def rebind() -> None:
         for entry in STATE.kernels.values():
             for device, address in entry.globals_:
                 with torch.cuda.device(device):
-                    write_global(address, _buffer_of(device), entry.kid)
+                    write_global(address, *_buffer_of(device), kid=entry.kid)
 
 
 def pause() -> None:

@@ -1,10 +1,8 @@
-"""Auto-mode records -> one Capture per kernel launch, so that every reader of captures (decode,
-stats, exporters, query, merge, the CLI) reads auto mode too.
+"""Auto-mode buffers -> record rows, and rows -> launches.
 
-Each launch becomes an ordinary buffer (format.py): one lane per program (per warp: one per
-(program, warp)), its anchor the program's start and its SM, and two records, a begin and an end
-of the event that names the kernel. Programs whose records were dropped are lanes never
-initialised, which the stats count.
+`read_buffer` checks a GPU's buffer (format.py, "auto mode") and returns its written records as
+columns (`ROW_COLUMNS`), with the counts its counters prove (claimed, kept, dropped). `split_launches`
+groups rows into launches: a launch is its rows, never its grid (AutoTable, table.py, holds both).
 """
 
 from __future__ import annotations
@@ -12,17 +10,62 @@ from __future__ import annotations
 import numpy as np
 
 from .. import format as fmt
-from ..capture import Capture
 from ..errors import FormatError
 
 LOW32 = fmt.LOW32
+# A counter above this was not counted by a GPU (2**48 programs: years of claims).
+_MAX_CLAIMS = 1 << 48
+
+# One row per program (per warp at level="warp"), as read from the device.
+ROW_COLUMNS = {
+    "gpu": np.int32,
+    "sm": np.int32,
+    "start_ns": np.int64,
+    "end_ns": np.int64,
+    "x": np.int64,
+    "y": np.int32,
+    "z": np.int32,
+    "warp": np.int32,
+    "kernel": np.int32,  # the kernel id the host gave when it loaded the module
+    "grid_id": np.int64,
+    "tag": np.int32,
+    "step_tag": np.int32,
+    "per_warp": np.bool_,
+}
 
 
-def read_buffer(words: np.ndarray) -> tuple[np.ndarray, dict]:
-    """(the written records, what the header and counters say) of an auto-mode buffer's words."""
-    words = np.asarray(words).view(np.uint64).reshape(-1)
+def as_words(words) -> np.ndarray:
+    """`words` as flat native uint64 words: a 1-D array of 64-bit (or an even number of 32-bit)
+    integers, or bytes of a multiple of 8; anything else is a FormatError saying what to pass."""
+    fix = "pass the buffer's words (prof.buffer_words(), a uint64 array) or its raw bytes"
+    if isinstance(words, (bytes, bytearray, memoryview)):
+        data = bytes(words)
+        if len(data) % 8:
+            raise FormatError(f"an auto buffer of {len(data):,} bytes is not whole words; {fix}")
+        return np.frombuffer(data, "<u8").astype(np.uint64)
+    if not isinstance(words, np.ndarray):
+        raise FormatError(
+            f"an auto buffer must be a numpy array or bytes, got {type(words).__name__}; {fix}"
+        )
+    if words.dtype.kind not in "iu" or words.dtype.itemsize not in (4, 8):
+        raise FormatError(
+            f"an auto buffer holds 64-bit integer words, got dtype {words.dtype}; {fix}"
+        )
+    flat = np.ascontiguousarray(words.reshape(-1), dtype=words.dtype.newbyteorder("<"))
+    if flat.dtype.itemsize == 4 and flat.size % 2:
+        raise FormatError(
+            f"an auto buffer of {flat.size:,} 32-bit values is not whole words; {fix}"
+        )
+    return flat.view("<u8").astype(np.uint64)
+
+
+def read_header(words: np.ndarray) -> dict:
+    """What a buffer's header says: regions, region_size, ring, tag, step_tag; FormatError for a
+    header no device wrote."""
     if words.size < fmt.AUTO_RECORDS_WORD:
-        raise FormatError(f"auto buffer too short: {words.size} words")
+        raise FormatError(
+            f"auto buffer too short: {words.size:,} words, a header alone needs {fmt.AUTO_RECORDS_WORD:,}"
+        )
     magic, version = int(words[0]) & LOW32, int(words[0]) >> 32
     if magic != fmt.AUTO_MAGIC or version != fmt.AUTO_VERSION:
         raise FormatError(
@@ -30,147 +73,189 @@ def read_buffer(words: np.ndarray) -> tuple[np.ndarray, dict]:
             f"(magic 0x{magic:08x}, version {version})"
         )
     regions = int(words[fmt.AUTO_HDR_REGIONS])
-    if regions != fmt.AUTO_REGIONS:
+    if not 1 <= regions <= fmt.AUTO_MAX_REGIONS:
         raise FormatError(
-            f"auto buffer names {regions} regions; this reader knows {fmt.AUTO_REGIONS}"
+            f"auto buffer names {regions} regions; a buffer has 1..{fmt.AUTO_MAX_REGIONS} (damaged header)"
         )
     control = int(words[fmt.AUTO_HDR_CONTROL])
-    size = (control & LOW32) + 1
-    ring = bool(control & fmt.AUTO_RING)
-    capacity = size * regions
-    if words.size != fmt.auto_words(capacity):
+    if control & ~fmt.AUTO_CONTROL_BITS:
         raise FormatError(
-            f"auto buffer holds {words.size} words; its header needs {fmt.auto_words(capacity)}"
+            f"auto buffer's control word 0x{control:016x} sets unknown bits (damaged header)"
         )
+    size = (control & fmt.AUTO_SIZE_MASK) + 1
+    ring = bool(control & fmt.AUTO_RING)
+    if ring and size & (size - 1):
+        raise FormatError(
+            f"auto ring buffer with {size} records per region: not a power of two (damaged header)"
+        )
+    reserved = words[fmt.AUTO_HDR_CONTROL + 1 : fmt.AUTO_HEADER_WORDS]
+    if reserved.any():
+        raise FormatError("auto buffer's reserved header words are not zero (damaged header)")
+    need = fmt.auto_words(regions, size)
+    if words.size != need:
+        raise FormatError(f"auto buffer holds {words.size:,} words; its header needs {need:,}")
+    return {
+        "regions": regions,
+        "region_size": size,
+        "ring": ring,
+        "tag": (control >> fmt.AUTO_TAG_SHIFT) & 0xFF,
+        "step_tag": control >> fmt.AUTO_STEP_SHIFT,
+    }
+
+
+def read_buffer(words, gpu: int = 0) -> tuple[dict[str, np.ndarray], dict]:
+    """(the written records as ROW_COLUMNS columns, the buffer's counts) of one GPU's buffer.
+
+    Counts: claimed (records the programs claimed), capacity, kept (claimed that found a slot),
+    dropped (claimed - kept, exact), unwritten (kept slots never written: a program still running
+    or killed), ring, regions, region_size."""
+    words = as_words(words)
+    head = read_header(words)
+    regions, size, ring = head["regions"], head["region_size"], head["ring"]
     counters = words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS]
+    if counters[regions:].any():
+        raise FormatError(
+            f"auto buffer counts claims past its {regions} regions (damaged counters)"
+        )
+    counters = counters[:regions]
+    bad = np.flatnonzero(counters > np.uint64(_MAX_CLAIMS))
+    if len(bad):
+        r = int(bad[0])
+        raise FormatError(
+            f"auto buffer's region {r} counts {int(counters[r]):,} claims, more than any GPU "
+            "made (damaged counters)"
+        )
     claimed = counters.astype(np.int64)
+    kept = np.minimum(claimed, size)
     table = words[fmt.AUTO_RECORDS_WORD :].view(fmt.AUTO_RECORD_DTYPE).reshape(regions, size)
-    kept = np.minimum(claimed, size)  # ring or limit: this many slots of each region were written
     used = np.arange(size)[None, :] < kept[:, None]
     recs = table[used]
     written = recs["info"] != 0
+    recs = recs[written]
     info = {
         "claimed": int(claimed.sum()),
-        "capacity": capacity,
-        "ring": ring,
+        "capacity": regions * size,
+        "kept": int(kept.sum()),
         "dropped": int((claimed - kept).sum()),
         "unwritten": int((~written).sum()),
+        "ring": ring,
+        "regions": regions,
+        "region_size": size,
     }
-    return recs[written], info
+    return rows_of(recs, gpu), info
 
 
-def end_ns(recs: np.ndarray) -> np.ndarray:
+def rows_of(recs: np.ndarray, gpu: int = 0) -> dict[str, np.ndarray]:
+    """ROW_COLUMNS of raw device records (AUTO_RECORD_DTYPE)."""
     start = recs["start_ns"].astype(np.int64)
-    delta = (recs["end_lo"].astype(np.int64) - (start & LOW32)) & LOW32
-    return start + delta
+    if len(start) and (recs["start_ns"] >= np.uint64(1 << 63)).any():
+        raise FormatError("an auto record starts past 2**63 ns: damaged record")
+    info = recs["info"].astype(np.int64)
+    yz = recs["ctaid_yz"].astype(np.int64)
+    return {
+        "gpu": np.full(len(recs), gpu, np.int32),
+        "sm": (recs["sm"] & 0xFFFF).astype(np.int32),
+        "start_ns": start,
+        "end_ns": start + ((recs["end_lo"].astype(np.int64) - (start & LOW32)) & LOW32),
+        "x": recs["ctaid_x"].astype(np.int64),
+        "y": (yz & 0xFFFF).astype(np.int32),
+        "z": (yz >> 16).astype(np.int32),
+        "warp": ((info >> 16) & 0x7F).astype(np.int32),
+        "kernel": (info & 0xFFFF).astype(np.int32),
+        "grid_id": recs["grid_id"].astype(np.int64),
+        "tag": (info >> 24).astype(np.int32),
+        "step_tag": (recs["sm"] >> 16).astype(np.int32),
+        "per_warp": (info & fmt.AUTO_PER_WARP) != 0,
+    }
 
 
-def launches(recs: np.ndarray) -> list[np.ndarray]:
-    """Indices of `recs` per launch, launches in order of their first start.
-
-    A launch is a (%gridid, kernel) pair, except that the replays of a CUDA graph reuse their
-    kernel nodes' grid ids: there, the k-th record of each program (by start time) belongs to the
-    k-th replay (replays on one stream run one after another)."""
-    if len(recs) == 0:
-        return []
-    kid = (recs["info"] & 0xFFFF).astype(np.int64)
-    key = (recs["grid_id"].astype(np.int64) << 16) | kid
-    program = recs["ctaid_x"].astype(np.int64) | (recs["ctaid_yz"].astype(np.int64) << 32)
-    warp = ((recs["info"] >> 16) & 0xFF).astype(np.int64)
-    order = np.lexsort((recs["start_ns"], warp, program, key))
-    k, p, w = key[order], program[order], warp[order]
-    new = np.ones(len(order), bool)
-    new[1:] = (k[1:] != k[:-1]) | (p[1:] != p[:-1]) | (w[1:] != w[:-1])
-    starts = np.flatnonzero(new)
-    rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.append(starts, len(order))))
-    order2 = np.lexsort((rank, k))
-    order = order[order2]
-    k, rank = k[order2], rank[order2]
-    cuts = np.flatnonzero((k[1:] != k[:-1]) | (rank[1:] != rank[:-1])) + 1
-    groups = np.split(order, cuts)
-    groups.sort(key=lambda g: int(recs["start_ns"][g].min()))
-    return groups
+def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if not parts:
+        return {k: np.zeros(0, t) for k, t in ROW_COLUMNS.items()}
+    return {
+        k: np.concatenate([p[k] for p in parts]).astype(t, copy=False)
+        for k, t in ROW_COLUMNS.items()
+    }
 
 
-def to_captures(
-    recs: np.ndarray, info: dict, kernels: dict[int, dict], base_meta: dict | None = None
-) -> list[Capture]:
-    """One Capture per launch. kernels: kernel id -> metadata with at least 'name'."""
-    names = _event_names(kernels, recs)
-    out = []
-    session = {k: info[k] for k in ("claimed", "capacity", "ring", "dropped")}
-    for n, idx in enumerate(launches(recs)):
-        r = recs[idx]
-        kid = int(r["info"][0]) & 0xFFFF
-        kmeta = dict(kernels.get(kid, {}))
-        name = str(kmeta.pop("name", f"kernel {kid}"))
-        per_warp = bool(int(r["info"][0]) & fmt.AUTO_PER_WARP)
-        tag = int(r["info"][0]) >> 24
-        x = r["ctaid_x"].astype(np.int64)
-        y = (r["ctaid_yz"] & 0xFFFF).astype(np.int64)
-        z = (r["ctaid_yz"] >> 16).astype(np.int64)
-        grid = (int(x.max()) + 1, int(y.max()) + 1, int(z.max()) + 1)
-        warp = ((r["info"] >> 16) & 0x7F).astype(np.int64)
-        ng = max(int(kmeta.get("num_warps") or 0), int(warp.max()) + 1) if per_warp else 1
-        nb = grid[0] * grid[1] * grid[2]
-        block = x + grid[0] * (y + grid[1] * z)
-        lane = block * ng + (warp if per_warp else 0)
-        words = np.zeros(fmt.buffer_words(nb, ng, 2), np.uint64)
-        words[: fmt.HEADER_WORDS] = fmt.encode_header(nb, ng, 2)
-        lanes = words[fmt.HEADER_WORDS :].reshape(nb * ng, fmt.LANE_HEADER_WORDS + 2)
-        start = r["start_ns"].astype(np.uint64)
-        event = min(kid - 1, fmt.MAX_EVENT_ID) if kid > 0 else 0
-        lanes[lane, 0] = start
-        lanes[lane, 1] = r["sm"].astype(np.uint64)
-        begin_tag = np.uint64(fmt.make_tag(event, fmt.KIND_BEGIN) << fmt.TAG_SHIFT)
-        end_tag = np.uint64(fmt.make_tag(event, fmt.KIND_END) << fmt.TAG_SHIFT)
-        lanes[lane, 2] = begin_tag | (start & np.uint64(LOW32))
-        lanes[lane, 3] = end_tag | r["end_lo"].astype(np.uint64)
-        meta = dict(base_meta or {})
-        meta.update(kmeta)
-        meta.update(
-            auto=True,
-            launch=n,
-            grid=list(grid),
-            grid_id=int(r["grid_id"][0]),
-            programs=int(len(np.unique(block))),
-            auto_session=session,
-        )
-        if tag:
-            meta["tag"] = tag  # prof.set_tag's, when the launch was queued
-        groups = _warp_names(ng, kmeta.get("partitions")) if per_warp else {}
-        out.append(
-            Capture(
-                words=words, event_names=names, group_names=groups, kernel_name=name, metadata=meta
-            )
-        )
+def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(order, launch): `order` sorts the rows by launch then start; `launch[i]` is the launch of
+    row order[i], launches numbered by their first start.
+
+    A launch is one (GPU, %gridid, kernel), except that a CUDA graph's replays reuse their nodes'
+    grid ids: a key in which a program (x, y, z, warp) recurs holds several replays. Replays of
+    one node run one after another, so there a new launch begins where a program starts after
+    every earlier program of the key has ended (a gap in the key's busy time). Dropped records
+    (ring or limit) leave no such gap, since an SM whose region is full records nothing more
+    while the others go on; and a launch of several programs has none, since the block
+    scheduler starts a waiting program as soon as one ends. What still holds a program twice
+    (replays on two streams at once) is split by occurrence: the k-th record of each program
+    belongs to the k-th replay."""
+    n = len(rows["start_ns"])
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    start, end = rows["start_ns"], rows["end_ns"]
+    key = _dense((rows["gpu"], rows["grid_id"], rows["kernel"]))
+    prog = _dense((rows["x"], rows["y"], rows["z"], rows["warp"]))
+    # Keys in which some program recurs: graph replays.
+    o = np.lexsort((prog, key))
+    dup = (key[o][1:] == key[o][:-1]) & (prog[o][1:] == prog[o][:-1])
+    replayed = np.zeros(int(key.max()) + 1, bool)
+    replayed[key[o][1:][dup]] = True
+    order = np.lexsort((start, key))
+    k = key[order]
+    first = np.ones(n, bool)
+    first[1:] = k[1:] != k[:-1]
+    new = _new_segments(k, start[order], end[order], first)
+    new = first | (new & replayed[k])
+    seg = np.cumsum(new) - 1
+    # Within a segment, the k-th record of each program (by start) is the k-th launch.
+    p = prog[order]
+    o2 = np.lexsort((start[order], p, seg))
+    head = np.ones(n, bool)
+    head[1:] = (seg[o2][1:] != seg[o2][:-1]) | (p[o2][1:] != p[o2][:-1])
+    idx = np.arange(n)
+    occ = np.empty(n, np.int64)
+    occ[o2] = idx - np.maximum.accumulate(np.where(head, idx, 0))
+    launch_key = _dense((occ, seg))
+    # Launches numbered by their first start (ties: by key).
+    t = start[order]
+    first_t = np.full(int(launch_key.max()) + 1, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(first_t, launch_key, t)
+    rank = np.empty(len(first_t), np.int64)
+    rank[np.lexsort((np.arange(len(first_t)), first_t))] = np.arange(len(first_t))
+    launch = rank[launch_key]
+    by_launch = np.lexsort((t, launch))
+    return order[by_launch], launch[by_launch]
+
+
+def _dense(cols: tuple) -> np.ndarray:
+    """Dense ids (0..k-1, in sorted order of the columns, the last column most significant)."""
+    n = len(cols[0])
+    o = np.lexsort(cols)
+    new = np.zeros(n, bool)
+    new[0] = True
+    for c in cols:
+        s = c[o]
+        new[1:] |= s[1:] != s[:-1]
+    out = np.empty(n, np.int64)
+    out[o] = np.cumsum(new) - 1
     return out
 
 
-def _warp_names(num_warps: int, partitions) -> dict[int, str]:
-    """'warp 5', or 'worker 0 · warp 5' in a warp-specialized kernel's partition."""
-    names = {w: f"warp {w}" for w in range(num_warps)}
-    for name, first, n in partitions or []:
-        for w in range(int(first), min(int(first) + int(n), num_warps)):
-            names[w] = f"{name} · warp {w}"
-    return names
-
-
-def _event_names(kernels: dict[int, dict], recs: np.ndarray) -> dict[int, str]:
-    """Event id (kernel id - 1) -> kernel name, unique: a name that repeats gets ' #id'."""
-    kids = sorted(set((recs["info"] & 0xFFFF).astype(np.int64).tolist()) | set(kernels))
-    names: dict[int, str] = {}
-    seen: set[str] = set()
-    for kid in kids:
-        if kid <= 0:
-            continue
-        event = min(kid - 1, fmt.MAX_EVENT_ID)
-        if event in names:
-            names[event] = "other kernels"
-            continue
-        name = str(kernels.get(kid, {}).get("name", f"kernel {kid}"))
-        if name in seen:
-            name = f"{name} #{kid}"
-        seen.add(name)
-        names[event] = name
-    return names
+def _new_segments(group, start, end, first_of_group) -> np.ndarray:
+    """Rows sorted by (group, start): True where a row starts after every earlier row of its
+    group has ended. The running maximum of ends is one np.maximum.accumulate over the groups
+    lifted apart (on dense ranks of the times when lifting raw times could overflow)."""
+    n = len(start)
+    lo = int(min(start.min(), end.min()))
+    width = int(max(start.max(), end.max())) - lo + 1
+    if width * (int(group[-1]) + 2) >= 2**62:
+        values, inv = np.unique(np.concatenate([start, end]), return_inverse=True)
+        start, end = inv[:n].astype(np.int64), inv[n:].astype(np.int64)
+        lo, width = 0, len(values) + 1
+    lift = group.astype(np.int64) * width - lo
+    run = np.maximum.accumulate(end + lift)
+    new = first_of_group.copy()
+    new[1:] |= start[1:] + lift[1:] >= run[:-1]
+    return new

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..stats import union_length
-from ..stats_table import fit_table, format_time, wrap
-from ..timeline import peak_resident
-from ..trace import RANGE, TraceData
+from ..stats_table import fit_table, format_time, printable, wrap
+from ..trace import RANGE, TraceData, kernel_names
+from ..trace import is_auto as _is_auto
 
 
 @dataclass
@@ -53,104 +53,207 @@ class KernelReport:
     imbalance: float
 
 
-def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[LaunchReport]:
-    """One LaunchReport per capture with any program (block level: warps of a program merge)."""
+def launch_table(trace: TraceData, sm_count: int | None = None) -> dict[str, np.ndarray]:
+    """Per launch with any program, as columns (capture, start_ns, span_ns, programs, sms_used,
+    waves, per_sm, idle_pct, last_sm, tail_ns, imbalance), all launches at once: a program is
+    its warps' union (level="warp" counts programs, not warps)."""
     ev = trace.events
     rng = ev["kind"] == RANGE
     cap = ev["capture"][rng].astype(np.int64)
-    sm = ev["sm"][rng].astype(np.int64)
-    start = ev["start_ns"][rng].astype(np.int64)
-    end = ev["end_ns"][rng].astype(np.int64)
     blk = ev["block"][rng].astype(np.int64)
-    out = []
-    order = np.lexsort((start, sm, cap))
-    cap, sm, start, end, blk = cap[order], sm[order], start[order], end[order], blk[order]
-    cuts = np.flatnonzero(cap[1:] != cap[:-1]) + 1
-    for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(cap)].tolist(), strict=True):
-        if a == b:
-            continue
-        c = int(cap[a])
-        s_sm, s, e, bl = sm[a:b], start[a:b], end[a:b], blk[a:b]
-        k = trace.kernels[c]
-        gpu_sms = int(sm_count or k.metadata.get("sm_count") or 0)
-        lo, hi = int(s.min()), int(e.max())
-        span = max(hi - lo, 1)
-        sms, first = np.unique(s_sm, return_index=True)
-        idx = np.searchsorted(sms, s_sm)
-        busy = union_length(idx, s, e, len(sms))
-        last_end = np.maximum.reduceat(e, first)
-        gpu_sms = max(gpu_sms, len(sms))
-        programs = len(np.unique(bl))
-        peak = peak_resident(idx, s, e)
-        waves = programs / max(gpu_sms * peak, 1)
-        j = int(np.argmax(last_end))
-        tail = int(last_end[j] - np.median(last_end))
-        idle = 100.0 * (1.0 - float(busy.sum()) / (gpu_sms * span))
-        imb = float(busy.max() / max(busy.mean(), 1))
-        out.append(
-            LaunchReport(
-                c,
-                k.name,
-                lo,
-                span,
-                programs,
-                len(sms),
-                waves,
-                programs / len(sms),
-                max(idle, 0.0),
-                int(sms[j]),
-                tail,
-                imb,
+    # One interval per program: its warps merged.
+    prog = _dense2(cap, blk)
+    n_prog = int(prog.max()) + 1 if len(prog) else 0
+    o = np.argsort(prog, kind="stable")
+    cuts = np.flatnonzero(np.r_[True, prog[o][1:] != prog[o][:-1]])
+    p_cap = cap[o][cuts]
+    p_sm = ev["sm"][rng].astype(np.int64)[o][cuts]
+    p_start = (
+        np.minimum.reduceat(ev["start_ns"][rng].astype(np.int64)[o], cuts) if n_prog else cap[:0]
+    )
+    p_end = np.maximum.reduceat(ev["end_ns"][rng].astype(np.int64)[o], cuts) if n_prog else cap[:0]
+    # (launch, SM) groups, sorted by start within each.
+    order = np.lexsort((p_start, p_sm, p_cap))
+    c, sm, st, en = p_cap[order], p_sm[order], p_start[order], p_end[order]
+    g_new = np.r_[True, (c[1:] != c[:-1]) | (sm[1:] != sm[:-1])] if len(c) else np.zeros(0, bool)
+    group = np.cumsum(g_new) - 1
+    n_g = int(group[-1]) + 1 if len(group) else 0
+    g_first = np.flatnonzero(g_new)
+    busy = union_length(group, st, en, n_g).astype(np.float64)
+    g_cap, g_sm = c[g_first], sm[g_first]
+    g_last = np.maximum.reduceat(en, g_first) if n_g else en[:0]
+    g_peak = _peak_per_group(group, st, en, n_g)
+    # Launches.
+    l_new = np.r_[True, g_cap[1:] != g_cap[:-1]] if n_g else np.zeros(0, bool)
+    l_first = np.flatnonzero(l_new)
+    caps = g_cap[l_first]
+    sms_used = np.diff(np.r_[l_first, n_g])
+    launch_of_g = np.cumsum(l_new) - 1
+    p_first = np.searchsorted(c, caps)
+    programs = np.diff(np.r_[p_first, len(c)])
+    lo = np.minimum.reduceat(st, p_first) if len(caps) else st[:0]
+    hi = np.maximum.reduceat(en, p_first) if len(caps) else en[:0]
+    span = np.maximum(hi - lo, 1)
+    peak = np.maximum.reduceat(g_peak, l_first) if len(caps) else g_peak[:0]
+    gpu_sms = np.maximum(_sm_counts(trace, caps, sm_count), sms_used)
+    busy_sum = np.add.reduceat(busy, l_first) if len(caps) else busy[:0]
+    busy_max = np.maximum.reduceat(busy, l_first) if len(caps) else busy[:0]
+    # Tail: the last SM's end after the median SM's last end (first of equals: lowest SM id).
+    o2 = np.lexsort((g_sm, -g_last, launch_of_g))
+    last_sm = g_sm[o2][l_first]
+    last_end = g_last[o2][l_first]
+    o3 = np.lexsort((g_last, launch_of_g))
+    s_last = g_last[o3].astype(np.float64)
+    mid_lo = l_first + (sms_used - 1) // 2
+    mid_hi = l_first + sms_used // 2
+    median = (s_last[mid_lo] + s_last[mid_hi]) / 2 if len(caps) else s_last[:0]
+    return {
+        "capture": caps,
+        "start_ns": lo,
+        "span_ns": span,
+        "programs": programs,
+        "sms_used": sms_used,
+        "waves": programs / np.maximum(gpu_sms * peak, 1),
+        "per_sm": programs / np.maximum(sms_used, 1),
+        "idle_pct": np.maximum(100.0 * (1.0 - busy_sum / (gpu_sms * span)), 0.0),
+        "last_sm": last_sm,
+        "tail_ns": (last_end - median).astype(np.int64),
+        "imbalance": busy_max / np.maximum(busy_sum / np.maximum(sms_used, 1), 1),
+    }
+
+
+def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[LaunchReport]:
+    """One LaunchReport per capture with any program (see launch_table)."""
+    t = launch_table(trace, sm_count)
+    names = kernel_names(trace.kernels)
+    cols = [t[k].tolist() for k in _LAUNCH_FIELDS]
+    return [
+        LaunchReport(c, names[c], *rest)
+        for c, *rest in zip(t["capture"].tolist(), *cols, strict=True)
+    ]
+
+
+_LAUNCH_FIELDS = (
+    "start_ns",
+    "span_ns",
+    "programs",
+    "sms_used",
+    "waves",
+    "per_sm",
+    "idle_pct",
+    "last_sm",
+    "tail_ns",
+    "imbalance",
+)
+
+
+def kernel_reports(launches) -> list[KernelReport]:
+    """Launches of one kernel name summed, by total time (largest first). `launches`: a list of
+    LaunchReport, or (trace, launch_table(trace))."""
+    if isinstance(launches, tuple):
+        trace, t = launches
+        names = np.array(kernel_names(trace.kernels), dtype=object)[t["capture"]]
+    else:
+        t = {k: np.array([getattr(r, k) for r in launches]) for k in _LAUNCH_FIELDS}
+        names = np.array([r.kernel for r in launches], dtype=object)
+    if not len(names):
+        return []
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    inv = inv.reshape(-1)
+    n = len(uniq)
+    count = np.bincount(inv, minlength=n)
+    span = t["span_ns"].astype(np.float64)
+    total = np.bincount(inv, weights=span, minlength=n)
+
+    def mean(col):
+        return np.bincount(inv, weights=np.asarray(t[col], np.float64), minlength=n) / count
+
+    idle = np.bincount(inv, weights=span * t["idle_pct"], minlength=n) / np.maximum(total, 1)
+    out = [
+        KernelReport(str(uniq[i]), int(count[i]), int(total[i]), float(total[i] / count[i]), *v)
+        for i, v in enumerate(
+            zip(
+                mean("programs").tolist(),
+                mean("waves").tolist(),
+                idle.tolist(),
+                mean("tail_ns").tolist(),
+                mean("imbalance").tolist(),
+                strict=True,
             )
         )
+    ]
+    out.sort(key=lambda k: (-k.total_ns, k.kernel))
     return out
 
 
-def kernel_reports(launches: list[LaunchReport]) -> list[KernelReport]:
-    """Launches of one kernel name summed, by total time (largest first)."""
-    by: dict[str, list[LaunchReport]] = {}
-    for r in launches:
-        by.setdefault(r.kernel, []).append(r)
-    out = []
-    for name, rs in by.items():
-        span = np.array([r.span_ns for r in rs], float)
-        w = span / span.sum()
-        out.append(
-            KernelReport(
-                name,
-                len(rs),
-                int(span.sum()),
-                float(span.mean()),
-                float(np.mean([r.programs for r in rs])),
-                float(np.mean([r.waves for r in rs])),
-                float(np.dot(w, [r.idle_pct for r in rs])),
-                float(np.mean([r.tail_ns for r in rs])),
-                float(np.mean([r.imbalance for r in rs])),
-            )
-        )
-    out.sort(key=lambda k: -k.total_ns)
+def _dense2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if len(a) == 0:
+        return np.zeros(0, np.int64)
+    o = np.lexsort((b, a))
+    new = np.r_[True, (a[o][1:] != a[o][:-1]) | (b[o][1:] != b[o][:-1])]
+    out = np.empty(len(a), np.int64)
+    out[o] = np.cumsum(new) - 1
     return out
+
+
+def _peak_per_group(group, start, end, n_groups: int) -> np.ndarray:
+    """Most intervals open at once in each group (an end and a start at one time do not
+    overlap): +1 / -1 steps sorted by (group, time, ends first), one cumulative sum (each group
+    nets zero, so the sum needs no reset between groups)."""
+    if n_groups == 0:
+        return np.zeros(0, np.int64)
+    g = np.concatenate([group, group])
+    t = np.concatenate([start, end])
+    d = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
+    o = np.lexsort((d, t, g))
+    run = np.cumsum(d[o])
+    peak = np.zeros(n_groups, np.int64)
+    np.maximum.at(peak, g[o], run)
+    return peak
+
+
+def _sm_counts(trace: TraceData, caps: np.ndarray, sm_count: int | None) -> np.ndarray:
+    """The GPU's SM count of each launch (0 where unknown): `sm_count`, else its metadata's."""
+    if sm_count:
+        return np.full(len(caps), int(sm_count), np.int64)
+    table = getattr(trace.kernels, "table", None)
+    if table is not None:  # auto mode: per session, not per launch
+        per = np.array([_count(s.get("sm_count")) for s in table.sessions] or [0], np.int64)
+        return per[table.launches["session"][caps]]
+    return np.array(
+        [_count(trace.kernels[c].metadata.get("sm_count")) for c in caps.tolist()], np.int64
+    )
+
+
+def _count(v) -> int:
+    """A positive int from metadata, or 0 (a file may say anything: 'many', a list, inf)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        return 0
+    return int(v) if 0 < v < 1 << 20 else 0
 
 
 def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> str:
     if width is None:
         width = shutil.get_terminal_size((100, 24)).columns
     width = max(width, 40)
-    launches = launch_reports(trace)
-    kernels = kernel_reports(launches)
-    meta = trace.kernels[0].metadata if trace.kernels else {}
-    sess = meta.get("auto_session", {})
+    t = launch_table(trace)
+    kernels = kernel_reports((trace, t))
+    sessions = _sessions(trace)
     lines = wrap(
-        f"sm_profiler auto: {len(launches):,} launches of {len(kernels)} kernels, "
-        f"{sum(r.programs for r in launches):,} programs"
-        f" on {meta.get('device_name', 'a GPU')} ({meta.get('sm_count', '?')} SMs)",
+        f"sm_profiler auto: {len(t['capture']):,} launches of {len(kernels)} kernels, "
+        f"{int(t['programs'].sum()):,} programs on {_where(sessions)}",
         width,
     )
-    if sess.get("dropped"):
-        kept = "newest" if sess.get("ring") else "first"
+    counts = {
+        k: sum(_count0(s.get(k)) for s in sessions)
+        for k in ("claimed", "kept", "dropped", "capacity")
+    }
+    if counts["dropped"]:
+        kept = "newest" if any(s.get("ring") is True for s in sessions) else "first"
         lines += wrap(
-            f"warning: {sess['dropped']:,} of {sess['claimed']:,} program records "
-            f"dropped (kept the {kept} {sess['capacity']:,}): raise capacity=",
+            f"warning: {counts['dropped']:,} of {counts['claimed']:,} program records "
+            f"dropped (kept the {kept} {counts['kept'] or counts['claimed'] - counts['dropped']:,} "
+            f"of capacity {counts['capacity']:,}): raise capacity=",
             width,
         )
     total = sum(k.total_ns for k in kernels) or 1
@@ -190,14 +293,15 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
         "mean SM busy time",
         width,
     )
-    worst = sorted(launches, key=lambda r: -r.tail_ns)[:3]
-    if worst:
+    worst = np.argsort(-t["tail_ns"], kind="stable")[:3]
+    if len(worst):
         lines += ["", *wrap("longest tails:", width)]
-        for r in worst:
+        for i in worst.tolist():
             lines += wrap(
-                f"  {trace.capture_name(r.capture)}: SM {r.last_sm} ends "
-                f"{format_time(r.tail_ns)} after the median SM (span "
-                f"{format_time(r.span_ns)}, {r.waves:.1f} waves, idle {r.idle_pct:.0f}%)",
+                f"  {printable(trace.capture_name(int(t['capture'][i])))}: SM "
+                f"{int(t['last_sm'][i])} ends {format_time(int(t['tail_ns'][i]))} after the "
+                f"median SM (span {format_time(int(t['span_ns'][i]))}, "
+                f"{float(t['waves'][i]):.1f} waves, idle {float(t['idle_pct'][i]):.0f}%)",
                 width,
             )
     return "\n".join(lines) + "\n"
@@ -215,5 +319,40 @@ def print_report(trace: TraceData, file=None, width: int | None = None) -> None:
     (sys.stdout if file is None else file).write(format_report(trace, width=width))
 
 
+def _sessions(trace: TraceData) -> list[dict]:
+    """The GPU buffers behind a trace: an AutoTable's sessions, else what the first launch's
+    metadata says (files of earlier versions). Entries are dicts; values may be anything."""
+    table = getattr(trace.kernels, "table", None)
+    if table is not None:
+        return [s if isinstance(s, dict) else {} for s in table.sessions]
+    meta = trace.kernels[0].metadata if len(trace.kernels) else {}
+    sess = meta.get("auto_session")
+    sess = sess if isinstance(sess, dict) else {}
+    return [{**sess, **{k: meta.get(k) for k in ("device_name", "sm_count", "rank", "gpu")}}]
+
+
+def _where(sessions: list[dict]) -> str:
+    """'NVIDIA H100 (132 SMs)', or '2 GPUs of 2 ranks: ...': names printable, counts checked."""
+    names = []
+    for s in sessions:
+        name = s.get("device_name")
+        name = printable(name) if isinstance(name, str) and name else "a GPU"
+        sms = _count(s.get("sm_count"))
+        names.append(f"{name} ({sms} SMs)" if sms else f"{name} (? SMs)")
+    uniq = list(dict.fromkeys(names)) or ["a GPU (? SMs)"]
+    if len(sessions) <= 1:
+        return uniq[0]
+    ranks = {s.get("rank") for s in sessions if isinstance(s.get("rank"), int)}
+    of = f" of {len(ranks)} ranks" if len(ranks) > 1 else ""
+    return f"{len(sessions)} GPUs{of}: " + ", ".join(uniq)
+
+
+def _count0(v) -> int:
+    """A non-negative int count from metadata, or 0."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        return 0
+    return max(int(v), 0)
+
+
 def is_auto(trace: TraceData) -> bool:
-    return bool(trace.kernels) and all(k.metadata.get("auto") for k in trace.kernels)
+    return _is_auto(trace)

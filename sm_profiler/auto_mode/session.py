@@ -18,10 +18,14 @@ _active: list = []
 class AutoProfiler:
     """Instrument every Triton / Gluon kernel compiled between `start()` and `stop()`.
 
-    capacity: records kept (a power of two, at least 256; one per program, or per warp with
-    level='warp'), split evenly over the SMs (each SM counts its own records).
+    capacity: records kept per GPU (one per program, or per warp with level='warp'), split
+    evenly over the GPU's SMs (each SM claims from its own counter); rounded up to a whole number
+    per SM (ring: a power of two per SM). The true capacity is in the report and the metadata.
     ring: keep each SM's newest records (a long loop) instead of its first.
     level: 'program' (each program's start, end, SM) or 'warp' (each warp's).
+    device: record on this GPU only (default: every GPU on which an instrumented kernel runs;
+    each gets its own buffer of `capacity` records, 32 bytes each, when its first instrumented
+    kernel loads).
     """
 
     def __init__(
@@ -41,10 +45,10 @@ class AutoProfiler:
             raise ConfigError(f"level must be one of {', '.join(binding.LEVELS)}, got {level!r}")
         self.capacity, self.ring, self.level = int(capacity), ring, level
         self.device = device
-        self._buffer = None
-        self._words: np.ndarray | None = None
-        self._kernels: dict[int, dict] = {}
-        self._captures = None
+        self._only: int | None = None
+        self._buffers: dict[int, dict] = {}  # device index -> buffer, regions, size, props
+        self._table = None
+        self._tag = 0
         self.notes: list[str] = []
         self.notes_info = ""
         self.metadata: dict = {}
@@ -59,35 +63,81 @@ class AutoProfiler:
             )
         import torch
 
-        device = torch.device(self.device if self.device is not None else "cuda")
-        if device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-        words = fmt.auto_words(self.capacity)
-        try:
-            buf = torch.zeros(words, dtype=torch.int64, device=device)
-        except torch.cuda.OutOfMemoryError as e:
-            raise ConfigError(
-                f"cannot allocate the {words * 8:,}-byte auto buffer on {device}; lower capacity"
-            ) from e
-        buf[: fmt.AUTO_HEADER_WORDS].copy_(
-            torch.from_numpy(fmt.auto_header(self.capacity, self.ring).view(np.int64))
-        )
-        self._buffer, self._device = buf, device
-        self._captures, self._words = None, None
-        binding.turn_on(self.level, {device.index: buf.data_ptr()})
+        self._only = None
+        if self.device is not None:
+            try:
+                device = torch.device(self.device)
+            except (RuntimeError, TypeError) as e:
+                raise ConfigError(
+                    f"device={self.device!r} is not a device; give 'cuda:N' or N"
+                ) from e
+            if device.type != "cuda":
+                raise ConfigError(f"device={self.device!r}: auto mode records CUDA GPUs only")
+            self._only = device.index if device.index is not None else torch.cuda.current_device()
+            if not 0 <= self._only < torch.cuda.device_count():
+                raise ConfigError(
+                    f"device={self.device!r}: this process sees {torch.cuda.device_count()} GPUs"
+                )
+        self._buffers, self._table = {}, None
+        binding.turn_on(self.level, self._allocate)
         self._patches = _Patches(self)
         self._patches.apply()
         _active.append(self)
+        if self._only is not None:
+            self._allocate(self._only)  # the one GPU asked for: allocated now, errors now
         return self
+
+    def _allocate(self, index: int):
+        """(address, regions) of a new buffer on GPU `index`, or None where it records nothing."""
+        if index in self._buffers:
+            b = self._buffers[index]
+            return b["address"], b["regions"]
+        if self._only is not None and index != self._only:
+            return None
+        import torch
+
+        props = torch.cuda.get_device_properties(index)
+        regions = fmt.auto_regions(props.multi_processor_count)
+        size = fmt.auto_region_size(self.capacity, regions, self.ring)
+        words = fmt.auto_words(regions, size)
+        if torch.cuda.is_current_stream_capturing():
+            import warnings
+
+            warnings.warn(
+                f"sm_profiler.auto: a kernel first loaded on cuda:{index} inside a CUDA graph "
+                "capture; nothing on that GPU is recorded (run the model once before capturing)",
+                binding.AutoWarning,
+                stacklevel=3,
+            )
+            return None
+        try:
+            with torch.cuda.device(index):
+                buf = torch.zeros(words, dtype=torch.int64, device=f"cuda:{index}")
+        except torch.cuda.OutOfMemoryError as e:
+            raise ConfigError(
+                f"cannot allocate the {words * 8:,}-byte auto buffer on cuda:{index}; lower capacity"
+            ) from e
+        header = fmt.auto_header(self.capacity, self.ring, regions, self._tag)
+        buf[: fmt.AUTO_HEADER_WORDS].copy_(torch.from_numpy(header.view(np.int64)))
+        self._buffers[index] = {
+            "buffer": buf,
+            "address": buf.data_ptr(),
+            "regions": regions,
+            "size": size,
+            "props": props,
+        }
+        return buf.data_ptr(), regions
 
     def stop(self) -> AutoProfiler:
         if self not in _active:
             return self
         import torch
 
+        words = {}
         try:
-            torch.cuda.synchronize(self._device)
-            self._words = self._buffer.cpu().numpy().view(np.uint64).copy()
+            for index, b in self._buffers.items():
+                torch.cuda.synchronize(index)
+                words[index] = b["buffer"].cpu().numpy().view(np.uint64).copy()
             origins = _inductor_origins()
             for e in binding.STATE.kernels.values():
                 e.origins = e.origins or origins.get(e.name, "")
@@ -95,10 +145,15 @@ class AutoProfiler:
             self._patches.undo()
             binding.turn_off()
             _active.remove(self)
-        self._kernels = {
+        kernels = {
             k: dict(name=e.name, **e.as_metadata()) for k, e in binding.STATE.kernels.items()
         }
-        self._buffer = None
+        from .table import AutoTable
+
+        parts = [(self._session(i), words[i]) for i in sorted(words)]
+        self._table = AutoTable.from_buffers(parts, kernels, self._metadata())
+        for b in self._buffers.values():
+            b.pop("buffer", None)
         self._say_what_was_missed()
         return self
 
@@ -110,39 +165,38 @@ class AutoProfiler:
 
     def set_tag(self, tag: int) -> None:
         """Tag the records of launches queued from now on (0..255, 0 = none; stream-ordered, no
-        sync): e.g. one step of a loop, to pick its launches out afterwards (the records' tag,
-        and `tag` in each launch's capture metadata)."""
-        if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= 255:
-            raise ConfigError(f"tag must be an int in 0..255, got {tag!r}")
-        if self._buffer is not None:
-            self._buffer[fmt.AUTO_HDR_CONTROL] = fmt.auto_control(self.capacity, self.ring, tag)
+        sync): e.g. one step of a loop, to pick its launches out afterwards (the launch's
+        `tag` in the table and in each launch's capture metadata)."""
+        if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= fmt.AUTO_MAX_TAG:
+            raise ConfigError(f"tag must be an int in 0..{fmt.AUTO_MAX_TAG}, got {tag!r}")
+        self._tag = tag
+        for b in self._buffers.values():
+            if "buffer" in b:
+                b["buffer"][fmt.AUTO_HDR_CONTROL] = fmt.auto_control(b["size"], self.ring, tag)
 
     # -- results -----------------------------------------------------------------------------------
 
-    def records(self):
-        """(written records as a numpy structured array, header counts) of the region."""
-        from .records import read_buffer
-
+    def table(self):
+        """The AutoTable of the region: a row per program, a launch per grouping of rows."""
         self._require_stopped()
-        return read_buffer(self._words)
+        return self._table
 
-    def captures(self) -> list:
-        if self._captures is None:
-            from .records import to_captures
+    def records(self):
+        """(the rows as numpy columns, the counts summed over the GPUs) of the region."""
+        t = self.table()
+        return t.rows, t.counts()
 
-            recs, info = self.records()
-            self._captures = to_captures(recs, info, self._kernels, self._metadata())
-        return self._captures
+    def captures(self):
+        """The region's launches; a sequence of per-launch Captures (the AutoTable)."""
+        return self.table()
 
     def decode(self):
-        from ..decode import decode
-
-        caps = self.captures()
-        if not caps:
+        t = self.table()
+        if not t.num_launches:
             raise ConfigError(
                 "auto mode recorded no kernel launch in this region; " + " ".join(self.notes)
             )
-        return decode(caps)
+        return t.decode()
 
     def print_stats(self, file=None, width: int | None = None) -> None:
         from .report import print_report
@@ -157,9 +211,8 @@ class AutoProfiler:
         return export(self.decode(), path, format=format, **options)
 
     def save(self, path) -> None:
-        from ..capture import save_many
-
-        save_many(self.captures(), path)
+        """The AutoTable to one file (sm-profiler stats / export / query / merge read it)."""
+        self.table().save(path)
 
     def plot(self, path, **options) -> str:
         """sm_profiler.plot.plot of `decode()` (its keyword options); returns the path."""
@@ -170,7 +223,7 @@ class AutoProfiler:
     # -- helpers -----------------------------------------------------------------------------------
 
     def _require_stopped(self) -> None:
-        if self._words is None:
+        if self._table is None:
             raise ConfigError(
                 "the auto region has not ended yet: read results after the "
                 "`with sm_profiler.auto()` block (or after stop())"
@@ -180,14 +233,12 @@ class AutoProfiler:
         import warnings
 
         self.notes = []
-        from .records import read_buffer
-
-        _, info = read_buffer(self._words)
-        if info["dropped"]:
-            what = "oldest" if self.ring else "newest"
+        counts = self._table.counts()
+        if counts["dropped"]:
+            kept = "newest" if self.ring else "first"
             self.notes.append(
-                f"{info['dropped']:,} of {info['claimed']:,} records dropped (the "
-                f"{what}; capacity {self.capacity:,}): raise capacity="
+                f"{counts['dropped']:,} of {counts['claimed']:,} records dropped (kept the "
+                f"{kept} {counts['kept']:,}; capacity {counts['capacity']:,}): raise capacity="
             )
         if binding.STATE.pauses:
             self.notes_info = (
@@ -201,7 +252,7 @@ class AutoProfiler:
                 f"{len(plain)} kernels loaded in the region were compiled without "
                 f"auto mode and ran plain ({names})"
             )
-        if info["claimed"] == 0:
+        if counts["claimed"] == 0:
             self.notes.append(
                 "no instrumented kernel ran in the region. Kernels compiled before "
                 "it stay plain: enter sm_profiler.auto() before a kernel's first "
@@ -211,24 +262,44 @@ class AutoProfiler:
         for note in self.notes:
             warnings.warn(f"sm_profiler.auto: {note}", binding.AutoWarning, stacklevel=3)
 
+    def _session(self, index: int) -> dict:
+        """What one GPU's buffer needs beside its words: where it ran."""
+        b = self._buffers[index]
+        props = b["props"]
+        meta = {
+            "gpu": index,
+            "device": f"cuda:{index}",
+            "device_name": props.name,
+            "sm_count": props.multi_processor_count,
+            "compute_capability": f"{props.major}.{props.minor}",
+        }
+        meta.update(rank_info())
+        return meta
+
     def _metadata(self) -> dict:
-        meta = {"device": str(self._device), "auto_level": self.level}
+        meta = {"auto_level": self.level}
         try:
             import torch
             import triton
 
-            props = torch.cuda.get_device_properties(self._device)
-            meta.update(
-                device_name=props.name,
-                sm_count=props.multi_processor_count,
-                compute_capability=f"{props.major}.{props.minor}",
-                torch=torch.__version__,
-                triton=triton.__version__,
-            )
+            meta.update(torch=torch.__version__, triton=triton.__version__)
         except Exception:
             pass
         meta.update(self.metadata)
         return meta
+
+
+def rank_info() -> dict:
+    """This process's place in a torchrun job (RANK, WORLD_SIZE, LOCAL_RANK) and its host."""
+    import socket
+
+    out = {"host": socket.gethostname()}
+    for key, env in (("rank", "RANK"), ("world_size", "WORLD_SIZE"), ("local_rank", "LOCAL_RANK")):
+        v = os.environ.get(env, "")
+        if v.isdigit():
+            out[key] = int(v)
+    out.setdefault("rank", 0)
+    return out
 
 
 class _Patches:

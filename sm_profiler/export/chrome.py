@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..timeline import LEVELS, Timeline, require
-from ..trace import RANGE
+from ..trace import RANGE, kernel_names
 
 # Merged ranks' pids: from PID_BASE up, rank after rank; each rank takes as many ids as its
 # trace uses, so no rank's ids reach into the next one's however many lanes.
@@ -186,7 +186,7 @@ def to_chrome_json(tl: Timeline) -> dict:
             "start_ns": t0,
             "emulated": trace.emulated,
             "dropped_records": trace.dropped_total,
-            "kernels": [k.name for k in trace.kernels],
+            "kernels": kernel_names(trace.kernels),
             "notes": tl.notes,
         },
     }

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from auto_inputs import KERNELS, auto_buffer, two_kernels
+from auto_inputs import table_of, two_kernels
 
-from sm_profiler.auto_mode.records import read_buffer, to_captures
 from sm_profiler.auto_mode.report import format_report
 from sm_profiler.decode import decode
 
 
 def test_report_fits_80_columns_and_sorts_by_time():
-    caps = to_captures(*read_buffer(auto_buffer(two_kernels())), KERNELS, {"sm_count": 4})
+    caps = table_of(two_kernels())
     text = format_report(decode(caps), width=80)
     assert all(len(line) <= 80 for line in text.splitlines())
     rows = [ln.split()[0] for ln in text.splitlines() if ln.startswith(("triton_", "gemm"))]

@@ -9,8 +9,8 @@ def test_bad_options_and_impossible_settings_are_config_errors(monkeypatch):
     import sm_profiler
     from sm_profiler import ConfigError
 
-    for bad in (100, 128, 0, -256, 2**32):
-        with pytest.raises(ConfigError, match="power of two"):
+    for bad in (0, -256, 2**31 + 1, 2**32):  # any count in 1..2**31 is rounded up per SM
+        with pytest.raises(ConfigError, match=r"must be in 1\.\.2,147,483,648 records per GPU"):
             sm_profiler.auto(bad)
     for bad in (True, "4096", 4096.0):
         with pytest.raises(ConfigError, match="must be an int"):

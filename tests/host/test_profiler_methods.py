@@ -119,9 +119,11 @@ def test_auto_profiler_methods_take_the_wrapped_functions_parameters(name):
 
 
 def test_auto_profiler_export_and_report_are_the_functions(tmp_path):
+    import auto_inputs
+
     prof = AutoProfiler()
-    prof._captures = _profiler().captures()  # what the region's records became
-    trace = decode(prof._captures)
+    prof._table = auto_inputs.table_of(auto_inputs.two_kernels())  # what the region recorded
+    trace = decode(prof._table)
     notes = prof.export(tmp_path / "ours.json", cut_gaps=True)
     assert notes and notes == sm_profiler.export.export(
         trace, tmp_path / "theirs.json", cut_gaps=True

@@ -132,9 +132,7 @@ def test_a_summary_of_several_launches_keeps_each_sms_time_per_event():
     # track in time order (it raised IndexError, or would have mixed tracks).
     import auto_inputs as A
 
-    from sm_profiler.auto_mode.records import read_buffer, to_captures
-
-    caps = to_captures(*read_buffer(A.auto_buffer(A.two_kernels())), A.KERNELS, {"sm_count": 4})
+    caps = A.table_of(A.two_kernels())
     trace = decode(caps)
     assert len(trace.kernels) > 1
     ev = trace.events

@@ -68,7 +68,7 @@ def inductor_kernels(root: str) -> dict:
             }
             opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
             r = out[f] = {"name": kern.fn.__name__}
-            binding.turn_on("program", {})
+            binding.turn_on("program")
             try:
                 for arch in (90, 100):
                     k = compile_(kern.fn, sig, consts, opts, arch, os.path.join(root, f"i{arch}"))
@@ -88,7 +88,7 @@ def main():
             r = res["cases"][f"{name}_{arch}"] = {}
             plain = compile_(fn, sig, consts, opts, arch, os.path.join(root, f"{name}{arch}a"))
             for level in ("program", "warp"):
-                binding.turn_on(level, {})
+                binding.turn_on(level)
                 k = compile_(
                     fn, sig, consts, opts, arch, os.path.join(root, f"{name}{arch}{level}")
                 )
@@ -117,12 +117,12 @@ def main():
     name, fn, sig, consts, opts = K.CASES[0]
     d = os.path.join(root, "shared")
     k0 = compile_(fn, sig, consts, opts, 90, d)
-    binding.turn_on("program", {})
+    binding.turn_on("program")
     k1 = compile_(fn, sig, consts, opts, 90, d)
     binding.turn_off()
     k2 = compile_(fn, sig, consts, opts, 90, d)
     entries = len(os.listdir(d))
-    binding.turn_on("program", {})
+    binding.turn_on("program")
     k3 = compile_(fn, sig, consts, opts, 90, d)
     binding.turn_off()
     res["cache"] = {
@@ -148,7 +148,7 @@ def main():
         consts = {"PROFILE": False, "PER_WARP": False, "WORKER_WARPS": 2}
         for arch in (90, 100):
             for level in ("program", "warp"):
-                binding.turn_on(level, {})
+                binding.turn_on(level)
                 triton.knobs.cache.dir = os.path.join(root, f"gluon{arch}{level}")
                 k = triton.compile(
                     GluonASTSource(G.plain_ws_loop_kernel, sig, consts),

@@ -37,30 +37,33 @@ PTX = """.version 8.7
 """
 
 
-def auto_buffer(records, capacity=256 * 16, ring=False):
+def auto_buffer(records, capacity=256 * 16, ring=False, regions=4, step_tag=0):
     """An auto buffer as the device leaves it after `records` (start, duration, sm, grid id,
-    kernel id, x, y, z), claimed in this order on their SMs' counters."""
-    words = np.zeros(fmt.auto_words(capacity), np.uint64)
-    words[: fmt.AUTO_HEADER_WORDS] = fmt.auto_header(capacity, ring)
-    size = capacity // fmt.AUTO_REGIONS
-    counters = words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS]
+    kernel id, x, y, z), claimed in this order on their SMs' counters (SM s in region
+    min(s, regions - 1)), as the device writes them (ptx.auto_prologue / auto_epilogue)."""
+    size = fmt.auto_region_size(capacity, regions, ring)
+    words = np.zeros(fmt.auto_words(regions, size), np.uint64)
+    words[: fmt.AUTO_HEADER_WORDS] = fmt.auto_header(capacity, ring, regions, step=step_tag)
+    counters = np.zeros(regions, np.int64)
     table = words[fmt.AUTO_RECORDS_WORD :].view(fmt.AUTO_RECORD_DTYPE)
     for start, dur, sm, grid_id, kid, x, y, z in records:
-        region = sm % fmt.AUTO_REGIONS
+        region = min(sm, regions - 1)
         n = int(counters[region])
         counters[region] = n + 1
-        words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS] = counters
         if n >= size and not ring:
             continue  # what the device does: limit mode keeps each SM's first records
-        table[region * size + n % size] = (
+        table[region * size + (n % size if ring else n)] = (
             start,
             (start + dur) & fmt.LOW32,
-            sm,
+            sm | (step_tag << 16),
             grid_id,
             kid,
             x,
             y | (z << 16),
         )
+    words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS][:regions] = (
+        counters
+    )
     return words
 
 
@@ -87,3 +90,13 @@ KERNELS = {
     1: {"name": "triton_poi_fused_add_0", "num_warps": 4, "sm_count": 4},
     2: {"name": "gemm", "num_warps": 8},
 }
+
+
+def table_of(records, kernels=None, sm_count=4, **buffer_options):
+    """The AutoTable of one GPU's buffer holding `records` (as auto_buffer takes them)."""
+    from sm_profiler.auto_mode.table import AutoTable
+
+    buffer_options.setdefault("regions", sm_count)
+    session = {"gpu": 0, "sm_count": sm_count, "device_name": "test GPU", "rank": 0}
+    words = auto_buffer(records, **buffer_options)
+    return AutoTable.from_buffers([(session, words)], KERNELS if kernels is None else kernels)

@@ -1,0 +1,521 @@
+"""AutoTable: what an auto-mode region recorded, as tables.
+
+    rows       one per program (per warp at level="warp"), sorted by launch then start:
+               launch, sm, start_ns, end_ns, x, y, z (the program id), warp
+    launches   one per launch, a grouping of rows (first_row, rows): gpu, session, kernel,
+               grid_id, step (-1: none), tag, per_warp, start_ns, end_ns, grid_x/y/z (the
+               largest program id seen + 1: a lower bound where records were dropped)
+    kernels    one entry per kernel (name and what the binding knew), stored once
+    sessions   one per (rank, GPU) buffer: its counts (claimed, kept, dropped, capacity, ...)
+               and where it ran (device name, SM count, rank, host)
+
+Everything is sized by the records, never by a grid. `decode()` gives the TraceData every reader
+takes (one capture per launch, one lane per row); its `kernels` is a LaunchList that builds each
+launch's KernelInfo on demand. An AutoTable is also a sequence of per-launch Captures (built on
+demand), so code written for `sm_profiler.load`'s lists of captures reads it too.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import format as fmt
+from ..errors import CaptureError
+from ..trace import RANGE, KernelInfo, TraceData
+from .records import concat_rows, read_buffer, split_launches
+
+AUTO_FILE_VERSION = 2  # capture_file_version of an auto file (ordinary capture files are 1)
+ROW_DTYPES = {
+    "launch": np.int64,
+    "sm": np.int32,
+    "start_ns": np.int64,
+    "end_ns": np.int64,
+    "x": np.int64,
+    "y": np.int32,
+    "z": np.int32,
+    "warp": np.int32,
+}
+LAUNCH_DTYPES = {
+    "gpu": np.int32,
+    "session": np.int32,
+    "kernel": np.int32,
+    "grid_id": np.int64,
+    "step": np.int64,
+    "tag": np.int32,
+    "per_warp": np.bool_,
+    "first_row": np.int64,
+    "rows": np.int64,
+    "start_ns": np.int64,
+    "end_ns": np.int64,
+    "grid_x": np.int64,
+    "grid_y": np.int64,
+    "grid_z": np.int64,
+}
+SESSION_COUNTS = ("claimed", "kept", "dropped", "unwritten", "capacity")
+# Block ids of a launch are linear program ids while the grid numbers them in int64 comfortably.
+_MAX_LINEAR_BLOCKS = 1 << 53
+
+
+@dataclass
+class AutoTable:
+    rows: dict[str, np.ndarray]
+    launches: dict[str, np.ndarray]
+    kernels: list[dict]
+    sessions: list[dict]
+    metadata: dict = field(default_factory=dict)
+    is_auto_table = True  # decode() and the CLI tell it from a list of captures by this
+
+    # -- building ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_buffers(
+        cls, buffers: list[tuple[dict, np.ndarray]], kernels: dict[int, dict], metadata=None
+    ) -> AutoTable:
+        """One table from GPU buffers: (session metadata with at least 'gpu', buffer words) each;
+        kernels: kernel id -> {'name', ...} as the binding knew them (ids shared by the buffers)."""
+        parts, sessions = [], []
+        for s, (meta, words) in enumerate(buffers):
+            rows, info = read_buffer(words, int(meta.get("gpu", 0)))
+            rows["gpu"][:] = s  # session index for now; the GPU is the session's
+            parts.append(rows)
+            sessions.append({**meta, **info})
+        rows = concat_rows(parts)
+        kids = sorted(set(kernels) | set(np.unique(rows["kernel"]).tolist()))
+        index = {k: i for i, k in enumerate(kids)}
+        table_kernels = [
+            {"name": f"kernel {k}", **kernels.get(k, {}), "kernel_id": k} for k in kids
+        ]
+        lut = np.zeros(max(kids, default=0) + 1, np.int32)
+        for k, i in index.items():
+            lut[k] = i
+        return cls._from_rows(rows, lut[rows["kernel"]], table_kernels, sessions, metadata or {})
+
+    @classmethod
+    def _from_rows(cls, rows, kernel_index, kernels, sessions, metadata) -> AutoTable:
+        session = rows["gpu"]  # session index per row (see from_buffers)
+        rows = dict(rows, gpu=session, kernel=kernel_index)
+        order, launch = split_launches(rows)
+        r = {k: rows[k][order] for k in rows}
+        n_launch = int(launch[-1]) + 1 if len(launch) else 0
+        first = np.searchsorted(launch, np.arange(n_launch))
+        count = np.diff(np.append(first, len(launch)))
+        at = first
+        tags = r["step_tag"]
+        step = np.full(n_launch, -1, np.int64)
+        if n_launch:
+            smin = np.minimum.reduceat(tags, first).astype(np.int64)
+            step_of = [_step_map(s) for s in sessions]
+            sess = r["gpu"][at]
+            for si, m in enumerate(step_of):
+                sel = sess == si
+                step[sel] = np.where(smin[sel] > 0, _map_steps(smin[sel], m), -1)
+        launches = {
+            "gpu": np.array([int(s.get("gpu", 0)) for s in sessions], np.int32)[r["gpu"][at]]
+            if n_launch
+            else np.zeros(0, np.int32),
+            "session": r["gpu"][at].astype(np.int32),
+            "kernel": r["kernel"][at].astype(np.int32),
+            "grid_id": r["grid_id"][at],
+            "step": step,
+            "tag": r["tag"][at],
+            "per_warp": r["per_warp"][at],
+            "first_row": first.astype(np.int64),
+            "rows": count.astype(np.int64),
+            "start_ns": _reduce(np.minimum, r["start_ns"], first),
+            "end_ns": _reduce(np.maximum, r["end_ns"], first),
+            "grid_x": _reduce(np.maximum, r["x"], first) + 1,
+            "grid_y": _reduce(np.maximum, r["y"].astype(np.int64), first) + 1,
+            "grid_z": _reduce(np.maximum, r["z"].astype(np.int64), first) + 1,
+        }
+        row_cols = {k: r[k].astype(t, copy=False) for k, t in ROW_DTYPES.items() if k != "launch"}
+        row_cols["launch"] = launch.astype(np.int64)
+        return cls({k: row_cols[k] for k in ROW_DTYPES}, launches, kernels, sessions, metadata)
+
+    @staticmethod
+    def concat(tables: list[AutoTable]) -> AutoTable:
+        """Tables of several ranks as one: kernels and sessions renumbered, launches in order of
+        their first start (each launch stays as it was split)."""
+        if not tables:
+            raise ValueError("concat needs at least one AutoTable")
+        n_l = [t.num_launches for t in tables]
+
+        def offsets(sizes):
+            return np.repeat(np.cumsum([0] + sizes[:-1]), n_l).astype(np.int64)
+
+        L = {k: np.concatenate([t.launches[k] for t in tables]) for k in LAUNCH_DTYPES}
+        # One entry per kernel: the same kernel on several ranks is one row of the report.
+        kernels, index, remap = [], {}, []
+        for t in tables:
+            for k in t.kernels:
+                key = _kernel_key(k)
+                if key not in index:
+                    index[key] = len(kernels)
+                    kernels.append(k)
+                remap.append(index[key])
+        remap = np.array(remap or [0], np.int32)
+        L["kernel"] = remap[L["kernel"] + offsets([len(t.kernels) for t in tables])]
+        L["session"] = (L["session"] + offsets([len(t.sessions) for t in tables])).astype(np.int32)
+        rows = {k: np.concatenate([t.rows[k] for t in tables]) for k in ROW_DTYPES}
+        launch_base = np.cumsum([0] + n_l[:-1])
+        rows["launch"] = rows["launch"] + np.repeat(launch_base, [t.num_rows for t in tables])
+        order = np.lexsort((np.arange(len(L["start_ns"])), L["start_ns"]))
+        new_id = np.empty(len(order), np.int64)
+        new_id[order] = np.arange(len(order))
+        row_launch = new_id[rows["launch"]]
+        ro = np.argsort(row_launch, kind="stable")  # a launch's rows stay in their order
+        rows = {k: v[ro] for k, v in rows.items()}
+        rows["launch"] = row_launch[ro]
+        L = {k: v[order] for k, v in L.items()}
+        L["first_row"] = np.cumsum(L["rows"]) - L["rows"]
+        sessions = [dict(s) for t in tables for s in t.sessions]
+        return AutoTable(rows, L, kernels, sessions, dict(tables[0].metadata))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def num_launches(self) -> int:
+        return len(self.launches["rows"])
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.rows["start_ns"])
+
+    def counts(self) -> dict:
+        """Claimed, kept, dropped, unwritten records and capacity, summed over the sessions."""
+        return {k: sum(_count(s.get(k)) for s in self.sessions) for k in SESSION_COUNTS}
+
+    def kernel_names(self) -> list[str]:
+        """Each kernel's name, made unique ('name #3' for the third of a name)."""
+        cached = self.__dict__.get("_names")
+        if cached is not None and cached[0] == len(self.kernels):
+            return cached[1]
+        seen: dict[str, int] = {}
+        out = []
+        for k in self.kernels:
+            name = str(k.get("name") or f"kernel {k.get('kernel_id', '?')}")
+            n = seen.get(name, 0)
+            seen[name] = n + 1
+            out.append(name if n == 0 else f"{name} #{n + 1}")
+        self.__dict__["_names"] = (len(self.kernels), out)
+        return out
+
+    def blocks(self) -> np.ndarray:
+        """Each row's block id: its linear program id x + gx * (y + gy * z) within its launch, or
+        (grids too large to number so) its rank among the launch's programs."""
+        L, r = self.launches, self.rows
+        launch = r["launch"]
+        gx, gy, gz = (L[c][launch] for c in ("grid_x", "grid_y", "grid_z"))
+        big = gx.astype(float) * gy * gz >= _MAX_LINEAR_BLOCKS
+        block = r["x"] + gx * (r["y"] + gy * r["z"].astype(np.int64))
+        if big.any():
+            first = L["first_row"][launch]
+            block = np.where(big, np.arange(len(launch)) - first, block)
+        return block
+
+    def decode(self) -> TraceData:
+        """The TraceData every reader takes: capture = launch, one lane (and one range of the
+        kernel's event) per row."""
+        r, L = self.rows, self.launches
+        n = self.num_rows
+        launch = r["launch"]
+        lane = np.arange(n, dtype=np.int64) - L["first_row"][launch] if n else np.zeros(0, np.int64)
+        group = np.where(L["per_warp"][launch], r["warp"], 0).astype(np.int32)
+        block = self.blocks()
+        cap = launch.astype(np.int32)
+        events = {
+            "capture": cap,
+            "lane": lane,
+            "sm": r["sm"],
+            "block": block,
+            "group": group,
+            "event": L["kernel"][launch].astype(np.int32),
+            "kind": np.full(n, RANGE, np.int8),
+            "start_ns": r["start_ns"],
+            "end_ns": r["end_ns"],
+        }
+        two = np.full(n, 2, np.int64)
+        lanes = {
+            "capture": cap,
+            "lane": lane,
+            "sm": r["sm"],
+            "block": block,
+            "group": group,
+            "anchor_ns": r["start_ns"],
+            "written": two,
+            "attempted": two,
+            "dropped": np.zeros(n, np.int64),
+            "initialized": np.ones(n, bool),
+        }
+        z = np.zeros(0, np.int64)
+        unmatched = {
+            "capture": z.astype(np.int32),
+            "lane": z,
+            "sm": z.astype(np.int32),
+            "block": z,
+            "group": z.astype(np.int32),
+            "event": z.astype(np.int32),
+            "kind": z.astype(np.int8),
+            "time_ns": z,
+        }
+        names = dict(enumerate(self.kernel_names()))
+        return TraceData(
+            events,
+            lanes,
+            unmatched,
+            LaunchList(self),
+            names,
+            unattributed_dropped=self.counts()["dropped"],
+        )
+
+    # -- as captures (for code written for lists of captures) -----------------------------------
+
+    def __len__(self) -> int:
+        return self.num_launches
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self.capture(int(i))
+
+    def __iter__(self):
+        return (self.capture(i) for i in range(len(self)))
+
+    def capture(self, i: int):
+        """Launch i as an ordinary Capture (one lane per recorded program, two records each)."""
+        from ..capture import Capture
+
+        n = self.num_launches
+        if not -n <= i < n:
+            raise IndexError(f"launch {i} out of range: this table has {n}")
+        i %= n
+        L = self.launches
+        a, c = int(L["first_row"][i]), int(L["rows"][i])
+        info = self.launch_info(i)
+        words = np.zeros(fmt.buffer_words(c, 1, 2), np.uint64)
+        words[: fmt.HEADER_WORDS] = fmt.encode_header(c, 1, 2)
+        lanes = words[fmt.HEADER_WORDS :].reshape(c, fmt.LANE_HEADER_WORDS + 2)
+        start = self.rows["start_ns"][a : a + c].astype(np.uint64)
+        end = self.rows["end_ns"][a : a + c].astype(np.uint64)
+        lanes[:, 0] = start
+        lanes[:, 1] = self.rows["sm"][a : a + c].astype(np.uint64)
+        tag_b = np.uint64(fmt.make_tag(0, fmt.KIND_BEGIN) << fmt.TAG_SHIFT)
+        tag_e = np.uint64(fmt.make_tag(0, fmt.KIND_END) << fmt.TAG_SHIFT)
+        lanes[:, 2] = tag_b | (start & np.uint64(fmt.LOW32))
+        lanes[:, 3] = tag_e | (end & np.uint64(fmt.LOW32))
+        meta = dict(info.metadata)
+        meta["blocks"] = self.blocks()[a : a + c].tolist() if c <= 4096 else "not listed"
+        return Capture(
+            words=words,
+            event_names={0: info.name},
+            kernel_name=info.name,
+            metadata=_jsonable(meta),
+        )
+
+    def launch_info(self, i: int) -> KernelInfo:
+        L = self.launches
+        k = self.kernels[int(L["kernel"][i])]
+        s = self.sessions[int(L["session"][i])]
+        per_warp = bool(L["per_warp"][i])
+        grid = [int(L["grid_x"][i]), int(L["grid_y"][i]), int(L["grid_z"][i])]
+        num_warps = int(k.get("num_warps") or 1)
+        ng = num_warps if per_warp else 1
+        meta = {key: v for key, v in s.items() if key not in SESSION_COUNTS}
+        meta.update({key: v for key, v in k.items() if key != "name"})
+        meta.update(
+            auto=True,
+            launch=i,
+            gpu=int(L["gpu"][i]),
+            grid=grid,
+            grid_id=int(L["grid_id"][i]),
+            programs=int(L["rows"][i]),
+            auto_session={key: s.get(key) for key in SESSION_COUNTS + ("ring",)},
+        )
+        if s.get("dropped"):
+            meta["grid_is_lower_bound"] = True  # programs past the largest seen may be dropped
+        if L["step"][i] >= 0:
+            meta["step"] = int(L["step"][i])
+        if L["tag"][i]:
+            meta["tag"] = int(L["tag"][i])
+        groups = _warp_names(ng, k.get("partitions")) if per_warp else {}
+        return KernelInfo(
+            name=self.kernel_names()[int(L["kernel"][i])],
+            num_blocks=grid[0] * grid[1] * grid[2],
+            num_groups=ng,
+            capacity=2,
+            emulated=False,
+            group_names=groups,
+            metadata=meta,
+        )
+
+    # -- files ---------------------------------------------------------------------------------
+
+    def save(self, path) -> None:
+        """Write the table to one .npz file: columns as arrays, kernels and sessions as JSON once."""
+        from ..capture import _short
+        from ..paths import atomic_output, check_writable
+
+        meta = {
+            "capture_file_version": AUTO_FILE_VERSION,
+            "kind": "auto",
+            "kernels": self.kernels,
+            "sessions": self.sessions,
+            "metadata": self.metadata,
+        }
+        try:
+            blob = np.frombuffer(json.dumps(_jsonable(meta)).encode(), np.uint8)
+        except (TypeError, ValueError, RecursionError) as e:
+            raise CaptureError(
+                f"cannot save {str(path)!r}: metadata must be JSON-serialisable ({_short(str(e), 120)})"
+            ) from e
+        check_writable(path)
+        arrays = {f"row_{k}": v for k, v in self.rows.items()}
+        arrays.update({f"launch_{k}": v for k, v in self.launches.items()})
+        with atomic_output(path) as tmp, open(tmp, "wb") as f:
+            np.savez(f, meta=blob, **arrays)
+
+    @classmethod
+    def read(cls, z: zipfile.ZipFile, meta: dict, name: str) -> AutoTable:
+        """The table of an open auto file whose JSON `meta` was read (capture.load calls this)."""
+        from ..capture import _read_column
+
+        def need(what, cond):
+            if not cond:
+                raise CaptureError(f"{name}: {what}: damaged auto file")
+
+        need("no kernels or sessions table", isinstance(meta.get("kernels"), list))
+        need("no sessions table", isinstance(meta.get("sessions"), list))
+        kernels, sessions = meta["kernels"], meta["sessions"]
+        need("a kernel entry is not a table", all(isinstance(k, dict) for k in kernels))
+        need("a session entry is not a table", all(isinstance(s, dict) for s in sessions))
+        rows = {k: _read_column(z, f"row_{k}", name, t) for k, t in ROW_DTYPES.items()}
+        launches = {k: _read_column(z, f"launch_{k}", name, t) for k, t in LAUNCH_DTYPES.items()}
+        n, m = len(rows["start_ns"]), len(launches["rows"])
+        need("row columns differ in length", all(len(v) == n for v in rows.values()))
+        need("launch columns differ in length", all(len(v) == m for v in launches.values()))
+        need("launch rows do not add up", int(launches["rows"].sum()) == n)
+        need(
+            "launches do not follow their rows",
+            (launches["first_row"] == np.cumsum(launches["rows"]) - launches["rows"]).all()
+            and (m == 0 or (rows["launch"] == np.repeat(np.arange(m), launches["rows"])).all()),
+        )
+        need(
+            "a launch names no known kernel",
+            ((launches["kernel"] >= 0) & (launches["kernel"] < len(kernels))).all(),
+        )
+        need(
+            "a launch names no known session",
+            ((launches["session"] >= 0) & (launches["session"] < len(sessions))).all(),
+        )
+        need("a record ends before it starts", (rows["end_ns"] >= rows["start_ns"]).all())
+        md = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+        return cls(rows, launches, kernels, sessions, md)
+
+
+class LaunchList(Sequence):
+    """The KernelInfo of each launch of an AutoTable, built when asked for (a million launches
+    cost their columns, not a million objects)."""
+
+    auto = True
+
+    def __init__(self, table: AutoTable):
+        self.table = table
+
+    def __len__(self) -> int:
+        return self.table.num_launches
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"capture {i} out of range: this trace has {n}")
+        return self.table.launch_info(int(i) % n)
+
+    def representatives(self) -> list[int]:
+        """One launch of each (kernel, level) pair: launches that differ in nothing else share
+        their KernelInfo's names and shape."""
+        L = self.table.launches
+        key = L["kernel"].astype(np.int64) * 2 + L["per_warp"]
+        return np.unique(key, return_index=True)[1].tolist()
+
+    def names(self) -> list[str]:
+        """Each launch's kernel name, without building the launches."""
+        names = self.table.kernel_names()
+        return [names[k] for k in self.table.launches["kernel"].tolist()]
+
+    def __add__(self, other):
+        return list(self) + list(other)
+
+
+def _count(v) -> int:
+    """A non-negative count from a session's metadata (a file may hold anything), else 0."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        return 0
+    return max(int(v), 0)
+
+
+def _kernel_key(k: dict) -> str:
+    """What makes two ranks' kernel entries the same kernel: its name and binary."""
+    return json.dumps([k.get(f) for f in ("name", "cache_hash", "level", "source")], default=str)
+
+
+def _step_map(session: dict) -> dict[int, int]:
+    """Step tag -> step number of a session's schedule (none: the tag is the step)."""
+    m = session.get("step_tags")
+    if isinstance(m, dict):
+        try:
+            return {int(k): int(v) for k, v in m.items()}
+        except (TypeError, ValueError):
+            return {}
+    return {}
+
+
+def _map_steps(tags: np.ndarray, m: dict[int, int]) -> np.ndarray:
+    if not m:
+        return tags.astype(np.int64)
+    keys = np.array(sorted(m), np.int64)
+    vals = np.array([m[k] for k in sorted(m)], np.int64)
+    pos = np.clip(np.searchsorted(keys, tags), 0, len(keys) - 1)
+    return np.where(keys[pos] == tags, vals[pos], tags.astype(np.int64))
+
+
+def _reduce(ufunc, values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    if len(first) == 0:
+        return np.zeros(0, np.int64)
+    return ufunc.reduceat(values.astype(np.int64), first)
+
+
+def _warp_names(num_warps: int, partitions) -> dict[int, str]:
+    """'warp 5', or 'worker 0 · warp 5' in a warp-specialized kernel's partition."""
+    names = {w: f"warp {w}" for w in range(num_warps)}
+    for p in partitions or []:
+        try:
+            name, first, n = p
+            for w in range(int(first), min(int(first) + int(n), num_warps)):
+                names[w] = f"{name} · warp {w}"
+        except (TypeError, ValueError):
+            continue
+    return names
+
+
+def _jsonable(v):
+    """v with numpy scalars as Python numbers (json.dumps refuses them)."""
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def is_auto_meta(meta) -> bool:
+    return isinstance(meta, dict) and meta.get("kind") == "auto"
+
+
+__all__ = ["AutoTable", "LaunchList", "AUTO_FILE_VERSION"]
