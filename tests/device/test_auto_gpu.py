@@ -129,23 +129,66 @@ def test_cuda_graph_replays_are_separate_launches():
 
 def test_limit_and_ring_count_drops_exactly():
     n = 1 << 16
+    sms = _sm_count()
     x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
     for ring in (False, True):
-        with sm_profiler.auto(capacity=256, ring=ring) as prof:  # one record per SM
+        with sm_profiler.auto(capacity=sms, ring=ring) as prof:  # one record per SM
             for _ in range(3):
                 axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024)  # 64 programs each
-        recs, info = prof.records()
-        sms = len(np.unique(recs["sm"]))
-        assert info["claimed"] == 192 and len(recs) == sms and info["dropped"] == 192 - sms
+        rows, counts = prof.records()
+        used = len(np.unique(rows["sm"]))
+        assert counts["capacity"] == sms
+        assert counts["claimed"] == 192 and len(rows["sm"]) == used == counts["kept"]
+        assert counts["dropped"] == 192 - used
         trace = prof.decode()
-        assert (
-            sum(
-                len(np.flatnonzero(trace.lanes["initialized"] & (trace.lanes["capture"] == c)))
-                for c in range(len(trace.kernels))
-            )
-            == sms
-        )
-        assert trace.kernels[0].metadata["auto_session"]["dropped"] == 192 - sms
+        assert len(trace.events["kind"]) == used and trace.dropped_total == 192 - used
+        assert trace.kernels[0].metadata["auto_session"]["dropped"] == 192 - used
+
+
+def test_a_full_buffer_keeps_exactly_its_capacity_on_any_sm_count():
+    """Regions are the GPU's SMs (132 on an H100), not 256: every record of the capacity is
+    used. 64 records per SM; thousands of programs spread over every SM fill every region."""
+    n = 1 << 22
+    sms = _sm_count()
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    capacity = 64 * sms
+    with sm_profiler.auto(capacity=capacity) as prof:
+        for _ in range(4):
+            axpy_kernel[(n // 256,)](x, y, out, n, 1.0, BLOCK=256)  # 16,384 programs each
+    rows, counts = prof.records()
+    assert counts["claimed"] == 4 * (n // 256)
+    assert counts["kept"] == len(rows["sm"]) == capacity
+    assert counts["dropped"] == 4 * (n // 256) - capacity
+    assert np.bincount(rows["sm"], minlength=sms).tolist() == [64] * sms
+    text = sm_profiler.auto_mode.report.format_report(prof.decode(), width=100)
+    assert f"kept the first {capacity:,} of capacity {capacity:,}" in " ".join(text.split())
+
+
+def test_every_gpu_of_a_process_is_recorded_each_on_its_buffer():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    n = 1 << 18
+    with sm_profiler.auto() as prof:
+        for dev in (0, 1):
+            with torch.cuda.device(dev):
+                x, y, out = (torch.rand(n, device=f"cuda:{dev}") for _ in range(3))
+                axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024)
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+    table = prof.table()
+    assert sorted(int(s["gpu"]) for s in table.sessions) == [0, 1]
+    assert sorted(table.launches["gpu"].tolist()) == [0, 1]
+    trace = prof.decode()
+    for c in range(2):
+        _check_launch(trace, c, (n // 1024, 1, 1))
+        assert trace.kernels[c].metadata["device"] == f"cuda:{trace.kernels[c].metadata['gpu']}"
+    # device= restricts the region to one GPU: the other records nothing.
+    with sm_profiler.auto(device=1) as prof:
+        for dev in (0, 1):
+            with torch.cuda.device(dev):
+                x, y, out = (torch.rand(n, device=f"cuda:{dev}") for _ in range(3))
+                axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024)
+    assert prof.table().launches["gpu"].tolist() == [1]
 
 
 def test_per_warp_level_records_every_warp():
@@ -254,8 +297,7 @@ def test_autotune_benchmark_launches_are_left_out_and_the_runs_recorded():
     block = 1024 if k.metadata["num_warps"] == 4 else 256
     for c in range(2):
         _check_launch(trace, c, (triton.cdiv(n, block), 1, 1))
-    recs, _ = prof.records()
-    assert set((recs["info"] >> 24).tolist()) == {7}
+    assert set(prof.table().launches["tag"].tolist()) == {7}
 
 
 def test_manual_ops_and_auto_mode_record_together():
