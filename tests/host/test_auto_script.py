@@ -1,0 +1,96 @@
+"""`sm-profiler run`'s runner (sm_profiler/auto_mode/script.py) on the CPU: a script run in a fake
+region that records two kernels' launches when it ends, through the runner and through main()
+(auto mode's GPU check stubbed); tests/device/test_auto_gpu.py runs it on a GPU."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+from auto_inputs import KERNELS, auto_buffer, two_kernels
+
+from sm_profiler.auto_mode import script
+from sm_profiler.auto_mode.script import Program, find_program, run_program
+
+
+class FakeRegion:
+    """A stand-in for AutoProfiler: a context manager whose captures are auto mode's, of two
+    kernels, once the region has ended (none if `records` is False)."""
+
+    def __init__(self, records: bool = True):
+        self.records, self.inside, self.entered, self.exited = records, False, 0, 0
+        self.notes = ["(a note of the fake region)"]
+
+    def __enter__(self):
+        self.inside, self.entered = True, self.entered + 1
+        return self
+
+    def __exit__(self, *exc):
+        self.inside, self.exited = False, self.exited + 1
+
+    def captures(self):
+        from sm_profiler.auto_mode.records import read_buffer, to_captures
+
+        if not self.records:
+            return []
+        return to_captures(*read_buffer(auto_buffer(two_kernels())), KERNELS, {"sm_count": 4})
+
+    def decode(self):
+        from sm_profiler import decode
+
+        return decode(self.captures())
+
+    def save(self, path):
+        from sm_profiler import save_many
+
+        save_many(self.captures(), path)
+
+    def export(self, path):
+        from sm_profiler.export import export
+
+        return export(self.decode(), path)
+
+
+@pytest.fixture
+def region():
+    return FakeRegion()
+
+
+def write_script(folder, text, name="s.py"):
+    path = folder / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_the_script_runs_inside_the_region_with_its_arguments(tmp_path, region, capsys):
+    seen = tmp_path / "seen"
+    path = write_script(
+        tmp_path,
+        "import sys\n"
+        "from pathlib import Path\n"
+        f"Path({str(seen)!r}).write_text(repr((__name__, sys.argv[1:])))\n",
+    )
+    argv = sys.argv
+    program = find_program(["--", path, "a", "--b"])
+    assert program == Program(script=program.script, args=("a", "--b"))
+    assert run_program(program, region) == 0
+    assert seen.read_text() == "('__main__', ['a', '--b'])"
+    assert (region.entered, region.exited) == (1, 1) and sys.argv is argv
+
+
+def test_profile_writes_the_report_and_the_files(tmp_path, region, capsys):
+    path = write_script(tmp_path, "pass\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert script.profile(find_program([path]), region, str(out), width=80) == 0
+    stdout = capsys.readouterr().out
+    assert stdout.startswith("sm_profiler auto: 4 launches of 2 kernels")
+    assert "wrote" in stdout and sorted(os.listdir(out)) == sorted(script.OUTPUTS)
+    assert (out / "auto_stats.txt").read_text().startswith("sm_profiler auto:")
+
+
+def test_profile_says_when_nothing_was_recorded(tmp_path, capsys):
+    path = write_script(tmp_path, "pass\n")
+    assert script.profile(find_program([path]), FakeRegion(records=False), str(tmp_path)) == 1
+    assert "no instrumented kernel ran; (a note of the fake region)" in capsys.readouterr().err
