@@ -261,12 +261,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from . import auto
-    from .auto_mode import script
+    from .auto_mode import script, session
 
+    # Everything is checked before anything is created; the folder only once there is output.
     program = script.find_program(args.command)
-    os.makedirs(args.out, exist_ok=True)
+    out_dir = script.output_folder(args.out)
     prof = auto(args.capacity, ring=args.ring, level=args.level)
-    return script.profile(program, prof, args.out, width=args.width)
+    session._check_can_run()  # a GPU, Triton 3.6+, no interpreter
+    return script.profile(program, prof, out_dir, width=args.width)
 
 
 # -- commands ---------------------------------------------------------------------------------

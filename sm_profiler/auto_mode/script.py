@@ -2,6 +2,7 @@
 region, and what the region recorded written at the end (docs/cli.md, "run").
 
     program = find_program(["train.py", "--steps", "20"])
+    out_dir = output_folder("prof_out")     # checked, not created
     status = run_program(program, region)   # any context manager: auto mode's, or a test's fake
     write_outputs(prof, out_dir, width)     # the report, auto.npz, auto.perfetto-trace, ...
 """
@@ -15,7 +16,8 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from ..errors import ConfigError
+from ..errors import CaptureError, ConfigError
+from ..paths import atomic_output, check_writable
 
 OUTPUTS = ("auto.npz", "auto.perfetto-trace", "auto_stats.txt")
 
@@ -44,6 +46,42 @@ def find_program(command: Sequence[str]) -> Program:
     if not os.path.isfile(argv[0]):
         raise ConfigError(f"no script {argv[0]!r}: give the path of a Python file")
     return Program(script=argv[0], args=tuple(argv[1:]))
+
+
+def output_folder(out: str) -> str:
+    """The absolute path of the `--out` folder, checked before anything runs: an existing
+    folder whose OUTPUTS can be written, or one that can be created. Creates nothing."""
+    if not out:
+        raise ConfigError("--out is empty: name a folder for the outputs, e.g. --out prof_out")
+    if "\0" in out:
+        raise ConfigError(f"--out {out!r} holds a NUL character: name a folder without one")
+    folder = os.path.abspath(out)
+    if os.path.isdir(folder):
+        for name in OUTPUTS:
+            try:
+                check_writable(os.path.join(folder, name))
+            except CaptureError as e:
+                raise ConfigError(f"{e}; name another folder with --out") from None
+        return folder
+    if os.path.lexists(folder):
+        raise ConfigError(
+            f"--out {out!r} is a file, not a folder: name a folder (new or existing) for "
+            + ", ".join(OUTPUTS)
+        )
+    parent = os.path.dirname(folder)
+    while not os.path.isdir(parent):  # the root is a folder: this ends
+        if os.path.lexists(parent):
+            raise ConfigError(
+                f"cannot create --out {out!r}: {parent!r} is not a folder; "
+                "name a folder under an existing folder"
+            )
+        parent = os.path.dirname(parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"cannot create --out {out!r}: no permission to write in {parent!r}; "
+            "name a folder you can write to"
+        )
+    return folder
 
 
 def run_program(program: Program, region: AbstractContextManager) -> int:
@@ -88,13 +126,19 @@ def profile(program: Program, prof, out_dir: str, width: int | None = None) -> i
 
 
 def write_outputs(prof, out_dir: str, width: int | None) -> None:
-    """Print the kernel report of `prof` and write OUTPUTS into the folder `out_dir`."""
+    """Print the kernel report of `prof` and write OUTPUTS into the folder `out_dir`, created
+    here: only when there is something to write."""
     from .report import format_report
 
     trace = prof.decode()
     text = format_report(trace, width=width)
     print(text, end="")
-    with open(os.path.join(out_dir, "auto_stats.txt"), "w") as f:
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise CaptureError(f"cannot create {out_dir!r}: {e.strerror or e}") from e
+    stats = os.path.join(out_dir, "auto_stats.txt")
+    with atomic_output(stats) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(format_report(trace, width=100))
     prof.save(os.path.join(out_dir, "auto.npz"))
     prof.export(os.path.join(out_dir, "auto.perfetto-trace"))

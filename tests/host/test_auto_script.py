@@ -94,3 +94,21 @@ def test_profile_says_when_nothing_was_recorded(tmp_path, capsys):
     path = write_script(tmp_path, "pass\n")
     assert script.profile(find_program([path]), FakeRegion(records=False), str(tmp_path)) == 1
     assert "no instrumented kernel ran; (a note of the fake region)" in capsys.readouterr().err
+
+
+def test_output_folder_is_absolute_and_checked_without_creating_anything(tmp_path, monkeypatch):
+    from sm_profiler import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    assert script.output_folder("o/p") == str(tmp_path / "o" / "p")
+    assert script.output_folder(".") == str(tmp_path)
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(ConfigError, match="NUL"):
+        script.output_folder("a\0b")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        script.output_folder("link")  # a dangling link cannot become the folder
+    if os.geteuid() != 0:  # root may write anywhere
+        (tmp_path / "ro").mkdir(mode=0o555)
+        with pytest.raises(ConfigError, match="no permission to write in"):
+            script.output_folder("ro/out")
