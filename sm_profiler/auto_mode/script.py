@@ -9,6 +9,7 @@ region, and what the region recorded written at the end (docs/cli.md, "run").
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -42,10 +43,63 @@ def find_program(command: Sequence[str]) -> Program:
             "train.py [args] (or -m package.module [args])"
         )
     if argv[0] == "-m":
+        _check_module(argv[1])
         return Program(module=argv[1], args=tuple(argv[2:]))
     if not os.path.isfile(argv[0]):
         raise ConfigError(f"no script {argv[0]!r}: give the path of a Python file")
     return Program(script=argv[0], args=tuple(argv[1:]))
+
+
+def _check_module(name: str) -> None:
+    """Refuse a module that `python -m name` could not run, as Python looks it up: the current
+    folder first on sys.path. Runs no code of the module or of its packages."""
+    if not name or any(not part for part in name.split(".")):
+        raise ConfigError(f"-m {name!r} is not a module name: give one like package.module")
+    saved_path = list(sys.path)
+    sys.path.insert(0, os.getcwd())
+    try:
+        spec = _find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            if _find_spec(name + ".__main__") is None:
+                raise ConfigError(
+                    f"-m {name!r} is a package without a __main__ module: run one of its "
+                    f"modules (-m {name}.train) or add {name.replace('.', '/')}/__main__.py"
+                )
+    finally:
+        sys.path[:] = saved_path
+    if spec is None:
+        raise ConfigError(
+            f"no module {name!r} in the current folder or on sys.path: check its spelling, "
+            "or give a script's path (sm-profiler run -- path/to/train.py)"
+        )
+
+
+def _find_spec(name: str):
+    """The module spec of `name` or None, found as `import` would but without importing its
+    packages: importlib.util.find_spec("a.b") would run a/__init__.py, before the region."""
+    parts = name.split(".")
+    spec = None
+    for i in range(1, len(parts) + 1):
+        full, parent = ".".join(parts[:i]), ".".join(parts[: i - 1])
+        try:
+            if not parent or parent in sys.modules:  # nothing left to import
+                spec = importlib.util.find_spec(full)
+            else:  # what importlib asks, given the parent's spec instead of the parent
+                spec = _meta_path_spec(full, spec.submodule_search_locations)
+        except (ImportError, ValueError):
+            return None
+        if spec is None or (i < len(parts) and spec.submodule_search_locations is None):
+            return None  # not found, or a parent that is not a package
+    return spec
+
+
+def _meta_path_spec(name: str, path):
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find(name, path, None) if find is not None else None
+        if spec is not None:
+            return spec
+    return None
 
 
 def output_folder(out: str) -> str:
@@ -86,13 +140,14 @@ def output_folder(out: str) -> str:
 
 def run_program(program: Program, region: AbstractContextManager) -> int:
     """Run `program` inside `with region:`; return its exit status."""
-    old_argv, status = sys.argv, 0
+    old_argv, old_path, status = sys.argv, list(sys.path), 0
     name = program.module or program.script
     sys.argv = [name, *program.args]
     try:
         with region:
             try:
                 if program.module:
+                    sys.path.insert(0, os.getcwd())  # as `python -m` does
                     runpy.run_module(program.module, run_name="__main__", alter_sys=True)
                 else:
                     sys.path.insert(0, os.path.dirname(os.path.abspath(program.script)))
@@ -109,6 +164,7 @@ def run_program(program: Program, region: AbstractContextManager) -> int:
                 )
     finally:
         sys.argv = old_argv
+        sys.path[:] = old_path
     return status
 
 

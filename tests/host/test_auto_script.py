@@ -112,3 +112,39 @@ def test_output_folder_is_absolute_and_checked_without_creating_anything(tmp_pat
         (tmp_path / "ro").mkdir(mode=0o555)
         with pytest.raises(ConfigError, match="no permission to write in"):
             script.output_folder("ro/out")
+
+
+def test_dash_m_finds_a_package_in_the_current_folder_and_imports_it_in_the_region(
+    tmp_path, monkeypatch, region
+):
+    # Issue 31, item 17: `python -m` puts the current folder first on sys.path; the console
+    # script's sys.path[0] is its own folder, so `-m pkg.mod` did not see ./pkg.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    path = list(sys.path)
+    (tmp_path / "pkg").mkdir()
+    log = tmp_path / "log"
+    (tmp_path / "pkg" / "__init__.py").write_text(f"open({str(log)!r}, 'a').write('init ')\n")
+    (tmp_path / "pkg" / "mod.py").write_text(
+        f"import sys\nopen({str(log)!r}, 'a').write(repr((__name__, sys.argv, sys.path[0])))\n"
+    )
+    program = find_program(["-m", "pkg.mod", "x"])
+    assert program == Program(module="pkg.mod", args=("x",))
+    assert not log.exists() and "pkg" not in sys.modules  # looked up, nothing run
+    assert sys.path == path
+    calls = []
+
+    class Watch(FakeRegion):
+        def __enter__(self):
+            calls.append(log.exists())
+            return super().__enter__()
+
+    try:
+        assert run_program(program, Watch()) == 0
+    finally:
+        for name in [n for n in sys.modules if n == "pkg" or n.startswith("pkg.")]:
+            del sys.modules[name]
+    assert calls == [False]  # pkg/__init__.py ran in the region, not before it
+    argv = [str(tmp_path / "pkg" / "mod.py"), "x"]
+    assert log.read_text() == "init " + repr(("__main__", argv, str(tmp_path)))
+    assert sys.path == path

@@ -482,3 +482,34 @@ def test_cli_run_on_a_cpu_refuses_and_creates_nothing(tmp_path, monkeypatch, cap
     err = capsys.readouterr().err
     assert err.startswith("sm-profiler: error: sm_profiler.auto ") and err.count("\n") == 1
     assert os.listdir(tmp_path) == ["s.py"]
+
+
+def test_cli_run_names_a_misspelled_module_before_anything_else(tmp_path, monkeypatch, capsys):
+    # Issue 31, item 17: a module that cannot be found ended in a traceback (on a GPU) or behind
+    # the GPU's refusal; a missing script got a clear error first.
+    from sm_profiler import ConfigError
+    from sm_profiler.auto_mode import session
+
+    def no_gpu():
+        raise ConfigError("sm_profiler.auto needs an NVIDIA GPU (test)")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(session, "_check_can_run", no_gpu)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise SystemExit('pkg was imported')\n")
+    (tmp_path / "pkg" / "train.py").write_text("")
+    for name in ("pkg.trian", "pgk.train", "pkg.train.step"):
+        assert main(["run", "--", "-m", name]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"sm-profiler: error: no module {name!r} in the current folder or on sys.path: "
+            "check its spelling, or give a script's path (sm-profiler run -- path/to/train.py)\n"
+        )
+    assert main(["run", "--", "-m", "pkg"]) == 2
+    assert "'pkg' is a package without a __main__ module" in capsys.readouterr().err
+    assert main(["run", "--", "-m", ".train"]) == 2
+    assert "is not a module name" in capsys.readouterr().err
+    # Found in the current folder (not on sys.path from the console script): next, the GPU.
+    assert main(["run", "--", "-m", "pkg.train"]) == 2
+    assert "needs an NVIDIA GPU (test)" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["pkg"]
