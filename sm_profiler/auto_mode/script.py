@@ -9,6 +9,7 @@ region, and what the region recorded written at the end (docs/cli.md, "run").
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import runpy
@@ -25,7 +26,8 @@ OUTPUTS = ("auto.npz", "auto.perfetto-trace", "auto_stats.txt")
 
 @dataclass(frozen=True)
 class Program:
-    """What `sm-profiler run` runs: a script's path or a module's name, and its arguments."""
+    """What `sm-profiler run` runs: a script's absolute path or a module's name, and its
+    arguments."""
 
     args: tuple[str, ...] = ()
     script: str | None = None
@@ -47,7 +49,7 @@ def find_program(command: Sequence[str]) -> Program:
         return Program(module=argv[1], args=tuple(argv[2:]))
     if not os.path.isfile(argv[0]):
         raise ConfigError(f"no script {argv[0]!r}: give the path of a Python file")
-    return Program(script=argv[0], args=tuple(argv[1:]))
+    return Program(script=os.path.abspath(argv[0]), args=tuple(argv[1:]))
 
 
 def _check_module(name: str) -> None:
@@ -63,7 +65,7 @@ def _check_module(name: str) -> None:
             if _find_spec(name + ".__main__") is None:
                 raise ConfigError(
                     f"-m {name!r} is a package without a __main__ module: run one of its "
-                    f"modules (-m {name}.train) or add {name.replace('.', '/')}/__main__.py"
+                    f"modules (-m {name}.MODULE) or add {name.replace('.', '/')}/__main__.py"
                 )
     finally:
         sys.path[:] = saved_path
@@ -139,33 +141,58 @@ def output_folder(out: str) -> str:
 
 
 def run_program(program: Program, region: AbstractContextManager) -> int:
-    """Run `program` inside `with region:`; return its exit status."""
-    old_argv, old_path, status = sys.argv, list(sys.path), 0
-    name = program.module or program.script
-    sys.argv = [name, *program.args]
+    """Run `program` inside `with region:` as `python script.py ARGS` (or `python -m module
+    ARGS`) runs it, and return its exit status: 0, its `sys.exit` status (a message printed to
+    stderr, status 1), 1 if it raised, 130 on Ctrl-C. The region ends normally in every case, so
+    what it recorded can still be written. sys.argv, sys.path and the working folder are the
+    caller's again afterwards."""
+    argv, path, saved_path, cwd = sys.argv, sys.path, list(sys.path), os.getcwd()
+    if program.module:
+        sys.argv = [program.module, *program.args]  # runpy makes argv[0] the module's file
+        sys.path.insert(0, cwd)
+    else:
+        sys.argv = [program.script, *program.args]
+        sys.path.insert(0, os.path.dirname(os.path.realpath(program.script)))
     try:
         with region:
-            try:
-                if program.module:
-                    sys.path.insert(0, os.getcwd())  # as `python -m` does
-                    runpy.run_module(program.module, run_name="__main__", alter_sys=True)
-                else:
-                    sys.path.insert(0, os.path.dirname(os.path.abspath(program.script)))
-                    runpy.run_path(program.script, run_name="__main__")
-            except SystemExit as e:
-                status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            except Exception:  # the script failed: say so, keep what it recorded until then
-                import traceback
-
-                traceback.print_exc()
-                status = 1
-                print(
-                    "sm-profiler run: the script raised; writing what it recorded", file=sys.stderr
-                )
+            return _run(program)
     finally:
-        sys.argv = old_argv
-        sys.path[:] = old_path
-    return status
+        sys.argv, sys.path = argv, path
+        path[:] = saved_path
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
+
+
+def _run(program: Program) -> int:
+    try:
+        if program.module:
+            runpy.run_module(program.module, run_name="__main__", alter_sys=True)
+        else:  # __file__ and sys.argv[0]: the script's absolute path
+            runpy.run_path(program.script, run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)  # what Python does with sys.exit("message")
+        return 1
+    except KeyboardInterrupt as e:
+        _print_exception(e)
+        print("sm-profiler run: interrupted; writing what it recorded", file=sys.stderr)
+        return 130
+    except Exception as e:  # the script failed: say so, keep what it recorded until then
+        _print_exception(e)
+        print("sm-profiler run: the script raised; writing what it recorded", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_exception(e: BaseException) -> None:
+    """The traceback Python prints, from the program's first frame (not runpy's or ours)."""
+    import traceback
+
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_globals.get("__name__") in ("runpy", __name__):
+        tb = tb.tb_next
+    traceback.print_exception(type(e), e, tb)
 
 
 def profile(program: Program, prof, out_dir: str, width: int | None = None) -> int:

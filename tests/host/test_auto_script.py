@@ -148,3 +148,112 @@ def test_dash_m_finds_a_package_in_the_current_folder_and_imports_it_in_the_regi
     argv = [str(tmp_path / "pkg" / "mod.py"), "x"]
     assert log.read_text() == "init " + repr(("__main__", argv, str(tmp_path)))
     assert sys.path == path
+
+
+@pytest.fixture
+def fake_auto(monkeypatch):
+    """main(["run", ...]) with a FakeRegion for auto mode's region, its GPU check passed."""
+    import sm_profiler
+    from sm_profiler.auto_mode import session
+
+    regions = []
+
+    def auto(capacity=None, *, ring=False, level="program", device=None):
+        regions.append(FakeRegion())
+        return regions[-1]
+
+    monkeypatch.setattr(sm_profiler, "auto", auto)
+    monkeypatch.setattr(session, "_check_can_run", lambda: None)
+    return regions
+
+
+def run_cli(*argv):
+    from sm_profiler.cli import main
+
+    return main(["run", "--width", "80", *argv])
+
+
+def test_ctrl_c_in_the_script_still_writes_the_recording(tmp_path, monkeypatch, fake_auto, capsys):
+    # Issue 31, item 18: a KeyboardInterrupt left the run with nothing written.
+    monkeypatch.chdir(tmp_path)
+    write_script(tmp_path, "print('step 1')\nraise KeyboardInterrupt\n")
+    assert run_cli("--out", "o", "--", "s.py") == 130
+    out, err = capsys.readouterr()
+    assert sorted(os.listdir(tmp_path / "o")) == sorted(script.OUTPUTS)
+    assert out.startswith("step 1\nsm_profiler auto: 4 launches")
+    assert fake_auto[0].exited == 1
+    # Python's traceback, from the script's own frame, then what happens next.
+    assert err.startswith(
+        f'Traceback (most recent call last):\n  File "{tmp_path / "s.py"}", line 2, in <module>\n'
+    )
+    assert err.endswith(
+        "KeyboardInterrupt\nsm-profiler run: interrupted; writing what it recorded\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "code, status, message",
+    [
+        ("sys.exit('it failed: no data')", 1, "it failed: no data\n"),
+        ("sys.exit(['a'])", 1, "['a']\n"),
+        ("sys.exit(3)", 3, ""),
+        ("sys.exit(0)", 0, ""),
+        ("sys.exit()", 0, ""),
+        ("sys.exit(None)", 0, ""),
+        ("raise SystemExit(False)", 0, ""),
+        ("pass", 0, ""),
+    ],
+)
+def test_sys_exit_is_the_status_and_its_message_is_printed(
+    tmp_path, region, capsys, code, status, message
+):
+    # Issue 31, item 19: sys.exit("message") kept status 1 but swallowed the message.
+    path = write_script(tmp_path, f"import sys\n{code}\n")
+    assert run_program(find_program([path]), region) == status
+    assert capsys.readouterr().err == message
+    assert region.exited == 1
+
+
+def test_a_script_that_raises_gets_pythons_traceback(tmp_path, region, capsys):
+    path = write_script(tmp_path, "def f():\n    1 / 0\n\nf()\n")
+    assert run_program(find_program([path]), region) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f'Traceback (most recent call last):\n  File "{path}", line 4')
+    assert "ZeroDivisionError" in err and "runpy" not in err and "script.py" not in err
+    assert err.endswith("sm-profiler run: the script raised; writing what it recorded\n")
+
+
+def test_a_script_that_changes_folder_keeps_a_relative_out(tmp_path, monkeypatch, fake_auto):
+    # Issue 31, item 20: a relative --out was then looked up from the script's folder, which
+    # failed with a traceback, and auto.npz was lost.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    write_script(tmp_path, "import os\nos.chdir('elsewhere')\n")
+    assert run_cli("--out", "o", "--", "s.py") == 0
+    assert sorted(os.listdir(tmp_path / "o")) == sorted(script.OUTPUTS)
+    assert os.getcwd() == str(tmp_path)
+
+
+def test_the_script_runs_as_python_runs_it_and_the_caller_gets_its_state_back(
+    tmp_path, monkeypatch, region, capsys
+):
+    (tmp_path / "real").mkdir()
+    write_script(
+        tmp_path / "real",
+        "import os, sys\n"
+        "print(repr((__name__, __file__, sys.argv, sys.path[0])))\n"
+        "sys.argv.append('more'); sys.path.insert(0, 'junk'); sys.path = ['other']\n"
+        "os.chdir('/')\n",
+    )
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "link.py").symlink_to(tmp_path / "real" / "s.py")
+    monkeypatch.chdir(tmp_path / "run")
+    argv, path, saved_path = sys.argv, sys.path, list(sys.path)
+    program = find_program(["link.py", "--x"])
+    assert run_program(program, region) == 0
+    link = str(tmp_path / "run" / "link.py")
+    # __file__ and sys.argv[0]: the script's absolute path; sys.path[0]: its real folder.
+    out = capsys.readouterr().out
+    assert out == repr(("__main__", link, [link, "--x"], str(tmp_path / "real"))) + "\n"
+    assert sys.argv is argv and sys.path is path and sys.path == saved_path
+    assert os.getcwd() == str(tmp_path / "run")
