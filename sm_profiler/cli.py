@@ -262,67 +262,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import os
-    import runpy
-
     from . import auto
-    from .errors import ConfigError
+    from .auto_mode import script, session
 
-    argv = list(args.command)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    if not argv or (argv[0] == "-m" and len(argv) < 2):
-        raise ConfigError(
-            "sm-profiler run needs a script: sm-profiler run [options] -- "
-            "train.py [args] (or -m package.module [args])"
-        )
-    module = argv[1] if argv[0] == "-m" else None
-    target = argv[1:] if module else argv
-    if module is None and not os.path.isfile(target[0]):
-        raise ConfigError(f"no script {target[0]!r}: give the path of a Python file")
-    os.makedirs(args.out, exist_ok=True)
+    # Everything is checked before anything is created; the folder only once there is output.
+    program = script.find_program(args.command)
+    out_dir = script.output_folder(args.out)
     prof = auto(args.capacity, ring=args.ring, level=args.level)
-    old_argv, status = sys.argv, 0
-    sys.argv = [module or target[0], *target[1:]] if module else list(target)
-    try:
-        with prof:
-            try:
-                if module:
-                    runpy.run_module(module, run_name="__main__", alter_sys=True)
-                else:
-                    sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
-                    runpy.run_path(target[0], run_name="__main__")
-            except SystemExit as e:
-                status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            except Exception:  # the script failed: say so, keep what it recorded until then
-                import traceback
-
-                traceback.print_exc()
-                status = 1
-                print(
-                    "sm-profiler run: the script raised; writing what it recorded", file=sys.stderr
-                )
-    finally:
-        sys.argv = old_argv
-    if not prof.captures():
-        print(
-            "sm-profiler run: no instrumented kernel ran; " + " ".join(prof.notes), file=sys.stderr
-        )
-        return status or 1
-    from .auto_mode.report import format_report
-
-    trace = prof.decode()
-    text = format_report(trace, width=args.width)
-    print(text, end="")
-    with open(os.path.join(args.out, "auto_stats.txt"), "w") as f:
-        f.write(format_report(trace, width=100))
-    prof.save(os.path.join(args.out, "auto.npz"))
-    prof.export(os.path.join(args.out, "auto.perfetto-trace"))
-    print(
-        f"sm-profiler run: wrote {args.out}/auto.npz, auto.perfetto-trace, auto_stats.txt "
-        f"(open with: sm-profiler open {args.out}/auto.perfetto-trace)"
-    )
-    return status
+    session._check_can_run()  # a GPU, Triton 3.6+, no interpreter
+    return script.profile(program, prof, out_dir, width=args.width)
 
 
 # -- commands ---------------------------------------------------------------------------------

@@ -426,3 +426,90 @@ def test_cli_run_needs_a_script(capsys):
     assert "needs a script" in capsys.readouterr().err
     assert main(["run", "--", "/no/such/train.py"]) == 2
     assert "no script" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "out, problem",
+    [
+        ("a_file", "is a file, not a folder"),
+        ("/dev/null/x", "'/dev/null' is not a folder"),
+        ("/dev/null/x/y", "'/dev/null' is not a folder"),
+        ("", "--out is empty"),
+        ("a_file/sub", "is not a folder"),
+        ("taken", "auto.npz': it is a directory; name another folder with --out"),
+    ],
+)
+def test_cli_run_refuses_an_unusable_out_in_one_line(tmp_path, monkeypatch, capsys, out, problem):
+    # Issue 31, item 15: these ended in a traceback from the folder's creation.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "taken" / "auto.npz").mkdir(parents=True)
+    (tmp_path / "s.py").write_text("raise SystemExit('the script ran')\n")
+    before = sorted(os.listdir(tmp_path))
+    assert main(["run", "--out", out, "--", "s.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sm-profiler: error: ") and err.count("\n") == 1, err
+    assert problem in err and ("--out" in err), err
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_cli_run_checks_everything_before_creating_the_out_folder(tmp_path, monkeypatch, capsys):
+    # Issue 31, item 16: without a GPU it refused, but only after creating --out.
+    from sm_profiler import ConfigError
+    from sm_profiler.auto_mode import session
+
+    def no_gpu():
+        raise ConfigError("sm_profiler.auto needs an NVIDIA GPU (test)")
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.py").write_text("raise SystemExit('the script ran')\n")
+    monkeypatch.setattr(session, "_check_can_run", no_gpu)
+    assert main(["run", "--out", "new/deeper", "--", "s.py"]) == 2
+    assert "needs an NVIDIA GPU (test)" in capsys.readouterr().err
+    assert main(["run", "--out", "new", "--capacity", "100", "--", "s.py"]) == 2
+    assert "power of two" in capsys.readouterr().err
+    # The script's and the folder's problems come first: they are the user's to fix.
+    assert main(["run", "--out", "new", "--", "nosuch.py"]) == 2
+    assert "no script 'nosuch.py'" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["s.py"]
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU's refusal")
+def test_cli_run_on_a_cpu_refuses_and_creates_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.py").write_text("raise SystemExit('the script ran')\n")
+    assert main(["run", "--", "s.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sm-profiler: error: sm_profiler.auto ") and err.count("\n") == 1
+    assert os.listdir(tmp_path) == ["s.py"]
+
+
+def test_cli_run_names_a_misspelled_module_before_anything_else(tmp_path, monkeypatch, capsys):
+    # Issue 31, item 17: a module that cannot be found ended in a traceback (on a GPU) or behind
+    # the GPU's refusal; a missing script got a clear error first.
+    from sm_profiler import ConfigError
+    from sm_profiler.auto_mode import session
+
+    def no_gpu():
+        raise ConfigError("sm_profiler.auto needs an NVIDIA GPU (test)")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(session, "_check_can_run", no_gpu)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise SystemExit('pkg was imported')\n")
+    (tmp_path / "pkg" / "train.py").write_text("")
+    for name in ("pkg.trian", "pgk.train", "pkg.train.step"):
+        assert main(["run", "--", "-m", name]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"sm-profiler: error: no module {name!r} in the current folder or on sys.path: "
+            "check its spelling, or give a script's path (sm-profiler run -- path/to/train.py)\n"
+        )
+    assert main(["run", "--", "-m", "pkg"]) == 2
+    assert "'pkg' is a package without a __main__ module" in capsys.readouterr().err
+    assert main(["run", "--", "-m", ".train"]) == 2
+    assert "is not a module name" in capsys.readouterr().err
+    # Found in the current folder (not on sys.path from the console script): next, the GPU.
+    assert main(["run", "--", "-m", "pkg.train"]) == 2
+    assert "needs an NVIDIA GPU (test)" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["pkg"]

@@ -1,0 +1,231 @@
+"""The runner behind `sm-profiler run`: a user's script (or `-m module`) run inside a profiler
+region, and what the region recorded written at the end (docs/cli.md, "run").
+
+    program = find_program(["train.py", "--steps", "20"])
+    out_dir = output_folder("prof_out")     # checked, not created
+    status = run_program(program, region)   # any context manager: auto mode's, or a test's fake
+    write_outputs(prof, out_dir, width)     # the report, auto.npz, auto.perfetto-trace, ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import runpy
+import sys
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from ..errors import CaptureError, ConfigError
+from ..paths import atomic_output, check_writable
+
+OUTPUTS = ("auto.npz", "auto.perfetto-trace", "auto_stats.txt")
+
+
+@dataclass(frozen=True)
+class Program:
+    """What `sm-profiler run` runs: a script's absolute path or a module's name, and its
+    arguments."""
+
+    args: tuple[str, ...] = ()
+    script: str | None = None
+    module: str | None = None
+
+
+def find_program(command: Sequence[str]) -> Program:
+    """The program of `sm-profiler run -- SCRIPT [ARGS]` (or `-- -m MODULE [ARGS]`)."""
+    argv = list(command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv or (argv[0] == "-m" and len(argv) < 2):
+        raise ConfigError(
+            "sm-profiler run needs a script: sm-profiler run [options] -- "
+            "train.py [args] (or -m package.module [args])"
+        )
+    if argv[0] == "-m":
+        _check_module(argv[1])
+        return Program(module=argv[1], args=tuple(argv[2:]))
+    if not os.path.isfile(argv[0]):
+        raise ConfigError(f"no script {argv[0]!r}: give the path of a Python file")
+    return Program(script=os.path.abspath(argv[0]), args=tuple(argv[1:]))
+
+
+def _check_module(name: str) -> None:
+    """Refuse a module that `python -m name` could not run, as Python looks it up: the current
+    folder first on sys.path. Runs no code of the module or of its packages."""
+    if not name or any(not part for part in name.split(".")):
+        raise ConfigError(f"-m {name!r} is not a module name: give one like package.module")
+    saved_path = list(sys.path)
+    sys.path.insert(0, os.getcwd())
+    try:
+        spec = _find_spec(name)
+        if spec is not None and spec.submodule_search_locations is not None:
+            if _find_spec(name + ".__main__") is None:
+                raise ConfigError(
+                    f"-m {name!r} is a package without a __main__ module: run one of its "
+                    f"modules (-m {name}.MODULE) or add {name.replace('.', '/')}/__main__.py"
+                )
+    finally:
+        sys.path[:] = saved_path
+    if spec is None:
+        raise ConfigError(
+            f"no module {name!r} in the current folder or on sys.path: check its spelling, "
+            "or give a script's path (sm-profiler run -- path/to/train.py)"
+        )
+
+
+def _find_spec(name: str):
+    """The module spec of `name` or None, found as `import` would but without importing its
+    packages: importlib.util.find_spec("a.b") would run a/__init__.py, before the region."""
+    parts = name.split(".")
+    spec = None
+    for i in range(1, len(parts) + 1):
+        full, parent = ".".join(parts[:i]), ".".join(parts[: i - 1])
+        try:
+            if not parent or parent in sys.modules:  # nothing left to import
+                spec = importlib.util.find_spec(full)
+            else:  # what importlib asks, given the parent's spec instead of the parent
+                spec = _meta_path_spec(full, spec.submodule_search_locations)
+        except (ImportError, ValueError):
+            return None
+        if spec is None or (i < len(parts) and spec.submodule_search_locations is None):
+            return None  # not found, or a parent that is not a package
+    return spec
+
+
+def _meta_path_spec(name: str, path):
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find(name, path, None) if find is not None else None
+        if spec is not None:
+            return spec
+    return None
+
+
+def output_folder(out: str) -> str:
+    """The absolute path of the `--out` folder, checked before anything runs: an existing
+    folder whose OUTPUTS can be written, or one that can be created. Creates nothing."""
+    if not out:
+        raise ConfigError("--out is empty: name a folder for the outputs, e.g. --out prof_out")
+    if "\0" in out:
+        raise ConfigError(f"--out {out!r} holds a NUL character: name a folder without one")
+    folder = os.path.abspath(out)
+    if os.path.isdir(folder):
+        for name in OUTPUTS:
+            try:
+                check_writable(os.path.join(folder, name))
+            except CaptureError as e:
+                raise ConfigError(f"{e}; name another folder with --out") from None
+        return folder
+    if os.path.lexists(folder):
+        raise ConfigError(
+            f"--out {out!r} is a file, not a folder: name a folder (new or existing) for "
+            + ", ".join(OUTPUTS)
+        )
+    parent = os.path.dirname(folder)
+    while not os.path.isdir(parent):  # the root is a folder: this ends
+        if os.path.lexists(parent):
+            raise ConfigError(
+                f"cannot create --out {out!r}: {parent!r} is not a folder; "
+                "name a folder under an existing folder"
+            )
+        parent = os.path.dirname(parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"cannot create --out {out!r}: no permission to write in {parent!r}; "
+            "name a folder you can write to"
+        )
+    return folder
+
+
+def run_program(program: Program, region: AbstractContextManager) -> int:
+    """Run `program` inside `with region:` as `python script.py ARGS` (or `python -m module
+    ARGS`) runs it, and return its exit status: 0, its `sys.exit` status (a message printed to
+    stderr, status 1), 1 if it raised, 130 on Ctrl-C. The region ends normally in every case, so
+    what it recorded can still be written. sys.argv, sys.path and the working folder are the
+    caller's again afterwards."""
+    argv, path, saved_path, cwd = sys.argv, sys.path, list(sys.path), os.getcwd()
+    if program.module:
+        sys.argv = [program.module, *program.args]  # runpy makes argv[0] the module's file
+        sys.path.insert(0, cwd)
+    else:
+        sys.argv = [program.script, *program.args]
+        sys.path.insert(0, os.path.dirname(os.path.realpath(program.script)))
+    try:
+        with region:
+            return _run(program)
+    finally:
+        sys.argv, sys.path = argv, path
+        path[:] = saved_path
+        with contextlib.suppress(OSError):
+            os.chdir(cwd)
+
+
+def _run(program: Program) -> int:
+    try:
+        if program.module:
+            runpy.run_module(program.module, run_name="__main__", alter_sys=True)
+        else:  # __file__ and sys.argv[0]: the script's absolute path
+            runpy.run_path(program.script, run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)  # what Python does with sys.exit("message")
+        return 1
+    except KeyboardInterrupt as e:
+        _print_exception(e)
+        print("sm-profiler run: interrupted; writing what it recorded", file=sys.stderr)
+        return 130
+    except Exception as e:  # the script failed: say so, keep what it recorded until then
+        _print_exception(e)
+        print("sm-profiler run: the script raised; writing what it recorded", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_exception(e: BaseException) -> None:
+    """The traceback Python prints, from the program's first frame (not runpy's or ours)."""
+    import traceback
+
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_globals.get("__name__") in ("runpy", __name__):
+        tb = tb.tb_next
+    traceback.print_exception(type(e), e, tb)
+
+
+def profile(program: Program, prof, out_dir: str, width: int | None = None) -> int:
+    """Run `program` in the auto region `prof`, then write what it recorded into `out_dir`;
+    return the program's exit status (1 if it succeeded but nothing was recorded)."""
+    status = run_program(program, prof)
+    if not prof.captures():
+        print(
+            "sm-profiler run: no instrumented kernel ran; " + " ".join(prof.notes), file=sys.stderr
+        )
+        return status or 1
+    write_outputs(prof, out_dir, width)
+    return status
+
+
+def write_outputs(prof, out_dir: str, width: int | None) -> None:
+    """Print the kernel report of `prof` and write OUTPUTS into the folder `out_dir`, created
+    here: only when there is something to write."""
+    from .report import format_report
+
+    trace = prof.decode()
+    text = format_report(trace, width=width)
+    print(text, end="")
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise CaptureError(f"cannot create {out_dir!r}: {e.strerror or e}") from e
+    stats = os.path.join(out_dir, "auto_stats.txt")
+    with atomic_output(stats) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(format_report(trace, width=100))
+    prof.save(os.path.join(out_dir, "auto.npz"))
+    prof.export(os.path.join(out_dir, "auto.perfetto-trace"))
+    print(
+        f"sm-profiler run: wrote {out_dir}/auto.npz, auto.perfetto-trace, auto_stats.txt "
+        f"(open with: sm-profiler open {out_dir}/auto.perfetto-trace)"
+    )
