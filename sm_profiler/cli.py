@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--capacity",
         type=int,
         default=None,
-        help="records kept, a power of two (default: 2**22, 128 MiB on the GPU)",
+        help="records kept per GPU (default: 2**22, 128 MiB of each GPU recorded)",
     )
     c.add_argument(
         "--ring",

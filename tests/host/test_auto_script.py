@@ -8,7 +8,7 @@ import os
 import sys
 
 import pytest
-from auto_inputs import KERNELS, auto_buffer, two_kernels
+from auto_inputs import table_of, two_kernels
 
 from sm_profiler.auto_mode import script
 from sm_profiler.auto_mode.script import Program, find_program, run_program
@@ -30,11 +30,9 @@ class FakeRegion:
         self.inside, self.exited = False, self.exited + 1
 
     def captures(self):
-        from sm_profiler.auto_mode.records import read_buffer, to_captures
-
         if not self.records:
             return []
-        return to_captures(*read_buffer(auto_buffer(two_kernels())), KERNELS, {"sm_count": 4})
+        return table_of(two_kernels())
 
     def decode(self):
         from sm_profiler import decode
@@ -42,9 +40,7 @@ class FakeRegion:
         return decode(self.captures())
 
     def save(self, path):
-        from sm_profiler import save_many
-
-        save_many(self.captures(), path)
+        self.captures().save(path)
 
     def export(self, path):
         from sm_profiler.export import export

@@ -466,8 +466,8 @@ def test_cli_run_checks_everything_before_creating_the_out_folder(tmp_path, monk
     monkeypatch.setattr(session, "_check_can_run", no_gpu)
     assert main(["run", "--out", "new/deeper", "--", "s.py"]) == 2
     assert "needs an NVIDIA GPU (test)" in capsys.readouterr().err
-    assert main(["run", "--out", "new", "--capacity", "100", "--", "s.py"]) == 2
-    assert "power of two" in capsys.readouterr().err
+    assert main(["run", "--out", "new", "--capacity", "0", "--", "s.py"]) == 2
+    assert "capacity must be in 1..2,147,483,648" in capsys.readouterr().err
     # The script's and the folder's problems come first: they are the user's to fix.
     assert main(["run", "--out", "new", "--", "nosuch.py"]) == 2
     assert "no script 'nosuch.py'" in capsys.readouterr().err
