@@ -16,6 +16,7 @@ raises on purpose print one line to stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -83,7 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_info)
 
     c = sub.add_parser("stats", help="per-event durations, per-SM occupancy, load imbalance")
-    c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
+    c.add_argument(
+        "capture",
+        metavar="CAPTURE",
+        help="file written by SmProfiler.save, or a `sm-profiler run` folder of rank files",
+    )
     c.add_argument("--width", type=int, default=None, help="line width (default: terminal's)")
     c.add_argument(
         "--by",
@@ -171,9 +176,18 @@ def build_parser() -> argparse.ArgumentParser:
         "processes. With --torch, add them to torch.profiler's exported trace.",
     )
     c.add_argument(
-        "captures", metavar="CAPTURE", nargs="+", help="files written by SmProfiler.save"
+        "captures",
+        metavar="CAPTURE",
+        nargs="+",
+        help="files written by SmProfiler.save, or the --out folder of `sm-profiler run` under "
+        "torchrun (its auto.rank*.npz, copied together from every node)",
     )
-    c.add_argument("-o", "--out", required=True, help="output .json or .json.gz")
+    c.add_argument(
+        "-o",
+        "--out",
+        default=None,
+        help="output .json or .json.gz (default for a run's folder: DIR/auto.ranks.json.gz)",
+    )
     c.add_argument("--torch", default=None, help="a trace exported by torch.profiler (JSON)")
     c.add_argument(
         "--align",
@@ -251,6 +265,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--width", type=int, default=None, help="report line width")
     c.add_argument(
+        "--ranks",
+        default=None,
+        metavar="0,3",
+        help="under torchrun: profile these ranks only (the others run plain, write nothing)",
+    )
+    c.add_argument(
         "command",
         nargs=argparse.REMAINDER,
         metavar="-- SCRIPT [ARGS...]",
@@ -263,14 +283,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from . import auto
+    from .auto_mode import job as jobs
     from .auto_mode import script, session
 
     # Everything is checked before anything is created; the folder only once there is output.
     program = script.find_program(args.command)
     out_dir = script.output_folder(args.out)
+    job = jobs.Job.from_env()
+    ranks = jobs.parse_ranks(args.ranks, job)
     prof = auto(args.capacity, ring=args.ring, level=args.level)
+    if job.rank not in ranks:  # --ranks leaves this one out: its kernels run plain
+        return script.run_program(program, contextlib.nullcontext())
     session._check_can_run()  # a GPU, Triton 3.6+, no interpreter
-    return script.profile(program, prof, out_dir, width=args.width)
+    return script.profile(program, prof, out_dir, args.width, job, ranks)
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -296,10 +321,16 @@ def _load(path: str):
 
 
 def _decoded(path: str):
-    """The trace of the capture file at `path`, decoding under a progress line."""
+    """The trace of the capture file at `path` (or of a `run` folder's ranks, merged),
+    decoding under a progress line."""
     from .decode import decode
 
-    caps = _load(path)
+    if os.path.isdir(path):
+        from .auto_mode import job as jobs
+
+        caps = jobs.merged_table(jobs.load_ranks([path]))
+    else:
+        caps = _load(path)
     with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
         return decode(caps)
 
@@ -440,7 +471,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from . import merge
 
-    sources = [_load(p) for p in args.captures]
+    if any(os.path.isdir(p) for p in args.captures):  # a run's folder: its ranks' tables
+        from .auto_mode import job as jobs
+
+        sources = jobs.load_ranks(args.captures)
+        if args.out is None:
+            folder = next(p for p in args.captures if os.path.isdir(p))
+            args.out = os.path.join(folder, jobs.MERGED_TRACE)
+    else:
+        sources = [_load(p) for p in args.captures]
+    if args.out is None:
+        raise ConfigError("merge needs -o OUT.json (or .json.gz) for capture files")
     with stage(f"writing {args.out}"):
         if args.torch:
             info = merge.merge_torch_trace(args.torch, sources, args.out)

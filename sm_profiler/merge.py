@@ -55,9 +55,12 @@ MAX_TORCH_US = 2.0**62 / 1e3
 def captures_of(source) -> list[Capture]:
     """Captures from an SmProfiler, a Capture, a list of Captures, or a capture file's path."""
     if hasattr(source, "captures") and callable(source.captures):
-        return list(source.captures())
+        caps = source.captures()
+        return caps if getattr(caps, "is_auto_table", False) else list(caps)
     if isinstance(source, Capture):
         return [source]
+    if getattr(source, "is_auto_table", False):
+        return source
     if isinstance(source, (str, os.PathLike)):
         from .capture import load
 
@@ -183,7 +186,9 @@ def _timelines(ranks) -> list[tuple[int, Timeline]]:
     """Each rank's captures as one timeline, laid out as a plain export would lay them out."""
     from .timeline import build
 
-    return [(r, build(TraceData.concat(parts))) for r, parts in ranks]
+    return [
+        (r, build(parts[0] if len(parts) == 1 else TraceData.concat(parts))) for r, parts in ranks
+    ]
 
 
 def _write_json(doc: dict, path) -> None:
@@ -210,11 +215,22 @@ def _write_json(doc: dict, path) -> None:
 # -- several ranks -----------------------------------------------------------------------------
 
 
-def align_ranks(sources, align: str = "auto") -> tuple[list[tuple[int, list[TraceData]]], dict]:
-    """[(rank, decoded captures on one time axis)], and what the alignment used."""
+def align_ranks(
+    sources, align: str = "auto", per_launch: bool = False
+) -> tuple[list[tuple[int, list[TraceData]]], dict]:
+    """[(rank, decoded captures on one time axis)], and what the alignment used. An auto-mode
+    table is decoded whole, as one part (per_launch: one part per launch, as torch's rows are
+    matched)."""
     if align not in ("auto", "clock", "barrier", "none"):
         raise ConfigError(f"align={align!r}: use 'auto', 'clock', 'barrier' or 'none'")
     per_rank = [captures_of(s) for s in sources]
+    tables = [getattr(c, "is_auto_table", False) for c in per_rank]
+    if any(tables):
+        if not all(tables):
+            raise ConfigError(
+                "merge takes auto-mode files or capture files, not both: merge each kind alone"
+            )
+        return _align_tables(per_rank, align, per_launch)
     ranks = [_rank_of(c, i) for i, c in enumerate(per_rank)]
     if len(set(ranks)) != len(ranks):
         ranks = list(range(len(per_rank)))  # several files of one rank: number them in order
@@ -257,6 +273,47 @@ def align_ranks(sources, align: str = "auto") -> tuple[list[tuple[int, list[Trac
             info["ranks"][r] = {"method": "none"}
         out.append((r, parts))
     return out, info
+
+
+def _align_tables(tables, align: str, per_launch: bool):
+    """align_ranks of auto-mode tables: each decoded whole; 'clock' moves each onto the host
+    clock by the samples its GPUs took when its region ended."""
+    from .auto_mode.table import clock_offset_ns
+
+    clocked = all(clock_offset_ns(s) is not None for t in tables for s in t.sessions)
+    method = {"auto": "clock" if clocked else "none"}.get(align, align)
+    if method == "clock" and not clocked:
+        raise ConfigError("align='clock': a rank's file has no clock samples")
+    if method == "barrier":
+        raise ConfigError("align='barrier': auto-mode files carry clock samples; use 'clock'")
+    out, info = [], {"method": method, "ranks": {}}
+    seen: set[int] = set()
+    for i, t in enumerate(tables):
+        r = int(t.ranks()[0]) if len(t.sessions) else i
+        r = r if r not in seen else max(seen) + 1
+        seen.add(r)
+        if method == "clock":
+            t = t.on_host_clock()
+        info["ranks"][r] = {"method": method, "gpus": len(t.sessions), "launches": t.num_launches}
+        trace = t.decode()
+        out.append((r, _launch_parts(trace) if per_launch else [trace]))
+    return out, info
+
+
+def _launch_parts(trace: TraceData) -> list[TraceData]:
+    """An auto trace (rows sorted by launch) as one TraceData per launch, by slicing."""
+    out = []
+    ev, ln = trace.events, trace.lanes
+    e_at = np.searchsorted(ev["capture"], np.arange(len(trace.kernels) + 1))
+    l_at = np.searchsorted(ln["capture"], np.arange(len(trace.kernels) + 1))
+    empty = {k: v[:0] for k, v in trace.unmatched.items()}
+    for c in range(len(trace.kernels)):
+        e = {k: v[e_at[c] : e_at[c + 1]] for k, v in ev.items()}
+        lanes = {k: v[l_at[c] : l_at[c + 1]] for k, v in ln.items()}
+        e["capture"] = np.zeros(len(e["capture"]), np.int32)
+        lanes["capture"] = np.zeros(len(lanes["capture"]), np.int32)
+        out.append(TraceData(e, lanes, empty, [trace.kernels[c]], trace.event_names))
+    return out
 
 
 def merge_ranks(sources, path, align: str = "auto") -> dict:
@@ -556,13 +613,11 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     multi = isinstance(sources, (list, tuple)) and sources and not isinstance(sources[0], Capture)
     srcs = list(sources) if multi else [sources]
     if offset_ns is not None:
-        ranks = [
-            (_rank_of(captures_of(s), i), _decoded(captures_of(s), lambda t: offset_ns))
-            for i, s in enumerate(srcs)
-        ]
+        aligned, _ = align_ranks(srcs, "none", per_launch=True)
+        ranks = [(r, [shift(p, -offset_ns) for p in parts]) for r, parts in aligned]
         info = {"method": "given", "offset_ns": offset_ns}
     else:
-        ranks, info = align_ranks(srcs, "auto")
+        ranks, info = align_ranks(srcs, "auto", per_launch=True)
         if info["method"] == "none" and len(ranks) == 1:
             # The kernels' own CUPTI rows: the median first-stamp - CUPTI-start distance.
             r, parts = ranks[0]

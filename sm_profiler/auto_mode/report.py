@@ -293,6 +293,7 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
         "mean SM busy time",
         width,
     )
+    lines += rank_lines(trace, t, width)
     worst = np.argsort(-t["tail_ns"], kind="stable")[:3]
     if len(worst):
         lines += ["", *wrap("longest tails:", width)]
@@ -317,6 +318,68 @@ def _middle(name: str, room: int) -> str:
 
 def print_report(trace: TraceData, file=None, width: int | None = None) -> None:
     (sys.stdout if file is None else file).write(format_report(trace, width=width))
+
+
+def launch_ranks(trace: TraceData, caps: np.ndarray) -> np.ndarray | None:
+    """The rank of each launch in `caps` (an auto table's sessions say), or None for one rank."""
+    table = getattr(trace.kernels, "table", None)
+    if table is None:
+        return None
+    ranks = table.ranks()[table.launches["session"][caps]]
+    return ranks if len(np.unique(ranks)) > 1 else None
+
+
+def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]:
+    """The per-rank view of a job: each rank's time (its launches' spans summed; per step where
+    steps were recorded), the straggler and the kernels that make its difference, and for the
+    largest kernels their time on each rank and the slowest rank."""
+    ranks = launch_ranks(trace, t["capture"])
+    if ranks is None:
+        return []
+    names = np.array(kernel_names(trace.kernels), dtype=object)[t["capture"]].astype(str)
+    uniq_r = np.unique(ranks)
+    uniq_k, kinv = np.unique(names, return_inverse=True)
+    rinv = np.searchsorted(uniq_r, ranks)
+    per = np.zeros((len(uniq_k), len(uniq_r)))
+    np.add.at(per, (kinv.reshape(-1), rinv), t["span_ns"].astype(np.float64))
+    rank_total = per.sum(axis=0)
+    slow = int(np.argmax(rank_total))
+    med = float(np.median(rank_total))
+    lines = ["", *wrap(f"per rank ({len(uniq_r)} ranks; time: launches' spans summed):", width)]
+    lines += wrap(
+        "  "
+        + ", ".join(
+            f"rank {int(r)} {format_time(int(v))}" for r, v in zip(uniq_r, rank_total, strict=True)
+        ),
+        width,
+    )
+    diff = per[:, slow] - np.median(per, axis=1)
+    worst = [i for i in np.argsort(-diff).tolist() if diff[i] > 0][:3]
+    why = (
+        ", ".join(f"{uniq_k[i]} +{format_time(int(diff[i]))}" for i in worst)
+        or "no kernel stands out"
+    )
+    lines += wrap(
+        f"  slowest: rank {int(uniq_r[slow])}, {format_time(int(rank_total[slow]))} "
+        f"({100 * (rank_total[slow] / max(med, 1) - 1):+.1f} % over the median rank); "
+        f"most of the difference: {why}",
+        width,
+    )
+    order = np.argsort(-per.sum(axis=1))[:top]
+    headers = ["kernel", *[f"rank {int(r)}" for r in uniq_r], "slowest"]
+    rows = []
+    for i in order.tolist():
+        j = int(np.argmax(per[i]))
+        lo = float(np.median(per[i]))
+        rows.append(
+            [
+                _middle(str(uniq_k[i]), 32),
+                *[format_time(int(v)) for v in per[i]],
+                f"rank {int(uniq_r[j])} ({100 * (per[i, j] / max(lo, 1) - 1):+.0f}%)",
+            ]
+        )
+    table, _ = fit_table(headers, rows, width, drop=tuple(range(len(headers) - 2, 0, -1)))
+    return lines + ["", *table]
 
 
 def _sessions(trace: TraceData) -> list[dict]:

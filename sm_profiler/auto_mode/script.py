@@ -14,6 +14,7 @@ import importlib.util
 import os
 import runpy
 import sys
+import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -195,17 +196,37 @@ def _print_exception(e: BaseException) -> None:
     traceback.print_exception(type(e), e, tb)
 
 
-def profile(program: Program, prof, out_dir: str, width: int | None = None) -> int:
+def profile(
+    program: Program, prof, out_dir: str, width: int | None = None, job=None, ranks=None
+) -> int:
     """Run `program` in the auto region `prof`, then write what it recorded into `out_dir`;
-    return the program's exit status (1 if it succeeded but nothing was recorded)."""
+    return the program's exit status (1 if it succeeded but nothing was recorded). Under
+    torchrun (`job` of several ranks) each rank writes its own files and the first of `ranks`
+    merges them (job.py)."""
+    started = time.time()
     status = run_program(program, prof)
     if not prof.captures():
         print(
             "sm-profiler run: no instrumented kernel ran; " + " ".join(prof.notes), file=sys.stderr
         )
         return status or 1
-    write_outputs(prof, out_dir, width)
+    if job is not None and job.several:
+        write_rank_outputs(prof, out_dir, width, job, ranks or [job.rank], started)
+    else:
+        write_outputs(prof, out_dir, width)
     return status
+
+
+def _make_folder(out_dir: str) -> None:
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+    except OSError as e:
+        raise CaptureError(f"cannot create {out_dir!r}: {e.strerror or e}") from e
+
+
+def _write_text(path: str, text: str) -> None:
+    with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def write_outputs(prof, out_dir: str, width: int | None) -> None:
@@ -216,16 +237,53 @@ def write_outputs(prof, out_dir: str, width: int | None) -> None:
     trace = prof.decode()
     text = format_report(trace, width=width)
     print(text, end="")
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-    except OSError as e:
-        raise CaptureError(f"cannot create {out_dir!r}: {e.strerror or e}") from e
-    stats = os.path.join(out_dir, "auto_stats.txt")
-    with atomic_output(stats) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        f.write(format_report(trace, width=100))
+    _make_folder(out_dir)
+    _write_text(os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100))
     prof.save(os.path.join(out_dir, "auto.npz"))
     prof.export(os.path.join(out_dir, "auto.perfetto-trace"))
     print(
         f"sm-profiler run: wrote {out_dir}/auto.npz, auto.perfetto-trace, auto_stats.txt "
         f"(open with: sm-profiler open {out_dir}/auto.perfetto-trace)"
     )
+
+
+def write_rank_outputs(prof, out_dir: str, width, job, ranks: list[int], started: float) -> None:
+    """One rank of a job: its table and report under its own names; the first profiled rank
+    then waits (bounded) for the others' tables and writes the job's report and trace."""
+    from . import job as jobs
+    from .report import format_report
+
+    _make_folder(out_dir)
+    stem = os.path.join(out_dir, job.stem())
+    _write_text(f"{stem}_stats.txt", format_report(prof.decode(), width=100))
+    prof.save(f"{stem}.npz")  # written whole under a temporary name, then renamed
+    print(f"sm-profiler run: rank {job.rank} wrote {stem}.npz, {os.path.basename(stem)}_stats.txt")
+    if job.rank != ranks[0]:
+        return
+    # Files older than this job's start are an earlier run's: never merged.
+    since = started - 60.0
+    local = [r for r in ranks if r in job.node_ranks()]
+    wait_s = float(os.environ.get("SM_PROFILER_MERGE_TIMEOUT_S", jobs.DEFAULT_WAIT_S))
+    found = jobs.wait_for(out_dir, local, since, wait_s)
+    found.update(jobs.wait_for(out_dir, ranks, since, 0.0))
+    missing = [r for r in ranks if r not in found]
+    tables = jobs.load_ranks([found[r] for r in sorted(found)])
+    merged = jobs.merged_table(tables)
+    trace = merged.decode()
+    text = format_report(trace, width=width)
+    print(text, end="")
+    _write_text(os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100))
+    from ..merge import merge_ranks
+
+    merge_ranks(tables, os.path.join(out_dir, jobs.MERGED_TRACE))
+    print(
+        f"sm-profiler run: merged {len(found)} of {len(ranks)} ranks into "
+        f"{out_dir}/{jobs.MERGED_TRACE} and auto_stats.txt"
+    )
+    if missing:
+        print(
+            f"sm-profiler run: no file from rank{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(map(str, missing))} (failed, killed, or on another node): copy their "
+            f"auto.rank*.npz here and run: sm-profiler merge {out_dir}",
+            file=sys.stderr,
+        )

@@ -175,6 +175,32 @@ class AutoTable:
         sessions = [dict(s) for t in tables for s in t.sessions]
         return AutoTable(rows, L, kernels, sessions, dict(tables[0].metadata))
 
+    def on_host_clock(self) -> AutoTable:
+        """The table with each session's times moved onto the host's CLOCK_REALTIME, where the
+        session carries clock samples (AutoProfiler measures one per GPU when the region ends:
+        sm_profiler.clock); sessions without samples stay as they are."""
+        shift = np.zeros(len(self.sessions), np.int64)
+        for i, s in enumerate(self.sessions):
+            off = clock_offset_ns(s)
+            if off is not None:
+                shift[i] = -off
+        if not shift.any():
+            return self
+        L = dict(self.launches)
+        d = shift[L["session"]]
+        L["start_ns"], L["end_ns"] = L["start_ns"] + d, L["end_ns"] + d
+        rows = dict(self.rows)
+        dr = np.repeat(d, L["rows"])
+        rows["start_ns"], rows["end_ns"] = rows["start_ns"] + dr, rows["end_ns"] + dr
+        sessions = [
+            dict(s, clock_applied=True) if shift[i] else s for i, s in enumerate(self.sessions)
+        ]
+        return AutoTable(rows, L, self.kernels, sessions, self.metadata)
+
+    def ranks(self) -> np.ndarray:
+        """Each session's rank (0 where it says none)."""
+        return np.array([_rank(s) for s in self.sessions] or [0], np.int64)
+
     # -- reading -------------------------------------------------------------------------------
 
     @property
@@ -457,6 +483,28 @@ def _count(v) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         return 0
     return max(int(v), 0)
+
+
+def _rank(s: dict) -> int:
+    r = s.get("rank") if isinstance(s, dict) else None
+    return int(r) if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31 else 0
+
+
+def clock_offset_ns(session: dict) -> int | None:
+    """%globaltimer - CLOCK_REALTIME of a session's GPU, from its tightest clock sample; None
+    when it has none (or the samples are not numbers)."""
+    if not isinstance(session, dict) or session.get("clock_applied"):
+        return None
+    best = None
+    for c in session.get("clock") or []:
+        if not isinstance(c, dict):
+            continue
+        off, err = c.get("offset_ns"), c.get("error_ns", 0)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (off, err)):
+            continue
+        if abs(off) < 2**62 and (best is None or err < best[1]):
+            best = (off, err)
+    return None if best is None else best[0]
 
 
 def _kernel_key(k: dict) -> str:
