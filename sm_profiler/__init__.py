@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "SmProfiler",
     "auto",
+    "schedule",
     "AutoProfiler",
     "cuda_include_dir",
     "merge_torch_trace",
@@ -71,21 +72,46 @@ _SUBMODULES = (
 )
 
 
-def auto(capacity: int | None = None, *, ring: bool = False, level: str = "program", device=None):
+def auto(
+    capacity: int | None = None,
+    *,
+    ring: bool = False,
+    level: str = "program",
+    device=None,
+    schedule=None,
+    count_optimizer_steps: bool = False,
+):
     """Auto mode: every Triton and Gluon kernel compiled in a region is instrumented, no source
     change (docs/auto.md)::
 
-        with sm_profiler.auto() as prof:
-            compiled_model(x)
+        with sm_profiler.auto(schedule=sm_profiler.schedule(skip_first=1000, active=5)) as prof:
+            for batch in data:
+                train_step(batch)
+                prof.step()
         prof.print_stats()
 
-    capacity: records kept (a power of two; default 2**22, 128 MiB of GPU memory); ring: keep the
-    newest instead of the first; level: 'program' or 'warp'."""
+    capacity: records kept per GPU (default 2**22, 128 MiB of each GPU recorded); ring: keep the
+    newest instead of the first; level: 'program' or 'warp'; device: one GPU only (default:
+    every GPU used); schedule: the steps recorded (sm_profiler.schedule, or '1000-1005');
+    count_optimizer_steps: a step is each optimizer step (no prof.step() needed)."""
     from .auto_mode import DEFAULT_CAPACITY, AutoProfiler
 
     return AutoProfiler(
-        DEFAULT_CAPACITY if capacity is None else capacity, ring=ring, level=level, device=device
+        DEFAULT_CAPACITY if capacity is None else capacity,
+        ring=ring,
+        level=level,
+        device=device,
+        schedule=schedule,
+        count_optimizer_steps=count_optimizer_steps,
     )
+
+
+def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 0, skip_first: int = 0):
+    """Which steps auto mode records, as torch.profiler.schedule: skip_first steps, then cycles
+    of wait + warmup steps off and active steps recorded, repeat times (0: forever)."""
+    from .auto_mode.schedule import Schedule
+
+    return Schedule(wait, warmup, active, repeat, skip_first)
 
 
 def __getattr__(name):

@@ -265,6 +265,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--width", type=int, default=None, help="report line width")
     c.add_argument(
+        "--steps",
+        default=None,
+        metavar="STEPS",
+        help="record these steps only: 1000-1005, 1000, or wait=1,warmup=1,active=3,repeat=2,"
+        "skip_first=10 (torch.profiler.schedule's); a step is one step of the script's first "
+        "optimizer, or prof.step() where the script calls sm_profiler.auto_mode.current().step()",
+    )
+    c.add_argument(
         "--ranks",
         default=None,
         metavar="0,3",
@@ -291,7 +299,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     out_dir = script.output_folder(args.out)
     job = jobs.Job.from_env()
     ranks = jobs.parse_ranks(args.ranks, job)
-    prof = auto(args.capacity, ring=args.ring, level=args.level)
+    prof = auto(
+        args.capacity,
+        ring=args.ring,
+        level=args.level,
+        schedule=args.steps,
+        count_optimizer_steps=True,
+    )
     if job.rank not in ranks:  # --ranks leaves this one out: its kernels run plain
         return script.run_program(program, contextlib.nullcontext())
     session._check_can_run()  # a GPU, Triton 3.6+, no interpreter

@@ -7,11 +7,14 @@ change (docs/auto.md). `sm_profiler.auto()` makes an AutoProfiler::
     prof.export("model.perfetto-trace")      # each SM's resident programs over time
 
 binding.py meets Triton, Inductor and the driver; rewrite.py splices the record into PTX (the
-text is ptx.py's); records.py turns the buffer into one Capture per launch; report.py the table.
+text is ptx.py's); records.py reads a GPU's buffer into rows and groups them into launches;
+table.py holds rows, launches, kernels and GPUs (AutoTable: save, load, decode); report.py the
+report; schedule.py the steps recorded; job.py the ranks of a torchrun job; script.py runs a
+script under `sm-profiler run`.
 """
 
 from __future__ import annotations
 
-from .session import DEFAULT_CAPACITY, AutoProfiler
+from .session import DEFAULT_CAPACITY, AutoProfiler, current
 
-__all__ = ["AutoProfiler", "DEFAULT_CAPACITY"]
+__all__ = ["AutoProfiler", "DEFAULT_CAPACITY", "current"]

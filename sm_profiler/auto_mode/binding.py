@@ -117,6 +117,7 @@ class _State:
         self.saved: dict = {}
         self.installed = False
         self.paused = 0  # > 0: every module points at no buffer (autotuners benchmarking)
+        self.recording = True  # False: outside a schedule's active steps, nothing recorded
         self.pauses = 0  # benchmark runs left out while on
 
 
@@ -160,11 +161,20 @@ def module_of(function: int) -> int:
     return mod.value or 0
 
 
-def write_global(address: int, buffer: int, regions: int, kid: int) -> None:
-    """{buffer, kid | (regions - 1) << 32}: what the spliced prologue reads (ptx.py)."""
+def write_global(
+    address: int, buffer: int, regions: int, kid: int, stream: int | None = None
+) -> None:
+    """{buffer, kid | (regions - 1) << 32}: what the spliced prologue reads (ptx.py). With a
+    stream: an asynchronous copy in that stream's order (the 16 bytes are staged before the
+    call returns), else a synchronous one."""
     word = kid | ((max(regions, 1) - 1) << fmt.AUTO_REGIONS_SHIFT)
     data = (ctypes.c_uint64 * 2)(buffer, word)
-    _check(_cuda().cuMemcpyHtoD_v2(ctypes.c_uint64(address), data, 16), "cuMemcpyHtoD")
+    dst = ctypes.c_uint64(address)
+    if stream is None:
+        _check(_cuda().cuMemcpyHtoD_v2(dst, data, 16), "cuMemcpyHtoD")
+    else:
+        rc = _cuda().cuMemcpyHtoDAsync_v2(dst, data, ctypes.c_size_t(16), ctypes.c_void_p(stream))
+        _check(rc, "cuMemcpyHtoDAsync")
 
 
 # -- compile -------------------------------------------------------------------------------------
@@ -435,7 +445,7 @@ def install() -> None:
     STATE.installed = True
 
 
-def turn_on(level: str, allocate=None) -> None:
+def turn_on(level: str, allocate=None, recording: bool = True) -> None:
     """Compile what follows with `level` and point every instrumented module at its device's
     buffer, which `allocate(device)` -> (address, regions) makes when first needed (None:
     record nothing)."""
@@ -453,6 +463,7 @@ def turn_on(level: str, allocate=None) -> None:
     STATE.allocate = allocate
     STATE.plain_loaded = {}
     STATE.paused = STATE.pauses = 0
+    STATE.recording = recording
     knobs.compilation.instrumentation_mode = mode_name(level)
     knobs.runtime.add_stages_inspection_hook = _stages_hook
     CUDABackend.parse_options = _wrap_parse_options(CUDABackend.parse_options)
@@ -476,7 +487,7 @@ def turn_off() -> None:
 
 def _buffer_of(device: int) -> tuple[int, int]:
     """(address, regions) of `device`'s buffer; (0, 1) while off or paused."""
-    if STATE.level is None or STATE.allocate is None:
+    if STATE.level is None or STATE.allocate is None or not STATE.recording:
         return 0, 1
     if device not in STATE.buffers:
         STATE.buffers[device] = STATE.allocate(device) or (0, 1)
@@ -493,6 +504,24 @@ def rebind() -> None:
             for device, address in entry.globals_:
                 with torch.cuda.device(device):
                     write_global(address, *_buffer_of(device), kid=entry.kid)
+
+
+def set_recording(on: bool) -> None:
+    """Point every module at its device's buffer (on) or at none (off: its kernels run their
+    record's prologue, find no buffer and store nothing), in stream order: an asynchronous copy
+    on each device's current stream, so launches queued before keep the old setting and launches
+    queued after (CUDA graph replays too) see the new one; no host sync."""
+    import torch
+
+    with STATE.lock:
+        if STATE.recording == on:
+            return
+        STATE.recording = on
+        for entry in STATE.kernels.values():
+            for device, address in entry.globals_:
+                stream = torch.cuda.current_stream(device).cuda_stream
+                with torch.cuda.device(device):
+                    write_global(address, *_buffer_of(device), kid=entry.kid, stream=stream)
 
 
 def pause() -> None:

@@ -293,6 +293,7 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
         "mean SM busy time",
         width,
     )
+    lines += step_lines(trace, t, width)
     lines += rank_lines(trace, t, width)
     worst = np.argsort(-t["tail_ns"], kind="stable")[:3]
     if len(worst):
@@ -327,6 +328,54 @@ def launch_ranks(trace: TraceData, caps: np.ndarray) -> np.ndarray | None:
         return None
     ranks = table.ranks()[table.launches["session"][caps]]
     return ranks if len(np.unique(ranks)) > 1 else None
+
+
+def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
+    """The steps recorded (prof.step(), or the optimizer's under `sm-profiler run`): which, and
+    how long each took on the GPU (its first launch's start to its last launch's end)."""
+    table = getattr(trace.kernels, "table", None)
+    if table is None or not len(t["capture"]):
+        return []
+    step = table.launches["step"][t["capture"]]
+    keep = step >= 0
+    steps = np.unique(step[keep])
+    if len(steps) < 2 and not table.metadata.get("schedule"):
+        return []
+    lo = np.full(len(steps), np.iinfo(np.int64).max)
+    hi = np.full(len(steps), np.iinfo(np.int64).min)
+    i = np.searchsorted(steps, step[keep])
+    np.minimum.at(lo, i, t["start_ns"][keep])
+    np.maximum.at(hi, i, t["start_ns"][keep] + t["span_ns"][keep])
+    span = hi - lo
+    which = _ranges(steps.tolist())
+    sched = table.metadata.get("schedule")
+    head = f"steps: {len(steps)} recorded ({which})" + (
+        f" by {printable(str(sched))}" if sched else ""
+    )
+    if not len(steps):
+        return ["", *wrap(head, width)]
+    j = int(np.argmax(span))
+    return [
+        "",
+        *wrap(
+            f"{head}; GPU time per step (first launch to last end): median "
+            f"{format_time(int(np.median(span)))}, longest step {int(steps[j])} "
+            f"{format_time(int(span[j]))}",
+            width,
+        ),
+    ]
+
+
+def _ranges(values: list[int]) -> str:
+    """[1, 2, 3, 7] -> '1-3, 7' (at most 6 pieces shown)."""
+    out, start = [], None
+    for k, v in enumerate(values):
+        if start is None:
+            start = v
+        if k + 1 == len(values) or values[k + 1] != v + 1:
+            out.append(f"{start}" if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(out[:6]) + (" ..." if len(out) > 6 else "")
 
 
 def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]:

@@ -15,6 +15,12 @@ DEFAULT_CAPACITY = 1 << 22  # records (32 B each: 128 MiB of GPU memory)
 _active: list = []
 
 
+def current():
+    """The AutoProfiler recording now in this process (e.g. the one `sm-profiler run` made
+    around a script, for the script to call `.step()`), or None."""
+    return _active[-1] if _active else None
+
+
 class AutoProfiler:
     """Instrument every Triton / Gluon kernel compiled between `start()` and `stop()`.
 
@@ -26,6 +32,10 @@ class AutoProfiler:
     device: record on this GPU only (default: every GPU on which an instrumented kernel runs;
     each gets its own buffer of `capacity` records, 32 bytes each, when its first instrumented
     kernel loads).
+    schedule: which steps are recorded (sm_profiler.schedule(...), or "1000-1005"); steps advance
+    with `prof.step()` (or, with count_optimizer_steps, each step of the first optimizer that
+    steps). Kernels are instrumented all along; outside active steps they record nothing. Each
+    launch's step is in the table and the report.
     """
 
     def __init__(
@@ -35,6 +45,8 @@ class AutoProfiler:
         ring: bool = False,
         level: str = "program",
         device=None,
+        schedule=None,
+        count_optimizer_steps: bool = False,
     ):
         problem = fmt.auto_capacity_problem(capacity)
         if problem:
@@ -43,8 +55,25 @@ class AutoProfiler:
             raise ConfigError(f"ring must be True or False, got {ring!r}")
         if level not in binding.LEVELS:
             raise ConfigError(f"level must be one of {', '.join(binding.LEVELS)}, got {level!r}")
+        from .schedule import Schedule
+
+        if isinstance(schedule, str):
+            schedule = Schedule.parse(schedule)
+        if schedule is not None and not isinstance(schedule, Schedule):
+            raise ConfigError(
+                f"schedule must be sm_profiler.schedule(...) or a string like '1000-1005', "
+                f"got {type(schedule).__name__}"
+            )
         self.capacity, self.ring, self.level = int(capacity), ring, level
         self.device = device
+        self.schedule = schedule
+        self.count_optimizer_steps = bool(count_optimizer_steps)
+        self.step_num = 0
+        self._step_tag = 0
+        self._step_tags: dict[int, int] = {}  # step tag in the records -> step number
+        self._manual_steps = False
+        self._primary_optimizer = None
+        self._hook = None
         self._only: int | None = None
         self._buffers: dict[int, dict] = {}  # device index -> buffer, regions, size, props
         self._table = None
@@ -79,7 +108,16 @@ class AutoProfiler:
                     f"device={self.device!r}: this process sees {torch.cuda.device_count()} GPUs"
                 )
         self._buffers, self._table = {}, None
-        binding.turn_on(self.level, self._allocate)
+        self.step_num, self._step_tags, self._manual_steps = 0, {}, False
+        self._primary_optimizer = None
+        recording = self._records(0)
+        if recording:
+            self._new_step_tag()
+        binding.turn_on(self.level, self._allocate, recording)
+        if self.count_optimizer_steps:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
         self._patches = _Patches(self)
         self._patches.apply()
         _active.append(self)
@@ -117,7 +155,7 @@ class AutoProfiler:
             raise ConfigError(
                 f"cannot allocate the {words * 8:,}-byte auto buffer on cuda:{index}; lower capacity"
             ) from e
-        header = fmt.auto_header(self.capacity, self.ring, regions, self._tag)
+        header = fmt.auto_header(self.capacity, self.ring, regions, self._tag, self._step_tag)
         buf[: fmt.AUTO_HEADER_WORDS].copy_(torch.from_numpy(header.view(np.int64)))
         self._buffers[index] = {
             "buffer": buf,
@@ -142,6 +180,9 @@ class AutoProfiler:
             for e in binding.STATE.kernels.values():
                 e.origins = e.origins or origins.get(e.name, "")
         finally:
+            if self._hook is not None:
+                self._hook.remove()
+                self._hook = None
             self._patches.undo()
             binding.turn_off()
             _active.remove(self)
@@ -151,7 +192,11 @@ class AutoProfiler:
         }
         from .table import AutoTable
 
-        parts = [(dict(self._session(i), clock=clocks[i]), words[i]) for i in sorted(words)]
+        steps = {str(k): v for k, v in self._step_tags.items()}
+        parts = [
+            (dict(self._session(i), clock=clocks[i], step_tags=steps), words[i])
+            for i in sorted(words)
+        ]
         self._table = AutoTable.from_buffers(parts, kernels, self._metadata())
         for b in self._buffers.values():
             b.pop("buffer", None)
@@ -164,6 +209,49 @@ class AutoProfiler:
     def __exit__(self, *exc) -> None:
         self.stop()
 
+    # -- steps -------------------------------------------------------------------------------------
+
+    def step(self) -> None:
+        """The next step begins (call it once per training step, as torch.profiler's): the
+        schedule turns recording on or off, in stream order, and the step's launches carry its
+        number. Once a script calls it, optimizer steps no longer count."""
+        self._manual_steps = True
+        self._advance()
+
+    def _on_optimizer_step(self, optimizer, args, kwargs) -> None:
+        if self._manual_steps or self not in _active:
+            return
+        if self._primary_optimizer is None:
+            self._primary_optimizer = id(optimizer)
+        if id(optimizer) == self._primary_optimizer:  # several optimizers: one step each round
+            self._advance()
+
+    def _records(self, step: int) -> bool:
+        return self.schedule is None or self.schedule.records(step)
+
+    def _advance(self) -> None:
+        if self not in _active:
+            return
+        self.step_num += 1
+        on = self._records(self.step_num)
+        if on:
+            self._new_step_tag()
+            self._write_control()
+        binding.set_recording(on)
+
+    def _new_step_tag(self) -> None:
+        """The next step tag (1..65535, reused after that many recorded steps; the table maps
+        tags to steps in time order) for the step now beginning."""
+        self._step_tag = len(self._step_tags) % fmt.AUTO_MAX_STEP_TAG + 1
+        self._step_tags[self._step_tag] = self.step_num
+
+    def _write_control(self) -> None:
+        for b in self._buffers.values():
+            if "buffer" in b:  # one small copy on the device's current stream: stream-ordered
+                b["buffer"][fmt.AUTO_HDR_CONTROL] = fmt.auto_control(
+                    b["size"], self.ring, self._tag, self._step_tag
+                )
+
     def set_tag(self, tag: int) -> None:
         """Tag the records of launches queued from now on (0..255, 0 = none; stream-ordered, no
         sync): e.g. one step of a loop, to pick its launches out afterwards (the launch's
@@ -171,9 +259,7 @@ class AutoProfiler:
         if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= fmt.AUTO_MAX_TAG:
             raise ConfigError(f"tag must be an int in 0..{fmt.AUTO_MAX_TAG}, got {tag!r}")
         self._tag = tag
-        for b in self._buffers.values():
-            if "buffer" in b:
-                b["buffer"][fmt.AUTO_HDR_CONTROL] = fmt.auto_control(b["size"], self.ring, tag)
+        self._write_control()
 
     # -- results -----------------------------------------------------------------------------------
 
@@ -278,7 +364,9 @@ class AutoProfiler:
         return meta
 
     def _metadata(self) -> dict:
-        meta = {"auto_level": self.level}
+        meta = {"auto_level": self.level, "steps_counted": self.step_num}
+        if self.schedule is not None:
+            meta["schedule"] = self.schedule.describe()
         try:
             import torch
             import triton

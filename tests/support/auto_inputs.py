@@ -92,11 +92,18 @@ KERNELS = {
 }
 
 
-def table_of(records, kernels=None, sm_count=4, **buffer_options):
-    """The AutoTable of one GPU's buffer holding `records` (as auto_buffer takes them)."""
+def table_of(records, kernels=None, sm_count=4, session=None, **buffer_options):
+    """The AutoTable of one GPU's buffer holding `records` (as auto_buffer takes them);
+    `session`: more of what the region knew of that GPU (step_tags, rank, clock)."""
     from sm_profiler.auto_mode.table import AutoTable
 
     buffer_options.setdefault("regions", sm_count)
-    session = {"gpu": 0, "sm_count": sm_count, "device_name": "test GPU", "rank": 0}
+    session = {
+        "gpu": 0,
+        "sm_count": sm_count,
+        "device_name": "test GPU",
+        "rank": 0,
+        **(session or {}),
+    }
     words = auto_buffer(records, **buffer_options)
     return AutoTable.from_buffers([(session, words)], KERNELS if kernels is None else kernels)

@@ -1,0 +1,85 @@
+"""Which steps of a long run auto mode records: torch.profiler.schedule's conventions.
+
+    skip_first steps are skipped; then cycles of `wait` steps off, `warmup` steps off (torch
+    warms its profiler up there; auto mode needs no warm-up, its kernels are instrumented from
+    the start) and `active` steps recorded, `repeat` times (0: until the run ends).
+
+Steps are numbered from 0 (the steps before the first `prof.step()`, or the first optimizer
+step under `sm-profiler run`). `Schedule.parse` reads the command line's spellings:
+"1000-1005" (those steps), "1000" (one step), "wait=1,warmup=1,active=3,repeat=2,skip_first=10".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Schedule:
+    wait: int = 0
+    warmup: int = 0
+    active: int = 1
+    repeat: int = 0
+    skip_first: int = 0
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(f"schedule {f.name} must be an int >= 0, got {v!r}")
+        if self.active < 1:
+            raise ConfigError("schedule active must be at least 1 (steps recorded per cycle)")
+
+    @property
+    def cycle(self) -> int:
+        return self.wait + self.warmup + self.active
+
+    def records(self, step: int) -> bool:
+        """Whether step `step` is recorded."""
+        s = step - self.skip_first
+        if s < 0 or (self.repeat and s >= self.repeat * self.cycle):
+            return False
+        return s % self.cycle >= self.wait + self.warmup
+
+    def last_step(self) -> int | None:
+        """The last step recorded (None: the schedule repeats until the run ends)."""
+        return self.skip_first + self.repeat * self.cycle - 1 if self.repeat else None
+
+    def describe(self) -> str:
+        if self.repeat == 1 and self.wait + self.warmup == 0:
+            a, b = self.skip_first, self.skip_first + self.active - 1
+            return f"step {a}" if a == b else f"steps {a}-{b}"
+        parts = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)]
+        return "schedule " + ",".join(parts)
+
+    @classmethod
+    def parse(cls, text: str) -> Schedule:
+        """'1000-1005', '1000', or 'wait=1,warmup=1,active=3,repeat=2,skip_first=10'."""
+        t = str(text).strip()
+        fix = "give STEPS as 1000-1005, 1000, or wait=1,warmup=1,active=3,repeat=2,skip_first=10"
+        if "=" in t:
+            kw = {}
+            names = {f.name for f in fields(cls)}
+            for part in filter(None, (p.strip() for p in t.split(","))):
+                k, _, v = part.partition("=")
+                k = k.strip()
+                if k not in names:
+                    raise ConfigError(f"--steps {text!r}: no setting {k!r}; {fix}")
+                if not v.strip().isdigit():
+                    raise ConfigError(f"--steps {text!r}: {k} is not a whole number; {fix}")
+                kw[k] = int(v)
+            return cls(**kw)
+        a, sep, b = t.partition("-")
+        if not a.strip().isdigit() or (sep and not b.strip().isdigit()):
+            raise ConfigError(f"--steps {text!r}: {fix}")
+        first, last = int(a), int(b) if sep else int(a)
+        if last < first:
+            raise ConfigError(f"--steps {text!r}: the last step is before the first")
+        return cls(active=last - first + 1, repeat=1, skip_first=first)
+
+
+def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 0, skip_first: int = 0):
+    """A Schedule (torch.profiler.schedule's arguments): `sm_profiler.auto(schedule=...)`."""
+    return Schedule(wait, warmup, active, repeat, skip_first)

@@ -1,0 +1,108 @@
+"""Auto mode over a long run (sm_profiler/auto_mode/schedule.py, session.py): the steps recorded
+follow torch.profiler.schedule exactly, steps turn recording on and off and tag each step's
+records, and the report names the steps. The GPU side is tests/device/test_auto_gpu.py."""
+
+from __future__ import annotations
+
+import pytest
+from auto_inputs import AUTO_T0, table_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sm_profiler
+from sm_profiler.auto_mode import binding, session
+from sm_profiler.auto_mode.report import format_report
+from sm_profiler.auto_mode.schedule import Schedule
+from sm_profiler.errors import ConfigError
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    wait=st.integers(0, 4),
+    warmup=st.integers(0, 4),
+    active=st.integers(1, 4),
+    repeat=st.integers(0, 3),
+    skip_first=st.integers(0, 5),
+)
+def test_the_steps_recorded_are_torch_profilers_active_steps(
+    wait, warmup, active, repeat, skip_first
+):
+    from torch.profiler import ProfilerAction
+    from torch.profiler import schedule as torch_schedule
+
+    ours = sm_profiler.schedule(wait, warmup, active, repeat, skip_first)
+    theirs = torch_schedule(
+        wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first
+    )
+    for step in range(60):
+        active_there = theirs(step) in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+        assert ours.records(step) == active_there, step
+
+
+def test_the_command_lines_spellings():
+    s = Schedule.parse("1000-1005")
+    assert [k for k in range(990, 1010) if s.records(k)] == list(range(1000, 1006))
+    assert s.describe() == "steps 1000-1005" and s.last_step() == 1005
+    assert Schedule.parse("7").describe() == "step 7"
+    s = Schedule.parse("wait=1, warmup=1, active=2, repeat=2, skip_first=3")
+    assert [k for k in range(20) if s.records(k)] == [5, 6, 9, 10]
+    for bad, why in (
+        ("5-3", "before the first"),
+        ("a-b", "give STEPS as"),
+        ("wait=x", "not a whole number"),
+        ("often=2", "no setting 'often'"),
+        ("active=0", "active must be at least 1"),
+    ):
+        with pytest.raises(ConfigError, match=why):
+            Schedule.parse(bad)
+    with pytest.raises(ConfigError, match="schedule must be"):
+        sm_profiler.auto(schedule=5)
+
+
+def test_steps_turn_recording_on_and_off_and_tag_each_step(monkeypatch):
+    # The region's bookkeeping without a GPU: what it asks the binding to do at each step.
+    calls = []
+    monkeypatch.setattr(binding, "set_recording", calls.append)
+    prof = sm_profiler.auto(schedule="2-3")
+    monkeypatch.setattr(session, "_active", [prof])
+    assert not prof._records(0)
+    for _ in range(5):
+        prof.step()
+    assert calls == [False, True, True, False, False]
+    assert prof._step_tags == {1: 2, 2: 3}  # steps 2 and 3 got tags 1 and 2
+    # Optimizer steps stop counting once the script steps by hand.
+    prof._on_optimizer_step(object(), (), {})
+    assert prof.step_num == 5
+
+
+def test_the_first_optimizer_counts_the_steps(monkeypatch):
+    monkeypatch.setattr(binding, "set_recording", lambda on: None)
+    prof = sm_profiler.auto(count_optimizer_steps=True)
+    monkeypatch.setattr(session, "_active", [prof])
+    a, b = object(), object()
+    for _ in range(3):
+        prof._on_optimizer_step(a, (), {})
+        prof._on_optimizer_step(b, (), {})  # a second optimizer in the same round
+    assert prof.step_num == 3
+
+
+def test_each_launch_carries_its_step_and_the_report_names_them():
+    recs = [
+        (AUTO_T0 + 1000 * i, 400 + 100 * i, p, 10 + i, 1, p, 0, 0)
+        for i in range(3)
+        for p in range(2)
+    ]
+    tables = []
+    for tag in (1, 2):
+        tables.append(table_of(recs, step_tag=tag, session={"step_tags": {"1": 1000, "2": 1001}}))
+    assert set(tables[0].launches["step"].tolist()) == {1000}
+    assert set(tables[1].launches["step"].tolist()) == {1001}
+    from sm_profiler.auto_mode.table import AutoTable
+
+    both = AutoTable.concat(tables)
+    both.metadata["schedule"] = "steps 1000-1001"
+    text = " ".join(format_report(both.decode(), width=80).split())
+    assert "steps: 2 recorded (1000-1001) by steps 1000-1001" in text
+    assert "GPU time per step" in text
+    caps = list(both)
+    assert sorted({c.metadata["step"] for c in caps}) == [1000, 1001]
