@@ -5,6 +5,8 @@ Each test asserts decoded content; run with -s to see the figures."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 import torch
@@ -476,3 +478,55 @@ def test_inductor_either_launcher_every_kernel_bound(static_launcher):
     assert len({k.name for k in trace.kernels}) >= 4
     for c in range(len(trace.kernels)):
         _check_launch(trace, c, trace.kernels[c].metadata["grid"])
+
+
+def test_a_schedule_records_exactly_its_active_steps():
+    n = 1 << 18
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    buf = torch.empty(30 * 128, device="cuda")
+    sched = sm_profiler.schedule(wait=1, active=2, repeat=2, skip_first=2)
+    with sm_profiler.auto(schedule=sched) as prof:
+        for _ in range(12):
+            axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024)
+            grid3d_kernel[(5, 3, 2)](buf, BLOCK=128)
+            prof.step()
+    table = prof.table()
+    L = table.launches
+    # skip 2 steps, then (1 off, 2 on) twice: steps 3, 4, 6 and 7.
+    assert sorted(set(L["step"].tolist())) == [3, 4, 6, 7]
+    per_step = Counter(
+        (int(s), table.kernel_names()[int(k)]) for s, k in zip(L["step"], L["kernel"], strict=True)
+    )
+    assert all(v == 1 for v in per_step.values()) and len(per_step) == 8
+    # Steps off recorded nothing, not even a claim: the counters hold the active steps alone.
+    counts = table.counts()
+    assert counts["claimed"] == counts["kept"] == 4 * (n // 1024 + 30) == table.num_rows
+    trace = prof.decode()
+    for c in range(len(trace.kernels)):
+        _check_launch(trace, c, trace.kernels[c].metadata["grid"])
+    text = sm_profiler.auto_mode.report.format_report(trace, width=100)
+    assert "steps: 4 recorded (3-4, 6-7)" in " ".join(text.split())
+
+
+def test_a_long_run_keeps_host_and_gpu_memory_flat():
+    def rss_bytes() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+
+    n = 1 << 16
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    sched = sm_profiler.schedule(wait=300, active=2, repeat=3, skip_first=50)
+    with sm_profiler.auto(schedule=sched) as prof:
+        for step in range(1200):
+            axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024)
+            prof.step()
+            if step == 200:
+                torch.cuda.synchronize()
+                rss0, gpu0 = rss_bytes(), torch.cuda.memory_allocated()
+        torch.cuda.synchronize()
+        rss1, gpu1 = rss_bytes(), torch.cuda.memory_allocated()
+    assert gpu1 == gpu0
+    assert rss1 - rss0 < 16 << 20, (rss0, rss1)
+    assert sorted(set(prof.table().launches["step"].tolist())) == [
+        50 + 300 + k + 302 * r for r in range(3) for k in (0, 1)
+    ]

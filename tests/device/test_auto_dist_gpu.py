@@ -1,0 +1,135 @@
+"""Auto mode under torchrun on two GPUs (issue 29): DDP and FSDP2 with torch.compile, each rank
+recording its own GPU; each rank's launches in the steps it recorded equal CUPTI's launches of
+that rank in the same steps (names, grids, one record per program); rank 0 merges every rank
+into one report and one trace. Run with -s to see the report."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from repo_paths import SUPPORT
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or torch.cuda.device_count() < 2, reason="needs 2 GPUs"
+    ),
+]
+
+
+def _cupti_launches(path) -> Counter:
+    """(kernel name, grid) -> launches, of the Triton kernels in a torch.profiler trace."""
+    doc = json.loads(open(path).read())
+    out = Counter()
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and e["name"].startswith("triton"):
+            out[(e["name"], tuple(e["args"]["grid"]))] += 1
+    return out
+
+
+@pytest.mark.parametrize(
+    "mode, compile_mode",
+    [("ddp", "default"), ("fsdp2", "default"), ("ddp", "reduce-overhead")],
+)
+def test_torchrun_every_rank_records_its_launches_and_rank0_merges(tmp_path, mode, compile_mode):
+    from sm_profiler.auto_mode.job import MERGED_TRACE
+    from sm_profiler.capture import load
+
+    out = tmp_path / "prof"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(29500 + hash((mode, compile_mode)) % 1000),
+        "-m",
+        "sm_profiler",
+        "run",
+        "--steps",
+        "2-4",
+        "--out",
+        str(out),
+        "--width",
+        "100",
+        "--",
+        str(SUPPORT / "auto_dist_train.py"),
+        mode,
+        compile_mode,
+        str(out),
+    ]
+    out.mkdir()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    print(r.stdout[-4000:])
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "merged 2 of 2 ranks" in r.stdout
+    for rank in (0, 1):
+        table = load(out / f"auto.rank{rank}.npz")
+        assert [int(s["rank"]) for s in table.sessions] == [rank]
+        assert [int(s["gpu"]) for s in table.sessions] == [rank]  # its own GPU, not cuda:0
+        L = table.launches
+        assert set(L["step"].tolist()) == {2, 3, 4}
+        names = table.kernel_names()
+        ours = Counter(
+            (names[k], (int(x), int(y), int(z)))
+            for k, x, y, z in zip(L["kernel"], L["grid_x"], L["grid_y"], L["grid_z"], strict=True)
+        )
+        theirs = _cupti_launches(out / f"cupti.rank{rank}.json")
+        assert ours == theirs, (rank, ours - theirs, theirs - ours)
+        # One record per program: every launch holds its whole grid.
+        assert (L["rows"] == L["grid_x"] * L["grid_y"] * L["grid_z"]).all()
+        sms = table.sessions[0]["sm_count"]
+        assert (table.rows["sm"] >= 0).all() and (table.rows["sm"] < sms).all()
+        assert table.counts()["dropped"] == 0
+    report = (out / "auto_stats.txt").read_text()
+    assert "2 GPUs of 2 ranks" in report and "per rank (2 ranks" in report
+    doc = json.loads(gzip.open(out / MERGED_TRACE).read())
+    procs = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    assert {p.split(" · ")[0] for p in procs if " · SM" in p} == {"GPU 0", "GPU 1"}
+    ts = np.array([e["ts"] for e in doc["traceEvents"] if e.get("ph") == "X"], float)
+    assert ts.max() - ts.min() < 60e6  # one time axis: the ranks' steps within a minute
+
+
+def test_ranks_option_profiles_some_ranks_only(tmp_path):
+    out = tmp_path / "prof"
+    out.mkdir()
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29801",
+        "-m",
+        "sm_profiler",
+        "run",
+        "--ranks",
+        "1",
+        "--steps",
+        "2-4",
+        "--out",
+        str(out),
+        "--",
+        str(SUPPORT / "auto_dist_train.py"),
+        "ddp",
+        "default",
+        str(out),
+    ]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stderr[-4000:]
+    names = sorted(p.name for p in out.iterdir() if p.name.startswith("auto"))
+    assert names == [
+        "auto.rank1.npz",
+        "auto.rank1_stats.txt",
+        "auto.ranks.json.gz",
+        "auto_stats.txt",
+    ]
