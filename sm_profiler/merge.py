@@ -617,7 +617,8 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
         ranks = [(r, [shift(p, -offset_ns) for p in parts]) for r, parts in aligned]
         info = {"method": "given", "offset_ns": offset_ns}
     else:
-        ranks, info = align_ranks(srcs, "auto", per_launch=True)
+        # One GPU: its launches are matched to their CUPTI rows below (closer than any clock).
+        ranks, info = align_ranks(srcs, "none" if len(srcs) == 1 else "auto", per_launch=True)
         if info["method"] == "none" and len(ranks) == 1:
             # The kernels' own CUPTI rows: the median first-stamp - CUPTI-start distance.
             r, parts = ranks[0]

@@ -486,12 +486,14 @@ def turn_off() -> None:
 
 
 def _buffer_of(device: int) -> tuple[int, int]:
-    """(address, regions) of `device`'s buffer; (0, 1) while off or paused."""
-    if STATE.level is None or STATE.allocate is None or not STATE.recording:
+    """(address, regions) of `device`'s buffer; (0, 1) while off, paused or between a
+    schedule's active steps. A device's buffer is allocated when its first instrumented module
+    is bound, recording or not: its GPU memory is taken at once, never mid-run."""
+    if STATE.level is None or STATE.allocate is None:
         return 0, 1
     if device not in STATE.buffers:
         STATE.buffers[device] = STATE.allocate(device) or (0, 1)
-    return (0, 1) if STATE.paused else STATE.buffers[device]
+    return (0, 1) if STATE.paused or not STATE.recording else STATE.buffers[device]
 
 
 def rebind() -> None:

@@ -179,8 +179,8 @@ def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 
 def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(order, launch): `order` sorts the rows by launch then start; `launch[i]` is the launch of
-    row order[i], launches numbered by their first start.
+    """(order, launch): `order` sorts the rows by launch, then program id (z, y, x) and warp;
+    `launch[i]` is the launch of row order[i], launches numbered by their first start.
 
     A launch is one (GPU, %gridid, kernel), except that a CUDA graph's replays reuse their nodes'
     grid ids: a key in which a program (x, y, z, warp) recurs holds several replays. Replays of
@@ -225,7 +225,8 @@ def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     rank = np.empty(len(first_t), np.int64)
     rank[np.lexsort((np.arange(len(first_t)), first_t))] = np.arange(len(first_t))
     launch = rank[launch_key]
-    by_launch = np.lexsort((t, launch))
+    r = {c: rows[c][order] for c in ("warp", "x", "y", "z")}
+    by_launch = np.lexsort((t, r["warp"], r["x"], r["y"], r["z"], launch))
     return order[by_launch], launch[by_launch]
 
 

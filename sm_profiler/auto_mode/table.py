@@ -1,6 +1,7 @@
 """AutoTable: what an auto-mode region recorded, as tables.
 
-    rows       one per program (per warp at level="warp"), sorted by launch then start:
+    rows       one per program (per warp at level="warp"), sorted by launch, then program
+               id and warp:
                launch, sm, start_ns, end_ns, x, y, z (the program id), warp
     launches   one per launch, a grouping of rows (first_row, rows): gpu, session, kernel,
                grid_id, step (-1: none), tag, per_warp, start_ns, end_ns, grid_x/y/z (the
@@ -216,17 +217,12 @@ class AutoTable:
         return {k: sum(_count(s.get(k)) for s in self.sessions) for k in SESSION_COUNTS}
 
     def kernel_names(self) -> list[str]:
-        """Each kernel's name, made unique ('name #3' for the third of a name)."""
+        """Each kernel's name, as CUPTI and Inductor name it (kernels of one name, compiled
+        apart, keep it: the report sums a name's launches)."""
         cached = self.__dict__.get("_names")
         if cached is not None and cached[0] == len(self.kernels):
             return cached[1]
-        seen: dict[str, int] = {}
-        out = []
-        for k in self.kernels:
-            name = str(k.get("name") or f"kernel {k.get('kernel_id', '?')}")
-            n = seen.get(name, 0)
-            seen[name] = n + 1
-            out.append(name if n == 0 else f"{name} #{n + 1}")
+        out = [str(k.get("name") or f"kernel {k.get('kernel_id', '?')}") for k in self.kernels]
         self.__dict__["_names"] = (len(self.kernels), out)
         return out
 
@@ -253,13 +249,18 @@ class AutoTable:
         group = np.where(L["per_warp"][launch], r["warp"], 0).astype(np.int32)
         block = self.blocks()
         cap = launch.astype(np.int32)
+        # One event per kernel name (kernels of one name compiled apart share it).
+        names, event_of_kernel = np.unique(
+            np.array(self.kernel_names() or [""], dtype=object).astype(str), return_inverse=True
+        )
+        event_of_kernel = event_of_kernel.reshape(-1).astype(np.int32)
         events = {
             "capture": cap,
             "lane": lane,
             "sm": r["sm"],
             "block": block,
             "group": group,
-            "event": L["kernel"][launch].astype(np.int32),
+            "event": event_of_kernel[L["kernel"][launch]],
             "kind": np.full(n, RANGE, np.int8),
             "start_ns": r["start_ns"],
             "end_ns": r["end_ns"],
@@ -288,7 +289,7 @@ class AutoTable:
             "kind": z.astype(np.int8),
             "time_ns": z,
         }
-        names = dict(enumerate(self.kernel_names()))
+        names = dict(enumerate(names.tolist())) if self.kernels else {}
         return TraceData(
             events,
             lanes,
@@ -508,8 +509,9 @@ def clock_offset_ns(session: dict) -> int | None:
 
 
 def _kernel_key(k: dict) -> str:
-    """What makes two ranks' kernel entries the same kernel: its name and binary."""
-    return json.dumps([k.get(f) for f in ("name", "cache_hash", "level", "source")], default=str)
+    """What makes two ranks' kernel entries one kernel of the report: its name and level (each
+    rank compiles its own copy, under its own paths)."""
+    return json.dumps([k.get(f) for f in ("name", "level")], default=str)
 
 
 def _step_map(session: dict) -> dict[int, int]:

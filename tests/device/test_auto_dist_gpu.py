@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -61,7 +62,7 @@ def test_torchrun_every_rank_records_its_launches_and_rank0_merges(tmp_path, mod
         "--width",
         "100",
         "--",
-        str(SUPPORT / "auto_dist_train.py"),
+        os.path.join(SUPPORT, "auto_dist_train.py"),
         mode,
         compile_mode,
         str(out),
@@ -119,7 +120,7 @@ def test_ranks_option_profiles_some_ranks_only(tmp_path):
         "--out",
         str(out),
         "--",
-        str(SUPPORT / "auto_dist_train.py"),
+        os.path.join(SUPPORT, "auto_dist_train.py"),
         "ddp",
         "default",
         str(out),

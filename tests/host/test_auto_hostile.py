@@ -58,7 +58,7 @@ def test_2_a_huge_grid_costs_its_records_not_its_grid():
     assert sorted(trace.events["block"].tolist()) == [3, x]
     cap = table[0]  # as a capture: one lane per recorded program
     assert cap.words.nbytes < 1024
-    assert decode(cap).events["start_ns"].tolist() == [AUTO_T0, AUTO_T0 + 10]
+    assert sorted(decode(cap).events["start_ns"].tolist()) == [AUTO_T0, AUTO_T0 + 10]
 
 
 def test_3_the_largest_program_ids_allocate_nothing_by_them():

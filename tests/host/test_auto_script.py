@@ -154,7 +154,7 @@ def fake_auto(monkeypatch):
 
     regions = []
 
-    def auto(capacity=None, *, ring=False, level="program", device=None):
+    def auto(capacity=None, **options):
         regions.append(FakeRegion())
         return regions[-1]
 
