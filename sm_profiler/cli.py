@@ -449,15 +449,18 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from .stats import print_stats
-
     trace = _decoded(args.capture)
     from .auto_mode.report import is_auto, print_report
 
-    if is_auto(trace):  # auto mode: thousands of launches; the per-kernel report instead
-        print_report(trace, width=args.width)
-    else:
-        print_stats(trace, width=args.width)
+    if not is_auto(trace):
+        from .stats import breakdown, compute_stats
+        from .stats_table import format_stats
+
+        # The breakdown follows the event table it breaks down, not the sections per capture.
+        by = (args.by, breakdown(trace, args.by)) if args.by else None
+        print(format_stats(compute_stats(trace), width=args.width, by=by), end="")
+        return 0
+    print_report(trace, width=args.width)  # auto mode: thousands of launches, per kernel
     if args.by:
         import shutil
 

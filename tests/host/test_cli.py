@@ -368,10 +368,21 @@ def test_stats_by_sm_fits_80_columns(capture_file, capsys):
     assert main(["stats", capture_file, "--by", "sm", "--width", "80"]) == 0
     out = capsys.readouterr().out
     assert "by sm (times in" in out
-    table = out[out.index("by sm") :].splitlines()
+    table = out[out.index("by sm") :].split("\n\n")[0].splitlines()
     assert table[1].split() == ["sm", "event", "count", "total", "self", "mean"]
-    assert all(line.split()[0] == "SM" for line in table[2:] if line)
+    assert all(line.split()[0] == "SM" for line in table[2:])
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_6_stats_by_follows_the_event_table_it_breaks_down(tmp_path, capsys):
+    """Issue 32, item 6: not after the sections per capture, where nobody looks for it."""
+    path = tmp_path / "two.npz"
+    save_many([tiny_capture(), tiny_capture()], path)
+    assert main(["stats", str(path), "--by", "sm", "--width", "80"]) == 0
+    blocks = capsys.readouterr().out.split("\n\n")
+    events = next(i for i, b in enumerate(blocks) if b.startswith("events (times in"))
+    assert blocks[events + 1].startswith("by sm (times in ns)\nsm    event")
+    assert "-- capture 0: tiny" in "\n\n".join(blocks[events + 2 :])
 
 
 def test_export_filters_and_summary_from_the_command_line(capture_file, tmp_path, capsys):
