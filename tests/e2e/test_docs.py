@@ -33,6 +33,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from extras import need  # noqa: E402
 from repo_paths import ROOT  # noqa: E402
 
 import sm_profiler  # noqa: E402
@@ -169,7 +170,7 @@ def test_doc_block_runs(block, workdir, monkeypatch):
         # One command per line; a line ending in a quote-continued string goes with the next.
         for cmd in _commands(block.code):
             if cmd.startswith("sm-profiler query "):
-                pytest.importorskip("duckdb", reason="the [query] extra is not installed")
+                need("duckdb", "query")
             if cmd.startswith("sm-profiler open "):
                 cmd += " --no-browser --timeout 0.2"
             res = subprocess.run(
@@ -185,7 +186,7 @@ def test_doc_block_runs(block, workdir, monkeypatch):
     else:
         from sm_profiler.tables import query
 
-        pytest.importorskip("duckdb", reason="the [query] extra is not installed")
+        need("duckdb", "query")
         for stmt in (s.strip() for s in block.code.split(";")):
             sql = "\n".join(ln for ln in stmt.splitlines() if not ln.startswith("--")).strip()
             if sql:
