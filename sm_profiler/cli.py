@@ -483,7 +483,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         else:
             info = merge.merge_ranks(sources, args.out, align=args.align)
     print(
-        f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {len(sources)} ranks, "
+        f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {_plural(len(sources), 'rank')}, "
         f"aligned by {info['method']}"
     )
     for r, e in (info.get("error") or {}).items():

@@ -516,3 +516,17 @@ def test_6_the_overview_without_the_sections_per_capture():
     assert full.startswith(short.rstrip("\n"))
     assert "-- capture 0" in full and "-- capture" not in short
     assert "per capture, below" not in short and short.endswith("\n\n") is False
+
+
+def test_8_launches_that_miss_the_same_lanes_share_one_warning():
+    """Issue 32, item 8: five launches of a kernel with a smaller grid warned five times."""
+    lanes = {0: {"sm": 1, "anchor": 1000, "records": [("B", 0, 1100), ("E", 0, 1200)]}}
+    caps = [build_capture(lanes, num_blocks=2, event_names={0: "w"}, kernel_name="k")] * 3
+    caps.append(build_capture(lanes, num_blocks=3, event_names={0: "w"}, kernel_name="k"))
+    warns = [w for w in compute_stats(decode(caps)).warnings if "never initialised" in w]
+    assert warns == [
+        "captures 0, 1, 2 (k): 1 of 2 lanes were never initialised (blocks 1): the grid is "
+        "smaller than num_blocks x num_groups, or some blocks or groups skip profiler_init",
+        "capture 3 (k): 2 of 3 lanes were never initialised (blocks 1, 2): the grid is "
+        "smaller than num_blocks x num_groups, or some blocks or groups skip profiler_init",
+    ]
