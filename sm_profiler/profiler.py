@@ -38,7 +38,7 @@ class SmProfiler:
         device="cuda",
         *,
         group_names: dict[int, str] | list[str] | None = None,
-        kernel_name: str = "kernel",
+        kernel_name: str | None = None,
         slots: int | None = None,
         ring: bool = False,
     ):
@@ -55,7 +55,9 @@ class SmProfiler:
         _check_interpreter()
         self.enabled = bool(enabled)
         self.device = device
-        self.kernel_name = _check_name(kernel_name, "kernel_name")
+        # Unnamed, captures are called "kernel" and the stats label them by their shape only.
+        self._named = kernel_name is not None
+        self.kernel_name = _check_name(kernel_name, "kernel_name") if self._named else "kernel"
         self.event_names: dict[int, str] = {}
         self.group_names: dict[int, str] = {}
         if group_names is not None:
@@ -269,12 +271,15 @@ class SmProfiler:
         if kernel_name is not None:
             _check_name(kernel_name, "kernel_name")
         words = self._buffer.detach().cpu().numpy().view(np.uint64).copy()
+        meta = self._metadata()
+        if kernel_name is None and not self._named:
+            meta["unnamed"] = True  # no kernel_name given: the stats do not print "kernel"
         return Capture(
             words=words,
             event_names=dict(self.event_names),
             group_names=dict(self.group_names),
             kernel_name=kernel_name or self.kernel_name,
-            metadata=self._metadata(),
+            metadata=meta,
         )
 
     def snapshot(self, kernel_name: str | None = None) -> Capture:

@@ -224,6 +224,8 @@ def _capture_label(trace: TraceData, c: int, several: bool) -> str:
     if k.num_groups > 1:
         shape += f" x {k.num_groups} groups"
     prefix = f"capture {c}: " if several else ""
+    if isinstance(k.metadata, dict) and k.metadata.get("unnamed") is True:
+        return prefix + shape  # SmProfiler without kernel_name: no placeholder "kernel"
     return f"{prefix}{k.name} ({shape})"
 
 

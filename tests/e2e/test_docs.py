@@ -264,3 +264,20 @@ def test_the_pictures_the_docs_show_exist_and_are_small():
             data = open(path, "rb").read()
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 300_000, rel
     assert os.path.exists(os.path.join(ROOT, "docs", "make_pictures.py"))
+
+
+def test_the_quick_start_names_no_placeholder_and_says_what_it_wrote(tmp_path, monkeypatch, capsys):
+    """Issue 32, item 7: the stats header was 'kernel (16 blocks)' with no kernel name given,
+    and nothing said where the trace went."""
+    import runpy
+
+    (quick,) = [b for b in BLOCKS if b.lang == "python" and "def add_kernel" in b.code]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "quickstart.py").write_text(quick.code + "\n")
+    runpy.run_path(str(tmp_path / "quickstart.py"))
+    out = capsys.readouterr().out
+    assert out.startswith("sm_profiler stats: 16 blocks\n")
+    assert out.endswith(
+        "wrote add.perfetto-trace; open it with: sm-profiler open add.perfetto-trace\n"
+    )
+    assert (tmp_path / "add.perfetto-trace").stat().st_size > 0
