@@ -305,3 +305,28 @@ def test_the_examples_table_says_which_need_a_gpu():
         rows = [ln for ln in f if ln.startswith("| [examples/")]
     (cuda,) = [r for r in rows if r.startswith("| [examples/cuda/]")]
     assert "needs a GPU" in cuda
+
+
+def test_the_cpu_torch_command_comes_first_and_what_ci_does_is_what_the_readme_says():
+    """Issue 32, item 1: the advice came after the set-up commands, without a command, and the
+    README said CI did 'exactly this' while .ci/run installs a pinned torch, not from the index."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    setup = readme[readme.index("## Set up") :]
+    setup = setup[: setup.index("\n## ", 1)]
+    block = setup.index("```bash\n")
+    cpu = "`pip install torch --index-url https://download.pytorch.org/whl/cpu`"
+    assert 0 <= setup.find(cpu) < block
+    # What .ci/run extracts and runs literally: the two commands, nothing else.
+    commands = setup[block + len("```bash\n") :].split("```")[0]
+    assert len([ln for ln in commands.splitlines() if ln.strip()]) == 2
+    assert setup.count("```bash") == 1
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        ci = f.read()
+    (pin,) = re.findall(r"^CPU_TORCH=(\S+)$", ci, re.M)
+    code = "\n".join(ln for ln in ci.splitlines() if not ln.lstrip().startswith("#"))
+    assert 'pip install -q "$CPU_TORCH"' in code and "download.pytorch.org" not in code
+    flat = " ".join(setup.split())
+    assert "CI (`.ci/run`, on a CPU-only machine) runs the two commands literally" in flat
+    assert f"`pip install {pin}`" in flat and "cannot reach PyTorch's index" in flat
+    assert "CI does exactly this" not in readme
