@@ -13,14 +13,16 @@ What it records, in one trace:
      twice: two snapshots of one profiler;
   2. the same matmul launched one program per tile, with a partial last wave.
 Each tile is a `tile` range holding, per K step, a `load` range and an `mma` range, then a
-`store` range. The outputs: the stats table, a Perfetto trace, a Chrome JSON trace, an SM
-occupancy PNG and the raw capture (for `sm-profiler stats|info|export`).
+`store` range. The outputs: the stats overview (the full report in demo_stats.txt), a Perfetto
+trace, a Chrome JSON trace, an SM occupancy PNG and the raw capture (for
+`sm-profiler stats|info|export`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 
@@ -192,9 +194,8 @@ def main(argv=None) -> int:
 
     if INTERPRET:
         print(
-            "No GPU used: running the kernels in Triton's CPU interpreter (TRITON_INTERPRET=1).\n"
-            "Times are the host clock and SM ids are emulated (program id modulo 8): the trace\n"
-            "shows the structure, not GPU timing."
+            "No GPU: the kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1), with\n"
+            "the host clock and emulated SM ids: the trace shows structure, not GPU timing."
         )
     cfg = config(gpu=not INTERPRET)
     where = torch.cuda.get_device_name(0) if not INTERPRET else "the CPU interpreter"
@@ -206,26 +207,34 @@ def main(argv=None) -> int:
     captures = run(cfg)
     trace = sm_profiler.decode(captures)
 
-    from sm_profiler.stats import print_stats
-
-    print_stats(trace)
+    from sm_profiler.stats import compute_stats, format_stats
 
     os.makedirs(args.out, exist_ok=True)
-    from sm_profiler.export import export
-
     paths = {
         "perfetto": os.path.join(args.out, "demo.perfetto-trace"),
         "chrome": os.path.join(args.out, "demo.json"),
         "png": os.path.join(args.out, "demo_sm_occupancy.png"),
         "capture": os.path.join(args.out, "demo_capture.npz"),
+        "stats": os.path.join(args.out, "demo_stats.txt"),
     }
+    # The overview fits a screen; the full report (SM occupancy and load imbalance of each
+    # launch) goes to a file, the same text `sm-profiler stats` prints from the capture.
+    stats = compute_stats(trace)
+    width = min(shutil.get_terminal_size((80, 24)).columns, 100)
+    print(format_stats(stats, width=width, sections=False), end="")
+    with open(paths["stats"], "w", encoding="utf-8") as f:
+        f.write(format_stats(stats, width=100))
+    print(f"\nEach launch's SMs and load imbalance: {paths['stats']}")
+
+    from sm_profiler.export import export
+
     export(trace, paths["perfetto"])
     export(trace, paths["chrome"])
     sm_profiler.save_many(captures, paths["capture"])
     print()
     print(f"wrote {paths['perfetto']}  (Perfetto trace)")
     print(f"wrote {paths['chrome']}  (Chrome JSON trace)")
-    print(f"wrote {paths['capture']}  (raw capture: sm-profiler stats|info|export it)")
+    print(f"wrote {paths['capture']}  (raw capture, for sm-profiler)")
     try:
         from sm_profiler.plot import plot
 
@@ -238,8 +247,8 @@ def main(argv=None) -> int:
             "(pip install 'sm_profiler[plot]')"
         )
     print(
-        f"\nOpen the trace: drag {paths['perfetto']} into https://ui.perfetto.dev,\n"
-        f"or run: sm-profiler open {paths['perfetto']}"
+        f"\nOpen the trace: sm-profiler open {paths['perfetto']}\n"
+        f"(or drag {paths['perfetto']} into https://ui.perfetto.dev)"
     )
     print(f"done in {time.perf_counter() - t_start:.1f} s")
     return 0

@@ -46,7 +46,10 @@ _FORMAT_ALIASES = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 nothing happened, 2 error)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # blamed on the command's own usage, not the top level's
+        command = _command_parser(parser, getattr(args, "func", None))
+        command.error(_unrecognized(command, extras))
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
@@ -289,6 +292,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _command_parser(parser: argparse.ArgumentParser, func) -> argparse.ArgumentParser:
+    """The subcommand's parser whose `func` default is `func` (`parser` itself if none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                if func is not None and command.get_default("func") is func:
+                    return command
+    return parser
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """'unknown option --capure (did you mean --capture?)', naming the options first: a mistyped
+    option shifts the arguments after it, which argparse then blames instead."""
+    import difflib
+
+    known = [o for a in parser._actions for o in a.option_strings]
+    options = [e.split("=", 1)[0] for e in extras if e.startswith("-") and e != "-"]
+    if not options:
+        return f"unrecognized arguments: {' '.join(printable(e) for e in extras)}"
+    parts = []
+    for o in options:
+        near = difflib.get_close_matches(o, known, n=1)
+        parts.append(printable(o) + (f" (did you mean {near[0]}?)" if near else ""))
+    return f"unknown option{'s' if len(parts) > 1 else ''} {', '.join(parts)}"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from . import auto
     from .auto_mode import job as jobs
@@ -461,15 +490,18 @@ def _int(v) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from .stats import print_stats
-
     trace = _decoded(args.capture)
     from .auto_mode.report import is_auto, print_report
 
-    if is_auto(trace):  # auto mode: thousands of launches; the per-kernel report instead
-        print_report(trace, width=args.width)
-    else:
-        print_stats(trace, width=args.width)
+    if not is_auto(trace):
+        from .stats import breakdown, compute_stats
+        from .stats_table import format_stats
+
+        # The breakdown follows the event table it breaks down, not the sections per capture.
+        by = (args.by, breakdown(trace, args.by)) if args.by else None
+        print(format_stats(compute_stats(trace), width=args.width, by=by), end="")
+        return 0
+    print_report(trace, width=args.width)  # auto mode: thousands of launches, per kernel
     if args.by:
         import shutil
 
@@ -502,7 +534,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         else:
             info = merge.merge_ranks(sources, args.out, align=args.align)
     print(
-        f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {len(sources)} ranks, "
+        f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {_plural(len(sources), 'rank')}, "
         f"aligned by {info['method']}"
     )
     for r, e in (info.get("error") or {}).items():
@@ -520,6 +552,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     fmt = _FORMAT_ALIASES[args.format] if args.format else None
     if to_stdout and fmt is None:
         fmt = "perfetto"  # no extension to go by
+    if fmt is None:  # the exporter's own message names its Python argument, format=
+        from .export import EXTENSIONS
+
+        if not args.out.lower().endswith(tuple(EXTENSIONS)):
+            raise ConfigError(
+                f"cannot tell the trace format of {args.out!r} from its extension; use one of "
+                f"{', '.join(EXTENSIONS)} or pass --format perfetto / --format chrome"
+            )
     if to_stdout and fmt not in _TEXT_FORMATS and sys.stdout.isatty():
         raise ConfigError(
             "refusing to write a binary Perfetto trace to the terminal; give a file name "
@@ -534,7 +574,9 @@ def cmd_export(args: argparse.Namespace) -> int:
             warnings.simplefilter("ignore", UserWarning)  # the notes are printed below
             notes = export(trace, args.out, format=fmt, **_export_options(args))
         size = os.path.getsize(args.out)
-        print(f"wrote {args.out} ({size:,} bytes; {len(trace):,} ranges and instants decoded)")
+        # With a filter or --capture the notes say how much of the trace was kept.
+        kept = "" if notes else f"; {len(trace):,} ranges and instants"
+        print(f"wrote {args.out} ({size:,} bytes{kept})")
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         return 0

@@ -38,7 +38,7 @@ class SmProfiler:
         device="cuda",
         *,
         group_names: dict[int, str] | list[str] | None = None,
-        kernel_name: str = "kernel",
+        kernel_name: str | None = None,
         slots: int | None = None,
         ring: bool = False,
     ):
@@ -55,7 +55,9 @@ class SmProfiler:
         _check_interpreter()
         self.enabled = bool(enabled)
         self.device = device
-        self.kernel_name = _check_name(kernel_name, "kernel_name")
+        # Unnamed, captures are called "kernel" and the stats label them by their shape only.
+        self._named = kernel_name is not None
+        self.kernel_name = _check_name(kernel_name, "kernel_name") if self._named else "kernel"
         self.event_names: dict[int, str] = {}
         self.group_names: dict[int, str] = {}
         if group_names is not None:
@@ -178,6 +180,7 @@ class SmProfiler:
         # The last call before a launch: catch an interpreter switch flipped since the ops were
         # imported here, before Triton fails on it with a message that does not say why.
         _check_interpreter()
+        _check_cpu_launch(self.device)
         self._dirty = True
         return self._buffer
 
@@ -268,12 +271,15 @@ class SmProfiler:
         if kernel_name is not None:
             _check_name(kernel_name, "kernel_name")
         words = self._buffer.detach().cpu().numpy().view(np.uint64).copy()
+        meta = self._metadata()
+        if kernel_name is None and not self._named:
+            meta["unnamed"] = True  # no kernel_name given: the stats do not print "kernel"
         return Capture(
             words=words,
             event_names=dict(self.event_names),
             group_names=dict(self.group_names),
             kernel_name=kernel_name or self.kernel_name,
-            metadata=self._metadata(),
+            metadata=meta,
         )
 
     def snapshot(self, kernel_name: str | None = None) -> Capture:
@@ -481,19 +487,59 @@ def _check_interpreter() -> None:
     decides per @triton.jit, when the kernel is defined. If TRITON_INTERPRET changed in between,
     the user's kernel and the ops disagree and Triton fails with "Cannot call @triton.jit'd
     outside of the scope of a kernel" (or inline asm under the interpreter): say why instead."""
-    ops = sys.modules.get("sm_profiler.triton_ops")
-    if ops is None:  # not imported (yet, or a CuteDSL user): the ops will read the switch then
-        return
-    then = bool(getattr(ops._INTERPRET, "value", ops._INTERPRET))
     now = _interpret_env()
-    if then != now:
+    env = os.environ.get("TRITON_INTERPRET")
+    ops = sys.modules.get("sm_profiler.triton_ops")
+    # Not imported (yet, or a CuteDSL user): the ops will read the switch then.
+    if ops is not None and bool(getattr(ops._INTERPRET, "value", ops._INTERPRET)) != now:
         change = "set" if now else "unset"
-        env = os.environ.get("TRITON_INTERPRET")
         raise ConfigError(
             f"TRITON_INTERPRET was {change} (now {env!r}) after sm_profiler.triton_ops was "
             f"imported with the {'GPU' if now else 'interpreter'} ops, so Triton kernels would "
             "fail; set TRITON_INTERPRET before importing triton and sm_profiler.triton_ops (at "
             "the top of the script, or in the shell)"
+        )
+    # Triton chose GPU or interpreter code for its own @triton.jit functions (tl.zeros, tl.cdiv,
+    # the reductions' combiners) when triton.language was imported: a switch flipped after that
+    # fails inside them ("Cannot call @triton.jit'd outside of the scope of a kernel").
+    chosen = _triton_interpreted()
+    if chosen is not None and chosen != now:
+        fix = (
+            "set TRITON_INTERPRET=1 before importing triton (at the top of the script, before "
+            "`import triton`, or in the shell: TRITON_INTERPRET=1 python script.py)"
+            if now
+            else "unset TRITON_INTERPRET before importing triton, or leave it set"
+        )
+        raise ConfigError(
+            f"TRITON_INTERPRET was {'set' if now else 'unset'} (now {env!r}) after triton was "
+            f"imported {'without' if now else 'with'} it, so Triton kernels would fail; {fix}"
+        )
+
+
+def _triton_interpreted() -> bool | None:
+    """Whether triton.language's own jit functions were made for the interpreter (None: triton
+    not imported, or a Triton that does not tell)."""
+    std = sys.modules.get("triton.language.standard")
+    kind = type(getattr(std, "zeros", None)).__name__
+    if kind == "InterpretedFunction":
+        return True
+    if kind == "JITFunction":
+        return False
+    return None
+
+
+def _check_cpu_launch(device) -> None:
+    """A CPU buffer is for Triton's interpreter: without it and without CUDA, Triton finds no
+    backend at the launch ("0 active drivers ([]). There should only be one.")."""
+    if not str(device).startswith("cpu") or _interpret_env():
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(
+            "SmProfiler(device='cpu') hands out a buffer for Triton's CPU interpreter, which is "
+            "off: set TRITON_INTERPRET=1 before importing triton (at the top of the script, or in "
+            "the shell: TRITON_INTERPRET=1 python script.py)"
         )
 
 

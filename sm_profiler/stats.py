@@ -224,6 +224,8 @@ def _capture_label(trace: TraceData, c: int, several: bool) -> str:
     if k.num_groups > 1:
         shape += f" x {k.num_groups} groups"
     prefix = f"capture {c}: " if several else ""
+    if isinstance(k.metadata, dict) and k.metadata.get("unnamed") is True:
+        return prefix + shape  # SmProfiler without kernel_name: no placeholder "kernel"
     return f"{prefix}{k.name} ({shape})"
 
 
@@ -618,13 +620,14 @@ def _warnings(trace: TraceData) -> list[str]:
         )
 
     init = lanes["initialized"]
+    # Launches of one kernel that miss the same lanes share one warning: (kernel, text) -> captures
+    same: dict[tuple[str, str], list[int]] = {}
     for c in range(len(trace.kernels)):
         m = lanes["capture"] == c
         n_init, n = int(init[m].sum()), int(m.sum())
-        where = f"capture {c} ({trace.kernels[c].name}): " if several else ""
         if n_init == 0:
-            out.append(
-                f"{where}no lane was initialised: the kernel recorded nothing (was PROFILE on, "
+            text = (
+                "no lane was initialised: the kernel recorded nothing (was PROFILE on, "
                 "the profiler's buffer passed to this launch, and, with STAGE, "
                 "profiler_flush(ctx) called after the last event?)"
             )
@@ -633,11 +636,20 @@ def _warnings(trace: TraceData) -> list[str]:
             blocks = np.unique(lanes["block"][never])
             shown = ", ".join(str(b) for b in blocks[:8].tolist())
             more = ", ..." if len(blocks) > 8 else ""
-            out.append(
-                f"{where}{n - n_init} of {n} lanes were never initialised (blocks {shown}{more}): "
+            text = (
+                f"{n - n_init} of {n} lanes were never initialised (blocks {shown}{more}): "
                 "the grid is smaller than num_blocks x num_groups, or some blocks or groups skip "
                 "profiler_init"
             )
+        else:
+            continue
+        same.setdefault((trace.kernels[c].name, text), []).append(c)
+    for (name, text), caps in same.items():
+        where = ""
+        if several:
+            ids = ", ".join(str(c) for c in caps[:8]) + (", ..." if len(caps) > 8 else "")
+            where = f"capture{'s' if len(caps) > 1 else ''} {ids} ({name}): "
+        out.append(where + text)
     return out
 
 

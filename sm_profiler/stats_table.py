@@ -154,9 +154,20 @@ def _left_out(dropped: list[str], width: int) -> list[str]:
     return wrap(f"({', '.join(dropped)} left out to fit {width} columns)", width)
 
 
-def format_stats(stats: Stats, width: int | None = None, max_sm_rows: int = 16) -> str:
+def format_stats(
+    stats: Stats,
+    width: int | None = None,
+    max_sm_rows: int = 16,
+    *,
+    by: tuple[str, list[BreakdownRow]] | None = None,
+    sections: bool = True,
+) -> str:
     """Plain-text report: header, warnings, event table, SM table (or a summary of it when there
     are more than `max_sm_rows` SMs), load imbalance; then one section per capture if several.
+
+    by: ('sm', breakdown(trace, 'sm')): that breakdown, printed right after the event table it
+    breaks down. sections=False: the overview only, without the sections per capture (or per
+    kernel); the caller says where they are.
 
     Every line fits `width` (default: the terminal's; at least 40): prose is wrapped, and tables
     leave out their least important columns, saying which, before names are cut."""
@@ -171,12 +182,17 @@ def format_stats(stats: Stats, width: int | None = None, max_sm_rows: int = 16) 
     lines.extend(wrap(title, width))
     for w in stats.warnings:
         lines.extend(wrap("warning: " + w, width))
-    lines.extend(_section_lines(stats, width, max_sm_rows, sm_table=not stats.captures))
+    extra = []
+    if by is not None and not (by[0] == "group" and stats.by_group):  # else already shown
+        extra = breakdown_lines(by[1], by[0], width) + [""]
+    lines.extend(_section_lines(stats, width, max_sm_rows, not stats.captures, extra))
     if stats.launches:
         if lines[-1] != "":
             lines.append("")
         lines.extend(_launch_lines(stats.launches, width))
         lines.append("")
+    if not sections:
+        return "\n".join(lines).rstrip("\n") + "\n"
     if stats.launches and len(stats.captures) > MAX_CAPTURE_SECTIONS:
         for row in stats.launches:
             if lines[-1] != "":
@@ -231,7 +247,17 @@ def _launch_lines(rows: list[KernelLaunches], width: int) -> list[str]:
                 sites[0] if len(sites) == 1 else f"{len(sites)} sites" if sites else "-",
             ]
         )
-    drop = (headers.index("min"), headers.index("max"), headers.index("call site"))
+    # Snapshots of an unslotted profiler carry no grid or call site: no column of dashes.
+    for name, have in (
+        ("call site", any(r.call_sites for r in rows)),
+        ("grid", any(r.grids for r in rows)),
+    ):
+        if not have:
+            i = headers.index(name)
+            del headers[i]
+            for row in table_rows:
+                del row[i]
+    drop = tuple(headers.index(h) for h in ("min", "max", "call site") if h in headers)
     table, dropped = fit_table(headers, table_rows, width, drop=drop, shrink=0)
     return [f"launches by kernel (span per launch, in {unit})"] + table + _left_out(dropped, width)
 
@@ -242,7 +268,9 @@ def _rule(label: str, width: int) -> list[str]:
     return [f"-- {first} ".ljust(width, "-")] + ["   " + r for r in rest]
 
 
-def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = True) -> list[str]:
+def _section_lines(
+    stats: Stats, width: int, max_sm_rows: int, sm_table: bool = True, extra: list[str] = ()
+) -> list[str]:
     span = stats.span
     parts = [
         "span not shown (launches mixed)"
@@ -257,6 +285,7 @@ def _section_lines(stats: Stats, width: int, max_sm_rows: int, sm_table: bool = 
     lines.append("")
     lines.extend(_event_lines(stats, width))
     lines.append("")
+    lines.extend(extra)
     if stats.by_group:
         lines.extend(breakdown_lines(stats.by_group, "group", width))
         lines.append("")
@@ -313,7 +342,14 @@ def _event_lines(stats: Stats, width: int) -> list[str]:
             r.append(str(e.instants))
     drop = tuple(headers.index(h) for h in _EVENT_DROP if h in headers)
     table, dropped = fit_table(headers, rows, width, drop=drop, shrink=0)
-    return [f"events (times in {unit})"] + table + _left_out(dropped, width)
+    head = f"events (times in {unit}"
+    if "self" in table[0].split() and any(e.self_ns != e.total_ns for e in evs):
+        head += f"; {SELF_MEANS}"
+    return wrap(head + ")", width, indent="") + table + _left_out(dropped, width)
+
+
+# What the `self` column is, said where it differs from `total`.
+SELF_MEANS = "self: total less the ranges nested inside"
 
 
 # Rows of the waits table: the pairs with the most waiting.
@@ -355,7 +391,10 @@ def breakdown_lines(rows: list[BreakdownRow], by: str, width: int) -> list[str]:
     table, dropped = fit_table(
         [by, "event", "count", "total", "self", "mean"], cells, width, left=2, drop=(5,), shrink=1
     )
-    return [f"by {by} (times in {unit})"] + table + _left_out(dropped, width)
+    head = f"by {by} (times in {unit}"
+    if any(r.self_ns != r.total_ns for r in rows):
+        head += f"; {SELF_MEANS}"
+    return wrap(head + ")", width, indent="") + table + _left_out(dropped, width)
 
 
 def _sm_lines(stats: Stats, width: int, max_rows: int) -> list[str]:

@@ -402,7 +402,19 @@ def _filtered(trace: TraceData, sms, blocks, groups, events, window_ns):
     keep = np.ones(len(lanes["lane"]), bool)
     for col, want in (("sm", sms), ("block", blocks), ("group", groups)):
         if want is not None:
-            keep &= np.isin(lanes[col], _ints(want, col))
+            ids = _ints(want, col)
+            # Like an unknown event name, an id no lane has is a mistake, not an empty trace.
+            have = lanes[col][lanes["initialized"]] if col == "sm" else lanes[col]
+            missing = np.setdiff1d(ids, have)
+            if len(missing):
+                one, many = ("SM", "SMs") if col == "sm" else (col, col + "s")
+                what = f"{one if len(missing) == 1 else many} {_runs(missing)}"
+                raise ConfigError(
+                    f"{col}s filter: "
+                    + (f"no lane ran on {what}" if col == "sm" else f"no {what} in the trace")
+                    + f"; the trace's {many}: {_runs(have) or 'none'}"
+                )
+            keep &= np.isin(lanes[col], ids)
     if all(f is None for f in (sms, blocks, groups, events, window_ns)):
         return trace, keep
     ev, um = trace.events, trace.unmatched
@@ -425,6 +437,17 @@ def _filtered(trace: TraceData, sms, blocks, groups, events, window_ns):
         unmatched={k: v[um_keep] for k, v in um.items()},
     )
     return picked, keep
+
+
+def _runs(ids: np.ndarray, most: int = 8) -> str:
+    """'0..7, 9' for sorted unique ids; past `most` runs, the rest counted."""
+    ids = np.unique(ids)
+    if not len(ids):
+        return ""
+    cut = np.flatnonzero(np.diff(ids) != 1) + 1
+    runs = [f"{r[0]}..{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in np.split(ids, cut)]
+    more = f", ... ({len(runs) - most} more runs)" if len(runs) > most else ""
+    return ", ".join(runs[:most]) + more
 
 
 def _ints(values, what: str) -> np.ndarray:

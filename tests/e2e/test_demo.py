@@ -24,7 +24,7 @@ import sm_profiler  # noqa: E402
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("demo") / "out"
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT)
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT, COLUMNS="80")
     t0 = time.perf_counter()
     res = subprocess.run(
         [sys.executable, os.path.join(ROOT, "demo.py"), "--out", str(out_dir)],
@@ -46,10 +46,29 @@ def test_demo_says_it_runs_in_the_interpreter_and_how_to_open_the_trace(demo):
     trace_path = os.path.join(str(out_dir), "demo.perfetto-trace")
     assert f"drag {trace_path} into https://ui.perfetto.dev" in stdout
     assert f"sm-profiler open {trace_path}" in stdout
-    # the stats table: the events and a section per launch
-    for word in ("tile", "load", "mma", "store", "load imbalance", "one_per_tile"):
+    # the stats overview: the events and the launches; the section per launch in the file
+    for word in ("tile", "load", "mma", "store", "one_per_tile"):
         assert word in stdout
-    assert "-- capture 1: persistent (8 blocks) ---" in stdout
+    with open(os.path.join(str(out_dir), "demo_stats.txt"), encoding="utf-8") as f:
+        full = f.read()
+    assert "-- capture 1: persistent (8 blocks) ---" in full and "load imbalance" in full
+    assert full.startswith("sm_profiler stats: all captures (3 captures)\n")
+
+
+def test_demo_output_fits_a_screen_before_its_pointer_to_more(demo):
+    """Issue 32, item 6: 40 lines of 80 columns at most up to the line that says where the rest
+    is; the launches table shows no column of dashes."""
+    out_dir, stdout = demo
+    lines = stdout.splitlines()
+    pointer = next(i for i, line in enumerate(lines) if "demo_stats.txt" in line)
+    assert lines[pointer] == (
+        f"Each launch's SMs and load imbalance: {os.path.join(str(out_dir), 'demo_stats.txt')}"
+    )
+    assert pointer < 40
+    assert max(len(line) for line in lines[:pointer]) <= 80
+    table = stdout[stdout.index("launches by kernel") :].split("\n\n")[0].splitlines()
+    assert table[1].split() == ["kernel", "launches", "mean", "min", "max"]
+    assert "self: total less the ranges nested inside" in stdout  # what `self` means
 
 
 def test_demo_perfetto_trace(demo):

@@ -33,6 +33,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from extras import need  # noqa: E402
 from repo_paths import ROOT  # noqa: E402
 
 import sm_profiler  # noqa: E402
@@ -169,7 +170,7 @@ def test_doc_block_runs(block, workdir, monkeypatch):
         # One command per line; a line ending in a quote-continued string goes with the next.
         for cmd in _commands(block.code):
             if cmd.startswith("sm-profiler query "):
-                pytest.importorskip("duckdb", reason="the [query] extra is not installed")
+                need("duckdb", "query")
             if cmd.startswith("sm-profiler open "):
                 cmd += " --no-browser --timeout 0.2"
             res = subprocess.run(
@@ -185,7 +186,7 @@ def test_doc_block_runs(block, workdir, monkeypatch):
     else:
         from sm_profiler.tables import query
 
-        pytest.importorskip("duckdb", reason="the [query] extra is not installed")
+        need("duckdb", "query")
         for stmt in (s.strip() for s in block.code.split(";")):
             sql = "\n".join(ln for ln in stmt.splitlines() if not ln.startswith("--")).strip()
             if sql:
@@ -263,3 +264,69 @@ def test_the_pictures_the_docs_show_exist_and_are_small():
             data = open(path, "rb").read()
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 300_000, rel
     assert os.path.exists(os.path.join(ROOT, "docs", "make_pictures.py"))
+
+
+def test_the_quick_start_names_no_placeholder_and_says_what_it_wrote(tmp_path, monkeypatch, capsys):
+    """Issue 32, item 7: the stats header was 'kernel (16 blocks)' with no kernel name given,
+    and nothing said where the trace went."""
+    import runpy
+
+    (quick,) = [b for b in BLOCKS if b.lang == "python" and "def add_kernel" in b.code]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "quickstart.py").write_text(quick.code + "\n")
+    runpy.run_path(str(tmp_path / "quickstart.py"))
+    out = capsys.readouterr().out
+    assert out.startswith("sm_profiler stats: 16 blocks\n")
+    assert out.endswith(
+        "wrote add.perfetto-trace; open it with: sm-profiler open add.perfetto-trace\n"
+    )
+    assert (tmp_path / "add.perfetto-trace").stat().st_size > 0
+
+
+def test_the_architecture_names_every_module_and_the_readme_every_doc():
+    """Issue 32, item 10: six modules absent from docs/architecture.md, a doc absent from the
+    README's list."""
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as f:
+        arch = f.read()
+    modules = sorted(
+        os.path.basename(p)
+        for p in glob.glob(os.path.join(ROOT, "sm_profiler", "*.py"))
+        if not os.path.basename(p).startswith("_")
+    )
+    assert [m for m in modules if m not in arch] == []
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    docs = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    assert [d for d in docs if f"]({d})" not in readme] == []
+
+
+def test_the_examples_table_says_which_need_a_gpu():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        rows = [ln for ln in f if ln.startswith("| [examples/")]
+    (cuda,) = [r for r in rows if r.startswith("| [examples/cuda/]")]
+    assert "needs a GPU" in cuda
+
+
+def test_the_cpu_torch_command_comes_first_and_what_ci_does_is_what_the_readme_says():
+    """Issue 32, item 1: the advice came after the set-up commands, without a command, and the
+    README said CI did 'exactly this' while .ci/run installs a pinned torch, not from the index."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    setup = readme[readme.index("## Set up") :]
+    setup = setup[: setup.index("\n## ", 1)]
+    block = setup.index("```bash\n")
+    cpu = "`pip install torch --index-url https://download.pytorch.org/whl/cpu`"
+    assert 0 <= setup.find(cpu) < block
+    # What .ci/run extracts and runs literally: the two commands, nothing else.
+    commands = setup[block + len("```bash\n") :].split("```")[0]
+    assert len([ln for ln in commands.splitlines() if ln.strip()]) == 2
+    assert setup.count("```bash") == 1
+    with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
+        ci = f.read()
+    (pin,) = re.findall(r"^CPU_TORCH=(\S+)$", ci, re.M)
+    code = "\n".join(ln for ln in ci.splitlines() if not ln.lstrip().startswith("#"))
+    assert 'pip install -q "$CPU_TORCH"' in code and "download.pytorch.org" not in code
+    flat = " ".join(setup.split())
+    assert "CI (`.ci/run`, on a CPU-only machine) runs the two commands literally" in flat
+    assert f"`pip install {pin}`" in flat and "cannot reach PyTorch's index" in flat
+    assert "CI does exactly this" not in readme

@@ -1,6 +1,6 @@
 """Mistakes a new user makes, each answered by one line that names the fix: a CUDA profiler
-without CUDA, TRITON_INTERPRET switched after the ops were imported, a tensor other than the
-profiler's buffer passed to the kernel."""
+without CUDA, TRITON_INTERPRET switched after the ops (or triton) were imported, a CPU profiler
+without the interpreter, a tensor other than the profiler's buffer passed to the kernel."""
 
 from __future__ import annotations
 
@@ -161,6 +161,59 @@ def test_the_switch_set_before_importing_is_fine_and_the_kernel_runs():
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ["4"]  # load and store ranges of 2 programs
+
+
+AFTER_TRITON = """
+    import os
+    import triton
+    import triton.language as tl
+    os.environ["TRITON_INTERPRET"] = "1"  # too late: triton chose its GPU code when imported
+    from sm_profiler import ConfigError, SmProfiler
+    from sm_profiler.triton_ops import profiler_init
+
+    try:
+        SmProfiler(2, device="cpu")
+        print("no error")
+    except ConfigError as e:
+        print(e)
+"""
+
+
+def test_the_interpreter_switched_on_after_importing_triton_is_caught():
+    """Issue 32, item 2: set after `import triton` but before sm_profiler (the ops agree with
+    the switch, Triton's own tl.zeros does not): one line naming the fix, not an
+    InterpreterError from deep inside the kernel."""
+    r = _run(AFTER_TRITON, interpret=None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    msg = r.stdout.strip()
+    assert "\n" not in msg
+    assert msg.startswith("TRITON_INTERPRET was set (now '1') after triton was imported")
+    assert "set TRITON_INTERPRET=1 before importing triton" in msg
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="without CUDA only")
+def test_a_cpu_profiler_without_the_interpreter_names_the_switch():
+    """Issue 32, item 2: device='cpu' with the interpreter off; the launch would fail in Triton
+    with "0 active drivers". get_buffer (the hand-out for a launch) says what to do."""
+    r = _run(
+        """
+        from sm_profiler import ConfigError, SmProfiler
+
+        prof = SmProfiler(2, device="cpu")  # host-side use (save, decode) stays possible
+        try:
+            prof.get_buffer()
+            print("no error")
+        except ConfigError as e:
+            print(e)
+        """,
+        interpret=None,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    msg = r.stdout.strip()
+    assert msg.startswith(
+        "SmProfiler(device='cpu') hands out a buffer for Triton's CPU interpreter"
+    )
+    assert "set TRITON_INTERPRET=1 before importing triton" in msg and "\n" not in msg
 
 
 def test_without_the_check_triton_fails_with_a_message_that_does_not_say_why():

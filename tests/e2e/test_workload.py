@@ -160,13 +160,20 @@ def test_capture_files_keep_labels_and_clock_metadata(tmp_path):
     assert isinstance(back[0], Capture)
 
 
-def test_the_multi_gpu_example_runs_one_rank_in_the_interpreter(tmp_path, monkeypatch):
+def test_the_multi_gpu_example_runs_one_rank_in_the_interpreter(tmp_path, monkeypatch, capsys):
     from example_scripts import load_example
 
     for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
     # The form the README gives every example: python examples/NAME.py [OUT_DIR]
     merged = load_example("multi_gpu_workload").main([str(tmp_path), "--steps", "3"])
+    out = capsys.readouterr().out
+    # Issue 32, item 8: one rank, said so; the alignment explained; the expected warning once.
+    assert out.startswith(f"1 rank merged into {merged}:\n  not aligned, times as recorded")
+    assert "the warning\nbelow about lanes never initialised is expected" in out
+    assert out.count("lanes were never") == 1
+    assert "warning: captures 1, 3, 5 (shift_kernel): 2 of 4 lanes were never" in out
     doc = json.loads(open(merged).read())
     assert doc["otherData"]["sm_profiler_alignment"]["method"] == "none"
     names = set(_procs(doc).values())

@@ -368,10 +368,21 @@ def test_stats_by_sm_fits_80_columns(capture_file, capsys):
     assert main(["stats", capture_file, "--by", "sm", "--width", "80"]) == 0
     out = capsys.readouterr().out
     assert "by sm (times in" in out
-    table = out[out.index("by sm") :].splitlines()
+    table = out[out.index("by sm") :].split("\n\n")[0].splitlines()
     assert table[1].split() == ["sm", "event", "count", "total", "self", "mean"]
-    assert all(line.split()[0] == "SM" for line in table[2:] if line)
+    assert all(line.split()[0] == "SM" for line in table[2:])
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_6_stats_by_follows_the_event_table_it_breaks_down(tmp_path, capsys):
+    """Issue 32, item 6: not after the sections per capture, where nobody looks for it."""
+    path = tmp_path / "two.npz"
+    save_many([tiny_capture(), tiny_capture()], path)
+    assert main(["stats", str(path), "--by", "sm", "--width", "80"]) == 0
+    blocks = capsys.readouterr().out.split("\n\n")
+    events = next(i for i, b in enumerate(blocks) if b.startswith("events (times in"))
+    assert blocks[events + 1].startswith("by sm (times in ns)\nsm    event")
+    assert "-- capture 0: tiny" in "\n\n".join(blocks[events + 2 :])
 
 
 def test_export_filters_and_summary_from_the_command_line(capture_file, tmp_path, capsys):
@@ -513,3 +524,56 @@ def test_cli_run_names_a_misspelled_module_before_anything_else(tmp_path, monkey
     assert main(["run", "--", "-m", "pkg.train"]) == 2
     assert "needs an NVIDIA GPU (test)" in capsys.readouterr().err
     assert os.listdir(tmp_path) == ["pkg"]
+
+
+# -- the first hour, round 2 (issue 32) ----------------------------------------------------------
+
+
+def test_4_an_unknown_extension_names_the_format_flag(capture_file, tmp_path, capsys):
+    assert main(["export", capture_file, str(tmp_path / "out.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--format perfetto" in err
+    assert "format='" not in err  # the Python argument, not the flag
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_4_a_mistyped_option_shows_the_commands_usage_and_names_it(capture_file, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["export", capture_file, "--capure", "1", "x.json"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert err.startswith("usage: sm-profiler export ")
+    assert err.splitlines()[-1] == (
+        "sm-profiler export: error: unknown option --capure (did you mean --capture?)"
+    )
+    with pytest.raises(SystemExit):
+        main(["stats", capture_file, "extra"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: sm-profiler stats ")
+    assert err.splitlines()[-1] == "sm-profiler stats: error: unrecognized arguments: extra"
+
+
+def test_5_an_sm_no_lane_ran_on_is_an_error_like_an_unknown_event(capture_file, tmp_path, capsys):
+    out = tmp_path / "t.json"
+    for flag, value, what, choices in (
+        ("--sms", "99", "no lane ran on SM 99", "the trace's SMs: "),
+        ("--events", "foo", "no event named 'foo'", "events: "),
+    ):
+        assert main(["export", capture_file, str(out), flag, value]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("sm-profiler: error: ") and err.count("\n") == 1
+        assert what in err and choices in err
+    assert not out.exists()
+
+
+def test_5_one_capture_does_not_first_claim_the_whole_trace(tmp_path, capsys):
+    caps = [tiny_capture(), tiny_capture()]
+    path = tmp_path / "two.npz"
+    save_many(caps, path)
+    out = tmp_path / "one.json"
+    assert main(["export", str(path), str(out), "--capture", "1"]) == 0
+    got = capsys.readouterr()
+    assert got.out == f"wrote {out} ({out.stat().st_size:,} bytes)\n"
+    assert got.err == "note: capture 1 only: 5 of 10 ranges and instants\n"
+    assert main(["export", str(path), str(out)]) == 0  # no note: the line says how many
+    assert capsys.readouterr().out.endswith("bytes; 10 ranges and instants)\n")

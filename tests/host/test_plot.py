@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 from captures import build_capture, tiny_capture
+from extras import need
 
 from sm_profiler import MissingDependencyError, decode
 from sm_profiler.plot import occupancy_layout, plot
@@ -26,7 +27,7 @@ def _has_colour(img: np.ndarray, rgb: tuple[int, int, int], min_pixels: int = 50
 
 
 def test_png_has_the_event_colours(tmp_path):
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     path = tmp_path / "tiny.png"
     colors = {"load": "#ff0000", "compute": "#0000ff"}
     assert plot(decode(tiny_capture()), path, colors=colors) == str(path)
@@ -41,7 +42,7 @@ def test_png_has_the_event_colours(tmp_path):
 
 
 def test_a_missing_event_leaves_no_colour(tmp_path):
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     lanes = {0: {"sm": 0, "anchor": 10, "records": [("B", 0, 20), ("E", 0, 900)]}}
     path = tmp_path / "one.png"
     plot(
@@ -55,7 +56,7 @@ def test_a_missing_event_leaves_no_colour(tmp_path):
 
 
 def test_default_colours_come_from_tab10(tmp_path):
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     path = tmp_path / "tiny.png"
     plot(decode(tiny_capture()), path)
     img = _pixels(path)
@@ -79,7 +80,7 @@ def _many_sms(n_sms: int):
 
 
 def test_figure_grows_with_the_sm_count(tmp_path):
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     small, big = tmp_path / "small.png", tmp_path / "big.png"
     plot(_many_sms(2), small)
     plot(_many_sms(132), big)
@@ -128,7 +129,7 @@ def test_missing_matplotlib_says_how_to_install(tmp_path, monkeypatch):
 
 
 def test_painted_image_path_shows_the_same_colours(tmp_path):
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     path = tmp_path / "raster.png"
     colors = {"load": "#ff0000", "compute": "#0000ff"}
     plot(decode(tiny_capture()), path, colors=colors, max_vector=0)  # force painting
@@ -181,7 +182,7 @@ def _two_launches(emulated: bool = False, gap_ns: int = 10**9, span_ns: int = 90
 
 
 def test_every_launch_gets_a_panel_from_its_own_start(tmp_path):
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     from sm_profiler.plot import figure
 
     trace = _two_launches()
@@ -207,7 +208,7 @@ def test_every_launch_gets_a_panel_from_its_own_start(tmp_path):
     [(900, "ns", 890.0), (50_000, "µs", 49.99), (3_000_000, "ms", 2.99999), (2 * 10**9, "s", 2.0)],
 )
 def test_the_time_unit_follows_the_span(span_ns, unit, x_max):
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     from sm_profiler.plot import figure
 
     fig = figure(_two_launches(span_ns=span_ns, gap_ns=10 * span_ns), capture=0)
@@ -218,7 +219,7 @@ def test_the_time_unit_follows_the_span(span_ns, unit, x_max):
 
 @pytest.mark.parametrize("title", [None, "my kernels"])
 def test_an_emulated_trace_keeps_its_marker_with_any_title(title):
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     from sm_profiler.plot import figure
 
     for trace, emulated in ((_two_launches(emulated=True), True), (_two_launches(), False)):
@@ -233,7 +234,7 @@ def test_an_emulated_trace_keeps_its_marker_with_any_title(title):
 def test_an_unknown_picture_extension_is_a_config_error_naming_the_formats(tmp_path):
     # Like export: a ConfigError that lists the formats, not matplotlib's bare ValueError after
     # the figure was drawn; nothing is written.
-    pytest.importorskip("matplotlib")
+    need("matplotlib", "plot")
     from sm_profiler import ConfigError
 
     trace = decode(tiny_capture())

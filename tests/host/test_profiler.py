@@ -148,7 +148,7 @@ def test_capture_copies_the_buffer_with_names_and_metadata():
     assert cap.kernel_name == "gemm" and cap.event_names == {0: "load"}
     assert cap.group_names == {0: "producer"}
     assert cap.metadata["device"] == "cpu" and cap.metadata["interpreted"] is True
-    prof.get_buffer().zero_()  # the capture is a copy
+    prof.init_buffer()  # zeroes the buffer: the capture is a copy
     assert decode(cap).events["start_ns"].tolist() == [1001]
     assert prof.capture("other").kernel_name == "other"
 
@@ -275,3 +275,16 @@ def test_16_cuda_out_of_memory_names_the_free_memory(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     with pytest.raises(ConfigError, match=r"1,073,741,824 of 85,899,345,920 bytes are free"):
         SmProfiler(1024, 4, 65536, device="cuda")
+
+
+def test_without_a_kernel_name_the_stats_label_the_shape_only():
+    """Issue 32, item 7: no placeholder 'kernel (2 blocks)' in the report's header."""
+    from sm_profiler.stats import compute_stats
+
+    unnamed = SmProfiler(2, 1, 4, device="cpu")
+    cap = unnamed.capture()
+    assert cap.kernel_name == "kernel" and cap.metadata["unnamed"] is True
+    assert compute_stats(decode(cap)).label == "2 blocks"
+    named = SmProfiler(2, 1, 4, device="cpu", kernel_name="gemm")
+    assert compute_stats(decode(named.capture())).label == "gemm (2 blocks)"
+    assert compute_stats(decode(unnamed.capture("add"))).label == "add (2 blocks)"

@@ -15,6 +15,7 @@ from reference_encoder import BEGIN, END, Lane, Stream, encode
 from sm_profiler import decode
 from sm_profiler.capture import Capture
 from sm_profiler.stats import (
+    Stats,
     compute_stats,
     format_stats,
     format_time,
@@ -450,7 +451,8 @@ def test_breakdowns_by_group_sm_and_launch():
     st = compute_stats(trace)
     assert st.by_group == breakdown(trace, "group")
     text = format_stats(st, width=80)
-    assert "by group (times in ns)" in text and "waits: gaps" in text
+    assert "by group (times in ns; self: total less the ranges nested inside)" in text
+    assert "waits: gaps" in text
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
@@ -479,3 +481,52 @@ def test_16_stats_escapes_call_sites_grids_and_slots(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b]0;pwned" in out
+
+
+# -- the first hour, round 2 (issue 32) ----------------------------------------------------------
+
+
+def _relaunched(metadata: dict | None = None) -> Stats:
+    caps = [kernel_capture(name="k", metadata=dict(metadata or {})) for _ in range(2)]
+    return compute_stats(decode(caps))
+
+
+def test_6_the_launches_table_has_no_column_of_dashes():
+    """Snapshots of an unslotted profiler carry no grid or call site: the columns go."""
+    text = format_stats(_relaunched(), width=100)
+    table = text[text.index("launches by kernel") :].split("\n\n")[0].splitlines()
+    assert table[1].split() == ["kernel", "launches", "mean", "min", "max"]
+    labelled = format_stats(_relaunched({"grid": [4, 1, 1], "call_site": "a.py:3 (f)"}), 100)
+    table = labelled[labelled.index("launches by kernel") :].splitlines()
+    assert table[1].split()[-3:] == ["grid", "call", "site"]
+    assert table[2].split()[-3:] == ["4x1x1", "a.py:3", "(f)"]
+
+
+def test_6_the_self_column_is_explained_where_it_differs_from_total():
+    text = format_stats(compute_stats(nested_trace()), width=100)
+    assert "events (times in ns; self: total less the ranges nested inside)\n" in text
+    # Nothing nested: self is total, nothing to explain (the exact tiny report has no note).
+    assert "self:" not in TINY_REPORT
+
+
+def test_6_the_overview_without_the_sections_per_capture():
+    stats = compute_stats(decode([tiny_capture(), tiny_capture()]))
+    full = format_stats(stats, width=80)
+    short = format_stats(stats, width=80, sections=False)
+    assert full.startswith(short.rstrip("\n"))
+    assert "-- capture 0" in full and "-- capture" not in short
+    assert "per capture, below" not in short and short.endswith("\n\n") is False
+
+
+def test_8_launches_that_miss_the_same_lanes_share_one_warning():
+    """Issue 32, item 8: five launches of a kernel with a smaller grid warned five times."""
+    lanes = {0: {"sm": 1, "anchor": 1000, "records": [("B", 0, 1100), ("E", 0, 1200)]}}
+    caps = [build_capture(lanes, num_blocks=2, event_names={0: "w"}, kernel_name="k")] * 3
+    caps.append(build_capture(lanes, num_blocks=3, event_names={0: "w"}, kernel_name="k"))
+    warns = [w for w in compute_stats(decode(caps)).warnings if "never initialised" in w]
+    assert warns == [
+        "captures 0, 1, 2 (k): 1 of 2 lanes were never initialised (blocks 1): the grid is "
+        "smaller than num_blocks x num_groups, or some blocks or groups skip profiler_init",
+        "capture 3 (k): 2 of 3 lanes were never initialised (blocks 1, 2): the grid is "
+        "smaller than num_blocks x num_groups, or some blocks or groups skip profiler_init",
+    ]

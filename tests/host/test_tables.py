@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from captures import kernel_capture, nested_trace
+from extras import need
 
 from sm_profiler.cli import main
 from sm_profiler.decode import decode
@@ -22,7 +23,7 @@ def test_columns_of_every_table():
 
 
 def test_pandas_events_have_names_durations_and_self_time():
-    pd = pytest.importorskip("pandas")
+    pd = need("pandas", "query")
     df = nested_trace().to_pandas()
     assert list(df.columns) == [
         "capture",
@@ -47,7 +48,7 @@ def test_pandas_events_have_names_durations_and_self_time():
 
 
 def test_arrow_launches_and_unmatched():
-    pa = pytest.importorskip("pyarrow")
+    pa = need("pyarrow", "query")
     trace = nested_trace()
     t = trace.to_arrow("launches")
     assert isinstance(t, pa.Table) and t.column("name").to_pylist() == ["k"]
@@ -56,8 +57,8 @@ def test_arrow_launches_and_unmatched():
 
 
 def test_sql_answers_what_the_stats_do_not():
-    pytest.importorskip("duckdb")
-    pytest.importorskip("pyarrow")
+    need("duckdb", "query")
+    need("pyarrow", "query")
     trace = nested_trace()
     names, rows = query(
         trace,
@@ -78,8 +79,8 @@ def test_sql_answers_what_the_stats_do_not():
 
 
 def test_query_command_prints_an_aligned_table(tmp_path, capsys):
-    pytest.importorskip("duckdb")
-    pytest.importorskip("pyarrow")
+    need("duckdb", "query")
+    need("pyarrow", "query")
     from captures import tiny_capture
 
     path = tmp_path / "t.npz"
@@ -115,7 +116,7 @@ def test_missing_pandas_says_how_to_install(monkeypatch):
 
 
 def test_14_query_fetches_only_the_rows_it_prints(tmp_path, capsys):
-    pytest.importorskip("duckdb")
+    need("duckdb", "query")
     from sm_profiler.capture import save_many
     from sm_profiler.cli import main
     from sm_profiler.tables import query
@@ -147,7 +148,7 @@ def test_14_query_fetches_only_the_rows_it_prints(tmp_path, capsys):
 
 
 def test_14_query_memory_is_bounded_by_what_is_printed(tmp_path):
-    pytest.importorskip("duckdb")
+    need("duckdb", "query")
     import subprocess
     import sys
 
@@ -186,7 +187,7 @@ def test_14_query_memory_is_bounded_by_what_is_printed(tmp_path):
     ],
 )
 def test_17_query_cannot_reach_files_or_change_the_tables(tmp_path, sql):
-    pytest.importorskip("duckdb")
+    need("duckdb", "query")
     from sm_profiler.errors import ConfigError
     from sm_profiler.tables import query
 
@@ -196,3 +197,13 @@ def test_17_query_cannot_reach_files_or_change_the_tables(tmp_path, sql):
         query(trace, sql.format(dir=tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.txt"]
     assert query(trace, "select count(*) from events")[1] == [(3,)]
+
+
+def test_a_skip_for_a_missing_extra_says_how_to_install_it(monkeypatch):
+    """Issue 32, item 9: a skipped DuckDB test names the command, as test_docs.py's do."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "duckdb", None)  # as if not installed
+    with pytest.raises(pytest.skip.Exception) as e:
+        need("duckdb", "query")
+    assert str(e.value) == "duckdb is not installed (pip install -e '.[query]')"

@@ -323,6 +323,23 @@ def test_drop_marks_are_decided_once_and_both_writers_show_them():
 
 
 def test_no_launch_left_means_no_launch_track():
-    tl = build_timeline(_trace(), sms=[99])  # no lane ran there
+    tl = build_timeline(_trace(), sms=[3], blocks=[1])  # block 1 ran on SM 4
     assert tl.launch_tracks() == [] and len(tl.launches["capture"]) == 0
-    assert len(to_perfetto_bytes(_trace(), sms=[99])) > 0
+    assert len(to_perfetto_bytes(_trace(), sms=[3], blocks=[1])) > 0
+
+
+@pytest.mark.parametrize(
+    "filters, message",
+    [
+        ({"sms": [99]}, "sms filter: no lane ran on SM 99; the trace's SMs: 3..4"),
+        ({"sms": [3, 7, 8]}, "sms filter: no lane ran on SMs 7..8; the trace's SMs: 3..4"),
+        ({"blocks": [5]}, "blocks filter: no block 5 in the trace; the trace's blocks: 0..1"),
+        ({"groups": [1, 3]}, "groups filter: no groups 1, 3 in the trace; the trace's groups: 0"),
+    ],
+)
+def test_lane_filters_that_match_no_lane_are_errors_like_an_unknown_event(filters, message):
+    """Issue 32, item 5: an id no lane has is refused with the ids there are, as an unknown
+    event name is; before, it exported an empty trace with a note."""
+    with pytest.raises(ConfigError) as e:
+        build_timeline(_trace(), **filters)
+    assert str(e.value) == message
