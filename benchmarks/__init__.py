@@ -116,6 +116,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         json_option=True,
     ),
     Benchmark(
+        "auto_host",
+        "host",
+        "auto mode's table of millions of records: build, save, load, report and default "
+        "export, seconds and peak memory over the records; the default trace's size by steps",
+    ),
+    Benchmark(
         "host",
         "host",
         "decode and Perfetto export of a synthetic capture: events/s, bytes per event, peak memory",

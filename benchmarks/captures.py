@@ -54,3 +54,37 @@ def synthetic_capture(num_events: int, num_lanes: int = 4096, seed: int = 0) -> 
         t = np.cumsum(gaps, axis=1) + anchor[a:b, None]
         recs[a:b] = (tag << np.uint64(fmt.TAG_SHIFT)) | (t.astype(np.uint64) & np.uint64(fmt.LOW32))
     return Capture(words, event_names=NAMES, kernel_name="synthetic")
+
+
+def synthetic_auto_records(
+    launches: int,
+    programs: int,
+    sms: int = 132,
+    kernels: int = 20,
+    replays: bool = False,
+    steps: int = 1,
+    program_ns: int = 2_000,
+    seed: int = 0,
+) -> np.ndarray:
+    """Raw auto-mode device records (format.AUTO_RECORD_DTYPE) of `launches` launches of
+    `programs` programs each, spread over `steps` steps (step tags 1..steps), as the device
+    writes them: programs in waves over `sms` SMs, each ~program_ns long, launches one after
+    another on one stream. replays: every launch reuses one grid id (a CUDA graph replayed)."""
+    rng = np.random.default_rng(seed)
+    n = launches * programs
+    launch = np.repeat(np.arange(launches, dtype=np.int64), programs)
+    p = np.tile(np.arange(programs, dtype=np.int64), launches)
+    waves = -(-programs // sms)
+    launch_ns = waves * program_ns + 3_000  # a launch's span and the gap to the next
+    start = 1_700_000_000_000_000_000 + launch * launch_ns + (p // sms) * program_ns
+    start += rng.integers(0, 200, n)
+    dur = program_ns - 300 + rng.integers(0, 250, n)
+    recs = np.zeros(n, fmt.AUTO_RECORD_DTYPE)
+    recs["start_ns"] = start.astype(np.uint64)
+    recs["end_lo"] = ((start + dur) & fmt.LOW32).astype(np.uint32)
+    step_tag = 1 + (launch * steps) // max(launches, 1)
+    recs["sm"] = ((p % sms) | (step_tag << 16)).astype(np.uint32)
+    recs["grid_id"] = (np.zeros(n, np.int64) + 7 if replays else launch + 1).astype(np.uint32)
+    recs["info"] = (1 + launch % kernels).astype(np.uint32)
+    recs["ctaid_x"] = p.astype(np.uint32)
+    return recs

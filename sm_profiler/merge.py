@@ -281,7 +281,10 @@ def _align_tables(tables, align: str, per_launch: bool):
     from .auto_mode.table import clock_offset_ns
 
     clocked = all(clock_offset_ns(s) is not None for t in tables for s in t.sessions)
-    method = {"auto": "clock" if clocked else "none"}.get(align, align)
+    # One rank against torch's rows (per_launch): its launches are matched to their CUPTI rows
+    # (merge_torch_trace), which lines them up closer than the clock probe does.
+    alone = per_launch and len(tables) == 1
+    method = {"auto": "clock" if clocked and not alone else "none"}.get(align, align)
     if method == "clock" and not clocked:
         raise ConfigError("align='clock': a rank's file has no clock samples")
     if method == "barrier":
@@ -617,8 +620,7 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
         ranks = [(r, [shift(p, -offset_ns) for p in parts]) for r, parts in aligned]
         info = {"method": "given", "offset_ns": offset_ns}
     else:
-        # One GPU: its launches are matched to their CUPTI rows below (closer than any clock).
-        ranks, info = align_ranks(srcs, "none" if len(srcs) == 1 else "auto", per_launch=True)
+        ranks, info = align_ranks(srcs, "auto", per_launch=True)
         if info["method"] == "none" and len(ranks) == 1:
             # The kernels' own CUPTI rows: the median first-stamp - CUPTI-start distance.
             r, parts = ranks[0]

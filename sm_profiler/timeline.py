@@ -40,9 +40,22 @@ CUT_FACTOR = 4
 # time", measured with benchmarks/ui_load.py; SUMMARY_UI_SECONDS is what the note quotes).
 SUMMARY_ROWS = 1_000_000
 SUMMARY_UI_SECONDS = 14
+# Auto mode's default trace, whatever the run's length: at most this many programs drawn in
+# full (the first recorded steps that fit, where steps were recorded) and at most this many
+# counter samples for the rest, so that the file stays far under the 64 MiB the Perfetto UI opens
+# in seconds (BENCHMARKS.md, "A trace that opens").
+AUTO_DETAIL_ROWS = 100_000
+SUMMARY_POINTS = 300_000
+# Launches drawn on the launches track of such a trace, at most (beyond: those drawn in full).
+MAX_LAUNCH_SLICES = 50_000
+# A summary draws each launch in this many bins at least; below that it draws each SM's
+# programs of all kernels in bins of the whole run.
+MIN_LAUNCH_BINS = 16
 # Ranks (int32) under an SM: its occupancy, its summary counters by event id, then its lanes (0..).
 OCCUPANCY_RANK = -(1 << 30)
 SUMMARY_RANK0 = -(1 << 29)
+# The summary counter of every kernel at once: an id no event of a trace has (ids are < 2**16).
+ALL_KERNELS_EVENT = 1 << 28
 # One lane's tracks: the lane itself plus overlap tracks, at most one per event id of a capture.
 LEVELS = 1 << 12
 # Passes that move partially overlapping ranges up a level before the one-level-per-id rule.
@@ -79,6 +92,10 @@ class Timeline:
     # viewer opens on (row of `launches`: the longest; None without launches).
     busy: dict[str, np.ndarray] = field(default_factory=dict)
     focus: int | None = None
+    # The span the trace opens on, when not the focus launch's (auto mode: the first step drawn
+    # in full), and what to call it.
+    focus_ns: tuple[int, int] | None = None
+    focus_label: str = ""
 
     # -- names ------------------------------------------------------------------------------
 
@@ -121,6 +138,8 @@ class Timeline:
 
     def summary_name(self, event: int) -> str:
         """The name of an SM's summary counter of `event` ('load (active ranges)')."""
+        if event == ALL_KERNELS_EVENT:
+            return "programs of all kernels (mean resident)"
         return f"{self.trace.event_name(event)} (active ranges)"
 
     def cut_name(self, row: int) -> str | None:
@@ -226,6 +245,10 @@ def build(
     (default): for auto-mode traces, whose every program is a lane.
     """
     whole = len(trace)
+    unfiltered = all(v is None for v in (sms, blocks, groups, events, window_ns, detail_sms))
+    if summary is None and unfiltered and not cut_gaps and pack is not False:
+        if whole > AUTO_DETAIL_ROWS and is_auto(trace):
+            return _build_budgeted(trace)
     trace, lane_keep = _filtered(trace, sms, blocks, groups, events, window_ns)
     filters = {
         "sms": sms,
@@ -295,6 +318,191 @@ def build(
     if summary or (summary is None and rows > SUMMARY_ROWS):
         _summarise(tl, k_lo, k_hi, detail_sms, auto=summary is None)
     return tl
+
+
+def _build_budgeted(trace: TraceData) -> Timeline:
+    """Auto mode's default timeline of a long run: the launches of the first recorded steps that
+    fit AUTO_DETAIL_ROWS programs drawn in full (the span it opens on), every launch on the
+    launches track, and every other program in each SM's summary counters (at most
+    SUMMARY_POINTS samples): a file of bounded size whatever the run's length. The timeline is
+    built on the launches drawn in full alone, so its cost is theirs."""
+    ev = trace.events
+    n = len(trace.kernels)
+    counts = np.bincount(ev["capture"], minlength=n)
+    has = counts > 0
+    first = np.searchsorted(ev["capture"], np.arange(n)) if _sorted(ev["capture"]) else None
+    lo = np.full(n, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, np.int64)
+    if first is not None and has.any():
+        idx = first[has]
+        lo[has] = np.minimum.reduceat(ev["start_ns"], idx)
+        hi[has] = np.maximum.reduceat(ev["end_ns"], idx)
+    else:
+        np.minimum.at(lo, ev["capture"], ev["start_ns"])
+        np.maximum.at(hi, ev["capture"], ev["end_ns"])
+    detail, focus, label = _detail_launches(trace, counts, lo, hi)
+    keep = {name: detail[t["capture"]] for name, t in (("ev", ev), ("ln", trace.lanes))}
+    if int(keep["ev"].sum()) > AUTO_DETAIL_ROWS:  # one launch larger than the budget: its start
+        starts = ev["start_ns"][keep["ev"]]
+        cut = np.partition(starts, AUTO_DETAIL_ROWS - 1)[AUTO_DETAIL_ROWS - 1]
+        keep["ev"] &= ev["start_ns"] <= cut
+        keep["ln"] &= trace.lanes["anchor_ns"] <= cut
+        first_cap = int(np.argmax(detail))
+        focus = (int(lo[first_cap]), int(min(hi[first_cap], ev["end_ns"][keep["ev"]].max())))
+        label += f" (programs starting in its first {format_ns(cut - int(lo[first_cap]))})"
+    sub = _renumber_lanes(
+        replace(
+            trace,
+            events={k: v[keep["ev"]] for k, v in ev.items()},
+            lanes={k: v[keep["ln"]] for k, v in trace.lanes.items()},
+            unmatched={
+                k: v[detail[trace.unmatched["capture"]]] for k, v in trace.unmatched.items()
+            },
+        )
+    )
+    tl = build(sub, summary=False, pack=False)
+    # Every launch on the launches track (those drawn in full alone past MAX_LAUNCH_SLICES);
+    # every SM that ran a program gets its track.
+    caps = np.flatnonzero(has)
+    shown = caps if len(caps) <= MAX_LAUNCH_SLICES else np.flatnonzero(detail)
+    tl.launches = {"capture": shown, "start_ns": lo[shown], "end_ns": hi[shown]}
+    all_sms = np.unique(ev["sm"].astype(np.int64))
+    where = np.searchsorted(all_sms, tl.sms)
+    tl.lane_sm_index = where[tl.lane_sm_index]
+    tl.occupancy["sm_index"] = where[tl.occupancy["sm_index"]]
+    tl.sms = all_sms
+    _pack(tl)
+    tl.focus_ns, tl.focus_label = focus, label
+    tl.focus = None
+    summ = ~keep["ev"] & (ev["kind"] == RANGE)
+    tl.summary, how = _summary_counters(
+        ev["start_ns"][summ],
+        ev["end_ns"][summ],
+        ev["capture"][summ].astype(np.int64),
+        np.searchsorted(all_sms, ev["sm"][summ].astype(np.int64)),
+        ev["event"][summ].astype(np.int64),
+        lo,
+        hi,
+        len(all_sms),
+    )
+    n_caps = int(detail.sum())
+    if len(shown) < len(caps):
+        tl.notes.append(
+            f"the launches track holds the {len(shown):,} launches drawn in full, not all "
+            f"{len(caps):,} (more than {MAX_LAUNCH_SLICES:,}: `sm-profiler stats` sums them)"
+        )
+    tl.notes.append(
+        f"summarised (more than {AUTO_DETAIL_ROWS:,} programs): {int(summ.sum()):,} programs "
+        f"of {len(caps) - n_caps:,} launches are shown as counters of {how}; full detail for "
+        f"{n_caps:,} launch{'es' if n_caps != 1 else ''}, from {label}. For the rest: pick "
+        "steps or a window (--steps, --window-us), SMs (--sms), or export everything with "
+        "summary=False (--no-summary)"
+    )
+    return tl
+
+
+def format_ns(ns: int) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns} ns"
+
+
+def _renumber_lanes(t: TraceData) -> TraceData:
+    """`t` with each capture's lanes numbered 0, 1, ... again (lanes were left out): lane ids
+    index a capture's rows of the lanes table."""
+    ln = t.lanes
+    cap, lane = ln["capture"].astype(np.int64), ln["lane"].astype(np.int64)
+    width = int(lane.max(initial=0)) + 1
+    key = cap * width + lane
+    order = np.argsort(key, kind="stable")
+    skey = key[order]
+    first = np.searchsorted(cap[order], cap[order], side="left")
+    new = np.empty(len(key), np.int64)
+    new[order] = np.arange(len(key)) - first
+
+    def moved(table):
+        k = table["capture"].astype(np.int64) * width + table["lane"].astype(np.int64)
+        return dict(table, lane=new[order[np.searchsorted(skey, k)]].astype(ln["lane"].dtype))
+
+    return replace(t, events=moved(t.events), unmatched=moved(t.unmatched), lanes=dict(ln, lane=new))
+
+
+def _sorted(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
+
+
+def _detail_launches(trace: TraceData, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray):
+    """(launches drawn in full, the span the trace opens on, its name): the first recorded
+    steps whose programs fit AUTO_DETAIL_ROWS (where steps were recorded), else the first
+    launches that fit; at least the first step's (or launch's) first AUTO_DETAIL_ROWS
+    programs."""
+    n = len(rows)
+    table = getattr(trace.kernels, "table", None)
+    step = table.launches["step"] if table is not None else np.full(n, -1)
+    order = np.argsort(lo, kind="stable")
+    order = order[rows[order] > 0]
+    chosen = np.zeros(n, bool)
+    if (step[order] >= 0).any():
+        steps = np.unique(step[order][step[order] >= 0])
+        per_step = np.bincount(np.searchsorted(steps, step[step >= 0]), weights=rows[step >= 0])
+        fit = max(1, int(np.searchsorted(np.cumsum(per_step), AUTO_DETAIL_ROWS, side="right")))
+        chosen = np.isin(step, steps[:fit]) & (rows > 0)
+        label = f"step {int(steps[0])}"
+        first = chosen & (step == steps[0])
+    else:
+        fit = max(1, int(np.searchsorted(np.cumsum(rows[order]), AUTO_DETAIL_ROWS, side="right")))
+        chosen[order[:fit]] = True
+        label, first = "the first launches", chosen
+    if rows[chosen].sum() > AUTO_DETAIL_ROWS:  # one step larger than the budget: its first part
+        in_order = chosen[order]
+        within = np.cumsum(np.where(in_order, rows[order], 0)) <= AUTO_DETAIL_ROWS
+        in_order &= within | (np.cumsum(in_order) == 1)
+        chosen = np.zeros(n, bool)
+        chosen[order[in_order]] = True
+        first = first & chosen
+        label += " (its first launches)"
+    focus = (int(lo[first].min()), int(hi[first].max())) if first.any() else None
+    return chosen, focus, label
+
+
+def _summary_counters(start, end, cap, smi, eid, k_lo, k_hi, n_sm: int):
+    """Summary counters of ranges (start, end) of launch `cap` on SM index `smi`, event `eid`:
+    each launch in bins per SM and event where SUMMARY_POINTS allow MIN_LAUNCH_BINS a launch,
+    else each SM's ranges of every event in bins of the whole span. Returns (counters, what
+    they are)."""
+    top = int(eid.max()) + 1 if len(eid) else 1
+    key = (cap * n_sm + smi) * top + eid
+    uniq, inv = np.unique(key, return_inverse=True)
+    bins = min(SUMMARY_BINS, SUMMARY_POINTS // max(len(uniq), 1))
+    if bins >= MIN_LAUNCH_BINS:
+        u_cap = uniq // (n_sm * top)
+        counters = active_ranges(start, end, inv.reshape(-1), k_lo[u_cap], k_hi[u_cap], bins=bins)
+        counters = drop_repeats(counters)
+        g = counters.pop("group")
+        counters["sm_index"] = (uniq[g] // top) % n_sm
+        counters["event"] = uniq[g] % top
+        return counters, f"active ranges per event ({bins} bins per launch)"
+    sm_u, sm_inv = np.unique(smi, return_inverse=True)
+    lo, hi = (int(start.min()), int(end.max())) if len(start) else (0, 1)
+    bins = max(SUMMARY_POINTS // max(len(sm_u), 1), 1)
+    counters = active_ranges(
+        start,
+        end,
+        sm_inv.reshape(-1),
+        np.full(len(sm_u), lo, np.int64),
+        np.full(len(sm_u), hi, np.int64),
+        bins=bins,
+    )
+    counters = drop_repeats(counters)
+    g = counters.pop("group")
+    counters["sm_index"] = sm_u[g]
+    counters["event"] = np.full(len(g), ALL_KERNELS_EVENT, np.int64)
+    how = (
+        f"each SM's programs of all kernels in {bins:,} bins of {max((hi - lo) // bins, 1):,} ns "
+        "(the launches track names each kernel)"
+    )
+    return counters, how
 
 
 def _pack(tl: Timeline) -> None:
@@ -497,21 +705,17 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
     ev_detail = lane_detail[tl.ev_lane]
     is_range = ev["kind"] == RANGE
     summ = ~ev_detail & is_range
-    cap = ev["capture"][summ].astype(np.int64)
     smi = tl.lane_sm_index[tl.ev_lane[summ]].astype(np.int64)
-    eid = ev["event"][summ].astype(np.int64)
-    n_sm, top = len(tl.sms), int(eid.max()) + 1 if len(eid) else 1
-    key = (cap * n_sm + smi) * top + eid
-    uniq, inv = np.unique(key, return_inverse=True)
-    u_cap = uniq // (n_sm * top)
-    counters = active_ranges(
-        ev["start_ns"][summ], ev["end_ns"][summ], inv.reshape(-1), k_lo[u_cap], k_hi[u_cap]
+    tl.summary, how = _summary_counters(
+        ev["start_ns"][summ],
+        ev["end_ns"][summ],
+        ev["capture"][summ].astype(np.int64),
+        smi,
+        ev["event"][summ].astype(np.int64),
+        k_lo,
+        k_hi,
+        len(tl.sms),
     )
-    counters = drop_repeats(counters)
-    g = counters.pop("group")
-    counters["sm_index"] = (uniq[g] // top) % n_sm
-    counters["event"] = uniq[g] % top
-    tl.summary = counters
     n_ranges, n_sms = int(summ.sum()), len(np.unique(smi))
     # Detail SMs keep everything; elsewhere instants and unmatched records go too.
     keep_ev = ev_detail
@@ -532,7 +736,7 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
     shown = ", ".join(f"SM {s}" for s in detail.tolist()) or "none"
     tl.notes.append(
         f"summarised ({why}): {n_ranges:,} ranges on {n_sms} SMs are shown as counters of "
-        f"active ranges per event ({SUMMARY_BINS} bins per launch); full detail for {shown}. "
+        f"{how}; full detail for {shown}. "
         "For the rest: choose SMs with detail_sms= (--detail-sms), filter with sms=, blocks=, "
         "groups=, events=, window_ns= (--sms, --blocks, --groups, --events, --window-us), or "
         "export everything with summary=False (--no-summary)"

@@ -153,16 +153,14 @@ class TraceData:
     def capture_name(self, capture: int) -> str:
         """The capture's kernel name, with '(launch N)' (N: the capture's index) when another
         capture of this trace has the same name: 'persistent (launch 1)', 'one_per_tile'."""
-        name = self.kernels[int(capture)].name
-        counts = self.__dict__.get("_name_counts")
-        if counts is None or counts[0] != len(self.kernels):  # exporters ask once per lane
+        cached = self.__dict__.get("_names")
+        if cached is None or cached[0] != len(self.kernels):  # exporters ask once per lane
             from collections import Counter
 
-            counts = self.__dict__["_name_counts"] = (
-                len(self.kernels),
-                Counter(kernel_names(self.kernels)),
-            )
-        if counts[1][name] > 1:
+            names = kernel_names(self.kernels)
+            cached = self.__dict__["_names"] = (len(self.kernels), names, Counter(names))
+        name = cached[1][int(capture)]
+        if cached[2][name] > 1:
             return f"{name} (launch {int(capture)})"
         return name
 

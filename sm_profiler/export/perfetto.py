@@ -225,7 +225,9 @@ class _Writer:
         """The root's description: the timeline's notes, the time origin, the launch in view."""
         tl = self.tl
         lines = [*tl.notes, f"times are ns from the profile's start: %globaltimer {self.origin} ns"]
-        if tl.focus is not None and len(tl.launches["capture"]) > 1:
+        if tl.focus_ns is not None:
+            lines.append(f"opens on {tl.focus_label}; zoom out (or press w/s) for the rest")
+        elif tl.focus is not None and len(tl.launches["capture"]) > 1:
             c = int(tl.launches["capture"][tl.focus])
             lines.append(
                 f"opens on {tl.launch_name(c)}, the longest launch; zoom out (or "
@@ -239,9 +241,12 @@ class _Writer:
         (metadata tracing_started_ns / tracing_disabled_ns); they go on a sequence of their own
         with trace-clock timestamps."""
         tl = self.tl
-        if tl.focus is None or len(tl.launches["capture"]) < 2:
+        if tl.focus_ns is not None:
+            lo, hi = (int(x) - self.origin for x in tl.focus_ns)
+        elif tl.focus is None or len(tl.launches["capture"]) < 2:
             return b""
-        lo, hi = (int(tl.launches[k][tl.focus]) - self.origin for k in ("start_ns", "end_ns"))
+        else:
+            lo, hi = (int(tl.launches[k][tl.focus]) - self.origin for k in ("start_ns", "end_ns"))
         pad = max(1, (hi - lo) // 50)
         lo, hi = max(0, lo - pad), hi + pad
 

@@ -1,0 +1,123 @@
+"""Auto mode on the host: a table of millions of records saved, loaded, reported and exported.
+
+You will see what auto mode's host side costs in time and memory against the records it holds
+(issue 31: linear in the records, a few times their bytes), and what its default trace weighs
+for 10, 100 and 1,000 steps of a model (issue 30: at most 64 MiB, whatever the run's length).
+Each shape is built from raw device records (benchmarks/captures.py) the way AutoProfiler does
+when a region ends (records -> rows -> launches), then timed stage by stage:
+
+    build     device records -> AutoTable (rows, launches split)
+    save      AutoTable.save (.npz);  load: sm_profiler.load of it
+    report    the kernel report (decode + report)
+    export    the default Perfetto export (decode + budgeted trace)
+
+Memory is tracemalloc's peak of each stage, over the raw records' bytes (32 B a record).
+
+Run:  python -m benchmarks run auto_host [--shapes one_launch,launches,replays,steps]
+"""
+
+# %%
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+import tracemalloc
+
+from benchmarks.captures import synthetic_auto_records
+from sm_profiler.auto_mode.records import rows_of
+from sm_profiler.auto_mode.report import format_report
+from sm_profiler.auto_mode.table import AutoTable
+from sm_profiler.capture import load
+from sm_profiler.export import export
+
+SHAPES = {
+    "one_launch": dict(launches=1, programs=5_000_000),
+    "launches": dict(launches=50_000, programs=100),
+    "replays": dict(launches=1_000_000, programs=1, replays=True, kernels=1),
+    "steps10": dict(launches=10 * 60, programs=4_000, steps=10),
+    "steps100": dict(launches=100 * 60, programs=600, steps=100),
+    "steps1000": dict(launches=1000 * 60, programs=60, steps=1000),
+}
+
+
+def _table(recs) -> AutoTable:
+    rows = rows_of(recs)
+    rows["gpu"][:] = 0
+    session = {"gpu": 0, "sm_count": 132, "device_name": "synthetic", "rank": 0}
+    session.update(claimed=len(recs), kept=len(recs), dropped=0, unwritten=0, capacity=len(recs))
+    session["step_tags"] = {str(k): k - 1 for k in range(1, 1001)}
+    kernels = [{"name": f"triton_poi_fused_kernel_{k}", "kernel_id": k} for k in range(1, 21)]
+    import numpy as np
+
+    lut = np.zeros(21, np.int32)
+    lut[1:] = np.arange(20)
+    return AutoTable._from_rows(rows, lut[rows["kernel"]], kernels, [session], {})
+
+
+def _stage(fn):
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    t0 = time.perf_counter()
+    out = fn()
+    seconds = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return out, seconds, peak
+
+
+def bench(name: str, shape: dict) -> dict:
+    recs = synthetic_auto_records(**shape)
+    raw = recs.nbytes
+    r = {"shape": name, "records": len(recs), "launches": shape["launches"], "raw_bytes": raw}
+    table, r["build_s"], r["build_peak"] = _stage(lambda: _table(recs))
+    del recs
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "auto.npz")
+        _, r["save_s"], r["save_peak"] = _stage(lambda: table.save(path))
+        r["file_bytes"] = os.path.getsize(path)
+        loaded, r["load_s"], r["load_peak"] = _stage(lambda: load(path))
+        assert loaded.num_rows == table.num_rows
+        del loaded
+        _, r["report_s"], r["report_peak"] = _stage(lambda: format_report(table.decode(), 100))
+        trace_path = os.path.join(d, "auto.perfetto-trace")
+        _, r["export_s"], r["export_peak"] = _stage(lambda: export(table.decode(), trace_path))
+        r["trace_bytes"] = os.path.getsize(trace_path)
+    return r
+
+
+def report(rows: list[dict]) -> str:
+    head = (
+        f"{'shape':<11}{'records':>10}{'launches':>10}  {'build':>13}{'save':>13}{'load':>13}"
+        f"{'report':>13}{'export':>13}{'trace MiB':>10}"
+    )
+    lines = [head, "  (each stage: seconds / peak memory as a multiple of the records' 32 B each)"]
+    for r in rows:
+        cells = "".join(
+            f"{r[f'{s}_s']:>6.2f}s/{r[f'{s}_peak'] / r['raw_bytes']:>4.1f}x "
+            for s in ("build", "save", "load", "report", "export")
+        )
+        lines.append(
+            f"{r['shape']:<11}{r['records']:>10,}{r['launches']:>10,}  {cells}"
+            f"{r['trace_bytes'] / 2**20:>9.1f}"
+        )
+    return "\n".join(lines)
+
+
+# %%
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--shapes", default=",".join(SHAPES), help="comma-separated: " + ", ".join(SHAPES)
+    )
+    a = ap.parse_args(argv)
+    rows = []
+    for name in a.shapes.split(","):
+        rows.append(bench(name, SHAPES[name]))
+        print(report(rows[-1:]).splitlines()[-1], flush=True)
+    print(report(rows))
+
+
+if __name__ == "__main__":
+    main()

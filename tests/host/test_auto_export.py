@@ -1,0 +1,113 @@
+"""Auto mode's default trace of a long run (sm_profiler/timeline.py, _build_budgeted): the
+first recorded steps that fit drawn in full and opened on, every other program in bounded
+summary counters, whatever the number of steps, launches and programs. The budgets are made
+small here; benchmarks/auto_host.py measures the real ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from auto_inputs import AUTO_T0, table_of
+
+from sm_profiler import timeline
+from sm_profiler.export import to_chrome_json, to_perfetto_bytes
+from sm_profiler.timeline import build
+
+
+def _steps(n_steps=5, launches=4, programs=6):
+    recs, tables = [], []
+    from sm_profiler.auto_mode.table import AutoTable
+
+    for s in range(n_steps):
+        recs = [
+            (
+                AUTO_T0 + s * 100_000 + l * 2_000 + 10 * p,
+                900,
+                p % 4,
+                100 * s + l + 1,
+                1 + l % 2,
+                p,
+                0,
+                0,
+            )
+            for l in range(launches)
+            for p in range(programs)
+        ]
+        tables.append(
+            table_of(
+                recs,
+                step_tag=s + 1,
+                session={"step_tags": {str(k + 1): 10 + k for k in range(n_steps)}},
+            )
+        )
+    return AutoTable.concat(tables)
+
+
+@pytest.fixture
+def small_budget(monkeypatch):
+    monkeypatch.setattr(timeline, "AUTO_DETAIL_ROWS", 40)
+    monkeypatch.setattr(timeline, "SUMMARY_POINTS", 400)
+    monkeypatch.setattr(timeline, "MIN_LAUNCH_BINS", 4)
+
+
+def test_the_first_steps_that_fit_are_drawn_and_opened_on(small_budget):
+    table = _steps()
+    trace = table.decode()
+    tl = build(trace)
+    # 24 programs a step: step 10 fits the budget of 40, steps 10 and 11 do not.
+    assert len(tl.trace.events["kind"]) == 24
+    assert set(tl.trace.events["capture"].tolist()) == set(
+        np.flatnonzero(table.launches["step"] == 10).tolist()
+    )
+    lo = int(table.launches["start_ns"][table.launches["step"] == 10].min())
+    hi = int(table.launches["end_ns"][table.launches["step"] == 10].max())
+    assert tl.focus_ns == (lo, hi) and tl.focus_label == "step 10"
+    # Everything else is in the summary counters; every launch is on the launches track.
+    assert tl.summary is not None and len(tl.summary["value"]) <= 400 + 2 * len(tl.sms)
+    assert len(tl.launches["capture"]) == table.num_launches == 20
+    assert any("full detail for 4 launches, from step 10" in n for n in tl.notes)
+    with pytest.warns(UserWarning, match="full detail for 4 launches, from step 10"):
+        doc = to_chrome_json(trace)
+    programs = [
+        e
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and "(launch" not in e["name"] and e.get("pid", 0) > 0
+    ]
+    assert len(programs) <= 24 + 20
+    with pytest.warns(UserWarning, match="summarised"):
+        assert to_perfetto_bytes(trace)
+
+
+def test_a_launch_larger_than_the_budget_is_drawn_from_its_start(small_budget):
+    recs = [(AUTO_T0 + 10 * p, 500, p % 4, 1, 1, p, 0, 0) for p in range(100)]
+    trace = table_of(recs).decode()
+    tl = build(trace)
+    ev = tl.trace.events
+    assert len(ev["kind"]) == 40
+    assert ev["start_ns"].max() <= AUTO_T0 + 10 * 39  # the first 40 programs to start
+    # The lanes left are numbered afresh: every event finds its lane.
+    assert (tl.ev_lane < len(tl.trace.lanes["lane"])).all()
+    assert "programs starting in its first" in tl.focus_label
+    with pytest.warns(UserWarning, match="summarised"):
+        assert to_perfetto_bytes(trace)
+
+
+def test_more_launches_than_the_track_holds_keep_those_drawn(small_budget, monkeypatch):
+    monkeypatch.setattr(timeline, "MAX_LAUNCH_SLICES", 10)
+    table = _steps()
+    tl = build(table.decode())
+    assert len(tl.launches["capture"]) == 4
+    assert any("holds the 4 launches drawn in full, not all 20" in n for n in tl.notes)
+
+
+def test_a_summary_of_too_many_launches_bins_each_sm_over_the_run(small_budget, monkeypatch):
+    monkeypatch.setattr(timeline, "SUMMARY_POINTS", 40)
+    tl = build(_steps(n_steps=8).decode())
+    events = set(tl.summary["event"].tolist())
+    assert events == {timeline.ALL_KERNELS_EVENT}
+    assert tl.summary_name(timeline.ALL_KERNELS_EVENT).startswith("programs of all kernels")
+
+
+def test_asking_for_everything_still_gives_everything(small_budget):
+    trace = _steps().decode()
+    assert len(build(trace, summary=False).trace.events["kind"]) == 120
