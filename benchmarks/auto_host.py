@@ -69,10 +69,9 @@ def _stage(fn):
 
 def bench(name: str, shape: dict) -> dict:
     recs = synthetic_auto_records(**shape)
-    raw = recs.nbytes
+    raw = recs.nbytes  # kept until the end: what the device's buffer held
     r = {"shape": name, "records": len(recs), "launches": shape["launches"], "raw_bytes": raw}
     table, r["build_s"], r["build_peak"] = _stage(lambda: _table(recs))
-    del recs
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "auto.npz")
         _, r["save_s"], r["save_peak"] = _stage(lambda: table.save(path))

@@ -425,7 +425,9 @@ def _renumber_lanes(t: TraceData) -> TraceData:
         k = table["capture"].astype(np.int64) * width + table["lane"].astype(np.int64)
         return dict(table, lane=new[order[np.searchsorted(skey, k)]].astype(ln["lane"].dtype))
 
-    return replace(t, events=moved(t.events), unmatched=moved(t.unmatched), lanes=dict(ln, lane=new))
+    return replace(
+        t, events=moved(t.events), unmatched=moved(t.unmatched), lanes=dict(ln, lane=new)
+    )
 
 
 def _sorted(a: np.ndarray) -> bool:

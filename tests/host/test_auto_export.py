@@ -21,7 +21,7 @@ def _steps(n_steps=5, launches=4, programs=6):
     for s in range(n_steps):
         recs = [
             (
-                AUTO_T0 + s * 100_000 + l * 2_000 + 10 * p,
+                AUTO_T0 + s * 100_000 + k * 2_000 + 10 * p,
                 900,
                 p % 4,
                 100 * s + l + 1,
@@ -30,7 +30,7 @@ def _steps(n_steps=5, launches=4, programs=6):
                 0,
                 0,
             )
-            for l in range(launches)
+            for k in range(launches)
             for p in range(programs)
         ]
         tables.append(
