@@ -15,7 +15,7 @@ from sm_profiler.timeline import build
 
 
 def _steps(n_steps=5, launches=4, programs=6):
-    recs, tables = [], []
+    tables = []
     from sm_profiler.auto_mode.table import AutoTable
 
     for s in range(n_steps):
@@ -24,8 +24,8 @@ def _steps(n_steps=5, launches=4, programs=6):
                 AUTO_T0 + s * 100_000 + k * 2_000 + 10 * p,
                 900,
                 p % 4,
-                100 * s + l + 1,
-                1 + l % 2,
+                100 * s + k + 1,
+                1 + k % 2,
                 p,
                 0,
                 0,
