@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="also break each event's count, total and self time down by this",
     )
+    c.add_argument(
+        "--steps", default=None, metavar="STEPS", help="auto-mode files: these steps only"
+    )
     c.set_defaults(func=cmd_stats)
 
     c = sub.add_parser("export", help="write a Perfetto or JSON trace")
@@ -147,6 +150,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="NAME,..",
         help="keep only these events (names or ids)",
+    )
+    c.add_argument(
+        "--steps",
+        default=None,
+        metavar="STEPS",
+        help="auto-mode files: keep the launches of these steps (1000-1005, 1000, or "
+        "wait=..,active=..,repeat=..,skip_first=..)",
     )
     c.add_argument(
         "--window-us",
@@ -363,9 +373,9 @@ def _load(path: str):
     return load(path)
 
 
-def _decoded(path: str):
-    """The trace of the capture file at `path` (or of a `run` folder's ranks, merged),
-    decoding under a progress line."""
+def _decoded(path: str, steps: str | None = None):
+    """The trace of the capture file at `path` (or of a `run` folder's ranks, merged; of the
+    launches of `steps` only), decoding under a progress line."""
     from .decode import decode
 
     if os.path.isdir(path):
@@ -374,6 +384,13 @@ def _decoded(path: str):
         caps = jobs.merged_table(jobs.load_ranks([path]))
     else:
         caps = _load(path)
+    if steps is not None:
+        if not getattr(caps, "is_auto_table", False):
+            raise ConfigError(
+                f"--steps picks steps of an auto-mode file (sm-profiler run); {path!r} holds "
+                "captures: use --capture N or --window-us"
+            )
+        caps = caps.select_steps(steps)
     with stage(f"decoding {_capture_mib(caps):.1f} MiB of captures"):
         return decode(caps)
 
@@ -490,7 +507,7 @@ def _int(v) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    trace = _decoded(args.capture)
+    trace = _decoded(args.capture, args.steps)
     from .auto_mode.report import is_auto, print_report
 
     if not is_auto(trace):
@@ -566,7 +583,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             "(sm-profiler export CAPTURE trace.perfetto-trace), redirect stdout "
             "(... - > trace.perfetto-trace), or use --format json"
         )
-    trace = _decoded(args.capture)
+    trace = _decoded(args.capture, args.steps)
     from .export import export
 
     if not to_stdout:

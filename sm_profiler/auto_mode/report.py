@@ -240,7 +240,8 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
     kernels = kernel_reports((trace, t))
     sessions = _sessions(trace)
     lines = wrap(
-        f"sm_profiler auto: {len(t['capture']):,} launches of {len(kernels)} kernels, "
+        f"sm_profiler auto: {_n(len(t['capture']), 'launch', 'launches')} of "
+        f"{_n(len(kernels), 'kernel')}, "
         f"{int(t['programs'].sum()):,} programs on {_where(sessions)}",
         width,
     )
@@ -307,6 +308,10 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
                 width,
             )
     return "\n".join(lines) + "\n"
+
+
+def _n(count: int, one: str, many: str = "") -> str:
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
 
 
 def _middle(name: str, room: int) -> str:

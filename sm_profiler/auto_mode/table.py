@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import format as fmt
-from ..errors import CaptureError
+from ..errors import CaptureError, ConfigError
 from ..trace import RANGE, KernelInfo, TraceData
 from .records import concat_rows, read_buffer, split_launches
 
@@ -197,6 +197,31 @@ class AutoTable:
             dict(s, clock_applied=True) if shift[i] else s for i, s in enumerate(self.sessions)
         ]
         return AutoTable(rows, L, self.kernels, sessions, self.metadata)
+
+    def select(self, launches: np.ndarray) -> AutoTable:
+        """The table of the launches where `launches` (a bool per launch) is True, renumbered."""
+        keep = np.asarray(launches, bool)
+        L = {k: v[keep] for k, v in self.launches.items()}
+        rows_keep = np.repeat(keep, self.launches["rows"])
+        rows = {k: v[rows_keep] for k, v in self.rows.items()}
+        rows["launch"] = np.repeat(np.arange(int(keep.sum())), L["rows"])
+        L["first_row"] = np.cumsum(L["rows"]) - L["rows"]
+        return AutoTable(rows, L, self.kernels, self.sessions, self.metadata)
+
+    def select_steps(self, schedule) -> AutoTable:
+        """The launches of the steps a Schedule (or '1000-1005') records."""
+        from .schedule import Schedule
+
+        if isinstance(schedule, str):
+            schedule = Schedule.parse(schedule)
+        steps = np.unique(self.launches["step"])
+        wanted = [int(x) for x in steps if x >= 0 and schedule.records(int(x))]
+        if not wanted:
+            have = ", ".join(str(int(x)) for x in steps[steps >= 0][:10]) or "none"
+            raise ConfigError(
+                f"no launch of this file is in {schedule.describe()}; its steps: {have}"
+            )
+        return self.select(np.isin(self.launches["step"], wanted))
 
     def ranks(self) -> np.ndarray:
         """Each session's rank (0 where it says none)."""

@@ -110,3 +110,23 @@ def test_each_launch_carries_its_step_and_the_report_names_them():
     assert "GPU time per step" in text
     caps = list(both)
     assert sorted({c.metadata["step"] for c in caps}) == [1000, 1001]
+
+
+def test_export_and_stats_pick_steps_of_an_auto_file(tmp_path, capsys):
+    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.cli import main
+
+    recs = [(AUTO_T0 + 1000 * i, 400, p, 10 + i, 1, p, 0, 0) for i in range(3) for p in range(2)]
+    tags = {"1": 1000, "2": 1001}
+    both = AutoTable.concat(
+        [table_of(recs, step_tag=t, session={"step_tags": tags}) for t in (1, 2)]
+    )
+    path = tmp_path / "auto.npz"
+    both.save(path)
+    assert main(["stats", str(path), "--steps", "1001", "--width", "80"]) == 0
+    assert "3 launches of 1 kernel," in capsys.readouterr().out
+    out = tmp_path / "t.json"
+    assert main(["export", str(path), str(out), "--steps", "1000-1001"]) == 0
+    assert main(["export", str(path), str(out), "--steps", "7"]) == 2
+    assert "no launch of this file is in step 7; its steps: 1000, 1001" in capsys.readouterr().err
+    assert both.select_steps("1000").num_launches == 3
