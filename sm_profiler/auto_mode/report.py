@@ -288,7 +288,8 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
         lines += wrap(f"({', '.join(dropped)} left out to fit {width} columns)", width)
     lines += [""]
     lines += wrap(
-        "time: launches' spans summed (first program start to last end); waves: "
+        "time: launches' spans summed (first program start to last end), % of the "
+        "instrumented kernels' time; waves: "
         "programs / (SMs x peak programs per SM); idle%: SM-time with no program "
         "resident; tail: last SM's end after the median SM's; imbal: busiest SM / "
         "mean SM busy time",
@@ -352,6 +353,15 @@ def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
     np.minimum.at(lo, i, t["start_ns"][keep])
     np.maximum.at(hi, i, t["start_ns"][keep] + t["span_ns"][keep])
     span = hi - lo
+    # What share of a step ran in instrumented kernels: their launches' union over the step's
+    # period (its first launch to the next recorded step's first, when that follows at once).
+    busy = union_length(
+        i, t["start_ns"][keep], t["start_ns"][keep] + t["span_ns"][keep], len(steps)
+    )
+    period = span.copy()
+    follows = np.diff(steps) == 1
+    period[:-1][follows] = np.maximum(lo[1:][follows] - lo[:-1][follows], span[:-1][follows])
+    share = busy / np.maximum(period, 1)
     which = _ranges(steps.tolist())
     sched = table.metadata.get("schedule")
     head = f"steps: {len(steps)} recorded ({which})" + (
@@ -366,6 +376,13 @@ def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
             f"{head}; GPU time per step (first launch to last end): median "
             f"{format_time(int(np.median(span)))}, longest step {int(steps[j])} "
             f"{format_time(int(span[j]))}",
+            width,
+        ),
+        *wrap(
+            f"seen: instrumented kernels ran {100 * float(np.median(share)):.0f}% of a step "
+            "(median; their launches' union over the step's period); the rest ran kernels "
+            "auto mode cannot see inside (cuBLAS, cuDNN, NCCL, ...) or left the GPU idle "
+            '(docs/auto.md, "What auto mode sees")',
             width,
         ),
     ]

@@ -130,3 +130,22 @@ def test_export_and_stats_pick_steps_of_an_auto_file(tmp_path, capsys):
     assert main(["export", str(path), str(out), "--steps", "7"]) == 2
     assert "no launch of this file is in step 7; its steps: 1000, 1001" in capsys.readouterr().err
     assert both.select_steps("1000").num_launches == 3
+
+
+def test_the_report_says_what_share_of_a_step_instrumented_kernels_ran():
+    # Two steps, each two 100 ns launches 300 ns apart; step 1000's period runs to step 1001's
+    # first launch (1,000 ns): 20 % seen; the last step's period is its span (400 ns): 50 %.
+    from sm_profiler.auto_mode.table import AutoTable
+
+    def step(t0, first_grid):
+        return [(t0 + off, 100, 0, first_grid + k, 1, 0, 0, 0) for k, off in enumerate((0, 300))]
+
+    tags = {"1": 1000, "2": 1001}
+    both = AutoTable.concat(
+        [
+            table_of(step(AUTO_T0 + 1000 * s, 10 * s), step_tag=s + 1, session={"step_tags": tags})
+            for s in (0, 1)
+        ]
+    )
+    text = " ".join(format_report(both.decode(), width=100).split())
+    assert "instrumented kernels ran 35% of a step" in text
