@@ -110,8 +110,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "auto_overhead",
         "auto mode",
-        "step time that auto mode adds to a torch.compile'd transformer, beside "
-        "torch.profiler and Proton",
+        "step time that auto mode adds, recording and off, to torch.compile'd GPT, Llama and "
+        "a Triton-autotuned MLP, beside torch.profiler, Proton and Inductor's Proton path",
         ("gpu",),
         json_option=True,
     ),

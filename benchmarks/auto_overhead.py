@@ -1,40 +1,81 @@
-"""End-to-end time that auto mode adds to a torch.compile'd transformer, next to torch.profiler
-and Proton's launch-level profile.
+"""Step time that auto mode adds to three torch.compile'd models, recording and switched off,
+side by side with torch.profiler, Proton and Inductor's own Proton path, in one run on one GPU.
 
-The model: a GPT-style stack of pre-LN blocks (causal attention through
-F.scaled_dot_product_attention, a 4x GELU MLP), bf16, d_model 1024, 16 heads, batch 8 x 1024
-tokens, 4 layers. Two scenarios:
+Models (`--models`; `--layers`, `--d-model`, `--heads`, `--batch`, `--seq` apply to each), bf16:
 
-  train   torch.compile (default mode); one step = forward + backward of a mean-square loss,
-          then the grads are set to None (no optimizer: it adds no Triton kernel of interest)
-  train_graphs  the train step with mode="reduce-overhead" (CUDA graphs: GPU-bound)
-  infer   torch.compile(mode="reduce-overhead") (CUDA graphs); one step = a forward under
-          torch.no_grad()
+  gpt    a GPT-style stack of pre-LN blocks: causal attention through
+         F.scaled_dot_product_attention, a 4x GELU MLP, LayerNorm
+  llama  a Llama-style stack: RMSNorm, rotary embedding (RoPE) on q and k, grouped-query
+         attention (`--heads` query heads, `--kv-heads` key/value heads, k and v repeated with
+         repeat_interleave, then causal SDPA), a SwiGLU MLP of hidden 11/4 d (2816 at d=1024),
+         no biases
+  mlp    a 2-layer MLP (d -> 4d -> d) over batch x seq rows whose activation is a hand-written
+         `@triton.autotune`d `@triton.jit` kernel (bias + GELU, tanh form, 3 configs keyed on the
+         size), trained with torch.optim.AdamW. The kernel is a torch.library.triton_op (its
+         launch through wrap_triton, its backward in torch ops): torch.compile traces through it
+         and Inductor compiles and launches it as a user-defined Triton kernel, inside the graph
+         (no graph break, CUDA graphs included). The optimizer step is compiled too
+         (torch.compile(opt.step), default mode, in both train scenarios: AdamW as Inductor's
+         Triton kernels)
 
-Modes, each in a fresh Python subprocess per round so that compile caches in memory, hooks and
-CUPTI state never carry from one mode to the next, run interleaved in rounds (plain, auto,
-torch_profiler, proton, plain, auto, ...) on one GPU. A mode's process runs the scenarios one
-after the other, each with its own compiled model and its own profiler region or session (one
-process for both halves the start-up and import time, which outweighs the timed steps):
+The step of each model is forward + a mean-square loss in one compiled graph, backward, (mlp:
+the optimizer step), grads set to None. Scenarios (`--scenarios`, default train,train_graphs):
 
-  plain           the compiled model, no profiler
-  auto            `with sm_profiler.auto(ring=True, capacity=2**22)` around compile + warmup + the
-                  timed steps (compiling inside the region is what instruments Inductor's
-                  kernels; ring=True keeps the newest records, so a long loop never stops
-                  recording). After the region: records and distinct kernels of one step, and
-                  the header's claimed / dropped counts
-  torch_profiler  torch.profiler.profile(activities=[CPU, CUDA]) around the timed steps only
-  proton          triton.profiler start(hook="triton") ... finalize() around the timed steps only
-                  (CUPTI launch-level: no in-kernel instrumentation)
+  train         torch.compile (default mode)
+  train_graphs  the train step with mode="reduce-overhead" (CUDA graphs: the GPU, not the host's
+                launch rate, sets the step time)
+  infer         mode="reduce-overhead"; one step = a forward under torch.no_grad()
 
-Timing, per mode process: compile, >= 20 warmup steps, then `--repeats` times: synchronize,
-CUDA events around `--steps` steps, synchronize; the process's figure is the median ms/step of
-its repeats. The table gives, per scenario and mode, the median over rounds of those figures, the
-min..max over rounds, and the time added relative to plain (median over median).
+Modes (`--modes`), each in a fresh Python subprocess per round so that compile caches in memory,
+hooks and CUPTI state never carry from one mode to the next, run interleaved in rounds (plain,
+auto, auto_off, ..., plain, auto, ...) on one GPU. One process per (mode, round) runs every
+(scenario, model) case one after the other, each with its own compiled model, its own profiler
+region or session and a fresh compile state (torch._dynamo.reset(), Inductor's in-memory caches
+cleared); compile time dominates a process, so there are no more processes than that:
+
+  plain            the compiled model, no profiler
+  auto             `with sm_profiler.auto(ring=True, capacity=2**22)` around compile + warmup + the
+                   timed steps (compiling inside the region is what instruments Inductor's
+                   kernels; ring=True keeps the newest records). One more step, tagged, after the
+                   timed ones: from `prof.table()`, its launches (tag == ONE_STEP_TAG) give the
+                   records and distinct kernels of one step; `table.counts()` the claimed /
+                   dropped counts
+  auto_off         the same region, on all along (every kernel compiled in it is instrumented),
+                   with a schedule that records no step (sm_profiler.schedule(skip_first=10**9))
+                   and `prof.step()` after each step: the cost of auto mode's off steps
+  torch_profiler   torch.profiler.profile(activities=[CPU, CUDA]) around the timed steps only
+  proton           triton.profiler start(hook="triton") ... finalize() around the timed steps
+                   only (CUPTI launch-level: no in-kernel instrumentation)
+  inductor_proton  Inductor's own Proton path (torch/_inductor/config.py `triton.proton_profiling`,
+                   whose post-processing is torch/_inductor/runtime/proton_utils.py):
+                   TORCHINDUCTOR_TRITON_PROTON_PROFILING=1 in the process's environment before
+                   torch is imported. Inductor then writes pl.enter_scope/exit_scope into every
+                   kernel it generates, a torch.cuda.synchronize() at the end of each compiled
+                   graph, and, in the header of its output code, `proton.start(...,
+                   backend="instrumentation", data="trace")` (no session of ours is needed: it is
+                   on from the compile on) with an atexit finalize + post-processing. The child
+                   also sets TORCHINDUCTOR_TRITON_PROTON_OUTPUT_DIR (a temporary folder) and
+                   TORCHINDUCTOR_COMPILE_THREADS=1 (the Proton hook lives in this process;
+                   torch 2.13 forces this itself). After the timed steps it calls
+                   proton.finalize() (timed), notes the trace's size and deletes it, so that the
+                   atexit post-processing has nothing left to do. A case in which no Proton
+                   session was on during the timed steps is a failure, not a figure
+
+Timing, per case: compile, then `--warmup` steps (fewer where they take longer than
+`--max-timed-s` / 2, at least 2), then `--repeats` times: synchronize, CUDA events around the
+steps of a repeat, synchronize. A repeat is `--steps` steps, or fewer where the repeats would take
+longer than `--max-timed-s` in all (a Proton-instrumented step can take a second: the steps used
+are in the JSON). The case's figure is the median ms/step of its repeats. The table gives, per
+model, scenario and mode, the median over rounds of those figures, the time added over plain
+(median over median), its min..max over the rounds (each round's mode against the same round's
+plain) and, **best**, the fastest repeat of any round against plain's.
+
+A case that fails, a process that crashes or outlives `--child-timeout-s` (or the budget) never
+stops the run: the case is recorded as `failed: <reason>` and the table says so.
 
     python -m benchmarks run auto_overhead --json $OUT/auto.json
-    python -m benchmarks run auto_overhead --quick      # smoke run: 2 layers, 1 round, few steps
-    python -m benchmarks run auto_overhead --rounds 5 --steps 100 --scenarios train
+    python -m benchmarks run auto_overhead --quick      # smoke run: small, 1 round, few steps
+    python -m benchmarks run auto_overhead --models gpt --scenarios train_graphs --rounds 5
 
 Needs an NVIDIA GPU, torch and Triton (3.6 or newer); without a GPU it says so and exits 0.
 """
@@ -44,30 +85,70 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-MODES = ("plain", "auto", "torch_profiler", "proton")
-SCENARIOS = ("train", "infer", "train_graphs")
+MODELS = ("gpt", "llama", "mlp")
+SCENARIOS = ("train", "train_graphs", "infer")
+DEFAULT_SCENARIOS = ("train", "train_graphs")
+MODES = ("plain", "auto", "auto_off", "torch_profiler", "proton", "inductor_proton")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESULT_PREFIX = "AUTO_OVERHEAD_RESULT "  # the child's one line of JSON on stdout
+RESULT_PREFIX = "AUTO_OVERHEAD_RESULT "  # the child's one line of JSON per case on stdout
 # Tag given (set_tag) to the launches of one extra step after the timed ones, so that one step's
 # records can be picked out of the ring (0 is "no tag").
 ONE_STEP_TAG = 2
 AUTO_CAPACITY_RECORDS = 2**22
+AUTO_OFF_SKIP_STEPS = 10**9  # auto_off's schedule: no step is ever recorded
+# What the inductor_proton child's environment gets before torch is imported.
+INDUCTOR_PROTON_ENV = {
+    "TORCHINDUCTOR_TRITON_PROTON_PROFILING": "1",
+    "TORCHINDUCTOR_COMPILE_THREADS": "1",
+}
+# The settings a child is given (the parent's command line, passed on).
+CHILD_OPTIONS = (
+    "models",
+    "scenarios",
+    "steps",
+    "repeats",
+    "warmup",
+    "max_timed_s",
+    "layers",
+    "d_model",
+    "heads",
+    "kv_heads",
+    "batch",
+    "seq",
+)
+QUICK = dict(
+    layers=2,
+    d_model=512,
+    heads=8,
+    kv_heads=2,
+    batch=4,
+    seq=512,
+    rounds=1,
+    repeats=2,
+    steps=10,
+    warmup=5,
+    max_timed_s=5.0,
+)
 
 
-# -- the model (built in the child only: torch is imported lazily, so that this file imports on
+# -- the models (built in the child only: torch is imported lazily, so that this file imports on
 # a machine without torch or a GPU) -------------------------------------------------------------
 
 
-def build_model(layers: int, d_model: int, heads: int):
+def build_gpt(args, device="cuda"):
+    """(the parameters' module, the module whose forward is the loss, the input)."""
     import torch
     import torch.nn.functional as F
     from torch import nn
+
+    d_model, heads = args.d_model, args.heads
 
     class Block(nn.Module):
         def __init__(self):
@@ -90,62 +171,280 @@ def build_model(layers: int, d_model: int, heads: int):
             x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
             return x + self.down(F.gelu(self.up(self.ln2(x))))
 
+    stack = _Stack([Block() for _ in range(args.layers)], nn.LayerNorm(d_model))
+    stack = stack.to(device=device, dtype=torch.bfloat16)
+    x = torch.randn(args.batch, args.seq, d_model, device=device, dtype=torch.bfloat16)
+    return stack, _MeanSquareLoss(stack), x
+
+
+def build_llama(args, device="cuda"):
+    """(the parameters' module, the loss module, the input) of a Llama-style stack."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    d_model, heads, kv_heads = args.d_model, args.heads, args.kv_heads
+    head_dim = d_model // heads
+    hidden = 11 * d_model // 4  # SwiGLU's hidden size: 2816 at d_model 1024, as Llama's 8/3 x
+
+    def rotate(x, cos, sin):
+        # Rotary embedding, "rotate half" form: the pair (x1, x2) turned by each position's angle.
+        x1, x2 = x[..., : head_dim // 2], x[..., head_dim // 2 :]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = nn.RMSNorm(d_model, eps=1e-5), nn.RMSNorm(d_model, eps=1e-5)
+            self.wq = nn.Linear(d_model, heads * head_dim, bias=False)
+            self.wk = nn.Linear(d_model, kv_heads * head_dim, bias=False)
+            self.wv = nn.Linear(d_model, kv_heads * head_dim, bias=False)
+            self.wo = nn.Linear(heads * head_dim, d_model, bias=False)
+            self.w1 = nn.Linear(d_model, hidden, bias=False)  # gate
+            self.w3 = nn.Linear(d_model, hidden, bias=False)  # up
+            self.w2 = nn.Linear(hidden, d_model, bias=False)  # down
+
+        def forward(self, x, cos, sin):
+            b, t, d = x.shape
+            h = self.norm1(x)
+            q = self.wq(h).view(b, t, heads, head_dim).transpose(1, 2)
+            k = self.wk(h).view(b, t, kv_heads, head_dim).transpose(1, 2)
+            v = self.wv(h).view(b, t, kv_heads, head_dim).transpose(1, 2)
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            # Grouped-query attention: each key/value head serves heads // kv_heads query heads.
+            k = k.repeat_interleave(heads // kv_heads, dim=1)
+            v = v.repeat_interleave(heads // kv_heads, dim=1)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.wo(a.transpose(1, 2).reshape(b, t, d))
+            h = self.norm2(x)
+            return x + self.w2(F.silu(self.w1(h)) * self.w3(h))
+
+    class Llama(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList(Block() for _ in range(args.layers))
+            self.norm = nn.RMSNorm(d_model, eps=1e-5)
+            inv_freq = 1.0 / (10000.0 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+            angles = torch.outer(torch.arange(args.seq).float(), inv_freq)  # (seq, head_dim / 2)
+            self.register_buffer("cos", angles.cos(), persistent=False)
+            self.register_buffer("sin", angles.sin(), persistent=False)
+
+        def forward(self, x):
+            cos, sin = self.cos[: x.shape[1]], self.sin[: x.shape[1]]
+            for blk in self.blocks:
+                x = blk(x, cos, sin)
+            return self.norm(x)
+
+    stack = Llama().to(device=device, dtype=torch.bfloat16)
+    x = torch.randn(args.batch, args.seq, d_model, device=device, dtype=torch.bfloat16)
+    return stack, _MeanSquareLoss(stack), x
+
+
+def build_mlp(args, device="cuda"):
+    """(the parameters' module, the loss module, the input) of the 2-layer MLP whose activation
+    is the autotuned Triton kernel (bias_gelu_op)."""
+    import torch
+    from torch import nn
+
+    bias_gelu = bias_gelu_op()
+    d_model = args.d_model
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.Linear(d_model, 4 * d_model, bias=False)
+            self.bias = nn.Parameter(torch.randn(4 * d_model) * 0.02)  # added by the kernel
+            self.down = nn.Linear(4 * d_model, d_model)
+
+        def forward(self, x):
+            return self.down(bias_gelu(self.up(x), self.bias))
+
+    mlp = MLP().to(device=device, dtype=torch.bfloat16)
+    x = torch.randn(args.batch * args.seq, d_model, device=device, dtype=torch.bfloat16)
+    return mlp, _MeanSquareLoss(mlp), x
+
+
+BUILDERS = {"gpt": build_gpt, "llama": build_llama, "mlp": build_mlp}
+
+
+def _Stack(blocks, final_norm):
+    from torch import nn
+
     class Stack(nn.Module):
         def __init__(self):
             super().__init__()
-            self.blocks = nn.ModuleList(Block() for _ in range(layers))
-            self.ln_f = nn.LayerNorm(d_model)
+            self.blocks = nn.ModuleList(blocks)
+            self.ln_f = final_norm
 
         def forward(self, x):
             for blk in self.blocks:
                 x = blk(x)
             return self.ln_f(x)
 
-    class MeanSquareLoss(nn.Module):
-        """The stack and its loss in one compiled graph, so the loss's reduction is Inductor's."""
+    return Stack()
 
-        def __init__(self, stack):
+
+def _MeanSquareLoss(model):
+    """The model and its loss in one compiled graph, so the loss's reduction is Inductor's."""
+    from torch import nn
+
+    class MeanSquareLoss(nn.Module):
+        def __init__(self):
             super().__init__()
-            self.stack = stack
+            self.model = model
 
         def forward(self, x):
-            return self.stack(x).float().square().mean()
+            return self.model(x).float().square().mean()
 
-    stack = Stack().to(device="cuda", dtype=torch.bfloat16)
-    return stack, MeanSquareLoss(stack)
+    return MeanSquareLoss()
 
 
-def make_step(scenario: str, args):
-    """The compiled one-step callable of a scenario. Nothing is compiled until its first call, so
-    the caller decides whether that happens inside a profiler region."""
+# -- the MLP's activation: an autotuned Triton kernel as a torch op --------------------------------
+
+# The op and its autotuned kernel, made once per process (a torch.library name is defined once).
+BIAS_GELU: dict = {}
+GELU_C = 0.7978845608028654  # sqrt(2 / pi)
+GELU_A = 0.044715
+
+
+def bias_gelu_op():
+    """torch.ops.auto_overhead.bias_gelu(x, bias) = gelu_tanh(x + bias) over a 2-D bf16 tensor
+    (bias by column): the Triton kernel forward, torch ops backward."""
+    if BIAS_GELU:
+        return BIAS_GELU["op"]
+    import torch
+    import triton
+    import triton.language as tl
+    from torch.library import triton_op, wrap_triton
+
+    @triton.autotune(
+        configs=[
+            triton.Config({"BLOCK": 1024}, num_warps=4),
+            triton.Config({"BLOCK": 2048}, num_warps=8),
+            triton.Config({"BLOCK": 4096}, num_warps=8),
+        ],
+        key=["n_elements"],
+    )
+    @triton.jit
+    def bias_gelu_kernel(x_ptr, bias_ptr, out_ptr, n_elements, n_cols, BLOCK: tl.constexpr):
+        # One program per BLOCK elements of the row-major (rows, n_cols) tensor, so a block may
+        # span rows: the bias is found by column. Math in fp32, the result in the output's type.
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n_elements
+        u = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+        u += tl.load(bias_ptr + offs % n_cols, mask=mask).to(tl.float32)
+        # GELU, tanh form: 0.5 u (1 + tanh(z)) is u * sigmoid(2 z), z = c (u + a u^3).
+        y = u * tl.sigmoid(2.0 * GELU_C * (u + GELU_A * u * u * u))
+        tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
+
+    def bias_gelu(x, bias):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        wrap_triton(bias_gelu_kernel)[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](
+            x, bias, out, n, x.shape[-1]
+        )
+        return out
+
+    # The op's schema is read from the annotations, which this file's `from __future__ import
+    # annotations` would leave as strings naming a torch it imports lazily: given as types here.
+    bias_gelu.__annotations__ = {"x": torch.Tensor, "bias": torch.Tensor, "return": torch.Tensor}
+    bias_gelu = triton_op("auto_overhead::bias_gelu", bias_gelu, mutates_args=())
+
+    def setup_context(ctx, inputs, output):
+        x, bias = inputs
+        ctx.save_for_backward(x, bias)
+
+    def backward(ctx, grad):
+        # d/du [u sigmoid(2 z)] = s + u s (1 - s) 2 c (1 + 3 a u^2), s = sigmoid(2 z)
+        x, bias = ctx.saved_tensors
+        u = x.float() + bias.float()
+        s = torch.sigmoid(2.0 * GELU_C * (u + GELU_A * u * u * u))
+        du = s + u * s * (1.0 - s) * 2.0 * GELU_C * (1.0 + 3.0 * GELU_A * u * u)
+        g = grad.float() * du
+        return g.to(x.dtype), g.sum(dim=tuple(range(g.dim() - 1))).to(bias.dtype)
+
+    bias_gelu.register_autograd(backward, setup_context=setup_context)
+    BIAS_GELU.update(op=bias_gelu, kernel=bias_gelu_kernel)
+    return bias_gelu
+
+
+# -- one case's step ------------------------------------------------------------------------------
+
+
+def make_step(model: str, scenario: str, args, device="cuda", backend="inductor"):
+    """The one-step callable of (model, scenario), compiled. Nothing is compiled until its first
+    call, so the caller decides whether that happens inside a profiler region. (backend: "inductor"
+    on the GPU; the CPU tests pass "aot_eager".)"""
     import torch
 
     torch.manual_seed(0)
-    stack, loss_module = build_model(args.layers, args.d_model, args.heads)
-    x = torch.randn(args.batch, args.seq, args.d_model, device="cuda", dtype=torch.bfloat16)
-    if scenario in ("train", "train_graphs"):
-        # train_graphs: the same step with CUDA graphs (forward and backward replayed), so the
-        # GPU, not the host's launch rate, sets the step time.
-        mode = "reduce-overhead" if scenario == "train_graphs" else None
-        compiled = torch.compile(loss_module, mode=mode)
+    params, loss_module, x = BUILDERS[model](args, device)
+    graphs = scenario in ("train_graphs", "infer")
+    # Static shapes: a case's shapes never change, and the custom op's launcher wants ints.
+    kw = {"backend": backend, "dynamic": False}
+    if graphs and backend == "inductor":
+        kw["mode"] = "reduce-overhead"
+
+    def begin():
+        if graphs:
+            # Marks a new iteration for CUDA graph trees: each replay may reuse the last one's
+            # output memory, and nothing here keeps an output past its step.
+            torch.compiler.cudagraph_mark_step_begin()
+
+    if scenario == "infer":
+        compiled = torch.compile(params, **kw)
 
         def step():
-            if mode:
-                torch.compiler.cudagraph_mark_step_begin()
-            compiled(x).backward()
-            stack.zero_grad(set_to_none=True)
+            begin()
+            with torch.no_grad():
+                compiled(x)
 
         return step
-    compiled = torch.compile(stack, mode="reduce-overhead")
+
+    compiled = torch.compile(loss_module, **kw)
+    opt_step = None
+    if model == "mlp":
+        opt = torch.optim.AdamW(params.parameters(), lr=1e-4)
+        # The optimizer step in default mode in both train scenarios (Inductor fuses AdamW into
+        # a few Triton kernels); the grads it reads are the step's own.
+        opt_step = torch.compile(opt.step, backend=backend, dynamic=False)
 
     def step():
-        # Marks a new iteration for CUDA graph trees: each replay may reuse the last one's
-        # output memory, and nothing here keeps an output.
-        torch.compiler.cudagraph_mark_step_begin()
-        with torch.no_grad():
-            compiled(x)
+        begin()
+        compiled(x).backward()
+        if opt_step is not None:
+            opt_step()
+        params.zero_grad(set_to_none=True)
 
     return step
+
+
+def warm_up(step, n: int, max_s: float) -> tuple[int, float]:
+    """Up to n steps after the compile (at least 2; no more once max_s have passed); returns
+    (steps run, seconds of the last one, synchronized)."""
+    import torch
+
+    t_start = time.perf_counter()
+    done, last_s = 0, 0.0
+    while done < max(2, n):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        last_s = time.perf_counter() - t0
+        done += 1
+        if done >= 2 and time.perf_counter() - t_start > max_s:
+            break
+    return done, last_s
+
+
+def steps_per_repeat(steps: int, repeats: int, step_s: float, max_timed_s: float) -> int:
+    """`steps`, or fewer (at least 1) where `repeats` repeats of them would take more than
+    max_timed_s at step_s a step."""
+    if step_s <= 0:
+        return steps
+    return max(1, min(steps, int(max_timed_s / (repeats * step_s))))
 
 
 def time_steps(step, steps: int, repeats: int) -> list[float]:
@@ -169,8 +468,10 @@ def time_steps(step, steps: int, repeats: int) -> list[float]:
 # -- one mode, in its own process ---------------------------------------------------------------
 
 
-def run_child(args) -> list[dict]:
-    """Every scenario of `--scenarios`, one after the other, in this process, under one mode."""
+def run_child(args) -> None:
+    """Every (scenario, model) case, one after the other, in this process, under one mode: one
+    RESULT line per case, printed as it ends (a crash later keeps the cases before it). Scenario
+    by scenario, so that the CUDA-graph scenarios, the likeliest to break a process, come last."""
     t0 = time.perf_counter()
     import torch
     import triton
@@ -181,77 +482,120 @@ def run_child(args) -> list[dict]:
         "triton": triton.__version__,
         "import_s": time.perf_counter() - t0,
     }
-    return [dict(env, **run_scenario(sc, args)) for sc in args.scenarios.split(",")]
+    for scenario in args.scenarios.split(","):
+        for model in args.models.split(","):
+            res = {"model": model, "scenario": scenario, "mode": args.mode}
+            try:
+                res.update(run_case(model, scenario, args))
+            except Exception as e:  # the case fails, the process goes on
+                res["error"] = one_line(f"{type(e).__name__}: {e}")
+            res.update(env)
+            print(RESULT_PREFIX + json.dumps(res), flush=True)
+            fresh_compile_state()
 
 
-def run_scenario(scenario: str, args) -> dict:
+def fresh_compile_state() -> None:
+    """Forget every compiled graph, CUDA graph tree and loaded output code of the last case, so
+    the next one compiles (and, under inductor_proton, loads its output code's header) anew."""
+    import gc
+
+    import torch
+
+    try:
+        torch._dynamo.reset()
+        from torch._inductor.async_compile import CompiledTritonKernels
+        from torch._inductor.codecache import PyCodeCache
+
+        CompiledTritonKernels.cache_clear()
+        PyCodeCache.cache_clear()
+    except Exception:
+        pass
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def run_case(model: str, scenario: str, args) -> dict:
     import torch
 
     mode = args.mode
-    res = {"scenario": scenario, "mode": mode}
+    res = {}
     t0 = time.perf_counter()
-    step = make_step(scenario, args)
+    step = make_step(model, scenario, args)
     res["build_s"] = time.perf_counter() - t0
 
-    if mode == "auto":
+    def prepare(run):
+        """Compile (the first call), warm up, choose the steps of a repeat."""
+        t0 = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        res["compile_s"] = time.perf_counter() - t0
+        res["warmup_steps"], step_s = warm_up(run, args.warmup, args.max_timed_s / 2)
+        res["steps"] = steps_per_repeat(args.steps, args.repeats, step_s, args.max_timed_s)
+
+    def measure(run):
+        res["ms_per_step_repeats"] = time_steps(run, res["steps"], args.repeats)
+
+    def timed(step, after=None):
+        """prepare + measure; `after` runs after each step (prof.step())."""
+        run = step if after is None else (lambda: (step(), after()))
+        prepare(run)
+        measure(run)
+
+    if mode in ("auto", "auto_off"):
         import numpy as np
 
         import sm_profiler
 
-        t0 = time.perf_counter()
-        with sm_profiler.auto(capacity=AUTO_CAPACITY_RECORDS, ring=True) as prof:
-            step()  # compiles, inside the region: Inductor's kernels come out instrumented
-            torch.cuda.synchronize()
-            res["compile_s"] = time.perf_counter() - t0
-            for _ in range(args.warmup):
+        if mode == "auto":
+            prof = sm_profiler.auto(capacity=AUTO_CAPACITY_RECORDS, ring=True)
+        else:
+            schedule = sm_profiler.schedule(skip_first=AUTO_OFF_SKIP_STEPS)
+            prof = sm_profiler.auto(capacity=AUTO_CAPACITY_RECORDS, ring=True, schedule=schedule)
+        with prof:
+            # Compiles inside the region: Inductor's kernels come out instrumented.
+            timed(step, after=prof.step if mode == "auto_off" else None)
+            if mode == "auto":
+                # One more step, tagged, after the timed ones (the tag's header write stays out
+                # of the timing); the ring keeps the newest records, so all of its records stay.
+                prof.set_tag(ONE_STEP_TAG)
                 step()
-            res["ms_per_step_repeats"] = time_steps(step, args.steps, args.repeats)
-            # One more step, tagged, after the timed ones (the tag's header write stays out of
-            # the timing); the ring keeps the newest records, so all of its records survive.
-            prof.set_tag(ONE_STEP_TAG)
-            step()
-            prof.set_tag(0)
+                prof.set_tag(0)
             t_exit = time.perf_counter()
         res["region_exit_s"] = time.perf_counter() - t_exit
-        recs, info = prof.records()
-        tags = (recs["info"] >> 24) & 0xFF
-        kernel_ids = recs["info"] & 0xFFFF
-        one_step = tags == ONE_STEP_TAG
-        res["auto"] = {
-            "records_per_step": int(one_step.sum()),
-            "kernels_per_step": int(np.unique(kernel_ids[one_step]).size),
-            "kernels_in_ring": int(np.unique(kernel_ids).size),
-            "claimed": int(info["claimed"]),
-            "capacity": int(info["capacity"]),
-            "dropped": int(info["dropped"]),
-            "unwritten": int(info["unwritten"]),
+        table = prof.table()
+        launches = table.launches
+        one_step = launches["tag"] == ONE_STEP_TAG
+        res[mode] = {
+            "records_per_step": int(launches["rows"][one_step].sum()),
+            "kernels_per_step": int(np.unique(launches["kernel"][one_step]).size),
+            "kernels_recorded": int(np.unique(launches["kernel"]).size),
+            "kernels_instrumented": len(table.kernels),
+            **{k: int(v) for k, v in table.counts().items()},
             "notes": list(prof.notes),
         }
         return res
 
-    t0 = time.perf_counter()
-    step()  # compile, outside any profiler
-    torch.cuda.synchronize()
-    res["compile_s"] = time.perf_counter() - t0
-    for _ in range(args.warmup):
-        step()
+    if mode == "inductor_proton":
+        return run_inductor_proton(step, timed, res)
 
     if mode == "plain":
-        res["ms_per_step_repeats"] = time_steps(step, args.steps, args.repeats)
+        timed(step)
     elif mode == "torch_profiler":
         from torch.profiler import ProfilerActivity, profile
 
+        prepare(step)  # compile and warm up outside the profiler
         # Only the region's exit is measured after it: listing its events (p.events()) in
         # Python would cost the run more than the timed steps do.
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-            res["ms_per_step_repeats"] = time_steps(step, args.steps, args.repeats)
+            measure(step)
             t_exit = time.perf_counter()
         res["region_exit_s"] = time.perf_counter() - t_exit
     elif mode == "proton":
         import triton.profiler as proton
 
+        prepare(step)  # compile and warm up outside the profiler
         with tempfile.TemporaryDirectory() as tmp:
-            name = os.path.join(tmp, f"auto_overhead_{scenario}")
+            name = os.path.join(tmp, f"auto_overhead_{model}_{scenario}")
             # hook="triton" adds Triton's launch metadata to each launch Triton makes itself;
             # an older or newer Proton that refuses it still profiles every launch via CUPTI.
             try:
@@ -260,7 +604,7 @@ def run_scenario(scenario: str, args) -> dict:
             except (TypeError, ValueError) as e:
                 session = proton.start(name)
                 res["proton"] = {"hook": None, "hook_error": f"{type(e).__name__}: {e}"}
-            res["ms_per_step_repeats"] = time_steps(step, args.steps, args.repeats)
+            measure(step)
             t_exit = time.perf_counter()
             proton.finalize(session)
             res["region_exit_s"] = time.perf_counter() - t_exit
@@ -272,132 +616,285 @@ def run_scenario(scenario: str, args) -> dict:
     return res
 
 
+def run_inductor_proton(step, timed, res: dict) -> dict:
+    """Inductor's Proton path: its output code starts the session at load (compile), so the
+    compile, warm-up and timed steps all run in it; finalize() is ours, timed, after them."""
+    import torch
+    import triton.profiler as proton
+    from torch._inductor import config as inductor_config
+
+    if not getattr(inductor_config.triton, "proton_profiling", False):
+        raise RuntimeError(
+            "this torch has no Inductor Proton path on (torch._inductor.config.triton."
+            "proton_profiling is missing or False; TORCHINDUCTOR_TRITON_PROTON_PROFILING=1 is set)"
+        )
+    out_dir = inductor_config.triton.proton_output_dir or ""
+    timed(step)
+    from triton.profiler.hooks import HookManager
+
+    hooks = [type(h).__name__ for h in HookManager.active_hooks]
+    res["inductor_proton"] = {"hooks": hooks, "output_dir": out_dir}
+    torch.cuda.synchronize()
+    t_exit = time.perf_counter()
+    proton.finalize()
+    res["region_exit_s"] = time.perf_counter() - t_exit
+    files = {}
+    if out_dir and os.path.isdir(out_dir):
+        for f in os.listdir(out_dir):
+            path = os.path.join(out_dir, f)
+            files[f] = os.path.getsize(path) if os.path.isfile(path) else -1
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    res["inductor_proton"]["files"] = files
+    if "InstrumentationHook" not in hooks:
+        raise RuntimeError(
+            f"no Proton instrumentation session was on during the timed steps (hooks {hooks}): "
+            "Inductor's output code did not start one"
+        )
+    return res
+
+
+def one_line(text: str, limit: int = 240) -> str:
+    """The first non-empty line of text, at most `limit` characters."""
+    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 # -- the parent: rounds of subprocesses, then the table ------------------------------------------
 
 
 def child_command(args, mode: str) -> list[str]:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--mode", mode]
-    for k in (
-        "scenarios",
-        "steps",
-        "repeats",
-        "warmup",
-        "layers",
-        "d_model",
-        "heads",
-        "batch",
-        "seq",
-    ):
+    for k in CHILD_OPTIONS:
         cmd += [f"--{k.replace('_', '-')}", str(getattr(args, k))]
     return cmd
 
 
-def spawn(args, mode: str, timeout_s: float) -> list[dict]:
-    """One fresh process for `mode`: its result per scenario (an 'error' entry for each scenario
-    without one)."""
-    scenarios = args.scenarios.split(",")
+def child_env(mode: str, tmp: str) -> dict:
     env = dict(os.environ)
     # The child imports sm_profiler from this checkout whether or not it is installed.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, env.get("PYTHONPATH")]))
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run(
-            child_command(args, mode), env=env, capture_output=True, text=True, timeout=timeout_s
-        )
-        out, error = p.stdout, f"exit {p.returncode}"
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        p, error = None, f"timed out after {timeout_s:.0f} s"
-    wall_s = time.perf_counter() - t0
-    got = {}
-    for line in out.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            for res in json.loads(line[len(RESULT_PREFIX) :]):
-                res["process_wall_s"] = wall_s  # the whole process: all its scenarios
-                got[res["scenario"]] = res
-    tail = "" if p is None else "\n".join((p.stdout + "\n" + p.stderr).strip().splitlines()[-25:])
+    if mode == "inductor_proton":
+        env.update(INDUCTOR_PROTON_ENV)
+        env["TORCHINDUCTOR_TRITON_PROTON_OUTPUT_DIR"] = tmp
+    return env
+
+
+def failure_reason(returncode: int | None, stderr: str, timeout_s: float) -> str:
+    """One line: why a process ended without every case (a timeout, or its exit status and the
+    last line of its error output, usually the exception)."""
+    if returncode is None:
+        return f"timed out after {timeout_s:.0f} s"
+    lines = [ln for ln in (stderr or "").splitlines() if ln.strip()]
+    return one_line(f"exit {returncode}" + (f": {lines[-1]}" if lines else ""))
+
+
+def parse_results(out: str) -> list[dict]:
     return [
-        got.get(sc)
-        or {
-            "scenario": sc,
-            "mode": mode,
-            "error": error,
-            "log_tail": tail,
-            "process_wall_s": wall_s,
-        }
-        for sc in scenarios
+        json.loads(line[len(RESULT_PREFIX) :])
+        for line in out.splitlines()
+        if line.startswith(RESULT_PREFIX)
     ]
 
 
-def summarize(runs: list[dict], scenarios, modes) -> list[dict]:
-    rows = []
+def fill_missing(got: list[dict], mode: str, models, scenarios, reason: str, **extra) -> list:
+    """The cases of `got`, plus a failed one for each (model, scenario) it lacks."""
+    have = {(r["model"], r["scenario"]) for r in got}
+    out = list(got)
     for sc in scenarios:
-        plain_ms = plain_best = None
-        for mode in modes:
-            ok = [r for r in runs if r["scenario"] == sc and r["mode"] == mode and "error" not in r]
-            failed = [r for r in runs if r["scenario"] == sc and r["mode"] == mode and "error" in r]
-            row = {"scenario": sc, "mode": mode, "rounds": len(ok), "failed": len(failed)}
-            if ok:
-                per_round = [statistics.median(r["ms_per_step_repeats"]) for r in ok]
-                # best: the fastest repeat of any round. Where the host's launch jitter swings
-                # repeats by tens of percent (a launch-bound step), the best repeat is what the
-                # GPU work allows and the medians mostly measure the jitter.
-                best = min(min(r["ms_per_step_repeats"]) for r in ok)
-                row.update(
-                    ms_per_step=statistics.median(per_round),
-                    ms_min=min(per_round),
-                    ms_max=max(per_round),
-                    per_round_ms=per_round,
-                    best_ms=best,
-                )
-                if mode == "plain":
-                    plain_ms, plain_best = row["ms_per_step"], best
-                if plain_ms:
-                    row["added_pct"] = 100.0 * (row["ms_per_step"] / plain_ms - 1.0)
-                    row["added_best_pct"] = 100.0 * (best / plain_best - 1.0)
-                if mode == "auto":
-                    a = ok[-1]["auto"]
-                    row["auto"] = {
-                        k: a[k]
-                        for k in ("records_per_step", "kernels_per_step", "dropped", "claimed")
-                    }
-                if mode == "proton":
-                    row["proton_hook"] = ok[-1]["proton"].get("hook")
-            rows.append(row)
+        for m in models:
+            if (m, sc) not in have:
+                out.append({"model": m, "scenario": sc, "mode": mode, "error": reason, **extra})
+    return out
+
+
+def spawn(args, mode: str, timeout_s: float) -> list[dict]:
+    """One fresh process for `mode`: its result per case (a failed entry for each case without
+    one)."""
+    models, scenarios = args.models.split(","), args.scenarios.split(",")
+    tmp = tempfile.mkdtemp(prefix=f"auto_overhead_{mode}_")
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(
+            child_command(args, mode),
+            env=child_env(mode, tmp),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        out, err, code = p.stdout, p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
+        out, err, code = out or "", err or "", None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    wall_s = time.perf_counter() - t0
+    got = parse_results(out)
+    for res in got:
+        res["process_wall_s"] = wall_s  # the whole process: all its cases
+    tail = "\n".join((out + "\n" + err).strip().splitlines()[-25:])
+    reason = failure_reason(code, err, timeout_s)
+    return fill_missing(got, mode, models, scenarios, reason, log_tail=tail, process_wall_s=wall_s)
+
+
+def summarize(runs: list[dict], models, scenarios, modes) -> list[dict]:
+    """One row per (model, scenario, mode): the median over rounds and its spread; the time added
+    over plain, median and per round (each round's mode against the same round's plain)."""
+    rows = []
+    for model in models:
+        for sc in scenarios:
+            case = [r for r in runs if r["model"] == model and r["scenario"] == sc]
+            plain = {}
+            for r in case:
+                if r["mode"] == "plain" and "error" not in r:
+                    plain[r.get("round", 0)] = statistics.median(r["ms_per_step_repeats"])
+            plain_ms = statistics.median(plain.values()) if plain else None
+            plain_best = min(
+                (min(r["ms_per_step_repeats"]) for r in ok_runs(case) if r["mode"] == "plain"),
+                default=None,
+            )
+            for mode in modes:
+                ok = [r for r in ok_runs(case) if r["mode"] == mode]
+                failed = [r for r in case if r["mode"] == mode and "error" in r]
+                row = {"model": model, "scenario": sc, "mode": mode, "rounds": len(ok)}
+                row["failed"] = len(failed)
+                if failed:
+                    row["failure"] = failed[-1]["error"]
+                if ok:
+                    per_round = [statistics.median(r["ms_per_step_repeats"]) for r in ok]
+                    # best: the fastest repeat of any round. Where the host's launch jitter swings
+                    # repeats by tens of percent (a launch-bound step), the best repeat is what
+                    # the GPU work allows and the medians mostly measure the jitter.
+                    best = min(min(r["ms_per_step_repeats"]) for r in ok)
+                    row.update(
+                        ms_per_step=statistics.median(per_round),
+                        ms_min=min(per_round),
+                        ms_max=max(per_round),
+                        per_round_ms=per_round,
+                        best_ms=best,
+                        steps=min(r.get("steps", 0) for r in ok),
+                    )
+                    if plain_ms and mode != "plain":
+                        row["added_pct"] = 100.0 * (row["ms_per_step"] / plain_ms - 1.0)
+                        row["added_best_pct"] = 100.0 * (best / plain_best - 1.0)
+                        paired = [
+                            100.0 * (ms / plain[r.get("round", 0)] - 1.0)
+                            for r, ms in zip(ok, per_round, strict=True)
+                            if r.get("round", 0) in plain
+                        ]
+                        if paired:
+                            row["added_min_pct"], row["added_max_pct"] = min(paired), max(paired)
+                            row["added_rounds"] = len(paired)
+                    if mode in ("auto", "auto_off"):
+                        a = ok[-1][mode]
+                        row[mode] = {
+                            k: a[k]
+                            for k in (
+                                "records_per_step",
+                                "kernels_per_step",
+                                "kernels_instrumented",
+                                "dropped",
+                                "claimed",
+                            )
+                        }
+                    if mode == "proton":
+                        row["proton_hook"] = ok[-1]["proton"].get("hook")
+                    if mode == "inductor_proton":
+                        files = ok[-1]["inductor_proton"].get("files", {})
+                        row["trace_bytes"] = sum(v for v in files.values() if v > 0)
+                    exits = [r["region_exit_s"] for r in ok if "region_exit_s" in r]
+                    if exits:
+                        row["region_exit_s"] = statistics.median(exits)
+                rows.append(row)
     return rows
 
 
-def print_table(rows: list[dict], header: str) -> None:
-    print(header)
-    print(
-        f"{'scenario':<13}{'mode':<16}{'ms/step':>9}  {'min..max (rounds)':<20}{'added':>8}"
-        f"{'best':>8}{'added':>8}  notes"
+def ok_runs(runs: list[dict]) -> list[dict]:
+    return [r for r in runs if "error" not in r]
+
+
+def format_table(rows: list[dict], header: str) -> list[str]:
+    """The printed table: per model and scenario, plain's ms/step, then each mode's time added
+    (median over rounds), its min..max over the rounds and its best repeat's."""
+    out = [header]
+    out.append(
+        f"{'model':<7}{'scenario':<14}{'mode':<17}{'ms/step':>9}{'added':>9}  "
+        f"{'min..max (rounds)':<22}{'best':>8}  notes"
     )
+    last = None
     for r in rows:
+        key = (r["model"], r["scenario"])
+        if last is not None and key != last:
+            out.append("")
+        last = key
+        lead = f"{r['model']:<7}{r['scenario']:<14}{r['mode']:<17}"
         if "ms_per_step" not in r:
-            print(f"{r['scenario']:<13}{r['mode']:<16}{'failed':>9}")
+            out.append(f"{lead}failed: {r.get('failure', 'no result')}")
             continue
-        spread = f"{r['ms_min']:.3f}..{r['ms_max']:.3f} ({r['rounds']})"
-        added = f"{r['added_pct']:+.2f}%" if "added_pct" in r else "-"
-        note = ""
+        if r["mode"] == "plain":
+            added, best = "-", "-"
+            spread = f"{r['ms_min']:.3f}..{r['ms_max']:.3f} ms ({r['rounds']})"
+        else:
+            added = f"{r['added_pct']:+.2f}%" if "added_pct" in r else "-"
+            best = f"{r['added_best_pct']:+.2f}%" if "added_best_pct" in r else "-"
+            if "added_min_pct" in r:
+                spread = (
+                    f"{r['added_min_pct']:+.1f}..{r['added_max_pct']:+.1f}% ({r['added_rounds']})"
+                )
+            else:
+                spread = f"({r['rounds']})"
+        notes = []
         if "auto" in r:
             a = r["auto"]
-            note = (
+            notes.append(
                 f"{a['records_per_step']:,} rec/step, {a['kernels_per_step']} kernels/step, "
                 f"dropped {a['dropped']:,} of {a['claimed']:,} (ring)"
             )
-        elif "proton_hook" in r:
-            note = f"hook={r['proton_hook']}"
+        if "auto_off" in r:
+            a = r["auto_off"]
+            notes.append(
+                f"{a['kernels_instrumented']} kernels instrumented, {a['claimed']:,} recorded"
+            )
+        if "proton_hook" in r:
+            notes.append(f"hook={r['proton_hook']}")
+        if "trace_bytes" in r:
+            notes.append(f"trace {r['trace_bytes'] / 1e6:,.1f} MB")
+        if r["mode"] != "plain" and "region_exit_s" in r:
+            notes.append(f"exit {r['region_exit_s']:.1f} s")
+        if r.get("steps") and r["steps"] < 10:
+            notes.append(f"{r['steps']} steps/repeat")
         if r["failed"]:
-            note += f" [{r['failed']} round(s) failed]"
-        best = f"{r['added_best_pct']:+.2f}%" if "added_best_pct" in r else "-"
-        print(
-            f"{r['scenario']:<13}{r['mode']:<16}{r['ms_per_step']:>9.3f}  {spread:<20}"
-            f"{added:>8}{r['best_ms']:>8.3f}{best:>8}  {note}"
+            notes.append(f"[{r['failed']} round(s) failed: {r.get('failure', '')}]")
+        out.append(
+            f"{lead}{r['ms_per_step']:>9.3f}{added:>9}  {spread:<22}{best:>8}  {'; '.join(notes)}"
         )
+    return out
+
+
+def print_table(rows: list[dict], header: str) -> None:
+    print("\n".join(format_table(rows, header)))
+
+
+def check_args(args) -> None:
+    """Exit with a message for a name that is not known or sizes that do not fit."""
+    for name, got, known in (
+        ("model", args.models.split(","), MODELS),
+        ("scenario", args.scenarios.split(","), SCENARIOS),
+        ("mode", args.modes.split(","), MODES),
+    ):
+        bad = [g for g in got if g not in known]
+        if bad:
+            sys.exit(f"unknown {name}(s) {bad}; choose from {', '.join(known)}")
+    if args.d_model % args.heads or (args.d_model // args.heads) % 2:
+        sys.exit(f"--d-model {args.d_model} must be an even multiple of --heads {args.heads}")
+    if args.heads % args.kv_heads:
+        sys.exit(f"--heads {args.heads} must be a multiple of --kv-heads {args.kv_heads}")
+    if args.d_model % 4:
+        sys.exit(f"--d-model {args.d_model} must be a multiple of 4 (the SwiGLU hidden size)")
 
 
 def run_parent(args) -> int:
+    check_args(args)
     try:
         import torch
     except ImportError:
@@ -406,26 +903,9 @@ def run_parent(args) -> int:
     if not torch.cuda.is_available():
         print("auto_overhead: no CUDA GPU visible; nothing to measure")
         return 0
-    scenarios = args.scenarios.split(",")
+    models, scenarios = args.models.split(","), args.scenarios.split(",")
     modes = args.modes.split(",")
-    for name, got, known in (("scenario", scenarios, SCENARIOS), ("mode", modes, MODES)):
-        bad = [g for g in got if g not in known]
-        if bad:
-            sys.exit(f"unknown {name}(s) {bad}; choose from {known}")
-    config = {
-        k: getattr(args, k)
-        for k in (
-            "steps",
-            "repeats",
-            "warmup",
-            "rounds",
-            "layers",
-            "d_model",
-            "heads",
-            "batch",
-            "seq",
-        )
-    }
+    config = {k: getattr(args, k) for k in CHILD_OPTIONS + ("rounds", "budget_s", "modes")}
     print(f"auto_overhead: {config}", flush=True)
 
     t_start = time.perf_counter()
@@ -445,32 +925,23 @@ def run_parent(args) -> int:
             break
         t_round = time.perf_counter()
         for mode in modes:
-            # A hung process must not take the table with it: none outlives the budget by more
-            # than a minute.
+            # No process outlives the budget by more than a minute: a hung or slow one must not
+            # take the table with it.
             left = args.budget_s + 60 - (time.perf_counter() - t_start)
-            for res in spawn(args, mode, timeout_s=max(60.0, left)):
+            if left < 30:
+                got = fill_missing([], mode, models, scenarios, "not run: --budget-s spent")
+            else:
+                got = spawn(args, mode, timeout_s=min(args.child_timeout_s, left))
+            for res in got:
                 res["round"] = rnd
                 runs.append(res)
-                sc = res["scenario"]
-                if "error" in res:
-                    print(
-                        f"round {rnd} {sc:<6} {mode:<15} FAILED {res['error']}\n"
-                        f"{res.get('log_tail', '')}",
-                        flush=True,
-                    )
-                    continue
-                env_line = f"device: {res['device']}  torch {res['torch']}  triton {res['triton']}"
-                reps = " ".join(f"{m:.3f}" for m in res["ms_per_step_repeats"])
-                print(
-                    f"round {rnd} {sc:<6} {mode:<15} ms/step [{reps}]  compile "
-                    f"{res['compile_s']:.1f} s, process {res['process_wall_s']:.1f} s",
-                    flush=True,
-                )
+                env_line = report_case(res, rnd) or env_line
+            if args.json:  # after every process: a run cut short keeps what it measured
+                rows = summarize(runs, models, scenarios, modes)
+                write_json(args.json, env_line, config, runs, rows)
         round_s.append(time.perf_counter() - t_round)
-        if args.json:
-            write_json(args.json, env_line, config, runs, summarize(runs, scenarios, modes))
 
-    rows = summarize(runs, scenarios, modes)
+    rows = summarize(runs, models, scenarios, modes)
     if args.json:
         write_json(args.json, env_line, config, runs, rows)
     print()
@@ -479,45 +950,86 @@ def run_parent(args) -> int:
     return 0
 
 
+def report_case(res: dict, rnd: int) -> str:
+    """Print one case's line as it comes; returns the device line where it ran."""
+    what = f"round {rnd} {res['model']:<6}{res['scenario']:<13}{res['mode']:<16}"
+    if "error" in res:
+        print(f"{what}failed: {res['error']}", flush=True)
+        if res.get("log_tail"):
+            print(res["log_tail"], flush=True)
+        return ""
+    reps = " ".join(f"{m:.3f}" for m in res["ms_per_step_repeats"])
+    print(
+        f"{what}ms/step [{reps}] x {res['steps']} steps, compile {res['compile_s']:.1f} s, "
+        f"process {res['process_wall_s']:.0f} s",
+        flush=True,
+    )
+    return f"device: {res['device']}  torch {res['torch']}  triton {res['triton']}"
+
+
 def write_json(path: str, env_line: str, config: dict, runs: list[dict], rows: list[dict]):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump({"env": env_line, "config": config, "summary": rows, "runs": runs}, f, indent=1)
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS), help="gpt,llama,mlp")
+    ap.add_argument(
+        "--scenarios", default=",".join(DEFAULT_SCENARIOS), help="train,train_graphs,infer"
+    )
+    ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--steps", type=int, default=50, help="steps per timed repeat")
-    ap.add_argument("--repeats", type=int, default=5, help="timed repeats per process (median)")
+    ap.add_argument("--repeats", type=int, default=5, help="timed repeats per case (median)")
     ap.add_argument("--warmup", type=int, default=20, help="steps after compile, before timing")
+    ap.add_argument(
+        "--max-timed-s",
+        dest="max_timed_s",
+        type=float,
+        default=15.0,
+        help="fewer steps per repeat where a case's repeats would take longer (slow modes)",
+    )
     ap.add_argument("--rounds", type=int, default=3, help="rounds of one process per mode")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--d-model", dest="d_model", type=int, default=1024)
-    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--heads", type=int, default=16, help="attention (query) heads")
+    ap.add_argument("--kv-heads", dest="kv_heads", type=int, default=4, help="llama's k/v heads")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=1024, help="tokens per sequence")
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
-    ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument(
         "--budget-s",
         dest="budget_s",
         type=float,
         default=480.0,
-        help="start no new round past this many seconds",
+        help="start no new round past this many seconds; no process runs a minute past it",
+    )
+    ap.add_argument(
+        "--child-timeout-s",
+        dest="child_timeout_s",
+        type=float,
+        default=600.0,
+        help="a mode's process (all its cases) is stopped after this many seconds",
     )
     ap.add_argument("--json", default=None, help="write the results here (JSON)")
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="smoke run: 2 layers, 1 round, 2 repeats of 10 steps, 5 warmup",
+        help="smoke run: 2 layers, d_model 512, batch 4 x 512, 1 round, 2 repeats of 10 steps",
     )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--mode", default="plain", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.quick:
-        args.layers, args.rounds, args.repeats, args.steps, args.warmup = 2, 1, 2, 10, 5
+        for k, v in QUICK.items():
+            setattr(args, k, v)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
     if args.child:
-        print(RESULT_PREFIX + json.dumps(run_child(args)), flush=True)
+        run_child(args)
         return 0
     return run_parent(args)
 

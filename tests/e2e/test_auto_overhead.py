@@ -1,0 +1,205 @@
+"""benchmarks/auto_overhead.py on the CPU: its parent's table and JSON from fake child results
+(a failed mode included), its handling of a child that fails or hangs, its command line, and
+its models (built tiny, stepped through aot_eager; the MLP's Triton kernel in the interpreter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks import auto_overhead as ao
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(ao.__file__)))
+TINY = ["--layers", "1", "--d-model", "64", "--heads", "4", "--kv-heads", "2"]
+TINY += ["--batch", "2", "--seq", "16"]
+
+
+def fake_run(model, scenario, mode, rnd, ms, **extra):
+    res = {"model": model, "scenario": scenario, "mode": mode, "round": rnd}
+    res.update(ms_per_step_repeats=ms, steps=50, **extra)
+    return res
+
+
+AUTO = {"records_per_step": 1000, "kernels_per_step": 20, "kernels_instrumented": 25}
+AUTO.update(dropped=0, claimed=5000)
+
+
+def fake_runs():
+    runs = []
+    for rnd, base in ((0, 10.0), (1, 12.0)):
+        runs.append(fake_run("gpt", "train", "plain", rnd, [base, base + 1, base - 1]))
+        runs.append(fake_run("gpt", "train", "auto", rnd, [base * 1.02] * 3, auto=AUTO))
+        runs.append(fake_run("gpt", "train", "auto_off", rnd, [base * 1.01] * 3, auto_off=AUTO))
+        runs.append(
+            {"model": "gpt", "scenario": "train", "mode": "inductor_proton", "round": rnd}
+            | {"error": "exit 1: RuntimeError: boom"}
+        )
+    return runs
+
+
+def test_summarize_pairs_rounds_and_keeps_a_failed_mode():
+    modes = ("plain", "auto", "auto_off", "inductor_proton")
+    rows = ao.summarize(fake_runs(), ["gpt"], ["train"], modes)
+    by = {r["mode"]: r for r in rows}
+    assert by["plain"]["ms_per_step"] == pytest.approx(11.0)  # median of 10 and 12
+    assert by["auto"]["added_pct"] == pytest.approx(2.0)
+    assert by["auto"]["added_min_pct"] == pytest.approx(2.0)  # each round against its own plain
+    assert by["auto"]["added_max_pct"] == pytest.approx(2.0)
+    assert by["auto"]["auto"]["records_per_step"] == 1000
+    assert by["auto_off"]["added_pct"] == pytest.approx(1.0)
+    assert by["auto"]["added_best_pct"] == pytest.approx(100 * (10.2 / 9.0 - 1))
+    assert by["inductor_proton"]["rounds"] == 0 and by["inductor_proton"]["failed"] == 2
+    assert by["inductor_proton"]["failure"] == "exit 1: RuntimeError: boom"
+
+
+def test_table_prints_each_mode_and_says_why_one_failed():
+    modes = ("plain", "auto", "auto_off", "inductor_proton")
+    rows = ao.summarize(fake_runs(), ["gpt"], ["train"], modes)
+    lines = ao.format_table(rows, "device: fake")
+    assert lines[0] == "device: fake"
+    text = "\n".join(lines)
+    plain = next(ln for ln in lines if " plain " in ln)
+    assert "11.000" in plain and "10.000..12.000 ms (2)" in plain
+    auto = next(ln for ln in lines if " auto " in ln)
+    assert "+2.00%" in auto and "+2.0..+2.0% (2)" in auto
+    assert "1,000 rec/step, 20 kernels/step, dropped 0 of 5,000 (ring)" in auto
+    assert "25 kernels instrumented" in next(ln for ln in lines if " auto_off " in ln)
+    assert "inductor_proton  failed: exit 1: RuntimeError: boom" in text
+
+
+def test_a_mode_without_plain_still_prints():
+    runs = [fake_run("mlp", "train_graphs", "auto", 0, [1.0, 1.1], auto=AUTO)]
+    rows = ao.summarize(runs, ["mlp"], ["train_graphs"], ("plain", "auto"))
+    lines = ao.format_table(rows, "h")
+    assert any("plain" in ln and "failed: no result" in ln for ln in lines)
+    assert any(" auto " in ln and "1.050" in ln for ln in lines)
+
+
+def test_write_json_round_trips(tmp_path):
+    rows = ao.summarize(fake_runs(), ["gpt"], ["train"], ("plain", "auto", "inductor_proton"))
+    path = tmp_path / "sub" / "auto.json"
+    ao.write_json(str(path), "device: fake", {"rounds": 2}, fake_runs(), rows)
+    doc = json.loads(path.read_text())
+    assert doc["summary"][1]["added_pct"] == pytest.approx(2.0)
+    assert doc["summary"][2]["failure"].startswith("exit 1")
+
+
+def test_spawn_keeps_the_cases_a_failing_child_printed(monkeypatch):
+    args = ao.parse_args(["--models", "gpt,llama", "--scenarios", "train"])
+    done = {"model": "gpt", "scenario": "train", "mode": "plain", "ms_per_step_repeats": [1.0]}
+    script = (
+        f"import sys; print({ao.RESULT_PREFIX!r} + {json.dumps(json.dumps(done))}, flush=True); "
+        "sys.stderr.write('Traceback...\\nRuntimeError: CUDA error: out of memory\\n'); "
+        "sys.exit(1)"
+    )
+    monkeypatch.setattr(ao, "child_command", lambda a, m: [sys.executable, "-c", script])
+    got = {r["model"]: r for r in ao.spawn(args, "plain", timeout_s=60)}
+    assert got["gpt"]["ms_per_step_repeats"] == [1.0] and "error" not in got["gpt"]
+    assert got["llama"]["error"] == "exit 1: RuntimeError: CUDA error: out of memory"
+
+
+def test_spawn_records_a_child_that_hangs(monkeypatch):
+    args = ao.parse_args(["--models", "mlp", "--scenarios", "train"])
+    script = "import time; time.sleep(30)"
+    monkeypatch.setattr(ao, "child_command", lambda a, m: [sys.executable, "-c", script])
+    (res,) = ao.spawn(args, "proton", timeout_s=1)
+    assert res["error"] == "timed out after 1 s" and res["mode"] == "proton"
+
+
+def test_inductor_proton_child_gets_its_environment(tmp_path):
+    env = ao.child_env("inductor_proton", str(tmp_path))
+    assert env["TORCHINDUCTOR_TRITON_PROTON_PROFILING"] == "1"
+    assert env["TORCHINDUCTOR_TRITON_PROTON_OUTPUT_DIR"] == str(tmp_path)
+    assert "TORCHINDUCTOR_TRITON_PROTON_PROFILING" not in ao.child_env("plain", str(tmp_path))
+
+
+def test_command_line():
+    args = ao.parse_args(["--quick"])
+    assert (args.layers, args.rounds, args.d_model) == (2, 1, 512)
+    assert args.models == "gpt,llama,mlp" and args.scenarios == "train,train_graphs"
+    assert args.modes.split(",") == list(ao.MODES)
+    cmd = ao.child_command(ao.parse_args(["--child-timeout-s", "5", *TINY]), "auto_off")
+    assert cmd[2:5] == ["--child", "--mode", "auto_off"] and "--kv-heads" in cmd
+    with pytest.raises(SystemExit, match="unknown mode"):
+        ao.check_args(ao.parse_args(["--modes", "plain,nope"]))
+    with pytest.raises(SystemExit, match="multiple of --kv-heads"):
+        ao.check_args(ao.parse_args(["--heads", "16", "--kv-heads", "3"]))
+
+
+def test_main_on_a_cpu_says_there_is_nothing_to_measure():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.auto_overhead", "--quick"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and "no CUDA GPU visible" in out.stdout
+
+
+@pytest.mark.parametrize("model", ["gpt", "llama"])
+@pytest.mark.parametrize("scenario", ao.SCENARIOS)
+def test_models_step_on_the_cpu(model, scenario):
+    args = ao.parse_args(TINY)
+    step = ao.make_step(model, scenario, args, device="cpu", backend="aot_eager")
+    step()
+    step()
+    ao.fresh_compile_state()
+
+
+def run_python(code: str, **env) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=ROOT, **env)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_mlp_kernel_is_inside_the_compiled_graph():
+    # No GPU to run it on: the graph is captured and the launch of the custom kernel found in it
+    # (outside the interpreter, which the tests' conftest turns on: an interpreted kernel cannot
+    # be traced).
+    code = f"""
+from torch._dynamo.backends.common import aot_autograd
+from benchmarks import auto_overhead as ao
+graphs = []
+def capture(gm, example_inputs):
+    graphs.append(gm.code)
+    raise SystemExit(0)
+backend = aot_autograd(fw_compiler=capture, bw_compiler=capture)
+step = ao.make_step("mlp", "train", ao.parse_args({TINY!r}), device="cpu", backend=backend)
+try:
+    step()
+except BaseException:
+    pass
+print(graphs[0])
+"""
+    out = run_python(code, TRITON_INTERPRET="0")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "triton_kernel_wrapper_functional" in out.stdout
+    assert "'n_elements': 8192" in out.stdout  # batch 2 x seq 16 rows x 4 * 64 columns
+
+
+def test_mlp_kernel_and_its_backward_match_gelu_in_the_interpreter():
+    code = """
+import torch, torch.nn.functional as F
+from benchmarks import auto_overhead as ao
+op = ao.bias_gelu_op()
+ao.BIAS_GELU["kernel"].do_bench = lambda fn, quantiles: [1.0, 1.0, 1.0]  # no GPU to time on
+x = torch.randn(37, 96, requires_grad=True); b = torch.randn(96, requires_grad=True)
+y, ref = op(x, b), F.gelu(x + b, approximate="tanh")
+g = torch.randn_like(y)
+got, want = torch.autograd.grad(y, (x, b), g), torch.autograd.grad(ref, (x, b), g)
+assert (y - ref).abs().max() < 1e-5
+assert all((a - w).abs().max() < 1e-4 for a, w in zip(got, want))
+print("ok")
+"""
+    out = run_python(code, TRITON_INTERPRET="1")
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
