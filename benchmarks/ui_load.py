@@ -49,10 +49,20 @@ def main() -> None:
     )
     ap.add_argument("--timeout", type=float, default=240.0)
     ap.add_argument("--summary", action="store_true", help="export with summary=True")
+    ap.add_argument(
+        "--auto-steps",
+        type=int,
+        nargs="+",
+        default=None,
+        help="instead: auto mode's default trace of a model of 60 launches a step over this "
+        "many steps (benchmarks/captures.py's synthetic_auto_records, 3.6 M programs in all)",
+    )
     args = ap.parse_args()
     why = missing()
     if why:
         sys.exit(f"cannot run: {why}")
+    if args.auto_steps:
+        return auto_default_traces(args.auto_steps, args.timeout)
     print(f"{'records':>10} {'rows':>10} {'MiB':>7} {'open s':>8}")
     with perfetto_ui().PerfettoUI() as ui:
         for n in args.records:
@@ -66,6 +76,47 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 (a timeout or a crashed tab: report, go on)
                 took = f"failed ({type(e).__name__})"
             print(f"{n:>10,} {len(trace):>10,} {len(data) / 2**20:>7.1f} {took}", flush=True)
+
+
+def auto_default_traces(step_counts: list[int], timeout_s: float) -> None:
+    """Open auto mode's default trace (what `sm-profiler run` writes) of runs of 10, 100, 1,000
+    steps: its size and the UI's open time, with the export's own seconds."""
+    import time
+    import warnings
+
+    from benchmarks.captures import synthetic_auto_records
+    from sm_profiler.auto_mode.records import rows_of
+    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.export import timeline
+    from sm_profiler.export.perfetto import to_perfetto_bytes as perfetto_bytes
+
+    print(f"{'steps':>6} {'programs':>10} {'launches':>9} {'MiB':>7} {'export s':>9} {'open s':>8}")
+    with perfetto_ui().PerfettoUI() as ui:
+        for steps in step_counts:
+            launches = 60 * steps
+            recs = synthetic_auto_records(launches, max(3_600_000 // launches, 1), steps=steps)
+            rows = rows_of(recs)
+            session = {"gpu": 0, "sm_count": 132, "device_name": "synthetic"}
+            session["step_tags"] = {str(k): k - 1 for k in range(1, steps + 1)}
+            kernels = [{"name": f"triton_kernel_{k}", "kernel_id": k} for k in range(1, 21)]
+            table = AutoTable._from_rows(rows, rows["kernel"] - 1, kernels, [session], {})
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                tl = timeline(table.decode())
+                data = perfetto_bytes(tl)
+            export_s = time.perf_counter() - t0
+            try:
+                page, secs = ui.open(data, tl.root_name, timeout_s=timeout_s)
+                page.close()
+                took = f"{secs:8.1f}"
+            except Exception as e:  # noqa: BLE001 (a timeout or a crashed tab: report, go on)
+                took = f"failed ({type(e).__name__})"
+            print(
+                f"{steps:>6} {len(recs):>10,} {launches:>9,} {len(data) / 2**20:>7.1f} "
+                f"{export_s:>9.1f} {took}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

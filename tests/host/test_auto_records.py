@@ -113,3 +113,13 @@ def test_a_tag_reaches_the_launch_metadata():
     caps = list(table_of(recs))
     assert [c.metadata.get("tag") for c in caps] == [5, None]
     assert {c.kernel_name for c in caps} == {"triton_poi_fused_add_0"}  # a tag names nothing
+
+
+def test_the_launches_table_of_an_auto_trace_has_its_gpu_rank_step_and_programs():
+    from sm_profiler.tables import columns
+
+    t = columns(decode(table_of(two_kernels(), session={"rank": 3})), "launches")
+    assert t["rank"].tolist() == [3, 3, 3, 3] and t["programs"].tolist() == [4, 4, 4, 4]
+    assert t["gpu"].tolist() == [0] * 4 and t["step"].tolist() == [-1] * 4
+    names, labels = t["kernel"]
+    assert [labels[i] for i in names] == ["triton_poi_fused_add_0"] * 2 + ["gemm"] * 2
