@@ -28,18 +28,13 @@ import numpy as np
 from .. import format as fmt
 from ..errors import CaptureError, ConfigError
 from ..trace import RANGE, KernelInfo, TraceData
-from .records import concat_rows, read_buffer, split_launches
+from .records import ROW_COLUMNS, concat_rows, read_buffer, split_launches
 
 AUTO_FILE_VERSION = 2  # capture_file_version of an auto file (ordinary capture files are 1)
+# Per row: its launch, then the device's columns that vary within a launch.
 ROW_DTYPES = {
     "launch": np.int64,
-    "sm": np.int32,
-    "start_ns": np.int64,
-    "end_ns": np.int64,
-    "x": np.int64,
-    "y": np.int32,
-    "z": np.int32,
-    "warp": np.int32,
+    **{k: ROW_COLUMNS[k] for k in ("sm", "start_ns", "end_ns", "x", "y", "z", "warp")},
 }
 LAUNCH_DTYPES = {
     "gpu": np.int32,

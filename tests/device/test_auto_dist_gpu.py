@@ -25,6 +25,15 @@ pytestmark = [
 ]
 
 
+def _torchrun(port: int, out, run_options: list[str], mode: str, compile_mode: str):
+    """`sm-profiler run` of auto_dist_train.py on 2 GPUs under torchrun."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    cmd += ["--master_port", str(port), "-m", "sm_profiler", "run", *run_options]
+    cmd += ["--out", str(out), "--", os.path.join(SUPPORT, "auto_dist_train.py")]
+    cmd += [mode, compile_mode, str(out)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+
+
 def _cupti_launches(path) -> Counter:
     """(kernel name, grid) -> launches, of the Triton kernels in a torch.profiler trace."""
     doc = json.loads(open(path).read())
@@ -44,31 +53,9 @@ def test_torchrun_every_rank_records_its_launches_and_rank0_merges(tmp_path, mod
     from sm_profiler.capture import load
 
     out = tmp_path / "prof"
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        str(29500 + hash((mode, compile_mode)) % 1000),
-        "-m",
-        "sm_profiler",
-        "run",
-        "--steps",
-        "2-4",
-        "--out",
-        str(out),
-        "--width",
-        "100",
-        "--",
-        os.path.join(SUPPORT, "auto_dist_train.py"),
-        mode,
-        compile_mode,
-        str(out),
-    ]
     out.mkdir()
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    port = 29500 + hash((mode, compile_mode)) % 1000
+    r = _torchrun(port, out, ["--steps", "2-4", "--width", "100"], mode, compile_mode)
     print(r.stdout[-4000:])
     assert r.returncode == 0, r.stderr[-4000:]
     assert "merged 2 of 2 ranks" in r.stdout
@@ -102,30 +89,7 @@ def test_torchrun_every_rank_records_its_launches_and_rank0_merges(tmp_path, mod
 def test_ranks_option_profiles_some_ranks_only(tmp_path):
     out = tmp_path / "prof"
     out.mkdir()
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        "29801",
-        "-m",
-        "sm_profiler",
-        "run",
-        "--ranks",
-        "1",
-        "--steps",
-        "2-4",
-        "--out",
-        str(out),
-        "--",
-        os.path.join(SUPPORT, "auto_dist_train.py"),
-        "ddp",
-        "default",
-        str(out),
-    ]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=400)
+    r = _torchrun(29801, out, ["--ranks", "1", "--steps", "2-4"], "ddp", "default")
     assert r.returncode == 0, r.stderr[-4000:]
     names = sorted(p.name for p in out.iterdir() if p.name.startswith("auto"))
     assert names == [
