@@ -27,6 +27,7 @@ import numpy as np
 
 from .errors import ConfigError
 from .format import MAX_EVENT_ID
+from .stats_table import format_time
 from .summary import SUMMARY_BINS, active_ranges, drop_repeats
 from .trace import RANGE, UNMATCHED_BEGIN, TraceData, is_auto, kernel_names
 
@@ -349,7 +350,7 @@ def _build_budgeted(trace: TraceData) -> Timeline:
         keep["ln"] &= trace.lanes["anchor_ns"] <= cut
         first_cap = int(np.argmax(detail))
         focus = (int(lo[first_cap]), int(min(hi[first_cap], ev["end_ns"][keep["ev"]].max())))
-        label += f" (programs starting in its first {format_ns(cut - int(lo[first_cap]))})"
+        label += f" (programs starting in its first {format_time(cut - int(lo[first_cap]))})"
     sub = _renumber_lanes(
         replace(
             trace,
@@ -399,13 +400,6 @@ def _build_budgeted(trace: TraceData) -> Timeline:
         "summary=False (--no-summary)"
     )
     return tl
-
-
-def format_ns(ns: int) -> str:
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns} ns"
 
 
 def _renumber_lanes(t: TraceData) -> TraceData:

@@ -584,8 +584,4 @@ def _jsonable(v):
     return v
 
 
-def is_auto_meta(meta) -> bool:
-    return isinstance(meta, dict) and meta.get("kind") == "auto"
-
-
 __all__ = ["AutoTable", "LaunchList", "AUTO_FILE_VERSION"]
