@@ -464,6 +464,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _info_auto(path: str, table, out) -> int:
     """`info` of an auto-mode file: its launches, kernels and each GPU's counts."""
+    from .auto_mode.table import session_count
     from .stats_table import format_time
 
     c = table.counts()
@@ -486,7 +487,7 @@ def _info_auto(path: str, table, out) -> int:
         n = int((L["session"] == i).sum())
         out.write(
             f"  GPU buffer {i}: {where}; {_plural(n, 'launch', 'launches')}, "
-            f"{_int(sess.get('kept')):,} of {_int(sess.get('claimed')):,} records kept\n"
+            f"{session_count(sess.get('kept')):,} of {session_count(sess.get('claimed')):,} records kept\n"
         )
     steps = np.unique(L["step"][L["step"] >= 0]) if table.num_launches else []
     if len(steps):
@@ -500,10 +501,6 @@ def _info_auto(path: str, table, out) -> int:
     if len(names) > 20:
         out.write(f"    ... {len(names) - 20} more\n")
     return 0
-
-
-def _int(v) -> int:
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:

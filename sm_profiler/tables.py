@@ -75,7 +75,7 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
                 "start_ns": k_lo,
                 "end_ns": k_hi,
                 "gpu": L["gpu"],
-                "rank": np.array([_rank(s) for s in auto.sessions] or [0], np.int32)[L["session"]],
+                "rank": auto.ranks()[L["session"]].astype(np.int32),
                 "step": L["step"],
                 "programs": L["rows"],
             }
@@ -99,11 +99,6 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
             "time_ns": um["time_ns"],
         }
     raise ConfigError(f"no table {table!r}; tables: {', '.join(TABLES)}")
-
-
-def _rank(session: dict) -> int:
-    r = session.get("rank") if isinstance(session, dict) else None
-    return r if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31 else 0
 
 
 def _names(trace: TraceData, ids: np.ndarray):

@@ -22,6 +22,8 @@ from ..stats import union_length
 from ..stats_table import fit_table, format_time, printable, wrap
 from ..trace import RANGE, TraceData, kernel_names
 from ..trace import is_auto as _is_auto
+from .records import _dense
+from .table import session_count
 
 
 @dataclass
@@ -62,7 +64,7 @@ def launch_table(trace: TraceData, sm_count: int | None = None) -> dict[str, np.
     cap = ev["capture"][rng].astype(np.int64)
     blk = ev["block"][rng].astype(np.int64)
     # One interval per program: its warps merged.
-    prog = _dense2(cap, blk)
+    prog = _dense((blk, cap))
     n_prog = int(prog.max()) + 1 if len(prog) else 0
     o = np.argsort(prog, kind="stable")
     cuts = np.flatnonzero(np.r_[True, prog[o][1:] != prog[o][:-1]])
@@ -186,16 +188,6 @@ def kernel_reports(launches) -> list[KernelReport]:
     return out
 
 
-def _dense2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if len(a) == 0:
-        return np.zeros(0, np.int64)
-    o = np.lexsort((b, a))
-    new = np.r_[True, (a[o][1:] != a[o][:-1]) | (b[o][1:] != b[o][:-1])]
-    out = np.empty(len(a), np.int64)
-    out[o] = np.cumsum(new) - 1
-    return out
-
-
 def _peak_per_group(group, start, end, n_groups: int) -> np.ndarray:
     """Most intervals open at once in each group (an end and a start at one time do not
     overlap): +1 / -1 steps sorted by (group, time, ends first), one cumulative sum (each group
@@ -246,7 +238,7 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
         width,
     )
     counts = {
-        k: sum(_count0(s.get(k)) for s in sessions)
+        k: sum(session_count(s.get(k)) for s in sessions)
         for k in ("claimed", "kept", "dropped", "capacity")
     }
     if counts["dropped"]:
@@ -479,13 +471,6 @@ def _where(sessions: list[dict]) -> str:
     ranks = {s.get("rank") for s in sessions if isinstance(s.get("rank"), int)}
     of = f" of {len(ranks)} ranks" if len(ranks) > 1 else ""
     return f"{len(sessions)} GPUs{of}: " + ", ".join(uniq)
-
-
-def _count0(v) -> int:
-    """A non-negative int count from metadata, or 0."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        return 0
-    return max(int(v), 0)
 
 
 def is_auto(trace: TraceData) -> bool:

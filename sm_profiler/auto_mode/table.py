@@ -234,7 +234,7 @@ class AutoTable:
 
     def counts(self) -> dict:
         """Claimed, kept, dropped, unwritten records and capacity, summed over the sessions."""
-        return {k: sum(_count(s.get(k)) for s in self.sessions) for k in SESSION_COUNTS}
+        return {k: sum(session_count(s.get(k)) for s in self.sessions) for k in SESSION_COUNTS}
 
     def kernel_names(self) -> list[str]:
         """Each kernel's name, as CUPTI and Inductor name it (kernels of one name, compiled
@@ -499,7 +499,7 @@ class LaunchList(Sequence):
         return list(self) + list(other)
 
 
-def _count(v) -> int:
+def session_count(v) -> int:
     """A non-negative count from a session's metadata (a file may hold anything), else 0."""
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         return 0
