@@ -1,4 +1,4 @@
-"""Step time that auto mode adds to three torch.compile'd models, recording and switched off,
+"""Step time that auto mode adds to four torch.compile'd models, recording and switched off,
 side by side with torch.profiler, Proton and Inductor's own Proton path, in one run on one GPU.
 
 Models (`--models`; `--layers`, `--d-model`, `--heads`, `--batch`, `--seq` apply to each), bf16:
@@ -9,6 +9,10 @@ Models (`--models`; `--layers`, `--d-model`, `--heads`, `--batch`, `--seq` apply
          attention (`--heads` query heads, `--kv-heads` key/value heads, k and v repeated with
          repeat_interleave, then causal SDPA), a SwiGLU MLP of hidden 11/4 d (2816 at d=1024),
          no biases
+  moe    a mixture-of-experts stack: LayerNorm, a top-1 router over 8 experts with a fixed
+         capacity each (1.25 x tokens / experts, the rest dropped), the tokens scattered into the
+         experts' slots, two batched matmuls (hidden 2 d) with GELU, gathered back and gated; the
+         routing (softmax, argmax, cumsum, scatter, gather, atomics in backward) is Triton
   mlp    a 2-layer MLP (d -> 4d -> d) over batch x seq rows whose activation is a hand-written
          `@triton.autotune`d `@triton.jit` kernel (bias + GELU, tanh form, 3 configs keyed on the
          size), trained with torch.optim.AdamW. The kernel is a torch.library.triton_op (its
@@ -39,7 +43,9 @@ cleared); compile time dominates a process, so there are no more processes than 
                    kernels; ring=True keeps the newest records). One more step, tagged, after the
                    timed ones: from `prof.table()`, its launches (tag == ONE_STEP_TAG) give the
                    records and distinct kernels of one step; `table.counts()` the claimed /
-                   dropped counts
+                   dropped counts. Then, in the same process and binary, `--repeats` repeats
+                   with recording switched off and on, alternating (time_on_off): the
+                   recording's own cost, apart from the binary's and each process's compile
   auto_off         the same region, on all along (every kernel compiled in it is instrumented),
                    with a schedule that records no step (sm_profiler.schedule(skip_first=10**9))
                    and `prof.step()` after each step: the cost of auto mode's off steps
@@ -92,7 +98,7 @@ import sys
 import tempfile
 import time
 
-MODELS = ("gpt", "llama", "mlp")
+MODELS = ("gpt", "llama", "moe", "mlp")
 SCENARIOS = ("train", "train_graphs", "infer")
 DEFAULT_SCENARIOS = ("train", "train_graphs")
 MODES = ("plain", "auto", "auto_off", "torch_profiler", "proton", "inductor_proton")
@@ -102,7 +108,8 @@ RESULT_PREFIX = "AUTO_OVERHEAD_RESULT "  # the child's one line of JSON per case
 # records can be picked out of the ring (0 is "no tag").
 ONE_STEP_TAG = 2
 AUTO_CAPACITY_RECORDS = 2**22
-AUTO_OFF_SKIP_STEPS = 10**9  # auto_off's schedule: no step is ever recorded
+AUTO_OFF_SKIP_STEPS = 10**9
+MOE_EXPERTS = 8  # auto_off's schedule: no step is ever recorded
 # What the inductor_proton child's environment gets before torch is imported.
 INDUCTOR_PROTON_ENV = {
     "TORCHINDUCTOR_TRITON_PROTON_PROFILING": "1",
@@ -240,6 +247,46 @@ def build_llama(args, device="cuda"):
     return stack, _MeanSquareLoss(stack), x
 
 
+def build_moe(args, device="cuda"):
+    """(the stack, the loss module, the input) of a mixture-of-experts stack: per layer, LayerNorm,
+    a top-1 router over MOE_EXPERTS experts with a fixed capacity per expert (1.25 x tokens /
+    experts; tokens past it are dropped, as in Switch Transformer), the tokens scattered into the
+    experts' slots, two batched matmuls with GELU between (hidden 2 d), gathered back, scaled by
+    the gate and added to the residual. Static shapes throughout, so Inductor compiles the
+    routing (softmax, argmax, cumsum, scatter, gather and their backward's atomics) as Triton."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    d, n_exp = args.d_model, MOE_EXPERTS
+    tokens = args.batch * args.seq
+    cap = max(1, (5 * tokens) // (4 * n_exp))
+
+    class MoE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.router = nn.Linear(d, n_exp, bias=False)
+            self.w_in = nn.Parameter(torch.randn(n_exp, d, 2 * d) * d**-0.5)
+            self.w_out = nn.Parameter(torch.randn(n_exp, 2 * d, d) * (2 * d) ** -0.5)
+
+        def forward(self, x):
+            h = self.norm(x)
+            gate, expert = self.router(h).float().softmax(-1).max(-1)
+            # each token's place in its expert's queue; past the capacity: slot n_exp * cap
+            pos = (F.one_hot(expert, n_exp).cumsum(0) - 1).gather(1, expert[:, None])[:, 0]
+            slot = torch.where(pos < cap, expert * cap + pos, n_exp * cap)
+            slots = h.new_zeros(n_exp * cap + 1, d).index_add(0, slot, h)
+            y = torch.bmm(F.gelu(torch.bmm(slots[:-1].view(n_exp, cap, d), self.w_in)), self.w_out)
+            y = torch.cat([y.reshape(n_exp * cap, d), y.new_zeros(1, d)])[slot]
+            return x + y * gate[:, None].to(y.dtype)
+
+    stack = _Stack([MoE() for _ in range(args.layers)], nn.LayerNorm(d))
+    stack = stack.to(device=device, dtype=torch.bfloat16)
+    x = torch.randn(tokens, d, device=device, dtype=torch.bfloat16)
+    return stack, _MeanSquareLoss(stack), x
+
+
 def build_mlp(args, device="cuda"):
     """(the parameters' module, the loss module, the input) of the 2-layer MLP whose activation
     is the autotuned Triton kernel (bias_gelu_op)."""
@@ -264,7 +311,7 @@ def build_mlp(args, device="cuda"):
     return mlp, _MeanSquareLoss(mlp), x
 
 
-BUILDERS = {"gpt": build_gpt, "llama": build_llama, "mlp": build_mlp}
+BUILDERS = {"gpt": build_gpt, "llama": build_llama, "moe": build_moe, "mlp": build_mlp}
 
 
 def _Stack(blocks, final_norm):
@@ -334,7 +381,8 @@ def bias_gelu_op():
         u = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
         u += tl.load(bias_ptr + offs % n_cols, mask=mask).to(tl.float32)
         # GELU, tanh form: 0.5 u (1 + tanh(z)) is u * sigmoid(2 z), z = c (u + a u^3).
-        y = u * tl.sigmoid(2.0 * GELU_C * (u + GELU_A * u * u * u))
+        # (GELU_C and GELU_A as literals: a @triton.jit function may read no plain global)
+        y = u * tl.sigmoid(2.0 * 0.7978845608028654 * (u + 0.044715 * u * u * u))
         tl.store(out_ptr + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
 
     def bias_gelu(x, bias):
@@ -465,6 +513,22 @@ def time_steps(step, steps: int, repeats: int) -> list[float]:
     return out
 
 
+def time_on_off(step, steps: int, repeats: int) -> dict:
+    """The same binary in the same process with recording switched off and on, `repeats` times
+    each, alternating: what the recording itself costs, apart from the instrumented binary and
+    from each process's own compile (ms/step of each repeat; added = median on / median off)."""
+    from sm_profiler.auto_mode import binding
+
+    on, off = [], []
+    for _ in range(repeats):
+        binding.set_recording(False)
+        off += time_steps(step, steps, 1)
+        binding.set_recording(True)
+        on += time_steps(step, steps, 1)
+    added = 100.0 * (statistics.median(on) / statistics.median(off) - 1.0)
+    return {"on_ms": on, "off_ms": off, "added_pct": added}
+
+
 # -- one mode, in its own process ---------------------------------------------------------------
 
 
@@ -555,6 +619,7 @@ def run_case(model: str, scenario: str, args) -> dict:
             # Compiles inside the region: Inductor's kernels come out instrumented.
             timed(step, after=prof.step if mode == "auto_off" else None)
             if mode == "auto":
+                res["on_off"] = time_on_off(step, res["steps"], args.repeats)
                 # One more step, tagged, after the timed ones (the tag's header write stays out
                 # of the timing); the ring keeps the newest records, so all of its records stay.
                 prof.set_tag(ONE_STEP_TAG)
@@ -797,6 +862,8 @@ def summarize(runs: list[dict], models, scenarios, modes) -> list[dict]:
                                 "claimed",
                             )
                         }
+                    if mode == "auto" and all("on_off" in r for r in ok):
+                        row["on_off_pct"] = [r["on_off"]["added_pct"] for r in ok]
                     if mode == "proton":
                         row["proton_hook"] = ok[-1]["proton"].get("hook")
                     if mode == "inductor_proton":
@@ -849,6 +916,12 @@ def format_table(rows: list[dict], header: str) -> list[str]:
             notes.append(
                 f"{a['records_per_step']:,} rec/step, {a['kernels_per_step']} kernels/step, "
                 f"dropped {a['dropped']:,} of {a['claimed']:,} (ring)"
+            )
+        if "on_off_pct" in r:
+            got = r["on_off_pct"]
+            notes.append(
+                f"recording on vs off in one process {statistics.median(got):+.2f}% "
+                f"({min(got):+.1f}..{max(got):+.1f})"
             )
         if "auto_off" in r:
             a = r["auto_off"]
@@ -975,7 +1048,7 @@ def write_json(path: str, env_line: str, config: dict, runs: list[dict], rows: l
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default=",".join(MODELS), help="gpt,llama,mlp")
+    ap.add_argument("--models", default=",".join(MODELS), help=",".join(MODELS))
     ap.add_argument(
         "--scenarios", default=",".join(DEFAULT_SCENARIOS), help="train,train_graphs,infer"
     )

@@ -487,11 +487,18 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 # claims a record with one atomic add on its SM's counter and, before each `ret`, stamps its end
 # and writes the 32-byte record (format.py, "auto mode"). The claim's result and the header's
 # control word are first used at the end, so their latency hides behind the program's own work.
-# Registers are named %smpa_* so they cannot meet the kernel's own.
+# Every other thread, and every thread while recording is off, branches past both halves: it
+# runs five instructions at the start and one at each `ret` (the instrumented binary must cost
+# next to nothing on steps outside a schedule). Across the kernel's body the record holds seven
+# registers and a predicate: the buffer, the claim and the control word (64 bits each) and the
+# start's low 32 bits (its high half is the end's, less a borrow: a program lasts < 2^32 ns, as
+# the record's 32-bit end already assumes). Registers are named %smpa_* so they cannot meet the
+# kernel's own; labels $SMPA_* likewise.
 AUTO_SYMBOL = "sm_profiler_auto"
 _AW = fmt.WORD_BYTES
 _AUTO_REC0 = fmt.AUTO_RECORDS_WORD * _AW  # byte offset of record 0
 _AUTO_COUNTER_BYTES = fmt.AUTO_COUNTER_WORDS * _AW
+_AUTO_STARTED = "$SMPA_STARTED"
 
 
 def auto_module_global() -> str:
@@ -500,46 +507,53 @@ def auto_module_global() -> str:
 
 
 def auto_declarations() -> str:
-    return ".reg .pred %smpa_p<4>;\n\t.reg .b32 %smpa_r<14>;\n\t.reg .b64 %smpa_d<11>;\n\t"
+    return ".reg .pred %smpa_p<4>;\n\t.reg .b32 %smpa_r<15>;\n\t.reg .b64 %smpa_d<11>;\n\t"
 
 
-def _auto_region(smid: str) -> str:
-    # r11 = min(smid, regions - 1): this SM's region (regions - 1 is the constant's high half)
+def _auto_region() -> str:
+    # r11 = min(%smid, regions - 1): this SM's region (regions - 1 is the constant's high half,
+    # read again here rather than held across the kernel's body)
     return (
+        f"ld.const.u64 %smpa_d1, [{AUTO_SYMBOL}+8];\n\t"
         f"shr.u64 %smpa_d10, %smpa_d1, {fmt.AUTO_REGIONS_SHIFT};\n\t"
         "cvt.u32.u64 %smpa_r12, %smpa_d10;\n\t"
-        f"min.u32 %smpa_r11, {smid}, %smpa_r12;\n\t"
+        "mov.u32 %smpa_r4, %smid;\n\t"
+        "min.u32 %smpa_r11, %smpa_r4, %smpa_r12;\n\t"
     )
 
 
 def auto_prologue(per_warp: bool) -> str:
     # who = per warp: lane 0 of each warp; per program: thread 0
-    # (buf, kid | regions - 1 << 32) = AUTO_SYMBOL; on = who && buf != 0
-    # if on: start = %globaltimer; n = atom.add(buf.counter[min(smid, regions - 1)], 1);
-    #        ctl = buf.a2
+    # buf = who ? AUTO_SYMBOL[0] : 0; on = buf != 0; if !on: skip
+    # start = %globaltimer.lo32; n = atom.add(buf.counter[min(smid, regions - 1)], 1);
+    # ctl = buf.a2
     who = "and.b32 %smpa_r0, %smpa_r0, 31;\n\t" if per_warp else ""
     return (
         "// sm_profiler auto: start\n\t"
         "mov.u32 %smpa_r0, %tid.x;\n\t" + who + "setp.eq.u32 %smpa_p0, %smpa_r0, 0;\n\t"
-        "mov.u64 %smpa_d0, 0;\n\tmov.u64 %smpa_d1, 0;\n\t"
-        f"@%smpa_p0 ld.const.v2.u64 {{%smpa_d0, %smpa_d1}}, [{AUTO_SYMBOL}];\n\t"
+        "mov.u64 %smpa_d0, 0;\n\t"
+        f"@%smpa_p0 ld.const.u64 %smpa_d0, [{AUTO_SYMBOL}];\n\t"
         "setp.ne.u64 %smpa_p1, %smpa_d0, 0;\n\t"
-        "@%smpa_p1 mov.u64 %smpa_d2, %globaltimer;\n\t"
-        "mov.u32 %smpa_r4, %smid;\n\t"
-        + _auto_region("%smpa_r4")
+        f"@!%smpa_p1 bra {_AUTO_STARTED};\n\t"
+        "mov.u64 %smpa_d2, %globaltimer;\n\t"
+        "cvt.u32.u64 %smpa_r1, %smpa_d2;\n\t"
+        + _auto_region()
         + f"mul.wide.u32 %smpa_d10, %smpa_r11, {_AUTO_COUNTER_BYTES};\n\t"
         "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
-        f"@%smpa_p1 atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n\t"
-        f"@%smpa_p1 ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n\t"
+        f"atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n\t"
+        f"ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n"
+        f"{_AUTO_STARTED}:\n\t"
     )
 
 
-def auto_epilogue(per_warp: bool) -> str:
-    # if on: end = %globaltimer; last = ctl.lo32; ring = ctl & RING
-    #        slot = ring ? n & last : n; keep = ring || n <= last
-    #        if keep: record[region * (last + 1) + slot] = {start, end.lo32,
+def auto_epilogue(per_warp: bool, index: int) -> str:
+    # The text before the entry's `index`-th `ret` (labels must be unique in the entry).
+    # if !on: skip; end = %globaltimer; last = ctl.lo32; ring = ctl & RING
+    # slot = ring ? n & last : n; keep = ring || n <= last
+    # if keep: record[region * (last + 1) + slot] = {start, end.lo32,
     #        %smid | ctl.step << 16, %gridid.lo32, kid | warp << 16 | flags | tag << 24,
     #        ctaid.x, ctaid.y | ctaid.z << 16}
+    done = f"$SMPA_DONE_{index}"
     warp = (
         (
             "mov.u32 %smpa_r10, %tid.x;\n\tshr.u32 %smpa_r10, %smpa_r10, 5;\n\t"
@@ -551,7 +565,13 @@ def auto_epilogue(per_warp: bool) -> str:
     )
     return (
         "// sm_profiler auto: end\n\t"
-        "@%smpa_p1 mov.u64 %smpa_d5, %globaltimer;\n\t"
+        f"@!%smpa_p1 bra {done};\n\t"
+        "mov.u64 %smpa_d5, %globaltimer;\n\t"
+        # start's high half: the end's, less one where the low half wrapped in between
+        "mov.b64 {%smpa_r3, %smpa_r2}, %smpa_d5;\n\t"
+        "setp.gt.u32 %smpa_p3, %smpa_r1, %smpa_r3;\n\t"
+        "selp.u32 %smpa_r14, 1, 0, %smpa_p3;\n\t"
+        "sub.u32 %smpa_r2, %smpa_r2, %smpa_r14;\n\t"
         f"and.b64 %smpa_d6, %smpa_d4, {fmt.AUTO_SIZE_MASK};\n\t"
         f"and.b64 %smpa_d8, %smpa_d4, {fmt.AUTO_RING};\n\t"
         "setp.ne.u64 %smpa_p3, %smpa_d8, 0;\n\t"
@@ -559,15 +579,11 @@ def auto_epilogue(per_warp: bool) -> str:
         "selp.b64 %smpa_d7, %smpa_d7, %smpa_d3, %smpa_p3;\n\t"
         "setp.le.u64 %smpa_p2, %smpa_d3, %smpa_d6;\n\t"
         "or.pred %smpa_p2, %smpa_p2, %smpa_p3;\n\t"
-        "and.pred %smpa_p2, %smpa_p2, %smpa_p1;\n\t"
         # record index = region * size + slot
-        "mov.u32 %smpa_r4, %smid;\n\t"
-        + _auto_region("%smpa_r4")
+        + _auto_region()
         + "add.u64 %smpa_d9, %smpa_d6, 1;\n\tcvt.u64.u32 %smpa_d10, %smpa_r11;\n\t"
         "mad.lo.u64 %smpa_d7, %smpa_d9, %smpa_d10, %smpa_d7;\n\t"
         "shl.b64 %smpa_d7, %smpa_d7, 5;\n\tadd.u64 %smpa_d7, %smpa_d7, %smpa_d0;\n\t"
-        "mov.b64 {%smpa_r1, %smpa_r2}, %smpa_d2;\n\t"
-        "cvt.u32.u64 %smpa_r3, %smpa_d5;\n\t"
         f"shr.u64 %smpa_d8, %smpa_d4, {fmt.AUTO_STEP_SHIFT};\n\tcvt.u32.u64 %smpa_r13, %smpa_d8;\n\t"
         "shl.b32 %smpa_r13, %smpa_r13, 16;\n\tor.b32 %smpa_r4, %smpa_r4, %smpa_r13;\n\t"
         "mov.u64 %smpa_d9, %gridid;\n\tcvt.u32.u64 %smpa_r5, %smpa_d9;\n\t"
@@ -581,5 +597,6 @@ def auto_epilogue(per_warp: bool) -> str:
         f"@%smpa_p2 st.global.v4.b32 [%smpa_d7+{_AUTO_REC0}], "
         "{%smpa_r1, %smpa_r2, %smpa_r3, %smpa_r4};\n\t"
         f"@%smpa_p2 st.global.v4.b32 [%smpa_d7+{_AUTO_REC0 + 16}], "
-        "{%smpa_r5, %smpa_r7, %smpa_r8, %smpa_r9};\n\t"
+        "{%smpa_r5, %smpa_r7, %smpa_r8, %smpa_r9};\n"
+        f"{done}:\n\t"
     )

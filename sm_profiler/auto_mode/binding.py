@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from .. import format as fmt
 from .. import ptx
+from . import registers
 from .rewrite import LEVELS, RewriteError, instrument
 
 __all__ = ["LEVELS", "install", "turn_on", "turn_off", "rebind", "pause", "resume"]
@@ -34,7 +35,7 @@ __all__ = ["LEVELS", "install", "turn_on", "turn_off", "rebind", "pause", "resum
 MODE_PREFIX = "sm_profiler-auto"
 # Bump when the spliced text or the record changes: cached binaries of another version are then
 # compiled anew, never reused.
-REWRITE_VERSION = 3
+REWRITE_VERSION = 4
 
 
 def mode_name(level: str) -> str:
@@ -197,11 +198,14 @@ def _stages_hook(*args):
     if level is None or "ptx" not in stages:
         return
     make_ptx = stages["ptx"]
+    plain = {}  # this compile's PTX before the rewrite, for the cubin stage
 
     def ptx_stage(src, metadata):
         text = make_ptx(src, metadata)
         try:
-            return instrument(text, level)
+            out = instrument(text, level)
+            plain["ptx"] = text
+            return out
         except RewriteError as e:
             name = metadata.get("name", "kernel") if isinstance(metadata, dict) else "kernel"
             STATE.skipped[name] = str(e)
@@ -213,6 +217,16 @@ def _stages_hook(*args):
             return text
 
     stages["ptx"] = ptx_stage
+    make_cubin = stages.get("cubin")
+    if make_cubin is None:
+        return
+
+    def cubin_stage(src, metadata):
+        if "ptx" not in plain:  # left uninstrumented
+            return make_cubin(src, metadata)
+        return registers.keep_occupancy(src, plain["ptx"], lambda ptx: make_cubin(ptx, metadata))
+
+    stages["cubin"] = cubin_stage
 
 
 def _wrap_parse_options(original):

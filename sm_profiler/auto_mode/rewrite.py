@@ -53,7 +53,7 @@ def instrument(text: str, level: str = "program") -> str:
             if r:
                 rets += 1
                 indent, _, negated, pred = r.group(1), r.group(2), r.group(3), r.group(4)
-                epilogue = "\t" + ptx.auto_epilogue(per_warp) + "\n"
+                epilogue = "\t" + ptx.auto_epilogue(per_warp, rets - 1) + "\n"
                 if pred:
                     label = f"$SMPA_SKIP_{skip}"
                     skip += 1

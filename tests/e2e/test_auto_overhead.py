@@ -120,7 +120,7 @@ def test_inductor_proton_child_gets_its_environment(tmp_path):
 def test_command_line():
     args = ao.parse_args(["--quick"])
     assert (args.layers, args.rounds, args.d_model) == (2, 1, 512)
-    assert args.models == "gpt,llama,mlp" and args.scenarios == "train,train_graphs"
+    assert args.models == "gpt,llama,moe,mlp" and args.scenarios == "train,train_graphs"
     assert args.modes.split(",") == list(ao.MODES)
     cmd = ao.child_command(ao.parse_args(["--child-timeout-s", "5", *TINY]), "auto_off")
     assert cmd[2:5] == ["--child", "--mode", "auto_off"] and "--kv-heads" in cmd
@@ -203,3 +203,32 @@ print("ok")
 """
     out = run_python(code, TRITON_INTERPRET="1")
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_moe_routes_each_token_to_one_expert_and_drops_past_capacity():
+    import torch
+
+    args = ao.parse_args(TINY)
+    stack, loss, x = ao.build_moe(args, device="cpu")
+    stack.float()
+    layer, x = stack.blocks[0], x.float()
+    tokens = args.batch * args.seq
+    cap = (5 * tokens) // (4 * ao.MOE_EXPERTS)
+    # Every token to expert 0: its first `cap` tokens get the expert's output, the rest only the
+    # residual (dropped, as Switch Transformer drops past the capacity).
+    with torch.no_grad():
+        layer.norm.weight.zero_()  # the router sees all ones
+        layer.norm.bias.fill_(1.0)
+        layer.router.weight.zero_()
+        layer.router.weight[0] = 1.0
+        out = layer(x)
+    moved = (out - x).abs().amax(-1) > 0
+    assert moved[:cap].all() and not moved[cap:].any()
+    loss(x).backward()
+    assert all(p.grad is not None for p in stack.parameters())
+
+
+def test_moe_steps_compiled():
+    step = ao.make_step("moe", "train", ao.parse_args(TINY), device="cpu", backend="aot_eager")
+    step()
+    step()

@@ -18,7 +18,7 @@ import auto_kernels as K  # noqa: E402
 from triton_compile_probe import sass  # noqa: E402
 
 from sm_profiler import ptx  # noqa: E402
-from sm_profiler.auto_mode import binding  # noqa: E402
+from sm_profiler.auto_mode import binding, registers  # noqa: E402
 
 
 def compile_(fn, sig, consts, opts, arch, cache_dir):
@@ -68,11 +68,18 @@ def inductor_kernels(root: str) -> dict:
             }
             opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
             r = out[f] = {"name": kern.fn.__name__}
+            plain = compile_(kern.fn, sig, consts, opts, 90, os.path.join(root, "i90plain"))
             binding.turn_on("program")
             try:
                 for arch in (90, 100):
                     k = compile_(kern.fn, sig, consts, opts, arch, os.path.join(root, f"i{arch}"))
                     r[f"ok_{arch}"] = ptx.AUTO_SYMBOL in k.asm["ptx"] and len(k.asm["cubin"]) > 0
+                    if arch == 90:  # occupancy, plain and instrumented (auto_mode/registers.py)
+                        threads = registers.threads_of(k.asm["ptx"])
+                        r["blocks"] = [
+                            registers.blocks_per_sm(registers.usage(c.asm["cubin"])[0], threads)
+                            for c in (plain, k)
+                        ]
             finally:
                 binding.turn_off()
         except Exception as e:  # reported, and the test says which file
