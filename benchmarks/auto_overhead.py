@@ -117,6 +117,7 @@ INDUCTOR_PROTON_ENV = {
 }
 # The settings a child is given (the parent's command line, passed on).
 CHILD_OPTIONS = (
+    "kernel_steps",
     "models",
     "scenarios",
     "steps",
@@ -513,6 +514,71 @@ def time_steps(step, steps: int, repeats: int) -> list[float]:
     return out
 
 
+def kernel_times(step, steps: int) -> dict[str, float]:
+    """µs of GPU time per step of each kernel (by name), over `steps` steps under
+    torch.profiler (CUDA activity only): where a mode's added time goes, kernel by kernel."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    out: dict[str, float] = {}
+    for e in p.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.device_time > 0:
+            out[e.name] = out.get(e.name, 0.0) + e.device_time / steps
+    return out
+
+
+def kernel_added(runs: list[dict], model: str, scenario: str, mode: str, top: int = 8):
+    """The kernels whose GPU time `mode` adds most over plain (µs a step, means over rounds),
+    with the totals over the kernels auto mode instruments (triton_*) and over the rest."""
+    case = [r for r in ok_runs(runs) if r["model"] == model and r["scenario"] == scenario]
+
+    def mean_us(m):
+        got = [r["kernel_us"] for r in case if r["mode"] == m and r.get("kernel_us")]
+        if not got:
+            return None
+        names = set().union(*got)
+        return {n: statistics.mean(g.get(n, 0.0) for g in got) for n in names}
+
+    plain, other = mean_us("plain"), mean_us(mode)
+    if plain is None or other is None:
+        return None
+    names = set(plain) | set(other)
+    diff = {n: other.get(n, 0.0) - plain.get(n, 0.0) for n in names}
+    triton = {n for n in names if n.startswith("triton_")}
+    return {
+        "plain_triton_us": sum(plain.get(n, 0.0) for n in triton),
+        "plain_us": sum(plain.values()),
+        "added_triton_us": sum(diff[n] for n in triton),
+        "added_other_us": sum(v for n, v in diff.items() if n not in triton),
+        "top": sorted(((n, plain.get(n, 0.0), d) for n, d in diff.items()), key=lambda t: -t[2])[
+            :top
+        ],
+    }
+
+
+def format_kernel_added(runs: list[dict], models, scenarios, modes) -> list[str]:
+    out = []
+    for model in models:
+        for sc in scenarios:
+            for mode in modes:
+                k = kernel_added(runs, model, sc, mode) if mode != "plain" else None
+                if k is None:
+                    continue
+                out.append(
+                    f"{model} {sc} {mode}: kernels' GPU time a step, added over plain: Triton "
+                    f"{k['added_triton_us']:+.1f} us of {k['plain_triton_us']:.1f}, others "
+                    f"{k['added_other_us']:+.1f} us (all kernels {k['plain_us']:.1f} us)"
+                )
+                for name, base, d in k["top"]:
+                    out.append(f"    {d:+8.2f} us  of {base:8.2f}  {name[:90]}")
+    return out
+
+
 def time_on_off(step, steps: int, repeats: int) -> dict:
     """The same binary in the same process with recording switched off and on, `repeats` times
     each, alternating: what the recording itself costs, apart from the instrumented binary and
@@ -598,6 +664,8 @@ def run_case(model: str, scenario: str, args) -> dict:
 
     def measure(run):
         res["ms_per_step_repeats"] = time_steps(run, res["steps"], args.repeats)
+        if args.kernel_steps and mode in ("plain", "auto", "auto_off"):
+            res["kernel_us"] = kernel_times(run, args.kernel_steps)
 
     def timed(step, after=None):
         """prepare + measure; `after` runs after each step (prof.step())."""
@@ -1019,6 +1087,8 @@ def run_parent(args) -> int:
         write_json(args.json, env_line, config, runs, rows)
     print()
     print_table(rows, env_line or "device: (no run succeeded)")
+    if args.kernel_steps:
+        print("\n".join(format_kernel_added(runs, models, scenarios, modes)))
     print(f"total {time.perf_counter() - t_start:.0f} s")
     return 0
 
@@ -1083,6 +1153,14 @@ def parse_args(argv=None):
         type=float,
         default=600.0,
         help="a mode's process (all its cases) is stopped after this many seconds",
+    )
+    ap.add_argument(
+        "--kernel-steps",
+        dest="kernel_steps",
+        type=int,
+        default=0,
+        help="after timing, this many steps under torch.profiler: each kernel's GPU time per "
+        "step, and the kernels whose time the mode adds most (kernel_times)",
     )
     ap.add_argument("--json", default=None, help="write the results here (JSON)")
     ap.add_argument(

@@ -232,3 +232,26 @@ def test_moe_steps_compiled():
     step = ao.make_step("moe", "train", ao.parse_args(TINY), device="cpu", backend="aot_eager")
     step()
     step()
+
+
+def test_kernel_added_names_the_kernels_a_mode_slows():
+    runs = []
+    for rnd in (0, 1):
+        runs.append(fake_run("gpt", "train", "plain", rnd, [1.0], kernel_us={"triton_a": 10.0}))
+        runs[-1]["kernel_us"]["nvjet_mm"] = 50.0
+        runs.append(
+            fake_run(
+                "gpt",
+                "train",
+                "auto_off",
+                rnd,
+                [1.1],
+                kernel_us={"triton_a": 12.0 + rnd, "nvjet_mm": 50.0, "triton_b": 1.0},
+            )
+        )
+    k = ao.kernel_added(runs, "gpt", "train", "auto_off")
+    assert k["added_triton_us"] == pytest.approx(3.5)  # a: +2.5 (mean of 12, 13), b: +1
+    assert k["added_other_us"] == 0 and k["plain_us"] == 60.0
+    assert [t[0] for t in k["top"][:2]] == ["triton_a", "triton_b"]
+    lines = ao.format_kernel_added(runs, ["gpt"], ["train"], ["plain", "auto_off"])
+    assert "Triton +3.5 us of 10.0" in lines[0] and "triton_a" in lines[1]
