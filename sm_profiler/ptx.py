@@ -483,17 +483,19 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 # The kernel's module gets one constant, AUTO_SYMBOL = {buffer, kernel id | (regions - 1) << 32},
 # which the host fills when it loads the module on a GPU (buffer 0 = record nothing: outside the
 # region or its active steps); constant memory, so every program after an SM's first reads it
-# from the constant cache. One thread per program (lane 0 of each warp per warp) stamps its start,
-# claims a record with one atomic add on its SM's counter and, before each `ret`, stamps its end
-# and writes the 32-byte record (format.py, "auto mode"). The claim's result and the header's
-# control word are first used at the end, so their latency hides behind the program's own work.
-# Every other thread, and every thread while recording is off, branches past both halves: it
-# runs five instructions at the start and one at each `ret` (the instrumented binary must cost
-# next to nothing on steps outside a schedule). Across the kernel's body the record holds seven
-# registers and a predicate: the buffer, the claim and the control word (64 bits each) and the
-# start's low 32 bits (its high half is the end's, less a borrow: a program lasts < 2^32 ns, as
-# the record's 32-bit end already assumes). Registers are named %smpa_* so they cannot meet the
-# kernel's own; labels $SMPA_* likewise.
+# from the constant cache. One thread per program (lane 0 of each warp per warp) stamps its start
+# and claims a record with one atomic add on its SM's counter; before each `ret` it stamps its end
+# and writes the 32-byte record (format.py, "auto mode"). The claim's result is first used at the
+# end, so its latency hides behind the program's own work.
+# What the kernel's body must carry is kept to three registers, because registers cost
+# occupancy on steps that record nothing too: the claim (64 bits; all ones = no claim: another
+# thread, or recording off) and the start's low 32 bits (its high half is the end's, less a
+# borrow: a program lasts < 2^32 ns, as the record's 32-bit end already assumes). The buffer and
+# the kernel id are read again from the constant at the end and the header's control word is
+# read there (after an SM's first program, from its L1); a buffer switched off mid-program
+# (another stream) drops the record. Threads that do not record branch past both halves: five
+# instructions at the start, two at each `ret`. Registers are named %smpa_* and labels $SMPA_*
+# so they cannot meet the kernel's own.
 AUTO_SYMBOL = "sm_profiler_auto"
 _AW = fmt.WORD_BYTES
 _AUTO_REC0 = fmt.AUTO_RECORDS_WORD * _AW  # byte offset of record 0
@@ -511,10 +513,9 @@ def auto_declarations() -> str:
 
 
 def _auto_region() -> str:
-    # r11 = min(%smid, regions - 1): this SM's region (regions - 1 is the constant's high half,
-    # read again here rather than held across the kernel's body)
+    # d0, d1 = AUTO_SYMBOL; r4 = %smid; r11 = min(%smid, regions - 1): this SM's region
     return (
-        f"ld.const.u64 %smpa_d1, [{AUTO_SYMBOL}+8];\n\t"
+        f"ld.const.v2.u64 {{%smpa_d0, %smpa_d1}}, [{AUTO_SYMBOL}];\n\t"
         f"shr.u64 %smpa_d10, %smpa_d1, {fmt.AUTO_REGIONS_SHIFT};\n\t"
         "cvt.u32.u64 %smpa_r12, %smpa_d10;\n\t"
         "mov.u32 %smpa_r4, %smid;\n\t"
@@ -524,12 +525,12 @@ def _auto_region() -> str:
 
 def auto_prologue(per_warp: bool) -> str:
     # who = per warp: lane 0 of each warp; per program: thread 0
-    # buf = who ? AUTO_SYMBOL[0] : 0; on = buf != 0; if !on: skip
-    # start = %globaltimer.lo32; n = atom.add(buf.counter[min(smid, regions - 1)], 1);
-    # ctl = buf.a2
+    # n = no claim; if !who or AUTO_SYMBOL.buffer == 0: skip
+    # start = %globaltimer.lo32; n = atom.add(buf.counter[min(smid, regions - 1)], 1)
     who = "and.b32 %smpa_r0, %smpa_r0, 31;\n\t" if per_warp else ""
     return (
         "// sm_profiler auto: start\n\t"
+        "mov.u64 %smpa_d3, -1;\n\t"
         "mov.u32 %smpa_r0, %tid.x;\n\t" + who + "setp.eq.u32 %smpa_p0, %smpa_r0, 0;\n\t"
         "mov.u64 %smpa_d0, 0;\n\t"
         f"@%smpa_p0 ld.const.u64 %smpa_d0, [{AUTO_SYMBOL}];\n\t"
@@ -540,15 +541,15 @@ def auto_prologue(per_warp: bool) -> str:
         + _auto_region()
         + f"mul.wide.u32 %smpa_d10, %smpa_r11, {_AUTO_COUNTER_BYTES};\n\t"
         "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
-        f"atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n\t"
-        f"ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n"
+        f"atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n"
         f"{_AUTO_STARTED}:\n\t"
     )
 
 
 def auto_epilogue(per_warp: bool, index: int) -> str:
     # The text before the entry's `index`-th `ret` (labels must be unique in the entry).
-    # if !on: skip; end = %globaltimer; last = ctl.lo32; ring = ctl & RING
+    # if n is no claim: skip; end = %globaltimer; buf, kid = AUTO_SYMBOL; if buf == 0: skip
+    # ctl = buf.a2; last = ctl.lo32; ring = ctl & RING
     # slot = ring ? n & last : n; keep = ring || n <= last
     # if keep: record[region * (last + 1) + slot] = {start, end.lo32,
     #        %smid | ctl.step << 16, %gridid.lo32, kid | warp << 16 | flags | tag << 24,
@@ -565,8 +566,13 @@ def auto_epilogue(per_warp: bool, index: int) -> str:
     )
     return (
         "// sm_profiler auto: end\n\t"
-        f"@!%smpa_p1 bra {done};\n\t"
+        "setp.eq.u64 %smpa_p1, %smpa_d3, -1;\n\t"
+        f"@%smpa_p1 bra {done};\n\t"
         "mov.u64 %smpa_d5, %globaltimer;\n\t"
+        + _auto_region()
+        + "setp.eq.u64 %smpa_p1, %smpa_d0, 0;\n\t"
+        f"@%smpa_p1 bra {done};\n\t"
+        f"ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n\t"
         # start's high half: the end's, less one where the low half wrapped in between
         "mov.b64 {%smpa_r3, %smpa_r2}, %smpa_d5;\n\t"
         "setp.gt.u32 %smpa_p3, %smpa_r1, %smpa_r3;\n\t"
@@ -580,8 +586,7 @@ def auto_epilogue(per_warp: bool, index: int) -> str:
         "setp.le.u64 %smpa_p2, %smpa_d3, %smpa_d6;\n\t"
         "or.pred %smpa_p2, %smpa_p2, %smpa_p3;\n\t"
         # record index = region * size + slot
-        + _auto_region()
-        + "add.u64 %smpa_d9, %smpa_d6, 1;\n\tcvt.u64.u32 %smpa_d10, %smpa_r11;\n\t"
+        "add.u64 %smpa_d9, %smpa_d6, 1;\n\tcvt.u64.u32 %smpa_d10, %smpa_r11;\n\t"
         "mad.lo.u64 %smpa_d7, %smpa_d9, %smpa_d10, %smpa_d7;\n\t"
         "shl.b64 %smpa_d7, %smpa_d7, 5;\n\tadd.u64 %smpa_d7, %smpa_d7, %smpa_d0;\n\t"
         f"shr.u64 %smpa_d8, %smpa_d4, {fmt.AUTO_STEP_SHIFT};\n\tcvt.u32.u64 %smpa_r13, %smpa_d8;\n\t"
