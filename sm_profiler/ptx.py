@@ -491,8 +491,8 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 # occupancy on steps that record nothing too: the claim (64 bits; all ones = no claim: another
 # thread, or recording off) and the start's low 32 bits (its high half is the end's, less a
 # borrow: a program lasts < 2^32 ns, as the record's 32-bit end already assumes). The buffer and
-# the kernel id are read again from the constant at the end and the header's control word is
-# read there (after an SM's first program, from its L1); a buffer switched off mid-program
+# the kernel id are read again from the constant at the end, and the header's control word is
+# read there too, from the L1 the start prefetched it into; a buffer switched off mid-program
 # (another stream) drops the record. Threads that do not record branch past both halves: five
 # instructions at the start, two at each `ret`. Registers are named %smpa_* and labels $SMPA_*
 # so they cannot meet the kernel's own.
@@ -541,7 +541,8 @@ def auto_prologue(per_warp: bool) -> str:
         + _auto_region()
         + f"mul.wide.u32 %smpa_d10, %smpa_r11, {_AUTO_COUNTER_BYTES};\n\t"
         "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
-        f"atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n"
+        f"atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n\t"
+        f"prefetch.global.L1 [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n"
         f"{_AUTO_STARTED}:\n\t"
     )
 
