@@ -452,3 +452,28 @@ def test_ranks_the_torch_trace_does_not_name_get_no_bars(tmp_path):
     out = json.loads((tmp_path / "m.json").read_text())
     sm_of = _sm_of_pid(out)
     assert {sm_of[e["pid"]][:5] for e in _cupti_slices(out)} == {"GPU 1"}
+
+
+def test_merge_torch_prints_the_coverage_in_80_columns(tmp_path, capsys):
+    from captures import cupti_doc
+
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+
+    cap = kernel_capture()
+    save_many([cap], tmp_path / "c.smp")
+    t = decode([cap])
+    long = "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT_" * 3
+    rows = [dict(name="k", start=int(t.start_ns) - EPOCH_T0, end=int(t.end_ns) - EPOCH_T0)]
+    rows += [dict(name=long, start=1000, end=1600, grid=(8, 1, 1))]
+    (tmp_path / "t.json").write_text(json.dumps(cupti_doc(rows, num_sms=4)))
+    args = ["merge", str(tmp_path / "c.smp"), "--torch", str(tmp_path / "t.json")]
+    assert main([*args, "-o", str(tmp_path / "m.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in out[1:]), out  # the first names the output's path
+    text = "\n".join(out)
+    assert "cuda:0, from CUPTI (the whole profile as one step): instrumented kernels ran" in text
+    assert "25.0% of a step" in text  # k's 400 ns of the 1,600 ns span
+    (listed,) = [line for line in out if "1x  " in line]
+    assert listed.startswith("       37.5%        1x  nvjet_tst") and "…" in listed
+    assert "unseen kernels on GPU 0's SM tracks: 1 of 1 (4 slices)" in text
