@@ -29,6 +29,7 @@ __all__ = [
     "cuda_include_dir",
     "merge_torch_trace",
     "merge_ranks",
+    "torch_coverage",
     "Capture",
     "TraceData",
     "decode",
@@ -57,6 +58,7 @@ def cuda_include_dir() -> str:
 _SUBMODULES = (
     "capture",
     "cli",
+    "coverage",
     "cuda",
     "decode",
     "export",
@@ -128,6 +130,10 @@ def __getattr__(name):
         from . import merge
 
         return getattr(merge, name)
+    if name == "torch_coverage":
+        from .coverage import torch_coverage
+
+        return torch_coverage
     if name in _SUBMODULES:
         import importlib
 

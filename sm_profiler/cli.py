@@ -557,6 +557,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 f"  GPU {r}: {e['matched']} launches matched to torch's kernel rows; stamps vs "
                 f"CUPTI within {e['max_abs_ns']:.0f} ns"
             )
+    if info.get("coverage"):
+        from .coverage import coverage_lines
+
+        print("\n".join(coverage_lines(info["coverage"], width=78)))
     return 0
 
 

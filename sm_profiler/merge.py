@@ -476,11 +476,18 @@ def _span(t: TraceData) -> tuple[int, int]:
     return int(t.start_ns), int(t.end_ns)
 
 
+def kernel_key(name: str, rows: dict):
+    """The CUPTI name (a key of `rows`) that kernel `name` is matched to: itself, else the first
+    that one is a prefix of the other of (CUPTI may decorate names); None if none."""
+    if name in rows:
+        return name
+    return next((k for k in rows if k.startswith(name) or name.startswith(k)), None)
+
+
 def _rows_for(name: str, rows: dict[str, list[tuple[int, int]]]):
     """CUPTI rows of kernel `name` (CUPTI may decorate names: then by prefix)."""
-    return rows.get(name) or next(
-        (v for k, v in rows.items() if k.startswith(name) or name.startswith(k)), None
-    )
+    key = kernel_key(name, rows)
+    return None if key is None else rows[key]
 
 
 def _by_kernel(parts: list[TraceData]) -> dict[str, list[int]]:
@@ -636,6 +643,88 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     err = {r: alignment_error(parts, rows) for r, parts in ranks}
     info = dict(info, error=err)
     base = int(doc.get("baseTimeNanoseconds", 0))
-    out = ranks_json(_timelines(ranks), base, doc, sm_profiler_alignment=info)
+    timelines = _timelines(ranks)
+    cov, other = _coverage(doc, ranks, timelines)
+    keys = {"sm_profiler_alignment": info, "sm_profiler_coverage": cov}
+    out = ranks_json(timelines, base, doc, other=other, **keys)
     _write_json(out, path)
-    return info
+    return dict(info, coverage=cov)
+
+
+# -- what the instrumented kernels cover (sm_profiler.coverage) -------------------------------
+
+
+def _coverage(doc: dict, ranks, timelines: list) -> tuple[dict, dict]:
+    """The torch trace's exact coverage by the ranks' kernels, with what was drawn of the unseen
+    kernels ("bars"); and {rank: unseen kernels} for ranks_json (`timelines` widened in place
+    to every SM a kernel is drawn on, so that each has a track)."""
+    from . import coverage as cv
+
+    table = cv.kernel_table(doc)
+    names = {p.kernels[0].name for _, parts in ranks for p in parts}
+    seen = cv.instrumented_mask(table, names)
+    cov = cv.coverage(table, cv.step_windows(doc), seen)
+    devices, note = _bar_devices(doc, table, [r for r, _ in ranks])
+    counts = cv.sm_counts(doc)
+    cap, bars, other = cv.MAX_UNSEEN_SLICES, [], {}
+    for k, (r, tl) in enumerate(timelines):
+        if r not in devices:
+            continue
+        d = devices[r]
+        unseen = (table["device"] == d) & ~seen
+        kernels, drawn = cv.unseen_kernels(table, unseen, counts.get(d), tl.sms, cap)
+        # The SMs drawn on get a track each (those none of our programs ran on too).
+        timelines[k] = (r, _with_sms(tl, kernels["sms"][: kernels["n_sms"].max(initial=0)]))
+        cap -= drawn["slices"]
+        other[r] = kernels
+        bars.append(dict(rank=r, device=d, **drawn))
+    cov["bars"] = {"drawn": bars, "note": note}
+    return cov, other
+
+
+def _bar_devices(doc: dict, table: dict, ranks: list[int]) -> tuple[dict[int, int], str | None]:
+    """{rank: CUPTI device id} of the ranks whose SM tracks get the torch trace's unseen kernels,
+    and why not where none does: only where the rank is certain (one GPU in the torch trace,
+    and one rank merged or the trace's distributedInfo naming it)."""
+    devices = np.unique(table["device"]).tolist()
+    if not devices:
+        return {}, "the torch trace has no kernel rows"
+    if len(devices) > 1:
+        return {}, (
+            f"the torch trace holds kernels of {len(devices)} GPUs (devices "
+            f"{', '.join(map(str, devices[:8]))}): which rank's SMs ran them is not known"
+        )
+    dist = doc.get("distributedInfo")
+    rank = dist.get("rank") if isinstance(dist, dict) else None
+    if len(ranks) == 1:
+        return {ranks[0]: devices[0]}, None
+    if isinstance(rank, int) and not isinstance(rank, bool) and rank in ranks:
+        return {rank: devices[0]}, None
+    return {}, (
+        "the torch trace does not say which of the merged ranks it is (distributedInfo.rank): "
+        "its kernels are drawn on no rank's SMs"
+    )
+
+
+def _with_sms(tl: Timeline, sms: np.ndarray) -> Timeline:
+    """`tl` with a process for every SM of `sms` too (SMs none of our programs ran on get a track
+    for the kernels CUPTI saw), its indices into `sms` moved as _build_budgeted moves them."""
+    all_sms = np.union1d(tl.sms, sms)
+    if len(all_sms) == len(tl.sms):
+        return tl
+    # An index past the end (a lane on no SM shown) stays past the end.
+    where = np.append(np.searchsorted(all_sms, tl.sms), len(all_sms))
+
+    def moved(index):
+        return where[np.minimum(index, len(tl.sms))]
+
+    summary = tl.summary
+    if summary is not None:
+        summary = dict(summary, sm_index=moved(summary["sm_index"]))
+    return replace(
+        tl,
+        sms=all_sms,
+        lane_sm_index=moved(tl.lane_sm_index),
+        occupancy=dict(tl.occupancy, sm_index=moved(tl.occupancy["sm_index"])),
+        summary=summary,
+    )

@@ -17,7 +17,7 @@ import os
 import numpy as np
 
 from ..errors import ConfigError
-from ..timeline import LEVELS, Timeline, require
+from ..timeline import LEVELS, Timeline, assign_slots, require
 from ..trace import RANGE, kernel_names
 
 # Merged ranks' pids: from PID_BASE up, rank after rank; each rank takes as many ids as its
@@ -200,17 +200,26 @@ def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
 
 
 def ranks_json(
-    ranks: list[tuple[int, Timeline]], base_ns: int, doc: dict | None = None, **keys
+    ranks: list[tuple[int, Timeline]],
+    base_ns: int,
+    doc: dict | None = None,
+    other: dict | None = None,
+    **keys,
 ) -> dict:
     """Chrome JSON of several ranks' timelines on one time axis, µs since `base_ns`: each rank's
     processes named `GPU r · SM s`, their pids and tids after the previous rank's, from
     PID_BASE. Added after the rows of `doc` (another trace, e.g. torch.profiler's, kept as it
-    is; default an empty trace); `keys` are set on the document."""
+    is; default an empty trace); `other`: {rank: kernels we did not record} drawn on the rank's
+    SM processes (other_kernel_events); `keys` are set on the document."""
     events: list[dict] = []
     off = PID_BASE
     for r, tl in ranks:
         evs, used = rank_events(tl, r, base_ns, off)
         events += evs
+        if other and r in other:
+            more, extra = other_kernel_events(tl, other[r], base_ns, off, off + used)
+            events += more
+            used += extra
         off += used
     if off - 1 > MAX_ID:
         raise ConfigError(
@@ -242,3 +251,50 @@ def rank_events(tl: Timeline, rank: int, base_ns: int, off: int) -> tuple[list[d
             e["args"] = {"sort_index": 1000 + rank * 10000 + int(e["args"]["sort_index"])}
         out.append(e)
     return out, top + 1
+
+
+OTHER_KERNELS = "other kernels (CUPTI)"
+
+
+def other_kernel_events(
+    tl: Timeline, kernels: dict, base_ns: int, pid_off: int, tid_off: int
+) -> tuple[list[dict], int]:
+    """Slices of kernels we did not record (torch's CUPTI rows, sm_profiler.coverage
+    .unseen_kernels) on the SM processes rank_events laid out at `pid_off`: kernel k on the
+    first kernels["n_sms"][k] SMs of kernels["sms"] (SM ids of `tl.sms`), in a thread
+    'other kernels (CUPTI)' above each SM's own, one more per level of kernels that overlap
+    (concurrent streams). Thread ids from `tid_off`; returns the events and the ids taken."""
+    start, end = np.asarray(kernels["start_ns"]), np.asarray(kernels["end_ns"])
+    n_sms = np.asarray(kernels["n_sms"])
+    if not len(start):
+        return [], 0
+    pids = (pid_off + np.searchsorted(tl.sms, kernels["sms"]) + 1).tolist()
+    width = len(pids)
+    level, _ = assign_slots(np.zeros(len(start), np.int64), start, end, 1)  # sorted by start
+    levels = int(level.max()) + 1
+    out: list[dict] = []
+    for lv in range(levels):
+        name = OTHER_KERNELS if lv == 0 else f"{OTHER_KERNELS} {lv + 1}"
+        for j in range(int(n_sms[level == lv].max(initial=0))):
+            tid = tid_off + lv * width + j
+            out.append(_meta("thread_name", pids[j], tid, {"name": name}))
+            out.append(_meta("thread_sort_index", pids[j], tid, {"sort_index": lv - levels}))
+    ts = ((start - base_ns) / 1e3).round(3).tolist()
+    dur = ((end - start) / 1e3).tolist()
+    rows = zip(
+        kernels["name"], kernels["args"], ts, dur, n_sms.tolist(), level.tolist(), strict=True
+    )
+    for name, args, t, d, n, lv in rows:
+        for j in range(n):
+            out.append(
+                {
+                    "name": name,
+                    "ph": "X",
+                    "pid": pids[j],
+                    "tid": tid_off + lv * width + j,
+                    "ts": t,
+                    "dur": d,
+                    "args": args,
+                }
+            )
+    return out, levels * width

@@ -329,3 +329,151 @@ def test_13_launches_outside_the_torch_profile_are_matched_by_sliding_the_rows()
     aligned = [part(t - offset) for t in ours]
     err = alignment_error(aligned, rows)
     assert err["matched"] == 3 and err["outside_profile"] == 3 and err["max_abs_ns"] == 0
+
+
+# -- coverage and the unseen kernels (issue 33, item 1) ----------------------------------------
+
+
+def _merged_with_unseen(tmp_path, unseen, num_sms=4):
+    """One launch of 'k' (on SM 3, 0-400 ns after EPOCH_T0) merged with a torch trace of its
+    row and `unseen` kernel rows (cupti_doc's dicts)."""
+    from captures import cupti_doc
+
+    from sm_profiler.merge import merge_torch_trace
+
+    cap = kernel_capture()
+    t = decode([cap])
+    rows = [dict(name="k", start=int(t.start_ns) - EPOCH_T0, end=int(t.end_ns) - EPOCH_T0)]
+    doc = cupti_doc(rows + unseen, num_sms=num_sms)
+    info = merge_torch_trace(doc, [cap], tmp_path / "m.json", offset_ns=0)
+    return info, json.loads((tmp_path / "m.json").read_text())
+
+
+def _cupti_slices(doc):
+    return [e for e in doc["traceEvents"] if "CUPTI" in str(e.get("args", {}).get("source"))]
+
+
+def _sm_of_pid(doc) -> dict[int, str]:
+    return {
+        e["pid"]: e["args"]["name"]
+        for e in doc["traceEvents"]
+        if e.get("name") == "process_name" and " · SM " in e["args"]["name"]
+    }
+
+
+def test_merge_returns_and_writes_the_coverage(tmp_path):
+    info, doc = _merged_with_unseen(tmp_path, [dict(name="gemm", start=1000, end=1600)])
+    cov = info["coverage"]
+    assert doc["sm_profiler_coverage"] == json.loads(json.dumps(cov))
+    assert "coverage" not in doc["sm_profiler_alignment"]
+    (d,) = cov["devices"]
+    # k's row 0-400 ns (its lane's anchor to its last record), gemm 1000-1600: 400 of 1,600.
+    assert d["share"] == pytest.approx(400 / 1600)
+    assert d["unseen"][0]["name"] == "gemm"
+    assert cov["bars"]["drawn"][0]["kernels"] == 1 and cov["bars"]["note"] is None
+
+
+def test_unseen_kernels_are_bars_on_the_sm_tracks(tmp_path):
+    unseen = [
+        dict(name="gemm", start=1000, end=1600, grid=(8, 1, 1), block=(256, 1, 1)),
+        dict(name="reduce", start=2000, end=2100, grid=(2, 1, 1)),
+    ]
+    info, doc = _merged_with_unseen(tmp_path, unseen)
+    sm_of = _sm_of_pid(doc)
+    slices = _cupti_slices(doc)
+    gemm = sorted(sm_of[e["pid"]] for e in slices if e["name"] == "gemm")
+    assert gemm == [f"GPU 0 · SM {s}" for s in range(4)]  # SMs 0-2 have no program: new tracks
+    reduce = sorted(sm_of[e["pid"]] for e in slices if e["name"].startswith("reduce"))
+    assert reduce == ["GPU 0 · SM 0", "GPU 0 · SM 1"]
+    r = next(e for e in slices if e["name"].startswith("reduce"))
+    assert r["name"] == "reduce (any 2 of 4 SMs)" and "does not say which" in r["args"]["sms"]
+    g = next(e for e in slices if e["name"] == "gemm")
+    assert g["args"]["grid"] == [8, 1, 1] and g["args"]["block"] == [256, 1, 1]
+    assert g["dur"] == pytest.approx(0.6) and g["ts"] == pytest.approx(1.0)  # µs since base
+    # Each bar sits on a thread 'other kernels (CUPTI)' of its SM, whose tid is no pid.
+    names = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in doc["traceEvents"]
+        if e.get("name") == "thread_name"
+    }
+    assert {names[e["pid"], e["tid"]] for e in slices} == {"other kernels (CUPTI)"}
+    pids = {e["pid"] for e in doc["traceEvents"]}
+    assert not {e["tid"] for e in slices} & pids
+    assert info["coverage"]["bars"]["drawn"][0]["slices"] == 6
+
+
+def test_overlapping_unseen_kernels_take_a_second_thread(tmp_path):
+    unseen = [
+        dict(name="a", start=1000, end=2000, grid=(4, 1, 1)),
+        dict(name="b", start=1500, end=2500, grid=(4, 1, 1)),
+        dict(name="c", start=2000, end=2200, grid=(4, 1, 1)),
+    ]
+    _, doc = _merged_with_unseen(tmp_path, unseen)
+    slices = _cupti_slices(doc)
+    by_thread: dict = {}
+    for e in slices:
+        by_thread.setdefault((e["pid"], e["tid"]), []).append(e)
+    assert len(by_thread) == 8  # 4 SMs x 2 levels
+    for rows in by_thread.values():  # no two bars of one thread overlap
+        rows.sort(key=lambda e: e["ts"])
+        assert all(
+            a["ts"] + a["dur"] <= b["ts"] + 1e-9 for a, b in zip(rows[:-1], rows[1:], strict=True)
+        )
+
+
+def test_the_bars_are_capped_keeping_the_longest(tmp_path, monkeypatch):
+    from sm_profiler import coverage
+
+    monkeypatch.setattr(coverage, "MAX_UNSEEN_SLICES", 10)
+    unseen = [
+        dict(name=f"u{i}", start=1000 + 1000 * i, end=1000 + 1000 * i + d, grid=(4, 1, 1))
+        for i, d in enumerate([100, 900, 300, 500])
+    ]
+    info, doc = _merged_with_unseen(tmp_path, unseen)
+    assert sorted({e["name"] for e in _cupti_slices(doc)}) == ["u1", "u3"]
+    bars = doc["sm_profiler_coverage"]["bars"]["drawn"][0]
+    assert (bars["slices"], bars["left_out_kernels"], bars["left_out_slices"]) == (8, 2, 8)
+    assert bars["max_slices"] == 10
+
+
+def test_ranks_the_torch_trace_does_not_name_get_no_bars(tmp_path):
+    from captures import cupti_doc
+
+    from sm_profiler.merge import merge_torch_trace
+
+    caps = [kernel_capture(metadata={"rank": 0}), kernel_capture(metadata={"rank": 1})]
+    doc = cupti_doc([dict(name="gemm", start=0, end=100, grid=(8, 1, 1))], num_sms=4)
+    info = merge_torch_trace(doc, [[caps[0]], [caps[1]]], tmp_path / "m.json", offset_ns=0)
+    assert info["coverage"]["bars"]["drawn"] == []
+    assert "distributedInfo.rank" in info["coverage"]["bars"]["note"]
+    doc["distributedInfo"] = {"rank": 1, "world_size": 2}
+    info = merge_torch_trace(doc, [[caps[0]], [caps[1]]], tmp_path / "m.json", offset_ns=0)
+    assert [b["rank"] for b in info["coverage"]["bars"]["drawn"]] == [1]
+    out = json.loads((tmp_path / "m.json").read_text())
+    sm_of = _sm_of_pid(out)
+    assert {sm_of[e["pid"]][:5] for e in _cupti_slices(out)} == {"GPU 1"}
+
+
+def test_merge_torch_prints_the_coverage_in_80_columns(tmp_path, capsys):
+    from captures import cupti_doc
+
+    from sm_profiler.capture import save_many
+    from sm_profiler.cli import main
+
+    cap = kernel_capture()
+    save_many([cap], tmp_path / "c.smp")
+    t = decode([cap])
+    long = "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_NNT_" * 3
+    rows = [dict(name="k", start=int(t.start_ns) - EPOCH_T0, end=int(t.end_ns) - EPOCH_T0)]
+    rows += [dict(name=long, start=1000, end=1600, grid=(8, 1, 1))]
+    (tmp_path / "t.json").write_text(json.dumps(cupti_doc(rows, num_sms=4)))
+    args = ["merge", str(tmp_path / "c.smp"), "--torch", str(tmp_path / "t.json")]
+    assert main([*args, "-o", str(tmp_path / "m.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 80 for line in out[1:]), out  # the first names the output's path
+    text = "\n".join(out)
+    assert "cuda:0, from CUPTI (the whole profile as one step): instrumented kernels ran" in text
+    assert "25.0% of a step" in text  # k's 400 ns of the 1,600 ns span
+    (listed,) = [line for line in out if "1x  " in line]
+    assert listed.startswith("       37.5%        1x  nvjet_tst") and "…" in listed
+    assert "unseen kernels on GPU 0's SM tracks: 1 of 1 (4 slices)" in text

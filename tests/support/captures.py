@@ -277,3 +277,57 @@ def torch_doc(parts, base_ns=EPOCH_T0 - 10**6, offset_ns=0, lead_ns=0, tail_ns=0
             }
         )
     return {"schemaVersion": 1, "baseTimeNanoseconds": base_ns, "traceEvents": ev}
+
+
+def cupti_doc(kernels, steps=(), base_ns=EPOCH_T0, num_sms=None) -> dict:
+    """A torch.profiler trace of CUPTI kernel rows only, times in ns since `base_ns`.
+    kernels: dicts with name, start, end and optionally launch (the time of its
+    cudaLaunchKernel row: linked by correlation id), grid, block, device.
+    steps: (N, start, end) of ProfilerStep#N annotations. num_sms: deviceProperties' numSms."""
+    ev = []
+    for i, k in enumerate(kernels):
+        args = {"device": k.get("device", 0), "correlation": 100 + i}
+        for key in ("grid", "block"):
+            if key in k:
+                args[key] = list(k[key])
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": k["name"],
+                "pid": args["device"],
+                "tid": 7,
+                "ts": k["start"] / 1e3,
+                "dur": (k["end"] - k["start"]) / 1e3,
+                "args": args,
+            }
+        )
+        if "launch" in k:
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 11,
+                    "tid": 11,
+                    "ts": k["launch"] / 1e3,
+                    "dur": 0.5,
+                    "args": {"correlation": 100 + i},
+                }
+            )
+    for n, s, e in steps:
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{n}",
+                "pid": 11,
+                "tid": 11,
+                "ts": s / 1e3,
+                "dur": (e - s) / 1e3,
+            }
+        )
+    doc = {"schemaVersion": 1, "baseTimeNanoseconds": base_ns, "traceEvents": ev}
+    if num_sms is not None:
+        doc["deviceProperties"] = [{"id": 0, "name": "test GPU", "numSms": num_sms}]
+    return doc
