@@ -248,44 +248,57 @@ class AutoTable:
 
     def blocks(self) -> np.ndarray:
         """Each row's block id: its linear program id x + gx * (y + gy * z) within its launch, or
-        (grids too large to number so) its rank among the launch's programs."""
+        (grids too large to number so) its rank among the launches' programs. Computed a chunk
+        of rows at a time (its int64 temporaries stay small)."""
         L, r = self.launches, self.rows
-        launch = r["launch"]
-        gx, gy, gz = (L[c][launch] for c in ("grid_x", "grid_y", "grid_z"))
-        big = gx.astype(float) * gy * gz >= _MAX_LINEAR_BLOCKS
-        block = r["x"] + gx * (r["y"] + gy * r["z"].astype(np.int64))
-        if big.any():
-            first = L["first_row"][launch]
-            block = np.where(big, np.arange(len(launch)) - first, block)
-        return block
+        out = np.empty(self.num_rows, np.int64)
+        for a, b in _chunks(self.num_rows):
+            launch = r["launch"][a:b]
+            gx, gy, gz = (L[c][launch] for c in ("grid_x", "grid_y", "grid_z"))
+            big = gx.astype(float) * gy * gz >= _MAX_LINEAR_BLOCKS
+            block = r["x"][a:b] + gx * (r["y"][a:b] + gy * r["z"][a:b].astype(np.int64))
+            if big.any():
+                first = L["first_row"][launch]
+                block = np.where(big, np.arange(a, b) - first, block)
+            out[a:b] = block
+        return out
 
     def decode(self) -> TraceData:
         """The TraceData every reader takes: capture = launch, one lane (and one range of the
-        kernel's event) per row."""
+        kernel's event) per row. Columns of one value (events' kind; lanes' written, attempted,
+        dropped, initialized) are read-only views of it: a reader's selection is its own."""
         r, L = self.rows, self.launches
         n = self.num_rows
-        launch = r["launch"]
-        lane = np.arange(n, dtype=np.int64) - L["first_row"][launch] if n else np.zeros(0, np.int64)
-        group = np.where(L["per_warp"][launch], r["warp"], 0).astype(np.int32)
-        block = self.blocks()
-        cap = launch.astype(np.int32)
         # One event per kernel name (kernels of one name compiled apart share it).
         names, event_of_kernel = np.unique(
             np.array(self.kernel_names() or [""], dtype=object).astype(str), return_inverse=True
         )
         event_of_kernel = event_of_kernel.reshape(-1).astype(np.int32)
+        # Per-row columns a chunk of rows at a time; columns that hold one value for every row
+        # (kind, written, attempted, dropped, initialized) are read-only views of that value.
+        lane = np.empty(n, np.int64)
+        group = np.empty(n, np.int32)
+        cap = np.empty(n, np.int32)
+        event = np.empty(n, np.int32)
+        for a, b in _chunks(n):
+            launch = r["launch"][a:b]
+            lane[a:b] = np.arange(a, b, dtype=np.int64) - L["first_row"][launch]
+            group[a:b] = np.where(L["per_warp"][launch], r["warp"][a:b], 0)
+            cap[a:b] = launch
+            event[a:b] = event_of_kernel[L["kernel"][launch]]
+        block = self.blocks()
         events = {
             "capture": cap,
             "lane": lane,
             "sm": r["sm"],
             "block": block,
             "group": group,
-            "event": event_of_kernel[L["kernel"][launch]],
-            "kind": np.full(n, RANGE, np.int8),
+            "event": event,
+            "kind": _constant(RANGE, np.int8, n),
             "start_ns": r["start_ns"],
             "end_ns": r["end_ns"],
         }
-        two = np.full(n, 2, np.int64)
+        two = _constant(2, np.int64, n)
         lanes = {
             "capture": cap,
             "lane": lane,
@@ -295,8 +308,8 @@ class AutoTable:
             "anchor_ns": r["start_ns"],
             "written": two,
             "attempted": two,
-            "dropped": np.zeros(n, np.int64),
-            "initialized": np.ones(n, bool),
+            "dropped": _constant(0, np.int64, n),
+            "initialized": _constant(True, np.bool_, n),
         }
         z = np.zeros(0, np.int64)
         unmatched = {
@@ -552,6 +565,21 @@ def _map_steps(tags: np.ndarray, m: dict[int, int]) -> np.ndarray:
     vals = np.array([m[k] for k in sorted(m)], np.int64)
     pos = np.clip(np.searchsorted(keys, tags), 0, len(keys) - 1)
     return np.where(keys[pos] == tags, vals[pos], tags.astype(np.int64))
+
+
+# Rows per chunk where a column is computed a chunk at a time (its temporaries: a few MiB).
+CHUNK_ROWS = 1 << 18
+
+
+def _chunks(n: int, size: int | None = None):
+    """(start, stop) of consecutive chunks of range(n), CHUNK_ROWS rows each (the last fewer)."""
+    size = size or CHUNK_ROWS
+    return ((a, min(a + size, n)) for a in range(0, n, size))
+
+
+def _constant(value, dtype, n: int) -> np.ndarray:
+    """A read-only column of `n` rows that all hold `value` (one element of memory)."""
+    return np.broadcast_to(np.array(value, dtype), (n,))
 
 
 def _reduce(ufunc, values: np.ndarray, first: np.ndarray) -> np.ndarray:

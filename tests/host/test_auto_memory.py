@@ -1,0 +1,64 @@
+"""Auto mode's host side at bounded memory: what is computed a chunk at a time, in narrow dtypes
+or as read-only views gives exactly what the whole-array computation gave."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from auto_inputs import AUTO_T0, table_of, two_kernels
+
+from sm_profiler import format as fmt
+from sm_profiler.auto_mode import table as table_mod
+
+
+def mixed_records():
+    """two_kernels, a per-warp launch (3 programs x 4 warps) and a wide 2-D grid."""
+    recs = list(two_kernels())
+    warp_kid = 1 | fmt.AUTO_PER_WARP
+    for p in range(3):
+        for w in range(4):
+            recs.append(
+                (AUTO_T0 + 5000 + 20 * p + w, 100 + w, p, 11, warp_kid | (w << 16), p, 0, 0)
+            )
+    for i, (x, y) in enumerate([(0, 0), (65534, 0), (3, 65535), (70000, 2)]):
+        recs.append((AUTO_T0 + 9000 + 10 * i, 50, 255, 12, 2, x, y, 0))
+    return recs
+
+
+def _decoded(monkeypatch, chunk):
+    monkeypatch.setattr(table_mod, "CHUNK_ROWS", chunk)
+    t = table_of(mixed_records(), sm_count=256, regions=4)
+    return t, t.decode()
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_decode_a_chunk_at_a_time_is_decode_at_once(monkeypatch, chunk):
+    _, whole = _decoded(monkeypatch, 1 << 18)
+    _, parts = _decoded(monkeypatch, chunk)
+    for name in ("events", "lanes", "unmatched"):
+        a, b = getattr(whole, name), getattr(parts, name)
+        assert list(a) == list(b)
+        for k in a:
+            assert a[k].dtype == b[k].dtype, (name, k)
+            np.testing.assert_array_equal(a[k], b[k], err_msg=f"{name}.{k}")
+
+
+def test_constant_columns_are_read_only_views_of_their_value(monkeypatch):
+    t, tr = _decoded(monkeypatch, 4)
+    n = t.num_rows
+    for table, col, value, dtype in [
+        (tr.events, "kind", 0, np.int8),
+        (tr.lanes, "written", 2, np.int64),
+        (tr.lanes, "attempted", 2, np.int64),
+        (tr.lanes, "dropped", 0, np.int64),
+        (tr.lanes, "initialized", True, np.bool_),
+    ]:
+        a = table[col]
+        assert a.shape == (n,) and a.dtype == dtype and (a == value).all()
+        assert not a.flags.writeable
+        assert a[a == value].flags.writeable  # what a reader selects is its own array
+    # Block ids: linear in the launch's grid (x + gx * y), rows in (z, y, x) order.
+    wide = tr.events["capture"] == tr.events["capture"].max()
+    gx = 70001
+    assert tr.events["block"][wide].tolist() == [0, 65534, 70000 + gx * 2, 3 + gx * 65535]
+    assert tr.events["sm"][wide].tolist() == [255] * 4
