@@ -22,6 +22,7 @@ from ..stats import union_length
 from ..stats_table import fit_table, format_time, printable, wrap
 from ..trace import RANGE, TraceData, kernel_names
 from ..trace import is_auto as _is_auto
+from . import table as auto_table
 from .records import _dense
 from .table import session_count
 
@@ -58,43 +59,40 @@ class KernelReport:
 def launch_table(trace: TraceData, sm_count: int | None = None) -> dict[str, np.ndarray]:
     """Per launch with any program, as columns (capture, start_ns, span_ns, programs, sms_used,
     waves, per_sm, idle_pct, last_sm, tail_ns, imbalance), all launches at once: a program is
-    its warps' union (level="warp" counts programs, not warps)."""
-    ev = trace.events
-    rng = ev["kind"] == RANGE
-    cap = ev["capture"][rng].astype(np.int64)
-    blk = ev["block"][rng].astype(np.int64)
-    # One interval per program: its warps merged.
-    prog = _dense((blk, cap))
-    n_prog = int(prog.max()) + 1 if len(prog) else 0
-    o = np.argsort(prog, kind="stable")
-    cuts = np.flatnonzero(np.r_[True, prog[o][1:] != prog[o][:-1]])
-    p_cap = cap[o][cuts]
-    p_sm = ev["sm"][rng].astype(np.int64)[o][cuts]
-    p_start = (
-        np.minimum.reduceat(ev["start_ns"][rng].astype(np.int64)[o], cuts) if n_prog else cap[:0]
-    )
-    p_end = np.maximum.reduceat(ev["end_ns"][rng].astype(np.int64)[o], cuts) if n_prog else cap[:0]
+    its warps' union (level="warp" counts programs, not warps).
+
+    Memory: a few int64 columns per program; each (launch, SM) group's busy time and peak are
+    found a chunk of groups at a time."""
+    p_cap, p_sm, p_start, p_end = _programs(trace.events)
     # (launch, SM) groups, sorted by start within each.
     order = np.lexsort((p_start, p_sm, p_cap))
-    c, sm, st, en = p_cap[order], p_sm[order], p_start[order], p_end[order]
+    c = p_cap[order]
+    del p_cap
+    sm = p_sm[order]
+    del p_sm
+    st = p_start[order]
+    del p_start
+    en = p_end[order]
+    del p_end, order
     g_new = np.r_[True, (c[1:] != c[:-1]) | (sm[1:] != sm[:-1])] if len(c) else np.zeros(0, bool)
-    group = np.cumsum(g_new) - 1
-    n_g = int(group[-1]) + 1 if len(group) else 0
     g_first = np.flatnonzero(g_new)
-    busy = union_length(group, st, en, n_g).astype(np.float64)
-    g_cap, g_sm = c[g_first], sm[g_first]
+    del g_new
+    n_g = len(g_first)
+    g_cap, g_sm = c[g_first], sm[g_first].astype(np.int64)
+    del c, sm
     g_last = np.maximum.reduceat(en, g_first) if n_g else en[:0]
-    g_peak = _peak_per_group(group, st, en, n_g)
+    busy, g_peak = _group_busy_and_peak(g_first, st, en)
     # Launches.
     l_new = np.r_[True, g_cap[1:] != g_cap[:-1]] if n_g else np.zeros(0, bool)
     l_first = np.flatnonzero(l_new)
     caps = g_cap[l_first]
     sms_used = np.diff(np.r_[l_first, n_g])
     launch_of_g = np.cumsum(l_new) - 1
-    p_first = np.searchsorted(c, caps)
-    programs = np.diff(np.r_[p_first, len(c)])
+    p_first = g_first[l_first]  # a launch's first program: its first group's
+    programs = np.diff(np.r_[p_first, len(st)])
     lo = np.minimum.reduceat(st, p_first) if len(caps) else st[:0]
     hi = np.maximum.reduceat(en, p_first) if len(caps) else en[:0]
+    del st, en
     span = np.maximum(hi - lo, 1)
     peak = np.maximum.reduceat(g_peak, l_first) if len(caps) else g_peak[:0]
     gpu_sms = np.maximum(_sm_counts(trace, caps, sm_count), sms_used)
@@ -122,6 +120,80 @@ def launch_table(trace: TraceData, sm_count: int | None = None) -> dict[str, np.
         "tail_ns": (last_end - median).astype(np.int64),
         "imbalance": busy_max / np.maximum(busy_sum / np.maximum(sms_used, 1), 1),
     }
+
+
+def _programs(ev: dict[str, np.ndarray]):
+    """(capture, sm, start_ns, end_ns) of each program: one interval per (capture, block) of
+    the range rows, its warps merged, programs in (capture, block) order; sm: its first row's.
+    Rows already in that order (an auto table's are) are read in place, without a sort."""
+    rng = ev["kind"] == RANGE
+    every = bool(rng.all())
+
+    def ranges(col: str) -> np.ndarray:
+        return ev[col] if every else ev[col][rng]
+
+    cap = ranges("capture").astype(np.int64)
+    blk = ranges("block").astype(np.int64, copy=False)
+    start = ranges("start_ns").astype(np.int64, copy=False)
+    end = ranges("end_ns").astype(np.int64, copy=False)
+    sm = ranges("sm")
+    if not len(cap):
+        return cap, sm.astype(np.int64), start, end
+    same_cap = cap[1:] == cap[:-1]
+    ordered = bool(((cap[1:] > cap[:-1]) | (same_cap & (blk[1:] >= blk[:-1]))).all())
+    if ordered:  # (capture, block) sorted: a program's rows are one run
+        first = np.ones(len(cap), bool)
+        first[1:] = ~same_cap | (blk[1:] != blk[:-1])
+        del same_cap
+        if first.all():  # one row per program: the columns are the programs
+            return cap, sm, start, end
+        cuts = np.flatnonzero(first)
+        del first
+        return (
+            cap[cuts],
+            sm[cuts],
+            np.minimum.reduceat(start, cuts),
+            np.maximum.reduceat(end, cuts),
+        )
+    del same_cap
+    prog = _dense((blk, cap))
+    o = np.argsort(prog, kind="stable")
+    cuts = np.flatnonzero(np.r_[True, prog[o][1:] != prog[o][:-1]])
+    del prog
+    p_cap = cap[o][cuts]
+    del cap
+    p_sm = sm[o][cuts]
+    p_start = np.minimum.reduceat(start[o], cuts)
+    p_end = np.maximum.reduceat(end[o], cuts)
+    return p_cap, p_sm, p_start, p_end
+
+
+def _group_busy_and_peak(g_first: np.ndarray, st: np.ndarray, en: np.ndarray):
+    """(busy time as float64, most programs resident at once) of each group of rows (sorted by
+    group, then start; group k's rows start at g_first[k]), a chunk of whole groups at a time:
+    each chunk's temporaries are a few times CHUNK_ROWS rows, whatever the groups' count."""
+    n, n_g = len(st), len(g_first)
+    busy = np.zeros(n_g, np.float64)
+    peak = np.zeros(n_g, np.int64)
+    if n_g == 0:
+        return busy, peak
+    lo = int(min(st.min(), en.min()))
+    width = int(max(st.max(), en.max())) - lo + 1
+    whole = width * (n_g + 1) >= 2**62  # union_length's exact path for all groups at once
+    k = 0
+    while k < n_g:
+        a = int(g_first[k])
+        if whole or n - a <= auto_table.CHUNK_ROWS:
+            k2 = n_g
+        else:  # the groups that end within CHUNK_ROWS rows (at least one)
+            k2 = max(k + 1, int(np.searchsorted(g_first, a + auto_table.CHUNK_ROWS, "right")) - 1)
+        b = int(g_first[k2]) if k2 < n_g else n
+        sizes = np.diff(np.r_[g_first[k:k2], b])
+        group = np.repeat(np.arange(k2 - k), sizes)
+        busy[k:k2] = union_length(group, st[a:b], en[a:b], k2 - k)
+        peak[k:k2] = _peak_per_group(group, st[a:b], en[a:b], k2 - k)
+        k = k2
+    return busy, peak
 
 
 def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[LaunchReport]:
@@ -154,13 +226,13 @@ def kernel_reports(launches) -> list[KernelReport]:
     LaunchReport, or (trace, launch_table(trace))."""
     if isinstance(launches, tuple):
         trace, t = launches
-        names = np.array(kernel_names(trace.kernels), dtype=object)[t["capture"]]
+        uniq, inv = kernel_name_ids(trace, t["capture"])
     else:
         t = {k: np.array([getattr(r, k) for r in launches]) for k in _LAUNCH_FIELDS}
         names = np.array([r.kernel for r in launches], dtype=object)
-    if not len(names):
+        uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    if not len(inv):
         return []
-    uniq, inv = np.unique(names.astype(str), return_inverse=True)
     inv = inv.reshape(-1)
     n = len(uniq)
     count = np.bincount(inv, minlength=n)
@@ -186,6 +258,22 @@ def kernel_reports(launches) -> list[KernelReport]:
     ]
     out.sort(key=lambda k: (-k.total_ns, k.kernel))
     return out
+
+
+def kernel_name_ids(trace: TraceData, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the kernel names of the captures `caps`, sorted and unique; each capture's index into
+    them), as np.unique of the captures' names gives them. An auto trace's are found per kernel
+    of its table, never as a string per launch."""
+    table = getattr(trace.kernels, "table", None)
+    if table is None:
+        names = np.array(kernel_names(trace.kernels), dtype=object)[caps]
+        uniq, inv = np.unique(names.astype(str), return_inverse=True)
+        return uniq, inv.reshape(-1)
+    k_names = np.array(table.kernel_names() or [""], dtype=object).astype(str)
+    k_uniq, k_inv = np.unique(k_names, return_inverse=True)
+    ids = k_inv.reshape(-1)[table.launches["kernel"][caps]]
+    present = np.unique(ids)
+    return k_uniq[present], np.searchsorted(present, ids)
 
 
 def _peak_per_group(group, start, end, n_groups: int) -> np.ndarray:
@@ -399,9 +487,8 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
     ranks = launch_ranks(trace, t["capture"])
     if ranks is None:
         return []
-    names = np.array(kernel_names(trace.kernels), dtype=object)[t["capture"]].astype(str)
     uniq_r = np.unique(ranks)
-    uniq_k, kinv = np.unique(names, return_inverse=True)
+    uniq_k, kinv = kernel_name_ids(trace, t["capture"])
     rinv = np.searchsorted(uniq_r, ranks)
     per = np.zeros((len(uniq_k), len(uniq_r)))
     np.add.at(per, (kinv.reshape(-1), rinv), t["span_ns"].astype(np.float64))

@@ -62,3 +62,39 @@ def test_constant_columns_are_read_only_views_of_their_value(monkeypatch):
     gx = 70001
     assert tr.events["block"][wide].tolist() == [0, 65534, 70000 + gx * 2, 3 + gx * 65535]
     assert tr.events["sm"][wide].tolist() == [255] * 4
+
+
+def _shuffled(trace, seed=0):
+    """`trace` with its event rows in another order (what launch_table must not depend on)."""
+    from dataclasses import replace
+
+    o = np.random.default_rng(seed).permutation(len(trace))
+    return replace(trace, events={k: np.asarray(v)[o] for k, v in trace.events.items()})
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 1 << 18])
+def test_launch_table_in_place_and_a_chunk_of_groups_at_a_time(monkeypatch, chunk):
+    from sm_profiler.auto_mode.report import format_report, kernel_reports, launch_table
+
+    _, tr = _decoded(monkeypatch, 1 << 18)
+    ref = launch_table(_shuffled(tr))  # the sorting path, whole
+    monkeypatch.setattr(table_mod, "CHUNK_ROWS", chunk)
+    got = launch_table(tr)  # rows in (capture, block) order: read in place, groups in chunks
+    assert list(got) == list(ref)
+    for k in ref:
+        assert got[k].dtype == ref[k].dtype, k
+        np.testing.assert_array_equal(got[k], ref[k], err_msg=k)
+    assert kernel_reports((tr, got)) == kernel_reports((_shuffled(tr), ref))
+    assert format_report(tr, 100) == format_report(_shuffled(tr), 100)
+
+
+def test_kernel_names_of_an_auto_trace_match_its_launches_names(monkeypatch):
+    from sm_profiler.auto_mode.report import kernel_name_ids
+    from sm_profiler.trace import kernel_names
+
+    _, tr = _decoded(monkeypatch, 1 << 18)
+    caps = np.array([3, 0, 3, 1])
+    uniq, inv = kernel_name_ids(tr, caps)
+    names = kernel_names(tr.kernels)
+    assert [str(uniq[i]) for i in inv] == [names[c] for c in caps]
+    assert list(uniq) == sorted(set(uniq))
