@@ -98,3 +98,54 @@ def test_kernel_names_of_an_auto_trace_match_its_launches_names(monkeypatch):
     names = kernel_names(tr.kernels)
     assert [str(uniq[i]) for i in inv] == [names[c] for c in caps]
     assert list(uniq) == sorted(set(uniq))
+
+
+def test_active_ranges_given_in_parts_are_active_ranges_at_once():
+    from sm_profiler.summary import ActiveRanges, active_ranges
+
+    rng = np.random.default_rng(1)
+    n, groups = 500, 7
+    group = rng.integers(0, groups, n)
+    lo = (2**40 + rng.integers(0, 10**6, groups)).astype(np.int64)
+    start = lo[group] + rng.integers(0, 5000, n)
+    end = start + rng.integers(0, 3000, n)
+    hi = np.maximum(lo + 1, np.array([end[group == g].max(initial=0) for g in range(groups)]))
+    whole = active_ranges(start, end, group, lo, hi, bins=37)
+    acc = ActiveRanges(lo, hi, bins=37)
+    for a in range(0, n, 61):
+        acc.add(start[a : a + 61], end[a : a + 61], group[a : a + 61])
+    parts = acc.result()
+    for k in whole:
+        assert parts[k].dtype == whole[k].dtype
+        np.testing.assert_array_equal(parts[k], whole[k])
+
+
+@pytest.mark.parametrize("launches", [3, 40_000])  # bins per launch; bins of the whole span
+def test_summary_counters_a_part_at_a_time_are_those_at_once(launches):
+    from sm_profiler.timeline import _summary_counters, _summary_counters_of
+
+    rng = np.random.default_rng(2)
+    n = 60_000
+    cap = np.sort(rng.integers(0, launches, n))
+    smi = rng.integers(0, 132, n)
+    eid = cap % 5
+    start = (1 << 60) + cap * 10_000 + rng.integers(0, 5_000, n)
+    end = start + rng.integers(0, 4_000, n)
+    k_lo = np.full(launches, 1 << 62, np.int64)
+    k_hi = np.zeros(launches, np.int64)
+    np.minimum.at(k_lo, cap, start)
+    np.maximum.at(k_hi, cap, end)
+    whole, how = _summary_counters(start, end, cap, smi, eid, k_lo, k_hi, 132)
+    cuts = [0, 1, 999, 25_000, 25_001, n]
+
+    def parts():
+        return (
+            (c[a:b] for c in (start, end, cap, smi, eid))
+            for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+        )
+
+    got, how2 = _summary_counters_of(lambda: (tuple(p) for p in parts()), k_lo, k_hi, 132)
+    assert how2 == how and list(got) == list(whole)
+    for k in whole:
+        assert got[k].dtype == whole[k].dtype, k
+        np.testing.assert_array_equal(got[k], whole[k], err_msg=k)
