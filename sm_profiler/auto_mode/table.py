@@ -28,13 +28,19 @@ import numpy as np
 from .. import format as fmt
 from ..errors import CaptureError, ConfigError
 from ..trace import RANGE, KernelInfo, TraceData
-from .records import ROW_COLUMNS, concat_rows, read_buffer, split_launches
+from .records import concat_rows, read_buffer, split_launches
 
 AUTO_FILE_VERSION = 2  # capture_file_version of an auto file (ordinary capture files are 1)
 # Per row: its launch, then the device's columns that vary within a launch.
 ROW_DTYPES = {
     "launch": np.int64,
-    **{k: ROW_COLUMNS[k] for k in ("sm", "start_ns", "end_ns", "x", "y", "z", "warp")},
+    "sm": np.int32,
+    "start_ns": np.int64,
+    "end_ns": np.int64,
+    "x": np.int64,
+    "y": np.int32,
+    "z": np.int32,
+    "warp": np.int32,
 }
 LAUNCH_DTYPES = {
     "gpu": np.int32,
@@ -93,44 +99,54 @@ class AutoTable:
 
     @classmethod
     def _from_rows(cls, rows, kernel_index, kernels, sessions, metadata) -> AutoTable:
-        session = rows["gpu"]  # session index per row (see from_buffers)
-        rows = dict(rows, gpu=session, kernel=kernel_index)
+        """The table of device rows (records.ROW_COLUMNS; 'gpu' holds the session index).
+        Consumes `rows`: each column leaves the dict once the table's own is gathered from it,
+        so that the rows and the table are not held whole at once."""
+        rows["kernel"] = kernel_index
         order, launch = split_launches(rows)
-        r = {k: rows[k][order] for k in rows}
         n_launch = int(launch[-1]) + 1 if len(launch) else 0
         first = np.searchsorted(launch, np.arange(n_launch))
         count = np.diff(np.append(first, len(launch)))
-        at = first
-        tags = r["step_tag"]
+        at = order[first]  # each launch's first row, in the rows as given
+        session = rows["gpu"][at]
         step = np.full(n_launch, -1, np.int64)
         if n_launch:
-            smin = np.minimum.reduceat(tags, first).astype(np.int64)
+            smin = np.minimum.reduceat(rows.pop("step_tag")[order], first).astype(np.int64)
             step_of = [_step_map(s) for s in sessions]
-            sess = r["gpu"][at]
             for si, m in enumerate(step_of):
-                sel = sess == si
+                sel = session == si
                 step[sel] = np.where(smin[sel] > 0, _map_steps(smin[sel], m), -1)
+        gpus = np.array([int(s.get("gpu", 0)) for s in sessions] or [0], np.int32)
         launches = {
-            "gpu": np.array([int(s.get("gpu", 0)) for s in sessions], np.int32)[r["gpu"][at]]
-            if n_launch
-            else np.zeros(0, np.int32),
-            "session": r["gpu"][at].astype(np.int32),
-            "kernel": r["kernel"][at].astype(np.int32),
-            "grid_id": r["grid_id"][at],
+            "gpu": gpus[session] if n_launch else np.zeros(0, np.int32),
+            "session": session,
+            "kernel": rows["kernel"][at],
+            "grid_id": rows["grid_id"][at],
             "step": step,
-            "tag": r["tag"][at],
-            "per_warp": r["per_warp"][at],
-            "first_row": first.astype(np.int64),
-            "rows": count.astype(np.int64),
-            "start_ns": _reduce(np.minimum, r["start_ns"], first),
-            "end_ns": _reduce(np.maximum, r["end_ns"], first),
-            "grid_x": _reduce(np.maximum, r["x"], first) + 1,
-            "grid_y": _reduce(np.maximum, r["y"].astype(np.int64), first) + 1,
-            "grid_z": _reduce(np.maximum, r["z"].astype(np.int64), first) + 1,
+            "tag": rows["tag"][at],
+            "per_warp": rows["per_warp"][at],
+            "first_row": first,
+            "rows": count,
         }
-        row_cols = {k: r[k].astype(t, copy=False) for k, t in ROW_DTYPES.items() if k != "launch"}
-        row_cols["launch"] = launch.astype(np.int64)
-        return cls({k: row_cols[k] for k in ROW_DTYPES}, launches, kernels, sessions, metadata)
+        for k in ("gpu", "kernel", "grid_id", "tag", "per_warp", "step_tag"):
+            rows.pop(k, None)  # per launch from here on
+        # The table's row columns, one at a time, each in its own dtype; what it was gathered
+        # from goes as it is done.
+        table_rows = {"launch": launch.astype(np.int64, copy=False)}
+        for k, t in ROW_DTYPES.items():
+            if k != "launch":
+                table_rows[k] = rows.pop(k)[order].astype(t, copy=False)
+        del order
+        r = table_rows
+        launches.update(
+            start_ns=_reduce(np.minimum, r["start_ns"], first),
+            end_ns=_reduce(np.maximum, r["end_ns"], first),
+            grid_x=_reduce(np.maximum, r["x"], first) + 1,
+            grid_y=_reduce(np.maximum, r["y"], first) + 1,
+            grid_z=_reduce(np.maximum, r["z"], first) + 1,
+        )
+        launches = {k: launches[k].astype(t, copy=False) for k, t in LAUNCH_DTYPES.items()}
+        return cls(table_rows, launches, kernels, sessions, metadata)
 
     @staticmethod
     def concat(tables: list[AutoTable]) -> AutoTable:

@@ -149,3 +149,66 @@ def test_summary_counters_a_part_at_a_time_are_those_at_once(launches):
     for k in whole:
         assert got[k].dtype == whole[k].dtype, k
         np.testing.assert_array_equal(got[k], whole[k], err_msg=k)
+
+
+def _rows_wide(recs):
+    """rows_of as it was computed in int64 (the narrow columns must hold the same values)."""
+    start = recs["start_ns"].astype(np.int64)
+    info = recs["info"].astype(np.int64)
+    yz = recs["ctaid_yz"].astype(np.int64)
+    return {
+        "sm": recs["sm"].astype(np.int64) & 0xFFFF,
+        "start_ns": start,
+        "end_ns": start + ((recs["end_lo"].astype(np.int64) - (start & fmt.LOW32)) & fmt.LOW32),
+        "x": recs["ctaid_x"].astype(np.int64),
+        "y": yz & 0xFFFF,
+        "z": yz >> 16,
+        "warp": (info >> 16) & 0x7F,
+        "kernel": info & 0xFFFF,
+        "grid_id": recs["grid_id"].astype(np.int64),
+        "tag": info >> 24,
+        "step_tag": recs["sm"].astype(np.int64) >> 16,
+        "per_warp": (info & fmt.AUTO_PER_WARP) != 0,
+    }
+
+
+def test_narrow_row_columns_hold_every_value_a_record_can_say():
+    from sm_profiler.auto_mode.records import ROW_COLUMNS, rows_of
+
+    top = 2**32 - 1
+    recs = np.zeros(6, fmt.AUTO_RECORD_DTYPE)
+    # Starts just below and at a wrap of the low 32 bits, ends past it; and past 2**62.
+    recs["start_ns"] = [2**32 - 5, 2**32, 7 * 2**32 - 1, 2**62 + 2**32 - 1, 1, 2**63 - 2**33]
+    recs["end_lo"] = [3, 10, 5, 0, top, 2**32 - 1]
+    recs["sm"] = [255, 65535 | (65535 << 16), 0, 132 | (7 << 16), 65534, 1 << 16]
+    recs["grid_id"] = [top, 0, 1, 2**31, 2**31 - 1, 7]
+    recs["info"] = [top, 1, 0xFFFF | fmt.AUTO_PER_WARP | (127 << 16), 255 << 24, 2, 3]
+    recs["ctaid_x"] = [top, 0, 65535, 2**31, 1, 2]
+    recs["ctaid_yz"] = [top, 65535, 65535 << 16, 1 | (2 << 16), 0, 3]
+    rows, ref = rows_of(recs), _rows_wide(recs)
+    for k, v in ref.items():
+        assert rows[k].dtype == ROW_COLUMNS[k], k
+        assert rows[k].astype(np.int64).tolist() == v.astype(np.int64).tolist(), k
+    assert (rows["end_ns"] >= rows["start_ns"]).all()
+
+
+def test_a_table_keeps_its_dtypes_and_the_largest_ids():
+    from sm_profiler.auto_mode.table import LAUNCH_DTYPES, ROW_DTYPES
+
+    recs = [
+        (AUTO_T0, 100, 255, 2**32 - 1, 1, 2**32 - 1, 65535, 65535),
+        (AUTO_T0 + 10, 2**32 + 5, 3, 2**32 - 1, 1, 0, 0, 0),
+    ]
+    t = table_of(recs, sm_count=256)
+    assert {k: v.dtype for k, v in t.rows.items()} == {
+        k: np.dtype(v) for k, v in ROW_DTYPES.items()
+    }
+    assert {k: v.dtype for k, v in t.launches.items()} == {
+        k: np.dtype(v) for k, v in LAUNCH_DTYPES.items()
+    }
+    assert t.rows["x"].tolist() == [0, 2**32 - 1] and t.rows["sm"].tolist() == [3, 255]
+    assert t.rows["y"].tolist() == [0, 65535] and t.rows["z"].tolist() == [0, 65535]
+    assert t.launches["grid_id"].tolist() == [2**32 - 1]
+    assert t.launches["grid_x"].tolist() == [2**32] and t.launches["grid_z"].tolist() == [65536]
+    # A duration past 2**32 ns wraps in the record's 32-bit end: 5 ns.
+    assert (t.rows["end_ns"] - t.rows["start_ns"]).tolist() == [5, 100]
