@@ -59,10 +59,17 @@ class KernelReport:
 def launch_table(trace: TraceData, sm_count: int | None = None) -> dict[str, np.ndarray]:
     """Per launch with any program, as columns (capture, start_ns, span_ns, programs, sms_used,
     waves, per_sm, idle_pct, last_sm, tail_ns, imbalance), all launches at once: a program is
-    its warps' union (level="warp" counts programs, not warps).
+    its warps' union (level="warp" counts programs, not warps)."""
+    parts = list(launch_chunks(trace, sm_count))
+    if len(parts) == 1:
+        return parts[0]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
-    Memory: a few int64 columns per program; each (launch, SM) group's busy time and peak are
-    found a chunk of groups at a time."""
+
+def launch_chunks(trace: TraceData, sm_count: int | None = None):
+    """launch_table a chunk of whole launches at a time (about CHUNK_ROWS programs each, in
+    capture order; concatenated, they are launch_table). Memory: a few columns per program,
+    and per group ((launch, SM)) and launch only the chunk's."""
     p_cap, p_sm, p_start, p_end = _programs(trace.events)
     # (launch, SM) groups, sorted by start within each.
     order = np.lexsort((p_start, p_sm, p_cap))
@@ -74,14 +81,46 @@ def launch_table(trace: TraceData, sm_count: int | None = None) -> dict[str, np.
     del p_start
     en = p_end[order]
     del p_end, order
+    n = len(c)
+    if n == 0:
+        yield _launch_rows(trace, c, sm, st, en, sm_count)
+        return
+    l_rows = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])  # each launch's first program
+    # Where union_length could not lift every group's times at once, it takes its exact path
+    # for all of them: then one chunk, as it was.
+    n_g = 1 + int(np.count_nonzero((c[1:] != c[:-1]) | (sm[1:] != sm[:-1])))
+    width = int(max(st.max(), en.max())) - int(min(st.min(), en.min())) + 1
+    whole = width * (n_g + 1) >= 2**62
+    for _, _, a, b in _whole_runs(l_rows, n, whole):
+        yield _launch_rows(trace, c[a:b], sm[a:b], st[a:b], en[a:b], sm_count, whole)
+
+
+def _whole_runs(first: np.ndarray, n: int, whole: bool = False):
+    """(first run, stop run, start row, stop row) of consecutive chunks of whole runs of n rows
+    (run k starts at row first[k]), each at most CHUNK_ROWS rows unless one run alone is longer
+    (whole: one chunk)."""
+    k, n_runs = 0, len(first)
+    while k < n_runs:
+        a = int(first[k])
+        if whole or n - a <= auto_table.CHUNK_ROWS:
+            k2 = n_runs
+        else:  # the runs that end within CHUNK_ROWS rows (at least one)
+            k2 = max(k + 1, int(np.searchsorted(first, a + auto_table.CHUNK_ROWS, "right")) - 1)
+        b = int(first[k2]) if k2 < n_runs else n
+        yield k, k2, a, b
+        k = k2
+
+
+def _launch_rows(trace, c, sm, st, en, sm_count, whole=False) -> dict[str, np.ndarray]:
+    """launch_table of whole launches' programs (c, sm, st, en), sorted by (capture, SM,
+    start)."""
     g_new = np.r_[True, (c[1:] != c[:-1]) | (sm[1:] != sm[:-1])] if len(c) else np.zeros(0, bool)
     g_first = np.flatnonzero(g_new)
     del g_new
     n_g = len(g_first)
-    g_cap, g_sm = c[g_first], sm[g_first].astype(np.int64)
-    del c, sm
+    g_cap, g_sm = c[g_first].astype(np.int64), sm[g_first].astype(np.int64)
     g_last = np.maximum.reduceat(en, g_first) if n_g else en[:0]
-    busy, g_peak = _group_busy_and_peak(g_first, st, en)
+    busy, g_peak = _group_busy_and_peak(g_first, st, en, whole)
     # Launches.
     l_new = np.r_[True, g_cap[1:] != g_cap[:-1]] if n_g else np.zeros(0, bool)
     l_first = np.flatnonzero(l_new)
@@ -132,7 +171,7 @@ def _programs(ev: dict[str, np.ndarray]):
     def ranges(col: str) -> np.ndarray:
         return ev[col] if every else ev[col][rng]
 
-    cap = ranges("capture").astype(np.int64)
+    cap = ranges("capture")
     blk = ranges("block").astype(np.int64, copy=False)
     start = ranges("start_ns").astype(np.int64, copy=False)
     end = ranges("end_ns").astype(np.int64, copy=False)
@@ -168,31 +207,21 @@ def _programs(ev: dict[str, np.ndarray]):
     return p_cap, p_sm, p_start, p_end
 
 
-def _group_busy_and_peak(g_first: np.ndarray, st: np.ndarray, en: np.ndarray):
+def _group_busy_and_peak(g_first: np.ndarray, st: np.ndarray, en: np.ndarray, whole: bool):
     """(busy time as float64, most programs resident at once) of each group of rows (sorted by
-    group, then start; group k's rows start at g_first[k]), a chunk of whole groups at a time:
-    each chunk's temporaries are a few times CHUNK_ROWS rows, whatever the groups' count."""
+    group, then start; group k's rows start at g_first[k]), a chunk of whole groups at a time
+    (whole: all at once): each chunk's temporaries are a few times CHUNK_ROWS rows, whatever
+    the groups' count."""
     n, n_g = len(st), len(g_first)
     busy = np.zeros(n_g, np.float64)
     peak = np.zeros(n_g, np.int64)
     if n_g == 0:
         return busy, peak
-    lo = int(min(st.min(), en.min()))
-    width = int(max(st.max(), en.max())) - lo + 1
-    whole = width * (n_g + 1) >= 2**62  # union_length's exact path for all groups at once
-    k = 0
-    while k < n_g:
-        a = int(g_first[k])
-        if whole or n - a <= auto_table.CHUNK_ROWS:
-            k2 = n_g
-        else:  # the groups that end within CHUNK_ROWS rows (at least one)
-            k2 = max(k + 1, int(np.searchsorted(g_first, a + auto_table.CHUNK_ROWS, "right")) - 1)
-        b = int(g_first[k2]) if k2 < n_g else n
+    for k, k2, a, b in _whole_runs(g_first, n, whole):
         sizes = np.diff(np.r_[g_first[k:k2], b])
         group = np.repeat(np.arange(k2 - k), sizes)
         busy[k:k2] = union_length(group, st[a:b], en[a:b], k2 - k)
         peak[k:k2] = _peak_per_group(group, st[a:b], en[a:b], k2 - k)
-        k = k2
     return busy, peak
 
 
@@ -226,27 +255,60 @@ def kernel_reports(launches) -> list[KernelReport]:
     LaunchReport, or (trace, launch_table(trace))."""
     if isinstance(launches, tuple):
         trace, t = launches
-        uniq, inv = kernel_name_ids(trace, t["capture"])
-    else:
-        t = {k: np.array([getattr(r, k) for r in launches]) for k in _LAUNCH_FIELDS}
-        names = np.array([r.kernel for r in launches], dtype=object)
-        uniq, inv = np.unique(names.astype(str), return_inverse=True)
-    if not len(inv):
+        sums = KernelSums(trace)
+        sums.add(t)
+        return sums.reports()
+    t = {k: np.array([getattr(r, k) for r in launches]) for k in _LAUNCH_FIELDS}
+    names = np.array([r.kernel for r in launches], dtype=object)
+    if not len(names):
         return []
-    inv = inv.reshape(-1)
-    n = len(uniq)
-    count = np.bincount(inv, minlength=n)
-    span = t["span_ns"].astype(np.float64)
-    total = np.bincount(inv, weights=span, minlength=n)
+    uniq, inv = np.unique(names.astype(str), return_inverse=True)
+    sums = KernelSums(None, uniq)
+    sums.add(t, inv.reshape(-1))
+    return sums.reports()
 
-    def mean(col):
-        return np.bincount(inv, weights=np.asarray(t[col], np.float64), minlength=n) / count
 
-    idle = np.bincount(inv, weights=span * t["idle_pct"], minlength=n) / np.maximum(total, 1)
-    out = [
-        KernelReport(str(uniq[i]), int(count[i]), int(total[i]), float(total[i] / count[i]), *v)
-        for i, v in enumerate(
-            zip(
+class KernelSums:
+    """kernel_reports of launch tables given a chunk of launches at a time: per kernel name,
+    the launches' sums, each added in launch order (as one np.bincount over all of them adds
+    them, so the floats come out the same)."""
+
+    _COLS = ("programs", "waves", "tail_ns", "imbalance")
+
+    def __init__(self, trace: TraceData | None, names: np.ndarray | None = None):
+        if names is None:
+            names, self._ids = _name_ids_of(trace)
+        self.names = names
+        n = len(names)
+        self.count = np.zeros(n, np.int64)
+        self.total = np.zeros(n, np.float64)
+        self.idle = np.zeros(n, np.float64)
+        self.sums = {c: np.zeros(n, np.float64) for c in self._COLS}
+
+    def add(self, t: dict[str, np.ndarray], ids: np.ndarray | None = None) -> None:
+        inv = self._ids(t["capture"]) if ids is None else ids
+        np.add.at(self.count, inv, 1)
+        span = t["span_ns"].astype(np.float64)
+        np.add.at(self.total, inv, span)
+        np.add.at(self.idle, inv, span * t["idle_pct"])
+        for c in self._COLS:
+            np.add.at(self.sums[c], inv, np.asarray(t[c], np.float64))
+
+    def reports(self) -> list[KernelReport]:
+        """One KernelReport per kernel name with a launch, by total time (largest first)."""
+        i = np.flatnonzero(self.count)
+        count, total = self.count[i], self.total[i]
+
+        def mean(col):
+            return self.sums[col][i] / count
+
+        idle = self.idle[i] / np.maximum(total, 1)
+        out = [
+            KernelReport(str(name), int(c), int(tot), float(tot / c), *v)
+            for name, c, tot, *v in zip(
+                self.names[i].tolist(),
+                count,
+                total,
                 mean("programs").tolist(),
                 mean("waves").tolist(),
                 idle.tolist(),
@@ -254,26 +316,33 @@ def kernel_reports(launches) -> list[KernelReport]:
                 mean("imbalance").tolist(),
                 strict=True,
             )
-        )
-    ]
-    out.sort(key=lambda k: (-k.total_ns, k.kernel))
-    return out
+        ]
+        out.sort(key=lambda k: (-k.total_ns, k.kernel))
+        return out
+
+
+def _name_ids_of(trace: TraceData):
+    """(every kernel name of `trace`, sorted and unique; a function: captures -> their names'
+    indices). An auto trace's are found per kernel of its table, not per launch."""
+    table = getattr(trace.kernels, "table", None)
+    if table is None:
+        names = np.array(kernel_names(trace.kernels), dtype=object).astype(str)
+        uniq, inv = np.unique(names, return_inverse=True)
+        inv = inv.reshape(-1)
+        return uniq, lambda caps: inv[caps]
+    k_names = np.array(table.kernel_names() or [""], dtype=object).astype(str)
+    k_uniq, k_inv = np.unique(k_names, return_inverse=True)
+    k_inv = k_inv.reshape(-1)
+    return k_uniq, lambda caps: k_inv[table.launches["kernel"][caps]]
 
 
 def kernel_name_ids(trace: TraceData, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the kernel names of the captures `caps`, sorted and unique; each capture's index into
-    them), as np.unique of the captures' names gives them. An auto trace's are found per kernel
-    of its table, never as a string per launch."""
-    table = getattr(trace.kernels, "table", None)
-    if table is None:
-        names = np.array(kernel_names(trace.kernels), dtype=object)[caps]
-        uniq, inv = np.unique(names.astype(str), return_inverse=True)
-        return uniq, inv.reshape(-1)
-    k_names = np.array(table.kernel_names() or [""], dtype=object).astype(str)
-    k_uniq, k_inv = np.unique(k_names, return_inverse=True)
-    ids = k_inv.reshape(-1)[table.launches["kernel"][caps]]
+    them), as np.unique of the captures' names gives them."""
+    uniq, ids_of = _name_ids_of(trace)
+    ids = ids_of(caps)
     present = np.unique(ids)
-    return k_uniq[present], np.searchsorted(present, ids)
+    return uniq[present], np.searchsorted(present, ids)
 
 
 def _peak_per_group(group, start, end, n_groups: int) -> np.ndarray:
@@ -312,17 +381,61 @@ def _count(v) -> int:
     return int(v) if 0 < v < 1 << 20 else 0
 
 
-def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> str:
+@dataclass
+class ReportParts:
+    """What the report is written from: each launch's capture, start and span (for the steps
+    and ranks), the kernels summed, the launches of the longest tails, the programs."""
+
+    launches: dict[str, np.ndarray]
+    kernels: list[KernelReport]
+    worst: dict[str, np.ndarray]
+    programs: int
+
+
+_WORST = 3  # launches of the longest tails the report names
+_KEPT = ("capture", "start_ns", "span_ns")
+
+
+def report_parts(trace: TraceData) -> ReportParts:
+    """ReportParts of `trace`, from launch_table a chunk of launches at a time: what the
+    report keeps of each launch is three columns, not the table's eleven."""
+    sums = KernelSums(trace)
+    kept = {k: [] for k in _KEPT}
+    worst: dict[str, np.ndarray] | None = None
+    programs, base = 0, 0
+    for t in launch_chunks(trace):
+        sums.add(t)
+        programs += int(t["programs"].sum())
+        for k in _KEPT:
+            kept[k].append(t[k])
+        # The longest tails (first of equals: the earliest launch), merged chunk by chunk.
+        top = np.argsort(-t["tail_ns"], kind="stable")[:_WORST]
+        cand = {k: v[top] for k, v in t.items()}
+        cand["row"] = top + base
+        base += len(t["capture"])
+        if worst is not None:
+            cand = {k: np.concatenate([worst[k], cand[k]]) for k in cand}
+        pick = np.lexsort((cand["row"], -cand["tail_ns"]))[:_WORST]
+        worst = {k: v[pick] for k, v in cand.items()}
+    launches = {k: np.concatenate(v) if len(v) > 1 else v[0] for k, v in kept.items()}
+    return ReportParts(launches, sums.reports(), worst, programs)
+
+
+def format_report(
+    trace: TraceData, width: int | None = None, top: int = 20, parts: ReportParts | None = None
+) -> str:
+    """The auto-mode report of `trace` at `width` columns (default: the terminal's); `parts`:
+    report_parts(trace) when it was found already (one report at two widths)."""
     if width is None:
         width = shutil.get_terminal_size((100, 24)).columns
     width = max(width, 40)
-    t = launch_table(trace)
-    kernels = kernel_reports((trace, t))
+    parts = report_parts(trace) if parts is None else parts
+    t, kernels, worst = parts.launches, parts.kernels, parts.worst
     sessions = _sessions(trace)
     lines = wrap(
         f"sm_profiler auto: {_n(len(t['capture']), 'launch', 'launches')} of "
         f"{_n(len(kernels), 'kernel')}, "
-        f"{int(t['programs'].sum()):,} programs on {_where(sessions)}",
+        f"{parts.programs:,} programs on {_where(sessions)}",
         width,
     )
     counts = {
@@ -377,10 +490,10 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
     )
     lines += step_lines(trace, t, width)
     lines += rank_lines(trace, t, width)
-    worst = np.argsort(-t["tail_ns"], kind="stable")[:3]
-    if len(worst):
+    if len(worst["capture"]):
         lines += ["", *wrap("longest tails:", width)]
-        for i in worst.tolist():
+        t = worst
+        for i in range(len(worst["capture"])):
             lines += wrap(
                 f"  {printable(trace.capture_name(int(t['capture'][i])))}: SM "
                 f"{int(t['last_sm'][i])} ends {format_time(int(t['tail_ns'][i]))} after the "

@@ -78,6 +78,7 @@ def test_launch_table_in_place_and_a_chunk_of_groups_at_a_time(monkeypatch, chun
 
     _, tr = _decoded(monkeypatch, 1 << 18)
     ref = launch_table(_shuffled(tr))  # the sorting path, whole
+    text = format_report(tr, 100)
     monkeypatch.setattr(table_mod, "CHUNK_ROWS", chunk)
     got = launch_table(tr)  # rows in (capture, block) order: read in place, groups in chunks
     assert list(got) == list(ref)
@@ -85,7 +86,7 @@ def test_launch_table_in_place_and_a_chunk_of_groups_at_a_time(monkeypatch, chun
         assert got[k].dtype == ref[k].dtype, k
         np.testing.assert_array_equal(got[k], ref[k], err_msg=k)
     assert kernel_reports((tr, got)) == kernel_reports((_shuffled(tr), ref))
-    assert format_report(tr, 100) == format_report(_shuffled(tr), 100)
+    assert format_report(tr, 100) == format_report(_shuffled(tr), 100) == text
 
 
 def test_kernel_names_of_an_auto_trace_match_its_launches_names(monkeypatch):
@@ -212,3 +213,61 @@ def test_a_table_keeps_its_dtypes_and_the_largest_ids():
     assert t.launches["grid_x"].tolist() == [2**32] and t.launches["grid_z"].tolist() == [65536]
     # A duration past 2**32 ns wraps in the record's 32-bit end: 5 ns.
     assert (t.rows["end_ns"] - t.rows["start_ns"]).tolist() == [5, 100]
+
+
+def test_kernel_sums_added_a_chunk_at_a_time_are_one_bincount():
+    from sm_profiler.auto_mode.report import KernelSums
+
+    rng = np.random.default_rng(3)
+    n = 5_000
+    t = {
+        "capture": np.arange(n),
+        "span_ns": rng.integers(1, 10**9, n),
+        "idle_pct": rng.random(n) * 100,
+        "programs": rng.integers(1, 10**6, n),
+        "waves": rng.random(n) * 7,
+        "tail_ns": rng.integers(-(10**6), 10**6, n),
+        "imbalance": 1 + rng.random(n),
+    }
+    inv = rng.integers(0, 6, n)
+    names = np.array([f"k{i}" for i in range(6)])
+    acc = KernelSums(None, names)
+    for a in range(0, n, 777):
+        acc.add({k: v[a : a + 777] for k, v in t.items()}, inv[a : a + 777])
+    got = {r.kernel: r for r in acc.reports()}
+    count = np.bincount(inv, minlength=6)
+    span = t["span_ns"].astype(np.float64)
+    total = np.bincount(inv, weights=span, minlength=6)
+    idle = np.bincount(inv, weights=span * t["idle_pct"], minlength=6) / np.maximum(total, 1)
+    for i, name in enumerate(names.tolist()):
+        r = got[name]
+        assert (r.launches, r.total_ns, r.mean_ns) == (count[i], int(total[i]), total[i] / count[i])
+        assert r.idle_pct == idle[i]
+        for col in ("programs", "waves", "tail_ns", "imbalance"):
+            want = np.bincount(inv, weights=np.asarray(t[col], np.float64), minlength=6)[i]
+            assert getattr(r, col) == want / count[i], col
+
+
+@pytest.mark.parametrize("chunk", [1, 4])
+def test_report_parts_a_chunk_of_launches_at_a_time(monkeypatch, chunk):
+    from sm_profiler.auto_mode.report import launch_table, report_parts
+
+    recs = [
+        (AUTO_T0 + 1000 * i, 900 - 37 * (i % 5), i % 3, 20 + i, 1 + i % 2, 0, 0, 0)
+        for i in range(20)
+    ]
+    t = table_of(recs + mixed_records(), sm_count=256, regions=4)
+    tr = t.decode()
+    whole = launch_table(tr)
+    ref = report_parts(tr)
+    monkeypatch.setattr(table_mod, "CHUNK_ROWS", chunk)
+    got = report_parts(tr)
+    assert got.kernels == ref.kernels and got.programs == ref.programs == int(
+        whole["programs"].sum()
+    )
+    for k in ref.launches:
+        np.testing.assert_array_equal(got.launches[k], whole[k])
+    worst = np.argsort(-whole["tail_ns"], kind="stable")[:3]
+    for k in whole:
+        np.testing.assert_array_equal(got.worst[k], whole[k][worst])
+    np.testing.assert_array_equal(got.worst["row"], worst)
