@@ -91,21 +91,24 @@ def launch_chunks(trace: TraceData, sm_count: int | None = None):
     n_g = 1 + int(np.count_nonzero((c[1:] != c[:-1]) | (sm[1:] != sm[:-1])))
     width = int(max(st.max(), en.max())) - int(min(st.min(), en.min())) + 1
     whole = width * (n_g + 1) >= 2**62
-    for _, _, a, b in _whole_runs(l_rows, n, whole):
+    # A launch's columns cost about eight times a program's: at most CHUNK_ROWS / 8 a chunk.
+    for _, _, a, b in _whole_runs(l_rows, n, whole, runs_per_row=8):
         yield _launch_rows(trace, c[a:b], sm[a:b], st[a:b], en[a:b], sm_count, whole)
 
 
-def _whole_runs(first: np.ndarray, n: int, whole: bool = False):
+def _whole_runs(first: np.ndarray, n: int, whole: bool = False, runs_per_row: int = 1):
     """(first run, stop run, start row, stop row) of consecutive chunks of whole runs of n rows
-    (run k starts at row first[k]), each at most CHUNK_ROWS rows unless one run alone is longer
-    (whole: one chunk)."""
+    (run k starts at row first[k]), each at most CHUNK_ROWS rows and CHUNK_ROWS / runs_per_row
+    runs unless one run alone is longer (whole: one chunk)."""
     k, n_runs = 0, len(first)
+    most = max(1, auto_table.CHUNK_ROWS // runs_per_row)
     while k < n_runs:
         a = int(first[k])
-        if whole or n - a <= auto_table.CHUNK_ROWS:
+        if whole or (n - a <= auto_table.CHUNK_ROWS and n_runs - k <= most):
             k2 = n_runs
         else:  # the runs that end within CHUNK_ROWS rows (at least one)
-            k2 = max(k + 1, int(np.searchsorted(first, a + auto_table.CHUNK_ROWS, "right")) - 1)
+            k2 = int(np.searchsorted(first, a + auto_table.CHUNK_ROWS, "right")) - 1
+            k2 = max(k + 1, min(k2, k + most))
         b = int(first[k2]) if k2 < n_runs else n
         yield k, k2, a, b
         k = k2

@@ -584,7 +584,7 @@ def _map_steps(tags: np.ndarray, m: dict[int, int]) -> np.ndarray:
 
 
 # Rows per chunk where a column is computed a chunk at a time (its temporaries: a few MiB).
-CHUNK_ROWS = 1 << 18
+CHUNK_ROWS = 1 << 16
 
 
 def _chunks(n: int, size: int | None = None):
