@@ -271,3 +271,40 @@ def test_report_parts_a_chunk_of_launches_at_a_time(monkeypatch, chunk):
     for k in whole:
         np.testing.assert_array_equal(got.worst[k], whole[k][worst])
     np.testing.assert_array_equal(got.worst["row"], worst)
+
+
+@pytest.mark.parametrize("part", [1, 2, 3, 5])
+def test_writer_blocks_encoded_in_parts_are_the_same_bytes(monkeypatch, part):
+    from types import SimpleNamespace
+
+    from sm_profiler.export import perfetto
+
+    rng = np.random.default_rng(4)
+    blocks = []
+    for i, m in enumerate([0, 3, 0, 4, 0, 0, 1, 6]):  # empty blocks first and inside
+        times = np.sort(rng.integers(1000, 10**6, m))
+        types = rng.choice([perfetto.SLICE_BEGIN, perfetto.SLICE_END, perfetto.TYPE_COUNTER], m)
+        iids = rng.integers(0, 300, m).astype(np.uint64)
+        vals = rng.integers(0, 70, m)
+        blocks.append((b"desc%d" % i, 100 + i, times, types, iids, vals))
+    w = SimpleNamespace(origin=500)
+    whole = perfetto._Writer._encode_blocks(w, blocks, 900)
+    monkeypatch.setattr(perfetto, "ENCODE_EVENTS", part)
+    assert perfetto._Writer._encode_blocks(w, blocks, 900) == whole
+    doubles = [(*b[:5], b[5] / 7) for b in blocks]
+    monkeypatch.setattr(perfetto, "ENCODE_EVENTS", 1 << 16)
+    whole = perfetto._Writer._encode_blocks(w, doubles, 900, double=True)
+    monkeypatch.setattr(perfetto, "ENCODE_EVENTS", part)
+    assert perfetto._Writer._encode_blocks(w, doubles, 900, double=True) == whole
+
+
+def test_trace_written_in_parts_is_the_same_trace(monkeypatch):
+    from sm_profiler.export import perfetto, to_perfetto_bytes
+
+    recs = [(AUTO_T0 + 700 * i, 650, i % 5, 40 + i, 1 + i % 2, 0, 0, 0) for i in range(30)]
+    tr = table_of(recs + mixed_records(), sm_count=256, regions=4).decode()
+    whole = to_perfetto_bytes(tr)
+    cut = to_perfetto_bytes(tr, cut_gaps=True)  # launches with cut marks
+    monkeypatch.setattr(perfetto, "ENCODE_EVENTS", 3)
+    assert to_perfetto_bytes(tr) == whole
+    assert to_perfetto_bytes(tr, cut_gaps=True) == cut
