@@ -58,6 +58,20 @@ LAUNCH_DTYPES = {
     "grid_y": np.int64,
     "grid_z": np.int64,
 }
+# In memory a column is held in the narrowest of these its values fit (ids a record holds in
+# 16 or 32 bits, launch numbers below 2**31), else in its file dtype above (a file may hold
+# anything): the same values, a third less memory. Files keep the dtypes above.
+NARROW_DTYPES = {
+    "launch": np.int32,
+    "x": np.uint32,
+    "y": np.uint16,
+    "z": np.uint16,
+    "warp": np.uint8,
+    "grid_id": np.uint32,
+    "tag": np.uint8,
+    "grid_y": np.int32,
+    "grid_z": np.int32,
+}
 SESSION_COUNTS = ("claimed", "kept", "dropped", "unwritten", "capacity")
 # Block ids of a launch are linear program ids while the grid numbers them in int64 comfortably.
 _MAX_LINEAR_BLOCKS = 1 << 53
@@ -71,6 +85,11 @@ class AutoTable:
     sessions: list[dict]
     metadata: dict = field(default_factory=dict)
     is_auto_table = True  # decode() and the CLI tell it from a list of captures by this
+
+    def __post_init__(self):
+        for cols in (self.rows, self.launches):
+            for k, v in cols.items():
+                cols[k] = narrow(k, v)
 
     # -- building ------------------------------------------------------------------------------
 
@@ -132,10 +151,11 @@ class AutoTable:
             rows.pop(k, None)  # per launch from here on
         # The table's row columns, one at a time, each in its own dtype; what it was gathered
         # from goes as it is done.
-        table_rows = {"launch": launch.astype(np.int64, copy=False)}
+        table_rows = {"launch": narrow("launch", launch)}
+        del launch
         for k, t in ROW_DTYPES.items():
             if k != "launch":
-                table_rows[k] = rows.pop(k)[order].astype(t, copy=False)
+                table_rows[k] = narrow(k, rows.pop(k)[order].astype(NARROW_DTYPES.get(k, t)))
         del order
         r = table_rows
         launches.update(
@@ -145,7 +165,9 @@ class AutoTable:
             grid_y=_reduce(np.maximum, r["y"], first) + 1,
             grid_z=_reduce(np.maximum, r["z"], first) + 1,
         )
-        launches = {k: launches[k].astype(t, copy=False) for k, t in LAUNCH_DTYPES.items()}
+        launches = {
+            k: narrow(k, launches[k].astype(t, copy=False)) for k, t in LAUNCH_DTYPES.items()
+        }
         return cls(table_rows, launches, kernels, sessions, metadata)
 
     @staticmethod
@@ -294,13 +316,15 @@ class AutoTable:
         # (kind, written, attempted, dropped, initialized) are read-only views of that value.
         lane = np.empty(n, np.int64)
         group = np.empty(n, np.int32)
-        cap = np.empty(n, np.int32)
+        own = r["launch"].dtype == np.int32  # the capture column is the launch column
+        cap = r["launch"] if own else np.empty(n, np.int32)
         event = np.empty(n, np.int32)
         for a, b in _chunks(n):
             launch = r["launch"][a:b]
             lane[a:b] = np.arange(a, b, dtype=np.int64) - L["first_row"][launch]
             group[a:b] = np.where(L["per_warp"][launch], r["warp"][a:b], 0)
-            cap[a:b] = launch
+            if not own:
+                cap[a:b] = launch
             event[a:b] = event_of_kernel[L["kernel"][launch]]
         block = self.blocks()
         events = {
@@ -449,10 +473,11 @@ class AutoTable:
                 f"cannot save {str(path)!r}: metadata must be JSON-serialisable ({_short(str(e), 120)})"
             ) from e
         check_writable(path)
-        arrays = {f"row_{k}": v for k, v in self.rows.items()}
-        arrays.update({f"launch_{k}": v for k, v in self.launches.items()})
+        columns = [("meta", blob, np.uint8)]
+        columns += [(f"row_{k}", self.rows[k], t) for k, t in ROW_DTYPES.items()]
+        columns += [(f"launch_{k}", self.launches[k], t) for k, t in LAUNCH_DTYPES.items()]
         with atomic_output(path) as tmp, open(tmp, "wb") as f:
-            np.savez(f, meta=blob, **arrays)
+            _savez(f, columns)
 
     @classmethod
     def read(cls, z: zipfile.ZipFile, meta: dict, name: str) -> AutoTable:
@@ -468,8 +493,10 @@ class AutoTable:
         kernels, sessions = meta["kernels"], meta["sessions"]
         need("a kernel entry is not a table", all(isinstance(k, dict) for k in kernels))
         need("a session entry is not a table", all(isinstance(s, dict) for s in sessions))
-        rows = {k: _read_column(z, f"row_{k}", name, t) for k, t in ROW_DTYPES.items()}
-        launches = {k: _read_column(z, f"launch_{k}", name, t) for k, t in LAUNCH_DTYPES.items()}
+        rows = {k: narrow(k, _read_column(z, f"row_{k}", name, t)) for k, t in ROW_DTYPES.items()}
+        launches = {
+            k: narrow(k, _read_column(z, f"launch_{k}", name, t)) for k, t in LAUNCH_DTYPES.items()
+        }
         n, m = len(rows["start_ns"]), len(launches["rows"])
         need("row columns differ in length", all(len(v) == n for v in rows.values()))
         need("launch columns differ in length", all(len(v) == m for v in launches.values()))
@@ -581,6 +608,29 @@ def _map_steps(tags: np.ndarray, m: dict[int, int]) -> np.ndarray:
     vals = np.array([m[k] for k in sorted(m)], np.int64)
     pos = np.clip(np.searchsorted(keys, tags), 0, len(keys) - 1)
     return np.where(keys[pos] == tags, vals[pos], tags.astype(np.int64))
+
+
+def narrow(name: str, v: np.ndarray) -> np.ndarray:
+    """Column `name` in its NARROW_DTYPES dtype where every value fits it, else as it is."""
+    t = NARROW_DTYPES.get(name)
+    v = np.asarray(v)
+    if t is None or v.dtype == t or v.dtype.kind not in "iu":
+        return v
+    info = np.iinfo(t)
+    if len(v) and (int(v.min()) < info.min or int(v.max()) > info.max):
+        return v
+    return v.astype(t)
+
+
+def _savez(f, columns) -> None:
+    """np.savez of (name, column, file dtype) triples, each column widened to its file dtype
+    only while it is written (np.savez would hold them all widened at once)."""
+    from numpy.lib import format as npy
+
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, v, t in columns:
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as m:
+                npy.write_array(m, np.asarray(v).astype(t, copy=False), allow_pickle=False)
 
 
 # Rows per chunk where a column is computed a chunk at a time (its temporaries: a few MiB).

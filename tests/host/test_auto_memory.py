@@ -193,26 +193,57 @@ def test_narrow_row_columns_hold_every_value_a_record_can_say():
     assert (rows["end_ns"] >= rows["start_ns"]).all()
 
 
-def test_a_table_keeps_its_dtypes_and_the_largest_ids():
-    from sm_profiler.auto_mode.table import LAUNCH_DTYPES, ROW_DTYPES
+def test_a_table_holds_narrow_columns_and_saves_its_file_dtypes(tmp_path):
+    from sm_profiler.auto_mode.table import LAUNCH_DTYPES, NARROW_DTYPES, ROW_DTYPES
+    from sm_profiler.capture import load
 
     recs = [
         (AUTO_T0, 100, 255, 2**32 - 1, 1, 2**32 - 1, 65535, 65535),
         (AUTO_T0 + 10, 2**32 + 5, 3, 2**32 - 1, 1, 0, 0, 0),
     ]
     t = table_of(recs, sm_count=256)
-    assert {k: v.dtype for k, v in t.rows.items()} == {
-        k: np.dtype(v) for k, v in ROW_DTYPES.items()
-    }
-    assert {k: v.dtype for k, v in t.launches.items()} == {
-        k: np.dtype(v) for k, v in LAUNCH_DTYPES.items()
-    }
+
+    def want(dtypes):
+        return {k: np.dtype(NARROW_DTYPES.get(k, v)) for k, v in dtypes.items()}
+
+    assert {k: v.dtype for k, v in t.rows.items()} == want(ROW_DTYPES)
+    assert {k: v.dtype for k, v in t.launches.items()} == want(LAUNCH_DTYPES)
     assert t.rows["x"].tolist() == [0, 2**32 - 1] and t.rows["sm"].tolist() == [3, 255]
     assert t.rows["y"].tolist() == [0, 65535] and t.rows["z"].tolist() == [0, 65535]
     assert t.launches["grid_id"].tolist() == [2**32 - 1]
     assert t.launches["grid_x"].tolist() == [2**32] and t.launches["grid_z"].tolist() == [65536]
     # A duration past 2**32 ns wraps in the record's 32-bit end: 5 ns.
     assert (t.rows["end_ns"] - t.rows["start_ns"]).tolist() == [5, 100]
+    # The file holds the file dtypes; read back, the table is narrow again, values the same.
+    path = tmp_path / "t.npz"
+    t.save(path)
+    with np.load(path) as z:
+        for k, v in ROW_DTYPES.items():
+            assert z[f"row_{k}"].dtype == v
+        for k, v in LAUNCH_DTYPES.items():
+            assert z[f"launch_{k}"].dtype == v
+    back = load(str(path))
+    for cols, got in ((t.rows, back.rows), (t.launches, back.launches)):
+        for k in cols:
+            assert got[k].dtype == cols[k].dtype and got[k].tolist() == cols[k].tolist(), k
+    # Decoded, the columns are as they always were.
+    tr = t.decode()
+    assert tr.events["capture"].dtype == np.int32 and tr.events["block"].dtype == np.int64
+    assert tr.events["sm"].dtype == np.int32 and tr.events["group"].dtype == np.int32
+
+
+def test_values_a_narrow_column_cannot_hold_keep_the_file_dtype():
+    from sm_profiler.auto_mode.table import AutoTable, narrow
+
+    assert narrow("x", np.array([-1, 5])).dtype == np.int64
+    assert narrow("y", np.array([0, 65536])).dtype == np.int64
+    assert narrow("launch", np.array([0, 2**31])).dtype == np.int64
+    assert narrow("launch", np.array([0, 2**31 - 1])).dtype == np.int32
+    assert narrow("start_ns", np.array([1, 2])).dtype == np.int64  # kept as it is
+    t = table_of(two_kernels())
+    rows = dict(t.rows, x=t.rows["x"].astype(np.int64) - 1)  # a file may say anything
+    odd = AutoTable(rows, t.launches, t.kernels, t.sessions)
+    assert odd.rows["x"].dtype == np.int64 and odd.rows["x"].min() == -1
 
 
 def test_kernel_sums_added_a_chunk_at_a_time_are_one_bincount():
