@@ -339,8 +339,10 @@ def _build_budgeted(trace: TraceData) -> Timeline:
     hi = np.full(n, np.iinfo(np.int64).min, np.int64)
     if first is not None and has.any():
         idx = first[has]
+        del first
         lo[has] = np.minimum.reduceat(ev["start_ns"], idx)
         hi[has] = np.maximum.reduceat(ev["end_ns"], idx)
+        del idx
     else:
         np.minimum.at(lo, ev["capture"], ev["start_ns"])
         np.maximum.at(hi, ev["capture"], ev["end_ns"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from auto_inputs import AUTO_T0, table_of, two_kernels
+from auto_inputs import AUTO_T0, KERNELS, table_of, two_kernels
 
 from sm_profiler import format as fmt
 from sm_profiler.auto_mode import table as table_mod
@@ -339,3 +339,18 @@ def test_trace_written_in_parts_is_the_same_trace(monkeypatch):
     monkeypatch.setattr(perfetto, "ENCODE_EVENTS", 3)
     assert to_perfetto_bytes(tr) == whole
     assert to_perfetto_bytes(tr, cut_gaps=True) == cut
+
+
+def test_capture_names_of_an_auto_trace_are_those_of_its_launches():
+    from collections import Counter
+
+    from sm_profiler.trace import kernel_names
+
+    lonely = [(AUTO_T0 + 20_000, 100, 1, 99, 3, 0, 0, 0)]
+    kernels = {**KERNELS, 3: {"name": "lonely"}}
+    tr = table_of(mixed_records() + lonely, kernels=kernels, sm_count=256).decode()
+    names = kernel_names(tr.kernels)
+    count = Counter(names)
+    want = [f"{n} (launch {c})" if count[n] > 1 else n for c, n in enumerate(names)]
+    assert [tr.capture_name(c) for c in range(len(names))] == want
+    assert any("(launch" in w for w in want) and any("(launch" not in w for w in want)
