@@ -10,6 +10,7 @@ prints ``decoding 12,345,678 records ...`` and then ``done in 1.2 s`` on the sam
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Iterator
@@ -46,3 +47,15 @@ def stage(label: str, stream: TextIO | None = None, enabled: bool | None = None)
         raise
     out.write(f" done in {time.perf_counter() - t0:.1f} s\n")
     out.flush()
+
+
+# Host work over fewer rows than this (records, programs) takes about a second at most: it gets
+# no progress line (BENCHMARKS.md, auto_host: 5 M records take 2-6 s a stage on 2 cores).
+LONG_ROWS = 1_000_000
+
+
+def stage_for(
+    label: str, rows: int, stream: TextIO | None = None, enabled: bool | None = None
+) -> contextlib.AbstractContextManager[None]:
+    """`stage` for work over `rows` rows: announced only from LONG_ROWS rows on."""
+    return stage(label, stream, enabled if rows >= LONG_ROWS else False)

@@ -31,28 +31,47 @@ def active_ranges(
     of group g inside [lo[g], hi[g]]). Returns group, time_ns (bin start), value (float64)
     for every bin, group-major, then a last row per group at hi with value 0.
     """
-    n_groups = len(lo)
-    if n_groups == 0:  # nothing to summarise (a trace of instants only)
-        return {
-            "group": np.zeros(0, np.int64),
-            "time_ns": np.zeros(0, np.int64),
-            "value": np.zeros(0, np.float64),
-        }
-    width = np.maximum((hi - lo), 1).astype(np.int64)
-    k = np.arange(bins + 1, dtype=np.int64)
-    # Bin edges relative to each group's lo: (G, bins + 1).
-    edges = (width[:, None] * k[None, :]) // bins
-    rel_s = (start - lo[group]).astype(np.int64)
-    rel_e = (end - lo[group]).astype(np.int64)
-    lift = int(width.max()) + 2
-    if lift * (n_groups + 1) >= 2**62:
-        raise ValueError("summary: too many groups for one pass over this time span")
+    acc = ActiveRanges(lo, hi, bins)
+    acc.add(start, end, group)
+    return acc.result()
 
-    def integral(rel: np.ndarray) -> np.ndarray:
+
+class ActiveRanges:
+    """active_ranges of ranges given a part at a time (any split of them: the integral of the
+    active count is a sum over ranges, in exact integers), so that no part of the work holds
+    more than one part's temporaries."""
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, bins: int = SUMMARY_BINS):
+        self.lo, self.hi, self.bins = lo, hi, bins
+        n_groups = len(lo)
+        if n_groups == 0:
+            return
+        width = np.maximum((hi - lo), 1).astype(np.int64)
+        k = np.arange(bins + 1, dtype=np.int64)
+        # Bin edges relative to each group's lo: (G, bins + 1).
+        self.edges = (width[:, None] * k[None, :]) // bins
+        self.lift = int(width.max()) + 2
+        if self.lift * (n_groups + 1) >= 2**62:
+            raise ValueError("summary: too many groups for one pass over this time span")
+        self.area = np.zeros((n_groups, bins + 1), np.int64)  # ns x active ranges, to each edge
+
+    def add(self, start: np.ndarray, end: np.ndarray, group: np.ndarray) -> None:
+        """Count the ranges (start, end) of `group` in."""
+        if len(self.lo) == 0 or len(start) == 0:
+            return
+        rel_s = (start - self.lo[group]).astype(np.int64)
+        self.area += self._integral(rel_s, group)
+        del rel_s
+        rel_e = (end - self.lo[group]).astype(np.int64)
+        self.area -= self._integral(rel_e, group)
+
+    def _integral(self, rel: np.ndarray, group: np.ndarray) -> np.ndarray:
         """sum over ranges of (x - rel)+ at every edge x, per group: (G, bins + 1)."""
+        n_groups, lift, edges = len(self.lo), self.lift, self.edges
         key = group.astype(np.int64) * lift + rel
         order = np.argsort(key, kind="stable")
         key, r = key[order], rel[order]
+        del order
         csum = np.concatenate([[0], np.cumsum(r)])
         q = np.arange(n_groups, dtype=np.int64)[:, None] * lift + edges
         first = np.searchsorted(key, np.arange(n_groups, dtype=np.int64) * lift)[:, None]
@@ -60,14 +79,23 @@ def active_ranges(
         count = upto - first
         return count * edges - (csum[upto] - csum[first])
 
-    area = integral(rel_s) - integral(rel_e)  # ns x active ranges, up to each edge
-    bin_ns = np.diff(edges, axis=1)
-    mean = np.diff(area, axis=1) / np.maximum(bin_ns, 1)
-    times = lo[:, None] + edges[:, :-1]
-    value = np.concatenate([mean, np.zeros((n_groups, 1))], axis=1)
-    times = np.concatenate([times, hi[:, None]], axis=1)
-    g = np.repeat(np.arange(n_groups), bins + 1)
-    return {"group": g, "time_ns": times.reshape(-1), "value": value.reshape(-1)}
+    def result(self) -> dict[str, np.ndarray]:
+        lo, hi, bins = self.lo, self.hi, self.bins
+        n_groups = len(lo)
+        if n_groups == 0:  # nothing to summarise (a trace of instants only)
+            return {
+                "group": np.zeros(0, np.int64),
+                "time_ns": np.zeros(0, np.int64),
+                "value": np.zeros(0, np.float64),
+            }
+        edges = self.edges
+        bin_ns = np.diff(edges, axis=1)
+        mean = np.diff(self.area, axis=1) / np.maximum(bin_ns, 1)
+        times = lo[:, None] + edges[:, :-1]
+        value = np.concatenate([mean, np.zeros((n_groups, 1))], axis=1)
+        times = np.concatenate([times, hi[:, None]], axis=1)
+        g = np.repeat(np.arange(n_groups), bins + 1)
+        return {"group": g, "time_ns": times.reshape(-1), "value": value.reshape(-1)}
 
 
 def drop_repeats(table: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

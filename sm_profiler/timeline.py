@@ -28,7 +28,7 @@ import numpy as np
 from .errors import ConfigError
 from .format import MAX_EVENT_ID
 from .stats_table import format_time
-from .summary import SUMMARY_BINS, active_ranges, drop_repeats
+from .summary import SUMMARY_BINS, ActiveRanges, drop_repeats
 from .trace import RANGE, UNMATCHED_BEGIN, TraceData, is_auto, kernel_names
 
 # What is left of a cut host gap: enough to see the launches apart at any zoom that shows both.
@@ -47,6 +47,9 @@ SUMMARY_UI_SECONDS = 14
 # in seconds (BENCHMARKS.md, "A trace that opens").
 AUTO_DETAIL_ROWS = 100_000
 SUMMARY_POINTS = 300_000
+# Rows per chunk where the default trace of a long run reads every row (its temporaries: a few
+# MiB a chunk).
+CHUNK_ROWS = 1 << 18
 # Launches drawn on the launches track of such a trace, at most (beyond: those drawn in full).
 MAX_LAUNCH_SLICES = 50_000
 # A summary draws each launch in this many bins at least; below that it draws each SM's
@@ -336,8 +339,10 @@ def _build_budgeted(trace: TraceData) -> Timeline:
     hi = np.full(n, np.iinfo(np.int64).min, np.int64)
     if first is not None and has.any():
         idx = first[has]
+        del first
         lo[has] = np.minimum.reduceat(ev["start_ns"], idx)
         hi[has] = np.maximum.reduceat(ev["end_ns"], idx)
+        del idx
     else:
         np.minimum.at(lo, ev["capture"], ev["start_ns"])
         np.maximum.at(hi, ev["capture"], ev["end_ns"])
@@ -367,7 +372,10 @@ def _build_budgeted(trace: TraceData) -> Timeline:
     caps = np.flatnonzero(has)
     shown = caps if len(caps) <= MAX_LAUNCH_SLICES else np.flatnonzero(detail)
     tl.launches = {"capture": shown, "start_ns": lo[shown], "end_ns": hi[shown]}
-    all_sms = np.unique(ev["sm"].astype(np.int64))
+    chunks = [(a, min(a + CHUNK_ROWS, len(ev["sm"]))) for a in range(0, len(ev["sm"]), CHUNK_ROWS)]
+    all_sms = _unique(
+        np.concatenate([_unique(ev["sm"][a:b]) for a, b in chunks] or [np.zeros(0, np.int64)])
+    ).astype(np.int64)
     where = np.searchsorted(all_sms, tl.sms)
     tl.lane_sm_index = where[tl.lane_sm_index]
     tl.occupancy["sm_index"] = where[tl.occupancy["sm_index"]]
@@ -375,17 +383,20 @@ def _build_budgeted(trace: TraceData) -> Timeline:
     _pack(tl)
     tl.focus_ns, tl.focus_label = focus, label
     tl.focus = None
-    summ = ~keep["ev"] & (ev["kind"] == RANGE)
-    tl.summary, how = _summary_counters(
-        ev["start_ns"][summ],
-        ev["end_ns"][summ],
-        ev["capture"][summ].astype(np.int64),
-        np.searchsorted(all_sms, ev["sm"][summ].astype(np.int64)),
-        ev["event"][summ].astype(np.int64),
-        lo,
-        hi,
-        len(all_sms),
-    )
+
+    def summarised():  # the ranges not drawn in full, a chunk of rows at a time
+        for a, b in chunks:
+            m = ~keep["ev"][a:b] & (ev["kind"][a:b] == RANGE)
+            yield (
+                ev["start_ns"][a:b][m],
+                ev["end_ns"][a:b][m],
+                ev["capture"][a:b][m].astype(np.int64),
+                np.searchsorted(all_sms, ev["sm"][a:b][m].astype(np.int64)),
+                ev["event"][a:b][m].astype(np.int64),
+            )
+
+    n_summ = sum(int((~keep["ev"][a:b] & (ev["kind"][a:b] == RANGE)).sum()) for a, b in chunks)
+    tl.summary, how = _summary_counters_of(summarised, lo, hi, len(all_sms))
     n_caps = int(detail.sum())
     if len(shown) < len(caps):
         tl.notes.append(
@@ -393,7 +404,7 @@ def _build_budgeted(trace: TraceData) -> Timeline:
             f"{len(caps):,} (more than {MAX_LAUNCH_SLICES:,}: `sm-profiler stats` sums them)"
         )
     tl.notes.append(
-        f"summarised (more than {AUTO_DETAIL_ROWS:,} programs): {int(summ.sum()):,} programs "
+        f"summarised (more than {AUTO_DETAIL_ROWS:,} programs): {n_summ:,} programs "
         f"of {len(caps) - n_caps:,} launches are shown as counters of {how}; full detail for "
         f"{n_caps:,} launch{'es' if n_caps != 1 else ''}, from {label}. For the rest: pick "
         "steps or a window (--steps, --window-us), SMs (--sms), or export everything with "
@@ -467,30 +478,48 @@ def _summary_counters(start, end, cap, smi, eid, k_lo, k_hi, n_sm: int):
     each launch in bins per SM and event where SUMMARY_POINTS allow MIN_LAUNCH_BINS a launch,
     else each SM's ranges of every event in bins of the whole span. Returns (counters, what
     they are)."""
-    top = int(eid.max()) + 1 if len(eid) else 1
-    key = (cap * n_sm + smi) * top + eid
-    uniq, inv = np.unique(key, return_inverse=True)
+    return _summary_counters_of(lambda: iter([(start, end, cap, smi, eid)]), k_lo, k_hi, n_sm)
+
+
+def _summary_counters_of(parts, k_lo, k_hi, n_sm: int):
+    """_summary_counters of the ranges `parts()` yields a part at a time, as (start, end, cap,
+    smi, eid) arrays (int64). `parts` is called three times (event ids, keys, counts), so that
+    only one part's temporaries are held at once."""
+    top = 1
+    for _, _, _, _, eid in parts():
+        if len(eid):
+            top = max(top, int(eid.max()) + 1)
+    keys, sms = [], []
+    lo = hi = None
+    for start, end, cap, smi, eid in parts():
+        if not len(start):
+            continue
+        keys.append(_unique((cap * n_sm + smi) * top + eid))
+        sms.append(_unique(smi))
+        lo = int(start.min()) if lo is None else min(lo, int(start.min()))
+        hi = int(end.max()) if hi is None else max(hi, int(end.max()))
+    uniq = _unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    del keys
     bins = min(SUMMARY_BINS, SUMMARY_POINTS // max(len(uniq), 1))
     if bins >= MIN_LAUNCH_BINS:
         u_cap = uniq // (n_sm * top)
-        counters = active_ranges(start, end, inv.reshape(-1), k_lo[u_cap], k_hi[u_cap], bins=bins)
-        counters = drop_repeats(counters)
+        acc = ActiveRanges(k_lo[u_cap], k_hi[u_cap], bins=bins)
+        for start, end, cap, smi, eid in parts():
+            acc.add(start, end, np.searchsorted(uniq, (cap * n_sm + smi) * top + eid))
+        counters = drop_repeats(acc.result())
         g = counters.pop("group")
         counters["sm_index"] = (uniq[g] // top) % n_sm
         counters["event"] = uniq[g] % top
         return counters, f"active ranges per event ({bins} bins per launch)"
-    sm_u, sm_inv = np.unique(smi, return_inverse=True)
-    lo, hi = (int(start.min()), int(end.max())) if len(start) else (0, 1)
+    sm_u = _unique(np.concatenate(sms)) if sms else np.zeros(0, np.int64)
+    lo, hi = (lo, hi) if lo is not None else (0, 1)
     bins = max(SUMMARY_POINTS // max(len(sm_u), 1), 1)
-    counters = active_ranges(
-        start,
-        end,
-        sm_inv.reshape(-1),
-        np.full(len(sm_u), lo, np.int64),
-        np.full(len(sm_u), hi, np.int64),
-        bins=bins,
+    acc = ActiveRanges(
+        np.full(len(sm_u), lo, np.int64), np.full(len(sm_u), hi, np.int64), bins=bins
     )
-    counters = drop_repeats(counters)
+    for start, end, _, smi, _ in parts():
+        acc.add(start, end, np.searchsorted(sm_u, smi))
+    counters = drop_repeats(acc.result())
     g = counters.pop("group")
     counters["sm_index"] = sm_u[g]
     counters["event"] = np.full(len(g), ALL_KERNELS_EVENT, np.int64)
@@ -499,6 +528,12 @@ def _summary_counters(start, end, cap, smi, eid, k_lo, k_hi, n_sm: int):
         "(the launches track names each kernel)"
     )
     return counters, how
+
+
+def _unique(a: np.ndarray) -> np.ndarray:
+    """np.unique(a) by a sort (numpy's hashing unique is several times slower on these)."""
+    a = np.sort(a)
+    return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
 
 
 def _pack(tl: Timeline) -> None:

@@ -155,11 +155,8 @@ class TraceData:
         capture of this trace has the same name: 'persistent (launch 1)', 'one_per_tile'."""
         cached = self.__dict__.get("_names")
         if cached is None or cached[0] != len(self.kernels):  # exporters ask once per lane
-            from collections import Counter
-
-            names = kernel_names(self.kernels)
-            cached = self.__dict__["_names"] = (len(self.kernels), names, Counter(names))
-        name = cached[1][int(capture)]
+            cached = self.__dict__["_names"] = (len(self.kernels), *_name_lookup(self.kernels))
+        name = cached[1](int(capture))
         if cached[2][name] > 1:
             return f"{name} (launch {int(capture)})"
         return name
@@ -238,6 +235,23 @@ class TraceData:
         return TraceData(
             cat(events), cat(lanes), cat(unmatched), kernels, event_names, unattributed
         )
+
+
+def _name_lookup(kernels):
+    """(capture -> its kernel name, name -> how many captures have it). An auto trace's come
+    from its table's kernels, not a name per launch."""
+    from collections import Counter
+
+    table = getattr(kernels, "table", None)
+    if table is None:
+        names = kernel_names(kernels)
+        return names.__getitem__, Counter(names)
+    knames, launch_kernel = table.kernel_names(), table.launches["kernel"]
+    per_kernel = np.bincount(launch_kernel, minlength=len(knames)).tolist()
+    counts: Counter = Counter()
+    for name, c in zip(knames, per_kernel, strict=False):
+        counts[name] += c
+    return (lambda c: knames[int(launch_kernel[c])]), counts
 
 
 def kernel_names(kernels) -> list[str]:

@@ -16,20 +16,21 @@ LOW32 = fmt.LOW32
 # A counter above this was not counted by a GPU (2**48 programs: years of claims).
 _MAX_CLAIMS = 1 << 48
 
-# One row per program (per warp at level="warp"), as read from the device.
+# One row per program (per warp at level="warp"), as read from the device, each column in the
+# narrowest dtype that holds what a record can say (the table widens what it keeps: table.py).
 ROW_COLUMNS = {
     "gpu": np.int32,
-    "sm": np.int32,
+    "sm": np.uint16,  # 16 bits of the record's sm word
     "start_ns": np.int64,
     "end_ns": np.int64,
-    "x": np.int64,
-    "y": np.int32,
-    "z": np.int32,
-    "warp": np.int32,
-    "kernel": np.int32,  # the kernel id the host gave when it loaded the module
-    "grid_id": np.int64,
-    "tag": np.int32,
-    "step_tag": np.int32,
+    "x": np.uint32,
+    "y": np.uint16,
+    "z": np.uint16,
+    "warp": np.uint8,  # 7 bits
+    "kernel": np.int32,  # the kernel id the host gave when it loaded the module (16 bits)
+    "grid_id": np.uint32,
+    "tag": np.uint8,
+    "step_tag": np.uint16,
     "per_warp": np.bool_,
 }
 
@@ -56,7 +57,7 @@ def as_words(words) -> np.ndarray:
         raise FormatError(
             f"an auto buffer of {flat.size:,} 32-bit values is not whole words; {fix}"
         )
-    return flat.view("<u8").astype(np.uint64)
+    return flat.view("<u8").astype(np.uint64, copy=False)
 
 
 def read_header(words: np.ndarray) -> dict:
@@ -129,15 +130,16 @@ def read_buffer(words, gpu: int = 0) -> tuple[dict[str, np.ndarray], dict]:
     kept = np.minimum(claimed, size)
     table = words[fmt.AUTO_RECORDS_WORD :].view(fmt.AUTO_RECORD_DTYPE).reshape(regions, size)
     used = np.arange(size)[None, :] < kept[:, None]
-    recs = table[used]
-    written = recs["info"] != 0
-    recs = recs[written]
+    written = table["info"] != 0
+    n_unwritten = int((used & ~written).sum())
+    recs = table[used & written]  # one copy: the kept slots that were written
+    del used, written
     info = {
         "claimed": int(claimed.sum()),
         "capacity": regions * size,
         "kept": int(kept.sum()),
         "dropped": int((claimed - kept).sum()),
-        "unwritten": int((~written).sum()),
+        "unwritten": n_unwritten,
         "ring": ring,
         "regions": regions,
         "region_size": size,
@@ -150,21 +152,23 @@ def rows_of(recs: np.ndarray, gpu: int = 0) -> dict[str, np.ndarray]:
     start = recs["start_ns"].astype(np.int64)
     if len(start) and (recs["start_ns"] >= np.uint64(1 << 63)).any():
         raise FormatError("an auto record starts past 2**63 ns: damaged record")
-    info = recs["info"].astype(np.int64)
-    yz = recs["ctaid_yz"].astype(np.int64)
+    info = recs["info"]
+    yz = recs["ctaid_yz"]
+    end = (recs["end_lo"].astype(np.int64) - (start & LOW32)) & LOW32
+    end += start
     return {
         "gpu": np.full(len(recs), gpu, np.int32),
-        "sm": (recs["sm"] & 0xFFFF).astype(np.int32),
+        "sm": (recs["sm"] & 0xFFFF).astype(np.uint16),
         "start_ns": start,
-        "end_ns": start + ((recs["end_lo"].astype(np.int64) - (start & LOW32)) & LOW32),
-        "x": recs["ctaid_x"].astype(np.int64),
-        "y": (yz & 0xFFFF).astype(np.int32),
-        "z": (yz >> 16).astype(np.int32),
-        "warp": ((info >> 16) & 0x7F).astype(np.int32),
+        "end_ns": end,
+        "x": recs["ctaid_x"].astype(np.uint32),
+        "y": (yz & 0xFFFF).astype(np.uint16),
+        "z": (yz >> 16).astype(np.uint16),
+        "warp": ((info >> 16) & 0x7F).astype(np.uint8),
         "kernel": (info & 0xFFFF).astype(np.int32),
-        "grid_id": recs["grid_id"].astype(np.int64),
-        "tag": (info >> 24).astype(np.int32),
-        "step_tag": (recs["sm"] >> 16).astype(np.int32),
+        "grid_id": recs["grid_id"].astype(np.uint32),
+        "tag": (info >> 24).astype(np.uint8),
+        "step_tag": (recs["sm"] >> 16).astype(np.uint16),
         "per_warp": (info & fmt.AUTO_PER_WARP) != 0,
     }
 
@@ -172,6 +176,8 @@ def rows_of(recs: np.ndarray, gpu: int = 0) -> dict[str, np.ndarray]:
 def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     if not parts:
         return {k: np.zeros(0, t) for k, t in ROW_COLUMNS.items()}
+    if len(parts) == 1:  # one GPU's rows: as they are, not copied
+        return {k: parts[0][k].astype(t, copy=False) for k, t in ROW_COLUMNS.items()}
     return {
         k: np.concatenate([p[k] for p in parts]).astype(t, copy=False)
         for k, t in ROW_COLUMNS.items()
@@ -199,39 +205,56 @@ def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     prog = _dense((rows["x"], rows["y"], rows["z"], rows["warp"]))
     # Keys in which some program recurs: graph replays.
     o = np.lexsort((prog, key))
-    dup = (key[o][1:] == key[o][:-1]) & (prog[o][1:] == prog[o][:-1])
+    ko, po = key[o], prog[o]
+    del o
+    dup = (ko[1:] == ko[:-1]) & (po[1:] == po[:-1])
+    del po
     replayed = np.zeros(int(key.max()) + 1, bool)
-    replayed[key[o][1:][dup]] = True
+    replayed[ko[1:][dup]] = True
+    del ko, dup
     order = np.lexsort((start, key))
     k = key[order]
+    del key
     first = np.ones(n, bool)
     first[1:] = k[1:] != k[:-1]
-    new = _new_segments(k, start[order], end[order], first)
+    t = start[order]
+    new = _new_segments(k, t, end[order], first)
     new = first | (new & replayed[k])
-    seg = np.cumsum(new) - 1
+    del k, first
+    idt = np.int32 if n < 2**31 else np.int64  # row numbers and ids below n
+    seg = np.cumsum(new, dtype=idt)
+    seg -= 1
+    del new
     # Within a segment, the k-th record of each program (by start) is the k-th launch.
     p = prog[order]
-    o2 = np.lexsort((start[order], p, seg))
+    del prog
+    o2 = np.lexsort((t, p, seg))
     head = np.ones(n, bool)
     head[1:] = (seg[o2][1:] != seg[o2][:-1]) | (p[o2][1:] != p[o2][:-1])
-    idx = np.arange(n)
-    occ = np.empty(n, np.int64)
-    occ[o2] = idx - np.maximum.accumulate(np.where(head, idx, 0))
+    del p
+    idx = np.arange(n, dtype=idt)
+    occ = np.empty(n, idt)
+    last_head = np.where(head, idx, 0)
+    np.maximum.accumulate(last_head, out=last_head)
+    occ[o2] = idx - last_head
+    del last_head
+    del o2, head, idx
     launch_key = _dense((occ, seg))
+    del occ, seg
     # Launches numbered by their first start (ties: by key).
-    t = start[order]
     first_t = np.full(int(launch_key.max()) + 1, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(first_t, launch_key, t)
     rank = np.empty(len(first_t), np.int64)
     rank[np.lexsort((np.arange(len(first_t)), first_t))] = np.arange(len(first_t))
     launch = rank[launch_key]
-    r = {c: rows[c][order] for c in ("warp", "x", "y", "z")}
-    by_launch = np.lexsort((t, r["warp"], r["x"], r["y"], r["z"], launch))
+    del launch_key, rank
+    by_launch = np.lexsort((t, *(rows[c][order] for c in ("warp", "x", "y", "z")), launch))
     return order[by_launch], launch[by_launch]
 
 
 def _dense(cols: tuple) -> np.ndarray:
-    """Dense ids (0..k-1, in sorted order of the columns, the last column most significant)."""
+    """Dense ids (0..k-1, in sorted order of the columns, the last column most significant);
+    int32 below 2**31 rows."""
     n = len(cols[0])
     o = np.lexsort(cols)
     new = np.zeros(n, bool)
@@ -239,8 +262,11 @@ def _dense(cols: tuple) -> np.ndarray:
     for c in cols:
         s = c[o]
         new[1:] |= s[1:] != s[:-1]
-    out = np.empty(n, np.int64)
-    out[o] = np.cumsum(new) - 1
+    # int32 where the ids fit (the columns they key are as long as the rows).
+    out = np.empty(n, np.int32 if n < 2**31 else np.int64)
+    ids = np.cumsum(new, dtype=out.dtype)
+    ids -= 1
+    out[o] = ids
     return out
 
 
@@ -255,8 +281,11 @@ def _new_segments(group, start, end, first_of_group) -> np.ndarray:
         values, inv = np.unique(np.concatenate([start, end]), return_inverse=True)
         start, end = inv[:n].astype(np.int64), inv[n:].astype(np.int64)
         lo, width = 0, len(values) + 1
-    lift = group.astype(np.int64) * width - lo
-    run = np.maximum.accumulate(end + lift)
+    lift = group.astype(np.int64) * width
+    lift -= lo
+    run = end + lift
+    np.maximum.accumulate(run, out=run)
+    lift += start  # the starts lifted
     new = first_of_group.copy()
-    new[1:] |= start[1:] + lift[1:] >= run[:-1]
+    new[1:] |= lift[1:] >= run[:-1]
     return new

@@ -22,6 +22,7 @@ from ..stats import union_length
 from ..stats_table import fit_table, format_time, printable, wrap
 from ..trace import RANGE, TraceData, kernel_names
 from ..trace import is_auto as _is_auto
+from . import table as auto_table
 from .records import _dense
 from .table import session_count
 
@@ -59,42 +60,81 @@ def launch_table(trace: TraceData, sm_count: int | None = None) -> dict[str, np.
     """Per launch with any program, as columns (capture, start_ns, span_ns, programs, sms_used,
     waves, per_sm, idle_pct, last_sm, tail_ns, imbalance), all launches at once: a program is
     its warps' union (level="warp" counts programs, not warps)."""
-    ev = trace.events
-    rng = ev["kind"] == RANGE
-    cap = ev["capture"][rng].astype(np.int64)
-    blk = ev["block"][rng].astype(np.int64)
-    # One interval per program: its warps merged.
-    prog = _dense((blk, cap))
-    n_prog = int(prog.max()) + 1 if len(prog) else 0
-    o = np.argsort(prog, kind="stable")
-    cuts = np.flatnonzero(np.r_[True, prog[o][1:] != prog[o][:-1]])
-    p_cap = cap[o][cuts]
-    p_sm = ev["sm"][rng].astype(np.int64)[o][cuts]
-    p_start = (
-        np.minimum.reduceat(ev["start_ns"][rng].astype(np.int64)[o], cuts) if n_prog else cap[:0]
-    )
-    p_end = np.maximum.reduceat(ev["end_ns"][rng].astype(np.int64)[o], cuts) if n_prog else cap[:0]
+    parts = list(launch_chunks(trace, sm_count))
+    if len(parts) == 1:
+        return parts[0]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def launch_chunks(trace: TraceData, sm_count: int | None = None):
+    """launch_table a chunk of whole launches at a time (about CHUNK_ROWS programs each, in
+    capture order; concatenated, they are launch_table). Memory: a few columns per program,
+    and per group ((launch, SM)) and launch only the chunk's."""
+    p_cap, p_sm, p_start, p_end = _programs(trace.events)
     # (launch, SM) groups, sorted by start within each.
     order = np.lexsort((p_start, p_sm, p_cap))
-    c, sm, st, en = p_cap[order], p_sm[order], p_start[order], p_end[order]
+    c = p_cap[order]
+    del p_cap
+    sm = p_sm[order]
+    del p_sm
+    st = p_start[order]
+    del p_start
+    en = p_end[order]
+    del p_end, order
+    n = len(c)
+    if n == 0:
+        yield _launch_rows(trace, c, sm, st, en, sm_count)
+        return
+    l_rows = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])  # each launch's first program
+    # Where union_length could not lift every group's times at once, it takes its exact path
+    # for all of them: then one chunk, as it was.
+    n_g = 1 + int(np.count_nonzero((c[1:] != c[:-1]) | (sm[1:] != sm[:-1])))
+    width = int(max(st.max(), en.max())) - int(min(st.min(), en.min())) + 1
+    whole = width * (n_g + 1) >= 2**62
+    # A launch's columns cost about eight times a program's: at most CHUNK_ROWS / 8 a chunk.
+    for _, _, a, b in _whole_runs(l_rows, n, whole, runs_per_row=8):
+        yield _launch_rows(trace, c[a:b], sm[a:b], st[a:b], en[a:b], sm_count, whole)
+
+
+def _whole_runs(first: np.ndarray, n: int, whole: bool = False, runs_per_row: int = 1):
+    """(first run, stop run, start row, stop row) of consecutive chunks of whole runs of n rows
+    (run k starts at row first[k]), each at most CHUNK_ROWS rows and CHUNK_ROWS / runs_per_row
+    runs unless one run alone is longer (whole: one chunk)."""
+    k, n_runs = 0, len(first)
+    most = max(1, auto_table.CHUNK_ROWS // runs_per_row)
+    while k < n_runs:
+        a = int(first[k])
+        if whole or (n - a <= auto_table.CHUNK_ROWS and n_runs - k <= most):
+            k2 = n_runs
+        else:  # the runs that end within CHUNK_ROWS rows (at least one)
+            k2 = int(np.searchsorted(first, a + auto_table.CHUNK_ROWS, "right")) - 1
+            k2 = max(k + 1, min(k2, k + most))
+        b = int(first[k2]) if k2 < n_runs else n
+        yield k, k2, a, b
+        k = k2
+
+
+def _launch_rows(trace, c, sm, st, en, sm_count, whole=False) -> dict[str, np.ndarray]:
+    """launch_table of whole launches' programs (c, sm, st, en), sorted by (capture, SM,
+    start)."""
     g_new = np.r_[True, (c[1:] != c[:-1]) | (sm[1:] != sm[:-1])] if len(c) else np.zeros(0, bool)
-    group = np.cumsum(g_new) - 1
-    n_g = int(group[-1]) + 1 if len(group) else 0
     g_first = np.flatnonzero(g_new)
-    busy = union_length(group, st, en, n_g).astype(np.float64)
-    g_cap, g_sm = c[g_first], sm[g_first]
+    del g_new
+    n_g = len(g_first)
+    g_cap, g_sm = c[g_first].astype(np.int64), sm[g_first].astype(np.int64)
     g_last = np.maximum.reduceat(en, g_first) if n_g else en[:0]
-    g_peak = _peak_per_group(group, st, en, n_g)
+    busy, g_peak = _group_busy_and_peak(g_first, st, en, whole)
     # Launches.
     l_new = np.r_[True, g_cap[1:] != g_cap[:-1]] if n_g else np.zeros(0, bool)
     l_first = np.flatnonzero(l_new)
     caps = g_cap[l_first]
     sms_used = np.diff(np.r_[l_first, n_g])
     launch_of_g = np.cumsum(l_new) - 1
-    p_first = np.searchsorted(c, caps)
-    programs = np.diff(np.r_[p_first, len(c)])
+    p_first = g_first[l_first]  # a launch's first program: its first group's
+    programs = np.diff(np.r_[p_first, len(st)])
     lo = np.minimum.reduceat(st, p_first) if len(caps) else st[:0]
     hi = np.maximum.reduceat(en, p_first) if len(caps) else en[:0]
+    del st, en
     span = np.maximum(hi - lo, 1)
     peak = np.maximum.reduceat(g_peak, l_first) if len(caps) else g_peak[:0]
     gpu_sms = np.maximum(_sm_counts(trace, caps, sm_count), sms_used)
@@ -122,6 +162,70 @@ def launch_table(trace: TraceData, sm_count: int | None = None) -> dict[str, np.
         "tail_ns": (last_end - median).astype(np.int64),
         "imbalance": busy_max / np.maximum(busy_sum / np.maximum(sms_used, 1), 1),
     }
+
+
+def _programs(ev: dict[str, np.ndarray]):
+    """(capture, sm, start_ns, end_ns) of each program: one interval per (capture, block) of
+    the range rows, its warps merged, programs in (capture, block) order; sm: its first row's.
+    Rows already in that order (an auto table's are) are read in place, without a sort."""
+    rng = ev["kind"] == RANGE
+    every = bool(rng.all())
+
+    def ranges(col: str) -> np.ndarray:
+        return ev[col] if every else ev[col][rng]
+
+    cap = ranges("capture")
+    blk = ranges("block").astype(np.int64, copy=False)
+    start = ranges("start_ns").astype(np.int64, copy=False)
+    end = ranges("end_ns").astype(np.int64, copy=False)
+    sm = ranges("sm")
+    if not len(cap):
+        return cap, sm.astype(np.int64), start, end
+    same_cap = cap[1:] == cap[:-1]
+    ordered = bool(((cap[1:] > cap[:-1]) | (same_cap & (blk[1:] >= blk[:-1]))).all())
+    if ordered:  # (capture, block) sorted: a program's rows are one run
+        first = np.ones(len(cap), bool)
+        first[1:] = ~same_cap | (blk[1:] != blk[:-1])
+        del same_cap
+        if first.all():  # one row per program: the columns are the programs
+            return cap, sm, start, end
+        cuts = np.flatnonzero(first)
+        del first
+        return (
+            cap[cuts],
+            sm[cuts],
+            np.minimum.reduceat(start, cuts),
+            np.maximum.reduceat(end, cuts),
+        )
+    del same_cap
+    prog = _dense((blk, cap))
+    o = np.argsort(prog, kind="stable")
+    cuts = np.flatnonzero(np.r_[True, prog[o][1:] != prog[o][:-1]])
+    del prog
+    p_cap = cap[o][cuts]
+    del cap
+    p_sm = sm[o][cuts]
+    p_start = np.minimum.reduceat(start[o], cuts)
+    p_end = np.maximum.reduceat(end[o], cuts)
+    return p_cap, p_sm, p_start, p_end
+
+
+def _group_busy_and_peak(g_first: np.ndarray, st: np.ndarray, en: np.ndarray, whole: bool):
+    """(busy time as float64, most programs resident at once) of each group of rows (sorted by
+    group, then start; group k's rows start at g_first[k]), a chunk of whole groups at a time
+    (whole: all at once): each chunk's temporaries are a few times CHUNK_ROWS rows, whatever
+    the groups' count."""
+    n, n_g = len(st), len(g_first)
+    busy = np.zeros(n_g, np.float64)
+    peak = np.zeros(n_g, np.int64)
+    if n_g == 0:
+        return busy, peak
+    for k, k2, a, b in _whole_runs(g_first, n, whole):
+        sizes = np.diff(np.r_[g_first[k:k2], b])
+        group = np.repeat(np.arange(k2 - k), sizes)
+        busy[k:k2] = union_length(group, st[a:b], en[a:b], k2 - k)
+        peak[k:k2] = _peak_per_group(group, st[a:b], en[a:b], k2 - k)
+    return busy, peak
 
 
 def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[LaunchReport]:
@@ -154,27 +258,60 @@ def kernel_reports(launches) -> list[KernelReport]:
     LaunchReport, or (trace, launch_table(trace))."""
     if isinstance(launches, tuple):
         trace, t = launches
-        names = np.array(kernel_names(trace.kernels), dtype=object)[t["capture"]]
-    else:
-        t = {k: np.array([getattr(r, k) for r in launches]) for k in _LAUNCH_FIELDS}
-        names = np.array([r.kernel for r in launches], dtype=object)
+        sums = KernelSums(trace)
+        sums.add(t)
+        return sums.reports()
+    t = {k: np.array([getattr(r, k) for r in launches]) for k in _LAUNCH_FIELDS}
+    names = np.array([r.kernel for r in launches], dtype=object)
     if not len(names):
         return []
     uniq, inv = np.unique(names.astype(str), return_inverse=True)
-    inv = inv.reshape(-1)
-    n = len(uniq)
-    count = np.bincount(inv, minlength=n)
-    span = t["span_ns"].astype(np.float64)
-    total = np.bincount(inv, weights=span, minlength=n)
+    sums = KernelSums(None, uniq)
+    sums.add(t, inv.reshape(-1))
+    return sums.reports()
 
-    def mean(col):
-        return np.bincount(inv, weights=np.asarray(t[col], np.float64), minlength=n) / count
 
-    idle = np.bincount(inv, weights=span * t["idle_pct"], minlength=n) / np.maximum(total, 1)
-    out = [
-        KernelReport(str(uniq[i]), int(count[i]), int(total[i]), float(total[i] / count[i]), *v)
-        for i, v in enumerate(
-            zip(
+class KernelSums:
+    """kernel_reports of launch tables given a chunk of launches at a time: per kernel name,
+    the launches' sums, each added in launch order (as one np.bincount over all of them adds
+    them, so the floats come out the same)."""
+
+    _COLS = ("programs", "waves", "tail_ns", "imbalance")
+
+    def __init__(self, trace: TraceData | None, names: np.ndarray | None = None):
+        if names is None:
+            names, self._ids = _name_ids_of(trace)
+        self.names = names
+        n = len(names)
+        self.count = np.zeros(n, np.int64)
+        self.total = np.zeros(n, np.float64)
+        self.idle = np.zeros(n, np.float64)
+        self.sums = {c: np.zeros(n, np.float64) for c in self._COLS}
+
+    def add(self, t: dict[str, np.ndarray], ids: np.ndarray | None = None) -> None:
+        inv = self._ids(t["capture"]) if ids is None else ids
+        np.add.at(self.count, inv, 1)
+        span = t["span_ns"].astype(np.float64)
+        np.add.at(self.total, inv, span)
+        np.add.at(self.idle, inv, span * t["idle_pct"])
+        for c in self._COLS:
+            np.add.at(self.sums[c], inv, np.asarray(t[c], np.float64))
+
+    def reports(self) -> list[KernelReport]:
+        """One KernelReport per kernel name with a launch, by total time (largest first)."""
+        i = np.flatnonzero(self.count)
+        count, total = self.count[i], self.total[i]
+
+        def mean(col):
+            return self.sums[col][i] / count
+
+        idle = self.idle[i] / np.maximum(total, 1)
+        out = [
+            KernelReport(str(name), int(c), int(tot), float(tot / c), *v)
+            for name, c, tot, *v in zip(
+                self.names[i].tolist(),
+                count,
+                total,
                 mean("programs").tolist(),
                 mean("waves").tolist(),
                 idle.tolist(),
@@ -182,10 +319,33 @@ def kernel_reports(launches) -> list[KernelReport]:
                 mean("imbalance").tolist(),
                 strict=True,
             )
-        )
-    ]
-    out.sort(key=lambda k: (-k.total_ns, k.kernel))
-    return out
+        ]
+        out.sort(key=lambda k: (-k.total_ns, k.kernel))
+        return out
+
+
+def _name_ids_of(trace: TraceData):
+    """(every kernel name of `trace`, sorted and unique; a function: captures -> their names'
+    indices). An auto trace's are found per kernel of its table, not per launch."""
+    table = getattr(trace.kernels, "table", None)
+    if table is None:
+        names = np.array(kernel_names(trace.kernels), dtype=object).astype(str)
+        uniq, inv = np.unique(names, return_inverse=True)
+        inv = inv.reshape(-1)
+        return uniq, lambda caps: inv[caps]
+    k_names = np.array(table.kernel_names() or [""], dtype=object).astype(str)
+    k_uniq, k_inv = np.unique(k_names, return_inverse=True)
+    k_inv = k_inv.reshape(-1)
+    return k_uniq, lambda caps: k_inv[table.launches["kernel"][caps]]
+
+
+def kernel_name_ids(trace: TraceData, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the kernel names of the captures `caps`, sorted and unique; each capture's index into
+    them), as np.unique of the captures' names gives them."""
+    uniq, ids_of = _name_ids_of(trace)
+    ids = ids_of(caps)
+    present = np.unique(ids)
+    return uniq[present], np.searchsorted(present, ids)
 
 
 def _peak_per_group(group, start, end, n_groups: int) -> np.ndarray:
@@ -224,17 +384,61 @@ def _count(v) -> int:
     return int(v) if 0 < v < 1 << 20 else 0
 
 
-def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> str:
+@dataclass
+class ReportParts:
+    """What the report is written from: each launch's capture, start and span (for the steps
+    and ranks), the kernels summed, the launches of the longest tails, the programs."""
+
+    launches: dict[str, np.ndarray]
+    kernels: list[KernelReport]
+    worst: dict[str, np.ndarray]
+    programs: int
+
+
+_WORST = 3  # launches of the longest tails the report names
+_KEPT = ("capture", "start_ns", "span_ns")
+
+
+def report_parts(trace: TraceData) -> ReportParts:
+    """ReportParts of `trace`, from launch_table a chunk of launches at a time: what the
+    report keeps of each launch is three columns, not the table's eleven."""
+    sums = KernelSums(trace)
+    kept = {k: [] for k in _KEPT}
+    worst: dict[str, np.ndarray] | None = None
+    programs, base = 0, 0
+    for t in launch_chunks(trace):
+        sums.add(t)
+        programs += int(t["programs"].sum())
+        for k in _KEPT:
+            kept[k].append(t[k])
+        # The longest tails (first of equals: the earliest launch), merged chunk by chunk.
+        top = np.argsort(-t["tail_ns"], kind="stable")[:_WORST]
+        cand = {k: v[top] for k, v in t.items()}
+        cand["row"] = top + base
+        base += len(t["capture"])
+        if worst is not None:
+            cand = {k: np.concatenate([worst[k], cand[k]]) for k in cand}
+        pick = np.lexsort((cand["row"], -cand["tail_ns"]))[:_WORST]
+        worst = {k: v[pick] for k, v in cand.items()}
+    launches = {k: np.concatenate(v) if len(v) > 1 else v[0] for k, v in kept.items()}
+    return ReportParts(launches, sums.reports(), worst, programs)
+
+
+def format_report(
+    trace: TraceData, width: int | None = None, top: int = 20, parts: ReportParts | None = None
+) -> str:
+    """The auto-mode report of `trace` at `width` columns (default: the terminal's); `parts`:
+    report_parts(trace) when it was found already (one report at two widths)."""
     if width is None:
         width = shutil.get_terminal_size((100, 24)).columns
     width = max(width, 40)
-    t = launch_table(trace)
-    kernels = kernel_reports((trace, t))
+    parts = report_parts(trace) if parts is None else parts
+    t, kernels, worst = parts.launches, parts.kernels, parts.worst
     sessions = _sessions(trace)
     lines = wrap(
         f"sm_profiler auto: {_n(len(t['capture']), 'launch', 'launches')} of "
         f"{_n(len(kernels), 'kernel')}, "
-        f"{int(t['programs'].sum()):,} programs on {_where(sessions)}",
+        f"{parts.programs:,} programs on {_where(sessions)}",
         width,
     )
     counts = {
@@ -289,10 +493,10 @@ def format_report(trace: TraceData, width: int | None = None, top: int = 20) -> 
     )
     lines += step_lines(trace, t, width)
     lines += rank_lines(trace, t, width)
-    worst = np.argsort(-t["tail_ns"], kind="stable")[:3]
-    if len(worst):
+    if len(worst["capture"]):
         lines += ["", *wrap("longest tails:", width)]
-        for i in worst.tolist():
+        t = worst
+        for i in range(len(worst["capture"])):
             lines += wrap(
                 f"  {printable(trace.capture_name(int(t['capture'][i])))}: SM "
                 f"{int(t['last_sm'][i])} ends {format_time(int(t['tail_ns'][i]))} after the "
@@ -399,9 +603,8 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
     ranks = launch_ranks(trace, t["capture"])
     if ranks is None:
         return []
-    names = np.array(kernel_names(trace.kernels), dtype=object)[t["capture"]].astype(str)
     uniq_r = np.unique(ranks)
-    uniq_k, kinv = np.unique(names, return_inverse=True)
+    uniq_k, kinv = kernel_name_ids(trace, t["capture"])
     rinv = np.searchsorted(uniq_r, ranks)
     per = np.zeros((len(uniq_k), len(uniq_r)))
     np.add.at(per, (kinv.reshape(-1), rinv), t["span_ns"].astype(np.float64))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..errors import CaptureError, ConfigError
 from ..paths import atomic_output, check_writable
+from ..progress import stage_for
 
 OUTPUTS = ("auto.npz", "auto.perfetto-trace", "auto_stats.txt")
 
@@ -232,15 +233,21 @@ def _write_text(path: str, text: str) -> None:
 def write_outputs(prof, out_dir: str, width: int | None) -> None:
     """Print the kernel report of `prof` and write OUTPUTS into the folder `out_dir`, created
     here: only when there is something to write."""
-    from .report import format_report
+    from .report import format_report, report_parts
 
     trace = prof.decode()
-    text = format_report(trace, width=width)
+    with stage_for(f"reporting {len(trace):,} programs", len(trace)):
+        parts = report_parts(trace)
+    text = format_report(trace, width=width, parts=parts)
     print(text, end="")
     _make_folder(out_dir)
-    _write_text(os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100))
-    prof.save(os.path.join(out_dir, "auto.npz"))
-    prof.export(os.path.join(out_dir, "auto.perfetto-trace"))
+    _write_text(
+        os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100, parts=parts)
+    )
+    with stage_for("writing auto.npz", len(trace)):
+        prof.save(os.path.join(out_dir, "auto.npz"))
+    with stage_for("writing auto.perfetto-trace", len(trace)):
+        prof.export(os.path.join(out_dir, "auto.perfetto-trace"))
     print(
         f"sm-profiler run: wrote {out_dir}/auto.npz, auto.perfetto-trace, auto_stats.txt "
         f"(open with: sm-profiler open {out_dir}/auto.perfetto-trace)"
@@ -251,7 +258,7 @@ def write_rank_outputs(prof, out_dir: str, width, job, ranks: list[int], started
     """One rank of a job: its table and report under its own names; the first profiled rank
     then waits (bounded) for the others' tables and writes the job's report and trace."""
     from . import job as jobs
-    from .report import format_report
+    from .report import format_report, report_parts
 
     _make_folder(out_dir)
     stem = os.path.join(out_dir, job.stem())
@@ -270,9 +277,13 @@ def write_rank_outputs(prof, out_dir: str, width, job, ranks: list[int], started
     tables = jobs.load_ranks([found[r] for r in sorted(found)])
     merged = jobs.merged_table(tables)
     trace = merged.decode()
-    text = format_report(trace, width=width)
+    with stage_for(f"reporting {len(trace):,} programs", len(trace)):
+        parts = report_parts(trace)
+    text = format_report(trace, width=width, parts=parts)
     print(text, end="")
-    _write_text(os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100))
+    _write_text(
+        os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100, parts=parts)
+    )
     from ..merge import merge_ranks
 
     merge_ranks(tables, os.path.join(out_dir, jobs.MERGED_TRACE))

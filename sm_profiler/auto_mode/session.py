@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import format as fmt
 from ..errors import ConfigError
+from ..progress import stage_for
 from . import binding
 
 DEFAULT_CAPACITY = 1 << 22  # records (32 B each: 128 MiB of GPU memory)
@@ -197,7 +198,9 @@ class AutoProfiler:
             (dict(self._session(i), clock=clocks[i], step_tags=steps), words[i])
             for i in sorted(words)
         ]
-        self._table = AutoTable.from_buffers(parts, kernels, self._metadata())
+        slots = sum(int(np.asarray(w).size) for w in words.values()) // 4  # 4 words a record
+        with stage_for(f"reading {len(parts)} auto buffer(s), {slots:,} record slots", slots):
+            self._table = AutoTable.from_buffers(parts, kernels, self._metadata())
         for b in self._buffers.values():
             b.pop("buffer", None)
         self._say_what_was_missed()

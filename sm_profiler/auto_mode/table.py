@@ -28,13 +28,19 @@ import numpy as np
 from .. import format as fmt
 from ..errors import CaptureError, ConfigError
 from ..trace import RANGE, KernelInfo, TraceData
-from .records import ROW_COLUMNS, concat_rows, read_buffer, split_launches
+from .records import concat_rows, read_buffer, split_launches
 
 AUTO_FILE_VERSION = 2  # capture_file_version of an auto file (ordinary capture files are 1)
 # Per row: its launch, then the device's columns that vary within a launch.
 ROW_DTYPES = {
     "launch": np.int64,
-    **{k: ROW_COLUMNS[k] for k in ("sm", "start_ns", "end_ns", "x", "y", "z", "warp")},
+    "sm": np.int32,
+    "start_ns": np.int64,
+    "end_ns": np.int64,
+    "x": np.int64,
+    "y": np.int32,
+    "z": np.int32,
+    "warp": np.int32,
 }
 LAUNCH_DTYPES = {
     "gpu": np.int32,
@@ -52,6 +58,20 @@ LAUNCH_DTYPES = {
     "grid_y": np.int64,
     "grid_z": np.int64,
 }
+# In memory a column is held in the narrowest of these its values fit (ids a record holds in
+# 16 or 32 bits, launch numbers below 2**31), else in its file dtype above (a file may hold
+# anything): the same values, a third less memory. Files keep the dtypes above.
+NARROW_DTYPES = {
+    "launch": np.int32,
+    "x": np.uint32,
+    "y": np.uint16,
+    "z": np.uint16,
+    "warp": np.uint8,
+    "grid_id": np.uint32,
+    "tag": np.uint8,
+    "grid_y": np.int32,
+    "grid_z": np.int32,
+}
 SESSION_COUNTS = ("claimed", "kept", "dropped", "unwritten", "capacity")
 # Block ids of a launch are linear program ids while the grid numbers them in int64 comfortably.
 _MAX_LINEAR_BLOCKS = 1 << 53
@@ -65,6 +85,11 @@ class AutoTable:
     sessions: list[dict]
     metadata: dict = field(default_factory=dict)
     is_auto_table = True  # decode() and the CLI tell it from a list of captures by this
+
+    def __post_init__(self):
+        for cols in (self.rows, self.launches):
+            for k, v in cols.items():
+                cols[k] = narrow(k, v)
 
     # -- building ------------------------------------------------------------------------------
 
@@ -93,44 +118,57 @@ class AutoTable:
 
     @classmethod
     def _from_rows(cls, rows, kernel_index, kernels, sessions, metadata) -> AutoTable:
-        session = rows["gpu"]  # session index per row (see from_buffers)
-        rows = dict(rows, gpu=session, kernel=kernel_index)
+        """The table of device rows (records.ROW_COLUMNS; 'gpu' holds the session index).
+        Consumes `rows`: each column leaves the dict once the table's own is gathered from it,
+        so that the rows and the table are not held whole at once."""
+        rows["kernel"] = kernel_index
         order, launch = split_launches(rows)
-        r = {k: rows[k][order] for k in rows}
         n_launch = int(launch[-1]) + 1 if len(launch) else 0
         first = np.searchsorted(launch, np.arange(n_launch))
         count = np.diff(np.append(first, len(launch)))
-        at = first
-        tags = r["step_tag"]
+        at = order[first]  # each launch's first row, in the rows as given
+        session = rows["gpu"][at]
         step = np.full(n_launch, -1, np.int64)
         if n_launch:
-            smin = np.minimum.reduceat(tags, first).astype(np.int64)
+            smin = np.minimum.reduceat(rows.pop("step_tag")[order], first).astype(np.int64)
             step_of = [_step_map(s) for s in sessions]
-            sess = r["gpu"][at]
             for si, m in enumerate(step_of):
-                sel = sess == si
+                sel = session == si
                 step[sel] = np.where(smin[sel] > 0, _map_steps(smin[sel], m), -1)
+        gpus = np.array([int(s.get("gpu", 0)) for s in sessions] or [0], np.int32)
         launches = {
-            "gpu": np.array([int(s.get("gpu", 0)) for s in sessions], np.int32)[r["gpu"][at]]
-            if n_launch
-            else np.zeros(0, np.int32),
-            "session": r["gpu"][at].astype(np.int32),
-            "kernel": r["kernel"][at].astype(np.int32),
-            "grid_id": r["grid_id"][at],
+            "gpu": gpus[session] if n_launch else np.zeros(0, np.int32),
+            "session": session,
+            "kernel": rows["kernel"][at],
+            "grid_id": rows["grid_id"][at],
             "step": step,
-            "tag": r["tag"][at],
-            "per_warp": r["per_warp"][at],
-            "first_row": first.astype(np.int64),
-            "rows": count.astype(np.int64),
-            "start_ns": _reduce(np.minimum, r["start_ns"], first),
-            "end_ns": _reduce(np.maximum, r["end_ns"], first),
-            "grid_x": _reduce(np.maximum, r["x"], first) + 1,
-            "grid_y": _reduce(np.maximum, r["y"].astype(np.int64), first) + 1,
-            "grid_z": _reduce(np.maximum, r["z"].astype(np.int64), first) + 1,
+            "tag": rows["tag"][at],
+            "per_warp": rows["per_warp"][at],
+            "first_row": first,
+            "rows": count,
         }
-        row_cols = {k: r[k].astype(t, copy=False) for k, t in ROW_DTYPES.items() if k != "launch"}
-        row_cols["launch"] = launch.astype(np.int64)
-        return cls({k: row_cols[k] for k in ROW_DTYPES}, launches, kernels, sessions, metadata)
+        for k in ("gpu", "kernel", "grid_id", "tag", "per_warp", "step_tag"):
+            rows.pop(k, None)  # per launch from here on
+        # The table's row columns, one at a time, each in its own dtype; what it was gathered
+        # from goes as it is done.
+        table_rows = {"launch": narrow("launch", launch)}
+        del launch
+        for k, t in ROW_DTYPES.items():
+            if k != "launch":
+                table_rows[k] = narrow(k, rows.pop(k)[order].astype(NARROW_DTYPES.get(k, t)))
+        del order
+        r = table_rows
+        launches.update(
+            start_ns=_reduce(np.minimum, r["start_ns"], first),
+            end_ns=_reduce(np.maximum, r["end_ns"], first),
+            grid_x=_reduce(np.maximum, r["x"], first) + 1,
+            grid_y=_reduce(np.maximum, r["y"], first) + 1,
+            grid_z=_reduce(np.maximum, r["z"], first) + 1,
+        )
+        launches = {
+            k: narrow(k, launches[k].astype(t, copy=False)) for k, t in LAUNCH_DTYPES.items()
+        }
+        return cls(table_rows, launches, kernels, sessions, metadata)
 
     @staticmethod
     def concat(tables: list[AutoTable]) -> AutoTable:
@@ -248,44 +286,59 @@ class AutoTable:
 
     def blocks(self) -> np.ndarray:
         """Each row's block id: its linear program id x + gx * (y + gy * z) within its launch, or
-        (grids too large to number so) its rank among the launch's programs."""
+        (grids too large to number so) its rank among the launches' programs. Computed a chunk
+        of rows at a time (its int64 temporaries stay small)."""
         L, r = self.launches, self.rows
-        launch = r["launch"]
-        gx, gy, gz = (L[c][launch] for c in ("grid_x", "grid_y", "grid_z"))
-        big = gx.astype(float) * gy * gz >= _MAX_LINEAR_BLOCKS
-        block = r["x"] + gx * (r["y"] + gy * r["z"].astype(np.int64))
-        if big.any():
-            first = L["first_row"][launch]
-            block = np.where(big, np.arange(len(launch)) - first, block)
-        return block
+        out = np.empty(self.num_rows, np.int64)
+        for a, b in _chunks(self.num_rows):
+            launch = r["launch"][a:b]
+            gx, gy, gz = (L[c][launch] for c in ("grid_x", "grid_y", "grid_z"))
+            big = gx.astype(float) * gy * gz >= _MAX_LINEAR_BLOCKS
+            block = r["x"][a:b] + gx * (r["y"][a:b] + gy * r["z"][a:b].astype(np.int64))
+            if big.any():
+                first = L["first_row"][launch]
+                block = np.where(big, np.arange(a, b) - first, block)
+            out[a:b] = block
+        return out
 
     def decode(self) -> TraceData:
         """The TraceData every reader takes: capture = launch, one lane (and one range of the
-        kernel's event) per row."""
+        kernel's event) per row. Columns of one value (events' kind; lanes' written, attempted,
+        dropped, initialized) are read-only views of it: a reader's selection is its own."""
         r, L = self.rows, self.launches
         n = self.num_rows
-        launch = r["launch"]
-        lane = np.arange(n, dtype=np.int64) - L["first_row"][launch] if n else np.zeros(0, np.int64)
-        group = np.where(L["per_warp"][launch], r["warp"], 0).astype(np.int32)
-        block = self.blocks()
-        cap = launch.astype(np.int32)
         # One event per kernel name (kernels of one name compiled apart share it).
         names, event_of_kernel = np.unique(
             np.array(self.kernel_names() or [""], dtype=object).astype(str), return_inverse=True
         )
         event_of_kernel = event_of_kernel.reshape(-1).astype(np.int32)
+        # Per-row columns a chunk of rows at a time; columns that hold one value for every row
+        # (kind, written, attempted, dropped, initialized) are read-only views of that value.
+        lane = np.empty(n, np.int64)
+        group = np.empty(n, np.int32)
+        own = r["launch"].dtype == np.int32  # the capture column is the launch column
+        cap = r["launch"] if own else np.empty(n, np.int32)
+        event = np.empty(n, np.int32)
+        for a, b in _chunks(n):
+            launch = r["launch"][a:b]
+            lane[a:b] = np.arange(a, b, dtype=np.int64) - L["first_row"][launch]
+            group[a:b] = np.where(L["per_warp"][launch], r["warp"][a:b], 0)
+            if not own:
+                cap[a:b] = launch
+            event[a:b] = event_of_kernel[L["kernel"][launch]]
+        block = self.blocks()
         events = {
             "capture": cap,
             "lane": lane,
             "sm": r["sm"],
             "block": block,
             "group": group,
-            "event": event_of_kernel[L["kernel"][launch]],
-            "kind": np.full(n, RANGE, np.int8),
+            "event": event,
+            "kind": _constant(RANGE, np.int8, n),
             "start_ns": r["start_ns"],
             "end_ns": r["end_ns"],
         }
-        two = np.full(n, 2, np.int64)
+        two = _constant(2, np.int64, n)
         lanes = {
             "capture": cap,
             "lane": lane,
@@ -295,8 +348,8 @@ class AutoTable:
             "anchor_ns": r["start_ns"],
             "written": two,
             "attempted": two,
-            "dropped": np.zeros(n, np.int64),
-            "initialized": np.ones(n, bool),
+            "dropped": _constant(0, np.int64, n),
+            "initialized": _constant(True, np.bool_, n),
         }
         z = np.zeros(0, np.int64)
         unmatched = {
@@ -420,10 +473,11 @@ class AutoTable:
                 f"cannot save {str(path)!r}: metadata must be JSON-serialisable ({_short(str(e), 120)})"
             ) from e
         check_writable(path)
-        arrays = {f"row_{k}": v for k, v in self.rows.items()}
-        arrays.update({f"launch_{k}": v for k, v in self.launches.items()})
+        columns = [("meta", blob, np.uint8)]
+        columns += [(f"row_{k}", self.rows[k], t) for k, t in ROW_DTYPES.items()]
+        columns += [(f"launch_{k}", self.launches[k], t) for k, t in LAUNCH_DTYPES.items()]
         with atomic_output(path) as tmp, open(tmp, "wb") as f:
-            np.savez(f, meta=blob, **arrays)
+            _savez(f, columns)
 
     @classmethod
     def read(cls, z: zipfile.ZipFile, meta: dict, name: str) -> AutoTable:
@@ -439,8 +493,10 @@ class AutoTable:
         kernels, sessions = meta["kernels"], meta["sessions"]
         need("a kernel entry is not a table", all(isinstance(k, dict) for k in kernels))
         need("a session entry is not a table", all(isinstance(s, dict) for s in sessions))
-        rows = {k: _read_column(z, f"row_{k}", name, t) for k, t in ROW_DTYPES.items()}
-        launches = {k: _read_column(z, f"launch_{k}", name, t) for k, t in LAUNCH_DTYPES.items()}
+        rows = {k: narrow(k, _read_column(z, f"row_{k}", name, t)) for k, t in ROW_DTYPES.items()}
+        launches = {
+            k: narrow(k, _read_column(z, f"launch_{k}", name, t)) for k, t in LAUNCH_DTYPES.items()
+        }
         n, m = len(rows["start_ns"]), len(launches["rows"])
         need("row columns differ in length", all(len(v) == n for v in rows.values()))
         need("launch columns differ in length", all(len(v) == m for v in launches.values()))
@@ -552,6 +608,44 @@ def _map_steps(tags: np.ndarray, m: dict[int, int]) -> np.ndarray:
     vals = np.array([m[k] for k in sorted(m)], np.int64)
     pos = np.clip(np.searchsorted(keys, tags), 0, len(keys) - 1)
     return np.where(keys[pos] == tags, vals[pos], tags.astype(np.int64))
+
+
+def narrow(name: str, v: np.ndarray) -> np.ndarray:
+    """Column `name` in its NARROW_DTYPES dtype where every value fits it, else as it is."""
+    t = NARROW_DTYPES.get(name)
+    v = np.asarray(v)
+    if t is None or v.dtype == t or v.dtype.kind not in "iu":
+        return v
+    info = np.iinfo(t)
+    if len(v) and (int(v.min()) < info.min or int(v.max()) > info.max):
+        return v
+    return v.astype(t)
+
+
+def _savez(f, columns) -> None:
+    """np.savez of (name, column, file dtype) triples, each column widened to its file dtype
+    only while it is written (np.savez would hold them all widened at once)."""
+    from numpy.lib import format as npy
+
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, v, t in columns:
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as m:
+                npy.write_array(m, np.asarray(v).astype(t, copy=False), allow_pickle=False)
+
+
+# Rows per chunk where a column is computed a chunk at a time (its temporaries: a few MiB).
+CHUNK_ROWS = 1 << 16
+
+
+def _chunks(n: int, size: int | None = None):
+    """(start, stop) of consecutive chunks of range(n), CHUNK_ROWS rows each (the last fewer)."""
+    size = size or CHUNK_ROWS
+    return ((a, min(a + size, n)) for a in range(0, n, size))
+
+
+def _constant(value, dtype, n: int) -> np.ndarray:
+    """A read-only column of `n` rows that all hold `value` (one element of memory)."""
+    return np.broadcast_to(np.array(value, dtype), (n,))
 
 
 def _reduce(ufunc, values: np.ndarray, first: np.ndarray) -> np.ndarray:

@@ -79,6 +79,9 @@ def iter_perfetto_chunks(tl: Timeline) -> Iterator[bytes]:
     yield from _Writer(require(tl, "Perfetto", "to_perfetto_bytes")).chunks()
 
 
+# Events encoded at a time by the writer's blocks (counters, launches, summaries).
+ENCODE_EVENTS = 1 << 16
+
 # -- the writer ------------------------------------------------------------------------------------
 
 
@@ -263,6 +266,17 @@ class _Writer:
         out = []
         for k, (name, rows) in enumerate(tl.launch_tracks()):
             u = self.launch_uuid0 + k
+            desc = _fv(1, u) + _fv(5, ROOT_UUID) + _fb(2, name) + _fv(12, k) + _fv(15, MERGE_NONE)
+            if not tl.cuts:  # no cut marks: each launch a slice, its columns at once
+                m = len(rows)
+                labels = [self.iid(tl.launch_name(c)) for c in L["capture"][rows].tolist()]
+                times = np.empty(2 * m, np.int64)
+                times[0::2], times[1::2] = L["start_ns"][rows], L["end_ns"][rows]
+                iids = np.zeros(2 * m, np.uint64)
+                iids[0::2] = labels
+                types = np.tile(np.array([SLICE_BEGIN, SLICE_END]), m)
+                out.append((desc, u, times, types, iids, None))
+                continue
             times, types, iids = [], [], []
             for r in rows.tolist():
                 lo, hi = int(L["start_ns"][r]), int(L["end_ns"][r])
@@ -275,7 +289,6 @@ class _Writer:
                 times += [lo, hi]
                 types += [SLICE_BEGIN, SLICE_END]
                 iids += [label, 0]
-            desc = _fv(1, u) + _fv(5, ROOT_UUID) + _fb(2, name) + _fv(12, k) + _fv(15, MERGE_NONE)
             events = (np.array(times, np.int64), np.array(types), np.array(iids, np.uint64))
             out.append((desc, u, *events, None))
         return out
@@ -334,19 +347,33 @@ class _Writer:
             ctr.append(np.zeros(len(tm), ctype) if cv is None else np.asarray(cv, ctype))
             bidx.append(np.full(len(tm), i))
         tm = np.concatenate(times)
+        del times
         block = np.concatenate(bidx)
+        del bidx
         prev = np.empty_like(tm)
         prev[1:] = tm[:-1]
         starts = np.searchsorted(block, np.arange(len(blocks)))
         prev[starts] = ref0
-        return encode_events(
-            (tm - prev).astype(np.uint64),
-            np.concatenate(types),
-            np.concatenate(iids),
-            block,
-            headers,
-            counter=np.concatenate(ctr),
-        )
+        dt = (tm - prev).astype(np.uint64)
+        del tm, prev
+        types, iids, ctr = np.concatenate(types), np.concatenate(iids), np.concatenate(ctr)
+        n = len(dt)
+        if n <= ENCODE_EVENTS:
+            return encode_events(dt, types, iids, block, headers, counter=ctr)
+        # ENCODE_EVENTS events at a time (encode_events' temporaries are some 100 bytes an
+        # event): each part holds the headers of the blocks that start in it, the same bytes.
+        out, lo = [], 0
+        for a in range(0, n, ENCODE_EVENTS):
+            b = min(n, a + ENCODE_EVENTS)
+            hi = len(blocks) - 1 if b == n else int(block[b - 1])
+            hdr = [headers[i] if starts[i] >= a else b"" for i in range(lo, hi + 1)]
+            out.append(
+                encode_events(
+                    dt[a:b], types[a:b], iids[a:b], block[a:b] - lo, hdr, counter=ctr[a:b]
+                )
+            )
+            lo = min(hi + 1, int(block[b])) if b < n else hi + 1  # a block may go on
+        return b"".join(out)
 
     def _lane_chunk(self, lanes: np.ndarray) -> bytes:
         t = self.trace

@@ -7,7 +7,7 @@ import io
 import pytest
 from terminal import Tty
 
-from sm_profiler.progress import stage
+from sm_profiler.progress import LONG_ROWS, stage, stage_for
 
 
 def test_progress_is_silent_off_a_terminal_and_timed_on_one():
@@ -23,3 +23,17 @@ def test_progress_is_silent_off_a_terminal_and_timed_on_one():
     with pytest.raises(RuntimeError), stage("exporting", stream=tty):
         raise RuntimeError("boom")
     assert tty.getvalue() == "exporting ... failed\n"
+
+
+def test_progress_of_short_work_is_not_announced():
+    tty = Tty()
+    with stage_for("reporting", LONG_ROWS - 1, stream=tty):
+        pass
+    assert tty.getvalue() == ""
+    with stage_for("reporting", LONG_ROWS, stream=tty):
+        pass
+    assert tty.getvalue().startswith("reporting ... done in ")
+    quiet = io.StringIO()
+    with stage_for("reporting", 10 * LONG_ROWS, stream=quiet):
+        pass
+    assert quiet.getvalue() == ""
