@@ -487,15 +487,15 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 # and claims a record with one atomic add on its SM's counter; before each `ret` it stamps its end
 # and writes the 32-byte record (format.py, "auto mode"). The claim's result is first used at the
 # end, so its latency hides behind the program's own work.
-# What the kernel's body must carry is kept to three registers, because registers cost
+# What the kernel's body must carry is kept to five registers, because registers cost
 # occupancy on steps that record nothing too: the claim (64 bits; all ones = no claim: another
-# thread, or recording off) and the start's low 32 bits (its high half is the end's, less a
-# borrow: a program lasts < 2^32 ns, as the record's 32-bit end already assumes). The buffer and
-# the kernel id are read again from the constant at the end, and the header's control word is
-# read there too, from the L1 the start prefetched it into; a buffer switched off mid-program
-# (another stream) drops the record. Threads that do not record branch past both halves: five
-# instructions at the start, two at each `ret`. Registers are named %smpa_* and labels $SMPA_*
-# so they cannot meet the kernel's own.
+# thread, or recording off), the header's control word (read at the start: read at the end, its
+# latency would hold every program's last warp; measured +1 % a step) and the start's low 32 bits
+# (its high half is the end's, less a borrow: a program lasts < 2^32 ns, as the record's 32-bit
+# end already assumes). The buffer and the kernel id are read again from the constant at the
+# end; a buffer switched off mid-program (another stream) drops the record. Threads that do not
+# record branch past both halves: five instructions at the start, two at each `ret`. Registers
+# are named %smpa_* and labels $SMPA_* so they cannot meet the kernel's own.
 AUTO_SYMBOL = "sm_profiler_auto"
 _AW = fmt.WORD_BYTES
 _AUTO_REC0 = fmt.AUTO_RECORDS_WORD * _AW  # byte offset of record 0
@@ -526,7 +526,7 @@ def _auto_region() -> str:
 def auto_prologue(per_warp: bool) -> str:
     # who = per warp: lane 0 of each warp; per program: thread 0
     # n = no claim; if !who or AUTO_SYMBOL.buffer == 0: skip
-    # start = %globaltimer.lo32; n = atom.add(buf.counter[min(smid, regions - 1)], 1)
+    # start = %globaltimer.lo32; n = atom.add(buf.counter[min(smid, regions - 1)], 1); ctl = buf.a2
     who = "and.b32 %smpa_r0, %smpa_r0, 31;\n\t" if per_warp else ""
     return (
         "// sm_profiler auto: start\n\t"
@@ -542,7 +542,7 @@ def auto_prologue(per_warp: bool) -> str:
         + f"mul.wide.u32 %smpa_d10, %smpa_r11, {_AUTO_COUNTER_BYTES};\n\t"
         "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
         f"atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n\t"
-        f"prefetch.global.L1 [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n"
+        f"ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n"
         f"{_AUTO_STARTED}:\n\t"
     )
 
@@ -550,7 +550,7 @@ def auto_prologue(per_warp: bool) -> str:
 def auto_epilogue(per_warp: bool, index: int) -> str:
     # The text before the entry's `index`-th `ret` (labels must be unique in the entry).
     # if n is no claim: skip; end = %globaltimer; buf, kid = AUTO_SYMBOL; if buf == 0: skip
-    # ctl = buf.a2; last = ctl.lo32; ring = ctl & RING
+    # last = ctl.lo32; ring = ctl & RING
     # slot = ring ? n & last : n; keep = ring || n <= last
     # if keep: record[region * (last + 1) + slot] = {start, end.lo32,
     #        %smid | ctl.step << 16, %gridid.lo32, kid | warp << 16 | flags | tag << 24,
@@ -573,7 +573,6 @@ def auto_epilogue(per_warp: bool, index: int) -> str:
         + _auto_region()
         + "setp.eq.u64 %smpa_p1, %smpa_d0, 0;\n\t"
         f"@%smpa_p1 bra {done};\n\t"
-        f"ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n\t"
         # start's high half: the end's, less one where the low half wrapped in between
         "mov.b64 {%smpa_r3, %smpa_r2}, %smpa_d5;\n\t"
         "setp.gt.u32 %smpa_p3, %smpa_r1, %smpa_r3;\n\t"
