@@ -116,6 +116,15 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         json_option=True,
     ),
     Benchmark(
+        "auto_coverage",
+        "auto mode",
+        "the share of a training step auto mode sees, by default and with via_triton "
+        "(matmuls and attention as Triton), from its records and from CUPTI; the opt-in's step "
+        "time and outputs against the default",
+        ("gpu",),
+        json_option=True,
+    ),
+    Benchmark(
         "auto_host",
         "host",
         "auto mode's table of millions of records: build, save, load, report and default "

@@ -82,6 +82,7 @@ def auto(
     device=None,
     schedule=None,
     count_optimizer_steps: bool = False,
+    via_triton: bool = False,
 ):
     """Auto mode: every Triton and Gluon kernel compiled in a region is instrumented, no source
     change (docs/auto.md)::
@@ -95,7 +96,9 @@ def auto(
     capacity: records kept per GPU (default 2**22, 128 MiB of each GPU recorded); ring: keep the
     newest instead of the first; level: 'program' or 'warp'; device: one GPU only (default:
     every GPU used); schedule: the steps recorded (sm_profiler.schedule, or '1000-1005');
-    count_optimizer_steps: a step is each optimizer step (no prof.step() needed)."""
+    count_optimizer_steps: a step is each optimizer step (no prof.step() needed); via_triton:
+    torch.compile'd matmuls and attention run as Triton kernels (Inductor's templates,
+    FlexAttention) so auto mode sees inside them, in place of cuBLAS/cuDNN."""
     from .auto_mode import DEFAULT_CAPACITY, AutoProfiler
 
     return AutoProfiler(
@@ -105,6 +108,7 @@ def auto(
         device=device,
         schedule=schedule,
         count_optimizer_steps=count_optimizer_steps,
+        via_triton=via_triton,
     )
 
 

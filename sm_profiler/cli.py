@@ -286,6 +286,13 @@ def build_parser() -> argparse.ArgumentParser:
         "optimizer, or prof.step() where the script calls sm_profiler.auto_mode.current().step()",
     )
     c.add_argument(
+        "--via-triton",
+        action="store_true",
+        help="run torch.compile'd matmuls as Inductor's Triton templates and "
+        "scaled_dot_product_attention as FlexAttention, so auto mode sees inside them (Triton "
+        "kernels in place of cuBLAS/cuDNN: docs/auto.md)",
+    )
+    c.add_argument(
         "--ranks",
         default=None,
         metavar="0,3",
@@ -344,6 +351,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         level=args.level,
         schedule=args.steps,
         count_optimizer_steps=True,
+        via_triton=args.via_triton,
     )
     if job.rank not in ranks:  # --ranks leaves this one out: its kernels run plain
         return script.run_program(program, contextlib.nullcontext())

@@ -532,32 +532,45 @@ def launch_ranks(trace: TraceData, caps: np.ndarray) -> np.ndarray | None:
     return ranks if len(np.unique(ranks)) > 1 else None
 
 
-def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
-    """The steps recorded (prof.step(), or the optimizer's under `sm-profiler run`): which, and
-    how long each took on the GPU (its first launch's start to its last launch's end)."""
+def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
+    """Per recorded step, from the records alone: {"steps", "span_ns" (first launch's start to
+    last launch's end), "share"} where share is the instrumented kernels' share of the step:
+    their launches' union over the step's period (its first launch to the next recorded step's
+    first, when that follows at once). None without steps. t: launch_table(trace), if made."""
     table = getattr(trace.kernels, "table", None)
-    if table is None or not len(t["capture"]):
-        return []
+    if table is None:
+        return None
+    t = launch_table(trace) if t is None else t
+    if not len(t["capture"]):
+        return None
     step = table.launches["step"][t["capture"]]
     keep = step >= 0
     steps = np.unique(step[keep])
-    if len(steps) < 2 and not table.metadata.get("schedule"):
-        return []
     lo = np.full(len(steps), np.iinfo(np.int64).max)
     hi = np.full(len(steps), np.iinfo(np.int64).min)
     i = np.searchsorted(steps, step[keep])
     np.minimum.at(lo, i, t["start_ns"][keep])
     np.maximum.at(hi, i, t["start_ns"][keep] + t["span_ns"][keep])
     span = hi - lo
-    # What share of a step ran in instrumented kernels: their launches' union over the step's
-    # period (its first launch to the next recorded step's first, when that follows at once).
     busy = union_length(
         i, t["start_ns"][keep], t["start_ns"][keep] + t["span_ns"][keep], len(steps)
     )
     period = span.copy()
     follows = np.diff(steps) == 1
     period[:-1][follows] = np.maximum(lo[1:][follows] - lo[:-1][follows], span[:-1][follows])
-    share = busy / np.maximum(period, 1)
+    return {"steps": steps, "span_ns": span, "share": busy / np.maximum(period, 1)}
+
+
+def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
+    """The steps recorded (prof.step(), or the optimizer's under `sm-profiler run`): which, and
+    how long each took on the GPU (its first launch's start to its last launch's end)."""
+    table = getattr(trace.kernels, "table", None)
+    got = step_shares(trace, t)
+    if got is None:
+        return []
+    steps, span, share = got["steps"], got["span_ns"], got["share"]
+    if len(steps) < 2 and not table.metadata.get("schedule"):
+        return []
     which = _ranges(steps.tolist())
     sched = table.metadata.get("schedule")
     head = f"steps: {len(steps)} recorded ({which})" + (
@@ -578,7 +591,8 @@ def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
             f"seen: instrumented kernels ran {100 * float(np.median(share)):.0f}% of a step "
             "(median; their launches' union over the step's period); the rest ran kernels "
             "auto mode cannot see inside (cuBLAS, cuDNN, NCCL, ...) or left the GPU idle "
-            '(docs/auto.md, "What auto mode sees")',
+            '(docs/auto.md, "What auto mode sees"; --via-triton routes torch.compile\'d '
+            "matmuls and attention through Triton)",
             width,
         ),
     ]

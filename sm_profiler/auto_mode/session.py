@@ -37,6 +37,10 @@ class AutoProfiler:
     with `prof.step()` (or, with count_optimizer_steps, each step of the first optimizer that
     steps). Kernels are instrumented all along; outside active steps they record nothing. Each
     launch's step is in the table and the report.
+    via_triton: while the region is on, torch.compile'd matmuls are Inductor's Triton templates
+    (not cuBLAS) and scaled_dot_product_attention is FlexAttention (not cuDNN/FlashAttention), so
+    auto mode sees inside them; this profiles Triton kernels in place of the production ones
+    (auto_mode/via_triton.py).
     """
 
     def __init__(
@@ -48,6 +52,7 @@ class AutoProfiler:
         device=None,
         schedule=None,
         count_optimizer_steps: bool = False,
+        via_triton: bool = False,
     ):
         problem = fmt.auto_capacity_problem(capacity)
         if problem:
@@ -69,6 +74,10 @@ class AutoProfiler:
         self.device = device
         self.schedule = schedule
         self.count_optimizer_steps = bool(count_optimizer_steps)
+        if not isinstance(via_triton, bool):
+            raise ConfigError(f"via_triton must be True or False, got {via_triton!r}")
+        self.via_triton = via_triton
+        self._via = None
         self.step_num = 0
         self._step_tag = 0
         self._step_tags: dict[int, int] = {}  # step tag in the records -> step number
@@ -121,6 +130,11 @@ class AutoProfiler:
             self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
         self._patches = _Patches(self)
         self._patches.apply()
+        if self.via_triton:
+            from .via_triton import ViaTriton
+
+            self._via = ViaTriton()
+            self._via.apply()
         _active.append(self)
         if self._only is not None:
             self._allocate(self._only)  # the one GPU asked for: allocated now, errors now
@@ -185,6 +199,9 @@ class AutoProfiler:
                 self._hook.remove()
                 self._hook = None
             self._patches.undo()
+            if self._via is not None:
+                self._via.undo()
+                self._via = None
             binding.turn_off()
             _active.remove(self)
         clocks = {i: _clock_sample(i) for i in words}  # plain kernels now: auto mode is off

@@ -530,3 +530,47 @@ def test_a_long_run_keeps_host_and_gpu_memory_flat():
     assert sorted(set(prof.table().launches["step"].tolist())) == [
         50 + 300 + k + 302 * r for r in range(3) for k in (0, 1)
     ]
+
+
+def test_via_triton_records_the_matmuls_and_attention_as_triton(tmp_path):
+    """auto(via_triton=True): a Linear and causal SDPA compiled in the region run as Inductor's
+    Triton matmul template and FlexAttention, both recorded (every program), with outputs close
+    to cuBLAS/cuDNN's (bf16: within 3e-2 of the output's scale); a torch.profiler trace of the
+    same steps then says every kernel of the step but the block mask's is one auto mode sees."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    proj = torch.nn.Linear(256, 3 * 256, bias=False, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(4, 512, 256, device="cuda", dtype=torch.bfloat16)
+
+    def attend(x):
+        q, k, v = proj(x).view(4, 512, 3, 4, 64).permute(2, 0, 3, 1, 4)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        want = torch.compile(attend)(x)
+    torch._dynamo.reset()
+    with sm_profiler.auto(via_triton=True) as prof, torch.no_grad():
+        compiled = torch.compile(attend)
+        got = compiled(x)
+        with profile(activities=[ProfilerActivity.CUDA]) as tp:
+            compiled(x)
+            torch.cuda.synchronize()
+    assert torch.nn.functional.scaled_dot_product_attention is not prof._via  # undone
+    scale = want.float().abs().max().item()
+    assert (got.float() - want.float()).abs().max().item() < 3e-2 * scale
+    trace = prof.decode()
+    names = {k.name for k in trace.kernels}
+    print(names)
+    assert any("flex_attention" in n for n in names), names
+    assert any(
+        n.startswith(("triton_tem_fused_mm", "triton_mm", "triton_tem_fused_")) and "flex" not in n
+        for n in names
+    ), names
+    for c in range(len(trace.kernels)):
+        _check_launch(trace, c, trace.kernels[c].metadata["grid"])
+    cov = sm_profiler.torch_coverage(tp, prof.table())
+    (dev,) = cov["devices"]
+    print(cov)
+    assert dev["share_of_busy"] > 0.9, dev

@@ -255,3 +255,24 @@ def test_kernel_added_names_the_kernels_a_mode_slows():
     assert [t[0] for t in k["top"][:2]] == ["triton_a", "triton_b"]
     lines = ao.format_kernel_added(runs, ["gpt"], ["train"], ["plain", "auto_off"])
     assert "Triton +3.5 us of 10.0" in lines[0] and "triton_a" in lines[1]
+
+
+def test_auto_coverage_table_compares_routes_and_names_the_unseen():
+    from benchmarks import auto_coverage as ac
+
+    unseen = [{"name": "nvjet_sm90_tst_256x128", "launches": 8, "total_ns": 10, "share": 0.55}]
+    runs = [
+        {"model": "llama", "route": "default", "ms_per_step_repeats": [6.0, 6.2, 6.1]}
+        | {"records_share": 0.221, "cupti_share": 0.214, "cupti_share_of_busy": 0.22}
+        | {"unseen": unseen},
+        {"model": "llama", "route": "via_triton", "ms_per_step_repeats": [6.6, 6.7, 6.71]}
+        | {"records_share": 0.93, "cupti_share": 0.925, "cupti_share_of_busy": 0.95}
+        | {"unseen": [], "output_max_abs_diff_rel": 0.004},
+        {"model": "gpt", "route": "via_triton", "error": "exit 1: boom"},
+    ]
+    lines = ac.format_table(runs)
+    assert (
+        "22.1%" in lines[1] and "21.4%" in lines[1] and "nvjet_sm90_tst_256x128 55.0%" in lines[1]
+    )
+    assert "+9.8%" in lines[2] and "93.0%" in lines[2] and "4.0e-03" in lines[2]
+    assert lines[3].endswith("failed: exit 1: boom")
