@@ -82,7 +82,9 @@ def run_child(args) -> dict:
             step()
         torch.cuda.synchronize()
         sched = schedule(wait=0, warmup=0, active=args.profiled, repeat=1)
-        with profile(activities=[ProfilerActivity.CUDA], schedule=sched) as tp:
+        # CPU too: its ProfilerStep#N annotations split the CUPTI rows into steps
+        acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+        with profile(activities=acts, schedule=sched) as tp:
             for _ in range(args.profiled):
                 prof.step()
                 step()
