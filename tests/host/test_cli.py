@@ -577,3 +577,22 @@ def test_5_one_capture_does_not_first_claim_the_whole_trace(tmp_path, capsys):
     assert got.err == "note: capture 1 only: 5 of 10 ranges and instants\n"
     assert main(["export", str(path), str(out)]) == 0  # no note: the line says how many
     assert capsys.readouterr().out.endswith("bytes; 10 ranges and instants)\n")
+
+
+def test_run_passes_via_triton_to_auto(monkeypatch, tmp_path):
+    """`sm-profiler run --via-triton` asks auto() for it (the routing itself: test_auto_via_triton)."""
+    import sm_profiler
+    from sm_profiler import cli
+
+    got = {}
+
+    def fake_auto(*args, **kwargs):
+        got.update(kwargs)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(sm_profiler, "auto", fake_auto)
+    script = tmp_path / "s.py"
+    script.write_text("print('hi')\n")
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--out", str(tmp_path / "o"), "--via-triton", "--", str(script)])
+    assert got["via_triton"] is True
