@@ -595,7 +595,45 @@ def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
             "matmuls and attention through Triton)",
             width,
         ),
+        *steps_side_by_side(table, t, got, width),
     ]
+
+
+STEPS_SHOWN = 6  # the slowest steps the report sets side by side
+MAX_STEP_KERNEL_CELLS = 10_000_000  # steps x kernels summed for "which kernel made it slow"
+
+
+def steps_side_by_side(table, t: dict, got: dict, width: int) -> list[str]:
+    """The slowest recorded steps side by side (in step order): GPU time, the share seen, and the
+    kernel whose time in that step stands furthest above its median step's."""
+    steps, span, share = got["steps"], got["span_ns"], got["share"]
+    if len(steps) < 2:
+        return []
+    step = table.launches["step"][t["capture"]]
+    keep = step >= 0
+    kernel = table.launches["kernel"][t["capture"]][keep].astype(np.int64)
+    n_k = int(kernel.max()) + 1 if len(kernel) else 0
+    above = None
+    if 0 < len(steps) * n_k <= MAX_STEP_KERNEL_CELLS:
+        i = np.searchsorted(steps, step[keep])
+        per = np.bincount(
+            i * n_k + kernel, weights=t["span_ns"][keep], minlength=len(steps) * n_k
+        ).reshape(len(steps), n_k)
+        above = per - np.median(per, axis=0)
+    names = table.kernel_names()
+    shown = np.sort(np.argsort(-span, kind="stable")[:STEPS_SHOWN])
+    out = ["", f"{'step':>8}  {'GPU time':>10}  {'seen':>5}  kernel most above its median step"]
+    for j in shown:
+        head = f"{int(steps[j]):>8}  {format_time(int(span[j])):>10}  {100 * share[j]:>4.0f}%  "
+        tail = ""
+        if above is not None:
+            k = int(np.argmax(above[j]))
+            if above[j, k] > 0:
+                name = names[k] if k < len(names) else f"kernel {k}"
+                delta = f" +{format_time(int(above[j, k]))}"
+                tail = _middle(printable(name), max(8, width - len(head) - len(delta))) + delta
+        out.append(head + (tail or "-"))
+    return out
 
 
 def _ranges(values: list[int]) -> str:

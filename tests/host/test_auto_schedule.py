@@ -149,3 +149,24 @@ def test_the_report_says_what_share_of_a_step_instrumented_kernels_ran():
     )
     text = " ".join(format_report(both.decode(), width=100).split())
     assert "instrumented kernels ran 35% of a step" in text
+
+
+def test_the_report_sets_the_slowest_steps_side_by_side_with_the_kernel_that_made_them_slow():
+    # Three steps, each one launch of kernel 1 (100 ns) then one of kernel 2 (200 ns); in step
+    # 1001 kernel 2 takes 900 ns: the slowest step, 700 ns above kernel 2's median.
+    from sm_profiler.auto_mode.table import AutoTable
+
+    tags = {"1": 1000, "2": 1001, "3": 1002}
+    tables = []
+    for s in range(3):
+        t0, gemm = AUTO_T0 + 10_000 * s, 900 if s == 1 else 200
+        recs = [(t0, 100, 0, 10 * s, 1, 0, 0, 0), (t0 + 200, gemm, 1, 10 * s + 1, 2, 0, 0, 0)]
+        tables.append(table_of(recs, step_tag=s + 1, session={"step_tags": tags}))
+    text = format_report(AutoTable.concat(tables).decode(), width=80)
+    lines = text.splitlines()
+    head = next(i for i, ln in enumerate(lines) if "kernel most above its median step" in ln)
+    rows = [ln.split() for ln in lines[head + 1 : head + 4]]
+    assert [r[0] for r in rows] == ["1000", "1001", "1002"]
+    assert rows[1][1:3] == ["1.10", "µs"] and rows[1][-3:] == ["gemm", "+700", "ns"], rows
+    assert rows[0][-1] == "-" and rows[2][-1] == "-"  # no kernel above its median there
+    assert all(len(ln) <= 80 for ln in lines)
