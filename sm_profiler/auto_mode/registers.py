@@ -119,7 +119,9 @@ def keep_occupancy(instrumented_ptx: str, plain_ptx: str, build) -> bytes:
     build(ptx) -> cubin is the backend's ptxas step."""
     cubin = build(instrumented_ptx)
     threads = threads_of(instrumented_ptx)
-    if threads is None or ".maxnreg" in instrumented_ptx:  # a cap of the user's own: theirs
+    # A cap of the user's own is theirs; a warp-specialized kernel moves registers between its
+    # partitions itself (setmaxnreg), which a .maxnreg would fight.
+    if threads is None or ".maxnreg" in instrumented_ptx or "setmaxnreg" in instrumented_ptx:
         return cubin
     regs, _ = usage(cubin)
     if not may_have_crossed(regs, threads):
@@ -127,6 +129,9 @@ def keep_occupancy(instrumented_ptx: str, plain_ptx: str, build) -> bytes:
     plain_regs, plain_frame = usage(build(plain_ptx))
     if blocks_per_sm(plain_regs, threads) <= blocks_per_sm(regs, threads):
         return cubin
-    capped = build(with_maxnreg(instrumented_ptx, register_cap(plain_regs, threads)))
+    try:
+        capped = build(with_maxnreg(instrumented_ptx, register_cap(plain_regs, threads)))
+    except Exception:  # ptxas refused the cap: the build it already made stands
+        return cubin
     _, frame = usage(capped)
     return capped if frame <= plain_frame + RECORD_SPILL_BYTES else cubin

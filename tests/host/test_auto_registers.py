@@ -113,3 +113,17 @@ def test_no_second_build_where_no_step_could_have_been_crossed():
     build, calls = builds({"inst": (40, 0), "plain": (32, 0), "capped": (32, 0)})
     R.keep_occupancy(R.with_maxnreg(PTX, 40), PTX + "// PLAIN", build)
     assert calls == ["capped"]
+
+
+def test_no_cap_on_a_warp_specialized_kernel_and_a_refused_cap_keeps_the_first_build():
+    build, calls = builds({"inst": (40, 0), "plain": (32, 0), "capped": (32, 0)})
+    ws = PTX.replace("ret;", "setmaxnreg.inc.sync.aligned.u32 232;\n\tret;", 1)
+    assert R.usage(R.keep_occupancy(ws, ws + "// PLAIN", build)) == (40, 0)
+    assert calls == ["inst"]
+
+    def refusing(ptx):
+        if ".maxnreg" in ptx:
+            raise RuntimeError("ptxas: error")
+        return fake_cubin(32 if "PLAIN" in ptx else 40)
+
+    assert R.usage(R.keep_occupancy(PTX, PTX + "// PLAIN", refusing)) == (40, 0)
