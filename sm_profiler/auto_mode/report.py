@@ -453,6 +453,14 @@ def format_report(
             f"of capacity {counts['capacity']:,}): raise capacity=",
             width,
         )
+    table_meta = getattr(getattr(trace.kernels, "table", None), "metadata", {}) or {}
+    if table_meta.get("via_triton"):
+        lines += wrap(
+            "via_triton: matmuls and attention ran as Triton kernels (Inductor's templates, "
+            "FlexAttention) in place of cuBLAS/cuDNN; their times are the Triton kernels', not "
+            "the production ones'",
+            width,
+        )
     total = sum(k.total_ns for k in kernels) or 1
     rows = [
         [

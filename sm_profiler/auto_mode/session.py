@@ -387,6 +387,8 @@ class AutoProfiler:
         meta = {"auto_level": self.level, "steps_counted": self.step_num}
         if self.schedule is not None:
             meta["schedule"] = self.schedule.describe()
+        if self.via_triton:
+            meta["via_triton"] = True
         try:
             import torch
             import triton
