@@ -493,7 +493,8 @@ def format_report(
     lines += [""]
     lines += wrap(
         "time: launches' spans summed (first program start to last end), % of the "
-        "instrumented kernels' time; waves: "
+        "instrumented kernels' time; programs, waves, idle%, tail, imbal: per launch, the "
+        "mean over the kernel's launches; waves: "
         "programs / (SMs x peak programs per SM); idle%: SM-time with no program "
         "resident; tail: last SM's end after the median SM's; imbal: busiest SM / "
         "mean SM busy time",
