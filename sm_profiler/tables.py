@@ -74,10 +74,10 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
                 "emulated": np.zeros(n, bool),
                 "start_ns": k_lo,
                 "end_ns": k_hi,
-                "gpu": L["gpu"],
+                "gpu": L["gpu"].astype(np.int32),
                 "rank": auto.ranks()[L["session"]].astype(np.int32),
-                "step": L["step"],
-                "programs": L["rows"],
+                "step": L["step"].astype(np.int64),
+                "programs": L["rows"].astype(np.int64),
             }
         return {
             "capture": np.arange(n, dtype=np.int32),

@@ -212,16 +212,16 @@ def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     replayed = np.zeros(int(key.max()) + 1, bool)
     replayed[ko[1:][dup]] = True
     del ko, dup
-    order = np.lexsort((start, key))
+    idt = np.int32 if n < 2**31 else np.int64  # row numbers and ids below n
+    order = np.lexsort((start, key)).astype(idt, copy=False)
     k = key[order]
     del key
     first = np.ones(n, bool)
     first[1:] = k[1:] != k[:-1]
     t = start[order]
-    new = _new_segments(k, t, end[order], first)
+    new = _new_segments(k, t, end[order], first)  # end[order] becomes its running maximum
     new = first | (new & replayed[k])
     del k, first
-    idt = np.int32 if n < 2**31 else np.int64  # row numbers and ids below n
     seg = np.cumsum(new, dtype=idt)
     seg -= 1
     del new
@@ -244,12 +244,18 @@ def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     # Launches numbered by their first start (ties: by key).
     first_t = np.full(int(launch_key.max()) + 1, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(first_t, launch_key, t)
-    rank = np.empty(len(first_t), np.int64)
-    rank[np.lexsort((np.arange(len(first_t)), first_t))] = np.arange(len(first_t))
+    rank = np.empty(len(first_t), idt)
+    rank[np.lexsort((np.arange(len(first_t)), first_t))] = np.arange(len(first_t), dtype=idt)
+    del first_t
     launch = rank[launch_key]
     del launch_key, rank
-    by_launch = np.lexsort((t, *(rows[c][order] for c in ("warp", "x", "y", "z")), launch))
-    return order[by_launch], launch[by_launch]
+    # Program ids that are one value for every row order nothing: left out of the sort.
+    ids = [rows[c] for c in ("warp", "x", "y", "z")]
+    ids = [c[order] for c in ids if c.min() != c.max()]
+    by_launch = np.lexsort((t, *ids, launch))
+    del t, ids
+    order = order[by_launch]
+    return order, launch[by_launch]
 
 
 def _dense(cols: tuple) -> np.ndarray:
@@ -273,7 +279,8 @@ def _dense(cols: tuple) -> np.ndarray:
 def _new_segments(group, start, end, first_of_group) -> np.ndarray:
     """Rows sorted by (group, start): True where a row starts after every earlier row of its
     group has ended. The running maximum of ends is one np.maximum.accumulate over the groups
-    lifted apart (on dense ranks of the times when lifting raw times could overflow)."""
+    lifted apart (on dense ranks of the times when lifting raw times could overflow). Consumes
+    `end`: an int64 array of its own (no view) holds the running maximum afterwards."""
     n = len(start)
     lo = int(min(start.min(), end.min()))
     width = int(max(start.max(), end.max())) - lo + 1
@@ -283,7 +290,8 @@ def _new_segments(group, start, end, first_of_group) -> np.ndarray:
         lo, width = 0, len(values) + 1
     lift = group.astype(np.int64) * width
     lift -= lo
-    run = end + lift
+    run = end if end.dtype == np.int64 and end.base is None else end.astype(np.int64)
+    run += lift  # the ends lifted, in place where `end` is this function's own
     np.maximum.accumulate(run, out=run)
     lift += start  # the starts lifted
     new = first_of_group.copy()

@@ -554,7 +554,7 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
         return None
     step = table.launches["step"][t["capture"]]
     keep = step >= 0
-    steps = np.unique(step[keep])
+    steps = np.unique(step[keep]).astype(np.int64)  # the table holds steps narrow
     lo = np.full(len(steps), np.iinfo(np.int64).max)
     hi = np.full(len(steps), np.iinfo(np.int64).min)
     i = np.searchsorted(steps, step[keep])

@@ -71,6 +71,13 @@ NARROW_DTYPES = {
     "tag": np.uint8,
     "grid_y": np.int32,
     "grid_z": np.int32,
+    # Per launch: a session's and a kernel's number, the step, the launch's rows.
+    "gpu": np.int16,
+    "session": np.int16,
+    "kernel": np.int16,
+    "step": np.int32,
+    "first_row": np.int32,
+    "rows": np.int32,
 }
 SESSION_COUNTS = ("claimed", "kept", "dropped", "unwritten", "capacity")
 # Block ids of a launch are linear program ids while the grid numbers them in int64 comfortably.
@@ -89,7 +96,7 @@ class AutoTable:
     def __post_init__(self):
         for cols in (self.rows, self.launches):
             for k, v in cols.items():
-                cols[k] = narrow(k, v)
+                cols[k] = compact(k, v)
 
     # -- building ------------------------------------------------------------------------------
 
@@ -122,51 +129,57 @@ class AutoTable:
         Consumes `rows`: each column leaves the dict once the table's own is gathered from it,
         so that the rows and the table are not held whole at once."""
         rows["kernel"] = kernel_index
+        del kernel_index
         order, launch = split_launches(rows)
-        n_launch = int(launch[-1]) + 1 if len(launch) else 0
-        first = np.searchsorted(launch, np.arange(n_launch))
-        count = np.diff(np.append(first, len(launch)))
+        n = len(launch)
+        idt = np.int32 if n < 2**31 else np.int64  # row numbers
+        order = order.astype(idt, copy=False)
+        launch = narrow("launch", launch)
+        # Each launch's first row and row count (rows sorted by launch), in row-number dtype.
+        new = np.ones(n, bool)
+        new[1:] = launch[1:] != launch[:-1]
+        first = np.flatnonzero(new).astype(idt)
+        del new
+        n_launch = len(first)
+        count = np.diff(first, append=idt(n)).astype(idt, copy=False)
         at = order[first]  # each launch's first row, in the rows as given
-        session = rows["gpu"][at]
-        step = np.full(n_launch, -1, np.int64)
-        if n_launch:
-            smin = np.minimum.reduceat(rows.pop("step_tag")[order], first).astype(np.int64)
-            step_of = [_step_map(s) for s in sessions]
-            for si, m in enumerate(step_of):
-                sel = session == si
-                step[sel] = np.where(smin[sel] > 0, _map_steps(smin[sel], m), -1)
+        # Per-launch columns, each gathered and made compact (a column of one value is one
+        # element) before the next, and their row columns dropped.
+        session = compact("session", rows.pop("gpu")[at])
+        launches = {"session": session}
+        for k in ("kernel", "grid_id", "tag", "per_warp"):
+            launches[k] = compact(k, rows.pop(k)[at])
+        del at
+        tags = rows.pop("step_tag")[order]
+        launches["step"] = _launch_steps(
+            np.minimum.reduceat(tags, first) if n_launch else tags, session, sessions
+        )
+        del tags
         gpus = np.array([int(s.get("gpu", 0)) for s in sessions] or [0], np.int32)
-        launches = {
-            "gpu": gpus[session] if n_launch else np.zeros(0, np.int32),
-            "session": session,
-            "kernel": rows["kernel"][at],
-            "grid_id": rows["grid_id"][at],
-            "step": step,
-            "tag": rows["tag"][at],
-            "per_warp": rows["per_warp"][at],
-            "first_row": first,
-            "rows": count,
-        }
-        for k in ("gpu", "kernel", "grid_id", "tag", "per_warp", "step_tag"):
-            rows.pop(k, None)  # per launch from here on
+        launches["gpu"] = _take(gpus, session)
+        launches["first_row"], launches["rows"] = (
+            compact("first_row", first),
+            compact("rows", count),
+        )
+        del count
         # The table's row columns, one at a time, each in its own dtype; what it was gathered
         # from goes as it is done.
-        table_rows = {"launch": narrow("launch", launch)}
+        table_rows = {"launch": compact("launch", launch)}
         del launch
         for k, t in ROW_DTYPES.items():
             if k != "launch":
-                table_rows[k] = narrow(k, rows.pop(k)[order].astype(NARROW_DTYPES.get(k, t)))
+                v = compact(k, rows.pop(k).astype(NARROW_DTYPES.get(k, t), copy=False))
+                table_rows[k] = v if v.strides == (0,) else v[order]  # one value: in any order
         del order
         r = table_rows
-        launches.update(
-            start_ns=_reduce(np.minimum, r["start_ns"], first),
-            end_ns=_reduce(np.maximum, r["end_ns"], first),
-            grid_x=_reduce(np.maximum, r["x"], first) + 1,
-            grid_y=_reduce(np.maximum, r["y"], first) + 1,
-            grid_z=_reduce(np.maximum, r["z"], first) + 1,
-        )
+        launches["start_ns"] = _reduce(np.minimum, r["start_ns"], first)
+        launches["end_ns"] = _reduce(np.maximum, r["end_ns"], first)
+        for c, k in (("x", "grid_x"), ("y", "grid_y"), ("z", "grid_z")):
+            g = _reduce(np.maximum, r[c], first)
+            launches[k] = compact(k, g + 1 if g.strides == (0,) else np.add(g, 1, out=g))
+            del g
         launches = {
-            k: narrow(k, launches[k].astype(t, copy=False)) for k, t in LAUNCH_DTYPES.items()
+            k: compact(k, launches[k].astype(t, copy=False)) for k, t in LAUNCH_DTYPES.items()
         }
         return cls(table_rows, launches, kernels, sessions, metadata)
 
@@ -493,9 +506,9 @@ class AutoTable:
         kernels, sessions = meta["kernels"], meta["sessions"]
         need("a kernel entry is not a table", all(isinstance(k, dict) for k in kernels))
         need("a session entry is not a table", all(isinstance(s, dict) for s in sessions))
-        rows = {k: narrow(k, _read_column(z, f"row_{k}", name, t)) for k, t in ROW_DTYPES.items()}
+        rows = {k: compact(k, _read_column(z, f"row_{k}", name, t)) for k, t in ROW_DTYPES.items()}
         launches = {
-            k: narrow(k, _read_column(z, f"launch_{k}", name, t)) for k, t in LAUNCH_DTYPES.items()
+            k: compact(k, _read_column(z, f"launch_{k}", name, t)) for k, t in LAUNCH_DTYPES.items()
         }
         n, m = len(rows["start_ns"]), len(launches["rows"])
         need("row columns differ in length", all(len(v) == n for v in rows.values()))
@@ -622,6 +635,17 @@ def narrow(name: str, v: np.ndarray) -> np.ndarray:
     return v.astype(t)
 
 
+def compact(name: str, v: np.ndarray) -> np.ndarray:
+    """Column `name` narrowed (`narrow`), and where all its values are one value, a read-only
+    view of that value (one element of memory: a table's GPU, session, level, tag, a one-program
+    launch's program id, ...)."""
+    v = narrow(name, v)
+    if v.ndim == 1 and len(v) > 1 and v.strides[0] != 0 and v.dtype.kind in "iub":
+        if v.min() == v.max():
+            return _constant(v[0], v.dtype, len(v))
+    return v
+
+
 def _savez(f, columns) -> None:
     """np.savez of (name, column, file dtype) triples, each column widened to its file dtype
     only while it is written (np.savez would hold them all widened at once)."""
@@ -649,9 +673,51 @@ def _constant(value, dtype, n: int) -> np.ndarray:
 
 
 def _reduce(ufunc, values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Each launch's reduction of a row column (rows sorted by launch, `first` row of each), in
+    int64; a column of one value gives one."""
     if len(first) == 0:
         return np.zeros(0, np.int64)
-    return ufunc.reduceat(values.astype(np.int64), first)
+    if values.strides == (0,):
+        return _constant(values[0], np.int64, len(first))
+    return ufunc.reduceat(values, first).astype(np.int64, copy=False)
+
+
+def _take(lut: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """lut[index], one element where `index` holds one value."""
+    if len(index) and index.strides == (0,):
+        return _constant(lut[index[0]], lut.dtype, len(index))
+    return lut[index]
+
+
+def _launch_steps(tags: np.ndarray, session: np.ndarray, sessions: list[dict]) -> np.ndarray:
+    """Each launch's step from its smallest step tag: the session's step_tags map (a tag it
+    does not name is the step), -1 for tag 0 (none). Tags of 16 bits (a record's) go through
+    a table per session of 65,536 steps, in int32 where the steps fit."""
+    if tags.dtype.kind != "u" or tags.dtype.itemsize > 2:  # not a record's: as it always was
+        step = np.full(len(tags), -1, np.int64)
+        for si, s in enumerate(sessions):
+            sel = session == si
+            t = tags[sel].astype(np.int64)
+            step[sel] = np.where(t > 0, _map_steps(t, _step_map(s)), -1)
+        return step
+    luts = []
+    for s in sessions:
+        lut = np.arange(1 << 16, dtype=np.int64)
+        lut[0] = -1
+        for k, v in _step_map(s).items():
+            if 0 < k < 1 << 16:
+                lut[k] = v
+        luts.append(narrow("step", lut))
+    if not luts or len(session) == 0:
+        return np.full(len(tags), -1, np.int64)
+    if session.strides == (0,):
+        return luts[int(session[0])][tags]
+    dt = np.result_type(*luts)
+    step = np.full(len(tags), -1, dt)
+    for si, lut in enumerate(luts):
+        sel = session == si
+        step[sel] = lut[tags[sel]]
+    return step
 
 
 def _warp_names(num_warps: int, partitions) -> dict[int, str]:

@@ -3,6 +3,8 @@ or as read-only views gives exactly what the whole-array computation gave."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from auto_inputs import AUTO_T0, KERNELS, table_of, two_kernels
@@ -354,3 +356,91 @@ def test_capture_names_of_an_auto_trace_are_those_of_its_launches():
     want = [f"{n} (launch {c})" if count[n] > 1 else n for c, n in enumerate(names)]
     assert [tr.capture_name(c) for c in range(len(names))] == want
     assert any("(launch" in w for w in want) and any("(launch" not in w for w in want)
+
+
+def _bench_table(compact, monkeypatch, **shape):
+    """benchmarks/auto_host's table of synthetic records, columns compacted or (compact=False)
+    only narrowed, as before columns of one value became views."""
+    from benchmarks.auto_host import _table
+    from benchmarks.captures import synthetic_auto_records
+
+    with monkeypatch.context() as m:
+        if not compact:
+            m.setattr(table_mod, "compact", table_mod.narrow)
+        return _table(synthetic_auto_records(**shape))
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        dict(launches=3000, programs=1, replays=True, kernels=1),
+        dict(launches=300, programs=7, steps=5),
+        dict(launches=1, programs=5000),
+    ],
+)
+def test_columns_of_one_value_are_views_and_change_no_result(tmp_path, monkeypatch, shape):
+    from sm_profiler.auto_mode.report import format_report
+    from sm_profiler.export import export
+
+    t = _bench_table(True, monkeypatch, **shape)
+    ref = _bench_table(False, monkeypatch, **shape)
+    views = 0
+    for cols, want in ((t.rows, ref.rows), (t.launches, ref.launches)):
+        for k, v in cols.items():
+            assert v.dtype == want[k].dtype and v.tolist() == want[k].tolist(), k
+            if v.strides == (0,):
+                views += 1
+                assert not v.flags.writeable and len(set(want[k].tolist())) == 1, k
+    assert views >= 4  # session, gpu, tag, per_warp at least
+    # The same file, report and trace.
+    t.save(tmp_path / "a.npz")
+    ref.save(tmp_path / "b.npz")
+    assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
+    assert format_report(t.decode(), 100) == format_report(ref.decode(), 100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # a summarised trace's note
+        export(t.decode(), str(tmp_path / "a.perfetto-trace"))
+        export(ref.decode(), str(tmp_path / "b.perfetto-trace"))
+    a = (tmp_path / "a.perfetto-trace").read_bytes()
+    assert a == (tmp_path / "b.perfetto-trace").read_bytes()
+
+
+def test_launch_steps_by_table_are_the_steps_mapped_one_by_one():
+    from sm_profiler.auto_mode.table import _launch_steps
+
+    rng = np.random.default_rng(5)
+    tags = rng.integers(0, 1 << 16, 4000).astype(np.uint16)
+    tags[:3] = [0, 65535, 1]
+    sessions = [
+        {},
+        {"step_tags": {"1": 10, "65535": 2**40, "0": 7, "70000": 1, "-3": 4}},
+        {"step_tags": {"5": -2, str(int(tags[9])): 2**31 - 1}},
+        {"step_tags": "not a map"},
+    ]
+    for session in (
+        rng.integers(0, len(sessions), len(tags)).astype(np.int16),
+        table_mod._constant(1, np.int16, len(tags)),
+        table_mod._constant(2, np.int16, len(tags)),
+    ):
+        got = _launch_steps(tags, session, sessions)
+        want = _launch_steps(tags.astype(np.int64), np.asarray(session), sessions)  # one by one
+        assert want.dtype == np.int64
+        assert got.tolist() == want.tolist()
+    assert _launch_steps(tags, table_mod._constant(0, np.int16, len(tags)), [{}]).dtype == np.int32
+    assert _launch_steps(tags[:0], np.zeros(0, np.int16), [{}]).tolist() == []
+
+
+def test_narrow_launch_columns_at_their_limits():
+    from sm_profiler.auto_mode.table import compact, narrow
+
+    for k in ("first_row", "rows", "step"):
+        assert narrow(k, np.array([-1, 2**31 - 1])).dtype == np.int32
+        assert narrow(k, np.array([0, 2**31])).dtype == np.int64
+        assert narrow(k, np.array([-(2**31) - 1, 0])).dtype == np.int64
+    for k in ("gpu", "session", "kernel"):
+        assert narrow(k, np.array([-1, 32767], np.int32)).dtype == np.int16
+        assert narrow(k, np.array([0, 32768], np.int32)).dtype == np.int32
+    one = compact("grid_x", np.full(5, 2**32, np.int64))
+    assert one.strides == (0,) and one.tolist() == [2**32] * 5 and one.dtype == np.int64
+    assert compact("rows", np.array([3])).strides != (0,)  # one launch: as it is
+    assert compact("start_ns", np.array([1, 2])).strides != (0,)
