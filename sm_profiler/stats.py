@@ -430,17 +430,27 @@ def union_length(
             m = group == g
             out[g] = _union_one(start[m], end[m])
         return out
-    lift = group.astype(np.int64) * width - lo
-    run = np.maximum.accumulate(end + lift)
+    # In place where it can be: a report over a million launches holds three arrays here, not
+    # seven (issue 30: host memory at exit).
+    lift = group.astype(np.int64)
+    lift *= width
+    lift -= lo
+    run = np.add(end, lift)
+    np.maximum.accumulate(run, out=run)
     prev = np.empty_like(run)
     prev[0] = np.iinfo(np.int64).min
     prev[1:] = run[:-1]
+    del run
+    prev -= lift  # unlift
+    del lift
     new_group = np.ones(len(group), bool)
     new_group[1:] = group[1:] != group[:-1]
-    # Unlift; a group's first interval has nothing before it.
-    prev_end = np.where(new_group, start, prev - lift)
-    gain = np.maximum(end - np.maximum(start, prev_end), 0)
-    return np.bincount(group, weights=gain, minlength=n_groups).astype(np.int64)
+    prev[new_group] = start[new_group]  # a group's first interval has nothing before it
+    del new_group
+    np.maximum(start, prev, out=prev)
+    np.subtract(end, prev, out=prev)
+    np.maximum(prev, 0, out=prev)
+    return np.bincount(group, weights=prev, minlength=n_groups).astype(np.int64)
 
 
 def _union_one(start: np.ndarray, end: np.ndarray) -> int:

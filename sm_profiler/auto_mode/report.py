@@ -554,16 +554,21 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
         return None
     step = table.launches["step"][t["capture"]]
     keep = step >= 0
-    steps = np.unique(step[keep]).astype(np.int64)  # the table holds steps narrow
+    whole = bool(keep.all())  # then no copies of the launch columns (host memory, issue 30)
+    start = t["start_ns"] if whole else t["start_ns"][keep]
+    end = start + (t["span_ns"] if whole else t["span_ns"][keep])
+    if not whole:
+        step = step[keep]
+    steps = np.unique(step).astype(np.int64)  # the table holds steps narrow
     lo = np.full(len(steps), np.iinfo(np.int64).max)
     hi = np.full(len(steps), np.iinfo(np.int64).min)
-    i = np.searchsorted(steps, step[keep])
-    np.minimum.at(lo, i, t["start_ns"][keep])
-    np.maximum.at(hi, i, t["start_ns"][keep] + t["span_ns"][keep])
+    i = np.searchsorted(steps, step)
+    del step
+    np.minimum.at(lo, i, start)
+    np.maximum.at(hi, i, end)
     span = hi - lo
-    busy = union_length(
-        i, t["start_ns"][keep], t["start_ns"][keep] + t["span_ns"][keep], len(steps)
-    )
+    busy = union_length(i, start, end, len(steps))
+    del i, start, end
     period = span.copy()
     follows = np.diff(steps) == 1
     period[:-1][follows] = np.maximum(lo[1:][follows] - lo[:-1][follows], span[:-1][follows])
