@@ -489,18 +489,23 @@ def _summary_counters_of(parts, k_lo, k_hi, n_sm: int):
     for _, _, _, _, eid in parts():
         if len(eid):
             top = max(top, int(eid.max()) + 1)
-    keys, sms = [], []
+    # The (launch, SM, event) keys, merged a part at a time and given up once there are more
+    # than MIN_LAUNCH_BINS bins each could have (then it is each SM's counter of all kernels):
+    # a million one-program launches never hold a million keys at once (host memory, issue 30).
+    most_keys = SUMMARY_POINTS // MIN_LAUNCH_BINS
+    uniq, sms = np.zeros(0, np.int64), []
     lo = hi = None
     for start, end, cap, smi, eid in parts():
         if not len(start):
             continue
-        keys.append(_unique((cap * n_sm + smi) * top + eid))
+        if uniq is not None:
+            uniq = _unique(np.concatenate([uniq, (cap * n_sm + smi) * top + eid]))
+            if len(uniq) > most_keys:
+                uniq = None
         sms.append(_unique(smi))
         lo = int(start.min()) if lo is None else min(lo, int(start.min()))
         hi = int(end.max()) if hi is None else max(hi, int(end.max()))
-    uniq = _unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
-    del keys
-    bins = min(SUMMARY_BINS, SUMMARY_POINTS // max(len(uniq), 1))
+    bins = 0 if uniq is None else min(SUMMARY_BINS, SUMMARY_POINTS // max(len(uniq), 1))
     if bins >= MIN_LAUNCH_BINS:
         u_cap = uniq // (n_sm * top)
         acc = ActiveRanges(k_lo[u_cap], k_hi[u_cap], bins=bins)

@@ -343,3 +343,28 @@ def test_lane_filters_that_match_no_lane_are_errors_like_an_unknown_event(filter
     with pytest.raises(ConfigError) as e:
         build_timeline(_trace(), **filters)
     assert str(e.value) == message
+
+
+def test_summary_counters_give_up_per_launch_keys_exactly_past_the_bins_they_allow(monkeypatch):
+    """Per (launch, SM, event) counters while there are at most SUMMARY_POINTS // MIN_LAUNCH_BINS
+    keys, each SM's counter of all kernels past that; the keys are merged a part at a time, so a
+    run of a million one-program launches never holds them all."""
+    import numpy as np
+
+    from sm_profiler import timeline
+
+    monkeypatch.setattr(timeline, "SUMMARY_POINTS", 64)
+    most = timeline.SUMMARY_POINTS // timeline.MIN_LAUNCH_BINS  # 4 keys
+
+    def run(n_launches):
+        cap = np.arange(n_launches, dtype=np.int64)
+
+        def parts():  # one launch a part, each one program on SM 0, event 0
+            for c in cap.tolist():
+                one = np.array([c], np.int64)
+                yield one * 100, one * 100 + 50, one, np.zeros(1, np.int64), np.zeros(1, np.int64)
+
+        return timeline._summary_counters_of(parts, cap * 100, cap * 100 + 50, 1)[1]
+
+    assert run(most).startswith("active ranges per event")
+    assert run(most + 1).startswith("each SM's programs of all kernels")
