@@ -29,7 +29,7 @@ import re
 import numpy as np
 
 from .errors import CaptureError
-from .stats import union_length
+from .stats import step_periods, union_length
 from .stats_table import printable
 
 # A CPU-side annotation of torch.profiler's schedule: one per profiled step.
@@ -233,13 +233,10 @@ def _device_coverage(table, rows, step_i, steps, seen, top) -> dict:
     hi = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(lo, g, s)
     np.maximum.at(hi, g, e)
-    # The span: first start to the next step's first start when that step follows at once
-    # (the GPU time between is this step's, idle or not), never shorter than its own kernels.
+    # The span: the step's period, as the report takes it (stats.step_periods).
     span = hi - lo
     if len(steps["step"]):
-        numbers = steps["step"][present]
-        follows = np.diff(numbers) == 1
-        span[:-1][follows] = np.maximum(lo[1:][follows] - lo[:-1][follows], span[:-1][follows])
+        span = step_periods(steps["step"][present], lo, span)
     busy = union_length(g, s, e, n)
     ours = union_length(g[inst], s[inst], e[inst], n)
     safe = np.maximum(span, 1)

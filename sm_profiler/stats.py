@@ -453,6 +453,20 @@ def union_length(
     return np.bincount(group, weights=prev, minlength=n_groups).astype(np.int64)
 
 
+def step_periods(steps: np.ndarray, first_ns: np.ndarray, span_ns: np.ndarray) -> np.ndarray:
+    """Each step's period, the time a coverage share is taken over: from its first start to the
+    next step's first start where that step follows at once (the GPU time between is this
+    step's, idle or not), never shorter than its own span; the last step's, and one whose next
+    recorded step does not follow at once, is its span. steps: the step numbers, sorted; the
+    auto report (records) and torch_coverage (CUPTI rows) share it, so their figures compare."""
+    period = np.array(span_ns, copy=True)
+    follows = np.diff(steps) == 1
+    period[:-1][follows] = np.maximum(
+        first_ns[1:][follows] - first_ns[:-1][follows], span_ns[:-1][follows]
+    )
+    return period
+
+
 def _union_one(start: np.ndarray, end: np.ndarray) -> int:
     """union_length of one group (sorted by start) without lifting, so no sum can overflow."""
     run = np.maximum.accumulate(end)

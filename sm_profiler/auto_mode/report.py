@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..stats import union_length
+from ..stats import step_periods, union_length
 from ..stats_table import fit_table, format_time, printable, wrap
 from ..trace import RANGE, TraceData, kernel_names
 from ..trace import is_auto as _is_auto
@@ -569,9 +569,7 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     span = hi - lo
     busy = union_length(i, start, end, len(steps))
     del i, start, end
-    period = span.copy()
-    follows = np.diff(steps) == 1
-    period[:-1][follows] = np.maximum(lo[1:][follows] - lo[:-1][follows], span[:-1][follows])
+    period = step_periods(steps, lo, span)
     return {"steps": steps, "span_ns": span, "share": busy / np.maximum(period, 1)}
 
 
