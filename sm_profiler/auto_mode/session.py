@@ -77,7 +77,6 @@ class AutoProfiler:
         if not isinstance(via_triton, bool):
             raise ConfigError(f"via_triton must be True or False, got {via_triton!r}")
         self.via_triton = via_triton
-        self._via = None
         self.step_num = 0
         self._step_tag = 0
         self._step_tags: dict[int, int] = {}  # step tag in the records -> step number
@@ -130,11 +129,6 @@ class AutoProfiler:
             self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
         self._patches = _Patches(self)
         self._patches.apply()
-        if self.via_triton:
-            from .via_triton import ViaTriton
-
-            self._via = ViaTriton()
-            self._via.apply()
         _active.append(self)
         if self._only is not None:
             self._allocate(self._only)  # the one GPU asked for: allocated now, errors now
@@ -199,9 +193,6 @@ class AutoProfiler:
                 self._hook.remove()
                 self._hook = None
             self._patches.undo()
-            if self._via is not None:
-                self._via.undo()
-                self._via = None
             binding.turn_off()
             _active.remove(self)
         clocks = {i: _clock_sample(i) for i in words}  # plain kernels now: auto mode is off
@@ -426,9 +417,10 @@ def rank_info() -> dict:
 
 class _Patches:
     """Settings changed for the region and put back after it: Inductor compiles in this process
-    (its worker processes have no compile hook), its caches are keyed apart, and autotuners'
+    (its worker processes have no compile hook), its caches are keyed apart, autotuners'
     benchmark launches record nothing (a benchmark launches each candidate hundreds of times:
-    they would fill the buffer with runs the program never uses)."""
+    they would fill the buffer with runs the program never uses), and with via_triton, matmuls
+    and attention run as Triton."""
 
     def __init__(self, prof: AutoProfiler):
         self.prof = prof
@@ -454,6 +446,12 @@ class _Patches:
         self._pause_benchmarks()
         _clear_inductor_memory()
         self.undo_steps.append(_clear_inductor_memory)
+        if self.prof.via_triton:  # matmuls and attention as Triton (auto_mode/via_triton.py)
+            from .via_triton import ViaTriton
+
+            via = ViaTriton()
+            via.apply()
+            self.undo_steps.append(via.undo)
 
     def _pause_benchmarks(self) -> None:
         def wrap(cls, name):

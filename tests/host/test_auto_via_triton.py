@@ -68,3 +68,20 @@ def test_a_kept_call_is_the_original_sdpa():
 def test_via_triton_must_be_a_bool():
     with pytest.raises(ConfigError, match="via_triton must be True or False"):
         AutoProfiler(via_triton="yes")
+
+
+def test_the_region_s_patches_route_and_put_back_only_with_via_triton():
+    from types import SimpleNamespace
+
+    from sm_profiler.auto_mode.session import _Patches
+
+    original = F.scaled_dot_product_attention
+    for via in (False, True):
+        patches = _Patches(SimpleNamespace(level="program", via_triton=via))
+        patches.apply()
+        try:
+            assert (F.scaled_dot_product_attention is not original) is via
+            assert (inductor.max_autotune_gemm_backends == "TRITON") is via
+        finally:
+            patches.undo()
+        assert F.scaled_dot_product_attention is original
