@@ -37,7 +37,7 @@ import numpy as np
 from .capture import Capture
 from .errors import CaptureError, ConfigError, FormatError
 from .export.chrome import PID_BASE, ranks_json  # noqa: F401 (merge.PID_BASE, as the docs say)
-from .timeline import Timeline
+from .timeline import Timeline, with_sms
 from .trace import TraceData
 
 # A torch trace is input we did not write: what it may inflate to, in bytes (and at most this
@@ -674,7 +674,7 @@ def _coverage(doc: dict, ranks, timelines: list) -> tuple[dict, dict]:
         unseen = (table["device"] == d) & ~seen
         kernels, drawn = cv.unseen_kernels(table, unseen, counts.get(d), tl.sms, cap)
         # The SMs drawn on get a track each (those none of our programs ran on too).
-        timelines[k] = (r, _with_sms(tl, kernels["sms"][: kernels["n_sms"].max(initial=0)]))
+        timelines[k] = (r, with_sms(tl, kernels["sms"][: kernels["n_sms"].max(initial=0)]))
         cap -= drawn["slices"]
         other[r] = kernels
         bars.append(dict(rank=r, device=d, **drawn))
@@ -703,28 +703,4 @@ def _bar_devices(doc: dict, table: dict, ranks: list[int]) -> tuple[dict[int, in
     return {}, (
         "the torch trace does not say which of the merged ranks it is (distributedInfo.rank): "
         "its kernels are drawn on no rank's SMs"
-    )
-
-
-def _with_sms(tl: Timeline, sms: np.ndarray) -> Timeline:
-    """`tl` with a process for every SM of `sms` too (SMs none of our programs ran on get a track
-    for the kernels CUPTI saw), its indices into `sms` moved as _build_budgeted moves them."""
-    all_sms = np.union1d(tl.sms, sms)
-    if len(all_sms) == len(tl.sms):
-        return tl
-    # An index past the end (a lane on no SM shown) stays past the end.
-    where = np.append(np.searchsorted(all_sms, tl.sms), len(all_sms))
-
-    def moved(index):
-        return where[np.minimum(index, len(tl.sms))]
-
-    summary = tl.summary
-    if summary is not None:
-        summary = dict(summary, sm_index=moved(summary["sm_index"]))
-    return replace(
-        tl,
-        sms=all_sms,
-        lane_sm_index=moved(tl.lane_sm_index),
-        occupancy=dict(tl.occupancy, sm_index=moved(tl.occupancy["sm_index"])),
-        summary=summary,
     )

@@ -376,10 +376,7 @@ def _build_budgeted(trace: TraceData) -> Timeline:
     all_sms = _unique(
         np.concatenate([_unique(ev["sm"][a:b]) for a, b in chunks] or [np.zeros(0, np.int64)])
     ).astype(np.int64)
-    where = np.searchsorted(all_sms, tl.sms)
-    tl.lane_sm_index = where[tl.lane_sm_index]
-    tl.occupancy["sm_index"] = where[tl.occupancy["sm_index"]]
-    tl.sms = all_sms
+    tl = with_sms(tl, all_sms)  # every SM that ran a program gets its track
     _pack(tl)
     tl.focus_ns, tl.focus_label = focus, label
     tl.focus = None
@@ -411,6 +408,30 @@ def _build_budgeted(trace: TraceData) -> Timeline:
         "summary=False (--no-summary)"
     )
     return tl
+
+
+def with_sms(tl: Timeline, sms: np.ndarray) -> Timeline:
+    """`tl` with a process for every SM of `sms` too (an SM none of its drawn programs ran on:
+    the default trace's summarised programs, or kernels CUPTI saw), its SM indices moved to
+    the widened, sorted list; an index past the end (a lane on no SM shown) stays past it."""
+    all_sms = np.union1d(tl.sms, sms)
+    if len(all_sms) == len(tl.sms):
+        return tl
+    where = np.append(np.searchsorted(all_sms, tl.sms), len(all_sms))
+
+    def moved(index):
+        return where[np.minimum(index, len(tl.sms))]
+
+    summary = tl.summary
+    if summary is not None:
+        summary = dict(summary, sm_index=moved(summary["sm_index"]))
+    return replace(
+        tl,
+        sms=all_sms,
+        lane_sm_index=moved(tl.lane_sm_index),
+        occupancy=dict(tl.occupancy, sm_index=moved(tl.occupancy["sm_index"])),
+        summary=summary,
+    )
 
 
 def _renumber_lanes(t: TraceData) -> TraceData:
