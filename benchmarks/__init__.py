@@ -116,6 +116,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         json_option=True,
     ),
     Benchmark(
+        "auto_launch_cost",
+        "auto mode",
+        "what the record adds to one launch of a short Triton kernel, recording off and on, "
+        "in CUDA graphs",
+        ("gpu",),
+        json_option=True,
+    ),
+    Benchmark(
         "auto_coverage",
         "auto mode",
         "the share of a training step auto mode sees, by default and with via_triton "

@@ -480,76 +480,59 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 
 
 # -- auto mode: text spliced into compiled kernels (sm_profiler.auto_mode.rewrite) -----------------
-# The kernel's module gets one constant, AUTO_SYMBOL = {buffer, kernel id | (regions - 1) << 32},
+# The kernel's module gets one global, AUTO_SYMBOL = {buffer, kernel id | (regions - 1) << 32},
 # which the host fills when it loads the module on a GPU (buffer 0 = record nothing: outside the
-# region or its active steps); constant memory, so every program after an SM's first reads it
-# from the constant cache. One thread per program (lane 0 of each warp per warp) stamps its start
-# and claims a record with one atomic add on its SM's counter; before each `ret` it stamps its end
-# and writes the 32-byte record (format.py, "auto mode"). The claim's result is first used at the
-# end, so its latency hides behind the program's own work.
-# What the kernel's body must carry is kept to five registers, because registers cost
-# occupancy on steps that record nothing too: the claim (64 bits; all ones = no claim: another
-# thread, or recording off), the header's control word (read at the start: read at the end, its
-# latency would hold every program's last warp; measured +1 % a step) and the start's low 32 bits
-# (its high half is the end's, less a borrow: a program lasts < 2^32 ns, as the record's 32-bit
-# end already assumes). The buffer and the kernel id are read again from the constant at the
-# end; a buffer switched off mid-program (another stream) drops the record. Threads that do not
-# record branch past both halves: five instructions at the start, two at each `ret`. Registers
-# are named %smpa_* and labels $SMPA_* so they cannot meet the kernel's own.
+# region or its active steps). One thread per program (lane 0 of each warp per warp) reads it and
+# stamps its start; before each `ret` that thread, where the buffer was set, stamps its end,
+# claims a record with one atomic add on its SM's counter and writes the 32-byte record
+# (format.py, "auto mode"). What the start does is what a step that records nothing pays, so it
+# waits for nothing: the read's result and the start's stamp are first used at the end (nothing
+# stalls on them), and the rewrite puts the start after the kernel's own first global load where
+# its first block has one (ptxas keeps that order: placed first, the record's read and timer went
+# ahead of the kernel's first load and cost a short kernel 0.1 us a launch). A module global,
+# not a module constant: a kernel whose module declares a .const bank took 0.1 us longer a launch
+# although it never read it (H100, benchmarks in BENCHMARKS.md, "the record's spellings").
+# What the kernel's body must carry is five registers (registers cost occupancy on steps that
+# record nothing too): the buffer and the id word (64 bits each; 0 in threads that do not
+# record) and the start's low 32 bits (its high half is the end's, less a borrow: a program lasts
+# < 2^32 ns, as the record's 32-bit end already assumes). The control word (size, ring, step,
+# tag) is read at the end beside the claim; their latency is paid once, by the program's last
+# warp, on recorded steps only. Registers are named %smpa_* and labels $SMPA_* so they cannot
+# meet the kernel's own.
 AUTO_SYMBOL = "sm_profiler_auto"
 _AW = fmt.WORD_BYTES
 _AUTO_REC0 = fmt.AUTO_RECORDS_WORD * _AW  # byte offset of record 0
 _AUTO_COUNTER_BYTES = fmt.AUTO_COUNTER_WORDS * _AW
-_AUTO_STARTED = "$SMPA_STARTED"
 
 
 def auto_module_global() -> str:
     """The module-scope declaration; cuModuleGetGlobal finds it by name."""
-    return f".visible .const .align 16 .b64 {AUTO_SYMBOL}[2];\n"
+    return f".visible .global .align 16 .b64 {AUTO_SYMBOL}[2];\n"
 
 
 def auto_declarations() -> str:
     return ".reg .pred %smpa_p<4>;\n\t.reg .b32 %smpa_r<15>;\n\t.reg .b64 %smpa_d<11>;\n\t"
 
 
-def _auto_region() -> str:
-    # d0, d1 = AUTO_SYMBOL; r4 = %smid; r11 = min(%smid, regions - 1): this SM's region
-    return (
-        f"ld.const.v2.u64 {{%smpa_d0, %smpa_d1}}, [{AUTO_SYMBOL}];\n\t"
-        f"shr.u64 %smpa_d10, %smpa_d1, {fmt.AUTO_REGIONS_SHIFT};\n\t"
-        "cvt.u32.u64 %smpa_r12, %smpa_d10;\n\t"
-        "mov.u32 %smpa_r4, %smid;\n\t"
-        "min.u32 %smpa_r11, %smpa_r4, %smpa_r12;\n\t"
-    )
-
-
 def auto_prologue(per_warp: bool) -> str:
     # who = per warp: lane 0 of each warp; per program: thread 0
-    # n = no claim; if !who or AUTO_SYMBOL.buffer == 0: skip
-    # start = %globaltimer.lo32; n = atom.add(buf.counter[min(smid, regions - 1)], 1); ctl = buf.a2
+    # buf, word, start = 0, 0, 0; if who: buf, word = AUTO_SYMBOL; start = %globaltimer.lo32
     who = "and.b32 %smpa_r0, %smpa_r0, 31;\n\t" if per_warp else ""
     return (
         "// sm_profiler auto: start\n\t"
-        "mov.u64 %smpa_d3, -1;\n\t"
         "mov.u32 %smpa_r0, %tid.x;\n\t" + who + "setp.eq.u32 %smpa_p0, %smpa_r0, 0;\n\t"
         "mov.u64 %smpa_d0, 0;\n\t"
-        f"@%smpa_p0 ld.const.u64 %smpa_d0, [{AUTO_SYMBOL}];\n\t"
-        "setp.ne.u64 %smpa_p1, %smpa_d0, 0;\n\t"
-        f"@!%smpa_p1 bra {_AUTO_STARTED};\n\t"
-        "mov.u64 %smpa_d2, %globaltimer;\n\t"
-        "cvt.u32.u64 %smpa_r1, %smpa_d2;\n\t"
-        + _auto_region()
-        + f"mul.wide.u32 %smpa_d10, %smpa_r11, {_AUTO_COUNTER_BYTES};\n\t"
-        "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
-        f"atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n\t"
-        f"ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n"
-        f"{_AUTO_STARTED}:\n\t"
+        "mov.u64 %smpa_d1, 0;\n\t"
+        "mov.u32 %smpa_r1, 0;\n\t"
+        f"@%smpa_p0 ld.global.v2.u64 {{%smpa_d0, %smpa_d1}}, [{AUTO_SYMBOL}];\n\t"
+        "@%smpa_p0 mov.u32 %smpa_r1, %globaltimer_lo;\n"
     )
 
 
 def auto_epilogue(per_warp: bool, index: int) -> str:
     # The text before the entry's `index`-th `ret` (labels must be unique in the entry).
-    # if n is no claim: skip; end = %globaltimer; buf, kid = AUTO_SYMBOL; if buf == 0: skip
+    # if buf == 0: skip; end = %globaltimer; region = min(%smid, regions - 1)
+    # n = atom.add(buf.counter[region], 1); ctl = buf.control
     # last = ctl.lo32; ring = ctl & RING
     # slot = ring ? n & last : n; keep = ring || n <= last
     # if keep: record[region * (last + 1) + slot] = {start, end.lo32,
@@ -567,12 +550,17 @@ def auto_epilogue(per_warp: bool, index: int) -> str:
     )
     return (
         "// sm_profiler auto: end\n\t"
-        "setp.eq.u64 %smpa_p1, %smpa_d3, -1;\n\t"
+        "setp.eq.u64 %smpa_p1, %smpa_d0, 0;\n\t"
         f"@%smpa_p1 bra {done};\n\t"
         "mov.u64 %smpa_d5, %globaltimer;\n\t"
-        + _auto_region()
-        + "setp.eq.u64 %smpa_p1, %smpa_d0, 0;\n\t"
-        f"@%smpa_p1 bra {done};\n\t"
+        f"shr.u64 %smpa_d10, %smpa_d1, {fmt.AUTO_REGIONS_SHIFT};\n\t"
+        "cvt.u32.u64 %smpa_r12, %smpa_d10;\n\t"
+        "mov.u32 %smpa_r4, %smid;\n\t"
+        "min.u32 %smpa_r11, %smpa_r4, %smpa_r12;\n\t"
+        f"mul.wide.u32 %smpa_d10, %smpa_r11, {_AUTO_COUNTER_BYTES};\n\t"
+        "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
+        f"atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n\t"
+        f"ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n\t"
         # start's high half: the end's, less one where the low half wrapped in between
         "mov.b64 {%smpa_r3, %smpa_r2}, %smpa_d5;\n\t"
         "setp.gt.u32 %smpa_p3, %smpa_r1, %smpa_r3;\n\t"

@@ -35,7 +35,7 @@ __all__ = ["LEVELS", "install", "turn_on", "turn_off", "rebind", "pause", "resum
 MODE_PREFIX = "sm_profiler-auto"
 # Bump when the spliced text or the record changes: cached binaries of another version are then
 # compiled anew, never reused.
-REWRITE_VERSION = 4
+REWRITE_VERSION = 5
 
 
 def mode_name(level: str) -> str:

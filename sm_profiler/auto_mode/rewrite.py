@@ -18,6 +18,10 @@ _ENTRY = re.compile(r"^\s*\.visible\s+\.entry\s+([\w$.]+)\s*\(", re.M)
 _RET = re.compile(r"^(\s*)(@(!?)(%[\w$.]+)\s+)?(ret|exit)(\.uni)?\s*;\s*(//.*)?$")
 _DECL = re.compile(r"^\s*(\.reg|\.shared|\.local|\.loc|\.pragma|//|$)")
 _ADDRESS_SIZE = re.compile(r"^\s*\.address_size\s+64\s*$", re.M)
+_LABEL = re.compile(r"^\s*[$\w.]+:")
+_DEBUG_LABEL = re.compile(r"^\s*\$L__(tmp|func_begin)\d+:")  # LLVM's line-table labels
+_BLOCK_END = re.compile(r"\b(bra|brx|ret|exit|call|bar|barrier|trap)\b")
+_GLOBAL_LOAD = re.compile(r"\bld\.global\.")
 
 
 class RewriteError(Exception):
@@ -45,7 +49,11 @@ def instrument(text: str, level: str = "program") -> str:
     while i < len(lines) and _DECL.match(lines[i]) and lines[i].strip() != "}":
         out.append(lines[i])
         i += 1
-    out.append("\t" + ptx.auto_declarations() + ptx.auto_prologue(per_warp) + "\n")
+    out.append("\t" + ptx.auto_declarations())
+    start = _after_first_load(lines, i)
+    out.extend(lines[i:start])
+    i = start
+    out.append(ptx.auto_prologue(per_warp) + "\n")
     depth, rets, skip, closed = 1, 0, 0, False
     for line in lines[i:]:
         if not closed:
@@ -73,6 +81,39 @@ def instrument(text: str, level: str = "program") -> str:
     text = "".join(out)
     at = _ADDRESS_SIZE.search(text).end()
     return text[:at] + "\n" + ptx.auto_module_global() + text[at:]
+
+
+def _after_first_load(lines: list[str], first: int) -> int:
+    """Where the record's start goes: after the kernel's first global load, where the entry's
+    first block (straight-line code: no label but debug ones, no branch, barrier, call or way
+    out) has one, else at `first`. Placed first in the text, ptxas issues the record's read and
+    timer ahead of the kernel's own first load, which then waits (ptx.py, "auto mode")."""
+    depth = 0
+    for j in range(first, len(lines)):
+        code = lines[j].split("//", 1)[0]
+        label = _LABEL.match(code)
+        if (label and not _DEBUG_LABEL.match(code)) or _BLOCK_END.search(code):
+            return first
+        depth += _brace_delta(code)
+        if depth < 0:
+            return first
+        if depth == 0 and _GLOBAL_LOAD.search(code):
+            return j + 1
+        if depth == 0 and any(_GLOBAL_LOAD.search(x) for x in _open_block(lines, j)):
+            return j + 1
+    return first
+
+
+def _open_block(lines: list[str], j: int) -> list[str]:
+    """The lines of the { } block closing at line j (inline asm scopes), else []."""
+    if "}" not in lines[j].split("//", 1)[0]:
+        return []
+    depth = 0
+    for k in range(j, -1, -1):
+        depth += _brace_delta(lines[k])
+        if depth == 0:
+            return lines[k : j + 1]
+    return []
 
 
 def _line_of(text: str, pos: int) -> int:

@@ -508,6 +508,71 @@ def test_a_schedule_records_exactly_its_active_steps():
     assert "steps: 4 recorded (3-4, 6-7)" in " ".join(text.split())
 
 
+@pytest.mark.filterwarnings("ignore:Profiler won't be using warmup")
+def test_a_schedule_records_the_launches_cupti_saw_in_its_active_steps():
+    """A torch.compile'd training loop under a schedule and torch.profiler together: in each
+    active step the launches recorded equal CUPTI's rows of the instrumented kernels in that step,
+    kernel by kernel; the steps off ran those kernels too (CUPTI) and recorded none."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import schedule as torch_schedule
+
+    from sm_profiler.coverage import instrumented_mask, kernel_table, step_of, step_windows
+    from sm_profiler.merge import _torch_doc, kernel_key
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Block(256), Block(256)).cuda()
+    x = torch.randn(8, 128, 256, device="cuda")
+    torch._dynamo.reset()
+    warm, profiled = 2, 8
+    # auto's steps: 0..1 warm-up, then profiled step i is auto step 2 + i. skip_first=3, then
+    # (1 off, 2 on) twice: auto steps 4, 5, 7, 8 = profiled steps 2, 3, 5, 6.
+    sched = sm_profiler.schedule(wait=1, active=2, repeat=2, skip_first=3)
+    with sm_profiler.auto(schedule=sched) as prof:
+        compiled = torch.compile(model)
+        for _ in range(warm):
+            train_step(compiled, x)
+            prof.step()
+        torch.cuda.synchronize()
+        acts = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+        with profile(
+            activities=acts, schedule=torch_schedule(wait=0, warmup=0, active=profiled, repeat=1)
+        ) as tp:
+            for _ in range(profiled):
+                train_step(compiled, x)
+                prof.step()
+                tp.step()
+            torch.cuda.synchronize()
+    table = prof.table()
+    names = table.kernel_names()
+    doc = _torch_doc(tp)
+    rows = kernel_table(doc)
+    windows = step_windows(doc)
+    assert len(windows["step"]) == profiled, windows
+    seen = instrumented_mask(rows, names)
+    step_i = step_of(rows, windows)
+    cupti = Counter(
+        (int(windows["step"][i]), rows["names"][n])
+        for i, n, s in zip(step_i, rows["name"], seen, strict=True)
+        if s and i >= 0
+    )
+    keys = {k: None for k in rows["names"]}
+    L = table.launches
+    ours = Counter(
+        (int(s) - warm, kernel_key(names[int(k)], keys))
+        for s, k in zip(L["step"], L["kernel"], strict=True)
+    )
+    active = [2, 3, 5, 6]
+    assert sorted({s for s, _ in ours}) == active, ours
+    assert None not in {k for _, k in ours}  # every kernel recorded is one CUPTI saw
+    for s in range(profiled):
+        want = {k: v for (t, k), v in cupti.items() if t == s}
+        got = {k: v for (t, k), v in ours.items() if t == s}
+        assert sum(want.values()) >= 4, (s, want)  # the step ran instrumented kernels
+        assert got == (want if s in active else {}), (s, got, want)
+    counts = table.counts()
+    assert counts["claimed"] == counts["kept"] == table.num_rows
+
+
 def test_a_long_run_keeps_host_and_gpu_memory_flat():
     def rss_bytes() -> int:
         with open("/proc/self/statm") as f:

@@ -28,6 +28,35 @@ def test_rewrite_records_every_way_out_and_leaves_functions_alone():
     assert "and.b32 %smpa_r0, %smpa_r0, 31;" in w and str(fmt.AUTO_PER_WARP) in w
 
 
+# The entry's first block with a global load: the record's start goes after it (ptx.py).
+_FIRST_LOAD = "\tmov.u32 \t%r1, %ctaid.x;\n"
+_LOAD = "\t@%p2 ld.global.b32 { %r2 }, [ %rd1 + 0 ];\n"
+
+
+@pytest.mark.parametrize(
+    "before, after_load",
+    [
+        ("$L__tmp0:\n\t.loc 1 2 3\n" + _LOAD, True),  # debug labels do not end the block
+        ("\t{\n\t.reg .pred q;\n" + _LOAD + "\t}\n", True),  # after the scope it sits in
+        ("$L__BB0_1:\n" + _LOAD, False),  # a branch target ends the first block
+        ("\tbar.sync 0;\n" + _LOAD, False),
+        ("\t@%p1 bra $L__BB0_2;\n" + _LOAD, False),
+    ],
+)
+def test_the_start_goes_after_the_first_blocks_first_global_load(before, after_load):
+    text = PTX.replace(_FIRST_LOAD, _FIRST_LOAD + before, 1)
+    body = instrument(text).split(".visible .entry k(")[1]
+    start = body.index("sm_profiler auto: start")
+    load = body.index("ld.global.b32 { %r2 }")
+    assert (load < start) == after_load, body
+    assert body.index(".reg .b64 %smpa_d<11>;") < body.index(_FIRST_LOAD.strip())
+    if not after_load:  # at the top, before the kernel's first instruction
+        assert start < body.index(_FIRST_LOAD.strip())
+    # the start waits for nothing: its read and timer are first used in the end's text
+    prologue = body[start : body.index("\n\n", start)]
+    assert "bra" not in prologue and "ld.global.v2.u64" in prologue
+
+
 @pytest.mark.parametrize(
     "text, why",
     [
