@@ -455,8 +455,8 @@ EMULATED_SM_COUNT = 8
 #       f6      %ctaid.x
 #       f7      %ctaid.y (bits 0..15) | %ctaid.z (bits 16..31)
 #
-# The device learns R from its module constant ({buffer, kernel id | (R - 1) << 32}), not from
-# the header, so that the claim's address needs no load. A region's record n goes to its slot n
+# The device learns R from its module global ({buffer, kernel id | (R - 1) << 16}; both zero
+# while nothing is recorded), not from the header, so that the claim's address needs no load. A region's record n goes to its slot n
 # (limit mode: kept only while n < size, each SM's first records) or n & (size - 1) (ring mode,
 # size a power of two: always, each SM's newest). In both, claimed - size (when positive)
 # records of the region were dropped, exactly. A record is written with two 16-byte stores when
@@ -484,7 +484,7 @@ AUTO_CONTROL_BITS = (
 AUTO_PER_WARP = 1 << 23
 AUTO_KERNEL_BITS = 16
 AUTO_MAX_KERNELS = (1 << AUTO_KERNEL_BITS) - 1  # id 0 is never given: an unwritten slot reads 0
-AUTO_REGIONS_SHIFT = 32  # of the module constant's second word: regions - 1
+AUTO_REGIONS_SHIFT = AUTO_KERNEL_BITS  # of the module global's id word: regions - 1
 AUTO_MIN_CAPACITY = 1  # rounded up to a record per region at least
 AUTO_MAX_CAPACITY = 1 << 31
 AUTO_RECORD_DTYPE = np.dtype(

@@ -480,29 +480,29 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 
 
 # -- auto mode: text spliced into compiled kernels (sm_profiler.auto_mode.rewrite) -----------------
-# The kernel's module gets one global, AUTO_SYMBOL = {buffer, kernel id | (regions - 1) << 32},
-# which the host fills when it loads the module on a GPU (buffer 0 = record nothing: outside the
-# region or its active steps). One thread per program (lane 0 of each warp per warp) reads it and
-# stamps its start; before each `ret` that thread, where the buffer was set, stamps its end,
-# claims a record with one atomic add on its SM's counter and writes the 32-byte record
-# (format.py, "auto mode"). What the start does is what a step that records nothing pays, so it
-# waits for nothing: the read's result and the start's stamp are first used at the end (nothing
-# stalls on them), and the rewrite puts the start after the kernel's own first global load where
-# its first block has one (ptxas keeps that order: placed first, the record's read and timer went
-# ahead of the kernel's first load and cost a short kernel 0.1 us a launch). A module global,
-# not a module constant: a kernel whose module declares a .const bank took 0.1 us longer a launch
-# although it never read it (H100, benchmarks in BENCHMARKS.md, "the record's spellings").
-# What the kernel's body must carry is five registers (registers cost occupancy on steps that
-# record nothing too): the buffer and the id word (64 bits each; 0 in threads that do not
-# record) and the start's low 32 bits (its high half is the end's, less a borrow: a program lasts
-# < 2^32 ns, as the record's 32-bit end already assumes). The control word (size, ring, step,
-# tag) is read at the end beside the claim; their latency is paid once, by the program's last
-# warp, on recorded steps only. Registers are named %smpa_* and labels $SMPA_* so they cannot
-# meet the kernel's own.
+# The kernel's module gets one global, AUTO_SYMBOL = {buffer, id word: kernel id | (regions - 1)
+# << 16}, which the host fills when it loads the module on a GPU; both are zero while nothing is
+# recorded (outside the region or its active steps). One thread per program (lane 0 of each warp
+# per warp) reads the id word and stamps its start; before each `ret` that thread, where the word
+# was set, stamps its end, reads the buffer, claims a record with one atomic add on its SM's
+# counter and writes the 32-byte record (format.py, "auto mode"). What the start does is what a
+# step that records nothing pays, so it waits for nothing: the word and the stamp are first used
+# at the end (nothing stalls on them), and the rewrite puts the start after the kernel's own first
+# global load where its first block has one (placed first, ptxas issued the record's read and
+# timer ahead of the kernel's first load, and a short kernel took 0.1 us longer a launch). A
+# module global, not a module constant: a kernel whose module declares a .const bank took 0.1 us
+# longer a launch although it never read it (H100; BENCHMARKS.md, "the record's spellings").
+# The kernel's body carries two registers (registers cost occupancy on steps that record nothing
+# too): the id word and the start's low 32 bits (its high half is the end's, less a borrow: a
+# program lasts < 2^32 ns, as the record's 32-bit end already assumes). The buffer and the
+# control word (size, ring, step, tag) are read at the end beside the claim, on recorded steps
+# only; a buffer switched off mid-program (another stream) drops the record. Registers are named
+# %smpa_* and labels $SMPA_* so they cannot meet the kernel's own.
 AUTO_SYMBOL = "sm_profiler_auto"
 _AW = fmt.WORD_BYTES
 _AUTO_REC0 = fmt.AUTO_RECORDS_WORD * _AW  # byte offset of record 0
 _AUTO_COUNTER_BYTES = fmt.AUTO_COUNTER_WORDS * _AW
+_AUTO_KERNEL_MASK = (1 << fmt.AUTO_KERNEL_BITS) - 1
 
 
 def auto_module_global() -> str:
@@ -511,27 +511,27 @@ def auto_module_global() -> str:
 
 
 def auto_declarations() -> str:
-    return ".reg .pred %smpa_p<4>;\n\t.reg .b32 %smpa_r<15>;\n\t.reg .b64 %smpa_d<11>;\n\t"
+    return ".reg .pred %smpa_p<4>;\n\t.reg .b32 %smpa_r<16>;\n\t.reg .b64 %smpa_d<11>;\n\t"
 
 
 def auto_prologue(per_warp: bool) -> str:
     # who = per warp: lane 0 of each warp; per program: thread 0
-    # buf, word, start = 0, 0, 0; if who: buf, word = AUTO_SYMBOL; start = %globaltimer.lo32
+    # word, start = 0, 0; if who: word = AUTO_SYMBOL.id_word; start = %globaltimer.lo32
     who = "and.b32 %smpa_r0, %smpa_r0, 31;\n\t" if per_warp else ""
     return (
         "// sm_profiler auto: start\n\t"
         "mov.u32 %smpa_r0, %tid.x;\n\t" + who + "setp.eq.u32 %smpa_p0, %smpa_r0, 0;\n\t"
-        "mov.u64 %smpa_d0, 0;\n\t"
-        "mov.u64 %smpa_d1, 0;\n\t"
+        "mov.u32 %smpa_r15, 0;\n\t"
         "mov.u32 %smpa_r1, 0;\n\t"
-        f"@%smpa_p0 ld.global.v2.u64 {{%smpa_d0, %smpa_d1}}, [{AUTO_SYMBOL}];\n\t"
+        f"@%smpa_p0 ld.global.u32 %smpa_r15, [{AUTO_SYMBOL}+{_AW}];\n\t"
         "@%smpa_p0 mov.u32 %smpa_r1, %globaltimer_lo;\n"
     )
 
 
 def auto_epilogue(per_warp: bool, index: int) -> str:
     # The text before the entry's `index`-th `ret` (labels must be unique in the entry).
-    # if buf == 0: skip; end = %globaltimer; region = min(%smid, regions - 1)
+    # if word == 0: skip; end = %globaltimer; buf = AUTO_SYMBOL.buffer; if buf == 0: skip
+    # region = min(%smid, regions - 1)
     # n = atom.add(buf.counter[region], 1); ctl = buf.control
     # last = ctl.lo32; ring = ctl & RING
     # slot = ring ? n & last : n; keep = ring || n <= last
@@ -550,11 +550,13 @@ def auto_epilogue(per_warp: bool, index: int) -> str:
     )
     return (
         "// sm_profiler auto: end\n\t"
-        "setp.eq.u64 %smpa_p1, %smpa_d0, 0;\n\t"
+        "setp.eq.u32 %smpa_p1, %smpa_r15, 0;\n\t"
         f"@%smpa_p1 bra {done};\n\t"
         "mov.u64 %smpa_d5, %globaltimer;\n\t"
-        f"shr.u64 %smpa_d10, %smpa_d1, {fmt.AUTO_REGIONS_SHIFT};\n\t"
-        "cvt.u32.u64 %smpa_r12, %smpa_d10;\n\t"
+        f"ld.global.u64 %smpa_d0, [{AUTO_SYMBOL}];\n\t"
+        "setp.eq.u64 %smpa_p1, %smpa_d0, 0;\n\t"
+        f"@%smpa_p1 bra {done};\n\t"
+        f"shr.u32 %smpa_r12, %smpa_r15, {fmt.AUTO_REGIONS_SHIFT};\n\t"
         "mov.u32 %smpa_r4, %smid;\n\t"
         "min.u32 %smpa_r11, %smpa_r4, %smpa_r12;\n\t"
         f"mul.wide.u32 %smpa_d10, %smpa_r11, {_AUTO_COUNTER_BYTES};\n\t"
@@ -582,7 +584,7 @@ def auto_epilogue(per_warp: bool, index: int) -> str:
         "mov.u64 %smpa_d9, %gridid;\n\tcvt.u32.u64 %smpa_r5, %smpa_d9;\n\t"
         f"shr.u64 %smpa_d8, %smpa_d4, {fmt.AUTO_TAG_SHIFT};\n\tcvt.u32.u64 %smpa_r7, %smpa_d8;\n\t"
         "shl.b32 %smpa_r7, %smpa_r7, 24;\n\t"
-        "cvt.u32.u64 %smpa_r6, %smpa_d1;\n\tor.b32 %smpa_r7, %smpa_r7, %smpa_r6;\n\t"
+        f"and.b32 %smpa_r6, %smpa_r15, {_AUTO_KERNEL_MASK};\n\tor.b32 %smpa_r7, %smpa_r7, %smpa_r6;\n\t"
         + warp
         + "mov.u32 %smpa_r8, %ctaid.x;\n\t"
         "mov.u32 %smpa_r9, %ctaid.z;\n\tshl.b32 %smpa_r9, %smpa_r9, 16;\n\t"

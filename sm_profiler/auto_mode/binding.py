@@ -35,7 +35,7 @@ __all__ = ["LEVELS", "install", "turn_on", "turn_off", "rebind", "pause", "resum
 MODE_PREFIX = "sm_profiler-auto"
 # Bump when the spliced text or the record changes: cached binaries of another version are then
 # compiled anew, never reused.
-REWRITE_VERSION = 5
+REWRITE_VERSION = 6
 
 
 def mode_name(level: str) -> str:
@@ -165,10 +165,11 @@ def module_of(function: int) -> int:
 def write_global(
     address: int, buffer: int, regions: int, kid: int, stream: int | None = None
 ) -> None:
-    """{buffer, kid | (regions - 1) << 32}: what the spliced prologue reads (ptx.py). With a
-    stream: an asynchronous copy in that stream's order (the 16 bytes are staged before the
-    call returns), else a synchronous one."""
-    word = kid | ((max(regions, 1) - 1) << fmt.AUTO_REGIONS_SHIFT)
+    """{buffer, kid | (regions - 1) << 16}, or {0, 0} while the buffer is 0: what the spliced
+    record reads (ptx.py; a zero id word is "record nothing"). With a stream: an asynchronous
+    copy in that stream's order (the 16 bytes are staged before the call returns), else a
+    synchronous one."""
+    word = kid | ((max(regions, 1) - 1) << fmt.AUTO_REGIONS_SHIFT) if buffer else 0
     data = (ctypes.c_uint64 * 2)(buffer, word)
     dst = ctypes.c_uint64(address)
     if stream is None:

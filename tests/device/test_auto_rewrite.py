@@ -54,7 +54,7 @@ def test_the_start_goes_after_the_first_blocks_first_global_load(before, after_l
         assert start < body.index(_FIRST_LOAD.strip())
     # the start waits for nothing: its read and timer are first used in the end's text
     prologue = body[start : body.index("\n\n", start)]
-    assert "bra" not in prologue and "ld.global.v2.u64" in prologue
+    assert "bra" not in prologue and f"ld.global.u32 %smpa_r15, [{ptx.AUTO_SYMBOL}+8]" in prologue
 
 
 @pytest.mark.parametrize(
