@@ -53,7 +53,9 @@ MAX_TORCH_US = 2.0**62 / 1e3
 
 
 def captures_of(source) -> list[Capture]:
-    """Captures from an SmProfiler, a Capture, a list of Captures, or a capture file's path."""
+    """Captures from an SmProfiler, an auto region or its table, a Capture, a capture file's
+    path, or a list of any of these (one rank's: an auto region's launches and a hand-
+    instrumented kernel's capture of the same process then share its GPU's tracks)."""
     if hasattr(source, "captures") and callable(source.captures):
         caps = source.captures()
         return caps if getattr(caps, "is_auto_table", False) else list(caps)
@@ -65,11 +67,13 @@ def captures_of(source) -> list[Capture]:
         from .capture import load
 
         return load(source)
-    if isinstance(source, (list, tuple)) and all(isinstance(c, Capture) for c in source):
-        return list(source)
+    if isinstance(source, (list, tuple)):
+        if all(isinstance(c, Capture) for c in source):
+            return list(source)
+        return [c for part in source for c in captures_of(part)]  # an auto table's launches too
     raise ConfigError(
-        f"cannot read captures from {type(source).__name__}: pass an SmProfiler, Captures, or a "
-        "capture file written by SmProfiler.save"
+        f"cannot read captures from {type(source).__name__}: pass an SmProfiler, an auto "
+        "region or table, Captures, a capture file written by SmProfiler.save, or a list of these"
     )
 
 

@@ -477,3 +477,32 @@ def test_merge_torch_prints_the_coverage_in_80_columns(tmp_path, capsys):
     (listed,) = [line for line in out if "1x  " in line]
     assert listed.startswith("       37.5%        1x  nvjet_tst") and "…" in listed
     assert "unseen kernels on GPU 0's SM tracks: 1 of 1 (4 slices)" in text
+
+
+def test_an_auto_region_and_a_hand_instrumented_kernel_share_one_ranks_tracks(tmp_path):
+    """One rank's sources as a list: auto mode's launches and a manual capture of the same
+    process (e.g. a CUDA C++ kernel instrumented by hand in the region) land on one GPU's SM
+    tracks, on one time axis (both stamp %globaltimer)."""
+    from auto_inputs import AUTO_T0, table_of, two_kernels
+
+    from sm_profiler.merge import merge_ranks
+
+    table = table_of(two_kernels())
+    manual = kernel_capture(name="my_cuda_kernel", t0=AUTO_T0 + 20)
+    out = tmp_path / "both.json"
+    merge_ranks([[table, manual]], out, align="none")
+    doc = json.loads(out.read_text())
+    procs = {
+        e["pid"]: e["args"]["name"]
+        for e in doc["traceEvents"]
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    assert {p.split(" · ")[0] for p in procs.values()} == {"GPU 0"}  # one rank, one GPU
+    slices = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    by_name = {e["name"]: e for e in slices}
+    assert {"my_cuda_kernel", "work", "triton_poi_fused_add_0", "gemm"} <= set(by_name)
+    # the manual lane opens 20 ns after the auto launch's first program and its range begins
+    # 100 ns into the lane (kernel_capture's t = 10): 0.120 us apart on the trace's axis
+    work = by_name["work"]["ts"]
+    first = min(e["ts"] for e in slices if e["name"].startswith("triton_poi_fused_add_0"))
+    assert work - first == pytest.approx(0.120, abs=1e-3)
