@@ -491,7 +491,8 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 # global load where its first block has one (placed first, ptxas issued the record's read and
 # timer ahead of the kernel's first load, and a short kernel took 0.1 us longer a launch). A
 # module global, not a module constant: a kernel whose module declares a .const bank took 0.1 us
-# longer a launch although it never read it (H100; BENCHMARKS.md, "the record's spellings").
+# longer a launch although it never read it (H100; BENCHMARKS.md, "Where the per-launch cost
+# came from").
 # The kernel's body carries two registers (registers cost occupancy on steps that record nothing
 # too): the id word and the start's low 32 bits (its high half is the end's, less a borrow: a
 # program lasts < 2^32 ns, as the record's 32-bit end already assumes). The buffer and the
