@@ -455,12 +455,12 @@ EMULATED_SM_COUNT = 8
 #       f6      %ctaid.x
 #       f7      %ctaid.y (bits 0..15) | %ctaid.z (bits 16..31)
 #
-# The device learns R from its module global ({buffer, kernel id | (R - 1) << 16}; both zero
-# while nothing is recorded), not from the header, so that the claim's address needs no load. A region's record n goes to its slot n
-# (limit mode: kept only while n < size, each SM's first records) or n & (size - 1) (ring mode,
-# size a power of two: always, each SM's newest). In both, claimed - size (when positive)
-# records of the region were dropped, exactly. A record is written with two 16-byte stores when
-# its program ends; one whose f5 is zero was claimed but never written.
+# The device learns R from its module global ({buffer, kernel id | (R - 1) << 16}; both zero while
+# nothing is recorded), not from the header, so that the claim's address needs no load. A region's
+# record n goes to its slot n (limit mode: kept only while n < size, each SM's first records) or n &
+# (size - 1) (ring mode, size a power of two: always, each SM's newest). In both, claimed - size
+# (when positive) records of the region were dropped, exactly. A record is written with two 16-byte
+# stores when its program ends; one whose f5 is zero was claimed but never written.
 AUTO_MAGIC = 0x41504D53  # b"SMPA"
 AUTO_VERSION = 3
 AUTO_HEADER_WORDS = 8

@@ -462,18 +462,24 @@ def _check_torch_doc(doc, name: str) -> dict:
     return doc
 
 
-def cupti_kernels(doc: dict) -> dict[str, list[tuple[int, int]]]:
+def cupti_kernels(doc: dict, table: dict | None = None) -> dict[str, list[tuple[int, int]]]:
     """{kernel name: [(start_ns, end_ns), ...] in time order} from torch's CUDA kernel rows,
-    in absolute ns (baseTimeNanoseconds + ts)."""
-    base = int(doc.get("baseTimeNanoseconds", 0))
-    out: dict[str, list[tuple[int, int]]] = {}
-    for e in doc["traceEvents"]:
-        if e.get("cat") == "kernel" and e.get("ph") == "X":
-            s = base + round(float(e["ts"]) * 1e3)
-            out.setdefault(str(e.get("name")), []).append((s, s + round(float(e["dur"]) * 1e3)))
-    for v in out.values():
-        v.sort()
-    return out
+    in absolute ns (baseTimeNanoseconds + ts), names in the order they first appear; `table`:
+    coverage.kernel_table(doc), where it was read already."""
+    from .coverage import kernel_table
+
+    t = kernel_table(doc) if table is None else table
+    if not len(t["name"]):
+        return {}
+    # Sorted by name (its index: the order of first appearance), then start, then end.
+    o = np.lexsort((t["end_ns"], t["start_ns"], t["name"]))
+    name = t["name"][o]
+    start, end = t["start_ns"][o].tolist(), t["end_ns"][o].tolist()
+    cuts = [0, *(np.flatnonzero(np.diff(name)) + 1).tolist(), len(o)]
+    return {
+        t["names"][int(name[a])]: list(zip(start[a:b], end[a:b], strict=True))
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+    }
 
 
 def _span(t: TraceData) -> tuple[int, int]:
@@ -623,7 +629,10 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     offset_ns: %globaltimer - torch's clock, if known; else measured (see the module doc).
     Returns the alignment info, also written into the file as "sm_profiler_alignment"."""
     doc = _torch_doc(torch_trace)
-    rows = cupti_kernels(doc)
+    from .coverage import kernel_table
+
+    table = kernel_table(doc)  # read once: for the alignment and for the coverage
+    rows = cupti_kernels(doc, table)
     multi = isinstance(sources, (list, tuple)) and sources and not isinstance(sources[0], Capture)
     srcs = list(sources) if multi else [sources]
     if offset_ns is not None:
@@ -648,7 +657,7 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     info = dict(info, error=err)
     base = int(doc.get("baseTimeNanoseconds", 0))
     timelines = _timelines(ranks)
-    cov, other = _coverage(doc, ranks, timelines)
+    cov, other = _coverage(doc, table, ranks, timelines)
     keys = {"sm_profiler_alignment": info, "sm_profiler_coverage": cov}
     out = ranks_json(timelines, base, doc, other=other, **keys)
     _write_json(out, path)
@@ -658,13 +667,12 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
 # -- what the instrumented kernels cover (sm_profiler.coverage) -------------------------------
 
 
-def _coverage(doc: dict, ranks, timelines: list) -> tuple[dict, dict]:
-    """The torch trace's exact coverage by the ranks' kernels, with what was drawn of the unseen
-    kernels ("bars"); and {rank: unseen kernels} for ranks_json (`timelines` widened in place
-    to every SM a kernel is drawn on, so that each has a track)."""
+def _coverage(doc: dict, table: dict, ranks, timelines: list) -> tuple[dict, dict]:
+    """The torch trace's exact coverage by the ranks' kernels (`table`: its kernel_table), with
+    what was drawn of the unseen kernels ("bars"); and {rank: unseen kernels} for ranks_json
+    (`timelines` widened in place to every SM a kernel is drawn on, so that each has a track)."""
     from . import coverage as cv
 
-    table = cv.kernel_table(doc)
     names = {p.kernels[0].name for _, parts in ranks for p in parts}
     seen = cv.instrumented_mask(table, names)
     cov = cv.coverage(table, cv.step_windows(doc), seen)

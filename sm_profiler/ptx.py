@@ -585,9 +585,8 @@ def auto_epilogue(per_warp: bool, index: int) -> str:
         "mov.u64 %smpa_d9, %gridid;\n\tcvt.u32.u64 %smpa_r5, %smpa_d9;\n\t"
         f"shr.u64 %smpa_d8, %smpa_d4, {fmt.AUTO_TAG_SHIFT};\n\tcvt.u32.u64 %smpa_r7, %smpa_d8;\n\t"
         "shl.b32 %smpa_r7, %smpa_r7, 24;\n\t"
-        f"and.b32 %smpa_r6, %smpa_r15, {_AUTO_KERNEL_MASK};\n\tor.b32 %smpa_r7, %smpa_r7, %smpa_r6;\n\t"
-        + warp
-        + "mov.u32 %smpa_r8, %ctaid.x;\n\t"
+        f"and.b32 %smpa_r6, %smpa_r15, {_AUTO_KERNEL_MASK};\n\t"
+        "or.b32 %smpa_r7, %smpa_r7, %smpa_r6;\n\t" + warp + "mov.u32 %smpa_r8, %ctaid.x;\n\t"
         "mov.u32 %smpa_r9, %ctaid.z;\n\tshl.b32 %smpa_r9, %smpa_r9, 16;\n\t"
         "mov.u32 %smpa_r6, %ctaid.y;\n\tor.b32 %smpa_r9, %smpa_r9, %smpa_r6;\n\t"
         f"@%smpa_p2 st.global.v4.b32 [%smpa_d7+{_AUTO_REC0}], "
