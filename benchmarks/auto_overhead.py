@@ -108,8 +108,8 @@ RESULT_PREFIX = "AUTO_OVERHEAD_RESULT "  # the child's one line of JSON per case
 # records can be picked out of the ring (0 is "no tag").
 ONE_STEP_TAG = 2
 AUTO_CAPACITY_RECORDS = 2**22
-AUTO_OFF_SKIP_STEPS = 10**9
-MOE_EXPERTS = 8  # auto_off's schedule: no step is ever recorded
+AUTO_OFF_SKIP_STEPS = 10**9  # auto_off's schedule: no step is ever recorded
+MOE_EXPERTS = 8  # the moe model's experts
 # What the inductor_proton child's environment gets before torch is imported.
 INDUCTOR_PROTON_ENV = {
     "TORCHINDUCTOR_TRITON_PROTON_PROFILING": "1",
