@@ -124,6 +124,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         json_option=True,
     ),
     Benchmark(
+        "auto_claim_cost",
+        "auto mode",
+        "why the record costs a short kernel a fixed time a launch: its end spelled six ways "
+        "in CUDA C++ (stores, fire-and-forget add, claim, load), in CUDA graphs",
+        ("gpu", "cupy"),
+        json_option=True,
+    ),
+    Benchmark(
         "auto_coverage",
         "auto mode",
         "the share of a training step auto mode sees, by default and with via_triton "
