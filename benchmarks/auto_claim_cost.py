@@ -15,8 +15,9 @@ goes) and adds, after its store of y, per spelling:
 
 Each spelling: a CUDA graph of --launches launches, replayed --replays times between CUDA events,
 --rounds rounds interleaved; the figure is the median microseconds a launch, and beside it the
-mean nanoseconds a program ran (start to end stamp, the graph's last replay). Compiled by NVRTC
-through CuPy (one module, a template instance per spelling).
+mean nanoseconds a program ran (start to end stamp, the graph's last replay) and the median gap
+from one launch's last program to the next one's first. Compiled by NVRTC through CuPy (one
+module, a template instance per spelling).
 
     python -m benchmarks run auto_claim_cost [--sizes 65536,1048576,16777216] [--json out]
 
@@ -29,6 +30,8 @@ import argparse
 import json
 import statistics
 import sys
+
+import numpy as np
 
 SPELLINGS = ("plain", "stores", "red", "claim_stores", "claim_at_start", "load_stores")
 COUNTER_STRIDE_WORDS = 4  # one counter per 32-byte sector, as the auto buffer has them
@@ -129,14 +132,22 @@ def main(argv=None) -> int:
                 stop.synchronize()
                 us = cp.cuda.get_elapsed_time(start, stop) * 1e3
                 times[s].append(us / (args.launches * args.replays))
-        spans = stamps.get()
+        spans = stamps.get().astype(np.int64)  # [spelling, launch, block, start/end] ns
         program_ns = (spans[..., 1] - spans[..., 0]).reshape(len(SPELLINGS), -1).mean(axis=1)
+        # from a launch's last program end to the next launch's first program start
+        gap_ns = np.median(spans[:, 1:, :, 0].min(axis=2) - spans[:, :-1, :, 1].max(axis=2), axis=1)
         base = statistics.median(times["plain"])
-        print(f"\n{n:,} floats, {blocks:,} blocks: us a launch (added over plain), ns a program")
+        print(
+            f"\n{n:,} floats, {blocks:,} blocks: us a launch (added over plain), ns a program, "
+            "ns between launches"
+        )
         for si, s in enumerate(SPELLINGS):
             med = statistics.median(times[s])
             added = 100 * (med - base) / base
-            print(f"  {s:<15} {med:8.3f}  {added:+6.1f} %   {program_ns[si]:7.0f} ns")
+            print(
+                f"  {s:<15} {med:8.3f}  {added:+6.1f} %   {program_ns[si]:7.0f} ns"
+                f"   {gap_ns[si]:6.0f} ns"
+            )
             results.append(
                 {
                     "floats": n,
@@ -144,6 +155,7 @@ def main(argv=None) -> int:
                     "us": med,
                     "added_pct": added,
                     "program_ns": float(program_ns[si]),
+                    "gap_ns": float(gap_ns[si]),
                 }
             )
     if args.json:
