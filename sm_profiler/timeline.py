@@ -50,6 +50,7 @@ SUMMARY_POINTS = 300_000
 # Rows per chunk where the default trace of a long run reads every row (its temporaries: a few
 # MiB a chunk).
 CHUNK_ROWS = 1 << 18
+SUMMARY_PART_ROWS = 1 << 16
 # Launches drawn on the launches track of such a trace, at most (beyond: those drawn in full).
 MAX_LAUNCH_SLICES = 50_000
 # A summary draws each launch in this many bins at least; below that it draws each SM's
@@ -334,18 +335,7 @@ def _build_budgeted(trace: TraceData) -> Timeline:
     n = len(trace.kernels)
     counts = np.bincount(ev["capture"], minlength=n)
     has = counts > 0
-    first = np.searchsorted(ev["capture"], np.arange(n)) if _sorted(ev["capture"]) else None
-    lo = np.full(n, np.iinfo(np.int64).max, np.int64)
-    hi = np.full(n, np.iinfo(np.int64).min, np.int64)
-    if first is not None and has.any():
-        idx = first[has]
-        del first
-        lo[has] = np.minimum.reduceat(ev["start_ns"], idx)
-        hi[has] = np.maximum.reduceat(ev["end_ns"], idx)
-        del idx
-    else:
-        np.minimum.at(lo, ev["capture"], ev["start_ns"])
-        np.maximum.at(hi, ev["capture"], ev["end_ns"])
+    lo, hi = _launch_extents(ev, has)
     detail, focus, label = _detail_launches(trace, counts, lo, hi)
     del counts  # a word a launch: with a million launches, a quarter of the records' bytes
     keep = {name: detail[t["capture"]] for name, t in (("ev", ev), ("ln", trace.lanes))}
@@ -357,6 +347,11 @@ def _build_budgeted(trace: TraceData) -> Timeline:
         first_cap = int(np.argmax(detail))
         focus = (int(lo[first_cap]), int(min(hi[first_cap], ev["end_ns"][keep["ev"]].max())))
         label += f" (programs starting in its first {format_time(cut - int(lo[first_cap]))})"
+    # Every launch on the launches track (those drawn in full alone past MAX_LAUNCH_SLICES).
+    n_launches = int(has.sum())
+    shown = np.flatnonzero(has if n_launches <= MAX_LAUNCH_SLICES else detail)
+    launches = {"capture": shown, "start_ns": lo[shown], "end_ns": hi[shown]}
+    del lo, hi  # two words a launch, found again for the summary: not held while building
     sub = _renumber_lanes(
         replace(
             trace,
@@ -368,12 +363,11 @@ def _build_budgeted(trace: TraceData) -> Timeline:
         )
     )
     tl = build(sub, summary=False, pack=False)
-    # Every launch on the launches track (those drawn in full alone past MAX_LAUNCH_SLICES);
-    # every SM that ran a program gets its track.
-    caps = np.flatnonzero(has)
-    shown = caps if len(caps) <= MAX_LAUNCH_SLICES else np.flatnonzero(detail)
-    tl.launches = {"capture": shown, "start_ns": lo[shown], "end_ns": hi[shown]}
-    chunks = [(a, min(a + CHUNK_ROWS, len(ev["sm"]))) for a in range(0, len(ev["sm"]), CHUNK_ROWS)]
+    tl.launches = launches
+    # Parts of SUMMARY_PART_ROWS: the summary's sort and look-ups hold about five words a row of
+    # a part, on top of the timeline already built (host memory, issue 30).
+    n_rows = len(ev["sm"])
+    chunks = [(a, min(a + SUMMARY_PART_ROWS, n_rows)) for a in range(0, n_rows, SUMMARY_PART_ROWS)]
     all_sms = _unique(
         np.concatenate([_unique(ev["sm"][a:b]) for a, b in chunks] or [np.zeros(0, np.int64)])
     ).astype(np.int64)
@@ -394,21 +388,37 @@ def _build_budgeted(trace: TraceData) -> Timeline:
             )
 
     n_summ = sum(int((~keep["ev"][a:b] & (ev["kind"][a:b] == RANGE)).sum()) for a, b in chunks)
+    lo, hi = _launch_extents(ev, has)
     tl.summary, how = _summary_counters_of(summarised, lo, hi, len(all_sms))
     n_caps = int(detail.sum())
-    if len(shown) < len(caps):
+    if len(shown) < n_launches:
         tl.notes.append(
             f"the launches track holds the {len(shown):,} launches drawn in full, not all "
-            f"{len(caps):,} (more than {MAX_LAUNCH_SLICES:,}: `sm-profiler stats` sums them)"
+            f"{n_launches:,} (more than {MAX_LAUNCH_SLICES:,}: `sm-profiler stats` sums them)"
         )
     tl.notes.append(
         f"summarised (more than {AUTO_DETAIL_ROWS:,} programs): {n_summ:,} programs "
-        f"of {len(caps) - n_caps:,} launches are shown as counters of {how}; full detail for "
+        f"of {n_launches - n_caps:,} launches are shown as counters of {how}; full detail for "
         f"{n_caps:,} launch{'es' if n_caps != 1 else ''}, from {label}. For the rest: pick "
         "steps or a window (--steps, --window-us), SMs (--sms), or export everything with "
         "summary=False (--no-summary)"
     )
     return tl
+
+
+def _launch_extents(ev: dict[str, np.ndarray], has: np.ndarray):
+    """(first start, last end) of each launch's rows (int64; launches without rows: max, min)."""
+    n = len(has)
+    lo = np.full(n, np.iinfo(np.int64).max, np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, np.int64)
+    if has.any() and _sorted(ev["capture"]):
+        idx = np.searchsorted(ev["capture"], np.flatnonzero(has))
+        lo[has] = np.minimum.reduceat(ev["start_ns"], idx)
+        hi[has] = np.maximum.reduceat(ev["end_ns"], idx)
+    else:
+        np.minimum.at(lo, ev["capture"], ev["start_ns"])
+        np.maximum.at(hi, ev["capture"], ev["end_ns"])
+    return lo, hi
 
 
 def with_sms(tl: Timeline, sms: np.ndarray) -> Timeline:

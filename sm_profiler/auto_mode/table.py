@@ -556,8 +556,14 @@ class LaunchList(Sequence):
         """One launch of each (kernel, level) pair: launches that differ in nothing else share
         their KernelInfo's names and shape."""
         L = self.table.launches
-        key = L["kernel"].astype(np.int64) * 2 + L["per_warp"]
-        return np.unique(key, return_index=True)[1].tolist()
+        n, part = len(L["kernel"]), 1 << 16  # a part at a time: no copy of a million launches
+        first: dict[int, int] = {}
+        for a in range(0, n, part):
+            key = L["kernel"][a : a + part].astype(np.int64) * 2 + L["per_warp"][a : a + part]
+            u, idx = np.unique(key, return_index=True)
+            for k, i in zip(u.tolist(), (idx + a).tolist(), strict=True):
+                first.setdefault(k, i)
+        return [first[k] for k in sorted(first)]
 
     def names(self) -> list[str]:
         """Each launch's kernel name, without building the launches."""

@@ -111,3 +111,24 @@ def test_a_summary_of_too_many_launches_bins_each_sm_over_the_run(small_budget, 
 def test_asking_for_everything_still_gives_everything(small_budget):
     trace = _steps().decode()
     assert len(build(trace, summary=False).trace.events["kind"]) == 120
+
+
+def test_representatives_are_each_kernel_and_levels_first_launch_across_parts():
+    """One launch of each (kernel, per_warp), its first, ordered by kernel then level, found a
+    part of the launches at a time: pairs first seen in a later part, or in several, count once."""
+    from types import SimpleNamespace
+
+    from sm_profiler.auto_mode.table import LaunchList
+
+    rng = np.random.default_rng(7)
+    n = 200_000  # more than three parts of 65,536
+    kernel = rng.integers(1, 40, n).astype(np.uint16)
+    per_warp = (rng.random(n) < 0.3).astype(np.uint8)
+    kernel[150_000] = 77  # only in the third part
+    kernel[70_000] = kernel[190_000] = 78  # in the second and the fourth
+    per_warp[[150_000, 70_000, 190_000]] = 1
+    got = LaunchList(SimpleNamespace(launches={"kernel": kernel, "per_warp": per_warp}))
+    key = kernel.astype(np.int64) * 2 + per_warp
+    want = np.unique(key, return_index=True)[1].tolist()
+    assert got.representatives() == want
+    assert 150_000 in want and 70_000 in want and 190_000 not in want
