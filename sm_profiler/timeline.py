@@ -335,13 +335,14 @@ def _build_budgeted(trace: TraceData) -> Timeline:
     n = len(trace.kernels)
     counts = np.bincount(ev["capture"], minlength=n)
     has = counts > 0
-    lo, hi = _launch_extents(ev, has)
+    lo, hi = _launch_extents(ev, n)
     detail, focus, label = _detail_launches(trace, counts, lo, hi)
     del counts  # a word a launch: with a million launches, a quarter of the records' bytes
     keep = {name: detail[t["capture"]] for name, t in (("ev", ev), ("ln", trace.lanes))}
     if int(keep["ev"].sum()) > AUTO_DETAIL_ROWS:  # one launch larger than the budget: its start
         starts = ev["start_ns"][keep["ev"]]
         cut = np.partition(starts, AUTO_DETAIL_ROWS - 1)[AUTO_DETAIL_ROWS - 1]
+        del starts
         keep["ev"] &= ev["start_ns"] <= cut
         keep["ln"] &= trace.lanes["anchor_ns"] <= cut
         first_cap = int(np.argmax(detail))
@@ -388,7 +389,7 @@ def _build_budgeted(trace: TraceData) -> Timeline:
             )
 
     n_summ = sum(int((~keep["ev"][a:b] & (ev["kind"][a:b] == RANGE)).sum()) for a, b in chunks)
-    lo, hi = _launch_extents(ev, has)
+    lo, hi = _launch_extents(ev, n)
     tl.summary, how = _summary_counters_of(summarised, lo, hi, len(all_sms))
     n_caps = int(detail.sum())
     if len(shown) < n_launches:
@@ -406,18 +407,17 @@ def _build_budgeted(trace: TraceData) -> Timeline:
     return tl
 
 
-def _launch_extents(ev: dict[str, np.ndarray], has: np.ndarray):
-    """(first start, last end) of each launch's rows (int64; launches without rows: max, min)."""
-    n = len(has)
+def _launch_extents(ev: dict[str, np.ndarray], n: int):
+    """(first start, last end) of each of `n` launches' rows (int64; a launch without rows: max,
+    min), a chunk of rows at a time: the rows' order does not matter, and nothing the size of
+    every row is made (a search over the capture column would copy it, cast to int64)."""
     lo = np.full(n, np.iinfo(np.int64).max, np.int64)
     hi = np.full(n, np.iinfo(np.int64).min, np.int64)
-    if has.any() and _sorted(ev["capture"]):
-        idx = np.searchsorted(ev["capture"], np.flatnonzero(has))
-        lo[has] = np.minimum.reduceat(ev["start_ns"], idx)
-        hi[has] = np.maximum.reduceat(ev["end_ns"], idx)
-    else:
-        np.minimum.at(lo, ev["capture"], ev["start_ns"])
-        np.maximum.at(hi, ev["capture"], ev["end_ns"])
+    for a in range(0, len(ev["capture"]), CHUNK_ROWS):
+        cap = ev["capture"][a : a + CHUNK_ROWS]
+        runs = np.flatnonzero(np.r_[True, cap[1:] != cap[:-1]])  # each run of one launch's rows
+        np.minimum.at(lo, cap[runs], np.minimum.reduceat(ev["start_ns"][a : a + CHUNK_ROWS], runs))
+        np.maximum.at(hi, cap[runs], np.maximum.reduceat(ev["end_ns"][a : a + CHUNK_ROWS], runs))
     return lo, hi
 
 
