@@ -35,7 +35,11 @@ hooks and CUPTI state never carry from one mode to the next, run interleaved in 
 auto, auto_off, ..., plain, auto, ...) on one GPU. One process per (mode, round) runs every
 (scenario, model) case one after the other, each with its own compiled model, its own profiler
 region or session and a fresh compile state (torch._dynamo.reset(), Inductor's in-memory caches
-cleared); compile time dominates a process, so there are no more processes than that:
+cleared); compile time dominates a process, so there are no more processes than that.
+Inductor's autotuner picks each kernel's config in the process, plain included, and a pick can
+move a kernel's time by 5x: the run's first process to autotune a kernel (plain, first by
+default) keeps its pick and every later process launches that config (SharedAutotune;
+`--own-autotune` lets each process pick for itself, as runs before 2026-11-26 did):
 
   plain            the compiled model, no profiler
   auto             `with sm_profiler.auto(ring=True, capacity=2**22)` around compile + warmup + the
@@ -89,6 +93,7 @@ Needs an NVIDIA GPU, torch and Triton (3.6 or newer); without a GPU it says so a
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -110,6 +115,8 @@ ONE_STEP_TAG = 2
 AUTO_CAPACITY_RECORDS = 2**22
 AUTO_OFF_SKIP_STEPS = 10**9  # auto_off's schedule: no step is ever recorded
 MOE_EXPERTS = 8  # the moe model's experts
+# The folder where one run's processes share Inductor's autotune picks (SharedAutotune).
+PICKS_ENV = "AUTO_OVERHEAD_AUTOTUNE_PICKS"
 # What the inductor_proton child's environment gets before torch is imported.
 INDUCTOR_PROTON_ENV = {
     "TORCHINDUCTOR_TRITON_PROTON_PROFILING": "1",
@@ -612,16 +619,89 @@ def run_child(args) -> None:
         "triton": triton.__version__,
         "import_s": time.perf_counter() - t0,
     }
+    picks_dir = os.environ.get(PICKS_ENV)
     for scenario in args.scenarios.split(","):
         for model in args.models.split(","):
             res = {"model": model, "scenario": scenario, "mode": args.mode}
+            shared = None
+            if picks_dir:
+                shared = SharedAutotune(os.path.join(picks_dir, f"{model}_{scenario}.json"))
+                shared.install()
             try:
                 res.update(run_case(model, scenario, args))
             except Exception as e:  # the case fails, the process goes on
                 res["error"] = one_line(f"{type(e).__name__}: {e}")
+            finally:
+                if shared is not None:
+                    shared.uninstall()
+                    res["autotune"] = {"picks_taken": shared.taken, "picks_made": len(shared.made)}
             res.update(env)
             print(RESULT_PREFIX + json.dumps(res), flush=True)
             fresh_compile_state()
+
+
+class SharedAutotune:
+    """Inductor's autotuner picks a config per process, plain processes included, and a pick
+    moves a kernel's time by up to 5x (BENCHMARKS.md: a softmax at XBLOCK 1 against 32), so two
+    processes differ by their picks as much as by their mode. Shared, the first process of a run
+    to autotune a kernel (`plain`, where it runs first) keeps its pick in `path` and every later
+    one, of any mode, launches that config without benchmarking. Kernels are known by name and
+    source, which instrumentation does not change; Inductor's own cache of picks is off, so that
+    every pick is one this run made."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.picks = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                self.picks = json.load(f)
+        self.made, self.taken = {}, 0
+        self.original = None
+
+    @staticmethod
+    def _key(autotuner) -> str:
+        src = getattr(autotuner.fn, "src", "") or ""
+        name = autotuner.inductor_meta.get("kernel_name", "")
+        return f"{name}:{hashlib.sha1(src.encode()).hexdigest()[:16]}"
+
+    @staticmethod
+    def _config(launcher) -> str:
+        c = launcher.config
+        return json.dumps([sorted(c.kwargs.items()), c.num_warps, c.num_stages])
+
+    def install(self) -> None:
+        from torch._inductor import config as inductor_config
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+        inductor_config.autotune_local_cache = False
+        self.original = original = CachingAutotuner.benchmark_all_configs
+        shared = self
+
+        def benchmark_all_configs(autotuner, *args, **kwargs):
+            key = shared._key(autotuner)
+            want = shared.picks.get(key)
+            if want is not None:
+                timings = {
+                    ln: 0.0 if shared._config(ln) == want else float("inf")
+                    for ln in autotuner.launchers
+                }
+                if 0.0 in timings.values():  # the caller launches the least: the pick
+                    shared.taken += 1
+                    return timings
+            timings = original(autotuner, *args, **kwargs)
+            shared.made[key] = shared._config(min(timings, key=timings.get))
+            return timings
+
+        CachingAutotuner.benchmark_all_configs = benchmark_all_configs
+
+    def uninstall(self) -> None:
+        from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+        if self.original is not None:
+            CachingAutotuner.benchmark_all_configs = self.original
+        if self.made:
+            with open(self.path, "w") as f:
+                json.dump({**self.made, **self.picks}, f)
 
 
 def fresh_compile_state() -> None:
@@ -802,8 +882,11 @@ def child_command(args, mode: str) -> list[str]:
     return cmd
 
 
-def child_env(mode: str, tmp: str) -> dict:
+def child_env(mode: str, tmp: str, picks_dir: str | None = None) -> dict:
     env = dict(os.environ)
+    env.pop(PICKS_ENV, None)
+    if picks_dir:
+        env[PICKS_ENV] = picks_dir
     # The child imports sm_profiler from this checkout whether or not it is installed.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, env.get("PYTHONPATH")]))
     if mode == "inductor_proton":
@@ -840,7 +923,7 @@ def fill_missing(got: list[dict], mode: str, models, scenarios, reason: str, **e
     return out
 
 
-def spawn(args, mode: str, timeout_s: float) -> list[dict]:
+def spawn(args, mode: str, timeout_s: float, picks_dir: str | None = None) -> list[dict]:
     """One fresh process for `mode`: its result per case (a failed entry for each case without
     one)."""
     models, scenarios = args.models.split(","), args.scenarios.split(",")
@@ -849,7 +932,7 @@ def spawn(args, mode: str, timeout_s: float) -> list[dict]:
     try:
         p = subprocess.run(
             child_command(args, mode),
-            env=child_env(mode, tmp),
+            env=child_env(mode, tmp, picks_dir),
             capture_output=True,
             text=True,
             timeout=timeout_s,
@@ -1046,12 +1129,15 @@ def run_parent(args) -> int:
         return 0
     models, scenarios = args.models.split(","), args.scenarios.split(",")
     modes = args.modes.split(",")
-    config = {k: getattr(args, k) for k in CHILD_OPTIONS + ("rounds", "budget_s", "modes")}
+    config = {
+        k: getattr(args, k) for k in CHILD_OPTIONS + ("rounds", "budget_s", "modes", "own_autotune")
+    }
     print(f"auto_overhead: {config}", flush=True)
 
     t_start = time.perf_counter()
     runs: list[dict] = []
     round_s: list[float] = []
+    picks_dir = None if args.own_autotune else tempfile.mkdtemp(prefix="auto_overhead_picks_")
     env_line = ""
     for rnd in range(args.rounds):
         elapsed = time.perf_counter() - t_start
@@ -1072,7 +1158,7 @@ def run_parent(args) -> int:
             if left < 30:
                 got = fill_missing([], mode, models, scenarios, "not run: --budget-s spent")
             else:
-                got = spawn(args, mode, timeout_s=min(args.child_timeout_s, left))
+                got = spawn(args, mode, min(args.child_timeout_s, left), picks_dir)
             for res in got:
                 res["round"] = rnd
                 runs.append(res)
@@ -1082,6 +1168,8 @@ def run_parent(args) -> int:
                 write_json(args.json, env_line, config, runs, rows)
         round_s.append(time.perf_counter() - t_round)
 
+    if picks_dir:
+        shutil.rmtree(picks_dir, ignore_errors=True)
     rows = summarize(runs, models, scenarios, modes)
     if args.json:
         write_json(args.json, env_line, config, runs, rows)
@@ -1161,6 +1249,13 @@ def parse_args(argv=None):
         default=0,
         help="after timing, this many steps under torch.profiler: each kernel's GPU time per "
         "step, and the kernels whose time the mode adds most (kernel_times)",
+    )
+    ap.add_argument(
+        "--own-autotune",
+        dest="own_autotune",
+        action="store_true",
+        help="every process autotunes Inductor's kernels for itself (default: the run's first "
+        "process to autotune a kernel picks its config for every later one; SharedAutotune)",
     )
     ap.add_argument("--json", default=None, help="write the results here (JSON)")
     ap.add_argument(

@@ -276,3 +276,62 @@ def test_auto_coverage_table_compares_routes_and_names_the_unseen():
     )
     assert "+9.8%" in lines[2] and "93.0%" in lines[2] and "4.0e-03" in lines[2]
     assert lines[3].endswith("failed: exit 1: boom")
+
+
+def test_shared_autotune_hands_the_first_processes_picks_to_the_next(tmp_path, monkeypatch):
+    """The first process to autotune a kernel benchmarks its configs and keeps the winner; a
+    later one (a fresh SharedAutotune on the same file) launches that config without
+    benchmarking, unless it is not among its configs; each child's environment names the
+    folder only when given one."""
+    from types import SimpleNamespace
+
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    class Launcher:  # hashable, as Inductor's launchers are: the timings' keys
+        def __init__(self, xblock, warps):
+            self.config = SimpleNamespace(kwargs={"XBLOCK": xblock}, num_warps=warps, num_stages=1)
+
+    measured = []
+
+    def benchmark(autotuner, *args, **kwargs):  # what Inductor's own would time
+        measured.append(autotuner.inductor_meta["kernel_name"])
+        return {ln: 1.0 / ln.config.kwargs["XBLOCK"] for ln in autotuner.launchers}
+
+    monkeypatch.setattr(CachingAutotuner, "benchmark_all_configs", benchmark)
+    monkeypatch.setattr("torch._inductor.config.autotune_local_cache", True)
+
+    def kernel(name, src, xblocks):
+        return SimpleNamespace(
+            fn=SimpleNamespace(src=src),
+            inductor_meta={"kernel_name": name},
+            launchers=[Launcher(x, 2) for x in xblocks],
+        )
+
+    path = str(tmp_path / "gpt_train.json")
+    first = ao.SharedAutotune(path)
+    first.install()
+    t = CachingAutotuner.benchmark_all_configs(kernel("k1", "src a", [1, 8, 32]))
+    assert min(t, key=t.get).config.kwargs == {"XBLOCK": 32} and measured == ["k1"]
+    first.uninstall()
+    assert CachingAutotuner.benchmark_all_configs is benchmark
+    assert (first.taken, len(first.made)) == (0, 1)
+
+    def slow_small(autotuner, *args, **kwargs):  # this process would pick otherwise
+        measured.append(autotuner.inductor_meta["kernel_name"])
+        return {ln: float(ln.config.kwargs["XBLOCK"]) for ln in autotuner.launchers}
+
+    monkeypatch.setattr(CachingAutotuner, "benchmark_all_configs", slow_small)
+    second = ao.SharedAutotune(path)
+    second.install()
+    t = CachingAutotuner.benchmark_all_configs(kernel("k1", "src a", [1, 8, 32]))
+    assert min(t, key=t.get).config.kwargs == {"XBLOCK": 32} and measured == ["k1"]
+    t = CachingAutotuner.benchmark_all_configs(kernel("k1", "src b", [1, 8, 32]))  # other source
+    assert min(t, key=t.get).config.kwargs == {"XBLOCK": 1} and measured == ["k1", "k1"]
+    second.uninstall()
+    assert second.taken == 1
+    assert len(json.load(open(path))) == 2
+
+    assert ao.child_env("plain", str(tmp_path))  # no folder: no variable, even if inherited
+    monkeypatch.setenv(ao.PICKS_ENV, "/elsewhere")
+    assert ao.PICKS_ENV not in ao.child_env("auto", str(tmp_path))
+    assert ao.child_env("auto", str(tmp_path), str(tmp_path))[ao.PICKS_ENV] == str(tmp_path)
