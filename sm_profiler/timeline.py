@@ -467,10 +467,6 @@ def _renumber_lanes(t: TraceData) -> TraceData:
     )
 
 
-def _sorted(a: np.ndarray) -> bool:
-    return bool(len(a) < 2 or (a[1:] >= a[:-1]).all())
-
-
 def _detail_launches(trace: TraceData, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray):
     """(launches drawn in full, the span the trace opens on, its name): the first recorded
     steps whose programs fit AUTO_DETAIL_ROWS (where steps were recorded), else the first
