@@ -673,6 +673,7 @@ class SharedAutotune:
         from torch._inductor import config as inductor_config
         from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
+        self.local_cache = inductor_config.autotune_local_cache
         inductor_config.autotune_local_cache = False
         self.original = original = CachingAutotuner.benchmark_all_configs
         shared = self
@@ -695,10 +696,12 @@ class SharedAutotune:
         CachingAutotuner.benchmark_all_configs = benchmark_all_configs
 
     def uninstall(self) -> None:
+        from torch._inductor import config as inductor_config
         from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
         if self.original is not None:
             CachingAutotuner.benchmark_all_configs = self.original
+            inductor_config.autotune_local_cache = self.local_cache
         if self.made:
             with open(self.path, "w") as f:
                 json.dump({**self.made, **self.picks}, f)

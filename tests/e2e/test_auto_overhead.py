@@ -285,6 +285,7 @@ def test_shared_autotune_hands_the_first_processes_picks_to_the_next(tmp_path, m
     folder only when given one."""
     from types import SimpleNamespace
 
+    import torch._inductor.config
     from torch._inductor.runtime.triton_heuristics import CachingAutotuner
 
     class Launcher:  # hashable, as Inductor's launchers are: the timings' keys
@@ -310,10 +311,12 @@ def test_shared_autotune_hands_the_first_processes_picks_to_the_next(tmp_path, m
     path = str(tmp_path / "gpt_train.json")
     first = ao.SharedAutotune(path)
     first.install()
+    assert torch._inductor.config.autotune_local_cache is False  # every pick made in this run
     t = CachingAutotuner.benchmark_all_configs(kernel("k1", "src a", [1, 8, 32]))
     assert min(t, key=t.get).config.kwargs == {"XBLOCK": 32} and measured == ["k1"]
     first.uninstall()
     assert CachingAutotuner.benchmark_all_configs is benchmark
+    assert torch._inductor.config.autotune_local_cache is True  # as it was before install
     assert (first.taken, len(first.made)) == (0, 1)
 
     def slow_small(autotuner, *args, **kwargs):  # this process would pick otherwise
