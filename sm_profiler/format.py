@@ -427,65 +427,65 @@ EMULATED_SM_COUNT = 8
 
 # -- auto mode ------------------------------------------------------------------------------
 # The buffer of `sm_profiler.auto` (kernels instrumented by the compiler, no source change) is a
-# record table, not lanes: kernels of any grid share it, and each program claims its record with
-# one atomic add on its SM's counter, so no launch needs the host to reserve space and no two SMs
-# queue on one address (a wave's programs all start, and claim, at once). One buffer per GPU.
-# Little-endian words::
+# table of program records, not lanes: kernels of any grid share it. Where a launch's records go is
+# the host's choice, made at the launch: Triton passes every kernel a "profile scratch" pointer
+# (its last parameter) and asks an allocator for it, grid x profile_scratch_size bytes, at each
+# launch; auto mode sets that size to one record per program (per warp at level="warp") and its
+# allocator hands out the next *area* of the GPU's record slots, or no pointer (record nothing).
+# A program writes its record at area + its linear program id: no atomic and no load, since a
+# claim's round trip was what a recorded short launch paid (BENCHMARKS.md, "What a claim costs").
+# A CUDA graph's kernels keep the areas they were captured with; after each recorded replay the
+# host copies those areas into a new area (in stream order), so every replay has its own.
+# The device writes only records; the host keeps each area's (first slot, slots, step, tag) and,
+# when it reads the buffer back, puts them in front. Little-endian words, as read back::
 #
 #     word 0..7      header (AUTO_HEADER_WORDS)
 #       a0 = AUTO_MAGIC (low 32) | AUTO_VERSION (high 32)
-#       a1 = regions R (1..AUTO_MAX_REGIONS): the GPU's SM count; SM s claims in region
-#            min(s, R - 1), so every region is some SM's and every record can be used
-#       a2 = control: records per region - 1 (low 32) | AUTO_RING (bit 32) |
-#            tag (bits 40..47, copied into every record: AutoProfiler.set_tag's; 0 = none) |
-#            step (bits 48..63, copied into every record: the schedule's step tag; 0 = none)
-#       a3..a7 reserved, zero
-#     then AUTO_MAX_REGIONS counters, one per 32-byte sector (word 0 of each: records claimed
-#       in that region; it may exceed the region's size); those past R stay zero
-#     then R regions of (records per region) records of AUTO_RECORD_BYTES (32), each
-#       32-bit fields:
+#       a1 = areas A: the launches (and replays) whose records are kept
+#       a2 = record slots S (low 32) | AUTO_RING (bit 32: the newest areas were kept, else the
+#            first ones, until one did not fit)
+#       a3 = claimed: records asked for while recording (a program's, or warp's, each), kept
+#            or not; the kept are the areas' slots, so claimed - kept were dropped, exactly
+#       a4..a7 reserved, zero
+#     then A area descriptors of AUTO_AREA_WORDS (2) words, in the order they were handed out:
+#       d0 = first slot (low 32) | slots (high 32)
+#       d1 = step tag (bits 0..15: the schedule's step; 0 = none) | tag (bits 16..23:
+#            AutoProfiler.set_tag's; 0 = none)
+#     then S records of AUTO_RECORD_BYTES (32) (slots no area holds are left as they were),
+#       each 32-bit fields:
 #       f0, f1  start: the full 64-bit %globaltimer when the program (or warp) began
 #       f2      end: the low 32 bits of %globaltimer at its `ret` (the end is the first time after
 #               the start with these low bits: programs are far shorter than 4.29 s)
-#       f3      %smid (bits 0..15) | step (bits 16..31, header a2's)
+#       f3      %smid (bits 0..15) | zero
 #       f4      the low 32 bits of %gridid: the launch (unique per launch within a context;
 #               a CUDA graph's replays reuse their nodes' ids)
 #       f5      kernel id (bits 0..15, given by the host when it loads the kernel) | warp index
-#               (bits 16..22) | AUTO_PER_WARP (bit 23) | tag (bits 24..31)
+#               (bits 16..22) | AUTO_PER_WARP (bit 23) | zero
 #       f6      %ctaid.x
 #       f7      %ctaid.y (bits 0..15) | %ctaid.z (bits 16..31)
 #
-# The device learns R from its module global ({buffer, kernel id | (R - 1) << 16}; both zero while
-# nothing is recorded), not from the header, so that the claim's address needs no load. A region's
-# record n goes to its slot n (limit mode: kept only while n < size, each SM's first records) or n &
-# (size - 1) (ring mode, size a power of two: always, each SM's newest). In both, claimed - size
-# (when positive) records of the region were dropped, exactly. A record is written with two 16-byte
-# stores when its program ends; one whose f5 is zero was claimed but never written.
+# A program (warp) of a launch writes slot first + its linear id ((z * ny + y) * nx + x, times
+# the warps per program plus the warp at level="warp"). A record is written with two 16-byte
+# stores when its program ends; a slot of an area whose f5 is zero was never written (a program
+# killed, or a kernel without a kernel id).
 AUTO_MAGIC = 0x41504D53  # b"SMPA"
-AUTO_VERSION = 3
+AUTO_VERSION = 4
 AUTO_HEADER_WORDS = 8
-AUTO_MAX_REGIONS = 256  # SMs beyond the 256th share the last region
-AUTO_COUNTER_WORDS = 4  # a counter per 32-byte sector
+AUTO_HDR_AREAS = 1
+AUTO_HDR_SLOTS = 2
+AUTO_HDR_CLAIMED = 3
+AUTO_AREA_WORDS = 2
 AUTO_RECORD_BYTES = 32
 AUTO_RECORD_WORDS = AUTO_RECORD_BYTES // WORD_BYTES
-AUTO_RECORDS_WORD = AUTO_HEADER_WORDS + AUTO_MAX_REGIONS * AUTO_COUNTER_WORDS
-AUTO_HDR_REGIONS = 1
-AUTO_HDR_CONTROL = 2
-AUTO_SIZE_MASK = LOW32
+AUTO_SLOTS_MASK = LOW32
 AUTO_RING = 1 << 32
-AUTO_TAG_SHIFT = 40
 AUTO_MAX_TAG = 255
-AUTO_STEP_SHIFT = 48
 AUTO_MAX_STEP_TAG = (1 << 16) - 1
-# Control bits that mean something; any other bit set is a damaged header.
-AUTO_CONTROL_BITS = (
-    AUTO_SIZE_MASK | AUTO_RING | (0xFF << AUTO_TAG_SHIFT) | (0xFFFF << AUTO_STEP_SHIFT)
-)
+AUTO_TAG_SHIFT = 16  # of an area's d1
 AUTO_PER_WARP = 1 << 23
 AUTO_KERNEL_BITS = 16
 AUTO_MAX_KERNELS = (1 << AUTO_KERNEL_BITS) - 1  # id 0 is never given: an unwritten slot reads 0
-AUTO_REGIONS_SHIFT = AUTO_KERNEL_BITS  # of the module global's id word: regions - 1
-AUTO_MIN_CAPACITY = 1  # rounded up to a record per region at least
+AUTO_MIN_CAPACITY = 1
 AUTO_MAX_CAPACITY = 1 << 31
 AUTO_RECORD_DTYPE = np.dtype(
     [
@@ -501,7 +501,7 @@ AUTO_RECORD_DTYPE = np.dtype(
 
 
 def auto_capacity_problem(capacity) -> str | None:
-    """Why `capacity` (records in all, per GPU) cannot size an auto buffer, or None."""
+    """Why `capacity` (record slots per GPU) cannot size an auto buffer, or None."""
     if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
         return f"must be an int (records per GPU), got {capacity!r}"
     if not AUTO_MIN_CAPACITY <= capacity <= AUTO_MAX_CAPACITY:
@@ -512,51 +512,28 @@ def auto_capacity_problem(capacity) -> str | None:
     return None
 
 
-def auto_regions(sm_count: int) -> int:
-    """Regions of a GPU's buffer: one per SM, the 256th and later SMs sharing the last."""
-    return max(1, min(int(sm_count), AUTO_MAX_REGIONS))
-
-
-def auto_region_size(capacity: int, regions: int, ring: bool) -> int:
-    """Records per region for `capacity` records over `regions`: the capacity rounded up to a
-    whole number per region (ring mode: a power of two per region, its slot is n & (size - 1))."""
-    size = -(-int(capacity) // int(regions))
-    if ring:
-        size = 1 << (size - 1).bit_length()
-    return size
-
-
-def auto_header(capacity: int, ring: bool, regions: int, tag: int = 0, step: int = 0) -> np.ndarray:
-    """The AUTO_HEADER_WORDS words of a GPU's auto buffer with `regions` regions (its SM count,
-    auto_regions) holding at least `capacity` records (nothing claimed yet)."""
-    problem = auto_capacity_problem(capacity)
-    if problem:
-        raise ConfigError(f"auto capacity {problem}")
-    if isinstance(regions, bool) or not isinstance(regions, (int, np.integer)):
-        raise ConfigError(f"auto regions must be an int (the GPU's SM count), got {regions!r}")
-    if not 1 <= regions <= AUTO_MAX_REGIONS:
-        raise ConfigError(f"auto regions must be in 1..{AUTO_MAX_REGIONS}, got {regions}")
-    hdr = np.zeros(AUTO_HEADER_WORDS, dtype=np.uint64)
-    hdr[0] = AUTO_MAGIC | (AUTO_VERSION << 32)
-    hdr[AUTO_HDR_REGIONS] = regions
-    hdr[AUTO_HDR_CONTROL] = auto_control(auto_region_size(capacity, regions, ring), ring, tag, step)
-    return hdr
-
-
-def auto_control(region_size: int, ring: bool, tag: int = 0, step: int = 0) -> int:
-    """Header word a2: `region_size` records per region, ring or limit, tag and step."""
+def auto_area(first: int, slots: int, step: int = 0, tag: int = 0) -> tuple[int, int]:
+    """The two descriptor words of an area of `slots` records from slot `first`."""
     for what, v, top in (("tag", tag, AUTO_MAX_TAG), ("step tag", step, AUTO_MAX_STEP_TAG)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= top:
             raise ConfigError(f"auto {what} must be an int in 0..{top}, got {v!r}")
-    if not 1 <= region_size <= 1 << 32 or (ring and region_size & (region_size - 1)):
-        raise ConfigError(f"auto region size {region_size} is not a size the device can index")
-    return (
-        (region_size - 1)
-        | (AUTO_RING if ring else 0)
-        | (int(tag) << AUTO_TAG_SHIFT)
-        | (int(step) << AUTO_STEP_SHIFT)
-    )
+    return int(first) | (int(slots) << 32), int(step) | (int(tag) << AUTO_TAG_SHIFT)
 
 
-def auto_words(regions: int, region_size: int) -> int:
-    return AUTO_RECORDS_WORD + regions * region_size * AUTO_RECORD_WORDS
+def auto_header(slots: int, ring: bool, areas: int, claimed: int) -> np.ndarray:
+    """The AUTO_HEADER_WORDS words of an auto buffer read back: `slots` record slots, `areas`
+    area descriptors after the header, `claimed` records asked for."""
+    problem = auto_capacity_problem(slots)
+    if problem:
+        raise ConfigError(f"auto capacity {problem}")
+    hdr = np.zeros(AUTO_HEADER_WORDS, dtype=np.uint64)
+    hdr[0] = AUTO_MAGIC | (AUTO_VERSION << 32)
+    hdr[AUTO_HDR_AREAS] = areas
+    hdr[AUTO_HDR_SLOTS] = int(slots) | (AUTO_RING if ring else 0)
+    hdr[AUTO_HDR_CLAIMED] = claimed
+    return hdr
+
+
+def auto_words(areas: int, slots: int) -> int:
+    """Words of an auto buffer read back with `areas` areas and `slots` record slots."""
+    return AUTO_HEADER_WORDS + areas * AUTO_AREA_WORDS + slots * AUTO_RECORD_WORDS

@@ -480,118 +480,103 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 
 
 # -- auto mode: text spliced into compiled kernels (sm_profiler.auto_mode.rewrite) -----------------
-# The kernel's module gets one global, AUTO_SYMBOL = {buffer, id word: kernel id | (regions - 1)
-# << 16}, which the host fills when it loads the module on a GPU; both are zero while nothing is
-# recorded (outside the region or its active steps). One thread per program (lane 0 of each warp
-# per warp) reads the id word and stamps its start; before each `ret` that thread, where the word
-# was set, stamps its end, reads the buffer, claims a record with one atomic add on its SM's
-# counter and writes the 32-byte record (format.py, "auto mode"). What the start does is what a
-# step that records nothing pays, so it waits for nothing: the word and the stamp are first used
-# at the end (nothing stalls on them), and the rewrite puts the start after the kernel's own first
+# The kernel's module gets one global 32-bit word, AUTO_SYMBOL: the kernel id the host gave when
+# it loaded the module, or zero while nothing is recorded (outside the region, an autotuner's
+# benchmark, between a schedule's active steps). The kernel's last parameter is Triton's profile
+# scratch pointer, which auto mode's allocator sets per launch to the launch's area of the record
+# table, or to null (format.py, "auto mode"). One thread per program (lane 0 of each warp per
+# warp), where the pointer is set, reads the word and stamps its start; before each `ret` that
+# thread, where the word was set too, stamps its end and writes the 32-byte record at area + its
+# linear program id: no atomic, no load to wait for (a claim's atomic round trip made a short
+# launch 0.3 us longer, BENCHMARKS.md). What the start does is what a launch that records nothing
+# pays: with a null pointer (an eager launch outside active steps) nothing but the test; a CUDA
+# graph keeps its captured pointer, so there the word says "off", read at the start and first
+# used at the end (nothing stalls on it). The rewrite puts the start after the kernel's own first
 # global load where its first block has one (placed first, ptxas issued the record's read and
 # timer ahead of the kernel's first load, and a short kernel took 0.1 us longer a launch). A
 # module global, not a module constant: a kernel whose module declares a .const bank took 0.1 us
 # longer a launch although it never read it (H100; BENCHMARKS.md, "Where the per-launch cost
 # came from").
 # The kernel's body carries two registers (registers cost occupancy on steps that record nothing
-# too): the id word and the start's low 32 bits (its high half is the end's, less a borrow: a
-# program lasts < 2^32 ns, as the record's 32-bit end already assumes). The buffer and the
-# control word (size, ring, step, tag) are read at the end beside the claim, on recorded steps
-# only; a buffer switched off mid-program (another stream) drops the record. Registers are named
+# too): the word and the start's low 32 bits (its high half is the end's, less a borrow: a
+# program lasts < 2^32 ns, as the record's 32-bit end already assumes). Registers are named
 # %smpa_* and labels $SMPA_* so they cannot meet the kernel's own.
 AUTO_SYMBOL = "sm_profiler_auto"
-_AW = fmt.WORD_BYTES
-_AUTO_REC0 = fmt.AUTO_RECORDS_WORD * _AW  # byte offset of record 0
-_AUTO_COUNTER_BYTES = fmt.AUTO_COUNTER_WORDS * _AW
 _AUTO_KERNEL_MASK = (1 << fmt.AUTO_KERNEL_BITS) - 1
+_AUTO_RECORD_SHIFT = (fmt.AUTO_RECORD_BYTES - 1).bit_length()  # slot -> byte offset
+assert 1 << _AUTO_RECORD_SHIFT == fmt.AUTO_RECORD_BYTES
 
 
 def auto_module_global() -> str:
     """The module-scope declaration; cuModuleGetGlobal finds it by name."""
-    return f".visible .global .align 16 .b64 {AUTO_SYMBOL}[2];\n"
+    return f".visible .global .align 4 .b32 {AUTO_SYMBOL};\n"
 
 
 def auto_declarations() -> str:
-    return ".reg .pred %smpa_p<4>;\n\t.reg .b32 %smpa_r<16>;\n\t.reg .b64 %smpa_d<11>;\n\t"
+    return ".reg .pred %smpa_p<4>;\n\t.reg .b32 %smpa_r<16>;\n\t.reg .b64 %smpa_d<6>;\n\t"
 
 
-def auto_prologue(per_warp: bool) -> str:
-    # who = per warp: lane 0 of each warp; per program: thread 0
-    # word, start = 0, 0; if who: word = AUTO_SYMBOL.id_word; start = %globaltimer.lo32
+def auto_prologue(per_warp: bool, area_param: str) -> str:
+    # who = thread 0 (per warp: lane 0 of each warp) and the launch has an area
+    # word, start = 0, 0; if who: word = AUTO_SYMBOL; start = %globaltimer.lo32
     who = "and.b32 %smpa_r0, %smpa_r0, 31;\n\t" if per_warp else ""
     return (
         "// sm_profiler auto: start\n\t"
         "mov.u32 %smpa_r0, %tid.x;\n\t" + who + "setp.eq.u32 %smpa_p0, %smpa_r0, 0;\n\t"
+        f"ld.param.u64 %smpa_d0, [{area_param}];\n\t"
+        "setp.ne.u64 %smpa_p1, %smpa_d0, 0;\n\t"
+        "and.pred %smpa_p0, %smpa_p0, %smpa_p1;\n\t"
         "mov.u32 %smpa_r15, 0;\n\t"
         "mov.u32 %smpa_r1, 0;\n\t"
-        f"@%smpa_p0 ld.global.u32 %smpa_r15, [{AUTO_SYMBOL}+{_AW}];\n\t"
+        f"@%smpa_p0 ld.global.u32 %smpa_r15, [{AUTO_SYMBOL}];\n\t"
         "@%smpa_p0 mov.u32 %smpa_r1, %globaltimer_lo;\n"
     )
 
 
-def auto_epilogue(per_warp: bool, index: int) -> str:
+def auto_epilogue(per_warp: bool, index: int, area_param: str) -> str:
     # The text before the entry's `index`-th `ret` (labels must be unique in the entry).
-    # if word == 0: skip; end = %globaltimer; buf = AUTO_SYMBOL.buffer; if buf == 0: skip
-    # region = min(%smid, regions - 1)
-    # n = atom.add(buf.counter[region], 1); ctl = buf.control
-    # last = ctl.lo32; ring = ctl & RING
-    # slot = ring ? n & last : n; keep = ring || n <= last
-    # if keep: record[region * (last + 1) + slot] = {start, end.lo32,
-    #        %smid | ctl.step << 16, %gridid.lo32, kid | warp << 16 | flags | tag << 24,
-    #        ctaid.x, ctaid.y | ctaid.z << 16}
+    # if word == 0: skip (no area, or not recording); end = %globaltimer
+    # slot = (z * nctaid.y + y) * nctaid.x + x  [per warp: slot * warps + warp]
+    # record[area + slot] = {start, end.lo32, %smid, %gridid.lo32, kid | warp << 16 | flags,
+    #                        ctaid.x, ctaid.y | ctaid.z << 16}
     done = f"$SMPA_DONE_{index}"
-    warp = (
-        (
+    if per_warp:
+        warp = (
             "mov.u32 %smpa_r10, %tid.x;\n\tshr.u32 %smpa_r10, %smpa_r10, 5;\n\t"
+            "mov.u32 %smpa_r11, %ntid.x;\n\tshr.u32 %smpa_r11, %smpa_r11, 5;\n\t"
+            "cvt.u64.u32 %smpa_d2, %smpa_r11;\n\tcvt.u64.u32 %smpa_d3, %smpa_r10;\n\t"
+            "mad.lo.u64 %smpa_d1, %smpa_d1, %smpa_d2, %smpa_d3;\n\t"
             "shl.b32 %smpa_r10, %smpa_r10, 16;\n\tor.b32 %smpa_r7, %smpa_r7, %smpa_r10;\n\t"
             f"or.b32 %smpa_r7, %smpa_r7, {fmt.AUTO_PER_WARP};\n\t"
         )
-        if per_warp
-        else ""
-    )
+    else:
+        warp = ""
     return (
         "// sm_profiler auto: end\n\t"
         "setp.eq.u32 %smpa_p1, %smpa_r15, 0;\n\t"
         f"@%smpa_p1 bra {done};\n\t"
         "mov.u64 %smpa_d5, %globaltimer;\n\t"
-        f"ld.global.u64 %smpa_d0, [{AUTO_SYMBOL}];\n\t"
-        "setp.eq.u64 %smpa_p1, %smpa_d0, 0;\n\t"
-        f"@%smpa_p1 bra {done};\n\t"
-        f"shr.u32 %smpa_r12, %smpa_r15, {fmt.AUTO_REGIONS_SHIFT};\n\t"
-        "mov.u32 %smpa_r4, %smid;\n\t"
-        "min.u32 %smpa_r11, %smpa_r4, %smpa_r12;\n\t"
-        f"mul.wide.u32 %smpa_d10, %smpa_r11, {_AUTO_COUNTER_BYTES};\n\t"
-        "add.u64 %smpa_d10, %smpa_d10, %smpa_d0;\n\t"
-        f"atom.global.add.u64 %smpa_d3, [%smpa_d10+{fmt.AUTO_HEADER_WORDS * _AW}], 1;\n\t"
-        f"ld.global.u64 %smpa_d4, [%smpa_d0+{fmt.AUTO_HDR_CONTROL * _AW}];\n\t"
         # start's high half: the end's, less one where the low half wrapped in between
         "mov.b64 {%smpa_r3, %smpa_r2}, %smpa_d5;\n\t"
         "setp.gt.u32 %smpa_p3, %smpa_r1, %smpa_r3;\n\t"
         "selp.u32 %smpa_r14, 1, 0, %smpa_p3;\n\t"
         "sub.u32 %smpa_r2, %smpa_r2, %smpa_r14;\n\t"
-        f"and.b64 %smpa_d6, %smpa_d4, {fmt.AUTO_SIZE_MASK};\n\t"
-        f"and.b64 %smpa_d8, %smpa_d4, {fmt.AUTO_RING};\n\t"
-        "setp.ne.u64 %smpa_p3, %smpa_d8, 0;\n\t"
-        "and.b64 %smpa_d7, %smpa_d3, %smpa_d6;\n\t"
-        "selp.b64 %smpa_d7, %smpa_d7, %smpa_d3, %smpa_p3;\n\t"
-        "setp.le.u64 %smpa_p2, %smpa_d3, %smpa_d6;\n\t"
-        "or.pred %smpa_p2, %smpa_p2, %smpa_p3;\n\t"
-        # record index = region * size + slot
-        "add.u64 %smpa_d9, %smpa_d6, 1;\n\tcvt.u64.u32 %smpa_d10, %smpa_r11;\n\t"
-        "mad.lo.u64 %smpa_d7, %smpa_d9, %smpa_d10, %smpa_d7;\n\t"
-        "shl.b64 %smpa_d7, %smpa_d7, 5;\n\tadd.u64 %smpa_d7, %smpa_d7, %smpa_d0;\n\t"
-        f"shr.u64 %smpa_d8, %smpa_d4, {fmt.AUTO_STEP_SHIFT};\n\tcvt.u32.u64 %smpa_r13, %smpa_d8;\n\t"
-        "shl.b32 %smpa_r13, %smpa_r13, 16;\n\tor.b32 %smpa_r4, %smpa_r4, %smpa_r13;\n\t"
-        "mov.u64 %smpa_d9, %gridid;\n\tcvt.u32.u64 %smpa_r5, %smpa_d9;\n\t"
-        f"shr.u64 %smpa_d8, %smpa_d4, {fmt.AUTO_TAG_SHIFT};\n\tcvt.u32.u64 %smpa_r7, %smpa_d8;\n\t"
-        "shl.b32 %smpa_r7, %smpa_r7, 24;\n\t"
-        f"and.b32 %smpa_r6, %smpa_r15, {_AUTO_KERNEL_MASK};\n\t"
-        "or.b32 %smpa_r7, %smpa_r7, %smpa_r6;\n\t" + warp + "mov.u32 %smpa_r8, %ctaid.x;\n\t"
-        "mov.u32 %smpa_r9, %ctaid.z;\n\tshl.b32 %smpa_r9, %smpa_r9, 16;\n\t"
-        "mov.u32 %smpa_r6, %ctaid.y;\n\tor.b32 %smpa_r9, %smpa_r9, %smpa_r6;\n\t"
-        f"@%smpa_p2 st.global.v4.b32 [%smpa_d7+{_AUTO_REC0}], "
-        "{%smpa_r1, %smpa_r2, %smpa_r3, %smpa_r4};\n\t"
-        f"@%smpa_p2 st.global.v4.b32 [%smpa_d7+{_AUTO_REC0 + 16}], "
-        "{%smpa_r5, %smpa_r7, %smpa_r8, %smpa_r9};\n"
+        "mov.u32 %smpa_r4, %smid;\n\t"
+        "mov.u64 %smpa_d4, %gridid;\n\tcvt.u32.u64 %smpa_r5, %smpa_d4;\n\t"
+        f"and.b32 %smpa_r7, %smpa_r15, {_AUTO_KERNEL_MASK};\n\t"
+        # the program's linear id, 64-bit (a grid has up to 2^31 * 2^16 * 2^16 programs)
+        "mov.u32 %smpa_r8, %ctaid.x;\n\tmov.u32 %smpa_r9, %ctaid.y;\n\t"
+        "mov.u32 %smpa_r6, %ctaid.z;\n\tmov.u32 %smpa_r12, %nctaid.y;\n\t"
+        "mov.u32 %smpa_r13, %nctaid.x;\n\t"
+        "mul.wide.u32 %smpa_d1, %smpa_r6, %smpa_r12;\n\t"
+        "cvt.u64.u32 %smpa_d2, %smpa_r9;\n\tadd.u64 %smpa_d1, %smpa_d1, %smpa_d2;\n\t"
+        "cvt.u64.u32 %smpa_d2, %smpa_r13;\n\tcvt.u64.u32 %smpa_d3, %smpa_r8;\n\t"
+        "mad.lo.u64 %smpa_d1, %smpa_d1, %smpa_d2, %smpa_d3;\n\t" + warp + ""
+        f"shl.b64 %smpa_d1, %smpa_d1, {_AUTO_RECORD_SHIFT};\n\t"
+        f"ld.param.u64 %smpa_d0, [{area_param}];\n\t"
+        "add.u64 %smpa_d1, %smpa_d1, %smpa_d0;\n\t"
+        "shl.b32 %smpa_r6, %smpa_r6, 16;\n\tor.b32 %smpa_r9, %smpa_r9, %smpa_r6;\n\t"
+        "st.global.v4.b32 [%smpa_d1], {%smpa_r1, %smpa_r2, %smpa_r3, %smpa_r4};\n\t"
+        "st.global.v4.b32 [%smpa_d1+16], {%smpa_r5, %smpa_r7, %smpa_r8, %smpa_r9};\n"
         f"{done}:\n\t"
     )

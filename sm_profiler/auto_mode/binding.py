@@ -5,10 +5,13 @@
   on-disk cache keys: an instrumented binary is never served to a plain compile, nor the reverse).
   Inductor compiles through `triton.compile` with its own options, which lack that field; while
   auto mode is on, the backend's `parse_options` fills it in from the knob.
-- load: each loaded instrumented module gets a kernel id and its global `{buffer, kernel id}`,
-  through Triton's `kernel_load_end_hook` and Inductor's static launcher (which loads cubins
-  itself and calls no Triton hook).
-- the driver: ctypes calls into libcuda (cuModuleGetGlobal, cuFuncGetModule, cuMemcpyHtoD).
+- load: each loaded instrumented module gets a kernel id, which its global holds while it
+  records, through Triton's `kernel_load_end_hook` and Inductor's static launcher (which loads
+  cubins itself and calls no Triton hook).
+- launch: Triton's launcher asks its profile scratch allocator for each instrumented launch's
+  area (`area_for_launch`); a CUDA graph's captured areas are copied out after each recorded
+  replay (`CUDAGraph.replay`).
+- the driver: ctypes calls into libcuda (cuModuleGetGlobal, cuFuncGetModule, cuMemcpy*).
 
 Everything here is process-wide; `sm_profiler.auto_mode.AutoProfiler` turns it on and off.
 """
@@ -35,7 +38,7 @@ __all__ = ["LEVELS", "install", "turn_on", "turn_off", "rebind", "pause", "resum
 MODE_PREFIX = "sm_profiler-auto"
 # Bump when the spliced text or the record changes: cached binaries of another version are then
 # compiled anew, never reused.
-REWRITE_VERSION = 6
+REWRITE_VERSION = 7
 
 
 def mode_name(level: str) -> str:
@@ -108,10 +111,14 @@ class _State:
         self.lock = threading.RLock()
         self.kernels: dict[int, KernelEntry] = {}  # kid -> entry
         self.by_module: dict[int, int] = {}  # CUmodule -> kid
-        # device -> (buffer address, regions) while on; a device gets its buffer from
-        # `allocate` when its first instrumented module loads ((0, 1): it records nothing)
-        self.buffers: dict[int, tuple[int, int]] = {}
+        # device -> (record slots' address, Areas) while on; a device gets its buffer from
+        # `allocate` when its first instrumented module loads (None: it records nothing)
+        self.buffers: dict[int, tuple | None] = {}
         self.allocate = None
+        self.step_tag = 0  # what a launch area given now records as its step and tag
+        self.tag = 0
+        self.capturing: list | None = None  # (device, first, count) of a graph being captured
+        self.on = False  # launches get areas: on, recording and not paused
         self.level: str | None = None  # set while on
         self.skipped: dict[str, str] = {}  # kernel -> why it runs plain (rewrite refused)
         self.plain_loaded: dict[str, int] = {}  # plain kernels loaded while on (name -> count)
@@ -162,21 +169,27 @@ def module_of(function: int) -> int:
     return mod.value or 0
 
 
-def write_global(
-    address: int, buffer: int, regions: int, kid: int, stream: int | None = None
-) -> None:
-    """{buffer, kid | (regions - 1) << 16}, or {0, 0} while the buffer is 0: what the spliced
-    record reads (ptx.py; a zero id word is "record nothing"). With a stream: an asynchronous
-    copy in that stream's order (the 16 bytes are staged before the call returns), else a
-    synchronous one."""
-    word = kid | ((max(regions, 1) - 1) << fmt.AUTO_REGIONS_SHIFT) if buffer else 0
-    data = (ctypes.c_uint64 * 2)(buffer, word)
+def write_global(address: int, word: int, stream: int | None = None) -> None:
+    """The module's word: its kernel id while it records, else 0 (ptx.py: "record nothing").
+    With a stream: an asynchronous copy in that stream's order (the 4 bytes are staged before
+    the call returns), else a synchronous one."""
+    data = ctypes.c_uint32(word)
     dst = ctypes.c_uint64(address)
     if stream is None:
-        _check(_cuda().cuMemcpyHtoD_v2(dst, data, 16), "cuMemcpyHtoD")
+        _check(_cuda().cuMemcpyHtoD_v2(dst, ctypes.byref(data), 4), "cuMemcpyHtoD")
     else:
-        rc = _cuda().cuMemcpyHtoDAsync_v2(dst, data, ctypes.c_size_t(16), ctypes.c_void_p(stream))
+        rc = _cuda().cuMemcpyHtoDAsync_v2(
+            dst, ctypes.byref(data), ctypes.c_size_t(4), ctypes.c_void_p(stream)
+        )
         _check(rc, "cuMemcpyHtoDAsync")
+
+
+def copy_device(dst: int, src: int, nbytes: int, stream: int) -> None:
+    """An asynchronous device-to-device copy in `stream`'s order."""
+    rc = _cuda().cuMemcpyDtoDAsync_v2(
+        ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes), ctypes.c_void_p(stream)
+    )
+    _check(rc, "cuMemcpyDtoDAsync")
 
 
 # -- compile -------------------------------------------------------------------------------------
@@ -206,6 +219,13 @@ def _stages_hook(*args):
         try:
             out = instrument(text, level)
             plain["ptx"] = text
+            # One record per program (per warp): Triton's launcher asks the profile scratch
+            # allocator for grid x this many bytes at each launch (area_for_launch).
+            if not isinstance(metadata, dict):
+                raise RewriteError("Triton's compile metadata is not a dict")
+            warps = int(metadata.get("num_warps", 1)) if level == "warp" else 1
+            metadata["profile_scratch_size"] = fmt.AUTO_RECORD_BYTES * warps
+            metadata["profile_scratch_align"] = fmt.AUTO_RECORD_BYTES
             return out
         except RewriteError as e:
             name = metadata.get("name", "kernel") if isinstance(metadata, dict) else "kernel"
@@ -292,7 +312,7 @@ def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: 
         device = _current_device()
         address = module_global(module)
         entry.globals_.append((device, address))
-        write_global(address, *_buffer_of(device), kid=kid)
+        write_global(address, kid if _records(device) else 0)
 
 
 def _on_triton_load(module, function, name, metadata_group, hash):  # noqa: A002 (Triton's names)
@@ -443,11 +463,104 @@ def forget(module) -> None:
             STATE.kernels[kid].globals_.clear()
 
 
+# -- launches and graph replays ---------------------------------------------------------------
+
+
+def area_for_launch(size: int, alignment: int, stream) -> int | None:
+    """Triton's profile scratch allocator: the address of the next launch's area (`size` bytes:
+    a record per program, or per warp), or None (a null pointer: the launch records nothing).
+    Called before every launch of an instrumented kernel, so it does the least it can. Areas
+    taken while a CUDA graph is captured stay the graph's; they are taken while not recording
+    too, since a graph captured in a warm-up step is replayed in the active ones."""
+    st = STATE
+    if not st.on and st.capturing is None:
+        return None
+    device = _current_device() if len(st.buffers) != 1 else next(iter(st.buffers))
+    b = _buffer(device)
+    if b is None or st.paused:
+        return None
+    base, areas = b
+    count = size // fmt.AUTO_RECORD_BYTES
+    if st.capturing is not None:
+        first = areas.take_graph(count)
+        if first is None:
+            return None
+        st.capturing.append((device, first, count))
+    else:
+        first = areas.take(count, st.step_tag, st.tag)
+        if first is None:
+            return None
+    return base + first * fmt.AUTO_RECORD_BYTES
+
+
+def _wrap_capture_begin(original):
+    def capture_begin(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        if STATE.level is not None:
+            STATE.capturing = []
+        return out
+
+    capture_begin.__wrapped__ = original
+    return capture_begin
+
+
+def _wrap_capture_end(original):
+    def capture_end(self, *args, **kwargs):
+        parts, STATE.capturing = STATE.capturing, None
+        out = original(self, *args, **kwargs)
+        if parts:
+            self._sm_profiler_areas = parts
+        return out
+
+    capture_end.__wrapped__ = original
+    return capture_end
+
+
+def _wrap_replay(original):
+    def replay(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        parts = getattr(self, "_sm_profiler_areas", None)
+        if parts and STATE.on and not STATE.paused:
+            try:
+                copy_replay(parts)
+            except Exception as e:  # never stop the user's replay over the profiler
+                warnings.warn(
+                    f"sm_profiler.auto: a CUDA graph replay was not recorded: {e}",
+                    AutoWarning,
+                    stacklevel=2,
+                )
+        return out
+
+    replay.__wrapped__ = original
+    return replay
+
+
+def copy_replay(parts: list[tuple[int, int, int]]) -> None:
+    """After a recorded replay, in its stream's order: each device's captured areas copied into
+    a new launch area of that device, whose parts are the replay's launches."""
+    import torch
+
+    for device in sorted({p[0] for p in parts}):
+        b = STATE.buffers.get(device)
+        if b is None:
+            continue
+        base, areas = b
+        got = areas.copy_of([(f, c) for d, f, c in parts if d == device], STATE.step_tag, STATE.tag)
+        if got is None:
+            continue
+        first, graph_first, span = got
+        nbytes = fmt.AUTO_RECORD_BYTES
+        stream = torch.cuda.current_stream(device).cuda_stream
+        copy_device(base + first * nbytes, base + graph_first * nbytes, span * nbytes, stream)
+
+
 # -- on and off -------------------------------------------------------------------------------------
 
 
 def install() -> None:
-    """Hooks that stay for the process (they do nothing while auto mode is off)."""
+    """Hooks that stay for the process (they do nothing while auto mode is off). The profile
+    scratch allocator stays too: a kernel compiled in auto mode asks it at every launch, and
+    after the region it says "no area"."""
     if STATE.installed:
         return
     knobs = _knobs()
@@ -457,15 +570,28 @@ def install() -> None:
         cls.load_kernel = _wrap_static_load(cls.load_kernel)
         if hasattr(cls, "close"):
             cls.close = _wrap_static_close(cls.close)
+    _install_allocator()
+    from torch.cuda import CUDAGraph
+
+    CUDAGraph.capture_begin = _wrap_capture_begin(CUDAGraph.capture_begin)
+    CUDAGraph.capture_end = _wrap_capture_end(CUDAGraph.capture_end)
+    CUDAGraph.replay = _wrap_replay(CUDAGraph.replay)
     STATE.installed = True
 
 
+def _install_allocator() -> None:
+    from triton.runtime import _allocation
+
+    _allocation.set_profile_allocator(area_for_launch)
+
+
 def turn_on(level: str, allocate=None, recording: bool = True) -> None:
-    """Compile what follows with `level` and point every instrumented module at its device's
-    buffer, which `allocate(device)` -> (address, regions) makes when first needed (None:
-    record nothing)."""
+    """Compile what follows with `level` and give every instrumented launch an area of its
+    device's buffer, which `allocate(device)` -> (address of slot 0, Areas) makes when first
+    needed (None: record nothing)."""
     knobs = _knobs()
     install()
+    _install_allocator()  # again: another tool (Proton) may have set its own since
     from triton.backends.nvidia.compiler import CUDABackend
 
     STATE.saved = {
@@ -479,6 +605,7 @@ def turn_on(level: str, allocate=None, recording: bool = True) -> None:
     STATE.plain_loaded = {}
     STATE.paused = STATE.pauses = 0
     STATE.recording = recording
+    STATE.capturing = None
     knobs.compilation.instrumentation_mode = mode_name(level)
     knobs.runtime.add_stages_inspection_hook = _stages_hook
     CUDABackend.parse_options = _wrap_parse_options(CUDABackend.parse_options)
@@ -497,48 +624,65 @@ def turn_off() -> None:
     STATE.level = None
     STATE.buffers = {}
     STATE.allocate = None
+    STATE.capturing = None
     rebind()
 
 
-def _buffer_of(device: int) -> tuple[int, int]:
-    """(address, regions) of `device`'s buffer; (0, 1) while off, paused or between a
-    schedule's active steps. A device's buffer is allocated when its first instrumented module
-    is bound, recording or not: its GPU memory is taken at once, never mid-run."""
+def _buffer(device: int):
+    """(address of slot 0, Areas) of `device`'s buffer, or None where it records nothing. A
+    device gets its buffer when its first instrumented module is bound, recording or not: its
+    GPU memory is taken at once, never mid-run."""
     if STATE.level is None or STATE.allocate is None:
-        return 0, 1
+        return None
     if device not in STATE.buffers:
-        STATE.buffers[device] = STATE.allocate(device) or (0, 1)
-    return (0, 1) if STATE.paused or not STATE.recording else STATE.buffers[device]
+        STATE.buffers[device] = STATE.allocate(device) or None
+    return STATE.buffers[device]
+
+
+def _records(device: int) -> bool:
+    """Whether `device`'s modules record now (their word is their kernel id)."""
+    return _buffer(device) is not None and not STATE.paused and STATE.recording
+
+
+def _update_on() -> None:
+    STATE.on = STATE.level is not None and STATE.recording and not STATE.paused
 
 
 def rebind() -> None:
-    """Point every known module's global at the current buffer of its device (0 while off or
-    paused). A synchronous copy per module: it runs at a region's ends and around benchmarks."""
+    """Write every known module's word for now (its kernel id while its device records, else
+    0). A synchronous copy per module: it runs at a region's ends and around benchmarks."""
     import torch
 
     with STATE.lock:
+        _update_on()
         for entry in STATE.kernels.values():
             for device, address in entry.globals_:
                 with torch.cuda.device(device):
-                    write_global(address, *_buffer_of(device), kid=entry.kid)
+                    write_global(address, entry.kid if _records(device) else 0)
 
 
 def set_recording(on: bool) -> None:
-    """Point every module at its device's buffer (on) or at none (off: its kernels run their
-    record's prologue, find no buffer and store nothing), in stream order: an asynchronous copy
-    on each device's current stream, so launches queued before keep the old setting and launches
-    queued after (CUDA graph replays too) see the new one; no host sync."""
+    """Record from now on (or not): launches get areas (or none), and every module's word says
+    so in stream order (an asynchronous copy on each device's current stream), so that CUDA graph
+    replays queued after see the new setting, those queued before the old; no host sync."""
     import torch
 
     with STATE.lock:
         if STATE.recording == on:
             return
         STATE.recording = on
+        _update_on()
         for entry in STATE.kernels.values():
             for device, address in entry.globals_:
                 stream = torch.cuda.current_stream(device).cuda_stream
                 with torch.cuda.device(device):
-                    write_global(address, *_buffer_of(device), kid=entry.kid, stream=stream)
+                    word = entry.kid if _records(device) else 0
+                    write_global(address, word, stream=stream)
+
+
+def set_step(step_tag: int, tag: int) -> None:
+    """The step tag and tag of the areas given from now on."""
+    STATE.step_tag, STATE.tag = int(step_tag), int(tag)
 
 
 def pause() -> None:

@@ -1,7 +1,7 @@
 """Auto-mode buffers -> record rows, and rows -> launches.
 
 `read_buffer` checks a GPU's buffer (format.py, "auto mode") and returns its written records as
-columns (`ROW_COLUMNS`), with the counts its counters prove (claimed, kept, dropped). `split_launches`
+columns (`ROW_COLUMNS`), with the counts its header and areas prove (claimed, kept, dropped). `split_launches`
 groups rows into launches: a launch is its rows, never its grid (AutoTable, table.py, holds both).
 """
 
@@ -13,8 +13,6 @@ from .. import format as fmt
 from ..errors import FormatError
 
 LOW32 = fmt.LOW32
-# A counter above this was not counted by a GPU (2**48 programs: years of claims).
-_MAX_CLAIMS = 1 << 48
 
 # One row per program (per warp at level="warp"), as read from the device, each column in the
 # narrowest dtype that holds what a record can say (the table widens what it keeps: table.py).
@@ -61,11 +59,11 @@ def as_words(words) -> np.ndarray:
 
 
 def read_header(words: np.ndarray) -> dict:
-    """What a buffer's header says: regions, region_size, ring, tag, step_tag; FormatError for a
-    header no device wrote."""
-    if words.size < fmt.AUTO_RECORDS_WORD:
+    """What a buffer's header says: areas, slots, ring, claimed; FormatError for a header no
+    host wrote."""
+    if words.size < fmt.AUTO_HEADER_WORDS:
         raise FormatError(
-            f"auto buffer too short: {words.size:,} words, a header alone needs {fmt.AUTO_RECORDS_WORD:,}"
+            f"auto buffer too short: {words.size:,} words, a header alone needs {fmt.AUTO_HEADER_WORDS:,}"
         )
     magic, version = int(words[0]) & LOW32, int(words[0]) >> 32
     if magic != fmt.AUTO_MAGIC or version != fmt.AUTO_VERSION:
@@ -73,78 +71,90 @@ def read_header(words: np.ndarray) -> dict:
             f"not an sm_profiler auto buffer of version {fmt.AUTO_VERSION} "
             f"(magic 0x{magic:08x}, version {version})"
         )
-    regions = int(words[fmt.AUTO_HDR_REGIONS])
-    if not 1 <= regions <= fmt.AUTO_MAX_REGIONS:
+    areas = int(words[fmt.AUTO_HDR_AREAS])
+    slots_word = int(words[fmt.AUTO_HDR_SLOTS])
+    if slots_word & ~(fmt.AUTO_SLOTS_MASK | fmt.AUTO_RING):
         raise FormatError(
-            f"auto buffer names {regions} regions; a buffer has 1..{fmt.AUTO_MAX_REGIONS} (damaged header)"
+            f"auto buffer's slots word 0x{slots_word:016x} sets unknown bits (damaged header)"
         )
-    control = int(words[fmt.AUTO_HDR_CONTROL])
-    if control & ~fmt.AUTO_CONTROL_BITS:
+    slots = slots_word & fmt.AUTO_SLOTS_MASK
+    if not fmt.AUTO_MIN_CAPACITY <= slots <= fmt.AUTO_MAX_CAPACITY or areas > slots:
         raise FormatError(
-            f"auto buffer's control word 0x{control:016x} sets unknown bits (damaged header)"
+            f"auto buffer names {slots:,} record slots and {areas:,} areas (damaged header)"
         )
-    size = (control & fmt.AUTO_SIZE_MASK) + 1
-    ring = bool(control & fmt.AUTO_RING)
-    if ring and size & (size - 1):
-        raise FormatError(
-            f"auto ring buffer with {size} records per region: not a power of two (damaged header)"
-        )
-    reserved = words[fmt.AUTO_HDR_CONTROL + 1 : fmt.AUTO_HEADER_WORDS]
-    if reserved.any():
+    if words[fmt.AUTO_HDR_CLAIMED + 1 : fmt.AUTO_HEADER_WORDS].any():
         raise FormatError("auto buffer's reserved header words are not zero (damaged header)")
-    need = fmt.auto_words(regions, size)
+    need = fmt.auto_words(areas, slots)
     if words.size != need:
         raise FormatError(f"auto buffer holds {words.size:,} words; its header needs {need:,}")
     return {
-        "regions": regions,
-        "region_size": size,
-        "ring": ring,
-        "tag": (control >> fmt.AUTO_TAG_SHIFT) & 0xFF,
-        "step_tag": control >> fmt.AUTO_STEP_SHIFT,
+        "areas": areas,
+        "slots": slots,
+        "ring": bool(slots_word & fmt.AUTO_RING),
+        "claimed": int(words[fmt.AUTO_HDR_CLAIMED]),
     }
 
 
 def read_buffer(words, gpu: int = 0) -> tuple[dict[str, np.ndarray], dict]:
-    """(the written records as ROW_COLUMNS columns, the buffer's counts) of one GPU's buffer.
+    """(the written records of its areas as ROW_COLUMNS columns, the buffer's counts) of one
+    GPU's buffer.
 
-    Counts: claimed (records the programs claimed), capacity, kept (claimed that found a slot),
-    dropped (claimed - kept, exact), unwritten (kept slots never written: a program still running
-    or killed), ring, regions, region_size."""
+    Counts: claimed (records asked for while recording), capacity (slots), kept (the areas'
+    slots), dropped (claimed - kept, exact), unwritten (kept slots never written: a program
+    still running or killed), ring, areas."""
     words = as_words(words)
     head = read_header(words)
-    regions, size, ring = head["regions"], head["region_size"], head["ring"]
-    counters = words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS]
-    if counters[regions:].any():
+    n_areas, slots = head["areas"], head["slots"]
+    start = fmt.AUTO_HEADER_WORDS + n_areas * fmt.AUTO_AREA_WORDS
+    d = words[fmt.AUTO_HEADER_WORDS : start].reshape(-1, fmt.AUTO_AREA_WORDS)
+    first = (d[:, 0] & LOW32).astype(np.int64)
+    count = (d[:, 0] >> np.uint64(32)).astype(np.int64)
+    extra = d[:, 1] >> np.uint64(fmt.AUTO_TAG_SHIFT + 8)
+    if extra.any():
+        raise FormatError("an auto area's descriptor sets unknown bits (damaged areas)")
+    if (count < 1).any() or (first + count > slots).any():
+        i = int(np.flatnonzero((count < 1) | (first + count > slots))[0])
         raise FormatError(
-            f"auto buffer counts claims past its {regions} regions (damaged counters)"
+            f"auto area {i} holds slots {int(first[i]):,}..{int(first[i] + count[i]):,} of "
+            f"{slots:,} (damaged areas)"
         )
-    counters = counters[:regions]
-    bad = np.flatnonzero(counters > np.uint64(_MAX_CLAIMS))
-    if len(bad):
-        r = int(bad[0])
+    by_first = np.argsort(first, kind="stable")
+    f, c = first[by_first], count[by_first]
+    if len(f) > 1 and (f[1:] < f[:-1] + c[:-1]).any():
+        raise FormatError("auto areas overlap (damaged areas)")
+    kept = int(count.sum())
+    if head["claimed"] < kept:
         raise FormatError(
-            f"auto buffer's region {r} counts {int(counters[r]):,} claims, more than any GPU "
-            "made (damaged counters)"
+            f"auto buffer claims {head['claimed']:,} records but its areas keep {kept:,} "
+            "(damaged header)"
         )
-    claimed = counters.astype(np.int64)
-    kept = np.minimum(claimed, size)
-    table = words[fmt.AUTO_RECORDS_WORD :].view(fmt.AUTO_RECORD_DTYPE).reshape(regions, size)
-    used = np.arange(size)[None, :] < kept[:, None]
-    written = table["info"] != 0
-    n_unwritten = int((used & ~written).sum())
-    recs = table[used & written]  # one copy: the kept slots that were written
-    del used, written
+    table = words[start:].view(fmt.AUTO_RECORD_DTYPE)
+    # The areas' slots, in slot order, each with its area's step and tag.
+    used = np.zeros(slots + 1, np.int8)
+    np.add.at(used, f, 1)
+    np.add.at(used, f + c, -1)
+    used = np.cumsum(used[:-1], dtype=np.int8).view(bool)
+    recs = table[used]
+    del used
+    written = recs["info"] != 0
+    step_tag = np.repeat((d[by_first, 1] & 0xFFFF).astype(np.uint16), c)[written]
+    tag = np.repeat(((d[by_first, 1] >> np.uint64(fmt.AUTO_TAG_SHIFT)) & 0xFF).astype(np.uint8), c)
+    tag = tag[written]
+    n_unwritten = int(len(written) - written.sum())
+    recs = recs[written]
+    del written
     info = {
-        "claimed": int(claimed.sum()),
-        "capacity": regions * size,
-        "kept": int(kept.sum()),
-        "dropped": int((claimed - kept).sum()),
+        "claimed": head["claimed"],
+        "capacity": slots,
+        "kept": kept,
+        "dropped": head["claimed"] - kept,
         "unwritten": n_unwritten,
-        "ring": ring,
-        "regions": regions,
-        "region_size": size,
+        "ring": head["ring"],
+        "areas": n_areas,
     }
-    return rows_of(recs, gpu), info
+    rows = rows_of(recs, gpu)
+    rows["step_tag"], rows["tag"] = step_tag, tag
+    return rows, info
 
 
 def rows_of(recs: np.ndarray, gpu: int = 0) -> dict[str, np.ndarray]:
@@ -167,8 +177,8 @@ def rows_of(recs: np.ndarray, gpu: int = 0) -> dict[str, np.ndarray]:
         "warp": ((info >> 16) & 0x7F).astype(np.uint8),
         "kernel": (info & 0xFFFF).astype(np.int32),
         "grid_id": recs["grid_id"].astype(np.uint32),
-        "tag": (info >> 24).astype(np.uint8),
-        "step_tag": (recs["sm"] >> 16).astype(np.uint16),
+        "tag": np.zeros(len(recs), np.uint8),  # the area's (read_buffer)
+        "step_tag": np.zeros(len(recs), np.uint16),
         "per_warp": (info & fmt.AUTO_PER_WARP) != 0,
     }
 
@@ -192,8 +202,8 @@ def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     grid ids: a key in which a program (x, y, z, warp) recurs holds several replays. Replays of
     one node run one after another, so there a new launch begins where a program starts after
     every earlier program of the key has ended (a gap in the key's busy time). Dropped records
-    (ring or limit) leave no such gap, since an SM whose region is full records nothing more
-    while the others go on; and a launch of several programs has none, since the block
+    (ring or limit) leave no such gap, since whole launches are dropped (a launch's area is
+    kept or not); and a launch of several programs has none, since the block
     scheduler starts a waiting program as soon as one ends. What still holds a program twice
     (replays on two streams at once) is split by occurrence: the k-th record of each program
     belongs to the k-th replay."""

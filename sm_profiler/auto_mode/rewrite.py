@@ -2,6 +2,8 @@
 
 The kernel's own code is not touched: a module global is declared, the record's registers and
 start go at the top of the entry's body, and its end before every `ret` (or `exit`) of the entry.
+The record's area comes in the entry's last parameter, Triton's profile scratch pointer, which
+the kernel's own code must not use (Proton's instrumentation does; such a kernel is refused).
 Anything this does not recognise raises `RewriteError`; the caller then keeps the plain PTX and
 says why (a kernel runs uninstrumented rather than broken).
 """
@@ -22,6 +24,7 @@ _LABEL = re.compile(r"^\s*[$\w.]+:")
 _DEBUG_LABEL = re.compile(r"^\s*\$L__(tmp|func_begin)\d+:")  # LLVM's line-table labels
 _BLOCK_END = re.compile(r"\b(bra|brx|ret|exit|call|bar|barrier|trap)\b")
 _GLOBAL_LOAD = re.compile(r"\bld\.global\.")
+_PARAM = re.compile(r"\.param\s.*\.[ub]64\b.*?([\w$]+)$", re.S)
 
 
 class RewriteError(Exception):
@@ -44,6 +47,7 @@ def instrument(text: str, level: str = "program") -> str:
     lines = text.splitlines(keepends=True)
     entry_line = _line_of(text, _ENTRY.search(text).start())
     body = _body_start(lines, entry_line)
+    area = _area_param(lines, entry_line, body)
     out = lines[: body + 1]
     i = body + 1
     while i < len(lines) and _DECL.match(lines[i]) and lines[i].strip() != "}":
@@ -53,7 +57,7 @@ def instrument(text: str, level: str = "program") -> str:
     start = _after_first_load(lines, i)
     out.extend(lines[i:start])
     i = start
-    out.append(ptx.auto_prologue(per_warp) + "\n")
+    out.append(ptx.auto_prologue(per_warp, area) + "\n")
     depth, rets, skip, closed = 1, 0, 0, False
     for line in lines[i:]:
         if not closed:
@@ -61,7 +65,7 @@ def instrument(text: str, level: str = "program") -> str:
             if r:
                 rets += 1
                 indent, _, negated, pred = r.group(1), r.group(2), r.group(3), r.group(4)
-                epilogue = "\t" + ptx.auto_epilogue(per_warp, rets - 1) + "\n"
+                epilogue = "\t" + ptx.auto_epilogue(per_warp, rets - 1, area) + "\n"
                 if pred:
                     label = f"$SMPA_SKIP_{skip}"
                     skip += 1
@@ -81,6 +85,27 @@ def instrument(text: str, level: str = "program") -> str:
     text = "".join(out)
     at = _ADDRESS_SIZE.search(text).end()
     return text[:at] + "\n" + ptx.auto_module_global() + text[at:]
+
+
+def _area_param(lines: list[str], entry: int, body: int) -> str:
+    """The name of the entry's last parameter, Triton's profile scratch pointer (a .u64 that
+    nothing in the kernel reads)."""
+    head = "".join(line.split("//", 1)[0] for line in lines[entry:body])
+    params = head[head.index("(") + 1 : head.rindex(")")].split(",")
+    last = params[-1].strip() if params else ""
+    m = _PARAM.match(last)
+    if m is None:
+        raise RewriteError(
+            "the entry's last parameter is not a 64-bit pointer (Triton's profile scratch)"
+        )
+    name = m.group(1)
+    uses = len(re.findall(rf"(?<![\w$.]){re.escape(name)}(?![\w$.])", "".join(lines[body:])))
+    if uses:
+        raise RewriteError(
+            f"the kernel reads its profile scratch parameter {name!r} itself (Proton's "
+            "instrumentation?)"
+        )
+    return name
 
 
 def _after_first_load(lines: list[str], first: int) -> int:

@@ -11,6 +11,7 @@ from .. import format as fmt
 from ..errors import ConfigError
 from ..progress import stage_for
 from . import binding
+from .areas import Areas
 
 DEFAULT_CAPACITY = 1 << 22  # records (32 B each: 128 MiB of GPU memory)
 _active: list = []
@@ -25,10 +26,10 @@ def current():
 class AutoProfiler:
     """Instrument every Triton / Gluon kernel compiled between `start()` and `stop()`.
 
-    capacity: records kept per GPU (one per program, or per warp with level='warp'), split
-    evenly over the GPU's SMs (each SM claims from its own counter); rounded up to a whole number
-    per SM (ring: a power of two per SM). The true capacity is in the report and the metadata.
-    ring: keep each SM's newest records (a long loop) instead of its first.
+    capacity: records kept per GPU (one per program, or per warp with level='warp'); whole
+    launches are kept or dropped. CUDA graphs hold the areas they were captured with (up to half
+    the capacity) and each recorded replay is copied into the rest.
+    ring: keep the newest launches (a long loop) instead of the first ones.
     level: 'program' (each program's start, end, SM) or 'warp' (each warp's).
     device: record on this GPU only (default: every GPU on which an instrumented kernel runs;
     each gets its own buffer of `capacity` records, 32 bytes each, when its first instrumented
@@ -84,7 +85,7 @@ class AutoProfiler:
         self._primary_optimizer = None
         self._hook = None
         self._only: int | None = None
-        self._buffers: dict[int, dict] = {}  # device index -> buffer, regions, size, props
+        self._buffers: dict[int, dict] = {}  # device index -> buffer, areas, props
         self._table = None
         self._tag = 0
         self.notes: list[str] = []
@@ -119,9 +120,11 @@ class AutoProfiler:
         self._buffers, self._table = {}, None
         self.step_num, self._step_tags, self._manual_steps = 0, {}, False
         self._primary_optimizer = None
+        self._tag = 0
         recording = self._records(0)
         if recording:
             self._new_step_tag()
+        binding.set_step(self._step_tag, self._tag)
         binding.turn_on(self.level, self._allocate, recording)
         if self.count_optimizer_steps:
             from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -135,18 +138,16 @@ class AutoProfiler:
         return self
 
     def _allocate(self, index: int):
-        """(address, regions) of a new buffer on GPU `index`, or None where it records nothing."""
+        """(address, Areas) of a new buffer on GPU `index`, or None where it records nothing."""
         if index in self._buffers:
             b = self._buffers[index]
-            return b["address"], b["regions"]
+            return b["address"], b["areas"]
         if self._only is not None and index != self._only:
             return None
         import torch
 
         props = torch.cuda.get_device_properties(index)
-        regions = fmt.auto_regions(props.multi_processor_count)
-        size = fmt.auto_region_size(self.capacity, regions, self.ring)
-        words = fmt.auto_words(regions, size)
+        words = self.capacity * fmt.AUTO_RECORD_WORDS  # the record slots; the host keeps the rest
         if torch.cuda.is_current_stream_capturing():
             import warnings
 
@@ -164,16 +165,14 @@ class AutoProfiler:
             raise ConfigError(
                 f"cannot allocate the {words * 8:,}-byte auto buffer on cuda:{index}; lower capacity"
             ) from e
-        header = fmt.auto_header(self.capacity, self.ring, regions, self._tag, self._step_tag)
-        buf[: fmt.AUTO_HEADER_WORDS].copy_(torch.from_numpy(header.view(np.int64)))
+        areas = Areas(self.capacity, self.ring)
         self._buffers[index] = {
             "buffer": buf,
             "address": buf.data_ptr(),
-            "regions": regions,
-            "size": size,
+            "areas": areas,
             "props": props,
         }
-        return buf.data_ptr(), regions
+        return buf.data_ptr(), areas
 
     def stop(self) -> AutoProfiler:
         if self not in _active:
@@ -184,7 +183,7 @@ class AutoProfiler:
         try:
             for index, b in self._buffers.items():
                 torch.cuda.synchronize(index)
-                words[index] = b["buffer"].cpu().numpy().view(np.uint64).copy()
+                words[index] = _read_back(b["buffer"], b["areas"])
             origins = _inductor_origins()
             for e in binding.STATE.kernels.values():
                 e.origins = e.origins or origins.get(e.name, "")
@@ -247,7 +246,7 @@ class AutoProfiler:
         on = self._records(self.step_num)
         if on:
             self._new_step_tag()
-            self._write_control()
+            binding.set_step(self._step_tag, self._tag)
         binding.set_recording(on)
 
     def _new_step_tag(self) -> None:
@@ -256,21 +255,13 @@ class AutoProfiler:
         self._step_tag = len(self._step_tags) % fmt.AUTO_MAX_STEP_TAG + 1
         self._step_tags[self._step_tag] = self.step_num
 
-    def _write_control(self) -> None:
-        for b in self._buffers.values():
-            if "buffer" in b:  # one small copy on the device's current stream: stream-ordered
-                b["buffer"][fmt.AUTO_HDR_CONTROL] = fmt.auto_control(
-                    b["size"], self.ring, self._tag, self._step_tag
-                )
-
     def set_tag(self, tag: int) -> None:
-        """Tag the records of launches queued from now on (0..255, 0 = none; stream-ordered, no
-        sync): e.g. one step of a loop, to pick its launches out afterwards (the launch's
+        """Tag the records of launches queued from now on (0..255, 0 = none; no sync): e.g. one step of a loop, to pick its launches out afterwards (the launch's
         `tag` in the table and in each launch's capture metadata)."""
         if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= fmt.AUTO_MAX_TAG:
             raise ConfigError(f"tag must be an int in 0..{fmt.AUTO_MAX_TAG}, got {tag!r}")
         self._tag = tag
-        self._write_control()
+        binding.set_step(self._step_tag, self._tag)
 
     # -- results -----------------------------------------------------------------------------------
 
@@ -389,6 +380,18 @@ class AutoProfiler:
             pass
         meta.update(self.metadata)
         return meta
+
+
+def _read_back(buffer, areas: Areas) -> np.ndarray:
+    """A GPU's buffer as format.py's words: the header and areas the host kept, then the record
+    slots copied from the device straight into place (no second copy)."""
+    import torch
+
+    head = areas.header_and_areas()
+    words = np.empty(len(head) + buffer.numel(), np.uint64)
+    words[: len(head)] = head
+    torch.from_numpy(words[len(head) :].view(np.int64)).copy_(buffer)
+    return words
 
 
 def _clock_sample(index: int) -> list:

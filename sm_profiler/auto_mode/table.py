@@ -5,7 +5,7 @@
                launch, sm, start_ns, end_ns, x, y, z (the program id), warp
     launches   one per launch, a grouping of rows (first_row, rows): gpu, session, kernel,
                grid_id, step (-1: none), tag, per_warp, start_ns, end_ns, grid_x/y/z (the
-               largest program id seen + 1: a lower bound where records were dropped)
+               largest program id seen + 1; a launch is kept whole or dropped whole)
     kernels    one entry per kernel (name and what the binding knew), stored once
     sessions   one per (rank, GPU) buffer: its counts (claimed, kept, dropped, capacity, ...)
                and where it ran (device name, SM count, rank, host)
@@ -448,8 +448,6 @@ class AutoTable:
             programs=int(L["rows"][i]),
             auto_session={key: s.get(key) for key in SESSION_COUNTS + ("ring",)},
         )
-        if s.get("dropped"):
-            meta["grid_is_lower_bound"] = True  # programs past the largest seen may be dropped
         if L["step"][i] >= 0:
             meta["step"] = int(L["step"][i])
         if L["tag"][i]:

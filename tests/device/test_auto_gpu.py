@@ -129,41 +129,44 @@ def test_cuda_graph_replays_are_separate_launches():
     torch.cuda.synchronize()
 
 
-def test_limit_and_ring_count_drops_exactly():
+def test_limit_and_ring_keep_whole_launches_and_count_drops_exactly():
     n = 1 << 16
-    sms = _sm_count()
     x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    kept = []
     for ring in (False, True):
-        with sm_profiler.auto(capacity=sms, ring=ring) as prof:  # one record per SM
+        with sm_profiler.auto(capacity=100, ring=ring) as prof:  # room for one launch of 64
             for _ in range(3):
                 axpy_kernel[(n // 1024,)](x, y, out, n, 1.0, BLOCK=1024)  # 64 programs each
         rows, counts = prof.records()
-        used = len(np.unique(rows["sm"]))
-        assert counts["capacity"] == sms
-        assert counts["claimed"] == 192 and len(rows["sm"]) == used == counts["kept"]
-        assert counts["dropped"] == 192 - used
+        assert counts["capacity"] == 100
+        assert counts["claimed"] == 192 and len(rows["sm"]) == 64 == counts["kept"]
+        assert counts["dropped"] == 128
         trace = prof.decode()
-        assert len(trace.events["kind"]) == used and trace.dropped_total == 192 - used
-        assert trace.kernels[0].metadata["auto_session"]["dropped"] == 192 - used
+        assert len(trace.events["kind"]) == 64 and trace.dropped_total == 128
+        assert trace.kernels[0].metadata["auto_session"]["dropped"] == 128
+        (launch,) = _launches(trace, "axpy_kernel")
+        _check_launch(trace, launch, (64, 1, 1))  # whole: every program once
+        kept.append(int(trace.events["start_ns"].min()))
+    # Limit mode kept the first launch; ring mode the last (both regions ran 3 launches).
+    assert kept[0] < kept[1]
 
 
-def test_a_full_buffer_keeps_exactly_its_capacity_on_any_sm_count():
-    """Regions are the GPU's SMs (132 on an H100), not 256: every record of the capacity is
-    used. 64 records per SM; thousands of programs spread over every SM fill every region."""
+def test_a_limit_buffer_keeps_the_first_whole_launches_that_fit():
     n = 1 << 22
-    sms = _sm_count()
     x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
-    capacity = 64 * sms
+    grid = n // 256  # 16,384 programs a launch
+    capacity = 3 * grid + 100
     with sm_profiler.auto(capacity=capacity) as prof:
         for _ in range(4):
-            axpy_kernel[(n // 256,)](x, y, out, n, 1.0, BLOCK=256)  # 16,384 programs each
+            axpy_kernel[(grid,)](x, y, out, n, 1.0, BLOCK=256)
     rows, counts = prof.records()
-    assert counts["claimed"] == 4 * (n // 256)
-    assert counts["kept"] == len(rows["sm"]) == capacity
-    assert counts["dropped"] == 4 * (n // 256) - capacity
-    assert np.bincount(rows["sm"], minlength=sms).tolist() == [64] * sms
+    assert counts["claimed"] == 4 * grid
+    assert counts["kept"] == len(rows["sm"]) == 3 * grid
+    assert counts["dropped"] == grid
+    assert np.bincount(rows["x"], minlength=grid).tolist() == [3] * grid
+    assert len(np.unique(rows["sm"])) == _sm_count()  # the programs ran on every SM
     text = sm_profiler.auto_mode.report.format_report(prof.decode(), width=100)
-    assert f"kept the first {capacity:,} of capacity {capacity:,}" in " ".join(text.split())
+    assert f"kept the first {3 * grid:,} of capacity {capacity:,}" in " ".join(text.split())
 
 
 def test_every_gpu_of_a_process_is_recorded_each_on_its_buffer():

@@ -24,6 +24,8 @@ def test_rewrite_records_every_way_out_and_leaves_functions_alone():
     body = entry.split("{", 1)[1]
     assert body.index(".reg .b32 \t%r<4>;") < body.index("sm_profiler auto: start")
     assert body.index("sm_profiler auto: start") < body.index("mov.u32 \t%r1, %ctaid.x;")
+    # The area is the last parameter, read where the record needs it.
+    assert entry.count("[k_param_2]") == 1 + 2 and "k_param_1]" not in entry  # start, 2 ends
     w = instrument(PTX, "warp")
     assert "and.b32 %smpa_r0, %smpa_r0, 31;" in w and str(fmt.AUTO_PER_WARP) in w
 
@@ -49,12 +51,12 @@ def test_the_start_goes_after_the_first_blocks_first_global_load(before, after_l
     start = body.index("sm_profiler auto: start")
     load = body.index("ld.global.b32 { %r2 }")
     assert (load < start) == after_load, body
-    assert body.index(".reg .b64 %smpa_d<11>;") < body.index(_FIRST_LOAD.strip())
+    assert body.index(".reg .b64 %smpa_d<6>;") < body.index(_FIRST_LOAD.strip())
     if not after_load:  # at the top, before the kernel's first instruction
         assert start < body.index(_FIRST_LOAD.strip())
     # the start waits for nothing: its read and timer are first used in the end's text
     prologue = body[start : body.index("\n\n", start)]
-    assert "bra" not in prologue and f"ld.global.u32 %smpa_r15, [{ptx.AUTO_SYMBOL}+8]" in prologue
+    assert "bra" not in prologue and f"ld.global.u32 %smpa_r15, [{ptx.AUTO_SYMBOL}]" in prologue
 
 
 @pytest.mark.parametrize(
@@ -70,6 +72,14 @@ def test_the_start_goes_after_the_first_blocks_first_global_load(before, after_l
         (
             PTX.replace("\tret;\n}\n\t.section", "}\n\t.section").replace("\t@%p1 ret;", ""),
             "no ret",
+        ),
+        (
+            PTX.replace("\tmov.b64 \t{%r2, %r3}, 0;", "\tld.param.u64 \t%rd2, [k_param_2];"),
+            "reads its profile scratch parameter 'k_param_2'",
+        ),
+        (
+            PTX.replace(".param .u64 .ptr .global .align 1 k_param_2", ".param .u32 k_param_2"),
+            "last parameter is not a 64-bit pointer",
         ),
     ],
 )

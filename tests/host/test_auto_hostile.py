@@ -137,20 +137,24 @@ def test_7_waves_count_programs_not_warps():
 
 
 def test_10_drops_reach_every_reader(tmp_path, capsys):
-    # Limit mode, 4 regions of 2: SM 0 ran 5 programs of one launch, the last three dropped.
-    recs = [(AUTO_T0 + 100 * p, 50, 0 if p < 5 else 1, 1, 1, p, 0, 0) for p in range(6)]
-    table = table_of(recs, capacity=8)
-    assert table.counts() == {"claimed": 6, "kept": 3, "dropped": 3, "unwritten": 0, "capacity": 8}
+    # Limit mode, 6 slots: launches of 3, 2 and 4 programs; the third does not fit and is
+    # dropped whole, and so is every launch after it (the kept records are the run's first).
+    recs = [(AUTO_T0 + 100 * p, 50, p % 2, 1, 1, p, 0, 0) for p in range(3)]
+    recs += [(AUTO_T0 + 1000 + 100 * p, 50, 0, 2, 1, p, 0, 0) for p in range(2)]
+    recs += [(AUTO_T0 + 2000 + 100 * p, 50, 1, 3, 1, p, 0, 0) for p in range(4)]
+    recs += [(AUTO_T0 + 3000, 50, 1, 4, 1, 0, 0, 0)]
+    table = table_of(recs, capacity=6)
+    assert table.counts() == {"claimed": 10, "kept": 5, "dropped": 5, "unwritten": 0, "capacity": 6}
     trace = decode(table)
-    assert trace.dropped_total == 3
-    assert to_chrome_json(trace)["otherData"]["dropped_records"] == 3
-    assert trace.kernels[0].metadata["grid_is_lower_bound"] is True
+    assert trace.dropped_total == 5
+    assert to_chrome_json(trace)["otherData"]["dropped_records"] == 5
+    assert [k.num_blocks for k in trace.kernels] == [3, 2]  # whole launches, exact grids
     path = tmp_path / "auto.npz"
     table.save(path)
     from sm_profiler.cli import main
 
     assert main(["info", str(path)]) == 0
-    assert "3 dropped" in capsys.readouterr().out
+    assert "5 dropped" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -181,21 +185,42 @@ def test_11_strided_and_int32_views_of_a_buffer_read_alike():
         assert (other["start_ns"] == a["start_ns"]).all()
 
 
-def test_12_an_impossible_counter_is_refused():
+@pytest.mark.parametrize(
+    "area, why",
+    [
+        ((0, 0), r"holds slots 0\.\.0 of"),  # an empty area
+        ((4090, 10), r"holds slots 4,090\.\.4,100 of 4,096"),  # past the slots
+        ((2, 3), "areas overlap"),
+    ],
+)
+def test_12_impossible_areas_are_refused(area, why):
     words = auto_buffer(two_kernels())
-    words[fmt.AUTO_HEADER_WORDS + fmt.AUTO_COUNTER_WORDS] = np.uint64(1 << 63)
-    with pytest.raises(FormatError, match=r"region 1 counts .* \(damaged counters\)"):
+    d = fmt.AUTO_HEADER_WORDS + fmt.AUTO_AREA_WORDS  # the second area's descriptor
+    words[d] = np.uint64(area[0] | (area[1] << 32))
+    with pytest.raises(FormatError, match=why):
+        read_buffer(words)
+
+
+def test_12_an_area_with_unknown_bits_and_a_short_claim_are_refused():
+    words = auto_buffer(two_kernels())
+    words[fmt.AUTO_HEADER_WORDS + 1] = np.uint64(1 << 30)
+    with pytest.raises(FormatError, match="unknown bits"):
+        read_buffer(words)
+    words = auto_buffer(two_kernels())
+    words[fmt.AUTO_HDR_CLAIMED] = np.uint64(3)
+    with pytest.raises(FormatError, match="claims 3 records but its areas keep 16"):
         read_buffer(words)
 
 
 @pytest.mark.parametrize(
     "word, value, why",
     [
-        (fmt.AUTO_HDR_CONTROL, (3 - 1) | fmt.AUTO_RING, "not a power of two"),
         (5, 1, "reserved header words"),
-        (fmt.AUTO_HDR_CONTROL, 1023 | (1 << 33), "unknown bits"),
-        (fmt.AUTO_HDR_REGIONS, 0, "names 0 regions"),
-        (fmt.AUTO_HDR_REGIONS, 300, "names 300 regions"),
+        (fmt.AUTO_HDR_SLOTS, 4096 | (1 << 33), "unknown bits"),
+        (fmt.AUTO_HDR_SLOTS, 0, "names 0 record slots"),
+        (fmt.AUTO_HDR_AREAS, 5000, "names 4,096 record slots and 5,000 areas"),
+        (fmt.AUTO_HDR_AREAS, 5, "header needs"),
+        (0, fmt.AUTO_MAGIC | (3 << 32), "version 3"),
     ],
 )
 def test_13_impossible_headers_are_refused(word, value, why):
@@ -205,17 +230,16 @@ def test_13_impossible_headers_are_refused(word, value, why):
         read_buffer(words)
 
 
-def test_14_the_header_builder_refuses_with_config_errors():
+def test_14_the_header_and_area_builders_refuse_with_config_errors():
     for bad in (0, 2**32, "many", True):
         with pytest.raises(ConfigError, match="capacity"):
-            fmt.auto_header(bad, False, 4)
+            fmt.auto_header(bad, False, 0, 0)
     for tag in (-1, 256, 300, 1.5):
         with pytest.raises(ConfigError, match=r"tag must be an int in 0\.\.255"):
-            fmt.auto_header(4096, False, 4, tag=tag)
-    with pytest.raises(ConfigError, match="regions"):
-        fmt.auto_header(4096, False, 0)
-    hdr = fmt.auto_header(4096, False, 4, tag=255, step=65535)
-    assert int(hdr[fmt.AUTO_HDR_CONTROL]) & ~fmt.AUTO_CONTROL_BITS == 0
+            fmt.auto_area(0, 1, tag=tag)
+    with pytest.raises(ConfigError, match=r"step tag must be an int in 0\.\.65535"):
+        fmt.auto_area(0, 1, step=65536)
+    assert fmt.auto_area(7, 3, step=65535, tag=255) == (7 | 3 << 32, 65535 | 255 << 16)
 
 
 @pytest.mark.parametrize("sm_count", ["many", [1, 2], float("inf"), None, -3])

@@ -26,8 +26,7 @@ def test_records_become_one_launch_per_grid_id_and_replay():
         "dropped": 0,
         "unwritten": 0,
         "ring": False,
-        "regions": 4,
-        "region_size": 1024,
+        "areas": 4,
     }
     assert len(rows["start_ns"]) == 16
     table = table_of(two_kernels())
@@ -49,30 +48,55 @@ def test_records_become_one_launch_per_grid_id_and_replay():
 
 
 def test_drops_are_counted_exactly_in_both_modes():
-    # Three launches of 4 programs, all on SM 0, and one program on SM 300 (past the last
-    # region: it shares region 255's counter); 256 regions of 2 records each.
-    recs = [(AUTO_T0 + 100 * i, 50, 0, 1 + i // 4, 1, i % 4, 0, 0) for i in range(12)]
-    recs.append((AUTO_T0 + 5000, 50, 300, 4, 1, 0, 0, 0))
-    for ring, grid_ids in ((False, [1, 4]), (True, [3, 4])):
-        table = table_of(recs, capacity=512, ring=ring, sm_count=256)
+    # Four launches of 4 programs and one of 1 in 10 slots: limit mode keeps the first two
+    # launches and nothing after the third (which does not fit); ring mode the newest that fit.
+    recs = [(AUTO_T0 + 100 * i, 50, i % 3, 1 + i // 4, 1, i % 4, 0, 0) for i in range(16)]
+    recs.append((AUTO_T0 + 5000, 50, 300, 5, 1, 0, 0, 0))
+    for ring, grid_ids, kept in ((False, [1, 2], 8), (True, [3, 4, 5], 9)):
+        table = table_of(recs, capacity=10, ring=ring, sm_count=256)
         counts = table.counts()
-        assert counts["claimed"] == 13 and counts["dropped"] == 10 and table.num_rows == 3
-        assert counts["kept"] == 3 and counts["capacity"] == 512
+        assert counts["claimed"] == 17 and counts["kept"] == kept == table.num_rows
+        assert counts["dropped"] == 17 - kept and counts["capacity"] == 10
         assert sorted({int(g) for g in table.launches["grid_id"]}) == grid_ids
+        assert (table.launches["rows"][table.launches["grid_id"] < 5] == 4).all()  # whole
         trace = decode(table)
-        assert trace.dropped_total == 10  # every reader sees them (info, Chrome's metadata)
+        assert trace.dropped_total == 17 - kept  # every reader sees them (info, Chrome's)
         text = format_report(trace, width=80)
-        assert "10 of 13 program records dropped" in text
+        assert f"{17 - kept} of 17 program records dropped" in text
         assert ("newest" if ring else "first") in text
-    with pytest.raises(ConfigError, match="capacity"):
-        fmt.auto_header(0, False, 4)
 
 
-def test_unwritten_slot_is_left_out_and_counted():
-    words = auto_buffer(two_kernels()[:4])
-    words[fmt.AUTO_HEADER_WORDS] += 1  # SM 0 claimed one more, not yet written
-    rows, info = read_buffer(words)
-    assert len(rows["start_ns"]) == 4 and info["unwritten"] == 1
+def test_a_ring_overwrites_the_oldest_areas_only():
+    from sm_profiler.auto_mode.areas import Areas
+
+    a = Areas(10, ring=True)
+    assert [a.take(n) for n in (4, 4)] == [0, 4]
+    assert a.take(3) == 0  # starts over: the launch at 0 is overwritten, the one at 4 is not
+    assert [x[:2] for x in a.live] == [[4, 4], [0, 3]]
+    assert a.take(2) == 3  # overwrites the launch at 4..8
+    assert [x[:2] for x in a.live] == [[0, 3], [3, 2]]
+    assert a.take(11) is None and a.claimed == 24 and a.kept() == 5
+    lim = Areas(10, ring=False)
+    assert [lim.take(n) for n in (4, 7, 1)] == [0, None, None]  # none after the first refused
+    assert lim.kept() == 4 and lim.claimed == 12
+
+
+def test_a_graph_replay_is_copied_into_a_launch_area_of_its_own():
+    from sm_profiler.auto_mode.areas import Areas
+
+    a = Areas(16, ring=False)
+    g1, g2 = a.take_graph(3), a.take_graph(2)  # two captured launches, from the top down
+    assert (g1, g2) == (13, 11) and a.top == 11
+    assert a.take_graph(4) is None and a.graphs_refused == 1  # graphs hold half at most
+    assert a.take(2, step=1) == 0
+    first, graph_first, span = a.copy_of([(g1, 3), (g2, 2)], step=2, tag=7)
+    assert (first, graph_first, span) == (2, 11, 5)
+    assert [x[:4] for x in a.live] == [[0, 2, 1, 0], [2, 2, 2, 7], [4, 3, 2, 7]]
+    assert a.copy_of([(g1, 3), (g2, 2)]) is None  # 7 + 5 > 11: limit mode is full
+    assert a.claimed == 2 + 5 + 5 and a.kept() == 7
+    words = a.header_and_areas()
+    rows, info = read_buffer(np.concatenate([words, np.zeros(16 * 4, np.uint64)]))
+    assert info["areas"] == 3 and info["kept"] == 7 and info["unwritten"] == 7
 
 
 def test_packed_timeline_slots_per_sm_and_shared_launch_tracks():
@@ -108,9 +132,9 @@ def test_packed_trace_exports(tmp_path):
 
 
 def test_a_tag_reaches_the_launch_metadata():
-    recs = [(AUTO_T0 + 10 * p, 50, p, 3, 1 | (5 << 24), p, 0, 0) for p in range(4)]
+    recs = [(AUTO_T0 + 10 * p, 50, p, 3, 1, p, 0, 0) for p in range(4)]
     recs += [(AUTO_T0 + 900 + 10 * p, 50, p, 4, 1, p, 0, 0) for p in range(4)]
-    caps = list(table_of(recs))
+    caps = list(table_of(recs, labels={3: (0, 5)}))
     assert [c.metadata.get("tag") for c in caps] == [5, None]
     assert {c.kernel_name for c in caps} == {"triton_poi_fused_add_0"}  # a tag names nothing
 

@@ -105,6 +105,7 @@ def main():
                     "mode": k.metadata.instrumentation_mode,
                     "cubin_bytes": len(k.asm["cubin"]),
                     "hash": k.hash,
+                    "scratch": [k.metadata.profile_scratch_size, k.metadata.num_warps],
                 }
                 if arch == 90 and level == "program":
                     a, b = sass(plain), sass(k)
@@ -115,6 +116,8 @@ def main():
                         "stg_auto": count(b, "STG"),
                         "atom_plain": count(a, "ATOM", "RED"),
                         "atom_auto": count(b, "ATOM", "RED"),
+                        "ldg_plain": count(a, "LDG"),
+                        "ldg_auto": count(b, "LDG"),
                         "added": len(b) - len(a),
                     }
             after = compile_(fn, sig, consts, opts, arch, os.path.join(root, f"{name}{arch}b"))

@@ -7,7 +7,8 @@ import numpy as np
 
 from sm_profiler import format as fmt
 
-# A kernel with a helper function, an early exit, a nested scope and a debug section.
+# A kernel with a helper function, an early exit, a nested scope and a debug section; its last
+# two parameters are Triton's global and profile scratch pointers.
 PTX = """.version 8.7
 .target sm_90a
 .address_size 64
@@ -17,7 +18,9 @@ PTX = """.version 8.7
 \tret;
 }
 .visible .entry k(
-\t.param .u64 .ptr .global .align 1 k_param_0
+\t.param .u64 .ptr .global .align 1 k_param_0,
+\t.param .u64 .ptr .global .align 1 k_param_1,
+\t.param .u64 .ptr .global .align 1 k_param_2
 )
 .reqntid 128
 {
@@ -37,34 +40,33 @@ PTX = """.version 8.7
 """
 
 
-def auto_buffer(records, capacity=256 * 16, ring=False, regions=4, step_tag=0):
-    """An auto buffer as the device leaves it after `records` (start, duration, sm, grid id,
-    kernel id, x, y, z), claimed in this order on their SMs' counters (SM s in region
-    min(s, regions - 1)), as the device writes them (ptx.auto_prologue / auto_epilogue)."""
-    size = fmt.auto_region_size(capacity, regions, ring)
-    words = np.zeros(fmt.auto_words(regions, size), np.uint64)
-    words[: fmt.AUTO_HEADER_WORDS] = fmt.auto_header(capacity, ring, regions, step=step_tag)
-    counters = np.zeros(regions, np.int64)
-    table = words[fmt.AUTO_RECORDS_WORD :].view(fmt.AUTO_RECORD_DTYPE)
-    for start, dur, sm, grid_id, kid, x, y, z in records:
-        region = min(sm, regions - 1)
-        n = int(counters[region])
-        counters[region] = n + 1
-        if n >= size and not ring:
-            continue  # what the device does: limit mode keeps each SM's first records
-        table[region * size + (n % size if ring else n)] = (
-            start,
-            (start + dur) & fmt.LOW32,
-            sm | (step_tag << 16),
-            grid_id,
-            kid,
-            x,
-            y | (z << 16),
-        )
-    words[fmt.AUTO_HEADER_WORDS : fmt.AUTO_RECORDS_WORD : fmt.AUTO_COUNTER_WORDS][:regions] = (
-        counters
-    )
-    return words
+def auto_buffer(records, capacity=256 * 16, ring=False, step_tag=0, tag=0, labels=None):
+    """An auto buffer as the host reads it back after `records` (start, duration, sm, grid id,
+    kernel id, x, y, z) ran in this order: each run of records of one (grid id, kernel) is a
+    launch (a program id that recurs begins the next: a graph's replay) given its area by the
+    host's allocator (areas.Areas), each record written where its program writes it
+    (ptx.auto_epilogue; here in the order given). Areas record `step_tag` and `tag`, or
+    labels[grid id] = (step tag, tag) for a launch of that grid id."""
+    from sm_profiler.auto_mode.areas import Areas
+
+    areas = Areas(capacity, ring)
+    slots = np.zeros(capacity, fmt.AUTO_RECORD_DTYPE)
+    runs, seen = [], set()
+    for r in records:
+        if runs and runs[-1][0][3:5] == r[3:5] and r[5:8] not in seen:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+            seen = set()
+        seen.add(r[5:8])
+    for run in runs:
+        first = areas.take(len(run), *(labels or {}).get(run[0][3], (step_tag, tag)))
+        if first is None:
+            continue
+        for i, (start, dur, sm, grid_id, kid, x, y, z) in enumerate(run):
+            slots[first + i] = (start, (start + dur) & fmt.LOW32, sm, grid_id, kid, x, y | (z << 16))
+    head = areas.header_and_areas()
+    return np.concatenate([head, slots.view(np.uint64)])
 
 
 AUTO_T0 = 7 * 2**32 - 300  # the low word wraps inside the records
@@ -97,7 +99,6 @@ def table_of(records, kernels=None, sm_count=4, session=None, **buffer_options):
     `session`: more of what the region knew of that GPU (step_tags, rank, clock)."""
     from sm_profiler.auto_mode.table import AutoTable
 
-    buffer_options.setdefault("regions", sm_count)
     session = {
         "gpu": 0,
         "sm_count": sm_count,

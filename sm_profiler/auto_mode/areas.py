@@ -1,0 +1,115 @@
+"""One GPU's record slots, handed out a launch at a time (format.py, "auto mode").
+
+Triton asks for a launch's area just before the launch (its profile scratch allocator); `Areas`
+gives the first slot of `count` free ones and remembers the area's step and tag, or says no.
+Launch areas are taken upward from slot 0: in limit mode until one does not fit (then nothing
+more: the kept records are the run's first, whole launches); in ring mode over and over, an
+area overwriting the oldest ones. A CUDA graph's kernels keep the pointers they were captured
+with, so their areas are taken downward from the top, once, and never reused; each recorded
+replay is copied into a launch area (`copy_of`).
+
+Pure bookkeeping, no GPU: the binding turns slots into addresses.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from .. import format as fmt
+
+
+class Areas:
+    def __init__(self, slots: int, ring: bool):
+        self.slots, self.ring = int(slots), bool(ring)
+        self.top = self.slots  # graph areas lie in [top, slots)
+        self.next = 0  # the next free slot of the launch space [0, top)
+        self.lap = 0  # ring: times the launch space was started over
+        self.full = False  # limit mode: an area did not fit, so no later one is given
+        # The kept launch areas in the order they were given: [first, count, step, tag, lap]
+        self.live: deque[list[int]] = deque()
+        self.claimed = 0  # records asked for while recording, kept or not
+        self.graph_slots = 0  # slots held by captured graphs
+        self.graphs_refused = 0  # captured launches given no area (no room)
+
+    def take(self, count: int, step: int = 0, tag: int = 0) -> int | None:
+        """First slot of a new area of `count` records for a launch, or None (nothing kept)."""
+        self.claimed += max(count, 0)
+        first = self._room(count)
+        if first is not None:
+            self.live.append([first, count, step, tag, self.lap])
+        return first
+
+    def copy_of(self, parts: list[tuple[int, int]], step: int = 0, tag: int = 0) -> tuple | None:
+        """(first, graph first, span) of a new area holding a graph replay's areas `parts` ((first, count)
+        each, in the graph space) as they lie, its parts kept as areas of their own; None when it
+        does not fit. Copy `span` slots from `graph first` to `first`."""
+        lo = min(p[0] for p in parts)
+        span = max(p[0] + p[1] for p in parts) - lo
+        self.claimed += sum(p[1] for p in parts)
+        first = self._room(span)
+        if first is None:
+            return None
+        for p_first, p_count in sorted(parts):
+            self.live.append([first + p_first - lo, p_count, step, tag, self.lap])
+        return first, lo, span
+
+    def take_graph(self, count: int) -> int | None:
+        """First slot of an area for a launch being captured into a CUDA graph (kept until the
+        run ends), or None where there is no room: graphs hold at most half the slots, so that
+        a replay's copy fits in the other half."""
+        if count <= 0:
+            return None
+        low = self.top - count
+        if self.graph_slots + count > self.slots // 2 or (not self.ring and low < self.next):
+            self.graphs_refused += 1
+            return None
+        if self.ring:  # launch areas at or above `low` are overwritten from now on
+            self.live = deque(a for a in self.live if a[0] + a[1] <= low)
+            self.next = min(self.next, low)
+        self.top = low
+        self.graph_slots += count
+        return low
+
+    def _room(self, count: int) -> int | None:
+        if count <= 0:
+            return None
+        if self.full:
+            return None
+        end = self.next + count
+        if end > self.top:
+            if not self.ring:
+                self.full = True
+                return None
+            if count > self.top:
+                return None
+            # Start over: what lies past this lap's end is older than all of this lap.
+            self.lap += 1
+            while self.live and self.live[0][4] < self.lap - 1:
+                self.live.popleft()
+            self.next, end = 0, count
+        if self.lap:
+            while self.live and self.live[0][4] < self.lap and self.live[0][0] < end:
+                self.live.popleft()
+        first = self.next
+        self.next = end
+        return first
+
+    # -- reading back ------------------------------------------------------------------------
+
+    def kept(self) -> int:
+        return sum(a[1] for a in self.live)
+
+    def header_and_areas(self) -> np.ndarray:
+        """The header and area descriptors that go in front of the record slots read back."""
+        words = np.zeros(fmt.AUTO_HEADER_WORDS + fmt.AUTO_AREA_WORDS * len(self.live), np.uint64)
+        words[: fmt.AUTO_HEADER_WORDS] = fmt.auto_header(
+            self.slots, self.ring, len(self.live), self.claimed
+        )
+        if self.live:
+            a = np.array([x[:4] for x in self.live], np.uint64).reshape(-1, 4)
+            d = words[fmt.AUTO_HEADER_WORDS :].reshape(-1, fmt.AUTO_AREA_WORDS)
+            d[:, 0] = a[:, 0] | (a[:, 1] << np.uint64(32))
+            d[:, 1] = a[:, 2] | (a[:, 3] << np.uint64(fmt.AUTO_TAG_SHIFT))
+        return words
