@@ -33,8 +33,6 @@ import sys
 
 import numpy as np
 
-from sm_profiler import format as fmt
-
 SPELLINGS = ("plain", "stores", "red", "claim_stores", "claim_at_start", "load_stores")
 COUNTER_STRIDE_WORDS = 4  # a counter per 32-byte sector, as the claim (format v3) had them
 RING = 4096  # records per SM's region (a power of two: the slot is the count's low bits)

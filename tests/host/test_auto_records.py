@@ -6,14 +6,12 @@ tests/device/test_auto_rewrite.py; hostile buffers and files in test_auto_hostil
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from auto_inputs import AUTO_T0, auto_buffer, table_of, two_kernels
 
 from sm_profiler import format as fmt
 from sm_profiler.auto_mode.records import read_buffer
 from sm_profiler.auto_mode.report import format_report, launch_reports
 from sm_profiler.decode import decode
-from sm_profiler.errors import ConfigError
 from sm_profiler.timeline import build
 
 
@@ -97,6 +95,14 @@ def test_a_graph_replay_is_copied_into_a_launch_area_of_its_own():
     words = a.header_and_areas()
     rows, info = read_buffer(np.concatenate([words, np.zeros(16 * 4, np.uint64)]))
     assert info["areas"] == 3 and info["kept"] == 7 and info["unwritten"] == 7
+
+
+def test_unwritten_slot_is_left_out_and_counted():
+    words = auto_buffer(two_kernels()[:4])
+    words[fmt.AUTO_HEADER_WORDS] += np.uint64(1 << 32)  # a fifth program, not yet written
+    words[fmt.AUTO_HDR_CLAIMED] += np.uint64(1)
+    rows, info = read_buffer(words)
+    assert len(rows["start_ns"]) == 4 and info["unwritten"] == 1 and info["kept"] == 5
 
 
 def test_packed_timeline_slots_per_sm_and_shared_launch_tracks():

@@ -64,7 +64,15 @@ def auto_buffer(records, capacity=256 * 16, ring=False, step_tag=0, tag=0, label
         if first is None:
             continue
         for i, (start, dur, sm, grid_id, kid, x, y, z) in enumerate(run):
-            slots[first + i] = (start, (start + dur) & fmt.LOW32, sm, grid_id, kid, x, y | (z << 16))
+            slots[first + i] = (
+                start,
+                (start + dur) & fmt.LOW32,
+                sm,
+                grid_id,
+                kid,
+                x,
+                y | (z << 16),
+            )
     head = areas.header_and_areas()
     return np.concatenate([head, slots.view(np.uint64)])
 
