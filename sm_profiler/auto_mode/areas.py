@@ -27,8 +27,10 @@ class Areas:
         self.next = 0  # the next free slot of the launch space [0, top)
         self.lap = 0  # ring: times the launch space was started over
         self.full = False  # limit mode: an area did not fit, so no later one is given
-        # The kept launch areas in the order they were given: [first, count, step, tag, lap]
-        self.live: deque[list[int]] = deque()
+        # The kept areas in the order they were given: [first, count, step, tag, lap, parts];
+        # parts: None for a launch, else a graph replay's launches as (offsets from first,
+        # counts) arrays, shared by its replays (a replay costs one entry, not one a launch)
+        self.live: deque[list] = deque()
         self.claimed = 0  # records asked for while recording, kept or not
         self.graph_slots = 0  # slots held by captured graphs
         self.graphs_refused = 0  # captured launches given no area (no room)
@@ -36,24 +38,36 @@ class Areas:
     def take(self, count: int, step: int = 0, tag: int = 0) -> int | None:
         """First slot of a new area of `count` records for a launch, or None (nothing kept)."""
         self.claimed += max(count, 0)
+        end = self.next + count
+        if end <= self.top and count > 0 and not self.lap and not self.full:  # the usual case
+            first, self.next = self.next, end
+            self.live.append([first, count, step, tag, 0, None])
+            return first
         first = self._room(count)
         if first is not None:
-            self.live.append([first, count, step, tag, self.lap])
+            self.live.append([first, count, step, tag, self.lap, None])
         return first
 
-    def copy_of(self, parts: list[tuple[int, int]], step: int = 0, tag: int = 0) -> tuple | None:
-        """(first, graph first, span) of a new area holding a graph replay's areas `parts` ((first, count)
-        each, in the graph space) as they lie, its parts kept as areas of their own; None when it
-        does not fit. Copy `span` slots from `graph first` to `first`."""
-        lo = min(p[0] for p in parts)
-        span = max(p[0] + p[1] for p in parts) - lo
-        self.claimed += sum(p[1] for p in parts)
+    @staticmethod
+    def replay_parts(parts: list[tuple[int, int]]) -> tuple:
+        """A captured graph's areas ((first, count) each, in the graph space) as copy_of takes
+        them: (graph first, span, records, offsets, counts)."""
+        firsts = np.array(sorted(p[0] for p in parts), np.int64)
+        counts = np.array([c for _, c in sorted(parts)], np.int64)
+        lo = int(firsts[0])
+        span = int((firsts + counts).max()) - lo
+        return lo, span, int(counts.sum()), firsts - lo, counts
+
+    def copy_of(self, replay: tuple, step: int = 0, tag: int = 0) -> int | None:
+        """First slot of a new area holding a graph replay (`replay_parts` of its captured areas)
+        as its areas lie, each launch kept as an area of its own; None when it does not fit.
+        Copy `span` slots from `graph first` to it."""
+        lo, span, records, offsets, counts = replay
+        self.claimed += records
         first = self._room(span)
-        if first is None:
-            return None
-        for p_first, p_count in sorted(parts):
-            self.live.append([first + p_first - lo, p_count, step, tag, self.lap])
-        return first, lo, span
+        if first is not None:
+            self.live.append([first, span, step, tag, self.lap, (offsets, counts)])
+        return first
 
     def take_graph(self, count: int) -> int | None:
         """First slot of an area for a launch being captured into a CUDA graph (kept until the
@@ -67,6 +81,7 @@ class Areas:
             return None
         if self.ring:  # launch areas at or above `low` are overwritten from now on
             self.live = deque(a for a in self.live if a[0] + a[1] <= low)
+        else:  # no launch area lies there: `low` >= next
             self.next = min(self.next, low)
         self.top = low
         self.graph_slots += count
@@ -98,18 +113,31 @@ class Areas:
 
     # -- reading back ------------------------------------------------------------------------
 
+    def areas(self) -> np.ndarray:
+        """(first, count, step, tag) of every kept launch area, a replay's launches each one, in
+        the order given."""
+        out = []
+        for first, count, step, tag, _, parts in self.live:
+            if parts is None:
+                out.append(np.array([[first, count, step, tag]], np.int64))
+            else:
+                offsets, counts = parts
+                a = np.empty((len(counts), 4), np.int64)
+                a[:, 0], a[:, 1], a[:, 2], a[:, 3] = first + offsets, counts, step, tag
+                out.append(a)
+        return np.concatenate(out) if out else np.zeros((0, 4), np.int64)
+
     def kept(self) -> int:
-        return sum(a[1] for a in self.live)
+        return int(self.areas()[:, 1].sum())
 
     def header_and_areas(self) -> np.ndarray:
         """The header and area descriptors that go in front of the record slots read back."""
-        words = np.zeros(fmt.AUTO_HEADER_WORDS + fmt.AUTO_AREA_WORDS * len(self.live), np.uint64)
+        a = self.areas().astype(np.uint64)
+        words = np.zeros(fmt.AUTO_HEADER_WORDS + fmt.AUTO_AREA_WORDS * len(a), np.uint64)
         words[: fmt.AUTO_HEADER_WORDS] = fmt.auto_header(
-            self.slots, self.ring, len(self.live), self.claimed
+            self.slots, self.ring, len(a), self.claimed
         )
-        if self.live:
-            a = np.array([x[:4] for x in self.live], np.uint64).reshape(-1, 4)
-            d = words[fmt.AUTO_HEADER_WORDS :].reshape(-1, fmt.AUTO_AREA_WORDS)
-            d[:, 0] = a[:, 0] | (a[:, 1] << np.uint64(32))
-            d[:, 1] = a[:, 2] | (a[:, 3] << np.uint64(fmt.AUTO_TAG_SHIFT))
+        d = words[fmt.AUTO_HEADER_WORDS :].reshape(-1, fmt.AUTO_AREA_WORDS)
+        d[:, 0] = a[:, 0] | (a[:, 1] << np.uint64(32))
+        d[:, 1] = a[:, 2] | (a[:, 3] << np.uint64(fmt.AUTO_TAG_SHIFT))
         return words

@@ -119,6 +119,8 @@ class _State:
         self.tag = 0
         self.capturing: list | None = None  # (device, first, count) of a graph being captured
         self.on = False  # launches get areas: on, recording and not paused
+        self.single = None  # the one device's (address, Areas) while only one has a buffer
+        self.static_loaded = 0  # instrumented kernels Inductor's static launcher loaded
         self.level: str | None = None  # set while on
         self.skipped: dict[str, str] = {}  # kernel -> why it runs plain (rewrite refused)
         self.plain_loaded: dict[str, int] = {}  # plain kernels loaded while on (name -> count)
@@ -400,8 +402,32 @@ def _static_launcher_classes() -> list:
 
 
 def _wrap_static_init(original):
+    """Inductor's static launcher refuses a kernel that asks for profile scratch; an
+    instrumented kernel is built as one that does not, then told to pass the launch's area
+    where its profile scratch pointer goes (`_wrap_static_run`), so Inductor keeps its faster
+    launcher."""
+
     def __init__(self, kernel, *args, **kwargs):
-        original(self, kernel, *args, **kwargs)
+        meta = getattr(kernel, "metadata", None)
+        ours = (
+            meta is not None
+            and level_of(getattr(meta, "instrumentation_mode", None)) is not None
+            and getattr(meta, "profile_scratch_size", 0) > 0
+        )
+        if ours:
+            kernel.metadata = meta._replace(profile_scratch_size=0)
+        try:
+            original(self, kernel, *args, **kwargs)
+        finally:
+            if ours:
+                kernel.metadata = meta
+        if ours:
+            if not (getattr(self, "has_profile_scratch", False) and isinstance(self.arg_tys, str)):
+                raise NotImplementedError("sm_profiler.auto: profile scratch (Triton's launcher)")
+            has_global = bool(getattr(self, "has_global_scratch", False))
+            self.has_global_scratch = self.has_profile_scratch = False
+            self.arg_tys += ("O" if has_global else "") + "K"  # None; the area, a u64
+            self._sm_profiler_scratch = (meta.profile_scratch_size, has_global)
         try:
             meta = kernel.metadata._asdict()
             if level_of(meta.get("instrumentation_mode")) is not None:
@@ -417,6 +443,20 @@ def _wrap_static_init(original):
     return __init__
 
 
+def _wrap_static_run(original):
+    def run(self, grid_x, grid_y, grid_z, stream, *args):
+        scratch = getattr(self, "_sm_profiler_scratch", None)
+        if scratch is None:
+            return original(self, grid_x, grid_y, grid_z, stream, *args)
+        area = area_for_launch(grid_x * grid_y * grid_z * scratch[0], 32, stream) or 0
+        if scratch[1]:
+            return original(self, grid_x, grid_y, grid_z, stream, *args, None, area)
+        return original(self, grid_x, grid_y, grid_z, stream, *args, area)
+
+    run.__wrapped__ = original
+    return run
+
+
 def _wrap_static_load(original):
     def load_kernel(self, device, *args, **kwargs):
         fresh = self.function is None
@@ -428,6 +468,7 @@ def _wrap_static_load(original):
                 module = module_of(self.function)
                 register_loaded(module, self.name, meta)
                 self._sm_profiler_module = module
+                STATE.static_loaded += 1
                 kid = STATE.by_module.get(module)
                 if kid is not None:
                     STATE.kernels[kid].source = STATE.kernels[kid].source or source
@@ -473,24 +514,29 @@ def area_for_launch(size: int, alignment: int, stream) -> int | None:
     taken while a CUDA graph is captured stay the graph's; they are taken while not recording
     too, since a graph captured in a warm-up step is replayed in the active ones."""
     st = STATE
-    if not st.on and st.capturing is None:
+    if st.capturing is None:
+        if not st.on:
+            return None
+        b = st.single or _buffer(_current_device())
+        if b is None:
+            return None
+        first = b[1].take(size >> _RECORD_SHIFT, st.step_tag, st.tag)
+        return None if first is None else b[0] + (first << _RECORD_SHIFT)
+    if st.paused:
         return None
-    device = _current_device() if len(st.buffers) != 1 else next(iter(st.buffers))
+    device = _current_device()
     b = _buffer(device)
-    if b is None or st.paused:
+    if b is None:
         return None
-    base, areas = b
-    count = size // fmt.AUTO_RECORD_BYTES
-    if st.capturing is not None:
-        first = areas.take_graph(count)
-        if first is None:
-            return None
-        st.capturing.append((device, first, count))
-    else:
-        first = areas.take(count, st.step_tag, st.tag)
-        if first is None:
-            return None
-    return base + first * fmt.AUTO_RECORD_BYTES
+    count = size >> _RECORD_SHIFT
+    first = b[1].take_graph(count)
+    if first is None:
+        return None
+    st.capturing.append((device, first, count))
+    return b[0] + (first << _RECORD_SHIFT)
+
+
+_RECORD_SHIFT = (fmt.AUTO_RECORD_BYTES - 1).bit_length()
 
 
 def _wrap_capture_begin(original):
@@ -509,7 +555,12 @@ def _wrap_capture_end(original):
         parts, STATE.capturing = STATE.capturing, None
         out = original(self, *args, **kwargs)
         if parts:
-            self._sm_profiler_areas = parts
+            from .areas import Areas
+
+            self._sm_profiler_areas = {
+                d: Areas.replay_parts([(f, c) for dd, f, c in parts if dd == d])
+                for d in sorted({p[0] for p in parts})
+            }
         return out
 
     capture_end.__wrapped__ = original
@@ -535,23 +586,23 @@ def _wrap_replay(original):
     return replay
 
 
-def copy_replay(parts: list[tuple[int, int, int]]) -> None:
+def copy_replay(replays: dict) -> None:
     """After a recorded replay, in its stream's order: each device's captured areas copied into
     a new launch area of that device, whose parts are the replay's launches."""
     import torch
 
-    for device in sorted({p[0] for p in parts}):
+    for device, replay in replays.items():
         b = STATE.buffers.get(device)
         if b is None:
             continue
         base, areas = b
-        got = areas.copy_of([(f, c) for d, f, c in parts if d == device], STATE.step_tag, STATE.tag)
-        if got is None:
+        first = areas.copy_of(replay, STATE.step_tag, STATE.tag)
+        if first is None:
             continue
-        first, graph_first, span = got
-        nbytes = fmt.AUTO_RECORD_BYTES
+        graph_first, span = replay[0], replay[1]
+        n = fmt.AUTO_RECORD_BYTES
         stream = torch.cuda.current_stream(device).cuda_stream
-        copy_device(base + first * nbytes, base + graph_first * nbytes, span * nbytes, stream)
+        copy_device(base + first * n, base + graph_first * n, span * n, stream)
 
 
 # -- on and off -------------------------------------------------------------------------------------
@@ -568,6 +619,7 @@ def install() -> None:
     for cls in _static_launcher_classes():
         cls.__init__ = _wrap_static_init(cls.__init__)
         cls.load_kernel = _wrap_static_load(cls.load_kernel)
+        cls.run = _wrap_static_run(cls.run)
         if hasattr(cls, "close"):
             cls.close = _wrap_static_close(cls.close)
     _install_allocator()
@@ -601,8 +653,10 @@ def turn_on(level: str, allocate=None, recording: bool = True) -> None:
     }
     STATE.level = level
     STATE.buffers = {}
+    STATE.single = None
     STATE.allocate = allocate
     STATE.plain_loaded = {}
+    STATE.static_loaded = 0
     STATE.paused = STATE.pauses = 0
     STATE.recording = recording
     STATE.capturing = None
@@ -623,6 +677,7 @@ def turn_off() -> None:
     CUDABackend.parse_options = STATE.saved.get("parse_options", CUDABackend.parse_options)
     STATE.level = None
     STATE.buffers = {}
+    STATE.single = None
     STATE.allocate = None
     STATE.capturing = None
     rebind()
@@ -636,6 +691,8 @@ def _buffer(device: int):
         return None
     if device not in STATE.buffers:
         STATE.buffers[device] = STATE.allocate(device) or None
+        live = [b for b in STATE.buffers.values() if b is not None]
+        STATE.single = live[0] if len(STATE.buffers) == 1 and live else None
     return STATE.buffers[device]
 
 

@@ -43,3 +43,73 @@ def test_partitions_of_a_warp_specialized_kernel_name_its_warps():
     assert names[0] == "default · warp 0" and names[5] == "worker 0 · warp 5"
     assert names[6] == "worker 1 · warp 6" and names[7] == "warp 7"  # Triton's padding warp
     assert partitions_of('module attributes {"ttg.num-warps" = 4 : i32} {') == []
+
+
+def test_an_instrumented_kernel_asks_for_a_record_per_program_at_each_launch():
+    from types import SimpleNamespace
+
+    from sm_profiler.auto_mode import binding
+
+    stages = {"ptx": lambda src, metadata: PTX}
+    options = SimpleNamespace(instrumentation_mode=binding.mode_name("warp"))
+    binding._stages_hook(None, stages, options, None, 90)
+    meta = {"name": "k", "num_warps": 8}
+    stages["ptx"](None, meta)
+    assert meta["profile_scratch_size"] == 8 * 32  # per warp: warps x 32 bytes a program
+
+
+class _FakeStaticLauncher:
+    """Inductor's static launcher as far as the binding relies on it (torch 2.11's shape):
+    refuses profile scratch, appends a None per scratch parameter at each run."""
+
+    def __init__(self, kernel):
+        m = kernel.metadata
+        if m.profile_scratch_size > 0:
+            raise NotImplementedError("Profile scratch not yet supported")
+        self.has_global_scratch = self.has_profile_scratch = True
+        self.arg_tys = "OOi"
+        self.launched = []
+
+    def run(self, grid_x, grid_y, grid_z, stream, *args):
+        arg_tys = self.arg_tys
+        for has in (self.has_global_scratch, self.has_profile_scratch):
+            if has:
+                arg_tys, args = arg_tys + "O", (*args, None)
+        assert len(args) == len(arg_tys)
+        self.launched.append((arg_tys, args))
+
+
+def test_the_static_launcher_passes_each_launch_its_area(monkeypatch):
+    from collections import namedtuple
+
+    from sm_profiler.auto_mode import binding
+    from sm_profiler.auto_mode.areas import Areas
+
+    Meta = namedtuple("Meta", "instrumentation_mode profile_scratch_size num_warps shared hash")
+    cls = type("Launcher", (_FakeStaticLauncher,), {})
+    cls.__init__ = binding._wrap_static_init(cls.__init__)
+    cls.run = binding._wrap_static_run(cls.run)
+    ours = SimpleKernel(Meta(binding.mode_name("program"), 32, 4, 0, "h"))
+    plain = SimpleKernel(Meta("", 0, 4, 0, "h"))
+    a, p = cls(ours), cls(plain)
+    assert ours.metadata.profile_scratch_size == 32  # put back as it was
+    areas = Areas(1000, ring=False)
+    monkeypatch.setattr(binding.STATE, "on", True)
+    monkeypatch.setattr(binding.STATE, "single", (1 << 20, areas))
+    a.run(3, 2, 1, 0, "x", "y", 5)
+    a.run(4, 1, 1, 0, "x", "y", 5)
+    p.run(4, 1, 1, 0, "x", "y", 5)
+    (t0, a0), (t1, a1) = a.launched
+    assert t0 == "OOiOK" and a0 == ("x", "y", 5, None, 1 << 20)  # global scratch None, area
+    assert a1[-1] == (1 << 20) + 6 * 32  # the next launch's area follows the 6 programs
+    assert p.launched == [("OOiOO", ("x", "y", 5, None, None))]  # plain kernels untouched
+    assert areas.areas()[:, :2].tolist() == [[0, 6], [6, 4]]
+    monkeypatch.setattr(binding.STATE, "on", False)
+    a.run(4, 1, 1, 0, "x", "y", 5)
+    assert a.launched[-1][1][-1] == 0  # not recording: a null area
+
+
+class SimpleKernel:
+    def __init__(self, metadata):
+        self.metadata = metadata
+        self.src = None

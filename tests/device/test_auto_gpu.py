@@ -477,6 +477,8 @@ def test_inductor_either_launcher_every_kernel_bound(static_launcher):
         with sm_profiler.auto() as prof:
             train_step(torch.compile(model), x)
     assert not binding.STATE.plain_loaded
+    # The static launcher kept its instrumented kernels (it passes their areas itself).
+    assert (binding.STATE.static_loaded > 0) == static_launcher
     trace = prof.decode()
     assert len({k.name for k in trace.kernels}) >= 4
     for c in range(len(trace.kernels)):

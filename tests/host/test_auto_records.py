@@ -70,9 +70,9 @@ def test_a_ring_overwrites_the_oldest_areas_only():
     a = Areas(10, ring=True)
     assert [a.take(n) for n in (4, 4)] == [0, 4]
     assert a.take(3) == 0  # starts over: the launch at 0 is overwritten, the one at 4 is not
-    assert [x[:2] for x in a.live] == [[4, 4], [0, 3]]
+    assert a.areas()[:, :2].tolist() == [[4, 4], [0, 3]]
     assert a.take(2) == 3  # overwrites the launch at 4..8
-    assert [x[:2] for x in a.live] == [[0, 3], [3, 2]]
+    assert a.areas()[:, :2].tolist() == [[0, 3], [3, 2]]
     assert a.take(11) is None and a.claimed == 24 and a.kept() == 5
     lim = Areas(10, ring=False)
     assert [lim.take(n) for n in (4, 7, 1)] == [0, None, None]  # none after the first refused
@@ -87,10 +87,12 @@ def test_a_graph_replay_is_copied_into_a_launch_area_of_its_own():
     assert (g1, g2) == (13, 11) and a.top == 11
     assert a.take_graph(4) is None and a.graphs_refused == 1  # graphs hold half at most
     assert a.take(2, step=1) == 0
-    first, graph_first, span = a.copy_of([(g1, 3), (g2, 2)], step=2, tag=7)
-    assert (first, graph_first, span) == (2, 11, 5)
-    assert [x[:4] for x in a.live] == [[0, 2, 1, 0], [2, 2, 2, 7], [4, 3, 2, 7]]
-    assert a.copy_of([(g1, 3), (g2, 2)]) is None  # 7 + 5 > 11: limit mode is full
+    replay = Areas.replay_parts([(g1, 3), (g2, 2)])
+    assert replay[:3] == (11, 5, 5)  # copy 5 slots from slot 11; 5 records
+    assert a.copy_of(replay, step=2, tag=7) == 2
+    assert a.areas().tolist() == [[0, 2, 1, 0], [2, 2, 2, 7], [4, 3, 2, 7]]
+    assert len(a.live) == 2  # the replay is one entry however many launches it holds
+    assert a.copy_of(replay) is None  # 7 + 5 > 11: limit mode is full
     assert a.claimed == 2 + 5 + 5 and a.kept() == 7
     words = a.header_and_areas()
     rows, info = read_buffer(np.concatenate([words, np.zeros(16 * 4, np.uint64)]))
