@@ -448,7 +448,9 @@ def _wrap_static_run(original):
         scratch = getattr(self, "_sm_profiler_scratch", None)
         if scratch is None:
             return original(self, grid_x, grid_y, grid_z, stream, *args)
-        area = area_for_launch(grid_x * grid_y * grid_z * scratch[0], 32, stream) or 0
+        area = 0  # a null area: record nothing (asked only where one may be given)
+        if STATE.on or STATE.capturing is not None:
+            area = area_for_launch(grid_x * grid_y * grid_z * scratch[0], 32, stream) or 0
         if scratch[1]:
             return original(self, grid_x, grid_y, grid_z, stream, *args, None, area)
         return original(self, grid_x, grid_y, grid_z, stream, *args, area)
