@@ -53,6 +53,12 @@ default) keeps its pick and every later process launches that config (SharedAuto
   auto_off         the same region, on all along (every kernel compiled in it is instrumented),
                    with a schedule that records no step (sm_profiler.schedule(skip_first=10**9))
                    and `prof.step()` after each step: the cost of auto mode's off steps
+  auto_ab          plain, off and on in one process: the model compiled plain first, then a second
+                   copy compiled inside `sm_profiler.auto(ring=True)` with the plain compile's
+                   autotune picks; then `--repeats` rounds of (plain, instrumented with recording
+                   off, on), one repeat of the steps each (time_ab). The steadiest figure for the
+                   off and on costs: one process, one set of picks, alternating repeats. Its row's
+                   ms/step is the instrumented model recording
   torch_profiler   torch.profiler.profile(activities=[CPU, CUDA]) around the timed steps only
   proton           triton.profiler start(hook="triton") ... finalize() around the timed steps
                    only (CUPTI launch-level: no in-kernel instrumentation)
@@ -106,7 +112,7 @@ import time
 MODELS = ("gpt", "llama", "moe", "mlp")
 SCENARIOS = ("train", "train_graphs", "infer")
 DEFAULT_SCENARIOS = ("train", "train_graphs")
-MODES = ("plain", "auto", "auto_off", "torch_profiler", "proton", "inductor_proton")
+MODES = ("plain", "auto", "auto_off", "auto_ab", "torch_profiler", "proton", "inductor_proton")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULT_PREFIX = "AUTO_OVERHEAD_RESULT "  # the child's one line of JSON per case on stdout
 # Tag given (set_tag) to the launches of one extra step after the timed ones, so that one step's
@@ -586,6 +592,25 @@ def format_kernel_added(runs: list[dict], models, scenarios, modes) -> list[str]
     return out
 
 
+def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
+    """`plain` and `instrumented` (the same model, compiled twice) in one process, `repeats`
+    rounds of (plain, recording off, recording on), one repeat of `steps` steps each: ms/step of
+    each, and the off and on costs over plain (medians)."""
+    from sm_profiler.auto_mode import binding
+
+    out = {"plain_ms": [], "off_ms": [], "on_ms": []}
+    for _ in range(repeats):
+        out["plain_ms"] += time_steps(plain, steps, 1)
+        binding.set_recording(False)
+        out["off_ms"] += time_steps(instrumented, steps, 1)
+        binding.set_recording(True)
+        out["on_ms"] += time_steps(instrumented, steps, 1)
+    base = statistics.median(out["plain_ms"])
+    for k in ("off", "on"):
+        out[f"{k}_pct"] = 100.0 * (statistics.median(out[f"{k}_ms"]) / base - 1.0)
+    return out
+
+
 def time_on_off(step, steps: int, repeats: int) -> dict:
     """The same binary in the same process with recording switched off and on, `repeats` times
     each, alternating: what the recording itself costs, apart from the instrumented binary and
@@ -794,6 +819,9 @@ def run_case(model: str, scenario: str, args) -> dict:
     if mode == "inductor_proton":
         return run_inductor_proton(step, timed, res)
 
+    if mode == "auto_ab":
+        return run_ab(model, scenario, args, step, prepare, res)
+
     if mode == "plain":
         timed(step)
     elif mode == "torch_profiler":
@@ -829,6 +857,31 @@ def run_case(model: str, scenario: str, args) -> dict:
             }
     else:
         raise ValueError(f"unknown mode {mode!r}")
+    return res
+
+
+def run_ab(model: str, scenario: str, args, plain_step, prepare, res: dict) -> dict:
+    """auto_ab: the plain model compiled and warmed, then a second copy compiled inside the
+    region with the plain compile's autotune picks, then time_ab."""
+    import tempfile
+
+    import sm_profiler
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shared = SharedAutotune(os.path.join(tmp, "picks.json"))
+        shared.install()
+        try:
+            prepare(plain_step)
+            shared.picks.update(shared.made)  # the instrumented compile launches these
+            with sm_profiler.auto(capacity=AUTO_CAPACITY_RECORDS, ring=True):
+                inst = make_step(model, scenario, args)
+                inst()  # compiles inside the region: instrumented
+                warm_up(inst, args.warmup, args.max_timed_s / 2)
+                res["ab"] = time_ab(plain_step, inst, res["steps"], args.repeats)
+        finally:
+            shared.uninstall()
+    res["ab"]["picks_taken"] = shared.taken
+    res["ms_per_step_repeats"] = res["ab"]["on_ms"]
     return res
 
 
@@ -1016,6 +1069,9 @@ def summarize(runs: list[dict], models, scenarios, modes) -> list[dict]:
                                 "claimed",
                             )
                         }
+                    if mode == "auto_ab":
+                        row["ab"] = {k: [r["ab"][f"{k}_pct"] for r in ok] for k in ("off", "on")}
+                        row["ab"]["picks_taken"] = ok[-1]["ab"].get("picks_taken", 0)
                     if mode == "auto" and all("on_off" in r for r in ok):
                         row["on_off_pct"] = [r["on_off"]["added_pct"] for r in ok]
                     if mode == "proton":
@@ -1076,6 +1132,12 @@ def format_table(rows: list[dict], header: str) -> list[str]:
             notes.append(
                 f"recording on vs off in one process {statistics.median(got):+.2f}% "
                 f"({min(got):+.1f}..{max(got):+.1f})"
+            )
+        if "ab" in r:
+            off, on = r["ab"]["off"], r["ab"]["on"]
+            notes.append(
+                f"in one process over plain: off {statistics.median(off):+.2f}%, "
+                f"on {statistics.median(on):+.2f}% ({r['ab']['picks_taken']} picks shared)"
             )
         if "auto_off" in r:
             a = r["auto_off"]

@@ -71,6 +71,33 @@ def test_table_prints_each_mode_and_says_why_one_failed():
     assert "inductor_proton  failed: exit 1: RuntimeError: boom" in text
 
 
+def test_time_ab_alternates_plain_off_on_and_reports_medians(monkeypatch):
+    from sm_profiler.auto_mode import binding
+
+    calls, state = [], {"on": True}
+    monkeypatch.setattr(binding, "set_recording", lambda on: state.update(on=on))
+    ms = {"plain": 10.0, False: 10.1, True: 10.5}
+
+    def fake_time(step, steps, repeats):
+        key = "plain" if step == "p" else state["on"]
+        calls.append(key)
+        return [ms[key]]
+
+    monkeypatch.setattr(ao, "time_steps", fake_time)
+    got = ao.time_ab("p", "i", 30, 3)
+    assert calls == ["plain", False, True] * 3  # one repeat each, alternating
+    assert got["off_pct"] == pytest.approx(1.0) and got["on_pct"] == pytest.approx(5.0)
+    run = fake_run("gpt", "train", "auto_ab", 0, got["on_ms"], ab={**got, "picks_taken": 7})
+    rows = ao.summarize(
+        [fake_run("gpt", "train", "plain", 0, [10.0]), run],
+        ["gpt"],
+        ["train"],
+        ("plain", "auto_ab"),
+    )
+    line = next(ln for ln in ao.format_table(rows, "h") if " auto_ab " in ln)
+    assert "in one process over plain: off +1.00%, on +5.00% (7 picks shared)" in line
+
+
 def test_a_mode_without_plain_still_prints():
     runs = [fake_run("mlp", "train_graphs", "auto", 0, [1.0, 1.1], auto=AUTO)]
     rows = ao.summarize(runs, ["mlp"], ["train_graphs"], ("plain", "auto"))
