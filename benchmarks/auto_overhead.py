@@ -545,8 +545,10 @@ def kernel_times(step, steps: int) -> dict[str, float]:
     return out
 
 
-def kernel_added(runs: list[dict], model: str, scenario: str, mode: str, top: int = 8):
-    """The kernels whose GPU time `mode` adds most over plain (µs a step, means over rounds),
+def kernel_added(
+    runs: list[dict], model: str, scenario: str, mode: str, top: int = 8, base: str = "plain"
+):
+    """The kernels whose GPU time `mode` adds most over `base` (µs a step, means over rounds),
     with the totals over the kernels auto mode instruments (triton_*) and over the rest."""
     case = [r for r in ok_runs(runs) if r["model"] == model and r["scenario"] == scenario]
 
@@ -557,7 +559,7 @@ def kernel_added(runs: list[dict], model: str, scenario: str, mode: str, top: in
         names = set().union(*got)
         return {n: statistics.mean(g.get(n, 0.0) for g in got) for n in names}
 
-    plain, other = mean_us("plain"), mean_us(mode)
+    plain, other = mean_us(base), mean_us(mode)
     if plain is None or other is None:
         return None
     names = set(plain) | set(other)
@@ -576,10 +578,19 @@ def kernel_added(runs: list[dict], model: str, scenario: str, mode: str, top: in
 
 def format_kernel_added(runs: list[dict], models, scenarios, modes) -> list[str]:
     out = []
+    # auto_ab measured its kernels in one process: plain, off and on as modes of their own.
+    ab = [
+        {"model": r["model"], "scenario": r["scenario"], "mode": f"auto_ab {k}", "kernel_us": us}
+        for r in ok_runs(runs)
+        if r["mode"] == "auto_ab"
+        for k, us in r["ab"].get("kernel_us", {}).items()
+    ]
     for model in models:
         for sc in scenarios:
-            for mode in modes:
-                k = kernel_added(runs, model, sc, mode) if mode != "plain" else None
+            cases = [(runs, m, "plain") for m in modes if m not in ("plain", "auto_ab")]
+            cases += [(ab, f"auto_ab {k}", "auto_ab plain") for k in ("off", "on")]
+            for got, mode, base in cases:
+                k = kernel_added(got, model, sc, mode, base=base)
                 if k is None:
                     continue
                 out.append(
@@ -878,6 +889,15 @@ def run_ab(model: str, scenario: str, args, plain_step, prepare, res: dict) -> d
                 inst()  # compiles inside the region: instrumented
                 warm_up(inst, args.warmup, args.max_timed_s / 2)
                 res["ab"] = time_ab(plain_step, inst, res["steps"], args.repeats)
+                if args.kernel_steps:
+                    from sm_profiler.auto_mode import binding
+
+                    us = {"plain": kernel_times(plain_step, args.kernel_steps)}
+                    binding.set_recording(False)
+                    us["off"] = kernel_times(inst, args.kernel_steps)
+                    binding.set_recording(True)
+                    us["on"] = kernel_times(inst, args.kernel_steps)
+                    res["ab"]["kernel_us"] = us
         finally:
             shared.uninstall()
     res["ab"]["picks_taken"] = shared.taken

@@ -96,6 +96,15 @@ def test_time_ab_alternates_plain_off_on_and_reports_medians(monkeypatch):
     )
     line = next(ln for ln in ao.format_table(rows, "h") if " auto_ab " in ln)
     assert "in one process over plain: off +1.00%, on +5.00% (7 picks shared)" in line
+    us = {"plain": {"triton_a": 10.0, "nvjet": 50.0}, "off": {"triton_a": 11.0, "nvjet": 50.0}}
+    run["ab"]["kernel_us"] = {**us, "on": {"triton_a": 13.0, "nvjet": 50.5}}
+    text = "\n".join(ao.format_kernel_added([run], ["gpt"], ["train"], ("auto_ab",)))
+    assert (
+        "gpt train auto_ab off: kernels' GPU time a step, added over plain: Triton +1.0 us" in text
+    )
+    assert (
+        "gpt train auto_ab on: kernels' GPU time a step, added over plain: Triton +3.0 us" in text
+    )
 
 
 def test_a_mode_without_plain_still_prints():
