@@ -30,8 +30,8 @@ import time
 import tracemalloc
 import warnings
 
-from benchmarks.captures import synthetic_auto_records
-from sm_profiler.auto_mode.records import rows_of
+from benchmarks.captures import synthetic_auto_buffer
+from sm_profiler.auto_mode.records import read_buffer
 from sm_profiler.auto_mode.report import format_report
 from sm_profiler.auto_mode.table import AutoTable
 from sm_profiler.capture import load
@@ -47,11 +47,13 @@ SHAPES = {
 }
 
 
-def _table(recs) -> AutoTable:
-    rows = rows_of(recs)
-    rows["gpu"][:] = 0
+TAGS = {k: k for k in range(1, 21)}  # the synthetic kernels' tags are their ids
+
+
+def _table(words) -> AutoTable:
+    rows, counts = read_buffer(words, 0, TAGS)
     session = {"gpu": 0, "sm_count": 132, "device_name": "synthetic", "rank": 0}
-    session.update(claimed=len(recs), kept=len(recs), dropped=0, unwritten=0, capacity=len(recs))
+    session.update({k: counts[k] for k in ("claimed", "kept", "dropped", "unwritten", "capacity")})
     session["step_tags"] = {str(k): k - 1 for k in range(1, 1001)}
     kernels = [{"name": f"triton_poi_fused_kernel_{k}", "kernel_id": k} for k in range(1, 21)]
     import numpy as np
@@ -89,7 +91,7 @@ def parts(shape: dict) -> list[tuple[str, float, float]]:
     from sm_profiler.auto_mode.report import launch_table
     from sm_profiler.export.perfetto import iter_perfetto_chunks
 
-    recs = synthetic_auto_records(**shape)
+    recs = synthetic_auto_buffer(**shape)
     raw = recs.nbytes
     out = []
 
@@ -98,7 +100,7 @@ def parts(shape: dict) -> list[tuple[str, float, float]]:
         out.append((name, s, peak / raw))
         return res
 
-    rows = step("records -> rows", lambda: rows_of(recs))
+    rows = step("records -> rows", lambda: read_buffer(recs, 0, TAGS)[0])
     step("split_launches", lambda: split_launches(rows))
     rows = None
     table = _table(recs)
@@ -111,9 +113,10 @@ def parts(shape: dict) -> list[tuple[str, float, float]]:
 
 
 def bench(name: str, shape: dict) -> dict:
-    recs = synthetic_auto_records(**shape)
+    recs = synthetic_auto_buffer(**shape)
     raw = recs.nbytes  # kept until the end: what the device's buffer held
-    r = {"shape": name, "records": len(recs), "launches": shape["launches"], "raw_bytes": raw}
+    n = shape["launches"] * shape["programs"]
+    r = {"shape": name, "records": n, "launches": shape["launches"], "raw_bytes": raw}
     table, r["build_s"], r["build_peak"] = _stage(lambda: _table(recs))
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "auto.npz")

@@ -56,7 +56,7 @@ def synthetic_capture(num_events: int, num_lanes: int = 4096, seed: int = 0) -> 
     return Capture(words, event_names=NAMES, kernel_name="synthetic")
 
 
-def synthetic_auto_records(
+def synthetic_auto_buffer(
     launches: int,
     programs: int,
     sms: int = 132,
@@ -66,10 +66,11 @@ def synthetic_auto_records(
     program_ns: int = 2_000,
     seed: int = 0,
 ) -> np.ndarray:
-    """Raw auto-mode device records (format.AUTO_RECORD_DTYPE) of `launches` launches of
-    `programs` programs each, spread over `steps` steps (step tags 1..steps), as the device
-    writes them: programs in waves over `sms` SMs, each ~program_ns long, launches one after
-    another on one stream. replays: every launch reuses one grid id (a CUDA graph replayed)."""
+    """An auto-mode buffer (format.py's words, as the host reads it back) of `launches` launches
+    of `programs` programs each, one area each, spread over `steps` steps (step tags 1..steps),
+    the records as the device writes them: programs in waves over `sms` SMs, each ~program_ns
+    long, launches one after another on one stream, kernel tags 1..kernels. replays: one kernel
+    (a CUDA graph's node replayed). Read it with records.read_buffer(words, tags={k: k})."""
     rng = np.random.default_rng(seed)
     n = launches * programs
     launch = np.repeat(np.arange(launches, dtype=np.int64), programs)
@@ -79,12 +80,17 @@ def synthetic_auto_records(
     start = 1_700_000_000_000_000_000 + launch * launch_ns + (p // sms) * program_ns
     start += rng.integers(0, 200, n)
     dur = program_ns - 300 + rng.integers(0, 250, n)
-    recs = np.zeros(n, fmt.AUTO_RECORD_DTYPE)
+    head = fmt.AUTO_HEADER_WORDS + launches * fmt.AUTO_AREA_WORDS
+    words = np.zeros(head + n * fmt.AUTO_RECORD_WORDS, np.uint64)
+    words[: fmt.AUTO_HEADER_WORDS] = fmt.auto_header(max(n, 1), False, launches, n)
+    d = words[fmt.AUTO_HEADER_WORDS : head].reshape(-1, fmt.AUTO_AREA_WORDS)
+    first = np.arange(launches, dtype=np.uint64) * np.uint64(programs)
+    d[:, 0] = first | (np.uint64(programs) << np.uint64(32))
+    d[:, 1] = (1 + (np.arange(launches) * steps) // max(launches, 1)).astype(np.uint64)
+    recs = words[head:].view(fmt.AUTO_RECORD_DTYPE)
     recs["start_ns"] = start.astype(np.uint64)
     recs["end_lo"] = ((start + dur) & fmt.LOW32).astype(np.uint32)
-    step_tag = 1 + (launch * steps) // max(launches, 1)
-    recs["sm"] = ((p % sms) | (step_tag << 16)).astype(np.uint32)
-    recs["grid_id"] = (np.zeros(n, np.int64) + 7 if replays else launch + 1).astype(np.uint32)
-    recs["info"] = (1 + launch % kernels).astype(np.uint32)
+    recs["sm"] = (p % sms).astype(np.uint32)
+    recs["kernel_tag"] = 1 if replays else (1 + launch % kernels).astype(np.uint32)
     recs["ctaid_x"] = p.astype(np.uint32)
-    return recs
+    return words

@@ -55,7 +55,7 @@ def main() -> None:
         nargs="+",
         default=None,
         help="instead: auto mode's default trace of a model of 60 launches a step over this "
-        "many steps (benchmarks/captures.py's synthetic_auto_records, 3.6 M programs in all)",
+        "many steps (benchmarks/captures.py's synthetic_auto_buffer, 3.6 M programs in all)",
     )
     args = ap.parse_args()
     why = missing()
@@ -84,8 +84,8 @@ def auto_default_traces(step_counts: list[int], timeout_s: float) -> None:
     import time
     import warnings
 
-    from benchmarks.captures import synthetic_auto_records
-    from sm_profiler.auto_mode.records import rows_of
+    from benchmarks.captures import synthetic_auto_buffer
+    from sm_profiler.auto_mode.records import read_buffer
     from sm_profiler.auto_mode.table import AutoTable
     from sm_profiler.export import timeline
     from sm_profiler.export.perfetto import to_perfetto_bytes as perfetto_bytes
@@ -94,8 +94,9 @@ def auto_default_traces(step_counts: list[int], timeout_s: float) -> None:
     with perfetto_ui().PerfettoUI() as ui:
         for steps in step_counts:
             launches = 60 * steps
-            recs = synthetic_auto_records(launches, max(3_600_000 // launches, 1), steps=steps)
-            rows = rows_of(recs)
+            recs = synthetic_auto_buffer(launches, max(3_600_000 // launches, 1), steps=steps)
+            rows = read_buffer(recs, 0, {k: k for k in range(1, 21)})[0]
+            programs = len(rows["start_ns"])
             session = {"gpu": 0, "sm_count": 132, "device_name": "synthetic"}
             session["step_tags"] = {str(k): k - 1 for k in range(1, steps + 1)}
             kernels = [{"name": f"triton_kernel_{k}", "kernel_id": k} for k in range(1, 21)]
@@ -113,7 +114,7 @@ def auto_default_traces(step_counts: list[int], timeout_s: float) -> None:
             except Exception as e:  # noqa: BLE001 (a timeout or a crashed tab: report, go on)
                 took = f"failed ({type(e).__name__})"
             print(
-                f"{steps:>6} {len(recs):>10,} {launches:>9,} {len(data) / 2**20:>7.1f} "
+                f"{steps:>6} {programs:>10,} {launches:>9,} {len(data) / 2**20:>7.1f} "
                 f"{export_s:>9.1f} {took}",
                 flush=True,
             )

@@ -432,10 +432,11 @@ EMULATED_SM_COUNT = 8
 # (its last parameter) and asks an allocator for it, grid x profile_scratch_size bytes, at each
 # launch; auto mode sets that size to one record per program (per warp at level="warp") and its
 # allocator hands out the next *area* of the GPU's record slots, or no pointer (record nothing).
-# A program writes its record at area + its linear program id: no atomic and no load, since a
-# claim's round trip was what a recorded short launch paid (BENCHMARKS.md, "What a claim costs").
-# A CUDA graph's kernels keep the areas they were captured with; after each recorded replay the
-# host copies those areas into a new area (in stream order), so every replay has its own.
+# A program writes its record at area + its linear program id, naming its kernel by a tag fixed at
+# compile time: no atomic and no load (a claim's round trip, and a word read at the start, were
+# what a recorded short launch paid: BENCHMARKS.md). A CUDA graph's kernels keep the areas they
+# were captured with and write them at every replay; after each recorded replay the host copies
+# those areas into a new area (in stream order), so every recorded replay has its own.
 # The device writes only records; the host keeps each area's (first slot, slots, step, tag) and,
 # when it reads the buffer back, puts them in front. Little-endian words, as read back::
 #
@@ -457,19 +458,18 @@ EMULATED_SM_COUNT = 8
 #       f2      end: the low 32 bits of %globaltimer at its `ret` (the end is the first time after
 #               the start with these low bits: programs are far shorter than 4.29 s)
 #       f3      %smid (bits 0..15) | zero
-#       f4      the low 32 bits of %gridid: the launch (unique per launch within a context;
-#               a CUDA graph's replays reuse their nodes' ids)
-#       f5      kernel id (bits 0..15, given by the host when it loads the kernel) | warp index
-#               (bits 16..22) | AUTO_PER_WARP (bit 23) | zero
+#       f4      the kernel's tag (ptx.auto_kernel_tag: 32 bits of Triton's cache hash of the
+#               kernel, never 0; the host maps tags to the kernels it loaded)
+#       f5      zero (bits 0..15) | warp index (bits 16..22) | AUTO_PER_WARP (bit 23) | zero
 #       f6      %ctaid.x
 #       f7      %ctaid.y (bits 0..15) | %ctaid.z (bits 16..31)
 #
 # A program (warp) of a launch writes slot first + its linear id ((z * ny + y) * nx + x, times
 # the warps per program plus the warp at level="warp"). A record is written with two 16-byte
-# stores when its program ends; a slot of an area whose f5 is zero was never written (a program
-# killed, or a kernel without a kernel id).
+# stores when its program ends; a slot of an area whose f4 is zero was never written (a program
+# killed).
 AUTO_MAGIC = 0x41504D53  # b"SMPA"
-AUTO_VERSION = 4
+AUTO_VERSION = 5
 AUTO_HEADER_WORDS = 8
 AUTO_HDR_AREAS = 1
 AUTO_HDR_SLOTS = 2
@@ -492,7 +492,7 @@ AUTO_RECORD_DTYPE = np.dtype(
         ("start_ns", "<u8"),
         ("end_lo", "<u4"),
         ("sm", "<u4"),
-        ("grid_id", "<u4"),
+        ("kernel_tag", "<u4"),
         ("info", "<u4"),
         ("ctaid_x", "<u4"),
         ("ctaid_yz", "<u4"),

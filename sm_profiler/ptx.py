@@ -480,65 +480,59 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 
 
 # -- auto mode: text spliced into compiled kernels (sm_profiler.auto_mode.rewrite) -----------------
-# The kernel's module gets one global 32-bit word, AUTO_SYMBOL: the kernel id the host gave when
-# it loaded the module, or zero while nothing is recorded (outside the region, an autotuner's
-# benchmark, between a schedule's active steps). The kernel's last parameter is Triton's profile
-# scratch pointer, which auto mode's allocator sets per launch to the launch's area of the record
-# table, or to null (format.py, "auto mode"). One thread per program (lane 0 of each warp per
-# warp), where the pointer is set, reads the word and stamps its start; before each `ret` that
-# thread, where the word was set too, stamps its end and writes the 32-byte record at area + its
-# linear program id: no atomic, no load to wait for (a claim's atomic round trip made a short
-# launch 0.3 us longer, BENCHMARKS.md). What the start does is what a launch that records nothing
-# pays: with a null pointer (an eager launch outside active steps) nothing but the test; a CUDA
-# graph keeps its captured pointer, so there the word says "off", read at the start and first
-# used at the end (nothing stalls on it). The rewrite puts the start after the kernel's own first
-# global load where its first block has one (placed first, ptxas issued the record's read and
-# timer ahead of the kernel's first load, and a short kernel took 0.1 us longer a launch). A
-# module global, not a module constant: a kernel whose module declares a .const bank took 0.1 us
-# longer a launch although it never read it (H100; BENCHMARKS.md, "Where the per-launch cost
-# came from").
-# The kernel's body carries two registers (registers cost occupancy on steps that record nothing
-# too): the word and the start's low 32 bits (its high half is the end's, less a borrow: a
-# program lasts < 2^32 ns, as the record's 32-bit end already assumes). Registers are named
-# %smpa_* and labels $SMPA_* so they cannot meet the kernel's own.
-AUTO_SYMBOL = "sm_profiler_auto"
-_AUTO_KERNEL_MASK = (1 << fmt.AUTO_KERNEL_BITS) - 1
+# The kernel's last parameter is Triton's profile scratch pointer, which auto mode's allocator sets
+# per launch to the launch's area of the record table, or to null (format.py, "auto mode"). One
+# thread per program (lane 0 of each warp per warp), where the pointer is set, stamps its start;
+# before each `ret` that thread stamps its end and writes the 32-byte record at area + its linear
+# program id. The record names its kernel by a tag fixed at compile time (from Triton's cache hash
+# of the kernel), so the end reads nothing from memory: no atomic and no load to wait for. A claim's
+# atomic made a short launch 0.3 us longer, and a word read at the start and tested at the end
+# made every short program wait for its load (BENCHMARKS.md). A launch that records nothing
+# (eager, outside active steps: a null pointer) pays only the pointer's test; a CUDA graph keeps
+# its captured pointer, so its replays always write their records, and the host copies them out
+# only after replays it records. Where the start goes: after the kernel's own first global load
+# where its first block has one (placed first, ptxas issued the timer ahead of the kernel's first
+# load, and a short kernel took 0.1 us longer a launch).
+# The kernel's body carries one register (registers cost occupancy on steps that record nothing
+# too): the start's low 32 bits (its high half is the end's, less a borrow: a program lasts
+# < 2^32 ns, as the record's 32-bit end already assumes). Registers are named %smpa_* and labels
+# $SMPA_* so they cannot meet the kernel's own.
+AUTO_MARK = "// sm_profiler auto: start"  # in every instrumented kernel's PTX, once
 _AUTO_RECORD_SHIFT = (fmt.AUTO_RECORD_BYTES - 1).bit_length()  # slot -> byte offset
 assert 1 << _AUTO_RECORD_SHIFT == fmt.AUTO_RECORD_BYTES
-
-
-def auto_module_global() -> str:
-    """The module-scope declaration; cuModuleGetGlobal finds it by name."""
-    return f".visible .global .align 4 .b32 {AUTO_SYMBOL};\n"
 
 
 def auto_declarations() -> str:
     return ".reg .pred %smpa_p<4>;\n\t.reg .b32 %smpa_r<16>;\n\t.reg .b64 %smpa_d<6>;\n\t"
 
 
-def auto_prologue(per_warp: bool, area_param: str) -> str:
-    # who = thread 0 (per warp: lane 0 of each warp) and the launch has an area
-    # word, start = 0, 0; if who: word = AUTO_SYMBOL; start = %globaltimer.lo32
-    who = "and.b32 %smpa_r0, %smpa_r0, 31;\n\t" if per_warp else ""
+def _auto_who(per_warp: bool, area_param: str) -> str:
+    # %smpa_p0 = thread 0 (per warp: lane 0 of each warp) of a launch that has an area
+    lane = "and.b32 %smpa_r0, %smpa_r0, 31;\n\t" if per_warp else ""
     return (
-        "// sm_profiler auto: start\n\t"
-        "mov.u32 %smpa_r0, %tid.x;\n\t" + who + "setp.eq.u32 %smpa_p0, %smpa_r0, 0;\n\t"
+        "mov.u32 %smpa_r0, %tid.x;\n\t" + lane + "setp.eq.u32 %smpa_p0, %smpa_r0, 0;\n\t"
         f"ld.param.u64 %smpa_d0, [{area_param}];\n\t"
         "setp.ne.u64 %smpa_p1, %smpa_d0, 0;\n\t"
         "and.pred %smpa_p0, %smpa_p0, %smpa_p1;\n\t"
-        "mov.u32 %smpa_r15, 0;\n\t"
-        "mov.u32 %smpa_r1, 0;\n\t"
-        f"@%smpa_p0 ld.global.u32 %smpa_r15, [{AUTO_SYMBOL}];\n\t"
+    )
+
+
+def auto_prologue(per_warp: bool, area_param: str) -> str:
+    # start = who ? %globaltimer.lo32 : 0
+    return (
+        AUTO_MARK + "\n\t" + _auto_who(per_warp, area_param) + "mov.u32 %smpa_r1, 0;\n\t"
         "@%smpa_p0 mov.u32 %smpa_r1, %globaltimer_lo;\n"
     )
 
 
-def auto_epilogue(per_warp: bool, index: int, area_param: str) -> str:
+def auto_epilogue(per_warp: bool, index: int, area_param: str, tag: int) -> str:
     # The text before the entry's `index`-th `ret` (labels must be unique in the entry).
-    # if word == 0: skip (no area, or not recording); end = %globaltimer
+    # if not who: skip; end = %globaltimer
     # slot = (z * nctaid.y + y) * nctaid.x + x  [per warp: slot * warps + warp]
-    # record[area + slot] = {start, end.lo32, %smid, %gridid.lo32, kid | warp << 16 | flags,
-    #                        ctaid.x, ctaid.y | ctaid.z << 16}
+    # record[area + slot] = {start, end.lo32, %smid, tag, warp << 16 | flags, ctaid.x,
+    #                        ctaid.y | ctaid.z << 16}
+    if not 0 < tag <= fmt.LOW32:
+        raise ValueError(f"a kernel tag is a nonzero 32-bit value, got {tag!r}")
     done = f"$SMPA_DONE_{index}"
     if per_warp:
         warp = (
@@ -546,15 +540,14 @@ def auto_epilogue(per_warp: bool, index: int, area_param: str) -> str:
             "mov.u32 %smpa_r11, %ntid.x;\n\tshr.u32 %smpa_r11, %smpa_r11, 5;\n\t"
             "cvt.u64.u32 %smpa_d2, %smpa_r11;\n\tcvt.u64.u32 %smpa_d3, %smpa_r10;\n\t"
             "mad.lo.u64 %smpa_d1, %smpa_d1, %smpa_d2, %smpa_d3;\n\t"
-            "shl.b32 %smpa_r10, %smpa_r10, 16;\n\tor.b32 %smpa_r7, %smpa_r7, %smpa_r10;\n\t"
-            f"or.b32 %smpa_r7, %smpa_r7, {fmt.AUTO_PER_WARP};\n\t"
+            "shl.b32 %smpa_r10, %smpa_r10, 16;\n\t"
+            f"or.b32 %smpa_r7, %smpa_r10, {fmt.AUTO_PER_WARP};\n\t"
         )
     else:
-        warp = ""
+        warp = "mov.u32 %smpa_r7, 0;\n\t"
     return (
-        "// sm_profiler auto: end\n\t"
-        "setp.eq.u32 %smpa_p1, %smpa_r15, 0;\n\t"
-        f"@%smpa_p1 bra {done};\n\t"
+        "// sm_profiler auto: end\n\t" + _auto_who(per_warp, area_param) + "@!%smpa_p0 bra "
+        f"{done};\n\t"
         "mov.u64 %smpa_d5, %globaltimer;\n\t"
         # start's high half: the end's, less one where the low half wrapped in between
         "mov.b64 {%smpa_r3, %smpa_r2}, %smpa_d5;\n\t"
@@ -562,8 +555,7 @@ def auto_epilogue(per_warp: bool, index: int, area_param: str) -> str:
         "selp.u32 %smpa_r14, 1, 0, %smpa_p3;\n\t"
         "sub.u32 %smpa_r2, %smpa_r2, %smpa_r14;\n\t"
         "mov.u32 %smpa_r4, %smid;\n\t"
-        "mov.u64 %smpa_d4, %gridid;\n\tcvt.u32.u64 %smpa_r5, %smpa_d4;\n\t"
-        f"and.b32 %smpa_r7, %smpa_r15, {_AUTO_KERNEL_MASK};\n\t"
+        f"mov.u32 %smpa_r5, {tag};\n\t"
         # the program's linear id, 64-bit (a grid has up to 2^31 * 2^16 * 2^16 programs)
         "mov.u32 %smpa_r8, %ctaid.x;\n\tmov.u32 %smpa_r9, %ctaid.y;\n\t"
         "mov.u32 %smpa_r6, %ctaid.z;\n\tmov.u32 %smpa_r12, %nctaid.y;\n\t"
@@ -573,10 +565,15 @@ def auto_epilogue(per_warp: bool, index: int, area_param: str) -> str:
         "cvt.u64.u32 %smpa_d2, %smpa_r13;\n\tcvt.u64.u32 %smpa_d3, %smpa_r8;\n\t"
         "mad.lo.u64 %smpa_d1, %smpa_d1, %smpa_d2, %smpa_d3;\n\t" + warp + ""
         f"shl.b64 %smpa_d1, %smpa_d1, {_AUTO_RECORD_SHIFT};\n\t"
-        f"ld.param.u64 %smpa_d0, [{area_param}];\n\t"
         "add.u64 %smpa_d1, %smpa_d1, %smpa_d0;\n\t"
         "shl.b32 %smpa_r6, %smpa_r6, 16;\n\tor.b32 %smpa_r9, %smpa_r9, %smpa_r6;\n\t"
         "st.global.v4.b32 [%smpa_d1], {%smpa_r1, %smpa_r2, %smpa_r3, %smpa_r4};\n\t"
         "st.global.v4.b32 [%smpa_d1+16], {%smpa_r5, %smpa_r7, %smpa_r8, %smpa_r9};\n"
         f"{done}:\n\t"
     )
+
+
+def auto_kernel_tag(cache_hash: str) -> int:
+    """The 32-bit tag a kernel's records carry: from Triton's cache hash of the kernel (hex), so
+    that every binary of one compile says the same; never 0 (a slot nobody wrote reads 0)."""
+    return (int(cache_hash[:8], 16) | 1) if cache_hash else 1

@@ -5,13 +5,13 @@
   on-disk cache keys: an instrumented binary is never served to a plain compile, nor the reverse).
   Inductor compiles through `triton.compile` with its own options, which lack that field; while
   auto mode is on, the backend's `parse_options` fills it in from the knob.
-- load: each loaded instrumented module gets a kernel id, which its global holds while it
-  records, through Triton's `kernel_load_end_hook` and Inductor's static launcher (which loads
-  cubins itself and calls no Triton hook).
+- load: each loaded instrumented kernel gets a kernel id, known to its records by the tag fixed
+  when it was compiled, through Triton's `kernel_load_end_hook` and Inductor's static launcher
+  (which loads cubins itself and calls no Triton hook).
 - launch: Triton's launcher asks its profile scratch allocator for each instrumented launch's
   area (`area_for_launch`); a CUDA graph's captured areas are copied out after each recorded
   replay (`CUDAGraph.replay`).
-- the driver: ctypes calls into libcuda (cuModuleGetGlobal, cuFuncGetModule, cuMemcpy*).
+- the driver: ctypes calls into libcuda (cuFuncGetModule, cuMemcpyDtoDAsync).
 
 Everything here is process-wide; `sm_profiler.auto_mode.AutoProfiler` turns it on and off.
 """
@@ -33,12 +33,12 @@ from .. import ptx
 from . import registers
 from .rewrite import LEVELS, RewriteError, instrument
 
-__all__ = ["LEVELS", "install", "turn_on", "turn_off", "rebind", "pause", "resume"]
+__all__ = ["LEVELS", "install", "turn_on", "turn_off", "set_recording", "pause", "resume"]
 
 MODE_PREFIX = "sm_profiler-auto"
 # Bump when the spliced text or the record changes: cached binaries of another version are then
 # compiled anew, never reused.
-REWRITE_VERSION = 7
+REWRITE_VERSION = 8
 
 
 def mode_name(level: str) -> str:
@@ -73,10 +73,11 @@ class KernelEntry:
     call_site: str = ""  # where it was first launched (Triton's own launcher)
     # Warp-specialized kernels: (partition name, first warp, warps) of each partition
     partitions: list = field(default_factory=list)
-    globals_: list = field(default_factory=list)  # (device, address of AUTO_SYMBOL)
+    tag: int = 0  # what its records say (ptx.auto_kernel_tag of its cache hash)
+    devices: set = field(default_factory=set)  # where it was loaded
 
     def as_metadata(self) -> dict:
-        meta = {"kernel_id": self.kid, "level": self.level}
+        meta = {"kernel_id": self.kid, "level": self.level, "kernel_tag": self.tag}
         for k in ("num_warps", "num_stages", "shared_bytes"):
             v = getattr(self, k)
             if v is not None:
@@ -111,7 +112,8 @@ class _State:
         self.lock = threading.RLock()
         self.kernels: dict[int, KernelEntry] = {}  # kid -> entry
         self.by_module: dict[int, int] = {}  # CUmodule -> kid
-        # device -> (record slots' address, Areas) while on; a device gets its buffer from
+        self.by_tag: dict[int, int] = {}  # a record's kernel tag -> kid
+        # device -> (record slots' address, Areas, the buffer) while on; a device gets it from
         # `allocate` when its first instrumented module loads (None: it records nothing)
         self.buffers: dict[int, tuple | None] = {}
         self.allocate = None
@@ -151,39 +153,11 @@ def _check(rc: int, what: str) -> None:
         raise RuntimeError(f"{what} failed with CUDA error {rc}")
 
 
-def module_global(module: int) -> int:
-    """Device address of AUTO_SYMBOL in a loaded module."""
-    cuda = _cuda()
-    ptr, size = ctypes.c_uint64(0), ctypes.c_size_t(0)
-    _check(
-        cuda.cuModuleGetGlobal_v2(
-            ctypes.byref(ptr), ctypes.byref(size), ctypes.c_void_p(module), ptx.AUTO_SYMBOL.encode()
-        ),
-        "cuModuleGetGlobal",
-    )
-    return ptr.value
-
-
 def module_of(function: int) -> int:
     cuda = _cuda()
     mod = ctypes.c_void_p(0)
     _check(cuda.cuFuncGetModule(ctypes.byref(mod), ctypes.c_void_p(function)), "cuFuncGetModule")
     return mod.value or 0
-
-
-def write_global(address: int, word: int, stream: int | None = None) -> None:
-    """The module's word: its kernel id while it records, else 0 (ptx.py: "record nothing").
-    With a stream: an asynchronous copy in that stream's order (the 4 bytes are staged before
-    the call returns), else a synchronous one."""
-    data = ctypes.c_uint32(word)
-    dst = ctypes.c_uint64(address)
-    if stream is None:
-        _check(_cuda().cuMemcpyHtoD_v2(dst, ctypes.byref(data), 4), "cuMemcpyHtoD")
-    else:
-        rc = _cuda().cuMemcpyHtoDAsync_v2(
-            dst, ctypes.byref(data), ctypes.c_size_t(4), ctypes.c_void_p(stream)
-        )
-        _check(rc, "cuMemcpyHtoDAsync")
 
 
 def copy_device(dst: int, src: int, nbytes: int, stream: int) -> None:
@@ -219,7 +193,8 @@ def _stages_hook(*args):
     def ptx_stage(src, metadata):
         text = make_ptx(src, metadata)
         try:
-            out = instrument(text, level)
+            tag = ptx.auto_kernel_tag(str(metadata.get("hash", "")))
+            out = instrument(text, level, tag)
             plain["ptx"] = text
             # One record per program (per warp): Triton's launcher asks the profile scratch
             # allocator for grid x this many bytes at each launch (area_for_launch).
@@ -279,14 +254,22 @@ def _current_device() -> int:
 
 
 def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: str = "") -> None:
-    """A module was loaded: if instrumented, give it an id and point its global at the buffer."""
+    """A module was loaded: if instrumented, give its kernel an id, known by its records' tag."""
     level = level_of(meta.get("instrumentation_mode"))
     if level is None:
         if STATE.level is not None:
             STATE.plain_loaded[name] = STATE.plain_loaded.get(name, 0) + 1
         return
     with STATE.lock:
-        kid = STATE.by_module.get(module)
+        tag = ptx.auto_kernel_tag(str(meta.get("hash", "")))
+        kid = STATE.by_module.get(module) or STATE.by_tag.get(tag)
+        if kid is not None and STATE.kernels[kid].name != name:
+            warnings.warn(
+                f"sm_profiler.auto: kernels {STATE.kernels[kid].name!r} and {name!r} share the "
+                f"record tag 0x{tag:08x}; {name!r}'s launches are named as the first's",
+                AutoWarning,
+                stacklevel=2,
+            )
         if kid is None:
             kid = len(STATE.kernels) + 1
             if kid > fmt.AUTO_MAX_KERNELS:
@@ -308,13 +291,13 @@ def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: 
                 *_source_of(src_fn),
                 call_site,
             )
+            entry.tag = tag
             STATE.kernels[kid] = entry
-            STATE.by_module[module] = kid
-        entry = STATE.kernels[kid]
+            STATE.by_tag[tag] = kid
+        STATE.by_module[module] = kid
         device = _current_device()
-        address = module_global(module)
-        entry.globals_.append((device, address))
-        write_global(address, kid if _records(device) else 0)
+        STATE.kernels[kid].devices.add(device)
+        _buffer(device)  # the device's buffer, taken now: never mid-run
 
 
 def _on_triton_load(module, function, name, metadata_group, hash):  # noqa: A002 (Triton's names)
@@ -497,13 +480,11 @@ def _wrap_static_close(original):
 
 
 def forget(module) -> None:
-    """A module is being unloaded: never write its global again (its memory goes back)."""
+    """A module is being unloaded: forget its handle (a later module may get it)."""
     if not module:
         return
     with STATE.lock:
-        kid = STATE.by_module.pop(module, None)
-        if kid is not None:
-            STATE.kernels[kid].globals_.clear()
+        STATE.by_module.pop(module, None)
 
 
 # -- launches and graph replays ---------------------------------------------------------------
@@ -559,10 +540,13 @@ def _wrap_capture_end(original):
         if parts:
             from .areas import Areas
 
+            devices = sorted({p[0] for p in parts})
             self._sm_profiler_areas = {
-                d: Areas.replay_parts([(f, c) for dd, f, c in parts if dd == d])
-                for d in sorted({p[0] for p in parts})
+                d: Areas.replay_parts([(f, c) for dd, f, c in parts if dd == d]) for d in devices
             }
+            # The graph's kernels write into its areas at every replay, recorded or not, for as
+            # long as the graph lives: the buffer lives as long (after the region too).
+            self._sm_profiler_keep = [STATE.buffers[d][2] for d in devices]
         return out
 
     capture_end.__wrapped__ = original
@@ -597,7 +581,7 @@ def copy_replay(replays: dict) -> None:
         b = STATE.buffers.get(device)
         if b is None:
             continue
-        base, areas = b
+        base, areas = b[0], b[1]
         first = areas.copy_of(replay, STATE.step_tag, STATE.tag)
         if first is None:
             continue
@@ -641,8 +625,8 @@ def _install_allocator() -> None:
 
 def turn_on(level: str, allocate=None, recording: bool = True) -> None:
     """Compile what follows with `level` and give every instrumented launch an area of its
-    device's buffer, which `allocate(device)` -> (address of slot 0, Areas) makes when first
-    needed (None: record nothing)."""
+    device's buffer, which `allocate(device)` -> (address of slot 0, Areas, the buffer object)
+    makes when first needed (None: record nothing)."""
     knobs = _knobs()
     install()
     _install_allocator()  # again: another tool (Proton) may have set its own since
@@ -666,6 +650,10 @@ def turn_on(level: str, allocate=None, recording: bool = True) -> None:
     knobs.runtime.add_stages_inspection_hook = _stages_hook
     CUDABackend.parse_options = _wrap_parse_options(CUDABackend.parse_options)
     rebind()
+    # Kernels loaded in an earlier region launch in this one without loading again: their
+    # devices' buffers are taken now, not at their first recorded launch.
+    for device in sorted({d for e in STATE.kernels.values() for d in e.devices}):
+        _buffer(device)
 
 
 def turn_off() -> None:
@@ -686,7 +674,7 @@ def turn_off() -> None:
 
 
 def _buffer(device: int):
-    """(address of slot 0, Areas) of `device`'s buffer, or None where it records nothing. A
+    """(address of slot 0, Areas, buffer) of `device`'s buffer, or None where it records nothing. A
     device gets its buffer when its first instrumented module is bound, recording or not: its
     GPU memory is taken at once, never mid-run."""
     if STATE.level is None or STATE.allocate is None:
@@ -698,45 +686,22 @@ def _buffer(device: int):
     return STATE.buffers[device]
 
 
-def _records(device: int) -> bool:
-    """Whether `device`'s modules record now (their word is their kernel id)."""
-    return _buffer(device) is not None and not STATE.paused and STATE.recording
-
-
 def _update_on() -> None:
     STATE.on = STATE.level is not None and STATE.recording and not STATE.paused
 
 
 def rebind() -> None:
-    """Write every known module's word for now (its kernel id while its device records, else
-    0). A synchronous copy per module: it runs at a region's ends and around benchmarks."""
-    import torch
-
+    """Whether launches get areas now (on, recording and not paused)."""
     with STATE.lock:
         _update_on()
-        for entry in STATE.kernels.values():
-            for device, address in entry.globals_:
-                with torch.cuda.device(device):
-                    write_global(address, entry.kid if _records(device) else 0)
 
 
 def set_recording(on: bool) -> None:
-    """Record from now on (or not): launches get areas (or none), and every module's word says
-    so in stream order (an asynchronous copy on each device's current stream), so that CUDA graph
-    replays queued after see the new setting, those queued before the old; no host sync."""
-    import torch
-
+    """Record from now on (or not): launches get areas (or none), and CUDA graph replays are
+    copied out (or not). Host-side only: a launch queued before keeps what it was given."""
     with STATE.lock:
-        if STATE.recording == on:
-            return
         STATE.recording = on
         _update_on()
-        for entry in STATE.kernels.values():
-            for device, address in entry.globals_:
-                stream = torch.cuda.current_stream(device).cuda_stream
-                with torch.cuda.device(device):
-                    word = entry.kid if _records(device) else 0
-                    write_global(address, word, stream=stream)
 
 
 def set_step(step_tag: int, tag: int) -> None:

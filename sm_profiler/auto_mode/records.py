@@ -25,8 +25,8 @@ ROW_COLUMNS = {
     "y": np.uint16,
     "z": np.uint16,
     "warp": np.uint8,  # 7 bits
-    "kernel": np.int32,  # the kernel id the host gave when it loaded the module (16 bits)
-    "grid_id": np.uint32,
+    "kernel": np.int32,  # the kernel id the host gave when it loaded the kernel
+    "grid_id": np.uint32,  # the launch on its GPU: the area's number (read_buffer)
     "tag": np.uint8,
     "step_tag": np.uint16,
     "per_warp": np.bool_,
@@ -95,9 +95,10 @@ def read_header(words: np.ndarray) -> dict:
     }
 
 
-def read_buffer(words, gpu: int = 0) -> tuple[dict[str, np.ndarray], dict]:
+def read_buffer(words, gpu: int = 0, tags=None) -> tuple[dict[str, np.ndarray], dict]:
     """(the written records of its areas as ROW_COLUMNS columns, the buffer's counts) of one
-    GPU's buffer.
+    GPU's buffer. tags: kernel tag -> kernel id, as the binding gave them (a tag it does not
+    name is kernel 0); each area is a launch, numbered in `grid_id`.
 
     Counts: claimed (records asked for while recording), capacity (slots), kept (the areas'
     slots), dropped (claimed - kept, exact), unwritten (kept slots never written: a program
@@ -136,8 +137,9 @@ def read_buffer(words, gpu: int = 0) -> tuple[dict[str, np.ndarray], dict]:
     used = np.cumsum(used[:-1], dtype=np.int8).view(bool)
     recs = table[used]
     del used
-    written = recs["info"] != 0
+    written = recs["kernel_tag"] != 0
     step_tag = np.repeat((d[by_first, 1] & 0xFFFF).astype(np.uint16), c)[written]
+    area = np.repeat(by_first.astype(np.uint32), c)[written]
     tag = np.repeat(((d[by_first, 1] >> np.uint64(fmt.AUTO_TAG_SHIFT)) & 0xFF).astype(np.uint8), c)
     tag = tag[written]
     n_unwritten = int(len(written) - written.sum())
@@ -152,13 +154,13 @@ def read_buffer(words, gpu: int = 0) -> tuple[dict[str, np.ndarray], dict]:
         "ring": head["ring"],
         "areas": n_areas,
     }
-    rows = rows_of(recs, gpu)
-    rows["step_tag"], rows["tag"] = step_tag, tag
+    rows = rows_of(recs, gpu, tags)
+    rows["step_tag"], rows["tag"], rows["grid_id"] = step_tag, tag, area
     return rows, info
 
 
-def rows_of(recs: np.ndarray, gpu: int = 0) -> dict[str, np.ndarray]:
-    """ROW_COLUMNS of raw device records (AUTO_RECORD_DTYPE)."""
+def rows_of(recs: np.ndarray, gpu: int = 0, tags=None) -> dict[str, np.ndarray]:
+    """ROW_COLUMNS of raw device records (AUTO_RECORD_DTYPE); tags: kernel tag -> kernel id."""
     start = recs["start_ns"].astype(np.int64)
     if len(start) and (recs["start_ns"] >= np.uint64(1 << 63)).any():
         raise FormatError("an auto record starts past 2**63 ns: damaged record")
@@ -175,12 +177,24 @@ def rows_of(recs: np.ndarray, gpu: int = 0) -> dict[str, np.ndarray]:
         "y": (yz & 0xFFFF).astype(np.uint16),
         "z": (yz >> 16).astype(np.uint16),
         "warp": ((info >> 16) & 0x7F).astype(np.uint8),
-        "kernel": (info & 0xFFFF).astype(np.int32),
-        "grid_id": recs["grid_id"].astype(np.uint32),
+        "kernel": kernel_ids(recs["kernel_tag"], tags),
+        "grid_id": np.zeros(len(recs), np.uint32),  # the area's (read_buffer)
         "tag": np.zeros(len(recs), np.uint8),  # the area's (read_buffer)
         "step_tag": np.zeros(len(recs), np.uint16),
         "per_warp": (info & fmt.AUTO_PER_WARP) != 0,
     }
+
+
+def kernel_ids(kernel_tags: np.ndarray, tags) -> np.ndarray:
+    """Kernel ids of records' kernel tags (0 where `tags` does not name one)."""
+    out = np.zeros(len(kernel_tags), np.int32)
+    if tags:
+        known = np.array(sorted(tags), np.uint32)
+        ids = np.array([tags[t] for t in sorted(tags)], np.int32)
+        at = np.minimum(np.searchsorted(known, kernel_tags), len(known) - 1)
+        hit = known[at] == kernel_tags
+        out[hit] = ids[at[hit]]
+    return out
 
 
 def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -1,7 +1,7 @@
 """Splice the auto-mode record into a compiled kernel's PTX (the text lives in `ptx.py`).
 
-The kernel's own code is not touched: a module global is declared, the record's registers and
-start go at the top of the entry's body, and its end before every `ret` (or `exit`) of the entry.
+The kernel's own code is not touched: the record's registers and start go at the top of the
+entry's body, and its end before every `ret` (or `exit`) of the entry.
 The record's area comes in the entry's last parameter, Triton's profile scratch pointer, which
 the kernel's own code must not use (Proton's instrumentation does; such a kernel is refused).
 Anything this does not recognise raises `RewriteError`; the caller then keeps the plain PTX and
@@ -31,12 +31,13 @@ class RewriteError(Exception):
     """The PTX is not in a shape the rewrite knows; the kernel is left as it was."""
 
 
-def instrument(text: str, level: str = "program") -> str:
-    """`text` (one kernel's PTX, as Triton emits it) with the auto-mode record added."""
+def instrument(text: str, level: str = "program", tag: int = 1) -> str:
+    """`text` (one kernel's PTX, as Triton emits it) with the auto-mode record added; its records
+    name the kernel by `tag` (ptx.auto_kernel_tag)."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     per_warp = level == "warp"
-    if ptx.AUTO_SYMBOL in text:
+    if ptx.AUTO_MARK in text:
         raise RewriteError("the PTX is instrumented already")
     entries = _ENTRY.findall(text)
     if len(entries) != 1:
@@ -65,7 +66,7 @@ def instrument(text: str, level: str = "program") -> str:
             if r:
                 rets += 1
                 indent, _, negated, pred = r.group(1), r.group(2), r.group(3), r.group(4)
-                epilogue = "\t" + ptx.auto_epilogue(per_warp, rets - 1, area) + "\n"
+                epilogue = "\t" + ptx.auto_epilogue(per_warp, rets - 1, area, tag) + "\n"
                 if pred:
                     label = f"$SMPA_SKIP_{skip}"
                     skip += 1
@@ -82,9 +83,7 @@ def instrument(text: str, level: str = "program") -> str:
         raise RewriteError("the entry's body does not close")
     if rets == 0:
         raise RewriteError("the entry has no ret")
-    text = "".join(out)
-    at = _ADDRESS_SIZE.search(text).end()
-    return text[:at] + "\n" + ptx.auto_module_global() + text[at:]
+    return "".join(out)
 
 
 def _area_param(lines: list[str], entry: int, body: int) -> str:

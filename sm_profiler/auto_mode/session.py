@@ -138,10 +138,11 @@ class AutoProfiler:
         return self
 
     def _allocate(self, index: int):
-        """(address, Areas) of a new buffer on GPU `index`, or None where it records nothing."""
+        """(address, Areas, buffer) of a new buffer on GPU `index`, or None where it records
+        nothing."""
         if index in self._buffers:
             b = self._buffers[index]
-            return b["address"], b["areas"]
+            return b["address"], b["areas"], b["buffer"]
         if self._only is not None and index != self._only:
             return None
         import torch
@@ -172,7 +173,7 @@ class AutoProfiler:
             "areas": areas,
             "props": props,
         }
-        return buf.data_ptr(), areas
+        return buf.data_ptr(), areas, buf
 
     def stop(self) -> AutoProfiler:
         if self not in _active:

@@ -107,8 +107,9 @@ class AutoTable:
         """One table from GPU buffers: (session metadata with at least 'gpu', buffer words) each;
         kernels: kernel id -> {'name', ...} as the binding knew them (ids shared by the buffers)."""
         parts, sessions = [], []
+        tags = {int(k.get("kernel_tag", kid)): kid for kid, k in kernels.items()}
         for s, (meta, words) in enumerate(buffers):
-            rows, info = read_buffer(words, int(meta.get("gpu", 0)))
+            rows, info = read_buffer(words, int(meta.get("gpu", 0)), tags)
             rows["gpu"][:] = s  # session index for now; the GPU is the session's
             parts.append(rows)
             sessions.append({**meta, **info})

@@ -8,7 +8,6 @@ import pytest
 from auto_inputs import PTX
 
 from sm_profiler import format as fmt
-from sm_profiler import ptx
 from sm_profiler.auto_mode.rewrite import RewriteError, instrument
 
 
@@ -19,13 +18,17 @@ def test_rewrite_records_every_way_out_and_leaves_functions_alone():
     assert "@!%p1 bra $SMPA_SKIP_0;" in out
     head, entry = out.split(".visible .entry k(")
     assert "sm_profiler auto" not in head  # .func helper's ret untouched
-    assert ptx.auto_module_global() in head
     # The prologue comes after the entry's declarations, before its first instruction.
     body = entry.split("{", 1)[1]
     assert body.index(".reg .b32 \t%r<4>;") < body.index("sm_profiler auto: start")
     assert body.index("sm_profiler auto: start") < body.index("mov.u32 \t%r1, %ctaid.x;")
     # The area is the last parameter, read where the record needs it.
     assert entry.count("[k_param_2]") == 1 + 2 and "k_param_1]" not in entry  # start, 2 ends
+    # The record names its kernel by the tag it was given, an immediate: the end reads nothing.
+    tagged = instrument(PTX, tag=0x9E3779B1)
+    assert tagged.count("mov.u32 %smpa_r5, 2654435761;") == 2 and "ld.global" not in tagged
+    with pytest.raises(ValueError, match="nonzero 32-bit"):
+        instrument(PTX, tag=0)
     w = instrument(PTX, "warp")
     assert "and.b32 %smpa_r0, %smpa_r0, 31;" in w and str(fmt.AUTO_PER_WARP) in w
 
@@ -56,7 +59,8 @@ def test_the_start_goes_after_the_first_blocks_first_global_load(before, after_l
         assert start < body.index(_FIRST_LOAD.strip())
     # the start waits for nothing: its read and timer are first used in the end's text
     prologue = body[start : body.index("\n\n", start)]
-    assert "bra" not in prologue and f"ld.global.u32 %smpa_r15, [{ptx.AUTO_SYMBOL}]" in prologue
+    assert "bra" not in prologue and "ld.global" not in prologue  # reads no memory
+    assert "@%smpa_p0 mov.u32 %smpa_r1, %globaltimer_lo;" in prologue
 
 
 @pytest.mark.parametrize(

@@ -167,8 +167,8 @@ def _rows_wide(recs):
         "y": yz & 0xFFFF,
         "z": yz >> 16,
         "warp": (info >> 16) & 0x7F,
-        "kernel": info & 0xFFFF,
-        "grid_id": recs["grid_id"].astype(np.int64),
+        "kernel": 0 * info,  # by tag, where read_buffer is given the tags
+        "grid_id": 0 * info,  # the area's number (read_buffer)
         "tag": 0 * info,  # an area's, not a record's (records.read_buffer)
         "step_tag": 0 * info,
         "per_warp": (info & fmt.AUTO_PER_WARP) != 0,
@@ -184,7 +184,7 @@ def test_narrow_row_columns_hold_every_value_a_record_can_say():
     recs["start_ns"] = [2**32 - 5, 2**32, 7 * 2**32 - 1, 2**62 + 2**32 - 1, 1, 2**63 - 2**33]
     recs["end_lo"] = [3, 10, 5, 0, top, 2**32 - 1]
     recs["sm"] = [255, 65535 | (65535 << 16), 0, 132 | (7 << 16), 65534, 1 << 16]
-    recs["grid_id"] = [top, 0, 1, 2**31, 2**31 - 1, 7]
+    recs["kernel_tag"] = [top, 1, 1, 2**31, 2**31 - 1, 7]
     recs["info"] = [top, 1, 0xFFFF | fmt.AUTO_PER_WARP | (127 << 16), 255 << 24, 2, 3]
     recs["ctaid_x"] = [top, 0, 65535, 2**31, 1, 2]
     recs["ctaid_yz"] = [top, 65535, 65535 << 16, 1 | (2 << 16), 0, 3]
@@ -212,7 +212,7 @@ def test_a_table_holds_narrow_columns_and_saves_its_file_dtypes(tmp_path):
     assert {k: v.dtype for k, v in t.launches.items()} == want(LAUNCH_DTYPES)
     assert t.rows["x"].tolist() == [0, 2**32 - 1] and t.rows["sm"].tolist() == [3, 255]
     assert t.rows["y"].tolist() == [0, 65535] and t.rows["z"].tolist() == [0, 65535]
-    assert t.launches["grid_id"].tolist() == [2**32 - 1]
+    assert t.launches["grid_id"].tolist() == [0]  # its area's number
     assert t.launches["grid_x"].tolist() == [2**32] and t.launches["grid_z"].tolist() == [65536]
     # A duration past 2**32 ns wraps in the record's 32-bit end: 5 ns.
     assert (t.rows["end_ns"] - t.rows["start_ns"]).tolist() == [5, 100]
@@ -362,12 +362,12 @@ def _bench_table(compact, monkeypatch, **shape):
     """benchmarks/auto_host's table of synthetic records, columns compacted or (compact=False)
     only narrowed, as before columns of one value became views."""
     from benchmarks.auto_host import _table
-    from benchmarks.captures import synthetic_auto_records
+    from benchmarks.captures import synthetic_auto_buffer
 
     with monkeypatch.context() as m:
         if not compact:
             m.setattr(table_mod, "compact", table_mod.narrow)
-        return _table(synthetic_auto_records(**shape))
+        return _table(synthetic_auto_buffer(**shape))
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ def test_records_become_one_launch_per_grid_id_and_replay():
     caps = list(table)  # the table is also a sequence of per-launch captures
     assert [c.kernel_name for c in caps] == ["triton_poi_fused_add_0"] * 2 + ["gemm"] * 2
     assert [c.metadata["grid"] for c in caps] == [[4, 1, 1], [4, 1, 1], [2, 1, 2], [2, 1, 2]]
-    assert [c.metadata["grid_id"] for c in caps] == [5, 6, 9, 9]  # replays share the grid id
+    assert [c.metadata["grid_id"] for c in caps] == [0, 1, 2, 3]  # each launch its area
     assert table.launches["rows"].tolist() == [4, 4, 4, 4]
     assert [k["name"] for k in table.kernels] == ["triton_poi_fused_add_0", "gemm"]
     trace = decode(table)
@@ -50,13 +50,13 @@ def test_drops_are_counted_exactly_in_both_modes():
     # launches and nothing after the third (which does not fit); ring mode the newest that fit.
     recs = [(AUTO_T0 + 100 * i, 50, i % 3, 1 + i // 4, 1, i % 4, 0, 0) for i in range(16)]
     recs.append((AUTO_T0 + 5000, 50, 300, 5, 1, 0, 0, 0))
-    for ring, grid_ids, kept in ((False, [1, 2], 8), (True, [3, 4, 5], 9)):
+    for ring, starts, kept in ((False, [0, 400], 8), (True, [800, 1200, 5000], 9)):
         table = table_of(recs, capacity=10, ring=ring, sm_count=256)
         counts = table.counts()
         assert counts["claimed"] == 17 and counts["kept"] == kept == table.num_rows
         assert counts["dropped"] == 17 - kept and counts["capacity"] == 10
-        assert sorted({int(g) for g in table.launches["grid_id"]}) == grid_ids
-        assert (table.launches["rows"][table.launches["grid_id"] < 5] == 4).all()  # whole
+        assert sorted(int(t) - AUTO_T0 for t in table.launches["start_ns"]) == starts
+        assert sorted(table.launches["rows"].tolist()) == [1, 4, 4][-len(starts) :]  # whole
         trace = decode(table)
         assert trace.dropped_total == 17 - kept  # every reader sees them (info, Chrome's)
         text = format_report(trace, width=80)

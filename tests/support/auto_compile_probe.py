@@ -73,7 +73,7 @@ def inductor_kernels(root: str) -> dict:
             try:
                 for arch in (90, 100):
                     k = compile_(kern.fn, sig, consts, opts, arch, os.path.join(root, f"i{arch}"))
-                    r[f"ok_{arch}"] = ptx.AUTO_SYMBOL in k.asm["ptx"] and len(k.asm["cubin"]) > 0
+                    r[f"ok_{arch}"] = ptx.AUTO_MARK in k.asm["ptx"] and len(k.asm["cubin"]) > 0
                     if arch == 90:  # occupancy, plain and instrumented (auto_mode/registers.py)
                         threads = registers.threads_of(k.asm["ptx"])
                         r["blocks"] = [
@@ -101,7 +101,7 @@ def main():
                 )
                 binding.turn_off()
                 r[level] = {
-                    "instrumented": ptx.AUTO_SYMBOL in k.asm["ptx"],
+                    "instrumented": ptx.AUTO_MARK in k.asm["ptx"],
                     "mode": k.metadata.instrumentation_mode,
                     "cubin_bytes": len(k.asm["cubin"]),
                     "hash": k.hash,
@@ -122,7 +122,7 @@ def main():
                     }
             after = compile_(fn, sig, consts, opts, arch, os.path.join(root, f"{name}{arch}b"))
             r["plain_identical"] = plain.asm["ptx"] == after.asm["ptx"]
-            r["plain_instrumented"] = ptx.AUTO_SYMBOL in plain.asm["ptx"]
+            r["plain_instrumented"] = ptx.AUTO_MARK in plain.asm["ptx"]
     # One cache directory: plain, on, off, on again.
     name, fn, sig, consts, opts = K.CASES[0]
     d = os.path.join(root, "shared")
@@ -137,7 +137,7 @@ def main():
     binding.turn_off()
     res["cache"] = {
         "hashes": [k0.hash, k1.hash, k2.hash, k3.hash],
-        "instrumented": [ptx.AUTO_SYMBOL in k.asm["ptx"] for k in (k0, k1, k2, k3)],
+        "instrumented": [ptx.AUTO_MARK in k.asm["ptx"] for k in (k0, k1, k2, k3)],
         "entries_before": entries,
         "entries_after": len(os.listdir(d)),
     }
@@ -166,7 +166,7 @@ def main():
                 )
                 binding.turn_off()
                 res[f"gluon_ws_{arch}_{level}"] = {
-                    "instrumented": ptx.AUTO_SYMBOL in k.asm["ptx"],
+                    "instrumented": ptx.AUTO_MARK in k.asm["ptx"],
                     "cubin_bytes": len(k.asm["cubin"]),
                 }
     except ImportError as e:

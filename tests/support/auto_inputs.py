@@ -41,38 +41,36 @@ PTX = """.version 8.7
 
 
 def auto_buffer(records, capacity=256 * 16, ring=False, step_tag=0, tag=0, labels=None):
-    """An auto buffer as the host reads it back after `records` (start, duration, sm, grid id,
-    kernel id, x, y, z) ran in this order: each run of records of one (grid id, kernel) is a
+    """An auto buffer as the host reads it back after `records` (start, duration, sm, launch,
+    kernel id, x, y, z) ran in this order: each run of records of one (launch, kernel) is a
     launch (a program id that recurs begins the next: a graph's replay) given its area by the
     host's allocator (areas.Areas), each record written where its program writes it
     (ptx.auto_epilogue; here in the order given). Areas record `step_tag` and `tag`, or
-    labels[grid id] = (step tag, tag) for a launch of that grid id."""
+    labels[launch] = (step tag, tag) for that launch. The table numbers launches by their areas
+    (`grid_id`), not by `launch`."""
     from sm_profiler.auto_mode.areas import Areas
 
     areas = Areas(capacity, ring)
     slots = np.zeros(capacity, fmt.AUTO_RECORD_DTYPE)
     runs, seen = [], set()
     for r in records:
-        if runs and runs[-1][0][3:5] == r[3:5] and r[5:8] not in seen:
-            runs[-1].append(r)
-        else:
-            runs.append([r])
-            seen = set()
-        seen.add(r[5:8])
+        program = (*r[5:8], r[4] >> 16)  # (x, y, z, warp)
+        if runs and runs[-1][0][3] == r[3] and runs[-1][0][4] & 0xFFFF == r[4] & 0xFFFF:
+            if program not in seen:
+                runs[-1].append(r)
+                seen.add(program)
+                continue
+        runs.append([r])
+        seen = {program}
     for run in runs:
         first = areas.take(len(run), *(labels or {}).get(run[0][3], (step_tag, tag)))
         if first is None:
             continue
-        for i, (start, dur, sm, grid_id, kid, x, y, z) in enumerate(run):
-            slots[first + i] = (
-                start,
-                (start + dur) & fmt.LOW32,
-                sm,
-                grid_id,
-                kid,
-                x,
-                y | (z << 16),
-            )
+        for i, (start, dur, sm, _, kid, x, y, z) in enumerate(run):
+            # the kernel id's low 16 bits are its tag here (KERNELS has no kernel_tag); the
+            # bits above go to f5 (warp, per-warp flag) as the device writes them
+            tag_, info = kid & 0xFFFF, kid & ~0xFFFF
+            slots[first + i] = (start, (start + dur) & fmt.LOW32, sm, tag_, info, x, y | (z << 16))
     head = areas.header_and_areas()
     return np.concatenate([head, slots.view(np.uint64)])
 
