@@ -212,8 +212,10 @@ def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     """(order, launch): `order` sorts the rows by launch, then program id (z, y, x) and warp;
     `launch[i]` is the launch of row order[i], launches numbered by their first start.
 
-    A launch is one (GPU, %gridid, kernel), except that a CUDA graph's replays reuse their nodes'
-    grid ids: a key in which a program (x, y, z, warp) recurs holds several replays. Replays of
+    A launch is one (GPU, grid id, kernel); read_buffer gives each area a grid id of its own, so
+    there each key is one launch. Rows whose ids repeat across launches (a CUDA graph's replays
+    under the %gridid of earlier formats, or rows made by hand) are split: a key in which a
+    program (x, y, z, warp) recurs holds several replays. Replays of
     one node run one after another, so there a new launch begins where a program starts after
     every earlier program of the key has ended (a gap in the key's busy time). Dropped records
     (ring or limit) leave no such gap, since whole launches are dropped (a launch's area is
