@@ -541,8 +541,14 @@ def _wrap_capture_end(original):
             from .areas import Areas
 
             devices = sorted({p[0] for p in parts})
+            # Each device's captured areas and the address of the buffer they lie in: a replay
+            # in a later region copies from this buffer into that region's.
             self._sm_profiler_areas = {
-                d: Areas.replay_parts([(f, c) for dd, f, c in parts if dd == d]) for d in devices
+                d: (
+                    Areas.replay_parts([(f, c) for dd, f, c in parts if dd == d]),
+                    STATE.buffers[d][0],
+                )
+                for d in devices
             }
             # The graph's kernels write into its areas at every replay, recorded or not, for as
             # long as the graph lives: the buffer lives as long (after the region too).
@@ -573,11 +579,10 @@ def _wrap_replay(original):
 
 
 def copy_replay(replays: dict) -> None:
-    """After a recorded replay, in its stream's order: each device's captured areas copied into
-    a new launch area of that device, whose parts are the replay's launches."""
-    import torch
-
-    for device, replay in replays.items():
+    """After a recorded replay, in its stream's order: each device's captured areas (in the
+    buffer of the region that captured the graph) copied into a new launch area of that device's
+    buffer now, whose parts are the replay's launches."""
+    for device, (replay, graph_base) in replays.items():
         b = STATE.buffers.get(device)
         if b is None:
             continue
@@ -587,8 +592,13 @@ def copy_replay(replays: dict) -> None:
             continue
         graph_first, span = replay[0], replay[1]
         n = fmt.AUTO_RECORD_BYTES
-        stream = torch.cuda.current_stream(device).cuda_stream
-        copy_device(base + first * n, base + graph_first * n, span * n, stream)
+        copy_device(base + first * n, graph_base + graph_first * n, span * n, _stream(device))
+
+
+def _stream(device: int) -> int:
+    import torch
+
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 # -- on and off -------------------------------------------------------------------------------------

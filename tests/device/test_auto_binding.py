@@ -113,3 +113,66 @@ class SimpleKernel:
     def __init__(self, metadata):
         self.metadata = metadata
         self.src = None
+
+
+class _FakeGraph:
+    """torch.cuda.CUDAGraph as far as the binding wraps it."""
+
+    def capture_begin(self, *args, **kwargs):
+        pass
+
+    def capture_end(self):
+        pass
+
+    def replay(self):
+        pass
+
+
+def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(monkeypatch):
+    from sm_profiler.auto_mode import binding
+    from sm_profiler.auto_mode.areas import Areas
+
+    cls = type("Graph", (_FakeGraph,), {})
+    cls.capture_begin = binding._wrap_capture_begin(cls.capture_begin)
+    cls.capture_end = binding._wrap_capture_end(cls.capture_end)
+    cls.replay = binding._wrap_replay(cls.replay)
+    copies = []
+    monkeypatch.setattr(binding, "copy_device", lambda *a: copies.append(a))
+    monkeypatch.setattr(binding, "_stream", lambda device: 99)
+    monkeypatch.setattr(binding, "_current_device", lambda: 0)
+    a1, buf1 = Areas(100, ring=False), object()
+    s = binding.STATE
+    for k, v in dict(
+        level="program",
+        paused=0,
+        recording=False,
+        on=False,
+        capturing=None,
+        buffers={0: (1000, a1, buf1)},
+        single=None,
+        step_tag=3,
+        tag=0,
+        allocate=lambda device: None,
+    ).items():
+        monkeypatch.setattr(s, k, v)
+    g = cls()
+    g.capture_begin()  # captured in a step that records nothing: the graph still gets areas
+    assert binding.area_for_launch(4 * 32, 32, 0) == 1000 + 96 * 32
+    assert binding.area_for_launch(2 * 32, 32, 0) == 1000 + 94 * 32
+    g.capture_end()
+    assert s.capturing is None and g._sm_profiler_keep == [buf1]  # the buffer lives with it
+    g.replay()
+    assert copies == []  # not recording: its records stay in its own areas
+    s.recording = s.on = True
+    g.replay()
+    assert copies == [(1000 + 0 * 32, 1000 + 94 * 32, 6 * 32, 99)]
+    assert a1.areas().tolist() == [[0, 2, 3, 0], [2, 4, 3, 0]]  # its two launches, step 3
+    # A later region (another buffer) records the replays of a graph captured before.
+    a2 = Areas(50, ring=False)
+    s.buffers = {0: (5000, a2, object())}
+    g.replay()
+    assert copies[-1] == (5000, 1000 + 94 * 32, 6 * 32, 99)
+    assert a2.claimed == 6 and a2.kept() == 6
+    s.paused = 1
+    g.replay()
+    assert len(copies) == 2  # an autotuner's benchmark: nothing
