@@ -275,7 +275,7 @@ def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: 
             if kid > fmt.AUTO_MAX_KERNELS:
                 warnings.warn(
                     f"sm_profiler.auto: more than {fmt.AUTO_MAX_KERNELS} kernels "
-                    f"loaded; {name!r} records nothing",
+                    f"loaded; {name!r}'s launches are recorded as 'kernel 0'",
                     AutoWarning,
                     stacklevel=2,
                 )
