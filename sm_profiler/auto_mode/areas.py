@@ -114,18 +114,17 @@ class Areas:
     # -- reading back ------------------------------------------------------------------------
 
     def areas(self) -> np.ndarray:
-        """(first, count, step, tag) of every kept launch area, a replay's launches each one, in
-        the order given."""
-        out = []
-        for first, count, step, tag, _, parts in self.live:
-            if parts is None:
-                out.append(np.array([[first, count, step, tag]], np.int64))
-            else:
+        """(first, count, step, tag) of every kept launch area: the launches' in the order given,
+        then each replay's launches."""
+        launches = [e[:4] for e in self.live if e[5] is None]  # one list: a million take a second
+        out = [np.array(launches, np.int64).reshape(-1, 4)]
+        for first, _, step, tag, _, parts in self.live:
+            if parts is not None:
                 offsets, counts = parts
                 a = np.empty((len(counts), 4), np.int64)
                 a[:, 0], a[:, 1], a[:, 2], a[:, 3] = first + offsets, counts, step, tag
                 out.append(a)
-        return np.concatenate(out) if out else np.zeros((0, 4), np.int64)
+        return np.concatenate(out)
 
     def kept(self) -> int:
         return int(self.areas()[:, 1].sum())
