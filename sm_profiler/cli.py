@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--ring",
         action="store_true",
-        help="keep the newest records instead of the first (long loops)",
+        help="keep the newest launches instead of the first (long loops)",
     )
     c.add_argument(
         "--level",

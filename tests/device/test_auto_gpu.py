@@ -129,6 +129,33 @@ def test_cuda_graph_replays_are_separate_launches():
     torch.cuda.synchronize()
 
 
+def test_a_graph_captured_in_one_region_is_recorded_in_the_next():
+    n = 1 << 18
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    with sm_profiler.auto() as first:
+        axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)  # compiles, loads
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)
+        g.replay()
+    g.replay()  # between regions: writes the graph's own areas (its buffer lives with it)
+    with sm_profiler.auto() as second:
+        for _ in range(2):
+            g.replay()
+    torch.cuda.synchronize()
+    assert len(_launches(first.decode(), "axpy_kernel")) == 2  # the eager launch, one replay
+    trace = second.decode()
+    launches = _launches(trace, "axpy_kernel")
+    assert len(launches) == 2  # the second region's two replays, named by their tag
+    for c in launches:
+        _check_launch(trace, c, (n // 1024, 1, 1))
+    want = 3.0 * x + y
+    for _ in range(8):
+        want = want * 1.0001 + 1e-4
+    assert torch.allclose(out, want, rtol=1e-5, atol=1e-5)  # the replays computed as plain
+
+
 def test_limit_and_ring_keep_whole_launches_and_count_drops_exactly():
     n = 1 << 16
     x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
