@@ -30,6 +30,7 @@ import time
 import tracemalloc
 import warnings
 
+from benchmarks.captures import SYNTHETIC_AUTO_TAGS as TAGS
 from benchmarks.captures import synthetic_auto_buffer
 from sm_profiler.auto_mode.records import read_buffer
 from sm_profiler.auto_mode.report import format_report
@@ -45,9 +46,6 @@ SHAPES = {
     "steps100": dict(launches=100 * 60, programs=600, steps=100),
     "steps1000": dict(launches=1000 * 60, programs=60, steps=1000),
 }
-
-
-TAGS = {k: k for k in range(1, 21)}  # the synthetic kernels' tags are their ids
 
 
 def _table(words) -> AutoTable:

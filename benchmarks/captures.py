@@ -56,6 +56,10 @@ def synthetic_capture(num_events: int, num_lanes: int = 4096, seed: int = 0) -> 
     return Capture(words, event_names=NAMES, kernel_name="synthetic")
 
 
+# kernel tag -> kernel id of synthetic_auto_buffer's kernels (tags 1..kernels, default 20)
+SYNTHETIC_AUTO_TAGS = {k: k for k in range(1, 21)}
+
+
 def synthetic_auto_buffer(
     launches: int,
     programs: int,
@@ -70,7 +74,7 @@ def synthetic_auto_buffer(
     of `programs` programs each, one area each, spread over `steps` steps (step tags 1..steps),
     the records as the device writes them: programs in waves over `sms` SMs, each ~program_ns
     long, launches one after another on one stream, kernel tags 1..kernels. replays: one kernel
-    (a CUDA graph's node replayed). Read it with records.read_buffer(words, tags={k: k})."""
+    (a CUDA graph's node replayed). Read it with records.read_buffer(words, 0, SYNTHETIC_AUTO_TAGS)."""
     rng = np.random.default_rng(seed)
     n = launches * programs
     launch = np.repeat(np.arange(launches, dtype=np.int64), programs)

@@ -84,7 +84,7 @@ def auto_default_traces(step_counts: list[int], timeout_s: float) -> None:
     import time
     import warnings
 
-    from benchmarks.captures import synthetic_auto_buffer
+    from benchmarks.captures import SYNTHETIC_AUTO_TAGS, synthetic_auto_buffer
     from sm_profiler.auto_mode.records import read_buffer
     from sm_profiler.auto_mode.table import AutoTable
     from sm_profiler.export import timeline
@@ -95,7 +95,7 @@ def auto_default_traces(step_counts: list[int], timeout_s: float) -> None:
         for steps in step_counts:
             launches = 60 * steps
             recs = synthetic_auto_buffer(launches, max(3_600_000 // launches, 1), steps=steps)
-            rows = read_buffer(recs, 0, {k: k for k in range(1, 21)})[0]
+            rows = read_buffer(recs, 0, SYNTHETIC_AUTO_TAGS)[0]
             programs = len(rows["start_ns"])
             session = {"gpu": 0, "sm_count": 132, "device_name": "synthetic"}
             session["step_tags"] = {str(k): k - 1 for k in range(1, steps + 1)}

@@ -498,8 +498,6 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 # < 2^32 ns, as the record's 32-bit end already assumes). Registers are named %smpa_* and labels
 # $SMPA_* so they cannot meet the kernel's own.
 AUTO_MARK = "// sm_profiler auto: start"  # in every instrumented kernel's PTX, once
-_AUTO_RECORD_SHIFT = (fmt.AUTO_RECORD_BYTES - 1).bit_length()  # slot -> byte offset
-assert 1 << _AUTO_RECORD_SHIFT == fmt.AUTO_RECORD_BYTES
 
 
 def auto_declarations() -> str:
@@ -564,7 +562,7 @@ def auto_epilogue(per_warp: bool, index: int, area_param: str, tag: int) -> str:
         "cvt.u64.u32 %smpa_d2, %smpa_r9;\n\tadd.u64 %smpa_d1, %smpa_d1, %smpa_d2;\n\t"
         "cvt.u64.u32 %smpa_d2, %smpa_r13;\n\tcvt.u64.u32 %smpa_d3, %smpa_r8;\n\t"
         "mad.lo.u64 %smpa_d1, %smpa_d1, %smpa_d2, %smpa_d3;\n\t" + warp + ""
-        f"shl.b64 %smpa_d1, %smpa_d1, {_AUTO_RECORD_SHIFT};\n\t"
+        f"shl.b64 %smpa_d1, %smpa_d1, {fmt.AUTO_RECORD_SHIFT};\n\t"
         "add.u64 %smpa_d1, %smpa_d1, %smpa_d0;\n\t"
         "shl.b32 %smpa_r6, %smpa_r6, 16;\n\tor.b32 %smpa_r9, %smpa_r9, %smpa_r6;\n\t"
         "st.global.v4.b32 [%smpa_d1], {%smpa_r1, %smpa_r2, %smpa_r3, %smpa_r4};\n\t"

@@ -81,8 +81,6 @@ class Areas:
             return None
         if self.ring:  # launch areas at or above `low` are overwritten from now on
             self.live = deque(a for a in self.live if a[0] + a[1] <= low)
-        else:  # no launch area lies there: `low` >= next
-            self.next = min(self.next, low)
         self.top = low
         self.graph_slots += count
         return low

@@ -121,7 +121,7 @@ class _State:
         self.tag = 0
         self.capturing: list | None = None  # (device, first, count) of a graph being captured
         self.on = False  # launches get areas: on, recording and not paused
-        self.single = None  # the one device's (address, Areas) while only one has a buffer
+        self.single = None  # the one device's buffers[device] while only one has a buffer
         self.static_loaded = 0  # instrumented kernels Inductor's static launcher loaded
         self.level: str | None = None  # set while on
         self.skipped: dict[str, str] = {}  # kernel -> why it runs plain (rewrite refused)
@@ -433,7 +433,8 @@ def _wrap_static_run(original):
             return original(self, grid_x, grid_y, grid_z, stream, *args)
         area = 0  # a null area: record nothing (asked only where one may be given)
         if STATE.on or STATE.capturing is not None:
-            area = area_for_launch(grid_x * grid_y * grid_z * scratch[0], 32, stream) or 0
+            size = grid_x * grid_y * grid_z * scratch[0]
+            area = area_for_launch(size, fmt.AUTO_RECORD_BYTES, stream) or 0
         if scratch[1]:
             return original(self, grid_x, grid_y, grid_z, stream, *args, None, area)
         return original(self, grid_x, grid_y, grid_z, stream, *args, area)
@@ -503,23 +504,20 @@ def area_for_launch(size: int, alignment: int, stream) -> int | None:
         b = st.single or _buffer(_current_device())
         if b is None:
             return None
-        first = b[1].take(size >> _RECORD_SHIFT, st.step_tag, st.tag)
-        return None if first is None else b[0] + (first << _RECORD_SHIFT)
+        first = b[1].take(size >> fmt.AUTO_RECORD_SHIFT, st.step_tag, st.tag)
+        return None if first is None else b[0] + (first << fmt.AUTO_RECORD_SHIFT)
     if st.paused:
         return None
     device = _current_device()
     b = _buffer(device)
     if b is None:
         return None
-    count = size >> _RECORD_SHIFT
+    count = size >> fmt.AUTO_RECORD_SHIFT
     first = b[1].take_graph(count)
     if first is None:
         return None
     st.capturing.append((device, first, count))
-    return b[0] + (first << _RECORD_SHIFT)
-
-
-_RECORD_SHIFT = (fmt.AUTO_RECORD_BYTES - 1).bit_length()
+    return b[0] + (first << fmt.AUTO_RECORD_SHIFT)
 
 
 def _wrap_capture_begin(original):
@@ -563,7 +561,7 @@ def _wrap_replay(original):
     def replay(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
         parts = getattr(self, "_sm_profiler_areas", None)
-        if parts and STATE.on and not STATE.paused:
+        if parts and STATE.on:  # on: recording and not paused
             try:
                 copy_replay(parts)
             except Exception as e:  # never stop the user's replay over the profiler
@@ -606,8 +604,8 @@ def _stream(device: int) -> int:
 
 def install() -> None:
     """Hooks that stay for the process (they do nothing while auto mode is off). The profile
-    scratch allocator stays too: a kernel compiled in auto mode asks it at every launch, and
-    after the region it says "no area"."""
+    scratch allocator, set by turn_on, stays too: a kernel compiled in auto mode asks it at every
+    launch, and after the region it says "no area"."""
     if STATE.installed:
         return
     knobs = _knobs()
@@ -618,7 +616,6 @@ def install() -> None:
         cls.run = _wrap_static_run(cls.run)
         if hasattr(cls, "close"):
             cls.close = _wrap_static_close(cls.close)
-    _install_allocator()
     from torch.cuda import CUDAGraph
 
     CUDAGraph.capture_begin = _wrap_capture_begin(CUDAGraph.capture_begin)
@@ -639,7 +636,7 @@ def turn_on(level: str, allocate=None, recording: bool = True) -> None:
     makes when first needed (None: record nothing)."""
     knobs = _knobs()
     install()
-    _install_allocator()  # again: another tool (Proton) may have set its own since
+    _install_allocator()  # at every region: another tool (Proton) may have set its own since
     from triton.backends.nvidia.compiler import CUDABackend
 
     STATE.saved = {
@@ -696,14 +693,10 @@ def _buffer(device: int):
     return STATE.buffers[device]
 
 
-def _update_on() -> None:
-    STATE.on = STATE.level is not None and STATE.recording and not STATE.paused
-
-
 def rebind() -> None:
-    """Whether launches get areas now (on, recording and not paused)."""
+    """Whether launches get areas now: on, recording and not paused."""
     with STATE.lock:
-        _update_on()
+        STATE.on = STATE.level is not None and STATE.recording and not STATE.paused
 
 
 def set_recording(on: bool) -> None:
@@ -711,7 +704,7 @@ def set_recording(on: bool) -> None:
     copied out (or not). Host-side only: a launch queued before keeps what it was given."""
     with STATE.lock:
         STATE.recording = on
-        _update_on()
+        rebind()
 
 
 def set_step(step_tag: int, tag: int) -> None:

@@ -138,13 +138,14 @@ def read_buffer(words, gpu: int = 0, tags=None) -> tuple[dict[str, np.ndarray], 
     recs = table[used]
     del used
     written = recs["kernel_tag"] != 0
-    step_tag = np.repeat((d[by_first, 1] & 0xFFFF).astype(np.uint16), c)[written]
-    area = np.repeat(by_first.astype(np.uint32), c)[written]
-    tag = np.repeat(((d[by_first, 1] >> np.uint64(fmt.AUTO_TAG_SHIFT)) & 0xFF).astype(np.uint8), c)
-    tag = tag[written]
+    area = np.repeat(by_first.astype(np.uint32), c)[written]  # each row's area (descriptor)
     n_unwritten = int(len(written) - written.sum())
     recs = recs[written]
     del written
+    label = d[area, 1]
+    step_tag = (label & 0xFFFF).astype(np.uint16)
+    tag = ((label >> np.uint64(fmt.AUTO_TAG_SHIFT)) & 0xFF).astype(np.uint8)
+    del label
     info = {
         "claimed": head["claimed"],
         "capacity": slots,
@@ -190,7 +191,7 @@ def kernel_ids(kernel_tags: np.ndarray, tags) -> np.ndarray:
     out = np.zeros(len(kernel_tags), np.int32)
     if tags:
         known = np.array(sorted(tags), np.uint32)
-        ids = np.array([tags[t] for t in sorted(tags)], np.int32)
+        ids = np.array([tags[t] for t in known.tolist()], np.int32)
         at = np.minimum(np.searchsorted(known, kernel_tags), len(known) - 1)
         hit = known[at] == kernel_tags
         out[hit] = ids[at[hit]]

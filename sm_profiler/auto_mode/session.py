@@ -257,8 +257,9 @@ class AutoProfiler:
         self._step_tags[self._step_tag] = self.step_num
 
     def set_tag(self, tag: int) -> None:
-        """Tag the records of launches queued from now on (0..255, 0 = none; no sync): e.g. one step of a loop, to pick its launches out afterwards (the launch's
-        `tag` in the table and in each launch's capture metadata)."""
+        """Tag the records of launches queued from now on (0..255, 0 = none; no sync): e.g. one
+        step of a loop, to pick its launches out afterwards (the launch's `tag` in the table and
+        in each launch's capture metadata)."""
         if isinstance(tag, bool) or not isinstance(tag, int) or not 0 <= tag <= fmt.AUTO_MAX_TAG:
             raise ConfigError(f"tag must be an int in 0..{fmt.AUTO_MAX_TAG}, got {tag!r}")
         self._tag = tag

@@ -107,15 +107,21 @@ def test_every_program_of_every_launch_streams_kept_apart():
     assert torch.equal(out, plain)
 
 
+def _axpy_graph(n, x, y, out):
+    """One eager launch of axpy_kernel (it compiles and loads), then a CUDA graph of one."""
+    axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)
+    return g
+
+
 def test_cuda_graph_replays_are_separate_launches():
     n = 1 << 18
     x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
     with sm_profiler.auto() as prof:
-        axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)  # compiles, loads
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)
+        g = _axpy_graph(n, x, y, out)
         for _ in range(3):
             g.replay()
     trace = prof.decode()
@@ -124,7 +130,7 @@ def test_cuda_graph_replays_are_separate_launches():
     spans = sorted(_check_launch(trace, c, (n // 1024, 1, 1)) for c in launches)
     for (_, e0), (s1, _) in zip(spans, spans[1:], strict=False):
         assert e0 <= s1  # one stream: each replay after the one before
-    # Replays outside the region record nothing (the module's buffer pointer is cleared).
+    # A replay outside the region writes only the graph's own areas and is not copied out.
     g.replay()
     torch.cuda.synchronize()
 
@@ -133,11 +139,7 @@ def test_a_graph_captured_in_one_region_is_recorded_in_the_next():
     n = 1 << 18
     x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
     with sm_profiler.auto() as first:
-        axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)  # compiles, loads
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)
+        g = _axpy_graph(n, x, y, out)
         g.replay()
     g.replay()  # between regions: writes the graph's own areas (its buffer lives with it)
     with sm_profiler.auto() as second:
