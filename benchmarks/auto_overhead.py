@@ -606,19 +606,26 @@ def format_kernel_added(runs: list[dict], models, scenarios, modes) -> list[str]
 def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
     """`plain` and `instrumented` (the same model, compiled twice) in one process, `repeats`
     rounds of (plain, recording off, recording on), one repeat of `steps` steps each: ms/step of
-    each, and the off and on costs over plain (medians)."""
-    from sm_profiler.auto_mode import binding
+    each, and the off and on costs over plain (medians). After each switch one untimed step
+    takes the edge (under CUDA graphs, each graph's kernels switched to write or not: the host
+    time of those updates is given apart, as `switch_updates` and `switch_ms_each`)."""
+    from sm_profiler.auto_mode import binding, graph_switch
 
     out = {"plain_ms": [], "off_ms": [], "on_ms": []}
+    before = dict(graph_switch.UPDATES)
     for _ in range(repeats):
         out["plain_ms"] += time_steps(plain, steps, 1)
-        binding.set_recording(False)
-        out["off_ms"] += time_steps(instrumented, steps, 1)
-        binding.set_recording(True)
-        out["on_ms"] += time_steps(instrumented, steps, 1)
+        for key, on in (("off_ms", False), ("on_ms", True)):
+            binding.set_recording(on)
+            instrumented()  # the edge: untimed
+            out[key] += time_steps(instrumented, steps, 1)
     base = statistics.median(out["plain_ms"])
     for k in ("off", "on"):
         out[f"{k}_pct"] = 100.0 * (statistics.median(out[f"{k}_ms"]) / base - 1.0)
+    count = graph_switch.UPDATES["count"] - before["count"]
+    seconds = graph_switch.UPDATES["seconds"] - before["seconds"]
+    out["switch_updates"] = count
+    out["switch_ms_each"] = 1e3 * seconds / count if count else None
     return out
 
 
@@ -1092,6 +1099,10 @@ def summarize(runs: list[dict], models, scenarios, modes) -> list[dict]:
                     if mode == "auto_ab":
                         row["ab"] = {k: [r["ab"][f"{k}_pct"] for r in ok] for k in ("off", "on")}
                         row["ab"]["picks_taken"] = ok[-1]["ab"].get("picks_taken", 0)
+                        each = [r["ab"].get("switch_ms_each") for r in ok]
+                        each = [e for e in each if e is not None]
+                        if each:
+                            row["ab"]["switch_ms_each"] = statistics.median(each)
                     if mode == "auto" and all("on_off" in r for r in ok):
                         row["on_off_pct"] = [r["on_off"]["added_pct"] for r in ok]
                     if mode == "proton":
@@ -1159,6 +1170,8 @@ def format_table(rows: list[dict], header: str) -> list[str]:
                 f"in one process over plain: off {statistics.median(off):+.2f}%, "
                 f"on {statistics.median(on):+.2f}% ({r['ab']['picks_taken']} picks shared)"
             )
+            if r["ab"].get("switch_ms_each") is not None:
+                notes.append(f"graphs switched in {r['ab']['switch_ms_each']:.3f} ms each")
         if "auto_off" in r:
             a = r["auto_off"]
             notes.append(

@@ -489,8 +489,8 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 # atomic made a short launch 0.3 us longer, and a word read at the start and tested at the end
 # made every short program wait for its load (BENCHMARKS.md). A launch that records nothing
 # (eager, outside active steps: a null pointer) pays only the pointer's test; a CUDA graph keeps
-# its captured pointer, so its replays always write their records, and the host copies them out
-# only after replays it records. Where the start goes: after the kernel's own first global load
+# its captured pointers, which the host sets to null for replays it does not record
+# (auto_mode/graph_switch.py), and copies the records out after those it does. Where the start goes: after the kernel's own first global load
 # where its first block has one (placed first, ptxas issued the timer ahead of the kernel's first
 # load, and a short kernel took 0.1 us longer a launch).
 # The kernel's body carries one register (registers cost occupancy on steps that record nothing

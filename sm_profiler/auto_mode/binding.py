@@ -10,7 +10,7 @@
   (which loads cubins itself and calls no Triton hook).
 - launch: Triton's launcher asks its profile scratch allocator for each instrumented launch's
   area (`area_for_launch`); a CUDA graph's captured areas are copied out after each recorded
-  replay (`CUDAGraph.replay`).
+  replay (`CUDAGraph.replay`), and its kernels are switched off for the others (graph_switch).
 - the driver: ctypes calls into libcuda (cuFuncGetModule, cuMemcpyDtoDAsync).
 
 Everything here is process-wide; `sm_profiler.auto_mode.AutoProfiler` turns it on and off.
@@ -534,8 +534,10 @@ def _wrap_capture_begin(original):
 def _wrap_capture_end(original):
     def capture_end(self, *args, **kwargs):
         parts, STATE.capturing = STATE.capturing, None
+        switch = _switch_of_capture(parts) if parts else None
         out = original(self, *args, **kwargs)
         if parts:
+            self._sm_profiler_switch = switch
             from .areas import Areas
 
             devices = sorted({p[0] for p in parts})
@@ -548,8 +550,8 @@ def _wrap_capture_end(original):
                 )
                 for d in devices
             }
-            # The graph's kernels write into its areas at every replay, recorded or not, for as
-            # long as the graph lives: the buffer lives as long (after the region too).
+            # The graph's kernels write into its areas at its recorded replays (at every replay
+            # where they could not be switched off) for as long as it lives: so does the buffer.
             self._sm_profiler_keep = [STATE.buffers[d][2] for d in devices]
         return out
 
@@ -557,8 +559,52 @@ def _wrap_capture_end(original):
     return capture_end
 
 
+def _switch_of_capture(parts: list):
+    """The graph_switch.Switch of the graph being captured (before its capture closes), or None:
+    the graph then writes its records at every replay."""
+    from . import graph_switch
+
+    areas = {STATE.buffers[d][0] + (first << fmt.AUTO_RECORD_SHIFT) for d, first, _ in parts}
+    try:
+        return graph_switch.prepare(_capture_stream(), areas)
+    except Exception as e:
+        warnings.warn(
+            f"sm_profiler.auto: a CUDA graph's kernels will write their records at every replay, "
+            f"recorded or not (they could not be switched off: {e})",
+            AutoWarning,
+            stacklevel=3,
+        )
+        return None
+
+
+def _capture_stream() -> int:
+    import torch
+
+    return torch.cuda.current_stream().cuda_stream  # capture_end runs in the capture's stream
+
+
+def _follow(graph, switch) -> None:
+    """Switch a graph's kernels to write records or not, as this replay is recorded or not."""
+    try:
+        exec_handle = graph.raw_cuda_graph_exec()
+    except Exception:  # not instantiated yet (keep_graph=True): it will be from the captured graph
+        return
+    try:
+        switch.follow(exec_handle, STATE.on)
+    except Exception as e:
+        warnings.warn(
+            f"sm_profiler.auto: a CUDA graph's kernels now write their records at every replay, "
+            f"recorded or not: {e}",
+            AutoWarning,
+            stacklevel=3,
+        )
+
+
 def _wrap_replay(original):
     def replay(self, *args, **kwargs):
+        switch = getattr(self, "_sm_profiler_switch", None)
+        if switch is not None and switch.on != STATE.on:
+            _follow(self, switch)
         out = original(self, *args, **kwargs)
         parts = getattr(self, "_sm_profiler_areas", None)
         if parts and STATE.on:  # on: recording and not paused

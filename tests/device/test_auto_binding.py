@@ -127,6 +127,20 @@ class _FakeGraph:
     def replay(self):
         pass
 
+    def raw_cuda_graph_exec(self):
+        return 7
+
+
+class _FakeSwitch:
+    """graph_switch.Switch as far as the binding drives it: which state each update asked for."""
+
+    def __init__(self, areas):
+        self.areas, self.on, self.asked = areas, True, []
+
+    def follow(self, exec_handle, on):
+        self.asked.append((exec_handle, on))
+        self.on = on
+
 
 def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(monkeypatch):
     from sm_profiler.auto_mode import binding
@@ -136,9 +150,13 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
     cls.capture_begin = binding._wrap_capture_begin(cls.capture_begin)
     cls.capture_end = binding._wrap_capture_end(cls.capture_end)
     cls.replay = binding._wrap_replay(cls.replay)
+    from sm_profiler.auto_mode import graph_switch
+
     copies = []
     monkeypatch.setattr(binding, "copy_device", lambda *a: copies.append(a))
     monkeypatch.setattr(binding, "_stream", lambda device: 99)
+    monkeypatch.setattr(binding, "_capture_stream", lambda: 98)
+    monkeypatch.setattr(graph_switch, "prepare", lambda stream, areas: _FakeSwitch((stream, areas)))
     monkeypatch.setattr(binding, "_current_device", lambda: 0)
     a1, buf1 = Areas(100, ring=False), object()
     s = binding.STATE
@@ -162,10 +180,14 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
     assert binding.area_for_launch(2 * 32, 32, 0) == 1000 + 94 * 32
     g.capture_end()
     assert s.capturing is None and g._sm_profiler_keep == [buf1]  # the buffer lives with it
+    switch = g._sm_profiler_switch  # made from the capture's stream and its two areas
+    assert switch.areas == (98, {1000 + 96 * 32, 1000 + 94 * 32}) and switch.asked == []
     g.replay()
-    assert copies == []  # not recording: its records stay in its own areas
+    assert copies == []  # not recording: switched off, nothing to copy
+    assert switch.asked == [(7, False)]
     s.recording = s.on = True
     g.replay()
+    assert switch.asked == [(7, False), (7, True)]  # switched on, at the edge
     assert copies == [(1000 + 0 * 32, 1000 + 94 * 32, 6 * 32, 99)]
     assert a1.areas().tolist() == [[0, 2, 3, 0], [2, 4, 3, 0]]  # its two launches, step 3
     # A later region (another buffer) records the replays of a graph captured before.
@@ -174,6 +196,20 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
     g.replay()
     assert copies[-1] == (5000, 1000 + 94 * 32, 6 * 32, 99)
     assert a2.claimed == 6 and a2.kept() == 6
+    assert switch.asked[-1] == (7, True)  # on still: not switched again
     binding.pause()  # as Inductor's autotuner is paused
     g.replay()
     assert len(copies) == 2  # an autotuner's benchmark: nothing
+    assert switch.asked[-1] == (7, False)  # and its kernels write nothing
+
+
+def test_kernel_node_params_lay_out_as_cuda_h():
+    """The ctypes CUDA_KERNEL_NODE_PARAMS_v2 the graph switch reads and writes: the offsets of
+    cuda.h on a 64-bit host (a wrong one would hand the driver garbage for kernelParams)."""
+    import ctypes
+
+    from sm_profiler.auto_mode.graph_switch import KernelNodeParams as P
+
+    assert (P.grid.offset, P.block.offset, P.shared_bytes.offset) == (8, 20, 32)
+    assert (P.kernel_params.offset, P.extra.offset, P.kern.offset, P.ctx.offset) == (40, 48, 56, 64)
+    assert ctypes.sizeof(P) == 72

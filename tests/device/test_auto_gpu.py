@@ -158,6 +158,67 @@ def test_a_graph_captured_in_one_region_is_recorded_in_the_next():
     assert torch.allclose(out, want, rtol=1e-5, atol=1e-5)  # the replays computed as plain
 
 
+def _graph_area_bytes(g) -> torch.Tensor:
+    """A copy of the records a graph's kernels write into its own areas (one device)."""
+    ((replay, base),) = g._sm_profiler_areas.values()
+    first, span = replay[0], replay[1]
+    nbytes = span * sm_profiler.format.AUTO_RECORD_BYTES
+    out = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    binding.copy_device(
+        out.data_ptr(),
+        base + first * sm_profiler.format.AUTO_RECORD_BYTES,
+        nbytes,
+        torch.cuda.current_stream().cuda_stream,
+    )
+    torch.cuda.synchronize()
+    return out
+
+
+def _zero_graph_areas(g) -> None:
+    ((replay, base),) = g._sm_profiler_areas.values()
+    n = sm_profiler.format.AUTO_RECORD_BYTES
+    zero = torch.zeros(replay[1] * n, dtype=torch.uint8, device="cuda")
+    binding.copy_device(
+        base + replay[0] * n, zero.data_ptr(), zero.numel(), torch.cuda.current_stream().cuda_stream
+    )
+    torch.cuda.synchronize()
+
+
+def test_a_graph_replayed_outside_active_steps_writes_nothing():
+    n = 1 << 18
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    sched = sm_profiler.schedule(wait=1, active=1, repeat=3)  # steps 1, 3, 5 recorded
+    with sm_profiler.auto(schedule=sched) as prof:
+        g = _axpy_graph(n, x, y, out)  # step 0 (off): the eager launch records nothing
+        switch = g._sm_profiler_switch
+        assert switch is not None and switch.on  # captured writing its records
+        prof.step()
+        written = []
+        for _ in range(1, 6):
+            _zero_graph_areas(g)
+            g.replay()
+            written.append(bool(_graph_area_bytes(g).any()))
+            prof.step()
+    # Only the recorded replays wrote. Captured writing, the graph was switched at each edge
+    # after: off at steps 2 and 4, on at 3 and 5.
+    assert written == [True, False, True, False, True]
+    assert switch.updates == 4 and switch.on
+    trace = prof.decode()
+    launches = _launches(trace, "axpy_kernel")
+    assert len(launches) == 3  # the replays of steps 1, 3 and 5, each whole
+    for c in launches:
+        _check_launch(trace, c, (n // 1024, 1, 1))
+    assert sorted(int(k.metadata["step"]) for k in trace.kernels) == [1, 3, 5]
+    g.replay()  # after the region: switched off, writes nothing
+    _zero_graph_areas(g)
+    g.replay()
+    assert not _graph_area_bytes(g).any() and not switch.on
+    want = 3.0 * x + y
+    for _ in range(8):
+        want = want * 1.0001 + 1e-4
+    assert torch.allclose(out, want, rtol=1e-5, atol=1e-5)  # switched or not: computed as plain
+
+
 def test_limit_and_ring_keep_whole_launches_and_count_drops_exactly():
     n = 1 << 16
     x, y, out = (torch.rand(n, device="cuda") for _ in range(3))

@@ -1,0 +1,221 @@
+"""A captured CUDA graph's instrumented kernels, switched between writing records and not.
+
+A graph keeps the area pointers it was captured with, so left alone its kernels write their
+records at every replay, recorded or not: a step outside a schedule's active steps paid the whole
+record (+0.6..1.1 % under CUDA graphs, BENCHMARKS.md) against an eager launch's pointer test. So
+at capture end, while the capture is still open (PyTorch destroys the captured graph once it has
+instantiated it), auto mode clones the captured graph twice: as captured, and with each
+instrumented kernel's last parameter (its area) set to null. A replay whose recording state
+differs from the graph's updates the instantiated graph from one clone or the other
+(cuGraphExecUpdate: the clones differ from what was instantiated in kernel parameters only), so
+an off replay runs every kernel as an eager launch given no area runs it. The update happens only
+where the state changes (a schedule's edges), and affects no launch already queued.
+
+Where the clones cannot be made or a kernel's area cannot be found among its parameters, the graph
+is left as it was: it writes at every replay, and only recorded replays are copied out.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+import weakref
+
+_CAPTURE_ACTIVE = 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
+_NODE_KERNEL = 0  # CU_GRAPH_NODE_TYPE_KERNEL
+_MAX_PARAMS = 4096  # a kernel's parameters are at most 32 KiB: far fewer than this
+_NULL = ctypes.c_uint64(0)  # the value a switched-off kernel's area parameter points at
+# Every switch of the process: how many graph updates, and the host seconds they took (benchmarks).
+UPDATES = {"count": 0, "seconds": 0.0}
+
+
+class KernelNodeParams(ctypes.Structure):
+    """CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h, CUDA 12 and 13)."""
+
+    _fields_ = [
+        ("func", ctypes.c_void_p),
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_bytes", ctypes.c_uint),
+        ("kernel_params", ctypes.POINTER(ctypes.c_void_p)),
+        ("extra", ctypes.POINTER(ctypes.c_void_p)),
+        ("kern", ctypes.c_void_p),
+        ("ctx", ctypes.c_void_p),
+    ]
+
+
+class _UpdateResult(ctypes.Structure):
+    """CUgraphExecUpdateResultInfo."""
+
+    _fields_ = [("result", ctypes.c_int), ("node", ctypes.c_void_p), ("from_node", ctypes.c_void_p)]
+
+
+def _cuda():
+    from .binding import _cuda as cuda
+
+    return cuda()
+
+
+def _call(fn, what: str, *args) -> None:
+    rc = fn(*args)
+    if rc != 0:
+        raise RuntimeError(f"{what} failed with CUDA error {rc}")
+
+
+def captured_graph(stream: int) -> int | None:
+    """The graph `stream` is capturing into now, or None."""
+    cuda = _cuda()
+    status, ident, graph = ctypes.c_int(0), ctypes.c_uint64(0), ctypes.c_void_p(0)
+    deps, count = ctypes.c_void_p(0), ctypes.c_size_t(0)
+    _call(
+        cuda.cuStreamGetCaptureInfo_v2,
+        "cuStreamGetCaptureInfo",
+        ctypes.c_void_p(stream),
+        ctypes.byref(status),
+        ctypes.byref(ident),
+        ctypes.byref(graph),
+        ctypes.byref(deps),
+        ctypes.byref(count),
+    )
+    return graph.value if status.value == _CAPTURE_ACTIVE and graph.value else None
+
+
+def _clone(graph: int) -> int:
+    out = ctypes.c_void_p(0)
+    _call(_cuda().cuGraphClone, "cuGraphClone", ctypes.byref(out), ctypes.c_void_p(graph))
+    return out.value
+
+
+def _destroy(graph: int) -> None:
+    cuda = _cuda()
+    cuda.cuGraphDestroy(ctypes.c_void_p(graph))
+
+
+def _kernel_nodes(graph: int) -> list[int]:
+    cuda = _cuda()
+    count = ctypes.c_size_t(0)
+    _call(
+        cuda.cuGraphGetNodes, "cuGraphGetNodes", ctypes.c_void_p(graph), None, ctypes.byref(count)
+    )
+    nodes = (ctypes.c_void_p * count.value)()
+    _call(
+        cuda.cuGraphGetNodes, "cuGraphGetNodes", ctypes.c_void_p(graph), nodes, ctypes.byref(count)
+    )
+    kernels = []
+    kind = ctypes.c_int(-1)
+    for node in nodes[: count.value]:
+        _call(
+            cuda.cuGraphNodeGetType, "cuGraphNodeGetType", ctypes.c_void_p(node), ctypes.byref(kind)
+        )
+        if kind.value == _NODE_KERNEL:
+            kernels.append(node)
+    return kernels
+
+
+_LAST_PARAM: dict[int, tuple[int, int]] = {}  # function -> (index, size in bytes) of its last
+
+
+def _last_param(func: int) -> tuple[int, int] | None:
+    """(index, size) of a kernel's last parameter, from the driver (cuFuncGetParamInfo)."""
+    if func in _LAST_PARAM:
+        return _LAST_PARAM[func]
+    cuda = _cuda()
+    offset, size, last = ctypes.c_size_t(0), ctypes.c_size_t(0), None
+    for i in range(_MAX_PARAMS):
+        if cuda.cuFuncGetParamInfo(
+            ctypes.c_void_p(func), ctypes.c_size_t(i), ctypes.byref(offset), ctypes.byref(size)
+        ):
+            break
+        last = (i, size.value)
+    if last is not None:
+        _LAST_PARAM[func] = last
+    return last
+
+
+def null_areas(graph: int, areas: set[int]) -> int:
+    """Set to null the area parameter of each kernel node of `graph` whose last parameter is one of
+    `areas` (the addresses handed out while it was captured); the number of nodes set."""
+    cuda = _cuda()
+    done = 0
+    for node in _kernel_nodes(graph):
+        params = KernelNodeParams()
+        _call(
+            cuda.cuGraphKernelNodeGetParams_v2,
+            "cuGraphKernelNodeGetParams",
+            ctypes.c_void_p(node),
+            ctypes.byref(params),
+        )
+        if not params.func or not params.kernel_params:
+            continue  # a kernel given by CUkernel or by `extra`: not one Triton launched
+        last = _last_param(params.func)
+        if last is None or last[1] != 8:
+            continue
+        index = last[0]
+        if ctypes.c_uint64.from_address(params.kernel_params[index]).value not in areas:
+            continue
+        values = (ctypes.c_void_p * (index + 1))(*params.kernel_params[: index + 1])
+        values[index] = ctypes.addressof(_NULL)  # the driver copies the values it is given
+        params.kernel_params = ctypes.cast(values, ctypes.POINTER(ctypes.c_void_p))
+        _call(
+            cuda.cuGraphKernelNodeSetParams_v2,
+            "cuGraphKernelNodeSetParams",
+            ctypes.c_void_p(node),
+            ctypes.byref(params),
+        )
+        done += 1
+    return done
+
+
+class Switch:
+    """A graph's two clones (recording, not recording) and which one its instantiation follows."""
+
+    def __init__(self, on_graph: int, off_graph: int):
+        self.graphs = {True: on_graph, False: off_graph}
+        self.on = True  # instantiated as captured: writing its records
+        self.updates = 0
+        self.broken: str | None = None  # why switching stopped (the graph then always writes)
+        weakref.finalize(self, _destroy_both, on_graph, off_graph)
+
+    def follow(self, exec_handle: int, on: bool) -> None:
+        """Make the instantiated graph write its records (on) or not, before its next launch."""
+        if on == self.on or self.broken:
+            return
+        info = _UpdateResult()
+        t0 = time.perf_counter()
+        rc = _cuda().cuGraphExecUpdate_v2(
+            ctypes.c_void_p(exec_handle), ctypes.c_void_p(self.graphs[on]), ctypes.byref(info)
+        )
+        UPDATES["count"] += 1
+        UPDATES["seconds"] += time.perf_counter() - t0
+        if rc != 0:
+            self.broken = f"cuGraphExecUpdate failed with CUDA error {rc} (result {info.result})"
+            raise RuntimeError(self.broken)
+        self.on = on
+        self.updates += 1
+
+
+def _destroy_both(on_graph: int, off_graph: int) -> None:
+    try:
+        _destroy(on_graph)
+        _destroy(off_graph)
+    except Exception:  # at interpreter exit the driver may be gone
+        pass
+
+
+def prepare(stream: int, areas: set[int]) -> Switch | None:
+    """At capture end, before the capture closes: the Switch of the graph `stream` captures, or
+    None where one of its kernels' areas was not found (the graph then always writes)."""
+    graph = captured_graph(stream)
+    if graph is None or not areas:
+        return None
+    on_graph = _clone(graph)
+    off_graph = _clone(graph)
+    try:
+        found = null_areas(off_graph, areas)
+    except Exception:
+        _destroy_both(on_graph, off_graph)
+        raise
+    if found != len(areas):
+        _destroy_both(on_graph, off_graph)
+        return None
+    return Switch(on_graph, off_graph)
