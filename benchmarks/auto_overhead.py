@@ -56,9 +56,11 @@ default) keeps its pick and every later process launches that config (SharedAuto
   auto_ab          plain, off and on in one process: the model compiled plain first, then a second
                    copy compiled inside `sm_profiler.auto(ring=True)` with the plain compile's
                    autotune picks; then `--repeats` rounds of (plain, instrumented with recording
-                   off, on), one repeat of the steps each (time_ab). The steadiest figure for the
-                   off and on costs: one process, one set of picks, alternating repeats. Its row's
-                   ms/step is the instrumented model recording
+                   off, on), one repeat of the steps each, an untimed step after each switch
+                   (time_ab). The steadiest figure for the off and on costs: one process, one set
+                   of picks, alternating repeats, each against the plain repeat before it (use
+                   many short repeats: --steps 10 --repeats 40). Its row's ms/step is the
+                   instrumented model recording
   torch_profiler   torch.profiler.profile(activities=[CPU, CUDA]) around the timed steps only
   proton           triton.profiler start(hook="triton") ... finalize() around the timed steps
                    only (CUPTI launch-level: no in-kernel instrumentation)
@@ -606,7 +608,7 @@ def format_kernel_added(runs: list[dict], models, scenarios, modes) -> list[str]
 def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
     """`plain` and `instrumented` (the same model, compiled twice) in one process, `repeats`
     rounds of (plain, recording off, recording on), one repeat of `steps` steps each: ms/step of
-    each, and the off and on costs over plain (medians). After each switch one untimed step
+    each, and the off and on costs over plain (medians of the repeats' pairs). After each switch one untimed step
     takes the edge (under CUDA graphs, each graph's kernels switched to write or not: the host
     time of those updates is given apart, as `switch_updates` and `switch_ms_each`)."""
     from sm_profiler.auto_mode import binding, graph_switch
@@ -619,9 +621,14 @@ def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
             binding.set_recording(on)
             instrumented()  # the edge: untimed
             out[key] += time_steps(instrumented, steps, 1)
-    base = statistics.median(out["plain_ms"])
+    # Paired: each repeat against the plain repeat just before it, then the median. The GPU's
+    # clock drifts by up to 3 % a minute within a process (H200, BENCHMARKS.md); a drift shared
+    # by neighbouring repeats cancels in the pair, where it would not between medians.
     for k in ("off", "on"):
-        out[f"{k}_pct"] = 100.0 * (statistics.median(out[f"{k}_ms"]) / base - 1.0)
+        pairs = [
+            100.0 * (x / p - 1.0) for x, p in zip(out[f"{k}_ms"], out["plain_ms"], strict=True)
+        ]
+        out[f"{k}_pct"] = statistics.median(pairs)
     count = graph_switch.UPDATES["count"] - before["count"]
     seconds = graph_switch.UPDATES["seconds"] - before["seconds"]
     out["switch_updates"] = count

@@ -78,15 +78,23 @@ def test_time_ab_alternates_plain_off_on_and_reports_medians(monkeypatch):
     monkeypatch.setattr(binding, "set_recording", lambda on: state.update(on=on))
     ms = {"plain": 10.0, False: 10.1, True: 10.5}
 
+    def plain():
+        pass
+
+    def instrumented():  # called untimed once after each switch: the edge
+        calls.append(("edge", state["on"]))
+
     def fake_time(step, steps, repeats):
-        key = "plain" if step == "p" else state["on"]
+        key = "plain" if step is plain else state["on"]
         calls.append(key)
         return [ms[key]]
 
     monkeypatch.setattr(ao, "time_steps", fake_time)
-    got = ao.time_ab("p", "i", 30, 3)
-    assert calls == ["plain", False, True] * 3  # one repeat each, alternating
+    got = ao.time_ab(plain, instrumented, 30, 3)
+    # one repeat each, alternating, each switch's edge taken untimed before the repeat
+    assert calls == ["plain", ("edge", False), False, ("edge", True), True] * 3
     assert got["off_pct"] == pytest.approx(1.0) and got["on_pct"] == pytest.approx(5.0)
+    assert got["switch_updates"] == 0 and got["switch_ms_each"] is None  # no CUDA graph here
     run = fake_run("gpt", "train", "auto_ab", 0, got["on_ms"], ab={**got, "picks_taken": 7})
     rows = ao.summarize(
         [fake_run("gpt", "train", "plain", 0, [10.0]), run],
