@@ -56,12 +56,11 @@ default) keeps its pick and every later process launches that config (SharedAuto
   auto_ab          plain, off and on in one process: the model compiled plain first, then a second
                    copy compiled inside `sm_profiler.auto(ring=True)` with the plain compile's
                    autotune picks; then `--repeats` rounds of (plain, instrumented with recording
-                   off, on, then the plain model in a session of each `--ab-peers`:
-                   torch.profiler as below, Proton launch-level as below), one repeat of the
-                   steps each, an untimed step after each switch (time_ab). The steadiest
-                   figures: one process, one set of picks, alternating repeats, each against the
-                   plain repeat before it (use many short repeats: --steps 10 --repeats 40). Its
-                   row's ms/step is the instrumented model recording
+                   off, on), one repeat of the steps each, an untimed step after each switch
+                   (time_ab). The steadiest figure for the off and on costs: one process, one set
+                   of picks, alternating repeats, each against the plain repeat before it (use
+                   many short repeats: --steps 10 --repeats 40). Its row's ms/step is the
+                   instrumented model recording
   torch_profiler   torch.profiler.profile(activities=[CPU, CUDA]) around the timed steps only
   proton           triton.profiler start(hook="triton") ... finalize() around the timed steps
                    only (CUPTI launch-level: no in-kernel instrumentation)
@@ -113,7 +112,6 @@ import tempfile
 import time
 
 MODELS = ("gpt", "llama", "moe", "mlp")
-AB_PEERS = ("torch_profiler", "proton")  # what auto_ab can time beside plain, off and on
 SCENARIOS = ("train", "train_graphs", "infer")
 DEFAULT_SCENARIOS = ("train", "train_graphs")
 MODES = ("plain", "auto", "auto_off", "auto_ab", "torch_profiler", "proton", "inductor_proton")
@@ -134,7 +132,6 @@ INDUCTOR_PROTON_ENV = {
 }
 # The settings a child is given (the parent's command line, passed on).
 CHILD_OPTIONS = (
-    "ab_peers",
     "kernel_steps",
     "models",
     "scenarios",
@@ -608,38 +605,7 @@ def format_kernel_added(runs: list[dict], models, scenarios, modes) -> list[str]
     return out
 
 
-def ab_peers(names: list[str], tmp: str) -> dict:
-    """The peers auto_ab times on the plain model in the same process, each a context manager
-    factory entered around one repeat (its start and finish stay out of the timing)."""
-    import contextlib
-
-    unknown = sorted(set(names) - set(AB_PEERS))
-    if unknown:
-        raise ValueError(f"--ab-peers: unknown {unknown}; choose from {', '.join(AB_PEERS)}")
-    peers = {}
-    if "torch_profiler" in names:
-        from torch.profiler import ProfilerActivity, profile
-
-        peers["torch_profiler"] = lambda: profile(
-            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]
-        )
-    if "proton" in names:
-
-        @contextlib.contextmanager
-        def proton_session():
-            import triton.profiler as proton
-
-            session = proton.start(os.path.join(tmp, "ab_proton"), hook="triton")
-            try:
-                yield
-            finally:
-                proton.finalize(session)
-
-        peers["proton"] = proton_session
-    return peers
-
-
-def time_ab(plain, instrumented, steps: int, repeats: int, peers: dict | None = None) -> dict:
+def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
     """`plain` and `instrumented` (the same model, compiled twice) in one process, `repeats`
     rounds of (plain, recording off, recording on), one repeat of `steps` steps each: ms/step of
     each, and the off and on costs over plain (medians of the repeats' pairs). After each switch one untimed step
@@ -647,8 +613,7 @@ def time_ab(plain, instrumented, steps: int, repeats: int, peers: dict | None = 
     time of those updates is given apart, as `switch_updates` and `switch_ms_each`)."""
     from sm_profiler.auto_mode import binding, graph_switch
 
-    peers = dict(peers or {})
-    out = {"plain_ms": [], "off_ms": [], "on_ms": [], **{f"{k}_ms": [] for k in peers}}
+    out = {"plain_ms": [], "off_ms": [], "on_ms": []}
     before = dict(graph_switch.UPDATES)
     for _ in range(repeats):
         out["plain_ms"] += time_steps(plain, steps, 1)
@@ -656,25 +621,14 @@ def time_ab(plain, instrumented, steps: int, repeats: int, peers: dict | None = 
             binding.set_recording(on)
             instrumented()  # the edge: untimed
             out[key] += time_steps(instrumented, steps, 1)
-        for name in list(peers):
-            try:
-                with peers[name]():
-                    got = time_steps(plain, steps, 1)
-            except Exception as e:  # a peer that fails is a note, never the run's end
-                out[f"{name}_failed"] = f"{type(e).__name__}: {e}"
-                del peers[name]
-                continue
-            out[f"{name}_ms"] += got
-        binding._install_allocator()  # a peer may have set its own profile scratch allocator
-    # Paired: each repeat against the plain repeat just before it, then the median. A step's
-    # time drifts by up to 3 % within a process (H200, BENCHMARKS.md); a drift shared by
-    # neighbouring repeats cancels in the pair, where it would not between medians.
-    for k in ("off", "on", *peers):
-        if out[f"{k}_ms"]:
-            pairs = [
-                100.0 * (x / p - 1.0) for x, p in zip(out[f"{k}_ms"], out["plain_ms"], strict=True)
-            ]
-            out[f"{k}_pct"] = statistics.median(pairs)
+    # Paired: each repeat against the plain repeat just before it, then the median. The GPU's
+    # clock drifts by up to 3 % a minute within a process (H200, BENCHMARKS.md); a drift shared
+    # by neighbouring repeats cancels in the pair, where it would not between medians.
+    for k in ("off", "on"):
+        pairs = [
+            100.0 * (x / p - 1.0) for x, p in zip(out[f"{k}_ms"], out["plain_ms"], strict=True)
+        ]
+        out[f"{k}_pct"] = statistics.median(pairs)
     count = graph_switch.UPDATES["count"] - before["count"]
     seconds = graph_switch.UPDATES["seconds"] - before["seconds"]
     out["switch_updates"] = count
@@ -948,8 +902,7 @@ def run_ab(model: str, scenario: str, args, plain_step, prepare, res: dict) -> d
                 inst = make_step(model, scenario, args)
                 inst()  # compiles inside the region: instrumented
                 warm_up(inst, args.warmup, args.max_timed_s / 2)
-                peers = ab_peers([p for p in args.ab_peers.split(",") if p], tmp)
-                res["ab"] = time_ab(plain_step, inst, res["steps"], args.repeats, peers)
+                res["ab"] = time_ab(plain_step, inst, res["steps"], args.repeats)
                 if args.kernel_steps:
                     from sm_profiler.auto_mode import binding
 
@@ -1152,15 +1105,6 @@ def summarize(runs: list[dict], models, scenarios, modes) -> list[dict]:
                         }
                     if mode == "auto_ab":
                         row["ab"] = {k: [r["ab"][f"{k}_pct"] for r in ok] for k in ("off", "on")}
-                        for peer in AB_PEERS:
-                            got = [r["ab"][f"{peer}_pct"] for r in ok if f"{peer}_pct" in r["ab"]]
-                            if got:
-                                row["ab"][peer] = got
-                            failed = [
-                                r["ab"][f"{peer}_failed"] for r in ok if f"{peer}_failed" in r["ab"]
-                            ]
-                            if failed:
-                                row["ab"][f"{peer}_failed"] = failed[-1]
                         row["ab"]["picks_taken"] = ok[-1]["ab"].get("picks_taken", 0)
                         each = [r["ab"].get("switch_ms_each") for r in ok]
                         each = [e for e in each if e is not None]
@@ -1233,11 +1177,6 @@ def format_table(rows: list[dict], header: str) -> list[str]:
                 f"in one process over plain: off {statistics.median(off):+.2f}%, "
                 f"on {statistics.median(on):+.2f}% ({r['ab']['picks_taken']} picks shared)"
             )
-            for peer in AB_PEERS:
-                if peer in r["ab"]:
-                    notes.append(f"{peer} {statistics.median(r['ab'][peer]):+.2f}%")
-                if f"{peer}_failed" in r["ab"]:
-                    notes.append(f"{peer} failed: {one_line(r['ab'][f'{peer}_failed'], 80)}")
             if r["ab"].get("switch_ms_each") is not None:
                 notes.append(f"graphs switched in {r['ab']['switch_ms_each']:.3f} ms each")
         if "auto_off" in r:
@@ -1415,13 +1354,6 @@ def parse_args(argv=None):
         default=0,
         help="after timing, this many steps under torch.profiler: each kernel's GPU time per "
         "step, and the kernels whose time the mode adds most (kernel_times)",
-    )
-    ap.add_argument(
-        "--ab-peers",
-        dest="ab_peers",
-        default="torch_profiler,proton",
-        help="auto_ab also times the plain model under these, in the same process, each repeat "
-        "paired with the plain repeat before it (comma-separated; '' for none)",
     )
     ap.add_argument(
         "--own-autotune",
