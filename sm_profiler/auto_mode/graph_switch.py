@@ -203,8 +203,9 @@ def _destroy_both(on_graph: int, off_graph: int) -> None:
 
 
 def prepare(stream: int, areas: set[int]) -> Switch | None:
-    """At capture end, before the capture closes: the Switch of the graph `stream` captures, or
-    None where one of its kernels' areas was not found (the graph then always writes)."""
+    """At capture end, before the capture closes: the Switch of the graph `stream` captures (None
+    if it captures none). Raises where a kernel's area is not found among its node's parameters:
+    the graph then always writes."""
     graph = captured_graph(stream)
     if graph is None or not areas:
         return None
@@ -217,5 +218,8 @@ def prepare(stream: int, areas: set[int]) -> Switch | None:
         raise
     if found != len(areas):
         _destroy_both(on_graph, off_graph)
-        return None
+        raise RuntimeError(
+            f"{found} of the {len(areas)} areas it was given were found among its kernel nodes' "
+            "parameters"
+        )
     return Switch(on_graph, off_graph)
