@@ -575,3 +575,51 @@ def auto_kernel_tag(cache_hash: str) -> int:
     """The 32-bit tag a kernel's records carry: from Triton's cache hash of the kernel (hex), so
     that every binary of one compile says the same; never 0 (a slot nobody wrote reads 0)."""
     return (int(cache_hash[:8], 16) | 1) if cache_hash else 1
+
+
+# -- auto mode: the copy of a recorded CUDA graph replay's records ---------------------------------
+# A whole module, loaded by the driver (auto_mode/binding.py), that copies `n` 16-byte units from
+# `src` to `dst` (both 16-byte aligned: records are 32 bytes), a grid-stride loop. Launched with
+# cuLaunchKernel it costs the host a few microseconds a replay; cuMemcpyDtoDAsync cost about 27 us
+# (H200, BENCHMARKS.md), which a training step whose host sets the pace pays twice a step. PTX
+# ISA 7.0 for sm_70: the driver compiles it for whatever GPU it runs on.
+AUTO_COPY_ENTRY = "sm_profiler_auto_copy"
+AUTO_COPY_PTX = f"""
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry {AUTO_COPY_ENTRY}(.param .u64 dst, .param .u64 src, .param .u64 n)
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %d<10>;
+    ld.param.u64 %d0, [dst];
+    ld.param.u64 %d1, [src];
+    ld.param.u64 %d2, [n];
+    cvta.to.global.u64 %d0, %d0;
+    cvta.to.global.u64 %d1, %d1;
+    mov.u32 %r0, %ctaid.x;
+    mov.u32 %r1, %ntid.x;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %nctaid.x;
+    mul.wide.u32 %d3, %r0, %r1;
+    cvt.u64.u32 %d4, %r2;
+    add.u64 %d3, %d3, %d4;
+    mul.wide.u32 %d5, %r3, %r1;
+$LOOP:
+    setp.ge.u64 %p0, %d3, %d2;
+    @%p0 bra $DONE;
+    shl.b64 %d6, %d3, 4;
+    add.u64 %d7, %d1, %d6;
+    add.u64 %d8, %d0, %d6;
+    ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%d7];
+    st.global.v4.u32 [%d8], {{%r4, %r5, %r6, %r7}};
+    add.u64 %d3, %d3, %d5;
+    bra $LOOP;
+$DONE:
+    ret;
+}}
+"""
+AUTO_COPY_THREADS = 256
+AUTO_COPY_MAX_BLOCKS = 1024
