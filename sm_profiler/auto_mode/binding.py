@@ -11,8 +11,7 @@
 - launch: Triton's launcher asks its profile scratch allocator for each instrumented launch's
   area (`area_for_launch`); a CUDA graph's captured areas are copied out after each recorded
   replay (`CUDAGraph.replay`), and its kernels are switched off for the others (graph_switch).
-- the driver: ctypes calls into libcuda (cuFuncGetModule; the replay's copy, a kernel of
-  ptx.py's loaded with cuModuleLoadData and launched with cuLaunchKernel).
+- the driver: ctypes calls into libcuda (cuFuncGetModule, cuMemcpyDtoDAsync).
 
 Everything here is process-wide; `sm_profiler.auto_mode.AutoProfiler` turns it on and off.
 """
@@ -161,55 +160,12 @@ def module_of(function: int) -> int:
     return mod.value or 0
 
 
-_COPY_FUNCTIONS: dict[int, int] = {}  # context -> the loaded copy kernel (ptx.AUTO_COPY_PTX)
-
-
-def _copy_function() -> int:
-    """The copy kernel in the current context, loaded the first time it is asked for."""
-    cuda = _cuda()
-    ctx = ctypes.c_void_p(0)
-    _check(cuda.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
-    function = _COPY_FUNCTIONS.get(ctx.value or 0)
-    if function is None:
-        module, fn = ctypes.c_void_p(0), ctypes.c_void_p(0)
-        _check(
-            cuda.cuModuleLoadData(ctypes.byref(module), ptx.AUTO_COPY_PTX.encode() + b"\0"),
-            "cuModuleLoadData",
-        )
-        _check(
-            cuda.cuModuleGetFunction(ctypes.byref(fn), module, ptx.AUTO_COPY_ENTRY.encode()),
-            "cuModuleGetFunction",
-        )
-        function = _COPY_FUNCTIONS[ctx.value or 0] = fn.value
-    return function
-
-
 def copy_device(dst: int, src: int, nbytes: int, stream: int) -> None:
-    """An asynchronous device-to-device copy of `nbytes` (a multiple of 16, both addresses 16-byte
-    aligned) in `stream`'s order, by a kernel of our own (ptx.AUTO_COPY_PTX)."""
-    if nbytes % 16 or dst % 16 or src % 16:
-        raise ValueError(f"copy_device copies 16-byte units: {nbytes} bytes, {dst:#x} <- {src:#x}")
-    units = nbytes // 16
-    if units == 0:
-        return
-    threads = ptx.AUTO_COPY_THREADS
-    blocks = min(-(-units // threads), ptx.AUTO_COPY_MAX_BLOCKS)
-    args = (ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_uint64(units))
-    params = (ctypes.c_void_p * 3)(*(ctypes.addressof(a) for a in args))
-    rc = _cuda().cuLaunchKernel(
-        ctypes.c_void_p(_copy_function()),
-        blocks,
-        1,
-        1,
-        threads,
-        1,
-        1,
-        0,
-        ctypes.c_void_p(stream),
-        params,
-        None,
+    """An asynchronous device-to-device copy in `stream`'s order."""
+    rc = _cuda().cuMemcpyDtoDAsync_v2(
+        ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes), ctypes.c_void_p(stream)
     )
-    _check(rc, "cuLaunchKernel (the replay's copy)")
+    _check(rc, "cuMemcpyDtoDAsync")
 
 
 # -- compile -------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ warp-specialized kernel name its warps."""
 
 from __future__ import annotations
 
-import cuda_tools
 import pytest
 from auto_inputs import PTX
 
@@ -214,32 +213,3 @@ def test_kernel_node_params_lay_out_as_cuda_h():
     assert (P.grid.offset, P.block.offset, P.shared_bytes.offset) == (8, 20, 32)
     assert (P.kernel_params.offset, P.extra.offset, P.kern.offset, P.ctx.offset) == (40, 48, 56, 64)
     assert ctypes.sizeof(P) == 72
-
-
-@pytest.mark.skipif(
-    cuda_tools.triton_bin("ptxas") is None or cuda_tools.triton_bin("nvdisasm") is None,
-    reason="needs Triton's ptxas and nvdisasm",
-)
-@pytest.mark.parametrize("arch", ["sm_90", "sm_100a"])
-def test_the_replay_copy_kernel_moves_16_bytes_a_load_and_a_store(arch):
-    """ptx.AUTO_COPY_PTX compiles for Hopper and Blackwell, and its loop is one 16-byte load and
-    one 16-byte store: nothing else touches memory."""
-    from sm_profiler import ptx
-
-    code = cuda_tools.sass(ptx.AUTO_COPY_PTX, arch)
-    memory = [
-        ln
-        for ln in code.splitlines()
-        if ln.split()[0].startswith(("LDG", "STG", "ATOM", "RED", "LD.", "ST."))
-    ]
-    assert [m.split()[0] for m in memory] == ["LDG.E.128", "STG.E.128"], memory
-
-
-def test_copy_device_refuses_what_is_not_16_byte_units(monkeypatch):
-    from sm_profiler.auto_mode import binding
-
-    monkeypatch.setattr(binding, "_cuda", lambda: pytest.fail("nothing reaches the driver"))
-    for dst, src, nbytes in ((0x1000, 0x2000, 40), (0x1008, 0x2000, 32), (0x1000, 0x2004, 32)):
-        with pytest.raises(ValueError, match="16-byte units"):
-            binding.copy_device(dst, src, nbytes, 0)
-    binding.copy_device(0x1000, 0x2000, 0, 0)  # nothing to copy: no launch
