@@ -490,9 +490,10 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 # made every short program wait for its load (BENCHMARKS.md). A launch that records nothing
 # (eager, outside active steps: a null pointer) pays only the pointer's test; a CUDA graph keeps
 # its captured pointers, which the host sets to null for replays it does not record
-# (auto_mode/graph_switch.py), and copies the records out after those it does. Where the start goes: after the kernel's own first global load
-# where its first block has one (placed first, ptxas issued the timer ahead of the kernel's first
-# load, and a short kernel took 0.1 us longer a launch).
+# (auto_mode/graph_switch.py), and copies the records out after those it does. Where the start
+# goes: after the kernel's own first global load where its first block has one (placed first,
+# ptxas issued the timer ahead of the kernel's first load, and a short kernel took 0.1 us longer
+# a launch).
 # The kernel's body carries one register (registers cost occupancy on steps that record nothing
 # too): the start's low 32 bits (its high half is the end's, less a borrow: a program lasts
 # < 2^32 ns, as the record's 32-bit end already assumes). Registers are named %smpa_* and labels

@@ -592,9 +592,14 @@ def _follow(graph, switch) -> None:
     try:
         switch.follow(exec_handle, STATE.on)
     except Exception as e:
+        graph._sm_profiler_switch = None  # stop switching: no more work at its replays
+        stays = (
+            "write their records at every replay"
+            if switch.on
+            else "write no records (its recorded replays come back unwritten)"
+        )
         warnings.warn(
-            f"sm_profiler.auto: a CUDA graph's kernels now write their records at every replay, "
-            f"recorded or not: {e}",
+            f"sm_profiler.auto: a CUDA graph's kernels are no longer switched and {stays}: {e}",
             AutoWarning,
             stacklevel=3,
         )

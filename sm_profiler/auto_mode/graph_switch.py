@@ -21,6 +21,8 @@ import ctypes
 import time
 import weakref
 
+from .binding import _check, _cuda
+
 _CAPTURE_ACTIVE = 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
 _NODE_KERNEL = 0  # CU_GRAPH_NODE_TYPE_KERNEL
 _MAX_PARAMS = 4096  # a kernel's parameters are at most 32 KiB: far fewer than this
@@ -50,26 +52,12 @@ class _UpdateResult(ctypes.Structure):
     _fields_ = [("result", ctypes.c_int), ("node", ctypes.c_void_p), ("from_node", ctypes.c_void_p)]
 
 
-def _cuda():
-    from .binding import _cuda as cuda
-
-    return cuda()
-
-
-def _call(fn, what: str, *args) -> None:
-    rc = fn(*args)
-    if rc != 0:
-        raise RuntimeError(f"{what} failed with CUDA error {rc}")
-
-
 def captured_graph(stream: int) -> int | None:
     """The graph `stream` is capturing into now, or None."""
     cuda = _cuda()
     status, ident, graph = ctypes.c_int(0), ctypes.c_uint64(0), ctypes.c_void_p(0)
     deps, count = ctypes.c_void_p(0), ctypes.c_size_t(0)
-    _call(
-        cuda.cuStreamGetCaptureInfo_v2,
-        "cuStreamGetCaptureInfo",
+    rc = cuda.cuStreamGetCaptureInfo_v2(
         ctypes.c_void_p(stream),
         ctypes.byref(status),
         ctypes.byref(ident),
@@ -77,48 +65,39 @@ def captured_graph(stream: int) -> int | None:
         ctypes.byref(deps),
         ctypes.byref(count),
     )
+    _check(rc, "cuStreamGetCaptureInfo")
     return graph.value if status.value == _CAPTURE_ACTIVE and graph.value else None
 
 
 def _clone(graph: int) -> int:
     out = ctypes.c_void_p(0)
-    _call(_cuda().cuGraphClone, "cuGraphClone", ctypes.byref(out), ctypes.c_void_p(graph))
+    _check(_cuda().cuGraphClone(ctypes.byref(out), ctypes.c_void_p(graph)), "cuGraphClone")
     return out.value
-
-
-def _destroy(graph: int) -> None:
-    cuda = _cuda()
-    cuda.cuGraphDestroy(ctypes.c_void_p(graph))
 
 
 def _kernel_nodes(graph: int) -> list[int]:
     cuda = _cuda()
     count = ctypes.c_size_t(0)
-    _call(
-        cuda.cuGraphGetNodes, "cuGraphGetNodes", ctypes.c_void_p(graph), None, ctypes.byref(count)
+    _check(
+        cuda.cuGraphGetNodes(ctypes.c_void_p(graph), None, ctypes.byref(count)), "cuGraphGetNodes"
     )
     nodes = (ctypes.c_void_p * count.value)()
-    _call(
-        cuda.cuGraphGetNodes, "cuGraphGetNodes", ctypes.c_void_p(graph), nodes, ctypes.byref(count)
+    _check(
+        cuda.cuGraphGetNodes(ctypes.c_void_p(graph), nodes, ctypes.byref(count)), "cuGraphGetNodes"
     )
     kernels = []
     kind = ctypes.c_int(-1)
     for node in nodes[: count.value]:
-        _call(
-            cuda.cuGraphNodeGetType, "cuGraphNodeGetType", ctypes.c_void_p(node), ctypes.byref(kind)
+        _check(
+            cuda.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(kind)), "cuGraphNodeGetType"
         )
         if kind.value == _NODE_KERNEL:
             kernels.append(node)
     return kernels
 
 
-_LAST_PARAM: dict[int, tuple[int, int]] = {}  # function -> (index, size in bytes) of its last
-
-
 def _last_param(func: int) -> tuple[int, int] | None:
     """(index, size) of a kernel's last parameter, from the driver (cuFuncGetParamInfo)."""
-    if func in _LAST_PARAM:
-        return _LAST_PARAM[func]
     cuda = _cuda()
     offset, size, last = ctypes.c_size_t(0), ctypes.c_size_t(0), None
     for i in range(_MAX_PARAMS):
@@ -127,8 +106,6 @@ def _last_param(func: int) -> tuple[int, int] | None:
         ):
             break
         last = (i, size.value)
-    if last is not None:
-        _LAST_PARAM[func] = last
     return last
 
 
@@ -137,17 +114,18 @@ def null_areas(graph: int, areas: set[int]) -> int:
     `areas` (the addresses handed out while it was captured); the number of nodes set."""
     cuda = _cuda()
     done = 0
+    # Per capture, not per process: a function handle of an unloaded module may come back as
+    # another kernel's, with other parameters.
+    last_params: dict[int, tuple[int, int] | None] = {}
     for node in _kernel_nodes(graph):
         params = KernelNodeParams()
-        _call(
-            cuda.cuGraphKernelNodeGetParams_v2,
-            "cuGraphKernelNodeGetParams",
-            ctypes.c_void_p(node),
-            ctypes.byref(params),
-        )
+        rc = cuda.cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(node), ctypes.byref(params))
+        _check(rc, "cuGraphKernelNodeGetParams")
         if not params.func or not params.kernel_params:
             continue  # a kernel given by CUkernel or by `extra`: not one Triton launched
-        last = _last_param(params.func)
+        if params.func not in last_params:
+            last_params[params.func] = _last_param(params.func)
+        last = last_params[params.func]
         if last is None or last[1] != 8:
             continue
         index = last[0]
@@ -156,12 +134,8 @@ def null_areas(graph: int, areas: set[int]) -> int:
         values = (ctypes.c_void_p * (index + 1))(*params.kernel_params[: index + 1])
         values[index] = ctypes.addressof(_NULL)  # the driver copies the values it is given
         params.kernel_params = ctypes.cast(values, ctypes.POINTER(ctypes.c_void_p))
-        _call(
-            cuda.cuGraphKernelNodeSetParams_v2,
-            "cuGraphKernelNodeSetParams",
-            ctypes.c_void_p(node),
-            ctypes.byref(params),
-        )
+        rc = cuda.cuGraphKernelNodeSetParams_v2(ctypes.c_void_p(node), ctypes.byref(params))
+        _check(rc, "cuGraphKernelNodeSetParams")
         done += 1
     return done
 
@@ -173,12 +147,12 @@ class Switch:
         self.graphs = {True: on_graph, False: off_graph}
         self.on = True  # instantiated as captured: writing its records
         self.updates = 0
-        self.broken: str | None = None  # why switching stopped (the graph then always writes)
         weakref.finalize(self, _destroy_both, on_graph, off_graph)
 
     def follow(self, exec_handle: int, on: bool) -> None:
-        """Make the instantiated graph write its records (on) or not, before its next launch."""
-        if on == self.on or self.broken:
+        """Make the instantiated graph write its records (on) or not, before its next launch.
+        Raises where the driver refuses: the caller then stops switching this graph."""
+        if on == self.on:
             return
         info = _UpdateResult()
         t0 = time.perf_counter()
@@ -188,16 +162,18 @@ class Switch:
         UPDATES["count"] += 1
         UPDATES["seconds"] += time.perf_counter() - t0
         if rc != 0:
-            self.broken = f"cuGraphExecUpdate failed with CUDA error {rc} (result {info.result})"
-            raise RuntimeError(self.broken)
+            raise RuntimeError(
+                f"cuGraphExecUpdate failed with CUDA error {rc} (result {info.result})"
+            )
         self.on = on
         self.updates += 1
 
 
 def _destroy_both(on_graph: int, off_graph: int) -> None:
     try:
-        _destroy(on_graph)
-        _destroy(off_graph)
+        cuda = _cuda()
+        cuda.cuGraphDestroy(ctypes.c_void_p(on_graph))
+        cuda.cuGraphDestroy(ctypes.c_void_p(off_graph))
     except Exception:  # at interpreter exit the driver may be gone
         pass
 

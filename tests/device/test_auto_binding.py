@@ -213,3 +213,24 @@ def test_kernel_node_params_lay_out_as_cuda_h():
     assert (P.grid.offset, P.block.offset, P.shared_bytes.offset) == (8, 20, 32)
     assert (P.kernel_params.offset, P.extra.offset, P.kern.offset, P.ctx.offset) == (40, 48, 56, 64)
     assert ctypes.sizeof(P) == 72
+
+
+def test_a_graph_the_driver_will_not_switch_warns_once_and_is_left_alone(monkeypatch):
+    from sm_profiler.auto_mode import binding
+
+    class Refusing(_FakeSwitch):
+        def follow(self, exec_handle, on):
+            self.asked.append((exec_handle, on))
+            raise RuntimeError("cuGraphExecUpdate failed with CUDA error 910")
+
+    cls = type("Graph", (_FakeGraph,), {})
+    cls.replay = binding._wrap_replay(cls.replay)
+    monkeypatch.setattr(binding.STATE, "on", True)
+    g = cls()
+    g._sm_profiler_switch = switch = Refusing(None)
+    switch.on = False  # switched off when the driver began refusing
+    with pytest.warns(binding.AutoWarning, match="no longer switched and write no records"):
+        g.replay()
+    assert switch.asked == [(7, True)] and g._sm_profiler_switch is None
+    g.replay()  # nothing more is asked of the driver
+    assert switch.asked == [(7, True)]
