@@ -576,3 +576,82 @@ def auto_kernel_tag(cache_hash: str) -> int:
     """The 32-bit tag a kernel's records carry: from Triton's cache hash of the kernel (hex), so
     that every binary of one compile says the same; never 0 (a slot nobody wrote reads 0)."""
     return (int(cache_hash[:8], 16) | 1) if cache_hash else 1
+
+
+# -- auto mode: a CUDA graph's recorded replays, staged on the device -------------------------------
+# Two kernels auto mode captures at the end of each instrumented CUDA graph (auto_mode/graph_stage.py),
+# so that a recorded replay costs the host no driver call: STAGE copies the graph's areas (`n`
+# 16-byte units at `src`) into staging slot `*counter` of `dst` (slots `n` units apart), and BUMP,
+# the node after it, moves the counter on: (`*counter` + 1) mod `k`. The host counts replays the
+# same way, and copies the staging out once it is full. Both do nothing where `counter` is null
+# (the graph's switched-off clone, graph_switch.py): the counter is their last parameter, as an
+# instrumented kernel's area is. PTX ISA 7.0 for sm_70: the driver compiles it for the GPU it runs on.
+AUTO_STAGE_ENTRY = "sm_profiler_auto_stage"
+AUTO_BUMP_ENTRY = "sm_profiler_auto_bump"
+AUTO_STAGE_PTX = f"""
+.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry {AUTO_STAGE_ENTRY}(.param .u64 dst, .param .u64 src, .param .u64 n,
+                                    .param .u64 counter)
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<9>;
+    .reg .b64 %d<12>;
+    ld.param.u64 %d9, [counter];
+    setp.eq.u64 %p0, %d9, 0;
+    @%p0 bra $DONE;
+    ld.param.u64 %d0, [dst];
+    ld.param.u64 %d1, [src];
+    ld.param.u64 %d2, [n];
+    cvta.to.global.u64 %d9, %d9;
+    cvta.to.global.u64 %d0, %d0;
+    cvta.to.global.u64 %d1, %d1;
+    ld.global.u32 %r8, [%d9];
+    mul.wide.u32 %d10, %r8, 16;
+    mul.lo.u64 %d10, %d10, %d2;
+    add.u64 %d0, %d0, %d10;
+    mov.u32 %r0, %ctaid.x;
+    mov.u32 %r1, %ntid.x;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, %nctaid.x;
+    mul.wide.u32 %d3, %r0, %r1;
+    cvt.u64.u32 %d4, %r2;
+    add.u64 %d3, %d3, %d4;
+    mul.wide.u32 %d5, %r3, %r1;
+$LOOP:
+    setp.ge.u64 %p0, %d3, %d2;
+    @%p0 bra $DONE;
+    shl.b64 %d6, %d3, 4;
+    add.u64 %d7, %d1, %d6;
+    add.u64 %d8, %d0, %d6;
+    ld.global.v4.u32 {{%r4, %r5, %r6, %r7}}, [%d7];
+    st.global.v4.u32 [%d8], {{%r4, %r5, %r6, %r7}};
+    add.u64 %d3, %d3, %d5;
+    bra $LOOP;
+$DONE:
+    ret;
+}}
+
+.visible .entry {AUTO_BUMP_ENTRY}(.param .u64 k, .param .u64 counter)
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .b64 %d<2>;
+    ld.param.u64 %d1, [counter];
+    setp.eq.u64 %p0, %d1, 0;
+    @%p0 bra $DONE;
+    ld.param.u32 %r1, [k];
+    cvta.to.global.u64 %d1, %d1;
+    ld.global.u32 %r0, [%d1];
+    add.u32 %r0, %r0, 1;
+    setp.ge.u32 %p1, %r0, %r1;
+    @%p1 mov.u32 %r0, 0;
+    st.global.u32 [%d1], %r0;
+$DONE:
+    ret;
+}}
+"""
+AUTO_STAGE_THREADS = 256
+AUTO_STAGE_MAX_BLOCKS = 264  # two a 132-SM GPU's SMs: a staged replay is ~1 MB, a few us

@@ -62,11 +62,18 @@ class Areas:
         """First slot of a new area holding a graph replay (`replay_parts` of its captured areas)
         as its areas lie, each launch kept as an area of its own; None when it does not fit.
         Copy `span` slots from `graph first` to it."""
+        return self.copy_of_many(replay, 1, [(0, step, tag)])
+
+    def copy_of_many(self, replay: tuple, n: int, kept: list[tuple[int, int, int]]) -> int | None:
+        """First slot of a new area holding `n` replays of one graph side by side, `span` slots
+        apart (a graph's staged replays, graph_stage.py), or None when it does not fit. Only the
+        replays `kept` lists as (index, step, tag) are kept: the others were not recorded."""
         lo, span, records, offsets, counts = replay
-        self.claimed += records
-        first = self._room(span)
+        self.claimed += records * len(kept)
+        first = self._room(span * n)
         if first is not None:
-            self.live.append([first, span, step, tag, self.lap, (offsets, counts)])
+            for i, step, tag in kept:
+                self.live.append([first + i * span, span, step, tag, self.lap, (offsets, counts)])
         return first
 
     def take_graph(self, count: int) -> int | None:

@@ -9,9 +9,10 @@
   when it was compiled, through Triton's `kernel_load_end_hook` and Inductor's static launcher
   (which loads cubins itself and calls no Triton hook).
 - launch: Triton's launcher asks its profile scratch allocator for each instrumented launch's
-  area (`area_for_launch`); a CUDA graph's captured areas are copied out after each recorded
-  replay (`CUDAGraph.replay`), and its kernels are switched off for the others (graph_switch).
-- the driver: ctypes calls into libcuda (cuFuncGetModule, cuMemcpyDtoDAsync).
+  area (`area_for_launch`); a CUDA graph's recorded replays are staged on the device and copied
+  out K at a time (graph_stage), and its kernels are switched off for the others (graph_switch).
+- the driver: ctypes calls into libcuda (cuFuncGetModule, cuMemcpyDtoDAsync; graph_switch and
+  graph_stage make their own).
 
 Everything here is process-wide; `sm_profiler.auto_mode.AutoProfiler` turns it on and off.
 """
@@ -120,6 +121,7 @@ class _State:
         self.step_tag = 0  # what a launch area given now records as its step and tag
         self.tag = 0
         self.capturing: list | None = None  # (device, first, count) of a graph being captured
+        self.stage_functions = None  # graph_stage's kernels for the capture in progress, or None
         self.on = False  # launches get areas: on, recording and not paused
         self.single = None  # the one device's buffers[device] while only one has a buffer
         self.static_loaded = 0  # instrumented kernels Inductor's static launcher loaded
@@ -160,12 +162,21 @@ def module_of(function: int) -> int:
     return mod.value or 0
 
 
+_MEMCPY = []  # cuMemcpyDtoDAsync_v2 with its argument types, looked up once
+
+
 def copy_device(dst: int, src: int, nbytes: int, stream: int) -> None:
-    """An asynchronous device-to-device copy in `stream`'s order."""
-    rc = _cuda().cuMemcpyDtoDAsync_v2(
-        ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(nbytes), ctypes.c_void_p(stream)
-    )
-    _check(rc, "cuMemcpyDtoDAsync")
+    """An asynchronous device-to-device copy in `stream`'s order. Called after every recorded
+    CUDA graph replay, so it takes the driver's function once: a lookup costs more host time
+    than the copy's own call, which counts in full on a step the host sets the pace of."""
+    if not _MEMCPY:
+        f = _cuda().cuMemcpyDtoDAsync_v2
+        f.argtypes = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
+        f.restype = ctypes.c_int
+        _MEMCPY.append(f)
+    rc = _MEMCPY[0](dst, src, nbytes, stream)
+    if rc:
+        _check(rc, "cuMemcpyDtoDAsync")
 
 
 # -- compile -------------------------------------------------------------------------------------
@@ -522,6 +533,14 @@ def area_for_launch(size: int, alignment: int, stream) -> int | None:
 
 def _wrap_capture_begin(original):
     def capture_begin(self, *args, **kwargs):
+        STATE.stage_functions = None
+        if STATE.level is not None:
+            from . import graph_stage
+
+            try:  # before the capture: a module loaded while a stream captures may break it
+                STATE.stage_functions = graph_stage.load()
+            except Exception as e:
+                _warn_unstaged(e)
         out = original(self, *args, **kwargs)
         if STATE.level is not None:
             STATE.capturing = []
@@ -534,10 +553,12 @@ def _wrap_capture_begin(original):
 def _wrap_capture_end(original):
     def capture_end(self, *args, **kwargs):
         parts, STATE.capturing = STATE.capturing, None
-        switch = _switch_of_capture(parts) if parts else None
+        staged = _stage_of_capture(parts) if parts else None
+        switch = _switch_of_capture(parts, staged[1] if staged else None) if parts else None
         out = original(self, *args, **kwargs)
         if parts:
             self._sm_profiler_switch = switch
+            self._sm_profiler_stage = staged[0] if staged else None
             from .areas import Areas
 
             devices = sorted({p[0] for p in parts})
@@ -559,12 +580,45 @@ def _wrap_capture_end(original):
     return capture_end
 
 
-def _switch_of_capture(parts: list):
+def _stage_of_capture(parts: list):
+    """(graph_stage.Stage, its counter's address) of the graph being captured, its STAGE and
+    BUMP kernels captured after its work; or None: each recorded replay is then copied out by
+    the host (copy_replay)."""
+    from . import graph_stage
+    from .areas import Areas
+
+    functions, STATE.stage_functions = STATE.stage_functions, None
+    devices = {p[0] for p in parts}
+    if functions is None or len(devices) != 1:
+        return None
+    (device,) = devices
+    try:
+        return graph_stage.capture(
+            _capture_stream(), device, Areas.replay_parts([(f, c) for _, f, c in parts]), functions
+        )
+    except Exception as e:
+        _warn_unstaged(e)
+        return None
+
+
+def _warn_unstaged(e: Exception) -> None:
+    warnings.warn(
+        f"sm_profiler.auto: a CUDA graph's recorded replays will be copied out one at a time "
+        f"(they could not be staged on the device: {e})",
+        AutoWarning,
+        stacklevel=4,
+    )
+
+
+def _switch_of_capture(parts: list, counter: int | None = None):
     """The graph_switch.Switch of the graph being captured (before its capture closes), or None:
-    the graph then writes its records at every replay."""
+    the graph then writes its records at every replay. `counter`: its staging counter, switched
+    off with its areas."""
     from . import graph_switch
 
     areas = {STATE.buffers[d][0] + (first << fmt.AUTO_RECORD_SHIFT) for d, first, _ in parts}
+    if counter is not None:
+        areas.add(counter)
     try:
         return graph_switch.prepare(_capture_stream(), areas)
     except Exception as e:
@@ -589,10 +643,15 @@ def _follow(graph, switch) -> None:
         exec_handle = graph.raw_cuda_graph_exec()
     except Exception:  # not instantiated yet (keep_graph=True): it will be from the captured graph
         return
+    stage = getattr(graph, "_sm_profiler_stage", None)
     try:
         switch.follow(exec_handle, STATE.on)
+        if stage is not None:
+            stage.runs = switch.on
     except Exception as e:
         graph._sm_profiler_switch = None  # stop switching: no more work at its replays
+        if stage is not None:
+            stage.runs = switch.on  # it stays as it was
         stays = (
             "write their records at every replay"
             if switch.on
@@ -610,6 +669,21 @@ def _wrap_replay(original):
         switch = getattr(self, "_sm_profiler_switch", None)
         if switch is not None and switch.on != STATE.on:
             _follow(self, switch)
+        stage = getattr(self, "_sm_profiler_stage", None)
+        if stage is not None:  # the usual case: staged on the device, a list append here
+            if stage.copied_on is not None:
+                stage.order()
+            out = original(self, *args, **kwargs)
+            if stage.runs:
+                try:
+                    stage.replayed(STATE.on)
+                except Exception as e:  # never stop the user's replay over the profiler
+                    warnings.warn(
+                        f"sm_profiler.auto: CUDA graph replays were not recorded: {e}",
+                        AutoWarning,
+                        stacklevel=2,
+                    )
+            return out
         out = original(self, *args, **kwargs)
         parts = getattr(self, "_sm_profiler_areas", None)
         if parts and STATE.on:  # on: recording and not paused
@@ -645,8 +719,13 @@ def copy_replay(replays: dict) -> None:
 
 
 def _stream(device: int) -> int:
+    """The device's current stream as a raw handle. torch's own raw getter where it has one:
+    `torch.cuda.current_stream` builds a Stream object, ~15 us of host time a call."""
     import torch
 
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device)
     return torch.cuda.current_stream(device).cuda_stream
 
 

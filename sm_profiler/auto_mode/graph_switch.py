@@ -109,11 +109,12 @@ def _last_param(func: int) -> tuple[int, int] | None:
     return last
 
 
-def null_areas(graph: int, areas: set[int]) -> int:
+def null_areas(graph: int, areas: set[int]) -> set[int]:
     """Set to null the area parameter of each kernel node of `graph` whose last parameter is one of
-    `areas` (the addresses handed out while it was captured); the number of nodes set."""
+    `areas` (the addresses handed out while it was captured, and graph_stage's counter, the last
+    parameter of its two kernels); the addresses found."""
     cuda = _cuda()
-    done = 0
+    found: set[int] = set()
     # Per capture, not per process: a function handle of an unloaded module may come back as
     # another kernel's, with other parameters.
     last_params: dict[int, tuple[int, int] | None] = {}
@@ -129,15 +130,16 @@ def null_areas(graph: int, areas: set[int]) -> int:
         if last is None or last[1] != 8:
             continue
         index = last[0]
-        if ctypes.c_uint64.from_address(params.kernel_params[index]).value not in areas:
+        value = ctypes.c_uint64.from_address(params.kernel_params[index]).value
+        if value not in areas:
             continue
         values = (ctypes.c_void_p * (index + 1))(*params.kernel_params[: index + 1])
         values[index] = ctypes.addressof(_NULL)  # the driver copies the values it is given
         params.kernel_params = ctypes.cast(values, ctypes.POINTER(ctypes.c_void_p))
         rc = cuda.cuGraphKernelNodeSetParams_v2(ctypes.c_void_p(node), ctypes.byref(params))
         _check(rc, "cuGraphKernelNodeSetParams")
-        done += 1
-    return done
+        found.add(value)
+    return found
 
 
 class Switch:
@@ -192,10 +194,10 @@ def prepare(stream: int, areas: set[int]) -> Switch | None:
     except Exception:
         _destroy_both(on_graph, off_graph)
         raise
-    if found != len(areas):
+    if found != areas:
         _destroy_both(on_graph, off_graph)
         raise RuntimeError(
-            f"{found} of the {len(areas)} areas it was given were found among its kernel nodes' "
-            "parameters"
+            f"{len(found)} of the {len(areas)} areas it was given were found among its kernel "
+            "nodes' parameters"
         )
     return Switch(on_graph, off_graph)

@@ -180,8 +180,11 @@ class AutoProfiler:
             return self
         import torch
 
+        from . import graph_stage
+
         words = {}
         try:
+            graph_stage.drain()  # CUDA graph replays staged on the device, not yet copied out
             for index, b in self._buffers.items():
                 torch.cuda.synchronize(index)
                 words[index] = _read_back(b["buffer"], b["areas"])

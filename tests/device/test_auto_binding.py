@@ -150,8 +150,12 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
     cls.capture_begin = binding._wrap_capture_begin(cls.capture_begin)
     cls.capture_end = binding._wrap_capture_end(cls.capture_end)
     cls.replay = binding._wrap_replay(cls.replay)
-    from sm_profiler.auto_mode import graph_switch
+    from sm_profiler.auto_mode import graph_stage, graph_switch
 
+    def no_driver():
+        raise RuntimeError("no driver")
+
+    monkeypatch.setattr(graph_stage, "load", no_driver)  # so: not staged, copied a replay at a time
     copies = []
     monkeypatch.setattr(binding, "copy_device", lambda *a: copies.append(a))
     monkeypatch.setattr(binding, "_stream", lambda device: 99)
@@ -175,11 +179,13 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
     ).items():
         monkeypatch.setattr(s, k, v)
     g = cls()
-    g.capture_begin()  # captured in a step that records nothing: the graph still gets areas
+    with pytest.warns(binding.AutoWarning, match="copied out one at a time .* no driver"):
+        g.capture_begin()  # captured in a step that records nothing: the graph still gets areas
     assert binding.area_for_launch(4 * 32, 32, 0) == 1000 + 96 * 32
     assert binding.area_for_launch(2 * 32, 32, 0) == 1000 + 94 * 32
     g.capture_end()
     assert s.capturing is None and g._sm_profiler_keep == [buf1]  # the buffer lives with it
+    assert g._sm_profiler_stage is None
     switch = g._sm_profiler_switch  # made from the capture's stream and its two areas
     assert switch.areas == (98, {1000 + 96 * 32, 1000 + 94 * 32}) and switch.asked == []
     g.replay()
@@ -201,6 +207,131 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
     g.replay()
     assert len(copies) == 2  # an autotuner's benchmark: nothing
     assert switch.asked[-1] == (7, False)  # and its kernels write nothing
+
+
+def _staged_graph(monkeypatch, prepare):
+    """A fake graph class wrapped as install() wraps CUDAGraph, with graph_stage's driver calls
+    faked: (class, copies made, kernels launched, the State fields set)."""
+    from sm_profiler.auto_mode import binding, graph_stage, graph_switch
+    from sm_profiler.auto_mode.areas import Areas
+
+    cls = type("Graph", (_FakeGraph,), {})
+    cls.capture_begin = binding._wrap_capture_begin(cls.capture_begin)
+    cls.capture_end = binding._wrap_capture_end(cls.capture_end)
+    cls.replay = binding._wrap_replay(cls.replay)
+    copies, launched = [], []
+    monkeypatch.setattr(graph_stage, "STAGE_REPLAYS", 3)
+    monkeypatch.setattr(graph_stage, "PENDING", [])
+    monkeypatch.setattr(graph_stage, "load", lambda: (11, 12))
+    monkeypatch.setattr(graph_stage, "_launch", lambda *a: launched.append(a))
+    monkeypatch.setattr(binding, "copy_device", lambda *a: copies.append(a))
+    monkeypatch.setattr(binding, "_stream", lambda device: 99)
+    monkeypatch.setattr(binding, "_capture_stream", lambda: 98)
+    monkeypatch.setattr(graph_switch, "prepare", prepare)
+    monkeypatch.setattr(binding, "_current_device", lambda: 0)
+    s = binding.STATE
+    for k, v in dict(
+        level="program",
+        paused=0,
+        pauses=0,
+        recording=True,
+        on=True,
+        capturing=None,
+        buffers={0: (1000, Areas(100, ring=False), object())},
+        single=None,
+        step_tag=3,
+        tag=0,
+        allocate=lambda device: None,
+    ).items():
+        monkeypatch.setattr(s, k, v)
+    return cls, copies, launched, s
+
+
+def test_a_staged_graph_is_copied_out_once_every_k_recorded_replays(monkeypatch):
+    """The host counts a staged graph's replays as its BUMP kernel does (modulo K) and copies
+    the K slots out in one call when full; what a region holds at its end is copied by drain."""
+    from sm_profiler.auto_mode import binding, graph_stage
+
+    cls, copies, launched, s = _staged_graph(
+        monkeypatch, lambda stream, areas: _FakeSwitch((stream, areas))
+    )
+    areas = s.buffers[0][1]
+    g = cls()
+    g.capture_begin()
+    binding.area_for_launch(4 * 32, 32, 0)  # slots 96..99
+    binding.area_for_launch(2 * 32, 32, 0)  # slots 94..95: the graph's span is 6
+    g.capture_end()
+    # K = 3 slots of 6 below the counter's slot (75), and the two kernels captured after the
+    # graph's work in the capture's stream: STAGE(staging, src, 16-byte units, counter), BUMP.
+    counter, staging = 1000 + 75 * 32, 1000 + 76 * 32
+    assert areas.graph_slots == 6 + 1 + 3 * 6
+    assert [(a[0], a[1], a[4]) for a in launched] == [
+        (98, 11, [staging, 1000 + 94 * 32, 12, counter]),
+        (98, 12, [3, counter]),
+    ]
+    switch = g._sm_profiler_switch  # the counter is switched off with the areas
+    assert switch.areas == (98, {1000 + 96 * 32, 1000 + 94 * 32, counter})
+    for step in (3, 4):
+        s.step_tag = step
+        g.replay()
+    assert copies == [] and graph_stage.PENDING == [g._sm_profiler_stage]
+    s.step_tag = 5
+    g.replay()  # the third: the slots are full, copied out as one area of three replays
+    assert copies == [(1000 + 0, staging, 3 * 6 * 32, 99)] and graph_stage.PENDING == []
+    assert areas.areas().tolist() == [
+        [0, 2, 3, 0], [2, 4, 3, 0], [6, 2, 4, 0], [8, 4, 4, 0], [12, 2, 5, 0], [14, 4, 5, 0]
+    ]  # fmt: skip
+    g.replay()  # slot 0 again
+    s.recording = False
+    binding.rebind()
+    g.replay()  # switched off: STAGE and BUMP do nothing, and the host does not count it
+    assert switch.asked == [(7, False)] and not g._sm_profiler_stage.runs
+    graph_stage.drain()  # the region ends: the one held replay is copied out
+    assert copies[-1] == (1000 + 18 * 32, staging, 6 * 32, 99)
+    s.recording = True
+    binding.rebind()
+    g.replay()
+    g.replay()  # slots 1 and 2: full again, counted from where the device's counter is
+    assert copies[-1] == (1000 + 24 * 32, staging + 1 * 6 * 32, 2 * 6 * 32, 99)
+    assert areas.kept() == 6 * 6 and areas.claimed == 6 * 6
+
+
+def test_a_staged_graph_that_cannot_be_switched_keeps_only_its_recorded_replays(monkeypatch):
+    """With no switch its STAGE runs at every replay: the host counts every replay (or its
+    count would drift from the device's) and keeps the recorded ones."""
+    from sm_profiler.auto_mode import binding
+
+    def refuse(stream, areas):
+        raise RuntimeError("no clone")
+
+    cls, copies, _, s = _staged_graph(monkeypatch, refuse)
+    areas = s.buffers[0][1]
+    g = cls()
+    g.capture_begin()
+    binding.area_for_launch(2 * 32, 32, 0)
+    with pytest.warns(binding.AutoWarning, match="every replay"):
+        g.capture_end()
+    assert g._sm_profiler_switch is None and g._sm_profiler_stage.k == 3
+    for recorded in (False, True, False):
+        s.recording = recorded
+        binding.rebind()
+        g.replay()
+    assert len(copies) == 1 and copies[0][2] == 3 * 2 * 32  # the three slots, in one copy
+    assert areas.areas().tolist() == [[2, 2, 3, 0]]  # the second replay only
+    s.recording = False
+    binding.rebind()
+    for _ in range(3):
+        g.replay()
+    assert len(copies) == 1  # nothing recorded: nothing copied
+
+
+def test_staging_takes_at_most_half_the_free_graph_space():
+    from sm_profiler.auto_mode.graph_stage import STAGE_REPLAYS, replays_to_stage
+
+    assert replays_to_stage(10, 10_000, 10) == STAGE_REPLAYS
+    assert replays_to_stage(100, 1000, 50) == 2  # (500 - 50 - 1) / 2 / 100
+    assert replays_to_stage(100, 1000, 250) == 0  # room for one: copied a replay at a time
+    assert replays_to_stage(600, 1000, 600) == 0
 
 
 def test_kernel_node_params_lay_out_as_cuda_h():

@@ -219,6 +219,45 @@ def test_a_graph_replayed_outside_active_steps_writes_nothing():
     assert torch.allclose(out, want, rtol=1e-5, atol=1e-5)  # switched or not: computed as plain
 
 
+def test_staged_graph_replays_each_recorded_once_and_whole(monkeypatch):
+    """A graph's recorded replays staged on the device, K = 3 at a time: over two active windows
+    (steps 1-4 and 6-9), one replay on another stream right after a copy-out, and a region end
+    with replays still staged, every recorded replay is kept once, whole, in order, with its step."""
+    from sm_profiler.auto_mode import graph_stage
+
+    monkeypatch.setattr(graph_stage, "STAGE_REPLAYS", 3)
+    n = 1 << 18
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    side = torch.cuda.Stream()
+    with sm_profiler.auto(schedule=sm_profiler.schedule(wait=1, active=4, repeat=2)) as prof:
+        g = _axpy_graph(n, x, y, out)  # step 0: off
+        assert g._sm_profiler_stage is not None and g._sm_profiler_stage.k == 3
+        prof.step()
+        for i in range(1, 10):
+            if i == 8:  # the first replay after the copy-out of steps 4, 6 and 7
+                assert g._sm_profiler_stage.copied_on is not None
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    g.replay()
+                torch.cuda.current_stream().wait_stream(side)
+            else:
+                g.replay()
+            prof.step()
+        assert g._sm_profiler_stage.held  # step 9's replay, staged: copied out at the end
+    trace = prof.decode()
+    launches = _launches(trace, "axpy_kernel")
+    assert sorted(int(trace.kernels[c].metadata["step"]) for c in launches) == [
+        1, 2, 3, 4, 6, 7, 8, 9
+    ]  # fmt: skip
+    spans = sorted(_check_launch(trace, c, (n // 1024, 1, 1)) for c in launches)
+    for (_, e0), (s1, _) in zip(spans, spans[1:], strict=False):
+        assert e0 <= s1  # eight distinct replays, one after another: none kept twice
+    want = 3.0 * x + y
+    for _ in range(8):
+        want = want * 1.0001 + 1e-4
+    assert torch.allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
 def test_limit_and_ring_keep_whole_launches_and_count_drops_exactly():
     n = 1 << 16
     x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
