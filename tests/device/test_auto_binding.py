@@ -4,6 +4,7 @@ warp-specialized kernel name its warps."""
 
 from __future__ import annotations
 
+import cuda_tools
 import pytest
 from auto_inputs import PTX
 
@@ -365,3 +366,22 @@ def test_a_graph_the_driver_will_not_switch_warns_once_and_is_left_alone(monkeyp
     assert switch.asked == [(7, True)] and g._sm_profiler_switch is None
     g.replay()  # nothing more is asked of the driver
     assert switch.asked == [(7, True)]
+
+
+@pytest.mark.skipif(
+    cuda_tools.triton_bin("ptxas") is None or cuda_tools.triton_bin("nvdisasm") is None,
+    reason="needs Triton's ptxas and nvdisasm",
+)
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100a"])
+def test_the_staging_kernels_read_the_counter_once_and_copy_16_bytes_a_unit(arch):
+    """ptx.AUTO_STAGE_PTX compiles for Hopper and Blackwell: STAGE reads its counter once and
+    its loop is one 16-byte load and one 16-byte store; BUMP one load and one store; no atomic."""
+    from sm_profiler import ptx
+
+    code = cuda_tools.sass(ptx.AUTO_STAGE_PTX, arch)
+    memory = [
+        ln.split()[0]
+        for ln in code.splitlines()
+        if ln.split() and ln.split()[0].startswith(("LDG", "STG", "ATOM", "RED", "LD.", "ST."))
+    ]
+    assert sorted(memory) == sorted(["LDG.E", "LDG.E.128", "STG.E.128", "LDG.E", "STG.E"]), memory
