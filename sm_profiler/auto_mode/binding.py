@@ -515,7 +515,16 @@ def area_for_launch(size: int, alignment: int, stream) -> int | None:
         b = st.single or _buffer(_current_device())
         if b is None:
             return None
-        first = b[1].take(size >> fmt.AUTO_RECORD_SHIFT, st.step_tag, st.tag)
+        # Areas.take, its usual case inlined (a call costs as much again); its step and tag:
+        # set_step marks them.
+        a, count = b[1], size >> fmt.AUTO_RECORD_SHIFT
+        first = a.next
+        end = first + count
+        if end <= a.limit and count > 0:
+            a.next = end
+            a.counts.append(count)
+            return b[0] + (first << fmt.AUTO_RECORD_SHIFT)
+        first = a.take(count)
         return None if first is None else b[0] + (first << fmt.AUTO_RECORD_SHIFT)
     if st.paused:
         return None
@@ -817,7 +826,9 @@ def _buffer(device: int):
     if STATE.level is None or STATE.allocate is None:
         return None
     if device not in STATE.buffers:
-        STATE.buffers[device] = STATE.allocate(device) or None
+        STATE.buffers[device] = b = STATE.allocate(device) or None
+        if b is not None:
+            b[1].mark(STATE.step_tag, STATE.tag)
         live = [b for b in STATE.buffers.values() if b is not None]
         STATE.single = live[0] if len(STATE.buffers) == 1 and live else None
     return STATE.buffers[device]
@@ -840,6 +851,9 @@ def set_recording(on: bool) -> None:
 def set_step(step_tag: int, tag: int) -> None:
     """The step tag and tag of the areas given from now on."""
     STATE.step_tag, STATE.tag = int(step_tag), int(tag)
+    for b in STATE.buffers.values():
+        if b is not None:
+            b[1].mark(STATE.step_tag, STATE.tag)
 
 
 def pause() -> None:

@@ -91,7 +91,7 @@ def test_a_graph_replay_is_copied_into_a_launch_area_of_its_own():
     assert replay[:3] == (11, 5, 5)  # copy 5 slots from slot 11; 5 records
     assert a.copy_of(replay, step=2, tag=7) == 2
     assert a.areas().tolist() == [[0, 2, 1, 0], [2, 2, 2, 7], [4, 3, 2, 7]]
-    assert len(a.live) == 2  # the replay is one entry however many launches it holds
+    assert len(a.counts) == 1 and len(a.copies) == 1  # a replay: one entry, whatever it holds
     assert a.copy_of(replay) is None  # 7 + 5 > 11: limit mode is full
     assert a.claimed == 2 + 5 + 5 and a.kept() == 7
     words = a.header_and_areas()
