@@ -629,6 +629,10 @@ def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
             100.0 * (x / p - 1.0) for x, p in zip(out[f"{k}_ms"], out["plain_ms"], strict=True)
         ]
         out[f"{k}_pct"] = statistics.median(pairs)
+        # The middle half of the pairs: on a step the host sets the pace of, the host's own
+        # noise is several percent a repeat, and a median alone does not say so.
+        q = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else [pairs[0]] * 3
+        out[f"{k}_iqr"] = (q[0], q[2])
     count = graph_switch.UPDATES["count"] - before["count"]
     seconds = graph_switch.UPDATES["seconds"] - before["seconds"]
     out["switch_updates"] = count
@@ -1106,6 +1110,9 @@ def summarize(runs: list[dict], models, scenarios, modes) -> list[dict]:
                     if mode == "auto_ab":
                         row["ab"] = {k: [r["ab"][f"{k}_pct"] for r in ok] for k in ("off", "on")}
                         row["ab"]["picks_taken"] = ok[-1]["ab"].get("picks_taken", 0)
+                        for k in ("off", "on"):
+                            if f"{k}_iqr" in ok[-1]["ab"]:
+                                row["ab"][f"{k}_iqr"] = ok[-1]["ab"][f"{k}_iqr"]
                         each = [r["ab"].get("switch_ms_each") for r in ok]
                         each = [e for e in each if e is not None]
                         if each:
@@ -1172,10 +1179,16 @@ def format_table(rows: list[dict], header: str) -> list[str]:
                 f"({min(got):+.1f}..{max(got):+.1f})"
             )
         if "ab" in r:
-            off, on = r["ab"]["off"], r["ab"]["on"]
+            ab = r["ab"]
+
+            def middle(k, ab=ab):
+                iqr = ab.get(f"{k}_iqr")
+                return f" [{iqr[0]:+.1f}..{iqr[1]:+.1f}]" if iqr else ""
+
             notes.append(
-                f"in one process over plain: off {statistics.median(off):+.2f}%, "
-                f"on {statistics.median(on):+.2f}% ({r['ab']['picks_taken']} picks shared)"
+                f"in one process over plain: off {statistics.median(ab['off']):+.2f}%"
+                f"{middle('off')}, on {statistics.median(ab['on']):+.2f}%{middle('on')} "
+                f"({ab['picks_taken']} picks shared; [the middle half of the pairs])"
             )
             if r["ab"].get("switch_ms_each") is not None:
                 notes.append(f"graphs switched in {r['ab']['switch_ms_each']:.3f} ms each")

@@ -94,6 +94,7 @@ def test_time_ab_alternates_plain_off_on_and_reports_medians(monkeypatch):
     # one repeat each, alternating, each switch's edge taken untimed before the repeat
     assert calls == ["plain", ("edge", False), False, ("edge", True), True] * 3
     assert got["off_pct"] == pytest.approx(1.0) and got["on_pct"] == pytest.approx(5.0)
+    assert got["on_iqr"] == pytest.approx((5.0, 5.0))  # every pair the same here
     assert got["switch_updates"] == 0 and got["switch_ms_each"] is None  # no CUDA graph here
     run = fake_run("gpt", "train", "auto_ab", 0, got["on_ms"], ab={**got, "picks_taken": 7})
     rows = ao.summarize(
@@ -103,7 +104,7 @@ def test_time_ab_alternates_plain_off_on_and_reports_medians(monkeypatch):
         ("plain", "auto_ab"),
     )
     line = next(ln for ln in ao.format_table(rows, "h") if " auto_ab " in ln)
-    assert "in one process over plain: off +1.00%, on +5.00% (7 picks shared)" in line
+    assert "over plain: off +1.00% [+1.0..+1.0], on +5.00% [+5.0..+5.0] (7 picks shared" in line
     us = {"plain": {"triton_a": 10.0, "nvjet": 50.0}, "off": {"triton_a": 11.0, "nvjet": 50.0}}
     run["ab"]["kernel_us"] = {**us, "on": {"triton_a": 13.0, "nvjet": 50.5}}
     text = "\n".join(ao.format_kernel_added([run], ["gpt"], ["train"], ("auto_ab",)))
