@@ -679,31 +679,23 @@ def _wrap_replay(original):
         if switch is not None and switch.on != STATE.on:
             _follow(self, switch)
         stage = getattr(self, "_sm_profiler_stage", None)
-        if stage is not None:  # the usual case: staged on the device, a list append here
-            if stage.copied_on is not None:
-                stage.order()
-            out = original(self, *args, **kwargs)
-            if stage.runs:
-                try:
-                    stage.replayed(STATE.on)
-                except Exception as e:  # never stop the user's replay over the profiler
-                    warnings.warn(
-                        f"sm_profiler.auto: CUDA graph replays were not recorded: {e}",
-                        AutoWarning,
-                        stacklevel=2,
-                    )
-            return out
+        if stage is not None and stage.copied_on is not None:
+            stage.order()
         out = original(self, *args, **kwargs)
-        parts = getattr(self, "_sm_profiler_areas", None)
-        if parts and STATE.on:  # on: recording and not paused
-            try:
-                copy_replay(parts)
-            except Exception as e:  # never stop the user's replay over the profiler
-                warnings.warn(
-                    f"sm_profiler.auto: a CUDA graph replay was not recorded: {e}",
-                    AutoWarning,
-                    stacklevel=2,
-                )
+        try:  # never stop the user's replay over the profiler
+            if stage is not None:  # the usual case: staged on the device, a list append here
+                if stage.runs:
+                    stage.replayed(STATE.on)
+            elif STATE.on:  # on: recording and not paused
+                parts = getattr(self, "_sm_profiler_areas", None)
+                if parts:
+                    copy_replay(parts)
+        except Exception as e:
+            warnings.warn(
+                f"sm_profiler.auto: a CUDA graph replay was not recorded: {e}",
+                AutoWarning,
+                stacklevel=2,
+            )
         return out
 
     replay.__wrapped__ = original

@@ -147,38 +147,13 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
     from sm_profiler.auto_mode import binding
     from sm_profiler.auto_mode.areas import Areas
 
-    cls = type("Graph", (_FakeGraph,), {})
-    cls.capture_begin = binding._wrap_capture_begin(cls.capture_begin)
-    cls.capture_end = binding._wrap_capture_end(cls.capture_end)
-    cls.replay = binding._wrap_replay(cls.replay)
-    from sm_profiler.auto_mode import graph_stage, graph_switch
-
     def no_driver():
         raise RuntimeError("no driver")
 
-    monkeypatch.setattr(graph_stage, "load", no_driver)  # so: not staged, copied a replay at a time
-    copies = []
-    monkeypatch.setattr(binding, "copy_device", lambda *a: copies.append(a))
-    monkeypatch.setattr(binding, "_stream", lambda device: 99)
-    monkeypatch.setattr(binding, "_capture_stream", lambda: 98)
-    monkeypatch.setattr(graph_switch, "prepare", lambda stream, areas: _FakeSwitch((stream, areas)))
-    monkeypatch.setattr(binding, "_current_device", lambda: 0)
-    a1, buf1 = Areas(100, ring=False), object()
-    s = binding.STATE
-    for k, v in dict(
-        level="program",
-        paused=0,
-        pauses=0,
-        recording=False,
-        on=False,
-        capturing=None,
-        buffers={0: (1000, a1, buf1)},
-        single=None,
-        step_tag=3,
-        tag=0,
-        allocate=lambda device: None,
-    ).items():
-        monkeypatch.setattr(s, k, v)
+    cls, copies, _, s = _fake_graphs(  # not staged: copied out a replay at a time
+        monkeypatch, lambda stream, areas: _FakeSwitch((stream, areas)), no_driver, False
+    )
+    _, a1, buf1 = s.buffers[0]
     g = cls()
     with pytest.warns(binding.AutoWarning, match="copied out one at a time .* no driver"):
         g.capture_begin()  # captured in a step that records nothing: the graph still gets areas
@@ -210,9 +185,10 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
     assert switch.asked[-1] == (7, False)  # and its kernels write nothing
 
 
-def _staged_graph(monkeypatch, prepare):
-    """A fake graph class wrapped as install() wraps CUDAGraph, with graph_stage's driver calls
-    faked: (class, copies made, kernels launched, the State fields set)."""
+def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True):
+    """A fake graph class wrapped as install() wraps CUDAGraph, with graph_switch's `prepare`,
+    graph_stage's `load` and the driver calls faked, K = 3, one buffer of 100 slots at 1000:
+    (class, copies made, kernels launched, the State)."""
     from sm_profiler.auto_mode import binding, graph_stage, graph_switch
     from sm_profiler.auto_mode.areas import Areas
 
@@ -223,7 +199,7 @@ def _staged_graph(monkeypatch, prepare):
     copies, launched = [], []
     monkeypatch.setattr(graph_stage, "STAGE_REPLAYS", 3)
     monkeypatch.setattr(graph_stage, "PENDING", [])
-    monkeypatch.setattr(graph_stage, "load", lambda: (11, 12))
+    monkeypatch.setattr(graph_stage, "load", load)
     monkeypatch.setattr(graph_stage, "_launch", lambda *a: launched.append(a))
     monkeypatch.setattr(binding, "copy_device", lambda *a: copies.append(a))
     monkeypatch.setattr(binding, "_stream", lambda device: 99)
@@ -235,8 +211,8 @@ def _staged_graph(monkeypatch, prepare):
         level="program",
         paused=0,
         pauses=0,
-        recording=True,
-        on=True,
+        recording=recording,
+        on=recording,
         capturing=None,
         buffers={0: (1000, Areas(100, ring=False), object())},
         single=None,
@@ -253,7 +229,7 @@ def test_a_staged_graph_is_copied_out_once_every_k_recorded_replays(monkeypatch)
     the K slots out in one call when full; what a region holds at its end is copied by drain."""
     from sm_profiler.auto_mode import binding, graph_stage
 
-    cls, copies, launched, s = _staged_graph(
+    cls, copies, launched, s = _fake_graphs(
         monkeypatch, lambda stream, areas: _FakeSwitch((stream, areas))
     )
     areas = s.buffers[0][1]
@@ -305,7 +281,7 @@ def test_a_staged_graph_that_cannot_be_switched_keeps_only_its_recorded_replays(
     def refuse(stream, areas):
         raise RuntimeError("no clone")
 
-    cls, copies, _, s = _staged_graph(monkeypatch, refuse)
+    cls, copies, _, s = _fake_graphs(monkeypatch, refuse)
     areas = s.buffers[0][1]
     g = cls()
     g.capture_begin()
