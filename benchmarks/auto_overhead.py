@@ -607,7 +607,8 @@ def format_kernel_added(runs: list[dict], models, scenarios, modes) -> list[str]
 
 def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
     """`plain` and `instrumented` (the same model, compiled twice) in one process, `repeats`
-    rounds of (plain, recording off, recording on), one repeat of `steps` steps each: ms/step of
+    rounds of (plain, recording off, recording on), one repeat of `steps` steps each, each after
+    an untimed step of its own: ms/step of
     each, and the off and on costs over plain (medians of the repeats' pairs). After each switch one untimed step
     takes the edge (under CUDA graphs, each graph's kernels switched to write or not: the host
     time of those updates is given apart, as `switch_updates` and `switch_ms_each`)."""
@@ -616,6 +617,9 @@ def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
     out = {"plain_ms": [], "off_ms": [], "on_ms": []}
     before = dict(graph_switch.UPDATES)
     for _ in range(repeats):
+        # Each repeat after an untimed step of its own model, plain's too: the first step after
+        # the other model ran is slower (a whole percent or more where a repeat is one step).
+        plain()
         out["plain_ms"] += time_steps(plain, steps, 1)
         for key, on in (("off_ms", False), ("on_ms", True)):
             binding.set_recording(on)

@@ -78,8 +78,8 @@ def test_time_ab_alternates_plain_off_on_and_reports_medians(monkeypatch):
     monkeypatch.setattr(binding, "set_recording", lambda on: state.update(on=on))
     ms = {"plain": 10.0, False: 10.1, True: 10.5}
 
-    def plain():
-        pass
+    def plain():  # called untimed once before each of its repeats
+        calls.append(("edge", "plain"))
 
     def instrumented():  # called untimed once after each switch: the edge
         calls.append(("edge", state["on"]))
@@ -92,7 +92,7 @@ def test_time_ab_alternates_plain_off_on_and_reports_medians(monkeypatch):
     monkeypatch.setattr(ao, "time_steps", fake_time)
     got = ao.time_ab(plain, instrumented, 30, 3)
     # one repeat each, alternating, each switch's edge taken untimed before the repeat
-    assert calls == ["plain", ("edge", False), False, ("edge", True), True] * 3
+    assert calls == [("edge", "plain"), "plain", ("edge", False), False, ("edge", True), True] * 3
     assert got["off_pct"] == pytest.approx(1.0) and got["on_pct"] == pytest.approx(5.0)
     assert got["on_iqr"] == pytest.approx((5.0, 5.0))  # every pair the same here
     assert got["switch_updates"] == 0 and got["switch_ms_each"] is None  # no CUDA graph here
