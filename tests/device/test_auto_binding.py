@@ -151,7 +151,7 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
         raise RuntimeError("no driver")
 
     cls, copies, _, s = _fake_graphs(  # not staged: copied out a replay at a time
-        monkeypatch, lambda stream, areas: _FakeSwitch((stream, areas)), no_driver, False
+        monkeypatch, lambda stream, areas: _FakeSwitch((stream, areas)), no_driver, False, 100
     )
     _, a1, buf1 = s.buffers[0]
     g = cls()
@@ -185,9 +185,9 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
     assert switch.asked[-1] == (7, False)  # and its kernels write nothing
 
 
-def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True):
+def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True, slots=1000):
     """A fake graph class wrapped as install() wraps CUDAGraph, with graph_switch's `prepare`,
-    graph_stage's `load` and the driver calls faked, K = 3, one buffer of 100 slots at 1000:
+    graph_stage's `load` and the driver calls faked, K = 3, one buffer of `slots` at 1000:
     (class, copies made, kernels launched, the State)."""
     from sm_profiler.auto_mode import binding, graph_stage, graph_switch
     from sm_profiler.auto_mode.areas import Areas
@@ -214,7 +214,7 @@ def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True):
         recording=recording,
         on=recording,
         capturing=None,
-        buffers={0: (1000, Areas(100, ring=False), object())},
+        buffers={0: (1000, Areas(slots, ring=False), object())},
         single=None,
         step_tag=3,
         tag=0,
@@ -235,19 +235,19 @@ def test_a_staged_graph_is_copied_out_once_every_k_recorded_replays(monkeypatch)
     areas = s.buffers[0][1]
     g = cls()
     g.capture_begin()
-    binding.area_for_launch(4 * 32, 32, 0)  # slots 96..99
-    binding.area_for_launch(2 * 32, 32, 0)  # slots 94..95: the graph's span is 6
+    binding.area_for_launch(4 * 32, 32, 0)  # slots 996..999
+    binding.area_for_launch(2 * 32, 32, 0)  # slots 994..995: the graph's span is 6
     g.capture_end()
-    # K = 3 slots of 6 below the counter's slot (75), and the two kernels captured after the
+    # K = 3 slots of 6 below the counter's slot (975), and the two kernels captured after the
     # graph's work in the capture's stream: STAGE(staging, src, 16-byte units, counter), BUMP.
-    counter, staging = 1000 + 75 * 32, 1000 + 76 * 32
+    counter, staging = 1000 + 975 * 32, 1000 + 976 * 32
     assert areas.graph_slots == 6 + 1 + 3 * 6
     assert [(a[0], a[1], a[4]) for a in launched] == [
-        (98, 11, [staging, 1000 + 94 * 32, 12, counter]),
+        (98, 11, [staging, 1000 + 994 * 32, 12, counter]),
         (98, 12, [3, counter]),
     ]
     switch = g._sm_profiler_switch  # the counter is switched off with the areas
-    assert switch.areas == (98, {1000 + 96 * 32, 1000 + 94 * 32, counter})
+    assert switch.areas == (98, {1000 + 996 * 32, 1000 + 994 * 32, counter})
     for step in (3, 4):
         s.step_tag = step
         g.replay()
@@ -302,11 +302,12 @@ def test_a_staged_graph_that_cannot_be_switched_keeps_only_its_recorded_replays(
     assert len(copies) == 1  # nothing recorded: nothing copied
 
 
-def test_staging_takes_at_most_half_the_free_graph_space():
+def test_staging_leaves_graphs_captured_later_room_for_their_areas():
     from sm_profiler.auto_mode.graph_stage import STAGE_REPLAYS, replays_to_stage
 
     assert replays_to_stage(10, 10_000, 10) == STAGE_REPLAYS
-    assert replays_to_stage(100, 1000, 50) == 2  # (500 - 50 - 1) / 2 / 100
+    assert replays_to_stage(100, 10_000, 50) == 6  # an eighth of the graph space: 625 / 100
+    assert replays_to_stage(100, 10_000, 4000) == 2  # a quarter of what is free: 999 / 4 / 100
     assert replays_to_stage(100, 1000, 250) == 0  # room for one: copied a replay at a time
     assert replays_to_stage(600, 1000, 600) == 0
 
