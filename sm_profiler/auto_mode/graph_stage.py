@@ -61,13 +61,13 @@ def load() -> tuple[int, int]:
 
 def replays_to_stage(span: int, slots: int, graph_slots: int) -> int:
     """K for a graph of `span` slots: STAGE_REPLAYS, or fewer: staging takes at most a quarter of
-    the graph space still free and an eighth of all of it (graphs hold at most half the buffer,
+    the graph space still free and a quarter of all of it (graphs hold at most half the buffer,
     Areas.take_graph), so that graphs captured later still get areas of their own, which matter
     more (a graph not staged is copied out a replay at a time; one with no areas records
     nothing). 0: do not stage. Small graphs, whose replays are short and host-paced, get all K."""
     free = slots // 2 - graph_slots - 1  # graph_slots counts the graph's own areas; 1: the counter
     span = max(span, 1)
-    k = min(STAGE_REPLAYS, max(free // 4, 0) // span, slots // 16 // span)
+    k = min(STAGE_REPLAYS, max(free // 4, 0) // span, slots // 8 // span)
     return k if k >= _MIN_REPLAYS else 0
 
 

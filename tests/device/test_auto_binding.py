@@ -306,7 +306,7 @@ def test_staging_leaves_graphs_captured_later_room_for_their_areas():
     from sm_profiler.auto_mode.graph_stage import STAGE_REPLAYS, replays_to_stage
 
     assert replays_to_stage(10, 10_000, 10) == STAGE_REPLAYS
-    assert replays_to_stage(100, 10_000, 50) == 6  # an eighth of the graph space: 625 / 100
+    assert replays_to_stage(100, 10_000, 50) == 12  # a quarter of the graph space: 1250 / 100
     assert replays_to_stage(100, 10_000, 4000) == 2  # a quarter of what is free: 999 / 4 / 100
     assert replays_to_stage(100, 1000, 250) == 0  # room for one: copied a replay at a time
     assert replays_to_stage(600, 1000, 600) == 0
