@@ -196,11 +196,15 @@ class Areas:
         _run(self.first_runs, len(a), self.next, merge=False)
         self.step_runs = _runs(a[:, 2:4], (self.step, self.tag))
         self.lap_runs = _runs(a[:, 4:5], (self.lap,))
-        if self.copies:
-            c = np.array([e[:5] for e in self.copies], np.int64)
-            keep = self._kept(c[:, 0], c[:, 1], c[:, 4])
-            self.copies = [e for e, k in zip(self.copies, keep, strict=True) if k]
+        self.copies = self._kept_copies()
         self.compact_at = max(_COMPACT_MIN, 2 * max(len(self.counts), len(self.copies)))
+
+    def _kept_copies(self) -> list[list]:
+        if not self.copies:
+            return []
+        c = np.array([e[:5] for e in self.copies], np.int64)
+        keep = self._kept(c[:, 0], c[:, 1], c[:, 4])
+        return [e for e, k in zip(self.copies, keep, strict=True) if k]
 
     # -- reading back ------------------------------------------------------------------------
 
@@ -209,9 +213,7 @@ class Areas:
         then each replay's launches."""
         a = self._launch_areas()
         out = [a[a[:, 5] == 1, :4]]
-        for first, _, step, tag, lap, parts in self.copies:
-            if not self._kept(np.array([first]), np.array([_]), np.array([lap]))[0]:
-                continue
+        for first, _, step, tag, _, parts in self._kept_copies():
             offsets, counts = parts
             c = np.empty((len(counts), 4), np.int64)
             c[:, 0], c[:, 1], c[:, 2], c[:, 3] = first + offsets, counts, step, tag
