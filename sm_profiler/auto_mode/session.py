@@ -28,7 +28,7 @@ class AutoProfiler:
 
     capacity: records kept per GPU (one per program, or per warp with level='warp'); whole
     launches are kept or dropped. CUDA graphs hold the areas they were captured with (up to half
-    the capacity) and each recorded replay is copied into the rest.
+    the capacity, with their staging) and each recorded replay is copied into the rest.
     ring: keep the newest launches (a long loop) instead of the first ones.
     level: 'program' (each program's start, end, SM) or 'warp' (each warp's).
     device: record on this GPU only (default: every GPU on which an instrumented kernel runs;
