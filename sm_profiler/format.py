@@ -435,8 +435,9 @@ EMULATED_SM_COUNT = 8
 # A program writes its record at area + its linear program id, naming its kernel by a tag fixed at
 # compile time: no atomic and no load (a claim's round trip, and a word read at the start, were
 # what a recorded short launch paid: BENCHMARKS.md). A CUDA graph's kernels keep the areas they
-# were captured with (switched to null for replays not recorded); after each recorded replay the
-# host copies those areas into a new area (in stream order), so every recorded replay has its own.
+# were captured with (switched to null for replays not recorded); each recorded replay is copied
+# into a new area (in stream order: staged on the device, then up to 16 replays at a time by the
+# host; auto_mode/graph_stage.py), so every recorded replay has its own.
 # The device writes only records; the host keeps each area's (first slot, slots, step, tag) and,
 # when it reads the buffer back, puts them in front. Little-endian words, as read back::
 #

@@ -6,7 +6,8 @@ Launch areas are taken upward from slot 0: in limit mode until one does not fit 
 more: the kept records are the run's first, whole launches); in ring mode over and over, an
 area overwriting the oldest ones. A CUDA graph's kernels keep the pointers they were captured
 with, so their areas are taken downward from the top, once, and never reused; each recorded
-replay is copied into a launch area (`copy_of`).
+replay is copied into a launch area (`copy_of_many`, which takes a graph's staged replays at
+once).
 
 `take` runs before every instrumented launch, on a step the host may set the pace of, so it does
 the least it can: a cursor moves on and the area's size goes into a list (no object of its own a
@@ -87,19 +88,13 @@ class Areas:
 
     @staticmethod
     def replay_parts(parts: list[tuple[int, int]]) -> tuple:
-        """A captured graph's areas ((first, count) each, in the graph space) as copy_of takes
+        """A captured graph's areas ((first, count) each, in the graph space) as copy_of_many takes
         them: (graph first, span, records, offsets, counts)."""
         firsts = np.array(sorted(p[0] for p in parts), np.int64)
         counts = np.array([c for _, c in sorted(parts)], np.int64)
         lo = int(firsts[0])
         span = int((firsts + counts).max()) - lo
         return lo, span, int(counts.sum()), firsts - lo, counts
-
-    def copy_of(self, replay: tuple, step: int = 0, tag: int = 0) -> int | None:
-        """First slot of a new area holding a graph replay (`replay_parts` of its captured areas)
-        as its areas lie, each launch kept as an area of its own; None when it does not fit.
-        Copy `span` slots from `graph first` to it."""
-        return self.copy_of_many(replay, 1, [(0, step, tag)])
 
     def copy_of_many(self, replay: tuple, n: int, kept: list[tuple[int, int, int]]) -> int | None:
         """First slot of a new area holding `n` replays of one graph side by side, `span` slots

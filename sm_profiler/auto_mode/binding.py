@@ -20,6 +20,7 @@ Everything here is process-wide; `sm_profiler.auto_mode.AutoProfiler` turns it o
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -162,19 +163,19 @@ def module_of(function: int) -> int:
     return mod.value or 0
 
 
-_MEMCPY = []  # cuMemcpyDtoDAsync_v2 with its argument types, looked up once
+@functools.cache
+def _memcpy():
+    """cuMemcpyDtoDAsync_v2 with its argument types, looked up once: a lookup costs more host
+    time than the copy's own call, which counts in full on a step the host sets the pace of."""
+    f = _cuda().cuMemcpyDtoDAsync_v2
+    f.argtypes = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
+    f.restype = ctypes.c_int
+    return f
 
 
 def copy_device(dst: int, src: int, nbytes: int, stream: int) -> None:
-    """An asynchronous device-to-device copy in `stream`'s order. Called after every recorded
-    CUDA graph replay, so it takes the driver's function once: a lookup costs more host time
-    than the copy's own call, which counts in full on a step the host sets the pace of."""
-    if not _MEMCPY:
-        f = _cuda().cuMemcpyDtoDAsync_v2
-        f.argtypes = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
-        f.restype = ctypes.c_int
-        _MEMCPY.append(f)
-    rc = _MEMCPY[0](dst, src, nbytes, stream)
+    """An asynchronous device-to-device copy in `stream`'s order."""
+    rc = _memcpy()(dst, src, nbytes, stream)
     if rc:
         _check(rc, "cuMemcpyDtoDAsync")
 
@@ -562,24 +563,23 @@ def _wrap_capture_begin(original):
 def _wrap_capture_end(original):
     def capture_end(self, *args, **kwargs):
         parts, STATE.capturing = STATE.capturing, None
-        staged = _stage_of_capture(parts) if parts else None
-        switch = _switch_of_capture(parts, staged[1] if staged else None) if parts else None
+        if parts:
+            from .areas import Areas
+
+            devices = sorted({p[0] for p in parts})
+            # Each device's captured areas, as a replay's copy takes them.
+            replays = {
+                d: Areas.replay_parts([(f, c) for dd, f, c in parts if dd == d]) for d in devices
+            }
+            staged = _stage_of_capture(replays)
+            switch = _switch_of_capture(parts, staged[1] if staged else None)
         out = original(self, *args, **kwargs)
         if parts:
             self._sm_profiler_switch = switch
             self._sm_profiler_stage = staged[0] if staged else None
-            from .areas import Areas
-
-            devices = sorted({p[0] for p in parts})
-            # Each device's captured areas and the address of the buffer they lie in: a replay
-            # in a later region copies from this buffer into that region's.
-            self._sm_profiler_areas = {
-                d: (
-                    Areas.replay_parts([(f, c) for dd, f, c in parts if dd == d]),
-                    STATE.buffers[d][0],
-                )
-                for d in devices
-            }
+            # With the address of the buffer they lie in: a replay in a later region copies
+            # from this buffer into that region's.
+            self._sm_profiler_areas = {d: (replays[d], STATE.buffers[d][0]) for d in devices}
             # The graph's kernels write into its areas at its recorded replays (at every replay
             # where they could not be switched off) for as long as it lives: so does the buffer.
             self._sm_profiler_keep = [STATE.buffers[d][2] for d in devices]
@@ -589,22 +589,18 @@ def _wrap_capture_end(original):
     return capture_end
 
 
-def _stage_of_capture(parts: list):
-    """(graph_stage.Stage, its counter's address) of the graph being captured, its STAGE and
-    BUMP kernels captured after its work; or None: each recorded replay is then copied out by
-    the host (copy_replay)."""
+def _stage_of_capture(replays: dict):
+    """(graph_stage.Stage, its counter's address) of the graph being captured (its areas on each
+    device, `replays`), its STAGE and BUMP kernels captured after its work; or None: each
+    recorded replay is then copied out by the host (copy_replay)."""
     from . import graph_stage
-    from .areas import Areas
 
     functions, STATE.stage_functions = STATE.stage_functions, None
-    devices = {p[0] for p in parts}
-    if functions is None or len(devices) != 1:
+    if functions is None or len(replays) != 1:
         return None
-    (device,) = devices
+    ((device, replay),) = replays.items()
     try:
-        return graph_stage.capture(
-            _capture_stream(), device, Areas.replay_parts([(f, c) for _, f, c in parts]), functions
-        )
+        return graph_stage.capture(_capture_stream(), device, replay, functions)
     except Exception as e:
         _warn_unstaged(e)
         return None
@@ -655,12 +651,8 @@ def _follow(graph, switch) -> None:
     stage = getattr(graph, "_sm_profiler_stage", None)
     try:
         switch.follow(exec_handle, STATE.on)
-        if stage is not None:
-            stage.runs = switch.on
     except Exception as e:
         graph._sm_profiler_switch = None  # stop switching: no more work at its replays
-        if stage is not None:
-            stage.runs = switch.on  # it stays as it was
         stays = (
             "write their records at every replay"
             if switch.on
@@ -671,6 +663,9 @@ def _follow(graph, switch) -> None:
             AutoWarning,
             stacklevel=3,
         )
+    finally:
+        if stage is not None:
+            stage.runs = switch.on  # switched, or as it stays where the driver refused
 
 
 def _wrap_replay(original):
@@ -703,20 +698,28 @@ def _wrap_replay(original):
 
 
 def copy_replay(replays: dict) -> None:
-    """After a recorded replay, in its stream's order: each device's captured areas (in the
-    buffer of the region that captured the graph) copied into a new launch area of that device's
-    buffer now, whose parts are the replay's launches."""
+    """After a recorded replay of a graph that is not staged, in its stream's order: each
+    device's captured areas (in the buffer of the region that captured the graph) copied out."""
+    kept = [(0, STATE.step_tag, STATE.tag)]
     for device, (replay, graph_base) in replays.items():
-        b = STATE.buffers.get(device)
-        if b is None:
-            continue
-        base, areas = b[0], b[1]
-        first = areas.copy_of(replay, STATE.step_tag, STATE.tag)
-        if first is None:
-            continue
-        graph_first, span = replay[0], replay[1]
-        n = fmt.AUTO_RECORD_BYTES
-        copy_device(base + first * n, graph_base + graph_first * n, span * n, _stream(device))
+        copy_out(device, replay, graph_base + (replay[0] << fmt.AUTO_RECORD_SHIFT), 1, kept)
+
+
+def copy_out(device: int, replay: tuple, src: int, n: int, kept: list) -> int | None:
+    """Copy `n` replays of one graph, lying side by side `span` slots apart from address `src`
+    (its areas, or its staging slots), into a new launch area of `device`'s buffer now, whose
+    parts are the launches of the replays `kept` lists as (index, step, tag): in the current
+    stream's order, which it returns (None: nothing copied, no buffer or no room)."""
+    b = STATE.buffers.get(device)
+    if b is None or not kept:
+        return None
+    first = b[1].copy_of_many(replay, n, kept)
+    if first is None:
+        return None
+    stream = _stream(device)
+    span_bytes = replay[1] * fmt.AUTO_RECORD_BYTES
+    copy_device(b[0] + (first << fmt.AUTO_RECORD_SHIFT), src, n * span_bytes, stream)
+    return stream
 
 
 def _stream(device: int) -> int:

@@ -118,21 +118,8 @@ class Stage:
             PENDING.remove(self)
             self.pending = False
         kept = [(i, h[0], h[1]) for i, h in enumerate(held) if h is not None]
-        b = STATE.buffers.get(self.device)
-        if not kept or b is None:
-            return
-        first = b[1].copy_of_many(self.replay, len(held), kept)
-        if first is None:
-            return
-        span_bytes = self.replay[1] * fmt.AUTO_RECORD_BYTES
-        stream = binding._stream(self.device)
-        binding.copy_device(
-            b[0] + first * fmt.AUTO_RECORD_BYTES,
-            self.staging + start * span_bytes,
-            len(held) * span_bytes,
-            stream,
-        )
-        self.copied_on = stream
+        src = self.staging + start * self.replay[1] * fmt.AUTO_RECORD_BYTES
+        self.copied_on = binding.copy_out(self.device, self.replay, src, len(held), kept)
 
     def order(self) -> None:
         """Before the first replay after a copy-out: where it runs on another stream, it first

@@ -89,10 +89,10 @@ def test_a_graph_replay_is_copied_into_a_launch_area_of_its_own():
     assert a.take(2, step=1) == 0
     replay = Areas.replay_parts([(g1, 3), (g2, 2)])
     assert replay[:3] == (11, 5, 5)  # copy 5 slots from slot 11; 5 records
-    assert a.copy_of(replay, step=2, tag=7) == 2
+    assert a.copy_of_many(replay, 1, [(0, 2, 7)]) == 2
     assert a.areas().tolist() == [[0, 2, 1, 0], [2, 2, 2, 7], [4, 3, 2, 7]]
     assert len(a.counts) == 1 and len(a.copies) == 1  # a replay: one entry, whatever it holds
-    assert a.copy_of(replay) is None  # 7 + 5 > 11: limit mode is full
+    assert a.copy_of_many(replay, 1, [(0, 0, 0)]) is None  # 7 + 5 > 11: limit mode is full
     assert a.claimed == 2 + 5 + 5 and a.kept() == 7
     words = a.header_and_areas()
     rows, info = read_buffer(np.concatenate([words, np.zeros(16 * 4, np.uint64)]))
