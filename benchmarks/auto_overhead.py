@@ -608,10 +608,10 @@ def format_kernel_added(runs: list[dict], models, scenarios, modes) -> list[str]
 def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
     """`plain` and `instrumented` (the same model, compiled twice) in one process, `repeats`
     rounds of (plain, recording off, recording on), one repeat of `steps` steps each, each after
-    an untimed step of its own: ms/step of
-    each, and the off and on costs over plain (medians of the repeats' pairs). After each switch one untimed step
-    takes the edge (under CUDA graphs, each graph's kernels switched to write or not: the host
-    time of those updates is given apart, as `switch_updates` and `switch_ms_each`)."""
+    an untimed step of its own: ms/step of each, and the off and on costs over plain (medians of
+    the repeats' pairs, and their middle halves). The untimed step after each switch takes the
+    edge (under CUDA graphs, each graph's kernels switched to write or not: the host time of
+    those updates is given apart, as `switch_updates` and `switch_ms_each`)."""
     from sm_profiler.auto_mode import binding, graph_switch
 
     out = {"plain_ms": [], "off_ms": [], "on_ms": []}
@@ -1139,6 +1139,12 @@ def ok_runs(runs: list[dict]) -> list[dict]:
     return [r for r in runs if "error" not in r]
 
 
+def _middle(ab: dict, k: str) -> str:
+    """ " [q1..q3]" of auto_ab's `k` ("off" or "on") pairs, or "" where the run has none."""
+    iqr = ab.get(f"{k}_iqr")
+    return f" [{iqr[0]:+.1f}..{iqr[1]:+.1f}]" if iqr else ""
+
+
 def format_table(rows: list[dict], header: str) -> list[str]:
     """The printed table: per model and scenario, plain's ms/step, then each mode's time added
     (median over rounds), its min..max over the rounds and its best repeat's."""
@@ -1184,18 +1190,13 @@ def format_table(rows: list[dict], header: str) -> list[str]:
             )
         if "ab" in r:
             ab = r["ab"]
-
-            def middle(k, ab=ab):
-                iqr = ab.get(f"{k}_iqr")
-                return f" [{iqr[0]:+.1f}..{iqr[1]:+.1f}]" if iqr else ""
-
             notes.append(
                 f"in one process over plain: off {statistics.median(ab['off']):+.2f}%"
-                f"{middle('off')}, on {statistics.median(ab['on']):+.2f}%{middle('on')} "
+                f"{_middle(ab, 'off')}, on {statistics.median(ab['on']):+.2f}%{_middle(ab, 'on')} "
                 f"({ab['picks_taken']} picks shared; [the middle half of the pairs])"
             )
-            if r["ab"].get("switch_ms_each") is not None:
-                notes.append(f"graphs switched in {r['ab']['switch_ms_each']:.3f} ms each")
+            if ab.get("switch_ms_each") is not None:
+                notes.append(f"graphs switched in {ab['switch_ms_each']:.3f} ms each")
         if "auto_off" in r:
             a = r["auto_off"]
             notes.append(
