@@ -309,7 +309,8 @@ def _read_meta(z: zipfile.ZipFile, name: str) -> dict:
     if version != CAPTURE_FILE_VERSION or not isinstance(meta.get("captures"), list):
         raise CaptureError(
             f"{name}: unsupported capture file version {_short(version)}; this sm_profiler "
-            f"reads version {CAPTURE_FILE_VERSION}"
+            f"reads capture files of version {CAPTURE_FILE_VERSION} and auto files of version "
+            f"{AUTO_FILE_VERSION}: read it with the sm_profiler that wrote it, or upgrade"
         )
     return meta
 

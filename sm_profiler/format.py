@@ -486,6 +486,7 @@ AUTO_MAX_TAG = 255
 AUTO_MAX_STEP_TAG = (1 << 16) - 1
 AUTO_TAG_SHIFT = 16  # of an area's d1
 AUTO_PER_WARP = 1 << 23
+AUTO_MAX_WARP = 0x7F  # a record's warp index: bits 16..22 of f5
 AUTO_KERNEL_BITS = 16
 AUTO_MAX_KERNELS = (1 << AUTO_KERNEL_BITS) - 1  # id 0 is never given: an unwritten slot reads 0
 AUTO_MIN_CAPACITY = 1

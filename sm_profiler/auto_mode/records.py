@@ -177,7 +177,7 @@ def rows_of(recs: np.ndarray, gpu: int = 0, tags=None) -> dict[str, np.ndarray]:
         "x": recs["ctaid_x"].astype(np.uint32),
         "y": (yz & 0xFFFF).astype(np.uint16),
         "z": (yz >> 16).astype(np.uint16),
-        "warp": ((info >> 16) & 0x7F).astype(np.uint8),
+        "warp": ((info >> 16) & fmt.AUTO_MAX_WARP).astype(np.uint8),
         "kernel": kernel_ids(recs["kernel_tag"], tags),
         "grid_id": np.zeros(len(recs), np.uint32),  # the area's (read_buffer)
         "tag": np.zeros(len(recs), np.uint8),  # the area's (read_buffer)

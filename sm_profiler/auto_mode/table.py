@@ -436,8 +436,7 @@ class AutoTable:
         s = self.sessions[int(L["session"][i])]
         per_warp = bool(L["per_warp"][i])
         grid = [int(L["grid_x"][i]), int(L["grid_y"][i]), int(L["grid_z"][i])]
-        num_warps = int(k.get("num_warps") or 1)
-        ng = num_warps if per_warp else 1
+        ng = num_warps_of(k) if per_warp else 1
         meta = {key: v for key, v in s.items() if key not in SESSION_COUNTS}
         meta.update({key: v for key, v in k.items() if key != "name"})
         meta.update(
@@ -494,7 +493,7 @@ class AutoTable:
     @classmethod
     def read(cls, z: zipfile.ZipFile, meta: dict, name: str) -> AutoTable:
         """The table of an open auto file whose JSON `meta` was read (capture.load calls this)."""
-        from ..capture import _read_column
+        from ..capture import _read_column, _short
 
         def need(what, cond):
             if not cond:
@@ -512,12 +511,26 @@ class AutoTable:
         n, m = len(rows["start_ns"]), len(launches["rows"])
         need("row columns differ in length", all(len(v) == n for v in rows.values()))
         need("launch columns differ in length", all(len(v) == m for v in launches.values()))
-        need("launch rows do not add up", int(launches["rows"].sum()) == n)
+        count = launches["rows"]
+        # Each launch holds 1..n rows, so the running sum reaches past n (if it does) before it
+        # could wrap: a sum that wraps round to n is refused here, before any np.repeat by it.
+        need("a launch holds no rows, or more than the file", ((count >= 1) & (count <= n)).all())
+        ends = np.cumsum(count, dtype=np.int64)
+        need("launch rows do not add up", (ends <= n).all() and (m == 0 or int(ends[-1]) == n))
         need(
             "launches do not follow their rows",
-            (launches["first_row"] == np.cumsum(launches["rows"]) - launches["rows"]).all()
-            and (m == 0 or (rows["launch"] == np.repeat(np.arange(m), launches["rows"])).all()),
+            (launches["first_row"] == ends - count).all()
+            and (m == 0 or (rows["launch"] == np.repeat(np.arange(m), count)).all()),
         )
+        for k, top in (("x", 2**32 - 1), ("y", 2**16 - 1), ("z", 2**16 - 1), ("warp", fmt.AUTO_MAX_WARP)):
+            need(f"a row's {k} is outside 0..{top}", ((rows[k] >= 0) & (rows[k] <= top)).all())
+        need("a row's SM is negative", (rows["sm"] >= 0).all())
+        for i, k in enumerate(kernels):
+            w = k.get("num_warps")
+            need(
+                f"kernel {i}'s num_warps {_short(w)} is not a whole number in 1..{fmt.AUTO_MAX_WARP + 1}",
+                w is None or _warps_ok(w),
+            )
         need(
             "a launch names no known kernel",
             ((launches["kernel"] >= 0) & (launches["kernel"] < len(kernels))).all(),
@@ -527,6 +540,20 @@ class AutoTable:
             ((launches["session"] >= 0) & (launches["session"] < len(sessions))).all(),
         )
         need("a record ends before it starts", (rows["end_ns"] >= rows["start_ns"]).all())
+        # What a launch says of its rows is what its rows say (the writers draw both).
+        first = launches["first_row"]
+        for k, ufunc, col in (
+            ("start_ns", np.minimum, "start_ns"),
+            ("end_ns", np.maximum, "end_ns"),
+            ("grid_x", np.maximum, "x"),
+            ("grid_y", np.maximum, "y"),
+            ("grid_z", np.maximum, "z"),
+        ):
+            got = _reduce(ufunc, rows[col], first) + (1 if k.startswith("grid") else 0)
+            need(f"a launch's {k} disagrees with its rows", (launches[k] == got).all())
+        gpus = np.array([s.get("gpu") if _int(s.get("gpu")) else -1 for s in sessions], np.int64)
+        at = gpus[launches["session"]] if m else gpus[:0]
+        need("a launch's gpu is not its session's", ((at < 0) | (at == launches["gpu"])).all())
         md = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
         return cls(rows, launches, kernels, sessions, md)
 
@@ -571,6 +598,22 @@ class LaunchList(Sequence):
 
     def __add__(self, other):
         return list(self) + list(other)
+
+
+def _int(v) -> bool:
+    """Whether v is an integer (a bool is not) of 64 bits."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and -(2**63) <= v < 2**63
+
+
+def _warps_ok(w) -> bool:
+    """Whether a kernel entry's num_warps is one a launch can have (a record's warp has 7 bits)."""
+    return _int(w) and 1 <= w <= fmt.AUTO_MAX_WARP + 1
+
+
+def num_warps_of(k: dict) -> int:
+    """A kernel entry's num_warps (1 where it names none that a launch can have)."""
+    w = k.get("num_warps")
+    return int(w) if _warps_ok(w) else 1
 
 
 def session_count(v) -> int:

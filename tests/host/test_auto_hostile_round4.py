@@ -1,0 +1,109 @@
+"""Hostile input, round 4 (issue 42): auto tables, steps, rank merging and `merge --torch`. Each
+test names the item of the issue it keeps fixed; each failed on the main of 2026-11-27."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from auto_inputs import AUTO_T0, auto_buffer, table_of, two_kernels, write_auto_file
+
+from sm_profiler import format as fmt
+from sm_profiler.capture import load
+from sm_profiler.errors import CaptureError
+
+
+def _per_warp_table():
+    """Two programs of 4 warps each, recorded per warp."""
+    recs = []
+    for p in range(2):
+        for w in range(4):
+            info = 1 | (w << 16) | fmt.AUTO_PER_WARP
+            recs.append((AUTO_T0 + 100 * p + w, 90, p, 7, info, p, 0, 0))
+    return table_of(recs)
+
+
+def _cli(*args, timeout=60):
+    """`sm-profiler ARGS` in a process of its own: a crash or a hang is seen, not inherited."""
+    return subprocess.run(
+        [sys.executable, "-m", "sm_profiler", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_1_launch_rows_that_wrap_when_summed_are_refused(tmp_path):
+    table = table_of(two_kernels())  # 4 launches of 4 rows: 16 rows
+    rows = np.array([2**62] * 4 + [16], np.int64)  # sums to 16 in int64
+    first = (np.cumsum(rows) - rows).astype(np.int64)
+    cols = {f"launch_{k}": np.resize(table.launches[k], 5) for k in table.launches}
+    cols.update(launch_rows=rows, launch_first_row=first)
+    path = tmp_path / "wrap.npz"
+    write_auto_file(path, table, columns=cols)
+    with pytest.raises(CaptureError, match="a launch holds no rows, or more than the file"):
+        load(path)
+    r = _cli("stats", path)  # a separate process: SIGSEGV before
+    assert r.returncode == 2 and "damaged auto file" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("num_warps", [10**9, "4 warps", [4], 0, True, 4.5])
+def test_2_3_a_kernel_num_warps_no_launch_can_have_is_refused(tmp_path, num_warps):
+    path = tmp_path / "warps.npz"
+    write_auto_file(
+        path, _per_warp_table(), meta=lambda m: m["kernels"][0].update(num_warps=num_warps)
+    )
+    with pytest.raises(CaptureError, match=r"kernel 0's num_warps .* not a whole number in 1\.\.128"):
+        load(path)
+    r = _cli("export", path, tmp_path / "out.json", timeout=30)
+    assert r.returncode == 2 and "num_warps" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_4_a_row_warp_past_the_record_field_is_refused(tmp_path):
+    table = _per_warp_table()
+    warp = table.rows["warp"].astype(np.int32)
+    warp[-1] = 2**31 - 1
+    path = tmp_path / "warp.npz"
+    write_auto_file(path, table, columns={"row_warp": warp})
+    with pytest.raises(CaptureError, match=r"a row's warp is outside 0\.\.127"):
+        load(path)
+    r = _cli("export", path, tmp_path / "out.json", timeout=30)  # built 2**31 names before
+    assert r.returncode == 2 and "warp" in r.stderr
+
+
+def test_13_a_newer_auto_file_is_refused_naming_both_versions(tmp_path):
+    path = tmp_path / "v3.npz"
+    write_auto_file(path, table_of(two_kernels()), meta=lambda m: m.update(capture_file_version=3))
+    with pytest.raises(CaptureError, match="version 3; .*capture files of version 1 and auto files of version 2"):
+        load(path)
+
+
+@pytest.mark.parametrize(
+    "column, change, why",
+    [
+        ("launch_rows", lambda v: np.where(np.arange(len(v)) == 0, 0, v), "holds no rows"),
+        ("launch_start_ns", lambda v: v + 1, "start_ns disagrees with its rows"),
+        ("launch_end_ns", lambda v: v - 1, "end_ns disagrees with its rows"),
+        ("launch_grid_x", lambda v: v * 1000, "grid_x disagrees with its rows"),
+        ("launch_gpu", lambda v: v + 3, "gpu is not its session's"),
+    ],
+)
+def test_launches_that_disagree_with_their_rows_are_refused(tmp_path, column, change, why):
+    # Decided in issue 42: a launch is its rows, so an empty launch, or one whose times, grid
+    # or GPU say other than its rows and session, is a damaged file (no writer makes one).
+    table = table_of(two_kernels())
+    path = tmp_path / "bad.npz"
+    v = np.asarray(table.launches[column[len("launch_") :]]).astype(np.int64)
+    write_auto_file(path, table, columns={column: change(v).astype(np.int64)})
+    with pytest.raises(CaptureError, match=why):
+        load(path)
+
+
+def test_a_saved_table_still_loads_whole(tmp_path):
+    table = table_of(two_kernels())
+    path = tmp_path / "ok.npz"
+    write_auto_file(path, table)
+    back = load(path)
+    assert back.num_launches == table.num_launches == 4 and back.num_rows == 16
