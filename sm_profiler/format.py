@@ -451,8 +451,10 @@ EMULATED_SM_COUNT = 8
 #       a4..a7 reserved, zero
 #     then A area descriptors of AUTO_AREA_WORDS (2) words, in the order they were handed out:
 #       d0 = first slot (low 32) | slots (high 32)
-#       d1 = step tag (bits 0..15: the schedule's step; 0 = none) | tag (bits 16..23:
-#            AutoProfiler.set_tag's; 0 = none)
+#       d1 = step tag bits 0..15 (bits 0..15) | tag (bits 16..23: AutoProfiler.set_tag's;
+#            0 = none) | zero (24..31) | step tag bits 16..47 (bits 32..63). The step tag numbers
+#            the recorded steps 1, 2, 3, ... (0 = none) and is never reused; the session's
+#            step_tags maps it to the step
 #     then S records of AUTO_RECORD_BYTES (32) (slots no area holds are left as they were),
 #       each 32-bit fields:
 #       f0, f1  start: the full 64-bit %globaltimer when the program (or warp) began
@@ -470,7 +472,7 @@ EMULATED_SM_COUNT = 8
 # stores when its program ends; a slot of an area whose f4 is zero was never written (a program
 # killed).
 AUTO_MAGIC = 0x41504D53  # b"SMPA"
-AUTO_VERSION = 5
+AUTO_VERSION = 6  # 6: step tags of 48 bits (5: 16 bits, reused)
 AUTO_HEADER_WORDS = 8
 AUTO_HDR_AREAS = 1
 AUTO_HDR_SLOTS = 2
@@ -483,7 +485,7 @@ assert 1 << AUTO_RECORD_SHIFT == AUTO_RECORD_BYTES
 AUTO_SLOTS_MASK = LOW32
 AUTO_RING = 1 << 32
 AUTO_MAX_TAG = 255
-AUTO_MAX_STEP_TAG = (1 << 16) - 1
+AUTO_MAX_STEP_TAG = (1 << 48) - 1
 AUTO_TAG_SHIFT = 16  # of an area's d1
 AUTO_PER_WARP = 1 << 23
 AUTO_MAX_WARP = 0x7F  # a record's warp index: bits 16..22 of f5
@@ -521,7 +523,24 @@ def auto_area(first: int, slots: int, step: int = 0, tag: int = 0) -> tuple[int,
     for what, v, top in (("tag", tag, AUTO_MAX_TAG), ("step tag", step, AUTO_MAX_STEP_TAG)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v <= top:
             raise ConfigError(f"auto {what} must be an int in 0..{top}, got {v!r}")
-    return int(first) | (int(slots) << 32), int(step) | (int(tag) << AUTO_TAG_SHIFT)
+    return int(first) | (int(slots) << 32), auto_label(int(step), int(tag))
+
+
+def auto_label(step, tag):
+    """An area's d1 word(s) of step tag(s) and tag(s) (ints or uint64 arrays)."""
+    if isinstance(step, np.ndarray) or isinstance(tag, np.ndarray):
+        step, tag = np.asarray(step, np.uint64), np.asarray(tag, np.uint64)
+        low, high = step & np.uint64(0xFFFF), (step >> np.uint64(16)) << np.uint64(32)
+        return low | (tag << np.uint64(AUTO_TAG_SHIFT)) | high
+    return (step & 0xFFFF) | (tag << AUTO_TAG_SHIFT) | ((step >> 16) << 32)
+
+
+def auto_label_parts(d1: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(step tag, tag, bits that must be zero) of areas' d1 words (auto_label's inverse)."""
+    d1 = np.asarray(d1, np.uint64)
+    step = (d1 & np.uint64(0xFFFF)) | ((d1 >> np.uint64(32)) << np.uint64(16))
+    tag = (d1 >> np.uint64(AUTO_TAG_SHIFT)) & np.uint64(0xFF)
+    return step, tag, (d1 >> np.uint64(AUTO_TAG_SHIFT + 8)) & np.uint64(0xFF)
 
 
 def auto_header(slots: int, ring: bool, areas: int, claimed: int) -> np.ndarray:

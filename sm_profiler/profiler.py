@@ -462,7 +462,7 @@ def _interpreter_numpy_error(
 
     def release(v: str) -> tuple[int, int]:
         major, minor = v.split(".")[:2]
-        return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+        return int(major), int("".join(c for c in minor if c.isascii() and c.isdigit()) or 0)
 
     if release(triton_version) < (3, 7) and release(numpy_version) >= (2, 4):
         return (

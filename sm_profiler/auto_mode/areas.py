@@ -227,7 +227,7 @@ class Areas:
         )
         d = words[fmt.AUTO_HEADER_WORDS :].reshape(-1, fmt.AUTO_AREA_WORDS)
         d[:, 0] = a[:, 0] | (a[:, 1] << np.uint64(32))
-        d[:, 1] = a[:, 2] | (a[:, 3] << np.uint64(fmt.AUTO_TAG_SHIFT))
+        d[:, 1] = fmt.auto_label(a[:, 2], a[:, 3])
         return words
 
 

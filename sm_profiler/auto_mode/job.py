@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import CaptureError, ConfigError
+from .schedule import whole_number
 
 RANK_FILE = re.compile(r"^auto\.rank(\d+)\.npz$")
 MERGED_TRACE = "auto.ranks.json.gz"
@@ -46,11 +47,12 @@ class Job:
             v = env.get(key, "")
             if v == "":
                 return default
-            if not v.isdigit():
+            n = whole_number(v)
+            if n is None:
                 raise ConfigError(
                     f"{key}={v!r} is not a number: torchrun sets it; unset it to run alone"
                 )
-            return int(v)
+            return n
 
         world = num("WORLD_SIZE", 1)
         job = cls(num("RANK", 0), world, num("LOCAL_RANK", 0), num("LOCAL_WORLD_SIZE", world))

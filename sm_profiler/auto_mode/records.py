@@ -110,7 +110,7 @@ def read_buffer(words, gpu: int = 0, tags=None) -> tuple[dict[str, np.ndarray], 
     d = words[fmt.AUTO_HEADER_WORDS : start].reshape(-1, fmt.AUTO_AREA_WORDS)
     first = (d[:, 0] & LOW32).astype(np.int64)
     count = (d[:, 0] >> np.uint64(32)).astype(np.int64)
-    extra = d[:, 1] >> np.uint64(fmt.AUTO_TAG_SHIFT + 8)
+    step_tags, area_tags, extra = fmt.auto_label_parts(d[:, 1])
     if extra.any():
         raise FormatError("an auto area's descriptor sets unknown bits (damaged areas)")
     if (count < 1).any() or (first + count > slots).any():
@@ -142,10 +142,10 @@ def read_buffer(words, gpu: int = 0, tags=None) -> tuple[dict[str, np.ndarray], 
     n_unwritten = int(len(written) - written.sum())
     recs = recs[written]
     del written
-    label = d[area, 1]
-    step_tag = (label & 0xFFFF).astype(np.uint16)
-    tag = ((label >> np.uint64(fmt.AUTO_TAG_SHIFT)) & 0xFF).astype(np.uint8)
-    del label
+    # Per row, its area's step tag: 16 bits where the run recorded fewer steps than that.
+    small = not len(step_tags) or int(step_tags.max()) <= 0xFFFF
+    step_tag = step_tags.astype(np.uint16 if small else np.uint64)[area]
+    tag = area_tags.astype(np.uint8)[area]
     info = {
         "claimed": head["claimed"],
         "capacity": slots,
@@ -201,11 +201,12 @@ def kernel_ids(kernel_tags: np.ndarray, tags) -> np.ndarray:
 def concat_rows(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     if not parts:
         return {k: np.zeros(0, t) for k, t in ROW_COLUMNS.items()}
+    # Step tags stay as wide as read_buffer made them.
+    types = dict(ROW_COLUMNS, step_tag=np.result_type(*(p["step_tag"] for p in parts)))
     if len(parts) == 1:  # one GPU's rows: as they are, not copied
-        return {k: parts[0][k].astype(t, copy=False) for k, t in ROW_COLUMNS.items()}
+        return {k: parts[0][k].astype(t, copy=False) for k, t in types.items()}
     return {
-        k: np.concatenate([p[k] for p in parts]).astype(t, copy=False)
-        for k, t in ROW_COLUMNS.items()
+        k: np.concatenate([p[k] for p in parts]).astype(t, copy=False) for k, t in types.items()
     }
 
 

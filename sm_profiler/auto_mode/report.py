@@ -464,7 +464,7 @@ def format_report(
     total = sum(k.total_ns for k in kernels) or 1
     rows = [
         [
-            k.kernel,
+            printable(k.kernel),  # a file's names reach the terminal escaped
             str(k.launches),
             format_time(k.total_ns),
             f"{100 * k.total_ns / total:.0f}",
@@ -686,7 +686,7 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
     diff = per[:, slow] - np.median(per, axis=1)
     worst = [i for i in np.argsort(-diff).tolist() if diff[i] > 0][:3]
     why = (
-        ", ".join(f"{uniq_k[i]} +{format_time(int(diff[i]))}" for i in worst)
+        ", ".join(f"{printable(str(uniq_k[i]))} +{format_time(int(diff[i]))}" for i in worst)
         or "no kernel stands out"
     )
     lines += wrap(
@@ -703,7 +703,7 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
         lo = float(np.median(per[i]))
         rows.append(
             [
-                _middle(str(uniq_k[i]), 32),
+                _middle(printable(str(uniq_k[i])), 32),
                 *[format_time(int(v)) for v in per[i]],
                 f"rank {int(uniq_r[j])} ({100 * (per[i, j] / max(lo, 1) - 1):+.0f}%)",
             ]

@@ -16,6 +16,13 @@ from dataclasses import dataclass, fields
 from ..errors import ConfigError
 
 
+def whole_number(text: str) -> int | None:
+    """`text` as an int when it is ASCII digits alone ('12'), else None: str.isdigit() also
+    takes '²' and other digits int() refuses."""
+    t = str(text).strip()
+    return int(t) if t.isascii() and t.isdigit() else None
+
+
 @dataclass(frozen=True)
 class Schedule:
     wait: int = 0
@@ -67,14 +74,15 @@ class Schedule:
                 k = k.strip()
                 if k not in names:
                     raise ConfigError(f"--steps {text!r}: no setting {k!r}; {fix}")
-                if not v.strip().isdigit():
+                kw[k] = whole_number(v)
+                if kw[k] is None:
                     raise ConfigError(f"--steps {text!r}: {k} is not a whole number; {fix}")
-                kw[k] = int(v)
             return cls(**kw)
         a, sep, b = t.partition("-")
-        if not a.strip().isdigit() or (sep and not b.strip().isdigit()):
+        first = whole_number(a)
+        last = whole_number(b) if sep else first
+        if first is None or last is None:
             raise ConfigError(f"--steps {text!r}: {fix}")
-        first, last = int(a), int(b) if sep else int(a)
         if last < first:
             raise ConfigError(f"--steps {text!r}: the last step is before the first")
         return cls(active=last - first + 1, repeat=1, skip_first=first)

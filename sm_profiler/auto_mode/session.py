@@ -12,7 +12,9 @@ from ..errors import ConfigError
 from ..progress import stage_for
 from . import binding
 from .areas import Areas
+from .schedule import whole_number
 
+_PRUNE_STEP_TAGS = 1 << 16  # recorded steps mapped before the first look for forgotten ones
 DEFAULT_CAPACITY = 1 << 22  # records (32 B each: 128 MiB of GPU memory)
 _active: list = []
 
@@ -81,6 +83,7 @@ class AutoProfiler:
         self.step_num = 0
         self._step_tag = 0
         self._step_tags: dict[int, int] = {}  # step tag in the records -> step number
+        self._last_tag, self._prune_at = 0, _PRUNE_STEP_TAGS
         self._manual_steps = False
         self._primary_optimizer = None
         self._hook = None
@@ -119,6 +122,7 @@ class AutoProfiler:
                 )
         self._buffers, self._table = {}, None
         self.step_num, self._step_tags, self._manual_steps = 0, {}, False
+        self._last_tag, self._prune_at = 0, _PRUNE_STEP_TAGS
         self._primary_optimizer = None
         self._tag = 0
         recording = self._records(0)
@@ -204,6 +208,8 @@ class AutoProfiler:
         }
         from .table import AutoTable
 
+        if self._step_tags:
+            self._prune_step_tags()  # the file maps the steps it holds, no more
         steps = {str(k): v for k, v in self._step_tags.items()}
         parts = [
             (dict(self._session(i), clock=clocks[i], step_tags=steps), words[i])
@@ -254,10 +260,22 @@ class AutoProfiler:
         binding.set_recording(on)
 
     def _new_step_tag(self) -> None:
-        """The next step tag (1..65535, reused after that many recorded steps; the table maps
-        tags to steps in time order) for the step now beginning."""
-        self._step_tag = len(self._step_tags) % fmt.AUTO_MAX_STEP_TAG + 1
+        """The next step tag (1, 2, 3, ...: one per recorded step, never reused) for the step
+        now beginning; the table maps each tag to its step."""
+        self._last_tag += 1
+        self._step_tag = self._last_tag
         self._step_tags[self._step_tag] = self.step_num
+        if len(self._step_tags) >= self._prune_at:
+            self._prune_step_tags()
+
+    def _prune_step_tags(self) -> None:
+        """Forget the steps whose launches a ring has overwritten (memory stays flat over a
+        long run that records every step)."""
+        held = {self._step_tag}
+        for b in self._buffers.values():
+            held.update(np.unique(b["areas"].areas()[:, 2]).tolist())
+        self._step_tags = {t: s for t, s in self._step_tags.items() if t in held}
+        self._prune_at = max(_PRUNE_STEP_TAGS, 2 * len(self._step_tags))
 
     def set_tag(self, tag: int) -> None:
         """Tag the records of launches queued from now on (0..255, 0 = none; no sync): e.g. one
@@ -416,9 +434,9 @@ def rank_info() -> dict:
 
     out = {"host": socket.gethostname()}
     for key, env in (("rank", "RANK"), ("world_size", "WORLD_SIZE"), ("local_rank", "LOCAL_RANK")):
-        v = os.environ.get(env, "")
-        if v.isdigit():
-            out[key] = int(v)
+        v = whole_number(os.environ.get(env, ""))
+        if v is not None:
+            out[key] = v
     out.setdefault("rank", 0)
     return out
 

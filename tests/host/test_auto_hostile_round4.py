@@ -107,3 +107,77 @@ def test_a_saved_table_still_loads_whole(tmp_path):
     write_auto_file(path, table)
     back = load(path)
     assert back.num_launches == table.num_launches == 4 and back.num_rows == 16
+
+
+@pytest.mark.parametrize("steps", ["²", "1-²", "active=²", "٣", "1-٣"])
+def test_6_digits_int_refuses_are_not_steps(steps):
+    from sm_profiler.auto_mode.schedule import Schedule
+    from sm_profiler.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--steps"):
+        Schedule.parse(steps)
+
+
+def test_6_cli_steps_of_other_digits_is_a_clear_error(tmp_path):
+    path = tmp_path / "auto.npz"
+    table_of(two_kernels(), step_tag=1, session={"step_tags": {"1": 3}}).save(path)
+    for cmd in (["stats", path, "--steps", "²"], ["export", path, tmp_path / "o.json", "--steps", "1-²"]):
+        r = _cli(*cmd)
+        assert r.returncode == 2 and "--steps" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("key", ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"])
+def test_6_torchrun_numbers_of_other_digits_are_refused(key):
+    from sm_profiler.auto_mode.job import Job
+    from sm_profiler.auto_mode.session import rank_info
+    from sm_profiler.errors import ConfigError
+
+    env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", key: "²"}
+    with pytest.raises(ConfigError, match=f"{key}='²' is not a number"):
+        Job.from_env(env)
+    saved = dict(__import__("os").environ)
+    try:
+        __import__("os").environ.update(env)
+        info = rank_info()  # no traceback: a value int() refuses is left out
+        assert info.get(key.lower(), 0) in (0, 2)
+    finally:
+        __import__("os").environ.clear()
+        __import__("os").environ.update(saved)
+
+
+def test_7_steps_past_65535_recorded_keep_their_own_numbers():
+    # 70,000 recorded steps, one launch each, the last three kept (a ring): each launch carries
+    # its own step. Before, every step after the 65,535th got tag 1, mapped to the latest step.
+    labels = {100 + s: (s + 1, 0) for s in range(69_997, 70_000)}
+    labels[5] = (1, 0)
+    recs = [(AUTO_T0 + 1000 * i, 100, i, launch, 1, 0, 0, 0) for i, launch in enumerate([5, *sorted(labels)[1:]])]
+    step_tags = {str(t): s + 1000 for t, s in ((1, 0), (69_998, 69_997), (69_999, 69_998), (70_000, 69_999))}
+    table = table_of(recs, labels=labels, session={"step_tags": step_tags})
+    assert table.launches["step"].tolist() == [1000, 70_997, 70_998, 70_999]
+
+
+def test_7_the_region_numbers_each_recorded_step_once(monkeypatch):
+    import sm_profiler
+    from sm_profiler.auto_mode import binding, session
+    from sm_profiler.auto_mode.areas import Areas
+
+    monkeypatch.setattr(binding, "set_recording", lambda on: None)
+    monkeypatch.setattr(binding, "set_step", lambda step_tag, tag: areas.mark(step_tag, tag))
+    prof = sm_profiler.auto(ring=True)
+    areas = Areas(64, ring=True)
+    prof._buffers = {0: {"areas": areas}}
+    monkeypatch.setattr(session, "_active", [prof])
+    for _ in range(70_010):
+        prof.step()
+        areas.take(4)  # a launch a step: the ring keeps the last 16
+    assert prof._step_tag == 70_010  # steps 1, 2, ... got tags 1, 2, ...: never reused
+    assert len(prof._step_tags) <= 1 << 17  # forgotten steps are pruned: memory stays flat
+    kept = areas.areas()
+    assert len(kept) == 16
+    assert [prof._step_tags[int(t)] for t in kept[:, 2]] == list(range(69_995, 70_011))
+    words = areas.header_and_areas()
+    from sm_profiler.auto_mode.records import read_header
+
+    d = words[fmt.AUTO_HEADER_WORDS :].reshape(-1, 2)
+    assert fmt.auto_label_parts(d[:, 1])[0].tolist() == kept[:, 2].tolist()
+    assert read_header(np.concatenate([words, np.zeros(64 * 4, np.uint64)]))["areas"] == 16
