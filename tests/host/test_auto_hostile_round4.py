@@ -181,3 +181,21 @@ def test_7_the_region_numbers_each_recorded_step_once(monkeypatch):
     d = words[fmt.AUTO_HEADER_WORDS :].reshape(-1, 2)
     assert fmt.auto_label_parts(d[:, 1])[0].tolist() == kept[:, 2].tolist()
     assert read_header(np.concatenate([words, np.zeros(64 * 4, np.uint64)]))["areas"] == 16
+
+
+def test_5_stats_escapes_kernel_names_in_the_kernel_table_and_per_rank_lines(tmp_path):
+    from sm_profiler.auto_mode.table import AutoTable
+
+    evil = "evil\x1b[2J\x1b]0;pwned\x07kernel"
+    kernels = {1: {"name": evil, "num_warps": 4}, 2: {"name": "gemm", "num_warps": 8}}
+    a = table_of(two_kernels(), kernels=kernels)
+    b = table_of(two_kernels(), kernels=kernels, session={"rank": 1})
+    for rank, t in enumerate((a, b)):
+        t.save(tmp_path / f"auto.rank{rank}.npz")
+    r = _cli("stats", tmp_path / "auto.rank0.npz")
+    assert r.returncode == 0 and "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert "evil\\x1b[2J" in r.stdout  # the kernel table
+    r = _cli("stats", tmp_path)  # every rank: the per-rank lines name kernels too
+    assert r.returncode == 0, r.stderr
+    assert "per rank" in r.stdout and "\x1b" not in r.stdout and "\x07" not in r.stdout
+    assert len(AutoTable.concat([a, b]).sessions) == 2
