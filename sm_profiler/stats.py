@@ -415,12 +415,17 @@ def union_length(
 ) -> np.ndarray:
     """Per group, the total length covered by the union of [start, end) intervals.
 
-    Input sorted by (group, start). Sweep: each interval adds what sticks out past the furthest
-    end seen so far in its group; that running maximum is found for all groups in one
-    np.maximum.accumulate by lifting each group above the previous one.
+    Sweep over the intervals sorted by (group, start): each adds what sticks out past the
+    furthest end seen so far in its group; that running maximum is found for all groups in one
+    np.maximum.accumulate by lifting each group above the previous one. Input already in that
+    order is used as it is; other input is sorted first (a copy).
     """
     if len(group) == 0:
         return np.zeros(n_groups, np.int64)
+    if not _sorted_by(group, start):
+        order = np.lexsort((start, group))
+        group, start, end = group[order], start[order], end[order]
+        del order
     lo = int(min(start.min(), end.min()))
     width = int(max(start.max(), end.max())) - lo + 1
     if width * (n_groups + 1) >= 2**62:
@@ -451,6 +456,19 @@ def union_length(
     np.subtract(end, prev, out=prev)
     np.maximum(prev, 0, out=prev)
     return np.bincount(group, weights=prev, minlength=n_groups).astype(np.int64)
+
+
+def _sorted_by(group: np.ndarray, start: np.ndarray) -> bool:
+    """Whether rows are in (group, start) order, checked a chunk at a time (no n-long
+    temporaries)."""
+    n, part = len(group), 1 << 16
+    for a in range(0, n - 1, part):
+        b = min(a + part + 1, n)
+        g, s = group[a:b], start[a:b]
+        dg = g[1:] != g[:-1]
+        if (g[1:] < g[:-1]).any() or ((~dg) & (s[1:] < s[:-1])).any():
+            return False
+    return True
 
 
 def step_periods(steps: np.ndarray, first_ns: np.ndarray, span_ns: np.ndarray) -> np.ndarray:

@@ -543,9 +543,10 @@ def launch_ranks(trace: TraceData, caps: np.ndarray) -> np.ndarray | None:
 
 def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     """Per recorded step, from the records alone: {"steps", "span_ns" (first launch's start to
-    last launch's end), "share"} where share is the instrumented kernels' share of the step:
-    their launches' union over the step's period (its first launch to the next recorded step's
-    first, when that follows at once). None without steps. t: launch_table(trace), if made."""
+    last launch's end, on the GPU where that is longest), "share"} where share is the
+    instrumented kernels' share of the step: on each GPU their launches' union over the step's
+    period (its first launch to the next recorded step's first, when that follows at once),
+    summed over the GPUs. None without steps. t: launch_table(trace), if made."""
     table = getattr(trace.kernels, "table", None)
     if table is None:
         return None
@@ -557,20 +558,42 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     whole = bool(keep.all())  # then no copies of the launch columns (host memory, issue 30)
     start = t["start_ns"] if whole else t["start_ns"][keep]
     end = start + (t["span_ns"] if whole else t["span_ns"][keep])
+    # A GPU is a (rank, GPU) pair: tables of one GPU joined by concat are one GPU.
+    gpu_of = _gpu_ids(table)
+    session = gpu_of[table.launches["session"][t["capture"]]]
     if not whole:
-        step = step[keep]
+        step, session = step[keep], session[keep]
     steps = np.unique(step).astype(np.int64)  # the table holds steps narrow
-    lo = np.full(len(steps), np.iinfo(np.int64).max)
-    hi = np.full(len(steps), np.iinfo(np.int64).min)
-    i = np.searchsorted(steps, step)
-    del step
-    np.minimum.at(lo, i, start)
-    np.maximum.at(hi, i, end)
-    span = hi - lo
-    busy = union_length(i, start, end, len(steps))
-    del i, start, end
-    period = step_periods(steps, lo, span)
-    return {"steps": steps, "span_ns": span, "share": busy / np.maximum(period, 1)}
+    if not len(steps):
+        return {"steps": steps, "span_ns": np.zeros(0, np.int64), "share": np.zeros(0)}
+    # Each GPU's (session's) step on its own clock and period, then summed over the GPUs: ranks
+    # that lag each other, or launches in any order, give a step the share each GPU saw.
+    sessions = np.unique(session)
+    n = len(steps) * len(sessions)
+    g = np.searchsorted(steps, step) * len(sessions) + np.searchsorted(sessions, session)
+    del step, session
+    lo = np.full(n, np.iinfo(np.int64).max)
+    hi = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(lo, g, start)
+    np.maximum.at(hi, g, end)
+    busy = union_length(g, start, end, n).reshape(len(steps), len(sessions))
+    del g, start, end
+    lo, hi = lo.reshape(busy.shape), hi.reshape(busy.shape)
+    ran = lo <= hi  # the GPUs that ran the step
+    span = np.where(ran, hi - lo, 0)
+    period = np.zeros(busy.shape, np.int64)
+    for j in range(len(sessions)):
+        r = ran[:, j]
+        period[r, j] = step_periods(steps[r], lo[r, j], span[r, j])
+    share = busy.sum(axis=1) / np.maximum(period.sum(axis=1), 1)
+    return {"steps": steps, "span_ns": span.max(axis=1), "share": share}
+
+
+def _gpu_ids(table) -> np.ndarray:
+    """Per session of an AutoTable, a number for its (rank, GPU)."""
+    keys = [(int(r), str(s.get("gpu"))) for r, s in zip(table.ranks(), table.sessions)]
+    index = {k: i for i, k in enumerate(sorted(set(keys)))}
+    return np.array([index[k] for k in keys] or [0], np.int64)
 
 
 def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:

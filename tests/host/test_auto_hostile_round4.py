@@ -199,3 +199,45 @@ def test_5_stats_escapes_kernel_names_in_the_kernel_table_and_per_rank_lines(tmp
     assert r.returncode == 0, r.stderr
     assert "per rank" in r.stdout and "\x1b" not in r.stdout and "\x07" not in r.stdout
     assert len(AutoTable.concat([a, b]).sessions) == 2
+
+
+def test_8_interleaved_steps_give_each_step_its_own_union():
+    from sm_profiler.auto_mode.report import step_shares
+
+    # Steps 1 and 2 interleaved in time (step 2's launch starts inside step 1's span), as
+    # two streams give: in launch order the steps alternate, not sorted by step.
+    recs = [
+        (AUTO_T0, 100, 0, 1, 1, 0, 0, 0),
+        (AUTO_T0 + 50, 100, 1, 2, 1, 0, 0, 0),
+        (AUTO_T0 + 200, 100, 0, 3, 1, 0, 0, 0),
+        (AUTO_T0 + 250, 100, 1, 4, 1, 0, 0, 0),
+    ]
+    labels = {1: (1, 0), 2: (2, 0), 3: (1, 0), 4: (2, 0)}
+    table = table_of(recs, labels=labels, session={"step_tags": {"1": 1, "2": 2}})
+    got = step_shares(table.decode())
+    assert got["steps"].tolist() == [1, 2]
+    # Step 1: [0,100) and [200,300) over its period (to step 2's first start, shorter than its
+    # span 300: the span): 200/300. Step 2 (the last): 200 of its 300 ns span.
+    assert np.allclose(got["share"], [2 / 3, 2 / 3]), got["share"]
+    assert (got["share"] <= 1).all()
+
+
+def test_8_lagging_ranks_with_identical_steps_report_identical_shares():
+    from sm_profiler.auto_mode.report import step_shares
+    from sm_profiler.auto_mode.table import AutoTable
+
+    def rank(r, lag):
+        recs, labels = [], {}
+        for s in range(2):  # two steps of the same three launches, 1 µs apart
+            for k, off in enumerate((0, 150, 400)):
+                launch = 10 * s + k
+                recs.append((AUTO_T0 + lag + 1000 * s + off, 100, k, launch, 1, 0, 0, 0))
+                labels[launch] = (s + 1, 0)
+        return table_of(recs, labels=labels, session={"rank": r, "step_tags": {"1": 5, "2": 6}})
+
+    both = AutoTable.concat([rank(0, 0), rank(1, 130), rank(2, 260), rank(3, 777)])
+    got = step_shares(both.decode())
+    assert got["steps"].tolist() == [5, 6]
+    # Each rank: 300 ns busy of its step-5 period (1,000 ns to step 6) and of its step 6 span (500).
+    assert np.allclose(got["share"], [0.3, 0.6]), got["share"]
+    assert got["span_ns"].tolist() == [500, 500]
