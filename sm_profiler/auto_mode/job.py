@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from ..errors import CaptureError, ConfigError
 from .schedule import whole_number
 
-RANK_FILE = re.compile(r"^auto\.rank(\d+)\.npz$")
+# The names rank files have: auto.rank0.npz, auto.rank12.npz (ASCII digits, no leading zero).
+RANK_FILE = re.compile(r"^auto\.rank(0|[1-9][0-9]*)\.npz$", re.ASCII)
 MERGED_TRACE = "auto.ranks.json.gz"
 # How long rank 0 waits for the other ranks' files after its own (SM_PROFILER_MERGE_TIMEOUT_S).
 DEFAULT_WAIT_S = 120.0
@@ -95,22 +96,112 @@ def parse_ranks(text: str | None, job: Job) -> list[int]:
     return ranks
 
 
-def rank_files(folder: str) -> dict[int, str]:
-    """{rank: path} of the rank files in `folder`."""
-    out = {}
+def rank_files(folder: str, strict: bool = False) -> dict[int, str]:
+    """{rank: path} of the rank files in `folder`, named as `sm-profiler run` names them.
+    strict: a name that only looks like one (auto.rank01.npz, a digit outside ASCII) is a
+    CaptureError naming it, not a file silently left out or taken for another rank's."""
+    out, odd = {}, []
     for path in glob.glob(os.path.join(glob.escape(folder), "auto.rank*.npz")):
         m = RANK_FILE.match(os.path.basename(path))
         if m:
             out[int(m.group(1))] = path
+        else:
+            odd.append(os.path.basename(path))
+    if strict and odd:
+        names = ", ".join(sorted(odd)[:5]) + (" ..." if len(odd) > 5 else "")
+        raise CaptureError(
+            f"{folder!r} holds files named like rank files that `sm-profiler run` does not "
+            f"write ({names}): rename each to auto.rankN.npz (N its rank, ASCII digits, no "
+            "leading zero) or move it out of the folder"
+        )
     return dict(sorted(out.items()))
 
 
-def wait_for(folder: str, ranks: list[int], since: float, timeout_s: float) -> dict[int, str]:
-    """The rank files of `ranks` written since `since` (a time.time()), waiting up to
+# -- which run a rank file belongs to -----------------------------------------------------------
+# torchrun gives every worker of one run its run id (--rdzv-id; a fresh uuid with --standalone
+# or on one node), its restart count and its rendezvous' master; a worker's parent is the node's
+# agent. A rank file carries these (its table's metadata "job"), so that the first rank merges
+# the files of its own run and never an earlier run's, however recent, and `merge DIR` can say
+# when files of several runs are mixed.
+_NO_RUN_ID = ("", "none")
+
+
+def job_identity(env=None) -> dict:
+    """This process's run: torchrun's run id, restart count and master, and its agent (host,
+    parent pid and the parent's start time)."""
+    env = os.environ if env is None else env
+    ident = {
+        "run_id": env.get("TORCHELASTIC_RUN_ID", ""),
+        "restart": env.get("TORCHELASTIC_RESTART_COUNT", ""),
+        "master": f"{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}",
+    }
+    ident["agent"] = _agent()
+    return ident
+
+
+def _agent() -> str:
+    """host:pid:start of this process's parent (torchrun's agent on this node): the start time
+    tells a parent apart from a later process given the same pid."""
+    import socket
+
+    ppid = os.getppid()
+    start = ""
+    try:
+        with open(f"/proc/{ppid}/stat", "rb") as f:
+            start = f.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        pass
+    return f"{socket.gethostname()}:{ppid}:{start}"
+
+
+def run_key(ident) -> str | None:
+    """The run an identity names, as text (None: the file names none)."""
+    if not isinstance(ident, dict):
+        return None
+    return "/".join(str(ident.get(k, "")) for k in ("run_id", "restart", "master"))
+
+
+def same_run(mine: dict, theirs) -> bool:
+    """Whether a rank file of identity `theirs` is of the run `mine`: the same run id, restart
+    and master, and where torchrun gave no run id of its own (a static rendezvous), the same
+    agent too (so only this node's files are taken; merge the others with `sm-profiler merge`)."""
+    if not isinstance(theirs, dict) or run_key(mine) != run_key(theirs):
+        return False
+    if str(mine.get("run_id", "")) not in _NO_RUN_ID:
+        return True
+    return bool(mine.get("agent")) and mine.get("agent") == theirs.get("agent")
+
+
+def file_identity(path: str):
+    """The job identity written in a rank file (its metadata "job"), or None."""
+    import zipfile
+
+    from ..capture import _read_meta
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            meta = _read_meta(z, path)
+    except Exception:  # noqa: BLE001 - a file being replaced, or not ours: not this run's
+        return None
+    md = meta.get("metadata") if isinstance(meta, dict) else None
+    return md.get("job") if isinstance(md, dict) else None
+
+
+def wait_for(folder: str, ranks: list[int], accept, timeout_s: float) -> dict[int, str]:
+    """The rank files of `ranks` that `accept(path)` takes (of this run), waiting up to
     `timeout_s` for the missing ones; what is there when time is up."""
     deadline = time.monotonic() + timeout_s
+    seen: dict[tuple, bool] = {}  # (path, mtime) -> accepted: each version read once
     while True:
-        found = {r: p for r, p in rank_files(folder).items() if r in ranks and _mtime(p) >= since}
+        found = {}
+        for r, p in rank_files(folder).items():
+            if r not in ranks:
+                continue
+            key = (p, _mtime(p))
+            if key not in seen:
+                seen[key] = bool(accept(p))
+            if seen[key]:
+                found[r] = p
         if len(found) == len(ranks) or time.monotonic() >= deadline:
             return found
         time.sleep(0.2)
@@ -118,7 +209,7 @@ def wait_for(folder: str, ranks: list[int], since: float, timeout_s: float) -> d
 
 def _mtime(path: str) -> float:
     try:
-        return os.path.getmtime(path)
+        return os.stat(path).st_mtime_ns
     except OSError:
         return 0.0
 
@@ -131,7 +222,7 @@ def load_ranks(paths) -> list:
     for p in paths:
         p = os.fspath(p)
         if os.path.isdir(p):
-            found = rank_files(p)
+            found = rank_files(p, strict=True)
             if not found:
                 single = os.path.join(p, "auto.npz")
                 if os.path.isfile(single):
@@ -150,7 +241,28 @@ def load_ranks(paths) -> list:
         if not getattr(t, "is_auto_table", False):
             raise CaptureError(f"{f!r} is not an auto-mode file (sm-profiler run / prof.save)")
         tables.append(t)
+    _check_one_run(files, tables)
     return tables
+
+
+def _check_one_run(files: list[str], tables: list) -> None:
+    """A CaptureError where the files name several runs (files without a run, written before
+    runs were named, are taken as they are)."""
+    runs: dict[str, list[str]] = {}
+    for f, t in zip(files, tables, strict=True):
+        key = run_key(t.metadata.get("job"))
+        if key is not None:
+            runs.setdefault(key, []).append(os.path.basename(f))
+    if len(runs) > 1:
+        listed = "; ".join(
+            f"run {k.split('/')[0] or '?'} (restart {k.split('/')[1] or '?'}): {', '.join(v[:4])}"
+            for k, v in runs.items()
+        )
+        raise CaptureError(
+            f"these files are of {len(runs)} runs, not one: {listed}. Merge one run's files at a "
+            "time: move the others to a folder of their own"
+        )
+
 
 
 def merged_table(tables):

@@ -14,7 +14,6 @@ import importlib.util
 import os
 import runpy
 import sys
-import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -204,7 +203,6 @@ def profile(
     return the program's exit status (1 if it succeeded but nothing was recorded). Under
     torchrun (`job` of several ranks) each rank writes its own files and the first of `ranks`
     merges them (job.py)."""
-    started = time.time()
     status = run_program(program, prof)
     if not prof.captures():
         print(
@@ -212,7 +210,7 @@ def profile(
         )
         return status or 1
     if job is not None and job.several:
-        write_rank_outputs(prof, out_dir, width, job, ranks or [job.rank], started)
+        write_rank_outputs(prof, out_dir, width, job, ranks or [job.rank])
     else:
         write_outputs(prof, out_dir, width)
     return status
@@ -254,26 +252,43 @@ def write_outputs(prof, out_dir: str, width: int | None) -> None:
     )
 
 
-def write_rank_outputs(prof, out_dir: str, width, job, ranks: list[int], started: float) -> None:
-    """One rank of a job: its table and report under its own names; the first profiled rank
-    then waits (bounded) for the others' tables and writes the job's report and trace."""
+def write_rank_outputs(
+    prof, out_dir: str, width, job, ranks: list[int], merge: bool = True
+) -> None:
+    """One rank of a job: its table, then its report, under its own names; the first profiled
+    rank then waits (bounded) for the others' tables of this run and writes the job's report and
+    trace (not with merge=False: a rank being stopped writes its own files alone)."""
     from . import job as jobs
     from .report import format_report, report_parts
 
     _make_folder(out_dir)
     stem = os.path.join(out_dir, job.stem())
+    mine = jobs.job_identity()
+    prof.captures().metadata["job"] = mine  # which run the file is of (job.py)
+    prof.save(f"{stem}.npz")  # first (a killed rank's time is short); whole, then renamed
     _write_text(f"{stem}_stats.txt", format_report(prof.decode(), width=100))
-    prof.save(f"{stem}.npz")  # written whole under a temporary name, then renamed
     print(f"sm-profiler run: rank {job.rank} wrote {stem}.npz, {os.path.basename(stem)}_stats.txt")
-    if job.rank != ranks[0]:
+    if job.rank != ranks[0] or not merge:
         return
-    # Files older than this job's start are an earlier run's: never merged.
-    since = started - 60.0
+    # Files of another run (an earlier one's, however recent) are never merged: a file is this
+    # run's when it carries this run's identity.
     local = [r for r in ranks if r in job.node_ranks()]
     wait_s = float(os.environ.get("SM_PROFILER_MERGE_TIMEOUT_S", jobs.DEFAULT_WAIT_S))
-    found = jobs.wait_for(out_dir, local, since, wait_s)
-    found.update(jobs.wait_for(out_dir, ranks, since, 0.0))
+
+    def ours(path: str) -> bool:
+        return jobs.same_run(mine, jobs.file_identity(path))
+
+    found = jobs.wait_for(out_dir, local, ours, wait_s)
+    found.update(jobs.wait_for(out_dir, ranks, ours, 0.0))
     missing = [r for r in ranks if r not in found]
+    others = [r for r, p in jobs.rank_files(out_dir).items() if r in missing]
+    if others:
+        print(
+            f"sm-profiler run: not merged: the file of rank{'s' if len(others) > 1 else ''} "
+            f"{', '.join(map(str, others))} is of another run (or this run's on another node "
+            "without a torchrun run id)",
+            file=sys.stderr,
+        )
     tables = jobs.load_ranks([found[r] for r in sorted(found)])
     merged = jobs.merged_table(tables)
     trace = merged.decode()

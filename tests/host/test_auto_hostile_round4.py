@@ -3,6 +3,7 @@ test names the item of the issue it keeps fixed; each failed on the main of 2026
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -241,3 +242,78 @@ def test_8_lagging_ranks_with_identical_steps_report_identical_shares():
     # Each rank: 300 ns busy of its step-5 period (1,000 ns to step 6) and of its step 6 span (500).
     assert np.allclose(got["share"], [0.3, 0.6]), got["share"]
     assert got["span_ns"].tolist() == [500, 500]
+
+
+def _rank_table(rank, run_id="run-a"):
+    from sm_profiler.auto_mode import job as jobs
+
+    t = table_of(two_kernels(), session={"rank": rank, "world_size": 3})
+    t.metadata["job"] = dict(jobs.job_identity(), run_id=run_id)
+    return t
+
+
+@pytest.mark.parametrize("odd", ["auto.rank01.npz", "auto.rank\u0661.npz", "auto.rank+1.npz"])
+def test_9_a_rank_file_of_another_spelling_is_named_not_dropped(tmp_path, odd):
+    from sm_profiler.auto_mode import job as jobs
+    from sm_profiler.cli import main
+
+    for r in (0, 1, 2):
+        _rank_table(r).save(tmp_path / f"auto.rank{r}.npz")
+    _rank_table(1).save(tmp_path / odd)
+    with pytest.raises(CaptureError, match=re.escape(odd) + ".*rename each to auto.rankN.npz"):
+        jobs.load_ranks([tmp_path])
+    assert main(["stats", str(tmp_path)]) == 2
+    # Without it, every launch of the three ranks is read: 3 x 4 launches.
+    (tmp_path / odd).unlink()
+    assert jobs.merged_table(jobs.load_ranks([tmp_path])).num_launches == 12
+
+
+def test_10_a_recent_file_of_another_run_is_never_merged(tmp_path, capsys, monkeypatch):
+    from sm_profiler.auto_mode import job as jobs
+    from sm_profiler.auto_mode import script
+
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "run-b")
+    monkeypatch.setenv("SM_PROFILER_MERGE_TIMEOUT_S", "0.3")
+    out = tmp_path / "prof"
+    out.mkdir()
+    _rank_table(1, run_id="run-a").save(out / "auto.rank1.npz")  # left 30 s ago? a second ago
+
+    class Region:
+        table = table_of(two_kernels())
+
+        def captures(self):
+            return self.table
+
+        def decode(self):
+            return self.table.decode()
+
+        def save(self, path):
+            self.table.save(path)
+
+    script.write_rank_outputs(Region(), str(out), 100, jobs.Job(0, 2, 0, 2), [0, 1])
+    io = capsys.readouterr()
+    assert "merged 1 of 2 ranks" in io.out
+    assert "rank 1 is of another run" in io.err
+    assert jobs.file_identity(str(out / "auto.rank0.npz"))["run_id"] == "run-b"
+
+
+def test_10_merge_dir_says_when_files_of_several_runs_are_mixed(tmp_path):
+    from sm_profiler.cli import main
+
+    _rank_table(0, "run-a").save(tmp_path / "auto.rank0.npz")
+    _rank_table(1, "run-b").save(tmp_path / "auto.rank1.npz")
+    r = _cli("merge", tmp_path)
+    assert r.returncode == 2 and "of 2 runs, not one" in r.stderr and "run-a" in r.stderr
+    assert not (tmp_path / "auto.ranks.json.gz").exists()  # refused before anything is written
+    assert main(["stats", str(tmp_path)]) == 2
+
+
+def test_10_same_run_needs_the_run_id_or_else_the_agent():
+    from sm_profiler.auto_mode.job import same_run
+
+    a = {"run_id": "u1", "restart": "0", "master": "h:1", "agent": "n0:5:9"}
+    assert same_run(a, dict(a, agent="n1:7:3"))  # another node of one run
+    assert not same_run(a, dict(a, restart="1"))  # torchrun restarted the workers
+    assert not same_run(a, dict(a, run_id="u2")) and not same_run(a, None)
+    b = dict(a, run_id="none")  # a static rendezvous: no run id of torchrun's own
+    assert same_run(b, dict(b)) and not same_run(b, dict(b, agent="n0:5:10"))

@@ -72,11 +72,10 @@ def test_ranks_option_is_checked_against_the_job():
 def test_each_rank_writes_its_own_files_and_the_first_merges_them(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SM_PROFILER_MERGE_TIMEOUT_S", "5")
     out = str(tmp_path / "prof")
-    started = time.time()
     # Rank 1 finishes first; rank 0 then finds its file and merges.
-    script.write_rank_outputs(RankRegion(1, slower_ns=200), out, 100, _job(1), [0, 1], started)
+    script.write_rank_outputs(RankRegion(1, slower_ns=200), out, 100, _job(1), [0, 1])
     assert sorted(os.listdir(out)) == ["auto.rank1.npz", "auto.rank1_stats.txt"]
-    script.write_rank_outputs(RankRegion(0), out, 100, _job(0), [0, 1], started)
+    script.write_rank_outputs(RankRegion(0), out, 100, _job(0), [0, 1])
     names = sorted(os.listdir(out))
     assert names == sorted(
         [
@@ -108,7 +107,7 @@ def test_a_missing_rank_is_waited_for_a_bounded_time_and_named(tmp_path, capsys,
     monkeypatch.setenv("SM_PROFILER_MERGE_TIMEOUT_S", "0.5")
     out = str(tmp_path / "prof")
     t0 = time.monotonic()
-    script.write_rank_outputs(RankRegion(0), out, 100, _job(0), [0, 1], time.time())
+    script.write_rank_outputs(RankRegion(0), out, 100, _job(0), [0, 1])
     assert time.monotonic() - t0 < 10
     err = capsys.readouterr().err
     assert "no file from rank 1" in err and f"sm-profiler merge {out}" in err
@@ -119,10 +118,14 @@ def test_an_earlier_runs_rank_file_is_never_merged(tmp_path, monkeypatch):
     monkeypatch.setenv("SM_PROFILER_MERGE_TIMEOUT_S", "0.2")
     out = tmp_path / "prof"
     out.mkdir()
-    RankRegion(1).save(out / "auto.rank1.npz")
-    old = time.time() - 3600
-    os.utime(out / "auto.rank1.npz", (old, old))
-    found = jobs.wait_for(str(out), [0, 1], time.time() - 60, 0.2)
+    earlier = RankRegion(1)
+    earlier.table.metadata["job"] = dict(jobs.job_identity(), run_id="an-earlier-run")
+    earlier.save(out / "auto.rank1.npz")  # written just now, but of another run
+
+    def ours(path):
+        return jobs.same_run(jobs.job_identity(), jobs.file_identity(path))
+
+    found = jobs.wait_for(str(out), [0, 1], ours, 0.2)
     assert 1 not in found
 
 
