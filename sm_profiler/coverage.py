@@ -33,7 +33,8 @@ from .stats import step_periods, union_length
 from .stats_table import printable
 
 # A CPU-side annotation of torch.profiler's schedule: one per profiled step.
-STEP_NAME = re.compile(r"ProfilerStep#(\d+)\Z")
+STEP_NAME = re.compile(r"ProfilerStep#([0-9]+)\Z", re.ASCII)
+MAX_NS = 2**63 - 1  # times and step numbers are int64
 # The rows whose correlation id names a kernel's launch.
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 # Unseen kernels listed per GPU.
@@ -89,6 +90,20 @@ def _time_us(e: dict, key: str, name: str, i: int) -> float:
     return float(v)
 
 
+def _span_ns(base: int, e: dict, name: str, i: int) -> tuple[int, int]:
+    """(start, end) in ns of row `e` (base + ts, + dur), in Python ints checked to lie in
+    0..2**63-1: an end past int64 would wrap negative in the columns."""
+    start = base + round(_time_us(e, "ts", name, i) * 1e3)
+    end = start + round(_time_us(e, "dur", name, i) * 1e3)
+    if not 0 <= start <= end <= MAX_NS:
+        what = f"traceEvents[{i}] ({printable(str(e.get('name')))[:40]})"
+        raise CaptureError(
+            f"{name}: {what} runs from {start:,} to {end:,} ns (baseTimeNanoseconds + ts, + dur), "
+            f"outside 0..2**63 ns; {FIX}"
+        )
+    return start, end
+
+
 def kernel_table(doc: dict, name: str = "the torch trace") -> dict:
     """torch's CUPTI kernel rows (a doc merge._check_torch_doc passed) as columns: `names` (each
     distinct name once) and per row `name` (index into names), `device`, `start_ns`, `end_ns`,
@@ -115,9 +130,8 @@ def kernel_table(doc: dict, name: str = "the torch trace") -> dict:
     for j, (i, e, a) in enumerate(rows):
         out["name"][j] = names.setdefault(str(e.get("name")), len(names))
         out["device"][j] = _device(e, a, name, i)
-        ts, dur = float(e["ts"]), float(e["dur"])  # checked by merge._check_torch_doc
-        out["start_ns"][j] = base + round(ts * 1e3)
-        out["end_ns"][j] = out["start_ns"][j] + round(dur * 1e3)
+        ts = float(e["ts"])  # checked by merge._check_torch_doc
+        out["start_ns"][j], out["end_ns"][j] = _span_ns(base, e, name, i)
         c = a.get("correlation")
         if c is not None and not _int(c):
             raise _bad(name, f"kernel row traceEvents[{i}]", "args.correlation", c, "an integer")
@@ -152,9 +166,11 @@ def step_windows(doc: dict, name: str = "the torch trace") -> dict[str, np.ndarr
         m = STEP_NAME.match(str(e.get("name", "")))
         if m is None:
             continue
-        s = base + round(_time_us(e, "ts", name, i) * 1e3)
-        t = s + round(_time_us(e, "dur", name, i) * 1e3)
-        lo_hi = spans.setdefault(int(m.group(1)), [s, t])
+        s, t = _span_ns(base, e, name, i)
+        step = int(m.group(1))
+        if step > MAX_NS:
+            raise _bad(name, f"traceEvents[{i}]", "a step number", step, "below 2**63")
+        lo_hi = spans.setdefault(step, [s, t])
         lo_hi[0], lo_hi[1] = min(lo_hi[0], s), max(lo_hi[1], t)
     order = sorted(spans, key=lambda k: (spans[k][0], k))
     return {

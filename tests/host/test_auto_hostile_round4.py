@@ -317,3 +317,44 @@ def test_10_same_run_needs_the_run_id_or_else_the_agent():
     assert not same_run(a, dict(a, run_id="u2")) and not same_run(a, None)
     b = dict(a, run_id="none")  # a static rendezvous: no run id of torchrun's own
     assert same_run(b, dict(b)) and not same_run(b, dict(b, agent="n0:5:10"))
+
+
+def _torch_doc_and_capture(tmp_path):
+    import json
+
+    from captures import cupti_doc, kernel_capture
+
+    doc = cupti_doc([{"name": "a", "start": 0, "end": 10, "launch": 0}], [(1, 0, 100)], num_sms=4)
+    cap = tmp_path / "c.smp"
+    from sm_profiler.capture import save_many
+
+    save_many([kernel_capture("a")], cap)
+    return doc, cap, json
+
+
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        (lambda d, rows: rows("user_annotation").update(name="ProfilerStep#99999999999999999999"), "step number"),
+        (lambda d, rows: rows("user_annotation").update(ts=4.6e15, dur=4e15), "outside 0..2\\*\\*63 ns"),
+        (lambda d, rows: rows("kernel").update(ts=4.6e15, dur=1e15), "outside 0..2\\*\\*63 ns"),
+    ],
+)
+def test_11_12_torch_times_and_steps_past_int64_are_clear_errors(tmp_path, edit, why):
+    doc, cap, json = _torch_doc_and_capture(tmp_path)
+    doc["baseTimeNanoseconds"] = 2**62 - 1
+
+    def rows(cat):
+        return next(e for e in doc["traceEvents"] if e.get("cat") == cat)
+
+    edit(doc, rows)
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    out = tmp_path / "m.json"
+    r = _cli("merge", "--torch", tmp_path / "t.json", cap, "-o", out)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert re.search(why, r.stderr) and "re-export it" in r.stderr, r.stderr
+    assert not out.exists()  # refused before anything is written
+    from sm_profiler.coverage import torch_coverage
+
+    with pytest.raises(CaptureError, match=why):
+        torch_coverage(doc, ["a"])  # no "idle -100.0 %" from a wrapped time
