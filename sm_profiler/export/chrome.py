@@ -208,7 +208,7 @@ def ranks_json(
 ) -> dict:
     """Chrome JSON of several ranks' timelines on one time axis, µs since `base_ns`: each rank's
     processes named `GPU r · SM s`, their pids and tids after the previous rank's, from
-    PID_BASE. Added after the rows of `doc` (another trace, e.g. torch.profiler's, kept as it
+    PID_BASE, and `sm_profiler_dropped_records` (total and per rank). Added after the rows of `doc` (another trace, e.g. torch.profiler's, kept as it
     is; default an empty trace); `other`: {rank: kernels we did not record} drawn on the rank's
     SM processes (other_kernel_events); `keys` are set on the document."""
     events: list[dict] = []
@@ -228,6 +228,10 @@ def ranks_json(
         )
     if doc is None:
         doc = {"traceEvents": [], "displayTimeUnit": "ns"}
+    # What each rank's buffers dropped, as to_chrome_json's otherData says it of one trace.
+    per_rank = {str(r): int(tl.trace.dropped_total) for r, tl in ranks}
+    dropped = {"total": sum(per_rank.values()), "per_rank": per_rank}
+    keys = {"sm_profiler_dropped_records": dropped, **keys}
     return dict(doc, traceEvents=list(doc["traceEvents"]) + events, **keys)
 
 

@@ -358,3 +358,23 @@ def test_11_12_torch_times_and_steps_past_int64_are_clear_errors(tmp_path, edit,
 
     with pytest.raises(CaptureError, match=why):
         torch_coverage(doc, ["a"])  # no "idle -100.0 %" from a wrapped time
+
+
+def test_merged_traces_carry_the_dropped_records(tmp_path):
+    # Decided in issue 42: `merge` (and merge --torch, auto.ranks.json.gz) say what each rank
+    # dropped, as `export` does of one trace.
+    import gzip
+    import json
+
+    from sm_profiler.auto_mode import job as jobs
+    from sm_profiler.cli import main
+
+    recs = [(AUTO_T0 + 100 * p, 50, p % 2, 1, 1, p, 0, 0) for p in range(3)]
+    recs += [(AUTO_T0 + 2000 + 100 * p, 50, 1, 3, 1, p, 0, 0) for p in range(4)]
+    for r in (0, 1):
+        t = table_of(recs, capacity=4 if r else 64, session={"rank": r})
+        t.metadata["job"] = dict(jobs.job_identity(), run_id="x")
+        t.save(tmp_path / f"auto.rank{r}.npz")
+    assert main(["merge", str(tmp_path)]) == 0
+    doc = json.loads(gzip.open(tmp_path / jobs.MERGED_TRACE).read())
+    assert doc["sm_profiler_dropped_records"] == {"total": 4, "per_rank": {"0": 0, "1": 4}}
