@@ -264,7 +264,6 @@ def _check_one_run(files: list[str], tables: list) -> None:
         )
 
 
-
 def merged_table(tables):
     """One AutoTable of several ranks' tables, each moved onto the host clock where its
     sessions carry clock samples (sm_profiler.clock), so that ranks of several nodes line up."""

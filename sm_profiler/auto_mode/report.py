@@ -591,7 +591,8 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
 
 def _gpu_ids(table) -> np.ndarray:
     """Per session of an AutoTable, a number for its (rank, GPU)."""
-    keys = [(int(r), str(s.get("gpu"))) for r, s in zip(table.ranks(), table.sessions)]
+    ranks = table.ranks().tolist()[: len(table.sessions)]  # [0] for a table of no session
+    keys = [(r, str(s.get("gpu"))) for r, s in zip(ranks, table.sessions, strict=True)]
     index = {k: i for i, k in enumerate(sorted(set(keys)))}
     return np.array([index[k] for k in keys] or [0], np.int64)
 

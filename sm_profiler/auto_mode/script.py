@@ -14,6 +14,7 @@ import importlib.util
 import os
 import runpy
 import sys
+import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from ..errors import CaptureError, ConfigError
 from ..paths import atomic_output, check_writable
 from ..progress import stage_for
+from .stop_signals import Stopped, StopSignals
 
 OUTPUTS = ("auto.npz", "auto.perfetto-trace", "auto_stats.txt")
 
@@ -141,12 +143,13 @@ def output_folder(out: str) -> str:
     return folder
 
 
-def run_program(program: Program, region: AbstractContextManager) -> int:
+def run_program(program: Program, region: AbstractContextManager, stops=None) -> int:
     """Run `program` inside `with region:` as `python script.py ARGS` (or `python -m module
     ARGS`) runs it, and return its exit status: 0, its `sys.exit` status (a message printed to
-    stderr, status 1), 1 if it raised, 130 on Ctrl-C. The region ends normally in every case, so
-    what it recorded can still be written. sys.argv, sys.path and the working folder are the
-    caller's again afterwards."""
+    stderr, status 1), 1 if it raised, 130 on Ctrl-C, 128 + the signal's number on a stop signal
+    (`stops`: stop_signals.StopSignals). The region ends normally in every case, so what it
+    recorded can still be written. sys.argv, sys.path and the working folder are the caller's
+    again afterwards."""
     argv, path, saved_path, cwd = sys.argv, sys.path, list(sys.path), os.getcwd()
     if program.module:
         sys.argv = [program.module, *program.args]  # runpy makes argv[0] the module's file
@@ -156,7 +159,7 @@ def run_program(program: Program, region: AbstractContextManager) -> int:
         sys.path.insert(0, os.path.dirname(os.path.realpath(program.script)))
     try:
         with region:
-            return _run(program)
+            return _run(program, stops)
     finally:
         sys.argv, sys.path = argv, path
         path[:] = saved_path
@@ -164,12 +167,17 @@ def run_program(program: Program, region: AbstractContextManager) -> int:
             os.chdir(cwd)
 
 
-def _run(program: Program) -> int:
+def _run(program: Program, stops=None) -> int:
     try:
+        if stops is not None:
+            stops.in_program = True
         if program.module:
             runpy.run_module(program.module, run_name="__main__", alter_sys=True)
         else:  # __file__ and sys.argv[0]: the script's absolute path
             runpy.run_path(program.script, run_name="__main__")
+    except Stopped as e:  # torchrun stopping this rank, a batch system, a closed terminal
+        print(f"sm-profiler run: {e.name}; writing what it recorded", file=sys.stderr)
+        return 128 + e.signum
     except SystemExit as e:
         if e.code is None or isinstance(e.code, int):
             return e.code or 0
@@ -183,6 +191,9 @@ def _run(program: Program) -> int:
         _print_exception(e)
         print("sm-profiler run: the script raised; writing what it recorded", file=sys.stderr)
         return 1
+    finally:
+        if stops is not None:
+            stops.in_program = False
     return 0
 
 
@@ -203,16 +214,36 @@ def profile(
     return the program's exit status (1 if it succeeded but nothing was recorded). Under
     torchrun (`job` of several ranks) each rank writes its own files and the first of `ranks`
     merges them (job.py)."""
-    status = run_program(program, prof)
-    if not prof.captures():
-        print(
-            "sm-profiler run: no instrumented kernel ran; " + " ".join(prof.notes), file=sys.stderr
-        )
-        return status or 1
-    if job is not None and job.several:
-        write_rank_outputs(prof, out_dir, width, job, ranks or [job.rank])
-    else:
-        write_outputs(prof, out_dir, width)
+    several = job is not None and job.several
+
+    def write(stopped: bool) -> None:
+        if not several:
+            write_outputs(prof, out_dir, width)
+            return
+        # A stopped rank writes its own files only: the others are being stopped too.
+        write_rank_outputs(prof, out_dir, width, job, ranks or [job.rank], merge=not stopped)
+        if stopped and (ranks or [job.rank])[0] == job.rank:
+            print(
+                "sm-profiler run: stopped before the other ranks' files could be merged: run "
+                f"sm-profiler merge {out_dir} once they are there",
+                file=sys.stderr,
+            )
+
+    def rescue(signum: int) -> None:  # the watcher's thread: the main one is blocked
+        prof.rescue()
+        write(stopped=True)
+
+    with StopSignals(rescue) as stops:
+        status = run_program(program, prof, stops)
+        if not stops.region_ended():
+            threading.Event().wait()  # the watcher writes and ends the process
+        if not prof.captures():
+            print(
+                "sm-profiler run: no instrumented kernel ran; " + " ".join(prof.notes),
+                file=sys.stderr,
+            )
+            return status or 1
+        write(stopped=stops.signum is not None)
     return status
 
 
@@ -234,16 +265,16 @@ def write_outputs(prof, out_dir: str, width: int | None) -> None:
     from .report import format_report, report_parts
 
     trace = prof.decode()
+    _make_folder(out_dir)
+    with stage_for("writing auto.npz", len(trace)):  # first: a stopped run's time is short
+        prof.save(os.path.join(out_dir, "auto.npz"))
     with stage_for(f"reporting {len(trace):,} programs", len(trace)):
         parts = report_parts(trace)
     text = format_report(trace, width=width, parts=parts)
     print(text, end="")
-    _make_folder(out_dir)
     _write_text(
         os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100, parts=parts)
     )
-    with stage_for("writing auto.npz", len(trace)):
-        prof.save(os.path.join(out_dir, "auto.npz"))
     with stage_for("writing auto.perfetto-trace", len(trace)):
         prof.export(os.path.join(out_dir, "auto.perfetto-trace"))
     print(

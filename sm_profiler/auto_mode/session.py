@@ -203,6 +203,17 @@ class AutoProfiler:
             binding.turn_off()
             _active.remove(self)
         clocks = {i: _clock_sample(i) for i in words}  # plain kernels now: auto mode is off
+        table = self._build_table(words, clocks)
+        if self._table is not None:  # a stop signal's watcher took the records meanwhile
+            return self
+        self._table = table
+        for b in self._buffers.values():
+            b.pop("buffer", None)
+        self._say_what_was_missed()
+        return self
+
+    def _build_table(self, words: dict, clocks: dict):
+        """The AutoTable of the buffers' words read back (GPU index -> words)."""
         kernels = {
             k: dict(name=e.name, **e.as_metadata()) for k, e in binding.STATE.kernels.items()
         }
@@ -217,10 +228,27 @@ class AutoProfiler:
         ]
         slots = sum(int(np.asarray(w).size) for w in words.values()) // 4  # 4 words a record
         with stage_for(f"reading {len(parts)} auto buffer(s), {slots:,} record slots", slots):
-            self._table = AutoTable.from_buffers(parts, kernels, self._metadata())
-        for b in self._buffers.values():
-            b.pop("buffer", None)
-        self._say_what_was_missed()
+            return AutoTable.from_buffers(parts, kernels, self._metadata())
+
+    def rescue(self) -> AutoProfiler:
+        """The region's table from another thread while the main one is blocked in a GPU wait
+        that will not return (a stop signal's watcher, stop_signals.py): each buffer is read on
+        a stream of its own, which waits for nothing else on the GPU; nothing is synchronized,
+        staged replays are not copied out and no clock is sampled (each would queue behind the
+        blocked work). A launch still running then has unwritten records (counted)."""
+        if self._table is not None:
+            return self
+        import torch
+
+        words = {}
+        for index, b in self._buffers.items():
+            if b.get("buffer") is None:
+                continue
+            with torch.cuda.device(index):
+                side = torch.cuda.Stream()
+                with torch.cuda.stream(side):
+                    words[index] = _read_back(b["buffer"], b["areas"])
+        self._table = self._build_table(words, {i: [] for i in words})
         return self
 
     def __enter__(self) -> AutoProfiler:

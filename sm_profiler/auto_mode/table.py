@@ -522,7 +522,12 @@ class AutoTable:
             (launches["first_row"] == ends - count).all()
             and (m == 0 or (rows["launch"] == np.repeat(np.arange(m), count)).all()),
         )
-        for k, top in (("x", 2**32 - 1), ("y", 2**16 - 1), ("z", 2**16 - 1), ("warp", fmt.AUTO_MAX_WARP)):
+        for k, top in (
+            ("x", 2**32 - 1),
+            ("y", 2**16 - 1),
+            ("z", 2**16 - 1),
+            ("warp", fmt.AUTO_MAX_WARP),
+        ):
             need(f"a row's {k} is outside 0..{top}", ((rows[k] >= 0) & (rows[k] <= top)).all())
         need("a row's SM is negative", (rows["sm"] >= 0).all())
         for i, k in enumerate(kernels):

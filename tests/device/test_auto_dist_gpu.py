@@ -98,3 +98,39 @@ def test_ranks_option_profiles_some_ranks_only(tmp_path):
         "auto.ranks.json.gz",
         "auto_stats.txt",
     ]
+
+
+def test_a_rank_torchrun_stops_keeps_what_it_recorded(tmp_path):
+    # Issue 42: rank 1 raises at step 6; rank 0 blocks in that step's all-reduce until torchrun
+    # stops it with SIGTERM (SIGKILL 30 s later). Rank 0 wrote nothing before.
+    import time
+
+    from sm_profiler.capture import load
+
+    out = tmp_path / "prof"
+    out.mkdir()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    cmd += ["--master_port", "29811", "-m", "sm_profiler", "run", "--steps", "2-3"]
+    cmd += ["--out", str(out), "--", os.path.join(SUPPORT, "auto_dist_kill.py")]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    took = time.monotonic() - t0
+    print(f"job ended after {took:.1f} s\n", r.stderr[-3000:])
+    assert r.returncode != 0
+    assert "rank 1 fails at step 6" in r.stderr
+    assert "SIGTERM" in r.stderr  # rank 0 says it was stopped and writes
+    for rank in (0, 1):
+        table = load(out / f"auto.rank{rank}.npz")
+        L = table.launches
+        assert set(L["step"].tolist()) == {2, 3}, (rank, set(L["step"].tolist()))
+        assert (L["rows"] == L["grid_x"] * L["grid_y"] * L["grid_z"]).all()
+        assert table.counts()["unwritten"] == 0 and table.counts()["dropped"] == 0
+        sms = table.sessions[0]["sm_count"]
+        assert (table.rows["sm"] < sms).all() and (
+            table.rows["end_ns"] >= table.rows["start_ns"]
+        ).all()
+        assert [int(s["rank"]) for s in table.sessions] == [rank]
+        assert (out / f"auto.rank{rank}_stats.txt").exists()
+    # Both ranks recorded the same launches of steps 2-3 (DDP: one program).
+    a, b = (load(out / f"auto.rank{k}.npz") for k in (0, 1))
+    assert a.num_launches == b.num_launches > 0

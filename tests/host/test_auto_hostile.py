@@ -238,7 +238,10 @@ def test_14_the_header_and_area_builders_refuse_with_config_errors():
         with pytest.raises(ConfigError, match=r"tag must be an int in 0\.\.255"):
             fmt.auto_area(0, 1, tag=tag)
     # Step tags have 48 bits since issue 42 (16 before, reused after 65,535 recorded steps).
-    with pytest.raises(ConfigError, match=r"step tag must be an int in 0\.\.281,474,976,710,655|step tag must be an int in 0\.\.281474976710655"):
+    with pytest.raises(
+        ConfigError,
+        match=r"step tag must be an int in 0\.\.281,474,976,710,655|step tag must be an int in 0\.\.281474976710655",
+    ):
         fmt.auto_area(0, 1, step=2**48)
     assert fmt.auto_area(7, 3, step=65535, tag=255) == (7 | 3 << 32, 65535 | 255 << 16)
     assert fmt.auto_area(7, 3, step=65536, tag=1) == (7 | 3 << 32, 1 << 16 | 1 << 32)

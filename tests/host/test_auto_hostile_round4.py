@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from auto_inputs import AUTO_T0, auto_buffer, table_of, two_kernels, write_auto_file
+from auto_inputs import AUTO_T0, table_of, two_kernels, write_auto_file
 
 from sm_profiler import format as fmt
 from sm_profiler.capture import load
@@ -56,7 +56,9 @@ def test_2_3_a_kernel_num_warps_no_launch_can_have_is_refused(tmp_path, num_warp
     write_auto_file(
         path, _per_warp_table(), meta=lambda m: m["kernels"][0].update(num_warps=num_warps)
     )
-    with pytest.raises(CaptureError, match=r"kernel 0's num_warps .* not a whole number in 1\.\.128"):
+    with pytest.raises(
+        CaptureError, match=r"kernel 0's num_warps .* not a whole number in 1\.\.128"
+    ):
         load(path)
     r = _cli("export", path, tmp_path / "out.json", timeout=30)
     assert r.returncode == 2 and "num_warps" in r.stderr and "Traceback" not in r.stderr
@@ -77,7 +79,9 @@ def test_4_a_row_warp_past_the_record_field_is_refused(tmp_path):
 def test_13_a_newer_auto_file_is_refused_naming_both_versions(tmp_path):
     path = tmp_path / "v3.npz"
     write_auto_file(path, table_of(two_kernels()), meta=lambda m: m.update(capture_file_version=3))
-    with pytest.raises(CaptureError, match="version 3; .*capture files of version 1 and auto files of version 2"):
+    with pytest.raises(
+        CaptureError, match="version 3; .*capture files of version 1 and auto files of version 2"
+    ):
         load(path)
 
 
@@ -122,7 +126,10 @@ def test_6_digits_int_refuses_are_not_steps(steps):
 def test_6_cli_steps_of_other_digits_is_a_clear_error(tmp_path):
     path = tmp_path / "auto.npz"
     table_of(two_kernels(), step_tag=1, session={"step_tags": {"1": 3}}).save(path)
-    for cmd in (["stats", path, "--steps", "²"], ["export", path, tmp_path / "o.json", "--steps", "1-²"]):
+    for cmd in (
+        ["stats", path, "--steps", "²"],
+        ["export", path, tmp_path / "o.json", "--steps", "1-²"],
+    ):
         r = _cli(*cmd)
         assert r.returncode == 2 and "--steps" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
@@ -151,8 +158,13 @@ def test_7_steps_past_65535_recorded_keep_their_own_numbers():
     # its own step. Before, every step after the 65,535th got tag 1, mapped to the latest step.
     labels = {100 + s: (s + 1, 0) for s in range(69_997, 70_000)}
     labels[5] = (1, 0)
-    recs = [(AUTO_T0 + 1000 * i, 100, i, launch, 1, 0, 0, 0) for i, launch in enumerate([5, *sorted(labels)[1:]])]
-    step_tags = {str(t): s + 1000 for t, s in ((1, 0), (69_998, 69_997), (69_999, 69_998), (70_000, 69_999))}
+    recs = [
+        (AUTO_T0 + 1000 * i, 100, i, launch, 1, 0, 0, 0)
+        for i, launch in enumerate([5, *sorted(labels)[1:]])
+    ]
+    step_tags = {
+        str(t): s + 1000 for t, s in ((1, 0), (69_998, 69_997), (69_999, 69_998), (70_000, 69_999))
+    }
     table = table_of(recs, labels=labels, session={"step_tags": step_tags})
     assert table.launches["step"].tolist() == [1000, 70_997, 70_998, 70_999]
 
@@ -335,8 +347,16 @@ def _torch_doc_and_capture(tmp_path):
 @pytest.mark.parametrize(
     "edit, why",
     [
-        (lambda d, rows: rows("user_annotation").update(name="ProfilerStep#99999999999999999999"), "step number"),
-        (lambda d, rows: rows("user_annotation").update(ts=4.6e15, dur=4e15), "outside 0..2\\*\\*63 ns"),
+        (
+            lambda d, rows: rows("user_annotation").update(
+                name="ProfilerStep#99999999999999999999"
+            ),
+            "step number",
+        ),
+        (
+            lambda d, rows: rows("user_annotation").update(ts=4.6e15, dur=4e15),
+            "outside 0..2\\*\\*63 ns",
+        ),
         (lambda d, rows: rows("kernel").update(ts=4.6e15, dur=1e15), "outside 0..2\\*\\*63 ns"),
     ],
 )

@@ -253,3 +253,55 @@ def test_the_script_runs_as_python_runs_it_and_the_caller_gets_its_state_back(
     assert out == repr(("__main__", link, [link, "--x"], str(tmp_path / "real"))) + "\n"
     assert sys.argv is argv and sys.path is path and sys.path == saved_path
     assert os.getcwd() == str(tmp_path / "run")
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_in_the_script_still_writes_the_recording(
+    tmp_path, monkeypatch, fake_auto, capsys, signame
+):
+    # Issue 42: torchrun stops a job's other ranks with SIGTERM; they wrote nothing before.
+    import signal
+
+    monkeypatch.chdir(tmp_path)
+    write_script(
+        tmp_path,
+        "import os, signal, time\nprint('step 1')\n"
+        f"os.kill(os.getpid(), signal.{signame})\n"
+        "for _ in range(100):\n    time.sleep(0.1)\nprint('not reached')\n",
+    )
+    assert run_cli("--out", "o", "--", "s.py") == 128 + getattr(signal, signame)
+    out, err = capsys.readouterr()
+    assert sorted(os.listdir(tmp_path / "o")) == sorted(script.OUTPUTS)
+    assert "not reached" not in out and "sm_profiler auto: 4 launches" in out
+    assert f"sm-profiler run: {signame}; writing what it recorded" in err
+    assert fake_auto[0].exited == 1
+    assert signal.getsignal(getattr(signal, signame)) is not None  # put back: not ours
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_a_stop_signal_while_the_program_is_blocked_is_written_by_the_watcher(tmp_path):
+    # The program blocked where no handler runs (a GPU wait whose peer died): the watcher waits
+    # its grace, writes what was recorded from its own thread, and ends the process as the
+    # signal asked. Here the region never ends and the handler is not asked to raise.
+    import subprocess
+    import time
+
+    code = f"""
+import os, signal, sys, time
+from sm_profiler.auto_mode.stop_signals import StopSignals
+
+def rescue(signum):
+    open({str(tmp_path / "rescued")!r}, "w").write(str(signum))
+
+with StopSignals(rescue, grace_s=0.5):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+print("not reached")
+"""
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - t0 < 20
+    assert r.returncode == 128 + 15, (r.returncode, r.stderr)
+    assert (tmp_path / "rescued").read_text() == "15"
+    assert "SIGTERM, and the program did not stop within 0.5 s" in r.stderr
+    assert "not reached" not in r.stdout
