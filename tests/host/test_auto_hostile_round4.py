@@ -217,22 +217,20 @@ def test_5_stats_escapes_kernel_names_in_the_kernel_table_and_per_rank_lines(tmp
 def test_8_interleaved_steps_give_each_step_its_own_union():
     from sm_profiler.auto_mode.report import step_shares
 
-    # Steps 1 and 2 interleaved in time (step 2's launch starts inside step 1's span), as
-    # two streams give: in launch order the steps alternate, not sorted by step.
+    # Two streams: step 1's long launch [0, 400) with a short one [300, 350) inside it, step
+    # 2's launches [10, 30) and [20, 40) in between: in launch order the steps interleave.
     recs = [
-        (AUTO_T0, 100, 0, 1, 1, 0, 0, 0),
-        (AUTO_T0 + 50, 100, 1, 2, 1, 0, 0, 0),
-        (AUTO_T0 + 200, 100, 0, 3, 1, 0, 0, 0),
-        (AUTO_T0 + 250, 100, 1, 4, 1, 0, 0, 0),
+        (AUTO_T0, 400, 0, 1, 1, 0, 0, 0),
+        (AUTO_T0 + 10, 20, 1, 2, 1, 0, 0, 0),
+        (AUTO_T0 + 20, 20, 2, 3, 1, 0, 0, 0),
+        (AUTO_T0 + 300, 50, 3, 4, 1, 0, 0, 0),
     ]
-    labels = {1: (1, 0), 2: (2, 0), 3: (1, 0), 4: (2, 0)}
+    labels = {1: (1, 0), 2: (2, 0), 3: (2, 0), 4: (1, 0)}
     table = table_of(recs, labels=labels, session={"step_tags": {"1": 1, "2": 2}})
     got = step_shares(table.decode())
     assert got["steps"].tolist() == [1, 2]
-    # Step 1: [0,100) and [200,300) over its period (to step 2's first start, shorter than its
-    # span 300: the span): 200/300. Step 2 (the last): 200 of its 300 ns span.
-    assert np.allclose(got["share"], [2 / 3, 2 / 3]), got["share"]
-    assert (got["share"] <= 1).all()
+    # Step 1: its union is its span (400 of 400: 100 %, was 112 %); step 2: 30 of its 30 ns.
+    assert np.allclose(got["share"], [1.0, 1.0]), got["share"]
 
 
 def test_8_lagging_ranks_with_identical_steps_report_identical_shares():
