@@ -3,10 +3,13 @@
     sm-profiler info CAPTURE              what a capture file holds
     sm-profiler stats CAPTURE             per-event and per-SM statistics
     sm-profiler export CAPTURE OUT        write a Perfetto (.perfetto-trace/.pftrace) or JSON trace
+    sm-profiler query CAPTURE "SQL"       SQL over the trace's tables (DuckDB)
     sm-profiler merge CAPTURE... -o OUT   captures of several ranks (and a torch.profiler trace)
                                           as one Chrome JSON trace, `GPU r · SM s` processes
     sm-profiler open TRACE                serve a trace (or a capture, exported first) to
                                           ui.perfetto.dev from 127.0.0.1
+    sm-profiler run -- SCRIPT [ARGS]      run a Python program in auto mode: every Triton and
+                                          Gluon kernel profiled, the report and trace written
     sm-profiler --include                 the folder of the CUDA C++ headers (sm_profiler.cuh)
 
 CAPTURE files are written by `SmProfiler.save` / `sm_profiler.save_many`. Errors sm_profiler
@@ -70,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sm-profiler",
-        description="Inspect, summarize and export sm_profiler captures.",
+        description="Inspect, summarize, export and merge sm_profiler captures, and run a Python "
+        "program with every Triton and Gluon kernel profiled (sm-profiler run, auto mode).",
     )
     from . import __version__
 
@@ -82,11 +86,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
 
-    c = sub.add_parser("info", help="what a capture file holds: layout, kernels, lanes, events")
+    c = sub.add_parser(
+        "info",
+        help="what a capture file holds: layout, kernels, lanes, events",
+        description="Print what a capture file holds: per capture its kernel, layout, metadata, "
+        "lanes, ranges and dropped records; of an auto-mode file its launches, kernels and each "
+        "GPU's records.",
+    )
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.set_defaults(func=cmd_info)
 
-    c = sub.add_parser("stats", help="per-event durations, per-SM occupancy, load imbalance")
+    c = sub.add_parser(
+        "stats",
+        help="per-event durations, per-SM occupancy, load imbalance",
+        description="Print the statistics report of a capture file (SmProfiler.print_stats's): "
+        "per-event durations, waits, per-SM occupancy and load imbalance; of an auto-mode file "
+        "or a run's folder, the kernel report.",
+    )
     c.add_argument(
         "capture",
         metavar="CAPTURE",
@@ -104,7 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.set_defaults(func=cmd_stats)
 
-    c = sub.add_parser("export", help="write a Perfetto or JSON trace")
+    c = sub.add_parser(
+        "export",
+        help="write a Perfetto or JSON trace",
+        description="Write a capture file as a trace: Perfetto protobuf (.perfetto-trace, "
+        ".pftrace) or Chrome JSON (.json, .json.gz), by OUT's extension or --format; filters "
+        "keep part of it (docs/export.md).",
+    )
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.add_argument(
         "out",
@@ -704,6 +726,11 @@ def _window(text: str) -> tuple[int, int]:
     if not all(abs(v) < 2**62 / 1e3 for v in (a, b)):
         raise argparse.ArgumentTypeError(
             f"{text!r}: START and END must be finite µs from the trace's start, e.g. 100:250.5"
+        )
+    if b < a:  # said here, in the option's own name and unit, not the exporter's window_ns=
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the end ({b:g} µs) is before the start ({a:g} µs); give START:END, "
+            "e.g. 100:250.5"
         )
     return int(a * 1e3), int(b * 1e3)
 

@@ -596,3 +596,36 @@ def test_run_passes_via_triton_to_auto(monkeypatch, tmp_path):
     with pytest.raises(SystemExit):
         cli.main(["run", "--out", str(tmp_path / "o"), "--via-triton", "--", str(script)])
     assert got["via_triton"] is True
+
+
+# -- the first hour, round 3 (issue 46) ----------------------------------------------------------
+
+
+def test_11_a_window_that_ends_before_it_starts_is_named_as_the_option(
+    capture_file, tmp_path, capsys
+):
+    out = tmp_path / "t.json"
+    with pytest.raises(SystemExit) as e:
+        main(["export", capture_file, str(out), "--window-us", "5:1"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and not out.exists()
+    assert err.splitlines()[-1] == (
+        "sm-profiler export: error: argument --window-us: '5:1': the end (1 µs) is before the "
+        "start (5 µs); give START:END, e.g. 100:250.5"
+    )
+    assert "window_ns" not in err
+    assert main(["export", capture_file, str(out), "--window-us", "1:1"]) == 0  # an instant
+
+
+def test_12_every_command_has_a_description_and_the_top_level_names_run(capsys):
+    from sm_profiler.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert [c for c, p in sub.choices.items() if not p.description] == []
+    assert "run" in parser.description and "merge" in parser.description
+    for command in ("info", "stats", "export"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        usage, description = capsys.readouterr().out.split("\n\n")[:2]
+        assert usage.startswith(f"usage: sm-profiler {command} ") and len(description) > 40
