@@ -378,7 +378,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     if job.rank not in ranks:  # --ranks leaves this one out: its kernels run plain
         return script.run_program(program, contextlib.nullcontext())
     session._check_can_run()  # a GPU, Triton 3.6+, no interpreter
-    return script.profile(program, prof, out_dir, args.width, job, ranks)
+    with plain_warnings("sm-profiler run"):
+        return script.profile(program, prof, out_dir, args.width, job, ranks)
+
+
+@contextlib.contextmanager
+def plain_warnings(prefix: str):
+    """sm_profiler's own warnings printed as a command line prints: one `prefix: message` on
+    stderr, not Python's `file:line: Category: message` and the source line. Warnings of other
+    code (the user's script, torch) are shown as Python shows them."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        ours = category.__module__.split(".")[0] == "sm_profiler" or os.path.abspath(
+            str(filename)
+        ).startswith(package)
+        if not ours:
+            return shown(message, category, filename, lineno, file, line)
+        text = str(message).removeprefix("sm_profiler.auto: ")
+        print(f"{prefix}: {text}", file=sys.stderr if file is None else file)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
 
 
 # -- commands ---------------------------------------------------------------------------------

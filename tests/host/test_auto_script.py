@@ -305,3 +305,35 @@ print("not reached")
     assert (tmp_path / "rescued").read_text() == "15"
     assert "SIGTERM, and the program did not stop within 0.5 s" in r.stderr
     assert "not reached" not in r.stdout
+
+
+def test_sm_profilers_warnings_print_as_plain_lines_the_scripts_as_python_prints_them(
+    tmp_path, monkeypatch, fake_auto, capsys, recwarn
+):
+    # Issue 46, item 5: `run` printed its own warnings as Python does, with a file, a line and
+    # the source (`.../auto_mode/session.py:305: UserWarning: summarised ...`).
+    import warnings
+
+    from sm_profiler.auto_mode import session
+    from sm_profiler.auto_mode.binding import AutoWarning
+
+    def warns_at_exit(self, *exc):
+        self.inside, self.exited = False, self.exited + 1
+        for text, category, line in (
+            ("sm_profiler.auto: 3 launches dropped", AutoWarning, 403),
+            ("summarised 5 programs into counters", UserWarning, 305),
+        ):
+            module = "sm_profiler.auto_mode.session"
+            warnings.warn_explicit(text, category, session.__file__, line, module=module)
+
+    monkeypatch.setattr(FakeRegion, "__exit__", warns_at_exit)
+    monkeypatch.chdir(tmp_path)
+    write_script(tmp_path, "import warnings\nwarnings.warn('the script warns')\n")
+    shown = warnings.showwarning
+    assert run_cli("--out", "o", "--", "s.py") == 0
+    err = capsys.readouterr().err
+    assert err == (
+        "sm-profiler run: 3 launches dropped\nsm-profiler run: summarised 5 programs into counters\n"
+    )
+    assert [str(w.message) for w in recwarn] == ["the script warns"]  # Python's, untouched
+    assert warnings.showwarning is shown
