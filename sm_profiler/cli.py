@@ -525,9 +525,16 @@ def _info_auto(path: str, table, out) -> int:
     c = table.counts()
     L = table.launches
     span = int(L["end_ns"].max() - L["start_ns"].min()) if table.num_launches else 0
+    # Launches per kernel name, as the report sums them: a name's binaries compiled apart (or
+    # loaded on several GPUs) are one kernel, not a line each with its own count.
+    names = table.kernel_names()
+    counts = np.bincount(L["kernel"], minlength=len(names)) if table.num_launches else []
+    per_name: dict[str, int] = {}
+    for name, n in zip(names, np.asarray(counts, np.int64).tolist(), strict=False):
+        per_name[name] = per_name.get(name, 0) + n
     out.write(
         f"{path}: auto mode, {_plural(table.num_launches, 'launch', 'launches')} of "
-        f"{_plural(len(table.kernels), 'kernel')}, {_plural(table.num_rows, 'program record')} "
+        f"{_plural(len(per_name), 'kernel')}, {_plural(table.num_rows, 'program record')} "
         f"over {format_time(span)}\n"
         f"  records: {c['claimed']:,} claimed, {c['kept']:,} kept, {c['dropped']:,} dropped, "
         f"{c['unwritten']:,} unwritten; capacity {c['capacity']:,}\n"
@@ -548,13 +555,15 @@ def _info_auto(path: str, table, out) -> int:
     if len(steps):
         out.write(f"  steps: {', '.join(str(int(x)) for x in steps[:20])}")
         out.write(" ...\n" if len(steps) > 20 else "\n")
-    names = table.kernel_names()
-    counts = np.bincount(L["kernel"], minlength=len(names)) if table.num_launches else []
+    ranked = sorted(per_name.items(), key=lambda kv: -kv[1])  # stable: first loaded first
     out.write("  kernels (launches):\n")
-    for k in np.argsort(-np.asarray(counts), kind="stable")[:20].tolist():
-        out.write(f"    {printable(names[k])} ({int(counts[k]):,})\n")
-    if len(names) > 20:
-        out.write(f"    ... {len(names) - 20} more\n")
+    for name, n in ranked[:20]:
+        # Loaded in the region, but none of its launches recorded (steps not recorded, or only
+        # autotuning's benchmark launches).
+        what = f"{n:,}" if n else "0: loaded, no launch recorded"
+        out.write(f"    {printable(name)} ({what})\n")
+    if len(ranked) > 20:
+        out.write(f"    ... {len(ranked) - 20} more\n")
     return 0
 
 

@@ -629,3 +629,29 @@ def test_12_every_command_has_a_description_and_the_top_level_names_run(capsys):
             main([command, "--help"])
         usage, description = capsys.readouterr().out.split("\n\n")[:2]
         assert usage.startswith(f"usage: sm-profiler {command} ") and len(description) > 40
+
+
+def test_13_info_lists_a_kernel_once_with_all_its_launches(tmp_path, capsys):
+    # A kernel of one name held twice in a file (two binaries of it, or one per GPU) was listed
+    # twice, once with "(0)" launches, where the report counts it once.
+    from auto_inputs import KERNELS, auto_buffer, two_kernels
+
+    from sm_profiler.auto_mode.table import AutoTable
+
+    kernels = {**KERNELS, 3: dict(KERNELS[2], kernel_tag=3), 4: {"name": "only_autotuned"}}
+    gpu0 = two_kernels()
+    gpu1 = [r[:4] + (3 if r[4] == 2 else r[4],) + r[5:] for r in gpu0]  # gemm: tag 3 on GPU 1
+    buffers = [
+        ({"gpu": g, "sm_count": 4, "rank": 0}, auto_buffer(r)) for g, r in enumerate([gpu0, gpu1])
+    ]
+    path = tmp_path / "auto.npz"
+    AutoTable.from_buffers(buffers, kernels).save(path)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{path}: auto mode, 8 launches of 3 kernels, ")
+    assert out.endswith(
+        "  kernels (launches):\n"
+        "    triton_poi_fused_add_0 (4)\n"
+        "    gemm (4)\n"
+        "    only_autotuned (0: loaded, no launch recorded)\n"
+    )
