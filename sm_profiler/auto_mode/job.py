@@ -228,10 +228,7 @@ def load_ranks(paths) -> list:
                 if os.path.isfile(single):
                     found = {0: single}
             if not found:
-                raise CaptureError(
-                    f"{p!r} holds no auto.rank*.npz (or auto.npz) files: give the --out folder of "
-                    "`sm-profiler run`, with every rank's files copied into it"
-                )
+                raise CaptureError(_no_rank_files(p))
             files += list(found.values())
         else:
             files.append(p)
@@ -243,6 +240,31 @@ def load_ranks(paths) -> list:
         tables.append(t)
     _check_one_run(files, tables)
     return tables
+
+
+def _no_rank_files(folder: str) -> str:
+    """Why `folder` is not a run's folder, naming the capture files it holds (a demo's or an
+    example's folder), which the commands take one by one."""
+    from ..capture import is_capture_file
+
+    why = f"{folder!r} holds no auto.rank*.npz (or auto.npz) files"
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        names = []
+    caps = [n for n in names if os.path.isfile(os.path.join(folder, n))]
+    caps = [n for n in caps if is_capture_file(os.path.join(folder, n))]
+    if not caps:
+        return (
+            f"{why}: give the --out folder of `sm-profiler run`, with every rank's files "
+            "copied into it, or a capture file"
+        )
+    shown = ", ".join(caps[:5]) + (f" and {len(caps) - 5} more" if len(caps) > 5 else "")
+    return (
+        f"{why}, the files of `sm-profiler run`; it holds capture file"
+        f"{'s' if len(caps) > 1 else ''} {shown}: give one as the file, e.g. "
+        f"{os.path.join(folder, caps[0])}"
+    )
 
 
 def _check_one_run(files: list[str], tables: list) -> None:

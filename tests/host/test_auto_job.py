@@ -144,6 +144,24 @@ def test_merge_and_stats_of_a_folder_copied_from_several_nodes(tmp_path, capsys)
     assert "holds no auto.rank*.npz" in capsys.readouterr().err
 
 
+def test_stats_of_a_folder_of_captures_names_the_files_to_give(tmp_path, capsys):
+    # Issue 46, item 10: `sm-profiler stats` of the demo's folder said only that it held no
+    # auto.rank*.npz files.
+    from captures import tiny_capture
+
+    (tmp_path / "notes.txt").write_text("not a capture")
+    for name in ("demo_capture.npz", "more.smp"):
+        tiny_capture().save(tmp_path / name)
+    assert main(["stats", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"sm-profiler: error: {str(tmp_path)!r} holds no auto.rank*.npz (or auto.npz) files, the "
+        "files of `sm-profiler run`; it holds capture files demo_capture.npz, more.smp: give one "
+        f"as the file, e.g. {tmp_path / 'demo_capture.npz'}\n"
+    )
+    assert main(["stats", str(tmp_path / "demo_capture.npz")]) == 0
+
+
 def test_a_single_rank_report_has_no_rank_section():
     assert "per rank" not in format_report(table_of(two_kernels()).decode(), width=80)
 
