@@ -19,6 +19,7 @@ Everything here is process-wide; `sm_profiler.auto_mode.AutoProfiler` turns it o
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import functools
 import hashlib
@@ -38,9 +39,11 @@ from .rewrite import LEVELS, RewriteError, instrument
 __all__ = ["LEVELS", "install", "turn_on", "turn_off", "set_recording", "pause", "resume"]
 
 MODE_PREFIX = "sm_profiler-auto"
+# The compile metadata's key for the kernel's plain binary (base64 of its cubin).
+PLAIN_KEY = "sm_profiler_plain_cubin"
 # Bump when the spliced text or the record changes: cached binaries of another version are then
 # compiled anew, never reused.
-REWRITE_VERSION = 8
+REWRITE_VERSION = 9  # 9: the plain binary kept beside the instrumented one
 
 
 def mode_name(level: str) -> str:
@@ -134,6 +137,10 @@ class _State:
         self.paused = 0  # > 0: every module points at no buffer (autotuners benchmarking)
         self.recording = True  # False: outside a schedule's active steps, nothing recorded
         self.pauses = 0  # benchmark runs left out while on
+        # An instrumented kernel's CUfunction -> its plain binary's: what a launch that records
+        # nothing runs (and a graph's off clone), and the module each plain one came from.
+        self.plain: dict[int, int] = {}
+        self.plain_of_module: dict[int, int] = {}  # instrumented CUmodule -> its CUfunction
 
 
 STATE = _State()
@@ -234,7 +241,11 @@ def _stages_hook(*args):
     def cubin_stage(src, metadata):
         if "ptx" not in plain:  # left uninstrumented
             return make_cubin(src, metadata)
-        return registers.keep_occupancy(src, plain["ptx"], lambda ptx: make_cubin(ptx, metadata))
+        # The plain binary too (a second ptxas run per kernel, cached with it in its metadata):
+        # a launch that records nothing runs it (load_plain), so an off step costs nothing.
+        plain_cubin = make_cubin(plain["ptx"], metadata)
+        metadata[PLAIN_KEY] = base64.b64encode(plain_cubin).decode()
+        return registers.keep_occupancy(src, plain_cubin, lambda ptx: make_cubin(ptx, metadata))
 
     stages["cubin"] = cubin_stage
 
@@ -326,10 +337,25 @@ def _on_triton_load(module, function, name, metadata_group, hash):  # noqa: A002
         kid = STATE.by_module.get(module)
         if kid is not None and kernel is not None and not STATE.kernels[kid].partitions:
             STATE.kernels[kid].partitions = partitions_of(str(kernel.asm.get("ttgir", "")))
+        if kid is not None and meta.get(PLAIN_KEY):
+            from triton.runtime.driver import driver
+
+            plain = base64.b64decode(meta[PLAIN_KEY])
+            loaded = driver.active.utils.load_binary(
+                name, plain, meta.get("shared", 0), _current_device()
+            )
+            bind_plain(module, function, loaded[1])
     except Exception as e:  # never stop the user's launch over the profiler
         warnings.warn(
             f"sm_profiler.auto: could not bind kernel {name!r}: {e}", AutoWarning, stacklevel=2
         )
+
+
+def bind_plain(module: int, function: int, plain_function: int) -> None:
+    """`function` (of instrumented `module`) runs as `plain_function` where it records nothing."""
+    with STATE.lock:
+        STATE.plain[function] = plain_function
+        STATE.plain_of_module[module] = function
 
 
 def _json_of(metadata_group) -> dict:
@@ -423,6 +449,7 @@ def _wrap_static_init(original):
             self.has_global_scratch = self.has_profile_scratch = False
             self.arg_tys += ("O" if has_global else "") + "K"  # None; the area, a u64
             self._sm_profiler_scratch = (meta.profile_scratch_size, has_global)
+            self._sm_profiler_plain = getattr(meta, PLAIN_KEY, None)  # loaded with the kernel
         try:
             meta = kernel.metadata._asdict()
             if level_of(meta.get("instrumentation_mode")) is not None:
@@ -447,9 +474,16 @@ def _wrap_static_run(original):
         if STATE.on or STATE.capturing is not None:
             size = grid_x * grid_y * grid_z * scratch[0]
             area = area_for_launch(size, fmt.AUTO_RECORD_BYTES, stream) or 0
-        if scratch[1]:
-            return original(self, grid_x, grid_y, grid_z, stream, *args, None, area)
-        return original(self, grid_x, grid_y, grid_z, stream, *args, area)
+        tail = (None, area) if scratch[1] else (area,)
+        plain = None if area else STATE.plain.get(getattr(self, "function", None))
+        if plain is None:
+            return original(self, grid_x, grid_y, grid_z, stream, *args, *tail)
+        # No area: the plain binary runs (the launcher launches self.function).
+        function, self.function = self.function, plain
+        try:
+            return original(self, grid_x, grid_y, grid_z, stream, *args, *tail)
+        finally:
+            self.function = function
 
     run.__wrapped__ = original
     return run
@@ -467,6 +501,9 @@ def _wrap_static_load(original):
                 register_loaded(module, self.name, meta)
                 self._sm_profiler_module = module
                 STATE.static_loaded += 1
+                plain = getattr(self, "_sm_profiler_plain", None)
+                if plain and module in STATE.by_module:
+                    bind_plain(module, self.function, _static_load_plain(self, plain, device))
                 kid = STATE.by_module.get(module)
                 if kid is not None:
                     STATE.kernels[kid].source = STATE.kernels[kid].source or source
@@ -481,6 +518,23 @@ def _wrap_static_load(original):
 
     load_kernel.__wrapped__ = original
     return load_kernel
+
+
+def _static_load_plain(launcher, plain_b64: str, device: int) -> int:
+    """The plain binary of a kernel Inductor's static launcher loaded, loaded as it loads its
+    cubin (from a file), its CUfunction."""
+    import tempfile
+
+    impl = getattr(launcher, "C_impl", None)
+    if impl is None:
+        import torch
+
+        impl = torch._C._StaticCudaLauncher
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(base64.b64decode(plain_b64))
+        f.flush()
+        loaded = impl._load_kernel(f.name, launcher.name, launcher.shared, device)
+    return loaded[-3]  # (module,) function, registers, spills
 
 
 def _wrap_static_close(original):
@@ -498,6 +552,7 @@ def forget(module) -> None:
         return
     with STATE.lock:
         STATE.by_module.pop(module, None)
+        STATE.plain.pop(STATE.plain_of_module.pop(module, None), None)
 
 
 # -- launches and graph replays ---------------------------------------------------------------
@@ -539,6 +594,50 @@ def area_for_launch(size: int, alignment: int, stream) -> int | None:
         return None
     st.capturing.append((device, first, count))
     return b[0] + (first << fmt.AUTO_RECORD_SHIFT)
+
+
+class _Handed(threading.local):
+    """The area a launcher wrapper took for the launch it is making (the profile scratch
+    allocator hands it out when Triton's launcher asks), per thread."""
+
+    area = None
+    set = False
+
+
+_HANDED = _Handed()
+
+
+def profile_scratch(size: int, alignment: int, stream) -> int | None:
+    """Triton's profile scratch allocator: the area `_wrap_launcher_call` took for this launch,
+    else (a launcher not wrapped) one taken now."""
+    h = _HANDED
+    if h.set:
+        h.set = False
+        return h.area
+    return area_for_launch(size, alignment, stream)
+
+
+def _wrap_launcher_call(original):
+    """Triton's launcher (its CudaLauncher.__call__): a launch of an instrumented kernel given
+    no area runs the kernel's plain binary, so a step that records nothing costs nothing."""
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        plain = STATE.plain.get(function)
+        if plain is None:
+            return original(self, gridX, gridY, gridZ, stream, function, *args)
+        st, area = STATE, None
+        if st.on or st.capturing is not None:
+            size = gridX * gridY * gridZ * getattr(self, "num_ctas", 1) * self.profile_scratch_size
+            area = area_for_launch(size, fmt.AUTO_RECORD_BYTES, stream)
+        h = _HANDED
+        h.area, h.set = area, True
+        try:
+            return original(self, gridX, gridY, gridZ, stream, function if area else plain, *args)
+        finally:
+            h.set = False
+
+    __call__.__wrapped__ = original
+    return __call__
 
 
 def _wrap_capture_begin(original):
@@ -625,7 +724,7 @@ def _switch_of_capture(parts: list, counter: int | None = None):
     if counter is not None:
         areas.add(counter)
     try:
-        return graph_switch.prepare(_capture_stream(), areas)
+        return graph_switch.prepare(_capture_stream(), areas, STATE.plain)
     except Exception as e:
         warnings.warn(
             f"sm_profiler.auto: a CUDA graph's kernels will write their records at every replay, "
@@ -750,6 +849,12 @@ def install() -> None:
         cls.run = _wrap_static_run(cls.run)
         if hasattr(cls, "close"):
             cls.close = _wrap_static_close(cls.close)
+    try:
+        from triton.backends.nvidia.driver import CudaLauncher
+
+        CudaLauncher.__call__ = _wrap_launcher_call(CudaLauncher.__call__)
+    except (ImportError, AttributeError):  # another backend layout: off launches run as on
+        pass
     from torch.cuda import CUDAGraph
 
     CUDAGraph.capture_begin = _wrap_capture_begin(CUDAGraph.capture_begin)
@@ -761,7 +866,7 @@ def install() -> None:
 def _install_allocator() -> None:
     from triton.runtime import _allocation
 
-    _allocation.set_profile_allocator(area_for_launch)
+    _allocation.set_profile_allocator(profile_scratch)
 
 
 def turn_on(level: str, allocate=None, recording: bool = True) -> None:

@@ -5,10 +5,11 @@ records at every replay, recorded or not: a step outside a schedule's active ste
 record (+0.6..1.1 % under CUDA graphs, BENCHMARKS.md) against an eager launch's pointer test. So
 at capture end, while the capture is still open (PyTorch destroys the captured graph once it has
 instantiated it), auto mode clones the captured graph twice: as captured, and with each
-instrumented kernel's last parameter (its area) set to null. A replay whose recording state
-differs from the graph's updates the instantiated graph from one clone or the other
-(cuGraphExecUpdate: the clones differ from what was instantiated in kernel parameters only), so
-an off replay runs every kernel as an eager launch given no area runs it. The update happens only
+instrumented kernel's last parameter (its area) set to null and its function the kernel's plain
+binary. A replay whose recording state differs from the graph's updates the instantiated graph
+from one clone or the other (cuGraphExecUpdate: the clones differ from what was instantiated in
+kernel functions and parameters only), so an off replay runs the plain kernels, as an eager
+launch given no area does. The update happens only
 where the state changes (a schedule's edges), and affects no launch already queued.
 
 Where the clones cannot be made or a kernel's area cannot be found among its parameters, the graph
@@ -109,10 +110,11 @@ def _last_param(func: int) -> tuple[int, int] | None:
     return last
 
 
-def null_areas(graph: int, areas: set[int]) -> set[int]:
+def null_areas(graph: int, areas: set[int], plain: dict | None = None) -> set[int]:
     """Set to null the area parameter of each kernel node of `graph` whose last parameter is one of
     `areas` (the addresses handed out while it was captured, and graph_stage's counter, the last
-    parameter of its two kernels); the addresses found."""
+    parameter of its two kernels), and make the node run the kernel's plain binary where
+    `plain` (instrumented CUfunction -> plain one) names it; the addresses found."""
     cuda = _cuda()
     found: set[int] = set()
     # Per capture, not per process: a function handle of an unloaded module may come back as
@@ -136,6 +138,7 @@ def null_areas(graph: int, areas: set[int]) -> set[int]:
         values = (ctypes.c_void_p * (index + 1))(*params.kernel_params[: index + 1])
         values[index] = ctypes.addressof(_NULL)  # the driver copies the values it is given
         params.kernel_params = ctypes.cast(values, ctypes.POINTER(ctypes.c_void_p))
+        params.func = (plain or {}).get(params.func, params.func)  # same parameters
         rc = cuda.cuGraphKernelNodeSetParams_v2(ctypes.c_void_p(node), ctypes.byref(params))
         _check(rc, "cuGraphKernelNodeSetParams")
         found.add(value)
@@ -180,7 +183,7 @@ def _destroy_both(on_graph: int, off_graph: int) -> None:
         pass
 
 
-def prepare(stream: int, areas: set[int]) -> Switch | None:
+def prepare(stream: int, areas: set[int], plain: dict | None = None) -> Switch | None:
     """At capture end, before the capture closes: the Switch of the graph `stream` captures (None
     if it captures none). Raises where a kernel's area is not found among its node's parameters:
     the graph then always writes."""
@@ -190,7 +193,7 @@ def prepare(stream: int, areas: set[int]) -> Switch | None:
     on_graph = _clone(graph)
     off_graph = _clone(graph)
     try:
-        found = null_areas(off_graph, areas)
+        found = null_areas(off_graph, areas, plain)
     except Exception:
         _destroy_both(on_graph, off_graph)
         raise

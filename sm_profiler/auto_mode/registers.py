@@ -114,9 +114,10 @@ def with_maxnreg(ptx: str, registers: int) -> str:
     return text
 
 
-def keep_occupancy(instrumented_ptx: str, plain_ptx: str, build) -> bytes:
-    """The cubin of `instrumented_ptx` at the plain kernel's occupancy where it can be had.
-    build(ptx) -> cubin is the backend's ptxas step."""
+def keep_occupancy(instrumented_ptx: str, plain_cubin: bytes, build) -> bytes:
+    """The cubin of `instrumented_ptx` at the plain kernel's occupancy (`plain_cubin`, the same
+    kernel built without the record) where it can be had. build(ptx) -> cubin is the backend's
+    ptxas step."""
     cubin = build(instrumented_ptx)
     threads = threads_of(instrumented_ptx)
     # A cap of the user's own is theirs; a warp-specialized kernel moves registers between its
@@ -126,7 +127,7 @@ def keep_occupancy(instrumented_ptx: str, plain_ptx: str, build) -> bytes:
     regs, _ = usage(cubin)
     if not may_have_crossed(regs, threads):
         return cubin
-    plain_regs, plain_frame = usage(build(plain_ptx))
+    plain_regs, plain_frame = usage(plain_cubin)
     if blocks_per_sm(plain_regs, threads) <= blocks_per_sm(regs, threads):
         return cubin
     try:

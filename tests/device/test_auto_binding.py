@@ -151,7 +151,11 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
         raise RuntimeError("no driver")
 
     cls, copies, _, s = _fake_graphs(  # not staged: copied out a replay at a time
-        monkeypatch, lambda stream, areas: _FakeSwitch((stream, areas)), no_driver, False, 100
+        monkeypatch,
+        lambda stream, areas, plain=None: _FakeSwitch((stream, areas)),
+        no_driver,
+        False,
+        100,
     )
     _, a1, buf1 = s.buffers[0]
     g = cls()
@@ -230,7 +234,7 @@ def test_a_staged_graph_is_copied_out_once_every_k_recorded_replays(monkeypatch)
     from sm_profiler.auto_mode import binding, graph_stage
 
     cls, copies, launched, s = _fake_graphs(
-        monkeypatch, lambda stream, areas: _FakeSwitch((stream, areas))
+        monkeypatch, lambda stream, areas, plain=None: _FakeSwitch((stream, areas))
     )
     areas = s.buffers[0][1]
     g = cls()
@@ -362,3 +366,71 @@ def test_the_staging_kernels_read_the_counter_once_and_copy_16_bytes_a_unit(arch
         if ln.split() and ln.split()[0].startswith(("LDG", "STG", "ATOM", "RED", "LD.", "ST."))
     ]
     assert sorted(memory) == sorted(["LDG.E", "LDG.E.128", "STG.E.128", "LDG.E", "STG.E"]), memory
+
+
+def _on_state(monkeypatch, on: bool):
+    """The binding's state with one buffer of 100 slots at 1000 (no GPU), recording or not."""
+    from sm_profiler.auto_mode import binding
+    from sm_profiler.auto_mode.areas import Areas
+
+    buf = (1000, Areas(100, ring=False), object())
+    for k, v in dict(
+        level="program",
+        paused=0,
+        recording=on,
+        on=on,
+        capturing=None,
+        buffers={0: buf},
+        single=buf,
+        plain={111: 222},
+        plain_of_module={5: 111},
+    ).items():
+        monkeypatch.setattr(binding.STATE, k, v)
+    monkeypatch.setattr(binding, "_current_device", lambda: 0)
+    return buf
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_a_launch_that_records_nothing_runs_the_plain_binary(monkeypatch, on):
+    """Issue 43, off means plain: Triton's launcher, wrapped, launches the kernel's plain binary
+    where the launch gets no area, the instrumented one with its area where it does; the
+    profile scratch allocator hands out what the wrapper took, once."""
+    from sm_profiler.auto_mode import binding
+
+    _on_state(monkeypatch, on)
+    launched = []
+
+    class Launcher:
+        num_ctas, profile_scratch_size = 1, 32
+
+        def __call__(self, gx, gy, gz, stream, function, *args):  # as Triton's asks for scratch
+            launched.append((function, binding.profile_scratch(gx * gy * gz * 32, 32, stream)))
+
+    Launcher.__call__ = binding._wrap_launcher_call(Launcher.__call__)
+    Launcher()(4, 1, 1, 0, 111, "x")
+    assert launched == ([(111, 1000)] if on else [(222, None)])
+    Launcher()(2, 1, 1, 0, 333, "x")  # a kernel with no plain binary: as before
+    assert launched[-1] == ((333, 1000 + 4 * 32) if on else (333, None))
+    assert not binding._HANDED.set  # nothing left over for another launcher's launch
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_inductors_static_launch_that_records_nothing_runs_the_plain_binary(monkeypatch, on):
+    from sm_profiler.auto_mode import binding
+
+    _on_state(monkeypatch, on)
+    launched = []
+
+    class Static:
+        function, _sm_profiler_scratch = 111, (32, False)
+
+        def run(self, gx, gy, gz, stream, *args):
+            launched.append((self.function, args[-1]))
+
+    Static.run = binding._wrap_static_run(Static.run)
+    k = Static()
+    k.run(3, 1, 1, 0, "x")
+    assert launched == ([(111, 1000)] if on else [(222, 0)])
+    assert k.function == 111  # the launcher's own handle, put back
+    binding.forget(5)  # its module unloaded: its plain binary is forgotten with it
+    assert binding.STATE.plain == {}

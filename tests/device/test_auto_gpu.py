@@ -219,6 +219,66 @@ def test_a_graph_replayed_outside_active_steps_writes_nothing():
     assert torch.allclose(out, want, rtol=1e-5, atol=1e-5)  # switched or not: computed as plain
 
 
+def test_an_off_launch_and_an_off_graph_replay_run_the_plain_binary():
+    """Issue 43, off means plain: a launch outside the schedule's active steps runs the
+    kernel's plain binary (the function Triton's launcher launches), a recorded one the
+    instrumented binary; a graph's off clone, which an off replay runs, launches the plain
+    binaries (read back through the driver); outputs as plain, records only where recorded."""
+    import ctypes
+
+    from sm_profiler.auto_mode import graph_switch
+
+    n = 1 << 18
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+    grid = (n // 1024,)
+    seen = []
+    with sm_profiler.auto(schedule="1-1") as prof:
+        k = axpy_kernel[grid](x, y, out, n, 3.0, BLOCK=1024)  # step 0: loads, records nothing
+        instr = k.function
+        plain = binding.STATE.plain[instr]
+        assert plain not in (0, instr)
+        launcher = k.run
+        launch = launcher.launch
+        launcher.launch = lambda *a: (seen.append(a[4]), launch(*a))[1]
+        axpy_kernel[grid](x, y, out, n, 3.0, BLOCK=1024)  # step 0: off
+        prof.step()
+        axpy_kernel[grid](x, y, out, n, 3.0, BLOCK=1024)  # step 1: recorded
+        prof.step()
+        axpy_kernel[grid](x, y, out, n, 3.0, BLOCK=1024)  # step 2: off
+        launcher.launch = launch
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            axpy_kernel[grid](x, y, out, n, 3.0, BLOCK=1024)
+        switch = g._sm_profiler_switch
+        _zero_graph_areas(g)
+        g.replay()  # step 2: off, from the off clone
+        torch.cuda.synchronize()
+        assert not switch.on and not _graph_area_bytes(g).any()
+    assert seen == [plain, instr, plain]
+    # The off clone's kernel nodes launch the plain binaries, through the driver's eyes.
+    cuda = binding._cuda()
+    funcs = {True: [], False: []}
+    for on in (True, False):
+        for node in graph_switch._kernel_nodes(switch.graphs[on]):
+            params = graph_switch.KernelNodeParams()
+            rc = cuda.cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(node), ctypes.byref(params))
+            assert rc == 0
+            funcs[on].append(params.func)
+    assert instr in funcs[True] and plain not in funcs[True]
+    assert plain in funcs[False] and instr not in funcs[False]
+    trace = prof.decode()
+    launches = _launches(trace, "axpy_kernel")
+    assert len(launches) == 1 and int(trace.kernels[launches[0]].metadata["step"]) == 1
+    assert torch.equal(out, axpy_plain(x, y, n))  # bit for bit as the plain kernel computes
+
+
+def axpy_plain(x, y, n):
+    """axpy_kernel's output compiled and run without auto mode."""
+    out = torch.empty_like(x)
+    axpy_kernel[(n // 1024,)](x, y, out, n, 3.0, BLOCK=1024)
+    return out
+
+
 def test_staged_graph_replays_each_recorded_once_and_whole(monkeypatch):
     """A graph's recorded replays staged on the device, K = 3 at a time: over two active windows
     (steps 1-4 and 6-9), one replay on another stream right after a copy-out, and a region end
@@ -611,6 +671,8 @@ def test_inductor_either_launcher_every_kernel_bound(static_launcher):
     assert not binding.STATE.plain_loaded
     # The static launcher kept its instrumented kernels (it passes their areas itself).
     assert (binding.STATE.static_loaded > 0) == static_launcher
+    # Either launcher loaded each instrumented kernel's plain binary (off launches run it).
+    assert len(binding.STATE.plain) >= len(binding.STATE.by_module) > 0
     trace = prof.decode()
     assert len({k.name for k in trace.kernels}) >= 4
     for c in range(len(trace.kernels)):

@@ -92,38 +92,40 @@ def builds(counts: dict):
 
 def test_a_kernel_pushed_off_its_step_is_built_capped():
     build, calls = builds({"inst": (40, 0), "plain": (32, 0), "capped": (32, 8)})
-    got = R.keep_occupancy(PTX, PTX + "// PLAIN", build)
-    assert R.usage(got) == (32, 8) and calls == ["inst", "plain", "capped"]
+    got = R.keep_occupancy(PTX, build(PTX + "// PLAIN"), build)
+    assert R.usage(got) == (32, 8) and calls == ["plain", "inst", "capped"]
 
 
 def test_a_capped_build_that_spills_more_than_the_record_is_not_kept():
     build, calls = builds({"inst": (72, 0), "plain": (62, 0), "capped": (64, 40)})
-    got = R.keep_occupancy(PTX.replace("128", "64"), PTX + "// PLAIN", build)
-    assert R.usage(got) == (72, 0) and calls == ["inst", "plain", "capped"]
+    got = R.keep_occupancy(PTX.replace("128", "64"), build(PTX + "// PLAIN"), build)
+    assert R.usage(got) == (72, 0) and calls == ["plain", "inst", "capped"]
 
 
 def test_no_second_build_where_no_step_could_have_been_crossed():
     build, calls = builds({"inst": (24, 0), "plain": (18, 0), "capped": (18, 0)})
-    assert R.usage(R.keep_occupancy(PTX, PTX + "// PLAIN", build)) == (24, 0)
-    assert calls == ["inst"]
+    assert R.usage(R.keep_occupancy(PTX, build(PTX + "// PLAIN"), build)) == (24, 0)
+    assert calls == ["plain", "inst"]  # the plain build is made anyway (an off launch runs it)
     # on the same step as plain: the instrumented build stays
     build, calls = builds({"inst": (127, 0), "plain": (120, 0), "capped": (120, 0)})
-    assert R.usage(R.keep_occupancy(PTX.replace("128", "256"), PTX + "PLAIN", build))[0] == 127
+    assert (
+        R.usage(R.keep_occupancy(PTX.replace("128", "256"), build(PTX + "PLAIN"), build))[0] == 127
+    )
     # the user's own .maxnreg is theirs
     build, calls = builds({"inst": (40, 0), "plain": (32, 0), "capped": (32, 0)})
-    R.keep_occupancy(R.with_maxnreg(PTX, 40), PTX + "// PLAIN", build)
-    assert calls == ["capped"]
+    R.keep_occupancy(R.with_maxnreg(PTX, 40), build(PTX + "// PLAIN"), build)
+    assert calls == ["plain", "capped"]
 
 
 def test_no_cap_on_a_warp_specialized_kernel_and_a_refused_cap_keeps_the_first_build():
     build, calls = builds({"inst": (40, 0), "plain": (32, 0), "capped": (32, 0)})
     ws = PTX.replace("ret;", "setmaxnreg.inc.sync.aligned.u32 232;\n\tret;", 1)
-    assert R.usage(R.keep_occupancy(ws, ws + "// PLAIN", build)) == (40, 0)
-    assert calls == ["inst"]
+    assert R.usage(R.keep_occupancy(ws, build(ws + "// PLAIN"), build)) == (40, 0)
+    assert calls == ["plain", "inst"]
 
     def refusing(ptx):
         if ".maxnreg" in ptx:
             raise RuntimeError("ptxas: error")
         return fake_cubin(32 if "PLAIN" in ptx else 40)
 
-    assert R.usage(R.keep_occupancy(PTX, PTX + "// PLAIN", refusing)) == (40, 0)
+    assert R.usage(R.keep_occupancy(PTX, refusing(PTX + "// PLAIN"), refusing)) == (40, 0)

@@ -2,6 +2,7 @@
 never on; print what the tests check as JSON. Run by test_auto_compile.py without
 TRITON_INTERPRET, in a process of its own (auto mode changes process-wide compiler settings)."""
 
+import base64
 import json
 import os
 import sys
@@ -106,7 +107,17 @@ def main():
                     "cubin_bytes": len(k.asm["cubin"]),
                     "hash": k.hash,
                     "scratch": [k.metadata.profile_scratch_size, k.metadata.num_warps],
+                    # the plain binary kept beside it: what a launch that records nothing runs
+                    "plain_cubin_identical": base64.b64decode(
+                        getattr(k.metadata, binding.PLAIN_KEY, "") or ""
+                    )
+                    == plain.asm["cubin"],
                 }
+                if not r[level]["plain_cubin_identical"]:  # is ptxas itself deterministic here?
+                    again = compile_(
+                        fn, sig, consts, opts, arch, os.path.join(root, f"{name}{arch}{level}p")
+                    )
+                    r[level]["ptxas_deterministic"] = again.asm["cubin"] == plain.asm["cubin"]
                 if arch == 90 and level == "program":
                     a, b = sass(plain), sass(k)
                     r["sass"] = {
