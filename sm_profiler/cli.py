@@ -34,6 +34,8 @@ from .progress import stage
 from .stats_table import printable
 from .ui_server import PERFETTO_PORT, PERFETTO_UI, serve_trace  # noqa: F401 (cli.PERFETTO_UI)
 
+# How long `open` serves a trace that nothing fetches (no browser here, a URL not opened).
+OPEN_TIMEOUT_S = 600.0
 # Formats whose bytes are text and may go to a terminal; anything else is binary (Perfetto).
 _TEXT_FORMATS = {"chrome"}
 _SUFFIX = {"chrome": ".json", "perfetto": ".perfetto-trace"}
@@ -263,8 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--timeout",
         type=float,
-        default=None,
-        help="give up after this many seconds (default: never)",
+        default=OPEN_TIMEOUT_S,
+        help="give up after this many seconds when nothing fetched the trace (default %(default)g)",
     )
     c.set_defaults(func=cmd_open)
     c = sub.add_parser(

@@ -101,6 +101,7 @@ def serve_trace(
             f"{path!r} is a capture, not a trace: export it first (sm-profiler export CAPTURE "
             "trace.perfetto-trace), or run sm-profiler open on the capture, which does"
         )
+    _check_trace(path)
     try:
         httpd = _TraceServer(port, path)
     except OSError as e:
@@ -123,14 +124,20 @@ def serve_trace(
                 f"{actual}, use the URL with a port-forward (ssh -L {PERFETTO_PORT}:127.0.0.1:"
                 f"{actual}) or another client.\n"
             )
-        out.write("Waiting for the trace to be fetched (Ctrl-C to stop) ...\n")
+        limit = "" if timeout_s is None else f"; giving up after {timeout_s:g} s"
+        out.write(f"Waiting for the trace to be fetched (Ctrl-C to stop{limit}) ...\n")
         out.flush()
         if on_ready is not None:
             on_ready(actual)
         if open_browser:
             import webbrowser
 
-            webbrowser.open_new_tab(url)
+            if not webbrowser.open_new_tab(url):
+                out.write(
+                    "No browser found here: open the URL above in a browser (on another "
+                    "machine, forward the port first).\n"
+                )
+                out.flush()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not httpd.fetched:
             if deadline is not None:
@@ -143,3 +150,19 @@ def serve_trace(
             httpd.handle_request()
         out.write("Trace fetched; stopping the server.\n")
     return True
+
+
+def _check_trace(path: str) -> None:
+    """Refuse a file the Perfetto UI cannot open as a trace (a text file, a numpy array): by its
+    first bytes, as `sm_profiler.load` tells a file that is not a capture."""
+    from .capture import _foreign_kind
+
+    if os.path.getsize(path) == 0:
+        raise CaptureError(f"{path!r} is empty, not a trace")
+    kind = _foreign_kind(path)
+    if kind is not None and not kind[1] and kind[0] != "a JSON file":
+        raise CaptureError(
+            f"{path!r} is {kind[0]}, not a trace: sm-profiler open serves Perfetto traces "
+            "(.perfetto-trace, .pftrace), Chrome JSON traces (.json, .json.gz) and captures "
+            "(exported first)"
+        )

@@ -243,7 +243,7 @@ def _get(url: str):
 
 def test_open_serves_the_file_once_with_the_cors_header(tmp_path, capsys):
     trace = tmp_path / "my trace.perfetto-trace"
-    payload = bytes(range(256)) * 100
+    payload = b"\x0a" + bytes(range(256)) * 100  # starts as a Perfetto trace does
     trace.write_bytes(payload)
     port = _free_port()
     result = {}
@@ -655,3 +655,30 @@ def test_13_info_lists_a_kernel_once_with_all_its_launches(tmp_path, capsys):
         "    gemm (4)\n"
         "    only_autotuned (0: loaded, no launch recorded)\n"
     )
+
+
+def test_9_open_refuses_what_is_not_a_trace_and_gives_up_by_default(tmp_path, capsys, monkeypatch):
+    # `sm-profiler open notes.txt` served the text to the UI; with no browser here it waited
+    # for a fetch forever.
+    import webbrowser
+
+    from sm_profiler.cli import OPEN_TIMEOUT_S, build_parser
+
+    for name, data, what in (
+        ("notes.txt", b"step 1 took 3 ms\n", "another kind of file"),
+        ("empty.json", b"", "empty"),
+        ("a.npy", b"\x93NUMPY\x01\x00", "a single numpy array"),
+    ):
+        (tmp_path / name).write_bytes(data)
+        assert main(["open", str(tmp_path / name), "--no-browser", "--timeout", "5"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("sm-profiler: error: ") and what in err and "not a trace" in err
+    assert build_parser().parse_args(["open", "t.json"]).timeout == OPEN_TIMEOUT_S
+    monkeypatch.setattr(webbrowser, "open_new_tab", lambda url: False)  # none on this machine
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": []}')
+    assert main(["open", str(trace), "--port", str(_free_port()), "--timeout", "0.2"]) == 1
+    out = capsys.readouterr().out
+    assert "No browser found here: open the URL above in a browser" in out
+    assert "(Ctrl-C to stop; giving up after 0.2 s) ..." in out
+    assert out.endswith("Timed out after 0.2 s: nothing fetched the trace.\n")
