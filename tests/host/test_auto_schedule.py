@@ -63,6 +63,24 @@ def test_the_command_lines_spellings():
         sm_profiler.auto(schedule=5)
 
 
+def test_the_docs_schedule_and_steps_option_record_the_same_steps():
+    # Issue 46, item 3: docs/auto.md's schedule recorded 1000-1004, and `--steps 1000-1005`,
+    # said to do the same, records 1000 to 1005.
+    import re
+
+    from repo_paths import ROOT
+
+    with open(f"{ROOT}/docs/auto.md", encoding="utf-8") as f:
+        doc = f.read()
+    (args, first, last), *_ = re.findall(
+        r"sm_profiler\.schedule\((.*?)\)  # steps (\d+)-(\d+)", doc
+    )
+    (steps,) = re.findall(r"`sm-profiler run --steps (\S+) -- train\.py` does the same", doc)
+    sched = sm_profiler.schedule(**eval(f"dict({args})"))
+    assert sched == Schedule.parse(steps)
+    assert [k for k in range(2000) if sched.records(k)] == list(range(int(first), int(last) + 1))
+
+
 def test_steps_turn_recording_on_and_off_and_tag_each_step(monkeypatch):
     # The region's bookkeeping without a GPU: what it asks the binding to do at each step.
     calls = []
