@@ -5,7 +5,7 @@
     sm-profiler export CAPTURE OUT        write a Perfetto (.perfetto-trace/.pftrace) or JSON trace
     sm-profiler query CAPTURE "SQL"       SQL over the trace's tables (DuckDB)
     sm-profiler merge CAPTURE... -o OUT   captures of several ranks (and a torch.profiler trace)
-                                          as one Chrome JSON trace, `GPU r · SM s` processes
+                                          as one trace, `GPU r · SM s` tracks
     sm-profiler open TRACE                serve a trace (or a capture, exported first) to
                                           ui.perfetto.dev from 127.0.0.1
     sm-profiler run -- SCRIPT [ARGS]      run a Python program in auto mode: every Triton and
@@ -207,10 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser(
         "merge",
-        help="captures of several ranks (and a torch trace) on one time axis, as Chrome JSON",
+        help="captures of several ranks (and a torch trace) on one time axis",
         description="Merge the saved captures of each rank (one file per rank, in rank order "
-        "unless their metadata names the rank) into one Chrome JSON trace with 'GPU r · SM s' "
-        "processes. With --torch, add them to torch.profiler's exported trace.",
+        "unless their metadata names the rank) into one trace with 'GPU r · SM s' tracks: "
+        "Perfetto (.perfetto-trace) or Chrome JSON (.json, .json.gz), by OUT's extension. With "
+        "--torch, add them to torch.profiler's exported trace (Chrome JSON).",
     )
     c.add_argument(
         "captures",
@@ -223,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         "--out",
         default=None,
-        help="output .json or .json.gz (default for a run's folder: DIR/auto.ranks.json.gz)",
+        help="output .perfetto-trace (Perfetto), .json or .json.gz (Chrome JSON; --torch "
+        "needs one); default for a run's folder: DIR/auto.ranks.perfetto-trace",
     )
     c.add_argument("--torch", default=None, help="a trace exported by torch.profiler (JSON)")
     c.add_argument(
@@ -607,7 +609,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     else:
         sources = [_load(p) for p in args.captures]
     if args.out is None:
-        raise ConfigError("merge needs -o OUT.json (or .json.gz) for capture files")
+        raise ConfigError(
+            "merge needs -o OUT.perfetto-trace (or .json, .json.gz) for capture files"
+        )
     with stage(f"writing {args.out}"):
         if args.torch:
             info = merge.merge_torch_trace(args.torch, sources, args.out)

@@ -1,11 +1,14 @@
 """One timeline: sm_profiler captures of one or several GPUs, optionally inside torch.profiler's.
 
     sm_profiler.merge_torch_trace(prof, profiler, "step.json")      # torch + our SM/warp tracks
-    sm_profiler.merge_ranks([caps_rank0, caps_rank1], "ranks.json")  # GPU r · SM s processes
+    sm_profiler.merge_ranks([caps_rank0, caps_rank1], "ranks.perfetto-trace")  # GPU r · SM s
 
-Output is Chrome trace-event JSON (.json / .json.gz), which Perfetto and chrome://tracing open:
-torch.profiler writes that format, so its rows are kept as they are and ours are added. Our
-processes are renamed `GPU r · SM s` and numbered from PID_BASE, clear of real process ids.
+merge_ranks writes Perfetto protobuf (.perfetto-trace, .pftrace), which the Perfetto UI shows
+GPU by GPU and SM by SM with the names as written, or Chrome trace-event JSON (.json /
+.json.gz), whose processes the UI orders its own way and names with their pid appended.
+merge_torch_trace writes Chrome JSON: torch.profiler writes that format, so its rows are kept as
+they are and ours are added. Our processes are named `GPU r · SM s` and numbered from PID_BASE,
+clear of real process ids.
 
 Time axis. Each capture's %globaltimer ns are mapped onto the host's CLOCK_REALTIME (the clock
 CUPTI and torch stamp with): t_host = t_gpu - offset, where the offset comes from, in order,
@@ -195,14 +198,17 @@ def _timelines(ranks) -> list[tuple[int, Timeline]]:
     ]
 
 
+PERFETTO_SUFFIXES = (".perfetto-trace", ".pftrace")
+
+
 def _write_json(doc: dict, path) -> None:
     from .export.chrome import encode_json, write_json_bytes
     from .paths import atomic_output, check_writable
 
     if not os.fspath(path).lower().endswith((".json", ".json.gz")):
         raise ConfigError(
-            "merged traces are Chrome JSON (Perfetto opens them): name the output .json or "
-            f".json.gz, got {os.fspath(path)!r}"
+            "a trace merged into torch.profiler's is Chrome JSON, as torch's is: name the "
+            f"output .json or .json.gz, got {os.fspath(path)!r}"
         )
     check_writable(path)
     try:
@@ -324,14 +330,49 @@ def _launch_parts(trace: TraceData) -> list[TraceData]:
 
 
 def merge_ranks(sources, path, align: str = "auto") -> dict:
-    """Write the captures of several ranks (one source per rank) as one Chrome JSON trace with
-    `GPU r · SM s` processes on one time axis. Returns the alignment info (also in the file)."""
+    """Write the captures of several ranks (one source per rank) as one trace on one time axis,
+    by `path`'s extension: Perfetto protobuf (.perfetto-trace, .pftrace), per rank a root 'GPU r'
+    and its SMs 'GPU r · SM s', in that order in the Perfetto UI; or Chrome JSON (.json,
+    .json.gz), `GPU r · SM s` processes. Returns the alignment info (also in the file: the
+    roots' description, or the JSON's otherData)."""
+    from .paths import check_writable
+
+    name = os.fspath(path).lower()
+    if not name.endswith((*PERFETTO_SUFFIXES, ".json", ".json.gz")):
+        raise ConfigError(
+            "name the merged trace .perfetto-trace (Perfetto: GPU by GPU, SM by SM in the "
+            f"Perfetto UI), .json or .json.gz (Chrome JSON), got {os.fspath(path)!r}"
+        )
+    check_writable(path)
     ranks, info = align_ranks(sources, align)
     base = _base_ns(ranks)
+    timelines = _timelines(ranks)
+    if name.endswith(PERFETTO_SUFFIXES):
+        _write_perfetto(timelines, path, info)
+        return info
     other = {"base_ns": base, "sm_profiler_alignment": info}
-    doc = ranks_json(_timelines(ranks), base, otherData=other)
+    doc = ranks_json(timelines, base, otherData=other)
     _write_json(doc, path)
     return info
+
+
+def _write_perfetto(timelines: list[tuple[int, Timeline]], path, info: dict) -> None:
+    """The ranks' timelines as one Perfetto trace, saying in each root's description how they
+    were aligned and what each rank's buffers dropped (as the JSON's keys say)."""
+    from .export.perfetto import iter_ranks_chunks
+    from .paths import atomic_output
+
+    dropped = {r: int(tl.trace.dropped_total) for r, tl in timelines}
+    about = [
+        f"{len(timelines)} rank{'s' if len(timelines) != 1 else ''} on one time axis, aligned "
+        f"by {info['method']}",
+        f"records dropped: {sum(dropped.values()):,} ("
+        + ", ".join(f"rank {r}: {n:,}" for r, n in dropped.items())
+        + ")",
+    ]
+    with atomic_output(path) as tmp, open(tmp, "wb") as f:
+        for chunk in iter_ranks_chunks(timelines, about):
+            f.write(chunk)
 
 
 # -- torch.profiler ----------------------------------------------------------------------------

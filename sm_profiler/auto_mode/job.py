@@ -4,7 +4,8 @@
     auto.rank3.npz         rank 3's table (every GPU it used; its rank, host and clock inside)
     auto.rank3_stats.txt   rank 3's report
     auto_stats.txt         rank 0, after the others saved: the report of every rank, per rank
-    auto.ranks.json.gz     rank 0: one trace of every rank, `GPU r · SM s`, on one time axis
+    auto.ranks.perfetto-trace   rank 0: one trace of every rank on one time axis, GPU by GPU
+                                and SM by SM (`GPU r · SM s`) in the Perfetto UI
 
 Nothing here talks to the other ranks: a rank's files are whole once they exist (written under a
 temporary name and renamed), and rank 0 waits for them a bounded time, so a rank that failed or
@@ -26,7 +27,7 @@ from .schedule import whole_number
 
 # The names rank files have: auto.rank0.npz, auto.rank12.npz (ASCII digits, no leading zero).
 RANK_FILE = re.compile(r"^auto\.rank(0|[1-9][0-9]*)\.npz$", re.ASCII)
-MERGED_TRACE = "auto.ranks.json.gz"
+MERGED_TRACE = "auto.ranks.perfetto-trace"
 # How long rank 0 waits for the other ranks' files after its own (SM_PROFILER_MERGE_TIMEOUT_S).
 DEFAULT_WAIT_S = 120.0
 

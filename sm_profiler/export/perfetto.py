@@ -79,6 +79,31 @@ def iter_perfetto_chunks(tl: Timeline) -> Iterator[bytes]:
     yield from _Writer(require(tl, "Perfetto", "to_perfetto_bytes")).chunks()
 
 
+def iter_ranks_chunks(ranks: list[tuple[int, Timeline]], about: list[str] = ()) -> Iterator[bytes]:
+    """One Perfetto trace of several ranks' timelines, already on one time axis (sm_profiler
+    .merge), as consecutive byte strings: per rank a root 'GPU r  · kernels' (its busy SMs, its
+    launches) and its SMs 'GPU r · SM s', GPU by GPU and SM by SM in the UI's order (names
+    sort so; a rank number is padded to the widest). The trace opens on the first rank's span;
+    `about`: lines for every root's description (how the ranks were aligned).
+
+    The ranks are written one after another on one sequence, each from its own interned names
+    (the sequence's state cleared at its start). The importer takes clock snapshots in file
+    order and refuses a trace clock that goes backwards, so every block of every rank snapshots
+    the clock at one time, the ranks' earliest, where a single trace snapshots each lane's."""
+    width = max((len(str(r)) for r, _ in ranks), default=1)
+    writers = [
+        _Writer(require(tl, "Perfetto", "to_perfetto_bytes"), f"GPU {str(r).rjust(width)}", i << 40)
+        for i, (r, tl) in enumerate(ranks)
+    ]
+    origin = min((w.origin for w in writers), default=0)
+    opens = next((w for w in writers if w._window()), None)
+    for w in writers:
+        w.origin = w.ref0 = origin
+        w.one_ref, w.window, w.about = True, w is opens, list(about)
+    for w in writers:
+        yield from w.chunks()
+
+
 # Events encoded at a time by the writer's blocks (counters, launches, summaries).
 ENCODE_EVENTS = 1 << 16
 
@@ -86,20 +111,36 @@ ENCODE_EVENTS = 1 << 16
 
 
 class _Writer:
-    def __init__(self, tl: Timeline):
+    """The packets of one timeline. `label` ('GPU 3') and `uuid_base` place it in a trace of
+    several (iter_ranks_chunks): its root and SM tracks named after the label, its uuids from
+    the base."""
+
+    def __init__(self, tl: Timeline, label: str | None = None, uuid_base: int = 0):
         self.tl = tl
         trace = self.trace = tl.trace
         self.nl = len(trace.lanes["lane"])
         self.ev_lane = tl.ev_lane
         self.lo, self.hi = tl.lane_lo, tl.lane_hi
+        self.label = label
         self._names()
         self._extras()
         self._lane_index()
         self.sms = tl.sms
+        # Times are written from the origin; every block's clock snapshot is at ref0, or at the
+        # lane's earliest time for a lane's block (unless one_ref: see iter_ranks_chunks).
+        used = self.rows_per_lane > 0
+        self.used = used
+        live = self.lo[used | trace.lanes["initialized"].astype(bool)]
+        self.ref0 = int(live.min()) if len(live) else 0
+        self.origin = min(int(trace.start_ns), self.ref0)
+        self.one_ref = False
+        self.window = True  # the span the UI opens on (one writer's, in a trace of several)
+        self.about: list[str] = []  # more lines for the root's description
         # uuids: the root, one per launch, one per SM (its counter), then one per lane (its
         # row in the lanes table), then overlap tracks as they come.
         n_launch, n_sm = len(tl.launches["capture"]), len(self.sms)
-        self.launch_uuid0 = ROOT_UUID + 1
+        self.root_uuid = uuid_base + ROOT_UUID
+        self.launch_uuid0 = self.root_uuid + 1
         self.sm_uuid0 = self.launch_uuid0 + n_launch
         self.lane_uuid0 = self.sm_uuid0 + n_sm
         self.next_uuid = self.lane_uuid0 + self.nl
@@ -156,7 +197,6 @@ class _Writer:
         return self.next_uuid - 1
 
     def chunks(self) -> Iterator[bytes]:
-        t = self.trace
         interned = b"".join(
             _fb(2, _fv(1, i) + _fb(2, name)) for name, i in self.names.items()
         )  # InternedData.event_names: EventName {iid = 1, name = 2}
@@ -167,13 +207,11 @@ class _Writer:
         # SM, each its 'resident blocks' counter with its lanes under it. The UI opens top-level
         # tracks collapsed, showing their own counter, and orders them by name (sm_sort_name).
         tl = self.tl
-        used = self.rows_per_lane > 0
-        live = self.lo[used | t.lanes["initialized"].astype(bool)]
-        ref0 = int(live.min()) if len(live) else 0
-        self.origin = min(int(t.start_ns), ref0)
+        used, ref0, root_uuid = self.used, self.ref0, self.root_uuid
         about = _fb(14, "\n".join(self._about()))  # shown by the track's help
         share = _fb(8, _fb(7, "resident blocks"))  # CounterDescriptor.y_axis_share_key
-        root = _fv(1, ROOT_UUID) + _fb(2, tl.root_name) + about + _fb(8, b"") + _fv(11, EXPLICIT)
+        root = _fv(1, root_uuid) + _fb(2, self._root_name()) + about + _fb(8, b"")
+        root += _fv(11, EXPLICIT)
         # A descriptor goes once: with its counter's block, or here when it has no counter.
         occ = tl.occupancy
         busy = tl.busy
@@ -183,20 +221,21 @@ class _Writer:
         for i in range(len(self.sms)):
             sm_desc.append(
                 _fv(1, self.sm_uuid0 + i)
-                + _fb(2, sm_sort_name(tl, i))
+                + _fb(2, self._sm_name(i))
                 + share
                 + _fv(11, EXPLICIT)
                 + _fv(15, MERGE_NONE)
             )
             if i not in with_counter:
                 head.append(packet(_fb(60, sm_desc[-1])))
-        head.append(self._window())
+        if self.window:
+            head.append(self._window())
         blocks = []  # (header, times, types, iids, counter values)
         if len(busy["time_ns"]):
             times, vals = busy["time_ns"], busy["value"]
             if times[0] > ref0:
                 times, vals = np.append(ref0, times), np.append(0, vals)
-            blocks.append((root, ROOT_UUID, times, np.full(len(times), TYPE_COUNTER), None, vals))
+            blocks.append((root, root_uuid, times, np.full(len(times), TYPE_COUNTER), None, vals))
         sms_occ, first = np.unique(occ["sm_index"], return_index=True)
         ends = np.append(first[1:], len(occ["sm_index"]))[: len(first)]
         for i, a, b in zip(sms_occ.tolist(), first.tolist(), ends.tolist(), strict=True):
@@ -224,10 +263,25 @@ class _Writer:
             if len(part):
                 yield self._lane_chunk(part)
 
+    def _root_name(self) -> str:
+        """The root's name; in a trace of several, 'GPU 3  · gemm, ...': a space more than its
+        SMs' names have before the '·' puts it above them (the UI orders top-level tracks by
+        name and shows runs of spaces as one)."""
+        name = self.tl.root_name
+        if self.label is None:
+            return name
+        kernels = name.partition(": ")[2]
+        return f"{self.label}  · {kernels}" if kernels else self.label
+
+    def _sm_name(self, i: int) -> str:
+        name = sm_sort_name(self.tl, i)
+        return name if self.label is None else f"{self.label} · {name}"
+
     def _about(self) -> list[str]:
         """The root's description: the timeline's notes, the time origin, the launch in view."""
         tl = self.tl
-        lines = [*tl.notes, f"times are ns from the profile's start: %globaltimer {self.origin} ns"]
+        lines = [*tl.notes, *self.about]
+        lines.append(f"times are ns from the profile's start: %globaltimer {self.origin} ns")
         if tl.focus_ns is not None:
             lines.append(f"opens on {tl.focus_label}; zoom out (or press w/s) for the rest")
         elif tl.focus is not None and len(tl.launches["capture"]) > 1:
@@ -266,7 +320,8 @@ class _Writer:
         out = []
         for k, (name, rows) in enumerate(tl.launch_tracks()):
             u = self.launch_uuid0 + k
-            desc = _fv(1, u) + _fv(5, ROOT_UUID) + _fb(2, name) + _fv(12, k) + _fv(15, MERGE_NONE)
+            desc = _fv(1, u) + _fv(5, self.root_uuid) + _fb(2, name) + _fv(12, k)
+            desc += _fv(15, MERGE_NONE)
             if not tl.cuts:  # no cut marks: each launch a slice, its columns at once
                 m = len(rows)
                 labels = [self.iid(tl.launch_name(c)) for c in L["capture"][rows].tolist()]
@@ -395,7 +450,7 @@ class _Writer:
         is_range = np.concatenate([kind == RANGE, np.zeros(len(xi), bool)])
         iid = np.concatenate([self.ev_iid[ev["event"][idx]], self.x_iid[xi]])
         del kind
-        ref = self.lo[lanes]
+        ref = np.full(len(lanes), self.ref0) if self.one_ref else self.lo[lanes]
         event = np.concatenate([ev["event"][idx], np.zeros(len(xi), np.int32)])
         pk = order_rows(start, end, is_range, lane_pos, ref, event)
         del event
@@ -514,4 +569,4 @@ def _ranges(first: np.ndarray, count: np.ndarray) -> np.ndarray:
     return np.arange(total) - np.repeat(starts - first, count)
 
 
-__all__ = ["to_perfetto_bytes", "iter_perfetto_chunks"]
+__all__ = ["to_perfetto_bytes", "iter_perfetto_chunks", "iter_ranks_chunks"]

@@ -168,3 +168,42 @@ def test_the_first_screen_shows_sm_occupancy_from_the_profiles_start(ui, demo_tr
     if lo > 0:
         assert hi - lo < 0.6 * (tl["end"] - tl["start"])
     page.close()
+
+
+def test_the_jobs_trace_shows_gpu_by_gpu_sm_by_sm_with_clean_names(ui, tmp_path):
+    """Issue 46, item 7: the job's trace (`sm-profiler run` under torchrun, `merge DIR`) was
+    Chrome JSON, which this UI showed as 'GPU 0 · SM 124 1879048196', 'GPU 0 · SM 125 ...',
+    'GPU 0 · SM 34 ...': its own process order, a pid after every name."""
+    from auto_inputs import AUTO_T0, table_of
+
+    from sm_profiler.auto_mode import job as jobs
+    from sm_profiler.cli import main
+
+    for r, sms in enumerate([[125, 8, 34, 124, 49], [34, 49, 2, 131]]):
+        recs = [(AUTO_T0 + 100 * p + 50 * r, 5000, sm, 1, 1, p, 0, 0) for p, sm in enumerate(sms)]
+        recs += [(AUTO_T0 + 9000 + 100 * p, 3000, sm, 2, 2, p, 0, 0) for p, sm in enumerate(sms)]
+        table_of(recs, sm_count=132, session={"rank": r}).save(tmp_path / f"auto.rank{r}.npz")
+    assert main(["merge", str(tmp_path)]) == 0
+    data = (tmp_path / jobs.MERGED_TRACE).read_bytes()
+    root = "GPU 0 · triton_poi_fused_add_0, gemm"
+    page, _ = ui.open(data, "GPU 0 · SM 124")
+    first = ui.tracks(page)  # before any click
+    if SHOTS:
+        page.screenshot(path=os.path.join(SHOTS, "job.png"))
+    page.close()
+    assert first == [
+        (0, "System"),
+        (0, root),
+        *[(0, f"GPU 0 · SM {s}") for s in (8, 34, 49, 124, 125)],
+        (0, "GPU 1 · triton_poi_fused_add_0, gemm"),
+        *[(0, f"GPU 1 · SM {s}") for s in (2, 34, 49, 131)],
+    ]
+    tracks = shown(ui, data, "GPU 0 · SM 124", "job_expanded.png")
+    i = tracks.index((0, root))
+    assert tracks[i + 1 : i + 4] == [(1, "launches"), (0, "GPU 0 · SM 8"), (1, "slot 0")]
+    # Under the roots and SMs: the launches and the slots, named as written (no pid appended).
+    assert {n for _, n in tracks} - {n for _, n in first} <= {
+        "Clock Snapshots",
+        "launches",
+        "slot 0",
+    }

@@ -87,9 +87,9 @@ def test_ranks_merge_by_clock_samples_with_drift():
 def test_merge_refuses_what_it_cannot_align(tmp_path):
     with pytest.raises(ConfigError, match="no clock samples"):
         merge.merge_ranks([_rank(0), _rank(1)], tmp_path / "m.json", align="clock")
-    with pytest.raises(ConfigError, match=".json"):
-        merge.merge_ranks([_rank(0)], tmp_path / "m.perfetto-trace")
-    assert not (tmp_path / "m.perfetto-trace").exists()
+    with pytest.raises(ConfigError, match=r"\.perfetto-trace .*\.json or \.json\.gz"):
+        merge.merge_ranks([_rank(0)], tmp_path / "m.txt")
+    assert not (tmp_path / "m.txt").exists()
     with pytest.raises(ConfigError, match="cannot read captures"):
         merge.merge_ranks([42], tmp_path / "m.json")
 

@@ -379,10 +379,12 @@ def test_11_12_torch_times_and_steps_past_int64_are_clear_errors(tmp_path, edit,
 
 
 def test_merged_traces_carry_the_dropped_records(tmp_path):
-    # Decided in issue 42: `merge` (and merge --torch, auto.ranks.json.gz) say what each rank
+    # Decided in issue 42: `merge` (and merge --torch, the job's trace) say what each rank
     # dropped, as `export` does of one trace.
     import gzip
     import json
+
+    from trace_readers import read_trace
 
     from sm_profiler.auto_mode import job as jobs
     from sm_profiler.cli import main
@@ -393,6 +395,11 @@ def test_merged_traces_carry_the_dropped_records(tmp_path):
         t = table_of(recs, capacity=4 if r else 64, session={"rank": r})
         t.metadata["job"] = dict(jobs.job_identity(), run_id="x")
         t.save(tmp_path / f"auto.rank{r}.npz")
-    assert main(["merge", str(tmp_path)]) == 0
-    doc = json.loads(gzip.open(tmp_path / jobs.MERGED_TRACE).read())
+    assert main(["merge", str(tmp_path)]) == 0  # the job's trace: Perfetto, said in each root
+    roots = [d for d in read_trace((tmp_path / jobs.MERGED_TRACE).read_bytes()).top_level()]
+    abouts = [d.description for d in roots if d.description]
+    assert len(abouts) == 2
+    assert all("records dropped: 4 (rank 0: 0, rank 1: 4)" in a for a in abouts)
+    assert main(["merge", str(tmp_path), "-o", str(tmp_path / "m.json.gz")]) == 0
+    doc = json.loads(gzip.open(tmp_path / "m.json.gz").read())
     assert doc["sm_profiler_dropped_records"] == {"total": 4, "per_rank": {"0": 0, "1": 4}}

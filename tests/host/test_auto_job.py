@@ -4,7 +4,6 @@ and `stats DIR` for ranks of several nodes, and the per-rank report."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
@@ -94,13 +93,16 @@ def test_each_rank_writes_its_own_files_and_the_first_merges_them(tmp_path, caps
     # Rank 1's gemm launches are 200 ns longer each: it is the straggler, gemm the difference.
     flat = " ".join(report.split())
     assert "slowest: rank 1" in flat and "most of the difference: gemm +" in flat
-    import gzip
+    # The job's trace, as the Perfetto UI orders it: GPU by GPU, each its root then its SMs.
+    from trace_readers import read_trace
 
-    doc = json.loads(gzip.open(tmp_path / "prof" / jobs.MERGED_TRACE).read())
-    procs = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
-    assert any(p.startswith("GPU 0 · SM") for p in procs) and any(
-        p.startswith("GPU 1 · SM") for p in procs
-    )
+    r = read_trace((tmp_path / "prof" / jobs.MERGED_TRACE).read_bytes())
+    assert [d.name for d in r.top_level()] == [
+        "GPU 0 · triton_poi_fused_add_0, gemm",
+        *[f"GPU 0 · SM {s}" for s in range(4)],
+        "GPU 1 · triton_poi_fused_add_0, gemm",
+        *[f"GPU 1 · SM {s}" for s in range(4)],
+    ]
 
 
 def test_a_missing_rank_is_waited_for_a_bounded_time_and_named(tmp_path, capsys, monkeypatch):

@@ -17,7 +17,7 @@ from reference_encoder import INSTANT, Stream, encode
 from sm_profiler import format as fmt
 from sm_profiler.capture import Capture
 from sm_profiler.decode import decode
-from sm_profiler.errors import FormatError
+from sm_profiler.errors import ConfigError, FormatError
 
 
 def empty_capture(name="k", metadata=None) -> Capture:
@@ -506,3 +506,58 @@ def test_an_auto_region_and_a_hand_instrumented_kernel_share_one_ranks_tracks(tm
     work = by_name["work"]["ts"]
     first = min(e["ts"] for e in slices if e["name"].startswith("triton_poi_fused_add_0"))
     assert work - first == pytest.approx(0.120, abs=1e-3)
+
+
+def test_ranks_as_perfetto_show_gpu_by_gpu_sm_by_sm_every_program_in_place(tmp_path):
+    # Issue 46, item 7: the job's Chrome JSON opened in the Perfetto UI with its SMs in no order
+    # ('GPU 0 · SM 125', 'GPU 1 · SM 34', ...) and a pid after every name. As Perfetto: a root
+    # per rank, then its SMs in SM order; every program on its rank's SM at its time.
+    from collections import Counter
+
+    from auto_inputs import AUTO_T0, table_of
+    from trace_readers import read_trace
+
+    import sm_profiler
+
+    tables = []
+    for r, sms in enumerate([[125, 8, 34, 124, 49], [34, 49, 2, 131]]):
+        recs = [(AUTO_T0 + 100 * p + 50 * r, 5000, sm, 1, 1, p, 0, 0) for p, sm in enumerate(sms)]
+        recs += [(AUTO_T0 + 9000 + 100 * p, 3000, sm, 2, 2, p, 0, 0) for p, sm in enumerate(sms)]
+        tables.append(table_of(recs, sm_count=132, session={"rank": r}))
+    path = tmp_path / "ranks.perfetto-trace"
+    info = sm_profiler.merge_ranks(tables, path, align="none")
+    assert info["method"] == "none"
+    read = read_trace(path.read_bytes())
+    roots = ["GPU 0 · triton_poi_fused_add_0, gemm", "GPU 1 · triton_poi_fused_add_0, gemm"]
+    assert [d.name for d in read.top_level()] == [
+        roots[0],
+        *[f"GPU 0 · SM {s}" for s in (8, 34, 49, 124, 125)],
+        roots[1],
+        *[f"GPU 1 · SM {s}" for s in (2, 34, 49, 131)],
+    ]
+    by_name = {d.name: d for d in read.tracks.values()}
+    for r, t in enumerate(tables):
+        names = t.kernel_names()
+        rows = t.rows
+        want = Counter(
+            (f"GPU {r} · SM {sm}", names[t.launches["kernel"][launch]], int(s), int(e - s))
+            for sm, launch, s, e in zip(
+                rows["sm"], rows["launch"], rows["start_ns"], rows["end_ns"], strict=True
+            )
+        )
+        got = Counter()
+        for d in read.tracks.values():
+            parent = read.tracks.get(d.parent_uuid)
+            if parent is not None and parent.name.startswith(f"GPU {r} · SM"):
+                got.update((parent.name, *s) for s in read.slices[d.uuid])
+        assert got == want
+        launches = [d for d in read.tracks.values() if d.parent_uuid == by_name[roots[r]].uuid]
+        assert sum(len(read.slices[d.uuid]) for d in launches) == t.num_launches
+    assert "2 ranks on one time axis, aligned by none" in by_name[roots[1]].description
+    # The Chrome JSON of the same ranks is still written for a .json name.
+    sm_profiler.merge_ranks(tables, tmp_path / "ranks.json", align="none")
+    doc = json.loads((tmp_path / "ranks.json").read_text())
+    procs = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
+    assert "GPU 1 · SM 131" in procs
+    with pytest.raises(ConfigError, match="name the merged trace .perfetto-trace"):
+        sm_profiler.merge_ranks(tables, tmp_path / "ranks.txt")

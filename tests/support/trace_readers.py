@@ -74,6 +74,12 @@ class Read:
         ]
         return sorted(sms, key=lambda d: self.written_names[d.uuid].encode())
 
+    def top_level(self):
+        """Top-level tracks (roots and SMs) in the UI's order, by the name as written (SQLite's
+        binary order), named as the UI titles them (runs of spaces collapsed)."""
+        tops = [d for d in self.tracks.values() if not d.HasField("parent_uuid")]
+        return sorted(tops, key=lambda d: self.written_names[d.uuid].encode())
+
     def launches(self):
         """{name: slices} of the launch tracks (children of the root)."""
         return {
@@ -101,6 +107,8 @@ def read_trace(data: bytes) -> Read:
             r.window[field.name] = p.timestamp
             continue
         assert p.trusted_packet_sequence_id == pf.SEQ_ID
+        if p.sequence_flags & 1:  # SEQ_INCREMENTAL_STATE_CLEARED: names interned anew (a rank)
+            names = {}
         for n in p.interned_data.event_names:
             assert names.get(n.iid, n.name) == n.name
             names[n.iid] = n.name
@@ -119,23 +127,24 @@ def read_trace(data: bytes) -> Read:
             r.written_names[d.uuid] = d.name
             d.name = " ".join(d.name.split(" ")[:1] + [w for w in d.name.split(" ")[1:] if w])
             r.tracks[d.uuid] = d
-            if d.uuid == pf.ROOT_UUID:
+            if not d.HasField("parent_uuid") and "%globaltimer" in d.description:  # a root
                 r.origin = int(re.search(r"%globaltimer (\d+) ns", d.description).group(1))
         if p.HasField("track_event"):
             clock += p.timestamp
             assert track in r.tracks
-            raw.append((clock, i, track, p.track_event))
+            e = p.track_event  # its name as interned now (a rank of several interns anew)
+            raw.append((clock, i, track, e, names.get(e.name_iid) if e.name_iid else None))
     raw.sort(key=lambda x: (x[0], x[1]))  # trace processor: by timestamp, then file order
     raw = [(ts + r.origin, *rest) for ts, *rest in raw]  # times are written from the origin
     stacks = defaultdict(list)
-    for ts, _, track, e in raw:
+    for ts, _, track, e, name in raw:
         if e.type == pf.SLICE_BEGIN:
-            stacks[track].append((names[e.name_iid], ts))
+            stacks[track].append((name, ts))
         elif e.type == pf.SLICE_END:
             name, t = stacks[track].pop()
             r.slices[track].append((name, t, ts - t))
         elif e.type == pf.TYPE_INSTANT:
-            r.instants[track].append((names[e.name_iid], ts))
+            r.instants[track].append((name, ts))
         else:
             v = e.double_counter_value if e.HasField("double_counter_value") else e.counter_value
             r.counters[track].append((ts, v))
