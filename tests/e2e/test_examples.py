@@ -187,6 +187,7 @@ def test_warp_specialized_compile_matrix_is_as_documented():
         ("cuda_load_inline", "needs a CUDA GPU"),
         ("cupy_rawkernel", "needs a CUDA GPU"),
         ("auto_torch_compile", "needs a CUDA GPU"),
+        ("auto_torchrun", "needs 2 CUDA GPUs (found 0)"),
         ("cute_regions", "needs "),  # CuteDSL first when it is not installed, else the GPU
     ],
 )
