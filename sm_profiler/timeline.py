@@ -481,9 +481,16 @@ def _detail_launches(trace: TraceData, rows: np.ndarray, lo: np.ndarray, hi: np.
     if (step[order] >= 0).any():
         steps = np.unique(step[order][step[order] >= 0])
         per_step = np.bincount(np.searchsorted(steps, step[step >= 0]), weights=rows[step >= 0])
+        # A step that compiled (seconds of sparse launches where a steady step takes
+        # milliseconds) is left to the counters: the trace opens on the first steady step.
+        compiled = np.isin(steps, table.compile_steps())
+        which = ", ".join(str(int(k)) for k in steps[compiled][:5])
+        steps, per_step = steps[~compiled], per_step[~compiled]
         fit = max(1, int(np.searchsorted(np.cumsum(per_step), AUTO_DETAIL_ROWS, side="right")))
         chosen = np.isin(step, steps[:fit]) & (rows > 0)
         label = f"step {int(steps[0])}"
+        if compiled.any():
+            label += f", the first after the steps that compiled ({which})"
         first = chosen & (step == steps[0])
     else:
         fit = max(1, int(np.searchsorted(np.cumsum(rows[order]), AUTO_DETAIL_ROWS, side="right")))

@@ -24,7 +24,7 @@ from ..trace import RANGE, TraceData, kernel_names
 from ..trace import is_auto as _is_auto
 from . import table as auto_table
 from .records import _dense
-from .table import session_count
+from .table import COMPILE_STEP_FACTOR, session_count
 
 
 @dataclass
@@ -559,7 +559,7 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     start = t["start_ns"] if whole else t["start_ns"][keep]
     end = start + (t["span_ns"] if whole else t["span_ns"][keep])
     # A GPU is a (rank, GPU) pair: tables of one GPU joined by concat are one GPU.
-    gpu_of = _gpu_ids(table)
+    gpu_of = table.gpu_ids()
     session = gpu_of[table.launches["session"][t["capture"]]]
     if not whole:
         step, session = step[keep], session[keep]
@@ -589,17 +589,12 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     return {"steps": steps, "span_ns": span.max(axis=1), "share": share}
 
 
-def _gpu_ids(table) -> np.ndarray:
-    """Per session of an AutoTable, a number for its (rank, GPU)."""
-    ranks = table.ranks().tolist()[: len(table.sessions)]  # [0] for a table of no session
-    keys = [(r, str(s.get("gpu"))) for r, s in zip(ranks, table.sessions, strict=True)]
-    index = {k: i for i, k in enumerate(sorted(set(keys)))}
-    return np.array([index[k] for k in keys] or [0], np.int64)
-
-
 def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
     """The steps recorded (prof.step(), or the optimizer's under `sm-profiler run`): which, and
-    how long each took on the GPU (its first launch's start to its last launch's end)."""
+    how long each took on the GPU (its first launch's start to its last launch's end). Steps
+    that compiled (AutoTable.compile_steps: a first step of seconds where a steady one takes
+    milliseconds) are named and left out of the median, the longest step and the slowest
+    steps."""
     table = getattr(trace.kernels, "table", None)
     got = step_shares(trace, t)
     if got is None:
@@ -614,24 +609,41 @@ def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
     )
     if not len(steps):
         return ["", *wrap(head, width)]
-    j = int(np.argmax(span))
-    return [
+    compiled = np.isin(steps, table.compile_steps())
+    steady = ~compiled
+    j = int(np.flatnonzero(steady)[np.argmax(span[steady])])
+    median = np.median(span[steady])
+    lines = [
         "",
         *wrap(
             f"{head}; GPU time per step (first launch to last end): median "
-            f"{format_time(int(np.median(span)))}, longest step {int(steps[j])} "
+            f"{format_time(int(median))}, longest step {int(steps[j])} "
             f"{format_time(int(span[j]))}",
             width,
         ),
+    ]
+    if compiled.any():
+        which = ", ".join(
+            f"{int(k)} ({format_time(int(v))})"
+            for k, v in zip(steps[compiled], span[compiled], strict=True)
+        )
+        lines += wrap(
+            f"compiling: step{'s' if compiled.sum() > 1 else ''} {which} ran kernels for the "
+            f"first time, more than {COMPILE_STEP_FACTOR:g}x the median step; left out of the "
+            "median, the longest step, the share seen and the slowest steps",
+            width,
+        )
+    return [
+        *lines,
         *wrap(
-            f"seen: instrumented kernels ran {100 * float(np.median(share)):.0f}% of a step "
+            f"seen: instrumented kernels ran {100 * float(np.median(share[steady])):.0f}% of a step "
             "(median; their launches' union over the step's period); the rest ran kernels "
             "auto mode cannot see inside (cuBLAS, cuDNN, NCCL, ...) or left the GPU idle "
             '(docs/auto.md, "What auto mode sees"; --via-triton routes torch.compile\'d '
             "matmuls and attention through Triton)",
             width,
         ),
-        *steps_side_by_side(table, t, got, width),
+        *steps_side_by_side(table, t, got, width, compiled),
     ]
 
 
@@ -639,11 +651,15 @@ STEPS_SHOWN = 6  # the slowest steps the report sets side by side
 MAX_STEP_KERNEL_CELLS = 10_000_000  # steps x kernels summed for "which kernel made it slow"
 
 
-def steps_side_by_side(table, t: dict, got: dict, width: int) -> list[str]:
+def steps_side_by_side(
+    table, t: dict, got: dict, width: int, left_out: np.ndarray | None = None
+) -> list[str]:
     """The slowest recorded steps side by side (in step order): GPU time, the share seen, and the
-    kernel whose time in that step stands furthest above its median step's."""
+    kernel whose time in that step stands furthest above its median step's. `left_out`: steps
+    (a mask of got's) neither shown nor in the medians (the steps that compiled)."""
     steps, span, share = got["steps"], got["span_ns"], got["share"]
-    if len(steps) < 2:
+    steady = np.ones(len(steps), bool) if left_out is None else ~left_out
+    if steady.sum() < 2:
         return []
     step = table.launches["step"][t["capture"]]
     keep = step >= 0
@@ -655,9 +671,10 @@ def steps_side_by_side(table, t: dict, got: dict, width: int) -> list[str]:
         per = np.bincount(
             i * n_k + kernel, weights=t["span_ns"][keep], minlength=len(steps) * n_k
         ).reshape(len(steps), n_k)
-        above = per - np.median(per, axis=0)
+        above = per - np.median(per[steady], axis=0)
     names = table.kernel_names()
-    shown = np.sort(np.argsort(-span, kind="stable")[:STEPS_SHOWN])
+    candidates = np.flatnonzero(steady)
+    shown = np.sort(candidates[np.argsort(-span[candidates], kind="stable")[:STEPS_SHOWN]])
     out = ["", f"{'step':>8}  {'GPU time':>10}  {'seen':>5}  kernel most above its median step"]
     for j in shown:
         head = f"{int(steps[j]):>8}  {format_time(int(span[j])):>10}  {100 * share[j]:>4.0f}%  "

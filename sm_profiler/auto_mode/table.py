@@ -84,6 +84,11 @@ SESSION_COUNTS = ("claimed", "kept", "dropped", "unwritten", "capacity")
 _MAX_LINEAR_BLOCKS = 1 << 53
 
 
+# A step that runs a kernel for the first time and takes more than this many times the median
+# step compiled it (AutoTable.compile_steps): the report and the trace set it apart.
+COMPILE_STEP_FACTOR = 3.0
+
+
 @dataclass
 class AutoTable:
     rows: dict[str, np.ndarray]
@@ -269,6 +274,47 @@ class AutoTable:
                 f"no launch of this file is in {schedule.describe()}; its steps: {have}"
             )
         return self.select(np.isin(self.launches["step"], wanted))
+
+    def gpu_ids(self) -> np.ndarray:
+        """Per session, a number for its (rank, GPU): sessions of one GPU (tables joined by
+        concat) are one GPU."""
+        ranks = self.ranks().tolist()[: len(self.sessions)]  # [0] for a table of no session
+        keys = [(r, str(s.get("gpu"))) for r, s in zip(ranks, self.sessions, strict=True)]
+        index = {k: i for i, k in enumerate(sorted(set(keys)))}
+        return np.array([index[k] for k in keys] or [0], np.int64)
+
+    def compile_steps(self) -> np.ndarray:
+        """The recorded steps that compiled: each ran a kernel for the first time on some GPU (in
+        the table) and took more than COMPILE_STEP_FACTOR times the median GPU time of the steps
+        that ran none for the first time (a step's GPU time: its first launch's start to its last
+        launch's end, on the GPU where that is longest). A first recorded step of a schedule
+        that starts later runs every kernel for the first time in the table but takes as long as
+        the others: not one of them. Sorted; empty where no step stands out so."""
+        L = self.launches
+        recorded = np.flatnonzero(L["step"] >= 0)
+        none = np.zeros(0, np.int64)
+        if not len(recorded):
+            return none
+        step = L["step"][recorded].astype(np.int64)
+        session = self.gpu_ids()[L["session"][recorded]]
+        start, end = L["start_ns"][recorded], L["end_ns"][recorded]
+        steps = np.unique(step)
+        # Each (GPU, kernel)'s first launch, and the steps they fall in.
+        key = session * (len(self.kernels) + 1) + L["kernel"][recorded].astype(np.int64)
+        order = np.lexsort((start, key))
+        _, first = np.unique(key[order], return_index=True)
+        new = np.isin(steps, step[order[first]])
+        # Each step's GPU time: per (step, GPU) first start to last end, the longest GPU's.
+        g = np.searchsorted(steps, step) * (int(session.max()) + 1) + session
+        lo = np.full(len(steps) * (int(session.max()) + 1), np.iinfo(np.int64).max)
+        hi = np.full(len(lo), np.iinfo(np.int64).min)
+        np.minimum.at(lo, g, start)
+        np.maximum.at(hi, g, end)
+        span = np.where(lo <= hi, hi - lo, 0).reshape(len(steps), -1).max(axis=1)
+        if new.all():
+            return none
+        median = float(np.median(span[~new]))
+        return steps[new & (span > COMPILE_STEP_FACTOR * median)]
 
     def ranks(self) -> np.ndarray:
         """Each session's rank (0 where it says none)."""

@@ -14,14 +14,16 @@ from sm_profiler.export import to_chrome_json, to_perfetto_bytes
 from sm_profiler.timeline import build
 
 
-def _steps(n_steps=5, launches=4, programs=6):
+def _steps(n_steps=5, launches=4, programs=6, first_gap=2_000):
+    """Steps 10.. of `launches` launches 2 µs apart (the first step's `first_gap` apart)."""
     tables = []
     from sm_profiler.auto_mode.table import AutoTable
 
     for s in range(n_steps):
+        gap = first_gap if s == 0 else 2_000
         recs = [
             (
-                AUTO_T0 + s * 100_000 + k * 2_000 + 10 * p,
+                AUTO_T0 + (s > 0) * (launches * first_gap + s * 100_000) + k * gap + 10 * p,
                 900,
                 p % 4,
                 100 * s + k + 1,
@@ -76,6 +78,38 @@ def test_the_first_steps_that_fit_are_drawn_and_opened_on(small_budget):
     assert len(programs) <= 24 + 20
     with pytest.warns(UserWarning, match="summarised"):
         assert to_perfetto_bytes(trace)
+
+
+def test_a_step_that_compiled_is_named_and_the_trace_opens_on_the_first_steady_one(small_budget):
+    # Issue 46, item 6: the report's longest step and slowest steps led with step 0, which
+    # compiled (2.49 s where a steady step took 9.4 ms), and the trace opened on it.
+    from sm_profiler.auto_mode.report import format_report
+
+    table = _steps(first_gap=2_000_000)  # step 10's launches 2 ms apart: compiling between
+    assert table.compile_steps().tolist() == [10]
+    assert _steps().compile_steps().tolist() == []  # a first step as long as the others
+    trace = table.decode()
+    tl = build(trace)
+    eleven = table.launches["step"] == 11
+    lo, hi = (
+        int(table.launches["start_ns"][eleven].min()),
+        int(table.launches["end_ns"][eleven].max()),
+    )
+    assert tl.focus_ns == (lo, hi)
+    assert tl.focus_label == "step 11, the first after the steps that compiled (10)"
+    assert set(tl.trace.events["capture"].tolist()) == set(np.flatnonzero(eleven).tolist())
+    text = format_report(trace, width=100)
+    flat = " ".join(text.split())
+    assert "longest step 11 " in flat or "longest step 12 " in flat  # 7.0 µs each
+    assert "compiling: step 10 (6.00 ms) ran kernels for the first time, more than 3x the" in flat
+    lines = text.splitlines()
+    head = next(i for i, ln in enumerate(lines) if "kernel most above its median step" in ln)
+    rows = []
+    for ln in lines[head + 1 :]:
+        if not ln.strip():
+            break
+        rows.append(ln.split()[0])
+    assert rows == ["11", "12", "13", "14"]  # the slowest steps, step 10 left out
 
 
 def test_a_launch_larger_than_the_budget_is_drawn_from_its_start(small_budget):
