@@ -291,30 +291,36 @@ class AutoTable:
         that starts later runs every kernel for the first time in the table but takes as long as
         the others: not one of them. Sorted; empty where no step stands out so."""
         L = self.launches
-        recorded = np.flatnonzero(L["step"] >= 0)
+        keep = L["step"] >= 0
         none = np.zeros(0, np.int64)
-        if not len(recorded):
+        if not keep.any():
             return none
-        step = L["step"][recorded].astype(np.int64)
-        session = self.gpu_ids()[L["session"][recorded]]
-        start, end = L["start_ns"][recorded], L["end_ns"][recorded]
+        whole = bool(keep.all())  # then no copies of the launch columns (host memory)
+
+        def col(name: str) -> np.ndarray:
+            return L[name] if whole else L[name][keep]
+
+        gpu_of = self.gpu_ids()
+        n_gpus, n_kernels = int(gpu_of.max()) + 1, len(self.kernels) + 1
+        step, start, end = col("step"), col("start_ns"), col("end_ns")
         steps = np.unique(step)
-        # Each (GPU, kernel)'s first launch, and the steps they fall in.
-        key = session * (len(self.kernels) + 1) + L["kernel"][recorded].astype(np.int64)
-        order = np.lexsort((start, key))
-        _, first = np.unique(key[order], return_index=True)
-        new = np.isin(steps, step[order[first]])
+        # Each (GPU, kernel)'s first start, and the steps of the launches that start then.
+        key = gpu_of[col("session")].astype(np.int64) * n_kernels + col("kernel")
+        first = np.full(n_gpus * n_kernels, np.iinfo(np.int64).max)
+        np.minimum.at(first, key, start)
+        new = np.isin(steps, step[first[key] == start])
         # Each step's GPU time: per (step, GPU) first start to last end, the longest GPU's.
-        g = np.searchsorted(steps, step) * (int(session.max()) + 1) + session
-        lo = np.full(len(steps) * (int(session.max()) + 1), np.iinfo(np.int64).max)
+        g = np.searchsorted(steps, step) * n_gpus + key // n_kernels
+        del key
+        lo = np.full(len(steps) * n_gpus, np.iinfo(np.int64).max)
         hi = np.full(len(lo), np.iinfo(np.int64).min)
         np.minimum.at(lo, g, start)
         np.maximum.at(hi, g, end)
-        span = np.where(lo <= hi, hi - lo, 0).reshape(len(steps), -1).max(axis=1)
+        span = np.where(lo <= hi, hi - lo, 0).reshape(len(steps), n_gpus).max(axis=1)
         if new.all():
             return none
         median = float(np.median(span[~new]))
-        return steps[new & (span > COMPILE_STEP_FACTOR * median)]
+        return steps[new & (span > COMPILE_STEP_FACTOR * median)].astype(np.int64)
 
     def ranks(self) -> np.ndarray:
         """Each session's rank (0 where it says none)."""
