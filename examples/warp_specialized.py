@@ -46,13 +46,18 @@ examples/gluon_ws_matmul.py) or CuteDSL (docs/cute.md), where each partition's r
 # code, so the interesting part is how far apart in time identical warps run.
 
 import argparse
+import contextlib
 import os
+import sys
+import tempfile
 
 import torch
 
-# Without a GPU, use Triton's CPU interpreter (must be set before triton is imported). Set
-# TRITON_INTERPRET=0 explicitly to run --compile-check on a machine without a GPU.
-if not torch.cuda.is_available():
+# Without a GPU, use Triton's CPU interpreter (must be set before triton is imported); but
+# --compile-check compiles for the GPU, which needs no GPU and no interpreter.
+if "--compile-check" in sys.argv[1:]:
+    os.environ["TRITON_INTERPRET"] = "0"
+elif not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 DEVICE = "cpu" if INTERPRET else "cuda"
@@ -252,7 +257,7 @@ def main(out_dir="sm_profiler_examples_out/warp_specialized", small=None):
         result["perfetto_ws"] = os.path.join(out_dir, "warp_specialized_ws.perfetto-trace")
         prof_ws.export(result["perfetto_ws"])
     else:
-        print("warp_specialize=True: not run (needs sm_100 with Triton 3.6; see the docstring)")
+        print("warp_specialize=True: not run (needs a Blackwell GPU, sm_100; see the docstring)")
     return result
 
 
@@ -261,7 +266,8 @@ def main(out_dir="sm_profiler_examples_out/warp_specialized", small=None):
 # -------------------
 #
 # Compiling needs no GPU: ``triton.compile`` with a ``GPUTarget`` builds PTX and a cubin on the
-# CPU. This needs the GPU code path of the ops, so run it with ``TRITON_INTERPRET=0``.
+# CPU. This needs the GPU code path of the ops, not the interpreter's: ``--compile-check``
+# leaves the interpreter off.
 
 SIGNATURE = {
     "a_ptr": "*fp16",
@@ -290,7 +296,10 @@ VARIANTS = {
 def compile_check(capabilities=(90, 100)):
     """{(capability, variant): "ok" or the first line of the compiler's error}."""
     if INTERPRET:
-        raise RuntimeError("compile_check needs TRITON_INTERPRET=0 (the GPU code path)")
+        raise RuntimeError(
+            "compile_check needs the GPU code path: run `python examples/warp_specialized.py "
+            "--compile-check`, or import this module with TRITON_INTERPRET=0"
+        )
     from triton.backends.compiler import GPUTarget
 
     out = {}
@@ -301,12 +310,32 @@ def compile_check(capabilities=(90, 100)):
                 fn=matmul_kernel, signature=SIGNATURE, constexprs=consts
             )
             try:
-                k = triton.compile(src, target=GPUTarget("cuda", cap, 32), options={"num_warps": 4})
+                with _compiler_stderr_dropped():
+                    k = triton.compile(
+                        src, target=GPUTarget("cuda", cap, 32), options={"num_warps": 4}
+                    )
                 assert "%globaltimer" in k.asm["ptx"]
                 out[(cap, name)] = "ok"
             except Exception as e:  # the compiler raises RuntimeError and CompilationError
                 out[(cap, name)] = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
     return out
+
+
+@contextlib.contextmanager
+def _compiler_stderr_dropped():
+    """Where a pass fails, the compiler writes the whole module's IR (hundreds of lines) to the
+    process's stderr from C++; the table says what failed in one line, so that goes nowhere."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
 
 
 if __name__ == "__main__":
