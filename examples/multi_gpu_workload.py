@@ -10,8 +10,9 @@ In this example you will learn:
 * how each rank (one process per GPU, as torchrun starts them) puts its clock on the host's
   time axis (``calibrate_clock``) and takes a stamp right after a barrier, and saves its
   captures;
-* how rank 0 merges every rank's captures into one trace with ``GPU r · SM s`` processes
-  (``sm_profiler.merge_ranks``; the same as ``sm-profiler merge rank*.smp -o all.json``).
+* how rank 0 merges every rank's captures into one trace, GPU by GPU and SM by SM
+  (``GPU r · SM s``; ``sm_profiler.merge_ranks``, the same as ``sm-profiler merge rank*.npz -o
+  all.perfetto-trace``).
 
     torchrun --nproc_per_node=2 examples/multi_gpu_workload.py out/
     python examples/multi_gpu_workload.py out/     # one GPU, or the CPU interpreter
@@ -120,15 +121,15 @@ def run_rank(out_dir, steps=5):
     if not INTERPRET:
         torch.cuda.synchronize()
         prof.calibrate_clock()  # a second sample: the drift
-    path = os.path.join(out_dir, f"rank{rank}.smp")
+    path = os.path.join(out_dir, f"rank{rank}.npz")
     prof.save(path)
     prof.close()
     if dist is not None:
         dist.barrier()
     merged = None
     if rank == 0:
-        files = [os.path.join(out_dir, f"rank{r}.smp") for r in range(world)]
-        merged = os.path.join(out_dir, "workload.json")
+        files = [os.path.join(out_dir, f"rank{r}.npz") for r in range(world)]
+        merged = os.path.join(out_dir, "workload.perfetto-trace")
         info = sm_profiler.merge_ranks(files, merged)
         ranks = f"{world} rank{'s' if world != 1 else ''}"
         print(f"{ranks} merged into {merged}:\n  {ALIGNED[info['method']]}")

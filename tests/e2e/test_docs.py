@@ -114,8 +114,8 @@ def workdir(tmp_path, demo):
         "sm_profiler_demo_out/demo_capture.npz",
         "run.npz",
         "capture.npz",
-        "rank0.smp",
-        "rank1.smp",
+        "rank0.npz",
+        "rank1.npz",
     ):
         shutil.copy(path, tmp_path / name)
     trace = sm_profiler.decode(caps)

@@ -174,11 +174,13 @@ def test_the_multi_gpu_example_runs_one_rank_in_the_interpreter(tmp_path, monkey
     assert "the warning\nbelow about lanes never initialised is expected" in out
     assert out.count("lanes were never") == 1
     assert "warning: captures 1, 3, 5 (shift_kernel): 2 of 4 lanes were never" in out
-    doc = json.loads(open(merged).read())
-    assert doc["otherData"]["sm_profiler_alignment"]["method"] == "none"
-    names = set(_procs(doc).values())
-    assert "GPU 0 · launches" in names and any(n.startswith("GPU 0 · SM ") for n in names)
-    caps = sm_profiler.load(tmp_path / "rank0.smp")
+    from trace_readers import read_trace
+
+    tops = read_trace(open(merged, "rb").read()).top_level()  # GPU 0, then its SMs
+    assert tops[0].name == "GPU 0 · scale_kernel, shift_kernel"
+    assert "1 rank on one time axis, aligned by none" in tops[0].description
+    assert len(tops) > 1 and all(d.name.startswith("GPU 0 · SM ") for d in tops[1:])
+    caps = sm_profiler.load(tmp_path / "rank0.npz")
     assert [c.kernel_name for c in caps] == ["scale_kernel", "shift_kernel"] * 3
     assert all(c.metadata["rank"] == 0 for c in caps)
 
