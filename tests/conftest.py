@@ -36,6 +36,36 @@ from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode  # noqa:
 
 from sm_profiler.capture import Capture  # noqa: E402
 
+# The slow set: marked `slow` here, left out by `python -m pytest -q` (pyproject.toml's addopts,
+# -m "not slow"), run by `python -m pytest -q -m "slow or not slow"` and by CI's second stage
+# (tests/README.md, "Markers"). Files (from tests/), or file::test, with what makes them slow;
+# listed here rather than in each file, so that one place says what the default run leaves out.
+SLOW = {
+    "device/test_auto_compile.py": "every auto-mode kernel shape compiled by ptxas for 2 targets",
+    "device/test_cuda_header.py": "nvcc, NVRTC and g++ builds of the CUDA C++ header",
+    "device/test_cuda_host_writer.py": "g++ builds of the C++ capture writer, fuzzed",
+    "host/test_capture_fuzz.py": "fuzzing of capture files",
+    "host/test_decode_properties.py": "hypothesis round trips of the wire format",
+    "host/test_merge_fuzz.py": "fuzzing of merge's inputs",
+    "e2e/test_auto_overhead.py": "the auto-mode benchmark's models and processes on the CPU",
+    "e2e/test_benchmarks.py": "the benchmark runner and a host benchmark, end to end",
+    "e2e/test_benchmark_gluon_matmul.py": "the Gluon matmul benchmark's variants compiled",
+    "e2e/test_examples_gluon.py": "the Gluon examples compiled for Hopper and Blackwell",
+    "e2e/test_user_errors.py": "a new user's mistakes, each in a Python process of its own",
+    "e2e/test_browser.py": "the Perfetto UI in headless Chromium",
+    "e2e/test_examples.py::test_warp_specialized_compile_matrix_is_as_documented": (
+        "the example's compile matrix for sm_90 and sm_100"
+    ),
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        where = os.path.relpath(str(item.path), _TESTS).replace(os.sep, "/")
+        if where in SLOW or f"{where}::{item.originalname}" in SLOW:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def small_stream() -> Stream:
