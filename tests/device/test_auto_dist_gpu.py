@@ -79,7 +79,12 @@ def test_torchrun_every_rank_records_its_launches_and_rank0_merges(tmp_path, mod
         assert table.counts()["dropped"] == 0
     report = (out / "auto_stats.txt").read_text()
     assert "2 GPUs of 2 ranks" in report and "per rank (2 ranks" in report
-    doc = json.loads(gzip.open(out / MERGED_TRACE).read())
+    assert (out / MERGED_TRACE).stat().st_size > 0  # the job's trace (Perfetto)
+    # The same ranks as Chrome JSON (merge -o), read here without the perfetto package.
+    from sm_profiler.cli import main
+
+    assert main(["merge", str(out), "-o", str(out / "ranks.json.gz")]) == 0
+    doc = json.loads(gzip.open(out / "ranks.json.gz").read())
     procs = {e["args"]["name"] for e in doc["traceEvents"] if e.get("name") == "process_name"}
     assert {p.split(" · ")[0] for p in procs if " · SM" in p} == {"GPU 0", "GPU 1"}
     ts = np.array([e["ts"] for e in doc["traceEvents"] if e.get("ph") == "X"], float)
@@ -95,7 +100,7 @@ def test_ranks_option_profiles_some_ranks_only(tmp_path):
     assert names == [
         "auto.rank1.npz",
         "auto.rank1_stats.txt",
-        "auto.ranks.json.gz",
+        "auto.ranks.perfetto-trace",
         "auto_stats.txt",
     ]
 

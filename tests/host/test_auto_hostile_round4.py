@@ -308,13 +308,14 @@ def test_10_a_recent_file_of_another_run_is_never_merged(tmp_path, capsys, monke
 
 
 def test_10_merge_dir_says_when_files_of_several_runs_are_mixed(tmp_path):
+    from sm_profiler.auto_mode import job as jobs
     from sm_profiler.cli import main
 
     _rank_table(0, "run-a").save(tmp_path / "auto.rank0.npz")
     _rank_table(1, "run-b").save(tmp_path / "auto.rank1.npz")
     r = _cli("merge", tmp_path)
     assert r.returncode == 2 and "of 2 runs, not one" in r.stderr and "run-a" in r.stderr
-    assert not (tmp_path / "auto.ranks.json.gz").exists()  # refused before anything is written
+    assert not (tmp_path / jobs.MERGED_TRACE).exists()  # refused before anything is written
     assert main(["stats", str(tmp_path)]) == 2
 
 
