@@ -1,6 +1,7 @@
 """Native Perfetto protobuf export, encoded with numpy: no Python loop per event.
 
-The file is one trusted packet sequence (id 1)::
+The file is one trusted packet sequence (id 1); a trace of several ranks (iter_ranks_chunks) is
+each rank's such packets in turn, on the same sequence::
 
     packet        SEQ_INCREMENTAL_STATE_CLEARED + interned event names (iid 1..)
     descriptors   the timeline's tracks (sm_profiler.timeline): a root track, under it one track
@@ -35,7 +36,7 @@ The bytes are written by protobuf.py. Field numbers are from perfetto/protos/per
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -79,7 +80,9 @@ def iter_perfetto_chunks(tl: Timeline) -> Iterator[bytes]:
     yield from _Writer(require(tl, "Perfetto", "to_perfetto_bytes")).chunks()
 
 
-def iter_ranks_chunks(ranks: list[tuple[int, Timeline]], about: list[str] = ()) -> Iterator[bytes]:
+def iter_ranks_chunks(
+    ranks: list[tuple[int, Timeline]], about: Sequence[str] = ()
+) -> Iterator[bytes]:
     """One Perfetto trace of several ranks' timelines, already on one time axis (sm_profiler
     .merge), as consecutive byte strings: per rank a root 'GPU r  · kernels' (its busy SMs, its
     launches) and its SMs 'GPU r · SM s', GPU by GPU and SM by SM in the UI's order (names
@@ -128,8 +131,7 @@ class _Writer:
         self.sms = tl.sms
         # Times are written from the origin; every block's clock snapshot is at ref0, or at the
         # lane's earliest time for a lane's block (unless one_ref: see iter_ranks_chunks).
-        used = self.rows_per_lane > 0
-        self.used = used
+        self.used = used = self.rows_per_lane > 0
         live = self.lo[used | trace.lanes["initialized"].astype(bool)]
         self.ref0 = int(live.min()) if len(live) else 0
         self.origin = min(int(trace.start_ns), self.ref0)
