@@ -1,9 +1,10 @@
 """Keep an instrumented kernel's occupancy: the record holds a few registers across the kernel's
 body (ptx.py, "auto mode"), and where those push a kernel's register count past an occupancy
 step (e.g. 32 -> 40 registers: 64 resident warps an SM -> 48), the kernel runs measurably slower
-even on steps that record nothing. So after ptxas has built the instrumented cubin, a kernel that
-may have crossed a step is built plain too, and, where it did cross, built again with `.maxnreg`
-at the plain build's step; that build is kept unless it spills more than the record's registers.
+when it records. So after ptxas has built the instrumented cubin, a kernel that may have crossed
+a step is compared with its plain build (every instrumented kernel has one: a launch that
+records nothing runs it, binding.py), and, where it did cross, built again with `.maxnreg` at the
+plain build's step; that build is kept unless it spills more than the record's registers.
 
 The register file and limits are those of sm_90 and sm_100 (64 Ki 32-bit registers, 64 warps
 and 32 blocks an SM, registers allocated 256 to a warp). Shared memory may bound a kernel's
