@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from auto_inputs import AUTO_T0, table_of, two_kernels, write_auto_file
+from auto_inputs import AUTO_T0, TableRegion, table_of, two_kernels, write_auto_file
 
 from sm_profiler import format as fmt
 from sm_profiler.capture import load
@@ -288,19 +288,8 @@ def test_10_a_recent_file_of_another_run_is_never_merged(tmp_path, capsys, monke
     out.mkdir()
     _rank_table(1, run_id="run-a").save(out / "auto.rank1.npz")  # left 30 s ago? a second ago
 
-    class Region:
-        table = table_of(two_kernels())
-
-        def captures(self):
-            return self.table
-
-        def decode(self):
-            return self.table.decode()
-
-        def save(self, path):
-            self.table.save(path)
-
-    script.write_rank_outputs(Region(), str(out), 100, jobs.Job(0, 2, 0, 2), [0, 1])
+    region = TableRegion(table_of(two_kernels()))
+    script.write_rank_outputs(region, str(out), 100, jobs.Job(0, 2, 0, 2), [0, 1])
     io = capsys.readouterr()
     assert "merged 1 of 2 ranks" in io.out
     assert "rank 1 is of another run" in io.err

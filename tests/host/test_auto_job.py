@@ -8,7 +8,7 @@ import os
 import time
 
 import pytest
-from auto_inputs import AUTO_T0, table_of, two_kernels
+from auto_inputs import AUTO_T0, TableRegion, table_of, two_kernels
 
 from sm_profiler.auto_mode import job as jobs
 from sm_profiler.auto_mode import script
@@ -17,7 +17,7 @@ from sm_profiler.cli import main
 from sm_profiler.errors import ConfigError
 
 
-class RankRegion:
+class RankRegion(TableRegion):
     """What AutoProfiler gives after a region on one rank: its table (a rank's records)."""
 
     def __init__(self, rank: int, slower_ns: int = 0):
@@ -26,18 +26,8 @@ class RankRegion:
             for i, (t, d, *rest) in enumerate(two_kernels())
             for k in [rest[2]]
         ]
-        self.table = table_of(recs)
+        super().__init__(table_of(recs))
         self.table.sessions[0].update(rank=rank, world_size=2, host=f"node{rank}")
-        self.notes = []
-
-    def captures(self):
-        return self.table
-
-    def decode(self):
-        return self.table.decode()
-
-    def save(self, path):
-        self.table.save(path)
 
 
 def _job(rank, world=2, local_world=None):

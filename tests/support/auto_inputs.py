@@ -135,3 +135,21 @@ def write_auto_file(path, table, columns=None, meta=None) -> None:
         members[k] = np.asarray(v).astype(members[k].dtype if k in members else np.asarray(v).dtype)
     with open(path, "wb") as f:
         np.savez(f, **members)
+
+
+class TableRegion:
+    """What AutoProfiler gives once its region has ended, for code that writes its outputs
+    (auto_mode/script.py): a region whose records are `table`."""
+
+    def __init__(self, table):
+        self.table = table
+        self.notes = []
+
+    def captures(self):
+        return self.table
+
+    def decode(self):
+        return self.table.decode()
+
+    def save(self, path):
+        self.table.save(path)
