@@ -83,7 +83,7 @@ class AutoProfiler:
         self.step_num = 0
         self._step_tag = 0
         self._step_tags: dict[int, int] = {}  # step tag in the records -> step number
-        self._last_tag, self._prune_at = 0, _PRUNE_STEP_TAGS
+        self._prune_at = _PRUNE_STEP_TAGS
         self._manual_steps = False
         self._primary_optimizer = None
         self._hook = None
@@ -122,7 +122,7 @@ class AutoProfiler:
                 )
         self._buffers, self._table = {}, None
         self.step_num, self._step_tags, self._manual_steps = 0, {}, False
-        self._last_tag, self._prune_at = 0, _PRUNE_STEP_TAGS
+        self._step_tag, self._prune_at = 0, _PRUNE_STEP_TAGS
         self._primary_optimizer = None
         self._tag = 0
         recording = self._records(0)
@@ -290,8 +290,7 @@ class AutoProfiler:
     def _new_step_tag(self) -> None:
         """The next step tag (1, 2, 3, ...: one per recorded step, never reused) for the step
         now beginning; the table maps each tag to its step."""
-        self._last_tag += 1
-        self._step_tag = self._last_tag
+        self._step_tag += 1
         self._step_tags[self._step_tag] = self.step_num
         if len(self._step_tags) >= self._prune_at:
             self._prune_step_tags()
