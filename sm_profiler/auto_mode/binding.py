@@ -242,7 +242,7 @@ def _stages_hook(*args):
         if "ptx" not in plain:  # left uninstrumented
             return make_cubin(src, metadata)
         # The plain binary too (a second ptxas run per kernel, cached with it in its metadata):
-        # a launch that records nothing runs it (load_plain), so an off step costs nothing.
+        # a launch that records nothing runs it (bind_plain), so an off step costs nothing.
         plain_cubin = make_cubin(plain["ptx"], metadata)
         metadata[PLAIN_KEY] = base64.b64encode(plain_cubin).decode()
         return registers.keep_occupancy(src, plain_cubin, lambda ptx: make_cubin(ptx, metadata))
