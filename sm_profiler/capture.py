@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import format as fmt
-from .errors import CaptureError, FormatError
+from .errors import CaptureError, ConfigError, FormatError
 from .format import Layout
 from .paths import atomic_output, check_writable
 
@@ -413,3 +413,26 @@ def _fill(m, buf: memoryview, name: str, member: str) -> None:
                 f"{name}: {member} ends after {got:,} of {len(buf):,} bytes: truncated file"
             )
         got += n
+
+
+def captures_of(source) -> list[Capture]:
+    """Captures from an SmProfiler, an auto region or its table, a Capture, a capture file's
+    path, or a list of any of these (one rank's: an auto region's launches and a hand-
+    instrumented kernel's capture of the same process then share its GPU's tracks)."""
+    if hasattr(source, "captures") and callable(source.captures):
+        caps = source.captures()
+        return caps if getattr(caps, "is_auto_table", False) else list(caps)
+    if isinstance(source, Capture):
+        return [source]
+    if getattr(source, "is_auto_table", False):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        return load(source)
+    if isinstance(source, (list, tuple)):
+        if all(isinstance(c, Capture) for c in source):
+            return list(source)
+        return [c for part in source for c in captures_of(part)]  # an auto table's launches too
+    raise ConfigError(
+        f"cannot read captures from {type(source).__name__}: pass an SmProfiler, an auto "
+        "region or table, Captures, a capture file written by SmProfiler.save, or a list of these"
+    )

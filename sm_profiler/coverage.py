@@ -13,7 +13,7 @@ with it the figure is exact. Per GPU (CUPTI's device id) and per step:
 - a step's span runs from its first kernel's start to the next step's first (when that step
   follows at once; never shorter than its own kernels' span), as the report's period does;
 - busy: the union of all its kernel rows; instrumented: the union of the rows whose name is an
-  instrumented kernel's (named as merge matches launches to rows, merge.kernel_key);
+  instrumented kernel's (named as merge matches launches to rows, torch_trace.kernel_key);
 - share = instrumented / span, share_of_busy = instrumented / busy, idle = 1 - busy / span;
 - the largest unseen kernels: total time of each other name's rows (summed, so kernels that
   overlap on several streams count in full), as a share of the steps' spans.
@@ -105,7 +105,7 @@ def _span_ns(base: int, e: dict, name: str, i: int) -> tuple[int, int]:
 
 
 def kernel_table(doc: dict, name: str = "the torch trace") -> dict:
-    """torch's CUPTI kernel rows (a doc merge._check_torch_doc passed) as columns: `names` (each
+    """torch's CUPTI kernel rows (a doc torch_trace._check_torch_doc passed) as columns: `names` (each
     distinct name once) and per row `name` (index into names), `device`, `start_ns`, `end_ns`,
     `launch_ns` (its launch row's time, else its start), `grid` and `block` (n x 3; -1: not
     said), `event` (index into traceEvents). Malformed fields raise CaptureError naming the row."""
@@ -130,7 +130,7 @@ def kernel_table(doc: dict, name: str = "the torch trace") -> dict:
     for j, (i, e, a) in enumerate(rows):
         out["name"][j] = names.setdefault(str(e.get("name")), len(names))
         out["device"][j] = _device(e, a, name, i)
-        ts = float(e["ts"])  # checked by merge._check_torch_doc
+        ts = float(e["ts"])  # checked by torch_trace._check_torch_doc
         out["start_ns"][j], out["end_ns"][j] = _span_ns(base, e, name, i)
         c = a.get("correlation")
         if c is not None and not _int(c):
@@ -200,7 +200,7 @@ def sm_counts(doc: dict, name: str = "the torch trace") -> dict[int, int]:
 
 def instrumented_mask(table: dict, names) -> np.ndarray:
     """Per kernel row: its name is an instrumented kernel's, as merge matches them."""
-    from .merge import kernel_key
+    from .torch_trace import kernel_key
 
     keys = {k: None for k in table["names"]}
     hit = {kernel_key(str(n), keys) for n in names} - {None}
@@ -314,7 +314,7 @@ def torch_coverage(torch_trace, instrumented, top: int = TOP_UNSEEN) -> dict:
     Returns {"source", "steps_from", "devices": [per device: device, share, share_of_busy,
     idle_share (medians over steps), steps (each step's figures), span_ns, unseen (the `top`
     largest unseen kernels), outside_steps (rows launched in no step)]}."""
-    from .merge import _torch_doc
+    from .torch_trace import _torch_doc
 
     doc = _torch_doc(torch_trace)
     table = kernel_table(doc)
@@ -326,7 +326,7 @@ def _names(instrumented) -> list[str]:
         isinstance(n, str) for n in instrumented
     ):
         return list(instrumented)
-    from .merge import captures_of
+    from .capture import captures_of
 
     caps = captures_of(instrumented)
     if getattr(caps, "is_auto_table", False):
