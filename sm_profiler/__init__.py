@@ -19,6 +19,9 @@ from .errors import (
 )
 from .trace import TraceData
 
+# Auto files: their reader registers itself with `load` (capture.FILE_READERS).
+from .auto_mode import table as _auto_table  # noqa: E402, F401  isort: skip
+
 __version__ = "0.1.0"
 
 __all__ = [

@@ -22,6 +22,11 @@ from .paths import atomic_output, check_writable
 
 CAPTURE_FILE_VERSION = 1
 AUTO_FILE_VERSION = 2  # an auto-mode table (sm_profiler.auto_mode.table), not captures
+# Readers of the files whose meta names another "kind" than captures, (zip, meta, name) -> what
+# `load` returns: the layer that owns such a file registers its reader here
+# (auto_mode/table.py: "auto"; sm_profiler/__init__.py imports it), so that this module imports
+# nothing above it.
+FILE_READERS: dict = {}
 # Names and metadata of real captures take kilobytes; a `meta` entry claiming more is not ours,
 # and is refused before it is inflated.
 MAX_META_BYTES = 1 << 26
@@ -238,10 +243,9 @@ def load(path: str | os.PathLike) -> list[Capture]:
                         "SmProfiler.save(path) writes"
                     )
                 meta = _read_meta(z, name)
-                if meta.get("kind") == "auto":
-                    from .auto_mode.table import AutoTable
-
-                    return AutoTable.read(z, meta, name)
+                reader = FILE_READERS.get(meta.get("kind"))
+                if reader is not None:  # an auto file (auto_mode/table.py registers it)
+                    return reader(z, meta, name)
                 words = [_read_words(z, f"words_{i}", name) for i in range(len(meta["captures"]))]
         except (CaptureError, FormatError):
             raise

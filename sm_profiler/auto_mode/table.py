@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import format as fmt
+from ..capture import AUTO_FILE_VERSION, FILE_READERS, Capture, _read_column, _short
 from ..errors import CaptureError, ConfigError
 from ..trace import RANGE, KernelInfo, TraceData
 from .records import concat_rows, read_buffer, split_launches
 
-AUTO_FILE_VERSION = 2  # capture_file_version of an auto file (ordinary capture files are 1)
 # Per row: its launch, then the device's columns that vary within a launch.
 ROW_DTYPES = {
     "launch": np.int64,
@@ -453,8 +453,6 @@ class AutoTable:
 
     def capture(self, i: int):
         """Launch i as an ordinary Capture (one lane per recorded program, two records each)."""
-        from ..capture import Capture
-
         n = self.num_launches
         if not -n <= i < n:
             raise IndexError(f"launch {i} out of range: this table has {n}")
@@ -519,7 +517,6 @@ class AutoTable:
 
     def save(self, path) -> None:
         """Write the table to one .npz file: columns as arrays, kernels and sessions as JSON once."""
-        from ..capture import _short
         from ..paths import atomic_output, check_writable
 
         meta = {
@@ -545,8 +542,6 @@ class AutoTable:
     @classmethod
     def read(cls, z: zipfile.ZipFile, meta: dict, name: str) -> AutoTable:
         """The table of an open auto file whose JSON `meta` was read (capture.load calls this)."""
-        from ..capture import _read_column, _short
-
         def need(what, cond):
             if not cond:
                 raise CaptureError(f"{name}: {what}: damaged auto file")
@@ -848,5 +843,8 @@ def _jsonable(v):
         return v.item()
     return v
 
+
+# sm_profiler.load reads auto files through this (capture.py imports nothing of auto mode).
+FILE_READERS["auto"] = AutoTable.read
 
 __all__ = ["AutoTable", "LaunchList", "AUTO_FILE_VERSION"]
