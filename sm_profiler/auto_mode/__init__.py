@@ -6,8 +6,9 @@ change (docs/auto.md). `sm_profiler.auto()` makes an AutoProfiler::
     prof.print_stats()                       # the model's kernels: time, waves, tail, idle SMs
     prof.export("model.perfetto-trace")      # each SM's resident programs over time
 
-binding.py meets Triton, Inductor and the driver; rewrite.py splices the record into PTX (the
-text is ptx.py's); records.py reads a GPU's buffer into rows and groups them into launches;
+binding.py meets Triton, Inductor and the driver (driver.py: the libcuda calls; state.py: what is
+on, the buffers, the copy-out; graph_switch.py and graph_stage.py: a CUDA graph's off clone and
+its staged replays); rewrite.py splices the record into PTX (the text is ptx.py's); records.py reads a GPU's buffer into rows and groups them into launches;
 table.py holds rows, launches, kernels and GPUs (AutoTable: save, load, decode); report.py the
 report; schedule.py the steps recorded; job.py the ranks of a torchrun job; script.py runs a
 script under `sm-profiler run`.

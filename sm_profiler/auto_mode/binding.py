@@ -20,8 +20,6 @@ Everything here is process-wide; `sm_profiler.auto_mode.AutoProfiler` turns it o
 from __future__ import annotations
 
 import base64
-import ctypes
-import functools
 import hashlib
 import json
 import os
@@ -34,7 +32,9 @@ from dataclasses import dataclass, field
 from .. import format as fmt
 from .. import ptx
 from . import registers
+from .driver import _check, _cuda, _stream, copy_device, module_of  # noqa: F401 (binding.*)
 from .rewrite import LEVELS, RewriteError, instrument
+from .state import STATE, copy_out  # noqa: F401 (binding.STATE, binding.copy_out)
 
 __all__ = ["LEVELS", "install", "turn_on", "turn_off", "set_recording", "pause", "resume"]
 
@@ -110,81 +110,6 @@ def partitions_of(ttgir: str) -> list[tuple[str, int, int]]:
         out.append((f"worker {i}", first, int(n)))
         first += int(n)
     return out
-
-
-class _State:
-    def __init__(self):
-        self.lock = threading.RLock()
-        self.kernels: dict[int, KernelEntry] = {}  # kid -> entry
-        self.by_module: dict[int, int] = {}  # CUmodule -> kid
-        self.by_tag: dict[int, int] = {}  # a record's kernel tag -> kid
-        # device -> (record slots' address, Areas, the buffer) while on; a device gets it from
-        # `allocate` when its first instrumented module loads (None: it records nothing)
-        self.buffers: dict[int, tuple | None] = {}
-        self.allocate = None
-        self.step_tag = 0  # what a launch area given now records as its step and tag
-        self.tag = 0
-        self.capturing: list | None = None  # (device, first, count) of a graph being captured
-        self.stage_functions = None  # graph_stage's kernels for the capture in progress, or None
-        self.on = False  # launches get areas: on, recording and not paused
-        self.single = None  # the one device's buffers[device] while only one has a buffer
-        self.static_loaded = 0  # instrumented kernels Inductor's static launcher loaded
-        self.level: str | None = None  # set while on
-        self.skipped: dict[str, str] = {}  # kernel -> why it runs plain (rewrite refused)
-        self.plain_loaded: dict[str, int] = {}  # plain kernels loaded while on (name -> count)
-        self.saved: dict = {}
-        self.installed = False
-        self.paused = 0  # > 0: every module points at no buffer (autotuners benchmarking)
-        self.recording = True  # False: outside a schedule's active steps, nothing recorded
-        self.pauses = 0  # benchmark runs left out while on
-        # An instrumented kernel's CUfunction -> its plain binary's: what a launch that records
-        # nothing runs (and a graph's off clone), and the module each plain one came from.
-        self.plain: dict[int, int] = {}
-        self.plain_of_module: dict[int, int] = {}  # instrumented CUmodule -> its CUfunction
-
-
-STATE = _State()
-
-
-# -- the driver --------------------------------------------------------------------------------
-
-
-def _cuda():
-    from ..occupancy import _libcuda
-
-    lib = _libcuda()
-    if lib is None:
-        raise RuntimeError("libcuda.so.1 could not be loaded")
-    return lib
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        raise RuntimeError(f"{what} failed with CUDA error {rc}")
-
-
-def module_of(function: int) -> int:
-    cuda = _cuda()
-    mod = ctypes.c_void_p(0)
-    _check(cuda.cuFuncGetModule(ctypes.byref(mod), ctypes.c_void_p(function)), "cuFuncGetModule")
-    return mod.value or 0
-
-
-@functools.cache
-def _memcpy():
-    """cuMemcpyDtoDAsync_v2 with its argument types, looked up once: a lookup costs more host
-    time than the copy's own call, which counts in full on a step the host sets the pace of."""
-    f = _cuda().cuMemcpyDtoDAsync_v2
-    f.argtypes = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
-    f.restype = ctypes.c_int
-    return f
-
-
-def copy_device(dst: int, src: int, nbytes: int, stream: int) -> None:
-    """An asynchronous device-to-device copy in `stream`'s order."""
-    rc = _memcpy()(dst, src, nbytes, stream)
-    if rc:
-        _check(rc, "cuMemcpyDtoDAsync")
 
 
 # -- compile -------------------------------------------------------------------------------------
@@ -802,37 +727,6 @@ def copy_replay(replays: dict) -> None:
     kept = [(0, STATE.step_tag, STATE.tag)]
     for device, (replay, graph_base) in replays.items():
         copy_out(device, replay, graph_base + (replay[0] << fmt.AUTO_RECORD_SHIFT), 1, kept)
-
-
-def copy_out(device: int, replay: tuple, src: int, n: int, kept: list) -> int | None:
-    """Copy `n` replays of one graph, lying side by side `span` slots apart from address `src`
-    (its areas, or its staging slots), into a new launch area of `device`'s buffer now, whose
-    parts are the launches of the replays `kept` lists as (index, step, tag): in the current
-    stream's order, which it returns (None: nothing copied, no buffer or no room)."""
-    b = STATE.buffers.get(device)
-    if b is None or not kept:
-        return None
-    first = b[1].copy_of_many(replay, n, kept)
-    if first is None:
-        return None
-    stream = _stream(device)
-    span_bytes = replay[1] * fmt.AUTO_RECORD_BYTES
-    copy_device(b[0] + (first << fmt.AUTO_RECORD_SHIFT), src, n * span_bytes, stream)
-    return stream
-
-
-def _stream(device: int) -> int:
-    """The device's current stream as a raw handle. torch's own raw getter where it has one:
-    `torch.cuda.current_stream` builds a Stream object, ~15 us of host time a call."""
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw(device)
-    return torch.cuda.current_stream(device).cuda_stream
-
-
-# -- on and off -------------------------------------------------------------------------------------
 
 
 def install() -> None:

@@ -25,8 +25,9 @@ import ctypes
 
 from .. import format as fmt
 from .. import ptx
-from . import binding
-from .binding import STATE, _check, _cuda
+from . import driver, state
+from .driver import _check, _cuda
+from .state import STATE
 
 STAGE_REPLAYS = 16  # K: replays staged before one copy-out (fewer where the buffer is small)
 _MIN_REPLAYS = 2  # below this, staging saves no copy: the graph is copied out a replay at a time
@@ -119,13 +120,13 @@ class Stage:
             self.pending = False
         kept = [(i, h[0], h[1]) for i, h in enumerate(held) if h is not None]
         src = self.staging + start * self.replay[1] * fmt.AUTO_RECORD_BYTES
-        self.copied_on = binding.copy_out(self.device, self.replay, src, len(held), kept)
+        self.copied_on = state.copy_out(self.device, self.replay, src, len(held), kept)
 
     def order(self) -> None:
         """Before the first replay after a copy-out: where it runs on another stream, it first
         waits for the copy, which reads the slot it is about to overwrite."""
         copied_on, self.copied_on = self.copied_on, None
-        current = binding._stream(self.device)
+        current = driver._stream(self.device)
         if current != copied_on:
             import torch
 

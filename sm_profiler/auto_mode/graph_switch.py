@@ -22,7 +22,7 @@ import ctypes
 import time
 import weakref
 
-from .binding import _check, _cuda
+from .driver import _check, _cuda
 
 _CAPTURE_ACTIVE = 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
 _NODE_KERNEL = 0  # CU_GRAPH_NODE_TYPE_KERNEL

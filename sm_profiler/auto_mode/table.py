@@ -542,6 +542,7 @@ class AutoTable:
     @classmethod
     def read(cls, z: zipfile.ZipFile, meta: dict, name: str) -> AutoTable:
         """The table of an open auto file whose JSON `meta` was read (capture.load calls this)."""
+
         def need(what, cond):
             if not cond:
                 raise CaptureError(f"{name}: {what}: damaged auto file")

@@ -193,7 +193,7 @@ def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True, sl
     """A fake graph class wrapped as install() wraps CUDAGraph, with graph_switch's `prepare`,
     graph_stage's `load` and the driver calls faked, K = 3, one buffer of `slots` at 1000:
     (class, copies made, kernels launched, the State)."""
-    from sm_profiler.auto_mode import binding, graph_stage, graph_switch
+    from sm_profiler.auto_mode import binding, driver, graph_stage, graph_switch
     from sm_profiler.auto_mode.areas import Areas
 
     cls = type("Graph", (_FakeGraph,), {})
@@ -205,8 +205,8 @@ def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True, sl
     monkeypatch.setattr(graph_stage, "PENDING", [])
     monkeypatch.setattr(graph_stage, "load", load)
     monkeypatch.setattr(graph_stage, "_launch", lambda *a: launched.append(a))
-    monkeypatch.setattr(binding, "copy_device", lambda *a: copies.append(a))
-    monkeypatch.setattr(binding, "_stream", lambda device: 99)
+    monkeypatch.setattr(driver, "copy_device", lambda *a: copies.append(a))
+    monkeypatch.setattr(driver, "_stream", lambda device: 99)
     monkeypatch.setattr(binding, "_capture_stream", lambda: 98)
     monkeypatch.setattr(graph_switch, "prepare", prepare)
     monkeypatch.setattr(binding, "_current_device", lambda: 0)
