@@ -69,11 +69,16 @@ def test_an_instrumented_kernel_keeps_the_plain_binary_byte_for_byte(probe):
     for name, r in probe["cases"].items():
         for level in ("program", "warp"):
             got = r[level]
-            # ptxas builds some kernels differently run to run (sm_100's matmul, Triton 3.6):
-            # there two plain compiles differ as well, and bytes cannot tell.
-            assert got["plain_cubin_identical"] or not got["ptxas_deterministic"], (name, level)
+            # As plain: no timer read of the record's, and as many instructions as the plain
+            # compile. Bytes can differ where ptxas builds a kernel differently run to run
+            # (sm_100's matmul with Triton 3.6: two plain compiles differ too).
+            assert got["plain_sass"][0] == got["sass"][0], (name, level, got)
+            assert abs(got["plain_sass"][1] - got["sass"][1]) <= 0.02 * got["sass"][1], (
+                name,
+                level,
+            )
             same += got["plain_cubin_identical"]
-    assert same >= 24, same  # of 28
+    assert same >= 24, same  # of 28: byte for byte where ptxas is deterministic
 
 
 def test_instrumented_and_plain_binaries_never_share_a_cache_entry(probe):
