@@ -19,7 +19,9 @@ from .errors import (
 )
 from .trace import TraceData
 
-# Auto files: their reader registers itself with `load` (capture.FILE_READERS).
+# Auto files: their reader registers itself with `load` (capture.FILE_READERS); the table views
+# with TraceData.to_pandas / to_arrow (trace.TABLE_VIEWS).
+from . import tables as _tables  # noqa: E402, F401  isort: skip
 from .auto_mode import table as _auto_table  # noqa: E402, F401  isort: skip
 
 __version__ = "0.1.0"

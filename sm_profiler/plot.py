@@ -19,9 +19,9 @@ import numpy as np
 
 from .errors import ConfigError, MissingDependencyError
 from .paths import check_writable
-from .stats_table import format_time, time_unit
 from .timeline import build
 from .trace import RANGE, TraceData
+from .units import format_time, time_unit
 
 BLOCK_COLOR = "#d9d9d9"
 # Inches per SM row: a whole GPU's SMs fit one tall figure whose rows stay distinguishable.

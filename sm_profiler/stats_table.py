@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .units import _UNITS, format_time, table_unit, time_unit  # noqa: F401 (as before)
+
 if TYPE_CHECKING:
     from .stats import BreakdownRow, KernelLaunches, Stats, WaitStat
 
@@ -27,33 +29,7 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
-# -- units -------------------------------------------------------------------------------
-
-_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
-
-
-def time_unit(max_abs_ns: float) -> tuple[str, float]:
-    """The largest unit in which `max_abs_ns` is at least 1 (ns for anything under 1 µs)."""
-    for name, scale in _UNITS:
-        if max_abs_ns >= scale:
-            return name, scale
-    return "ns", 1.0
-
-
-def format_time(ns: float) -> str:
-    """One value in its own unit: '812 ns', '1.25 µs', '3.40 ms'."""
-    unit, scale = time_unit(abs(ns))
-    return f"{ns:.0f} ns" if unit == "ns" else f"{ns / scale:.2f} {unit}"
-
-
-def table_unit(max_abs_ns: float) -> tuple[str, float]:
-    """The unit of a table or list of times whose largest is `max_abs_ns`: the largest unit in
-    which that is at least 10, so the table's numbers keep 3 to 4 significant digits ('180 ms',
-    not '0.18 s') and its smaller numbers keep theirs too."""
-    for name, scale in _UNITS:
-        if max_abs_ns >= 10 * scale:
-            return name, scale
-    return "ns", 1.0
+# -- units (sm_profiler/units.py; importable from here as before) ------------------------
 
 
 def format_times(values: list[float]) -> list[str]:

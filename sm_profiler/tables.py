@@ -21,7 +21,7 @@ import numpy as np
 from .errors import ConfigError, MissingDependencyError
 from .nesting import self_time
 from .timeline import lane_extent, lane_row_of, launch_spans
-from .trace import UNMATCHED_BEGIN, TraceData
+from .trace import TABLE_VIEWS, UNMATCHED_BEGIN, TraceData
 
 TABLES = ("events", "lanes", "launches", "unmatched")
 
@@ -183,3 +183,7 @@ def query(trace: TraceData, sql: str, max_rows: int | None = None):
 
 
 __all__ = ["TABLES", "columns", "to_pandas", "to_arrow", "query"]
+
+
+# TraceData.to_pandas() and .to_arrow() (trace.py imports nothing above it: these register here).
+TABLE_VIEWS.update(pandas=to_pandas, arrow=to_arrow)

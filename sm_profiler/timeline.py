@@ -27,9 +27,9 @@ import numpy as np
 
 from .errors import ConfigError
 from .format import MAX_EVENT_ID
-from .stats_table import format_time
 from .summary import SUMMARY_BINS, ActiveRanges, drop_repeats
 from .trace import RANGE, UNMATCHED_BEGIN, TraceData, is_auto, kernel_names
+from .units import format_time
 
 # What is left of a cut host gap: enough to see the launches apart at any zoom that shows both.
 GAP_KEPT_FRACTION = 0.02  # of the longest launch

@@ -34,6 +34,11 @@ LANE_COLUMNS = (
 UNMATCHED_COLUMNS = ("capture", "lane", "sm", "block", "group", "event", "kind", "time_ns")
 
 
+# TraceData.to_pandas / to_arrow: sm_profiler/tables.py, a layer above this one, registers its
+# views here (sm_profiler/__init__ imports it), so that this module imports nothing of the package.
+TABLE_VIEWS: dict = {}
+
+
 @dataclass
 class KernelInfo:
     """What is known about one capture (one kernel launch) in a trace."""
@@ -173,15 +178,11 @@ class TraceData:
     def to_pandas(self, table: str = "events"):
         """One table (events, lanes, launches, unmatched) as a pandas DataFrame; columns in
         sm_profiler.tables (pandas is optional: `pip install 'sm_profiler[query]'`)."""
-        from .tables import to_pandas
-
-        return to_pandas(self, table)
+        return TABLE_VIEWS["pandas"](self, table)
 
     def to_arrow(self, table: str = "events"):
         """One table as a pyarrow Table (pyarrow is optional); see to_pandas."""
-        from .tables import to_arrow
-
-        return to_arrow(self, table)
+        return TABLE_VIEWS["arrow"](self, table)
 
     def select_capture(self, capture: int) -> TraceData:
         """The part of this trace that came from one capture, renumbered as capture 0."""
