@@ -259,22 +259,27 @@ def _write_text(path: str, text: str) -> None:
         f.write(text)
 
 
+def _report(trace, out_dir: str, width: int | None) -> None:
+    """Print the report of `trace` at `width` and write it at 100 columns to auto_stats.txt."""
+    from .report import format_report, report_parts
+
+    with stage_for(f"reporting {len(trace):,} programs", len(trace)):
+        parts = report_parts(trace)
+    print(format_report(trace, width=width, parts=parts), end="")
+    _write_text(
+        os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100, parts=parts)
+    )
+
+
 def write_outputs(prof, out_dir: str, width: int | None) -> None:
     """Print the kernel report of `prof` and write OUTPUTS into the folder `out_dir`, created
     here: only when there is something to write."""
-    from .report import format_report, report_parts
 
     trace = prof.decode()
     _make_folder(out_dir)
     with stage_for("writing auto.npz", len(trace)):  # first: a stopped run's time is short
         prof.save(os.path.join(out_dir, "auto.npz"))
-    with stage_for(f"reporting {len(trace):,} programs", len(trace)):
-        parts = report_parts(trace)
-    text = format_report(trace, width=width, parts=parts)
-    print(text, end="")
-    _write_text(
-        os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100, parts=parts)
-    )
+    _report(trace, out_dir, width)
     with stage_for("writing auto.perfetto-trace", len(trace)):
         prof.export(os.path.join(out_dir, "auto.perfetto-trace"))
     print(
@@ -290,7 +295,7 @@ def write_rank_outputs(
     rank then waits (bounded) for the others' tables of this run and writes the job's report and
     trace (not with merge=False: a rank being stopped writes its own files alone)."""
     from . import job as jobs
-    from .report import format_report, report_parts
+    from .report import format_report
 
     _make_folder(out_dir)
     stem = os.path.join(out_dir, job.stem())
@@ -323,13 +328,7 @@ def write_rank_outputs(
     tables = jobs.load_ranks([found[r] for r in sorted(found)])
     merged = jobs.merged_table(tables)
     trace = merged.decode()
-    with stage_for(f"reporting {len(trace):,} programs", len(trace)):
-        parts = report_parts(trace)
-    text = format_report(trace, width=width, parts=parts)
-    print(text, end="")
-    _write_text(
-        os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100, parts=parts)
-    )
+    _report(trace, out_dir, width)
     from ..merge import merge_ranks
 
     merge_ranks(tables, os.path.join(out_dir, jobs.MERGED_TRACE))
