@@ -618,7 +618,7 @@ def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
         *wrap(
             f"{head}; GPU time per step (first launch to last end): median "
             f"{format_time(int(median))}, longest step {int(steps[j])} "
-            f"{format_time(int(span[j]))}",
+            f"({format_time(int(span[j]))})",  # parenthesised: 'step 10 990 ns' read as one number
             width,
         ),
     ]
