@@ -208,11 +208,12 @@ def wait_for(folder: str, ranks: list[int], accept, timeout_s: float) -> dict[in
         time.sleep(0.2)
 
 
-def _mtime(path: str) -> float:
+def _mtime(path: str) -> int:
+    """The file's modification time in ns (0 where it is gone): a new version of it is read."""
     try:
         return os.stat(path).st_mtime_ns
     except OSError:
-        return 0.0
+        return 0
 
 
 def load_ranks(paths) -> list:
@@ -271,15 +272,17 @@ def _no_rank_files(folder: str) -> str:
 def _check_one_run(files: list[str], tables: list) -> None:
     """A CaptureError where the files name several runs (files without a run, written before
     runs were named, are taken as they are)."""
-    runs: dict[str, list[str]] = {}
+    runs: dict[str, tuple[dict, list[str]]] = {}  # run key -> (its identity, its files)
     for f, t in zip(files, tables, strict=True):
-        key = run_key(t.metadata.get("job"))
+        ident = t.metadata.get("job")
+        key = run_key(ident)
         if key is not None:
-            runs.setdefault(key, []).append(os.path.basename(f))
+            runs.setdefault(key, (ident, []))[1].append(os.path.basename(f))
     if len(runs) > 1:
         listed = "; ".join(
-            f"run {k.split('/')[0] or '?'} (restart {k.split('/')[1] or '?'}): {', '.join(v[:4])}"
-            for k, v in runs.items()
+            f"run {ident.get('run_id') or '?'} (restart {ident.get('restart') or '?'}): "
+            + ", ".join(names[:4])
+            for ident, names in runs.values()
         )
         raise CaptureError(
             f"these files are of {len(runs)} runs, not one: {listed}. Merge one run's files at a "
