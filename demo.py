@@ -39,13 +39,13 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-
-import sm_profiler  # noqa: E402
 from sm_profiler.triton_ops import (  # noqa: E402
     profiler_event_end,
     profiler_event_start,
     profiler_init,
 )
+
+import sm_profiler  # noqa: E402
 
 DEFAULT_OUT = "sm_profiler_demo_out"
 
@@ -119,7 +119,7 @@ def config(gpu: bool) -> dict:
     return dict(
         device="cpu",
         dtype=torch.float32,
-        n_sms=sm_profiler.format.EMULATED_SM_COUNT,
+        n_sms=sm_profiler.wire.format.EMULATED_SM_COUNT,
         BM=16,
         BN=16,
         BK=16,
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     captures = run(cfg)
     trace = sm_profiler.decode(captures)
 
-    from sm_profiler.stats import compute_stats, format_stats
+    from sm_profiler.report.stats import compute_stats, format_stats
 
     os.makedirs(args.out, exist_ok=True)
     paths = {
@@ -238,7 +238,7 @@ def main(argv=None) -> int:
     print(f"wrote {paths['chrome']}  (Chrome JSON trace)")
     print(f"wrote {paths['capture']}  (raw capture, for sm-profiler)")
     try:
-        from sm_profiler.plot import plot
+        from sm_profiler.export.plot import plot
 
         # One panel per launch, each from its own start: the host time between launches is cut.
         plot(trace, paths["png"])

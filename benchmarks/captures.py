@@ -1,4 +1,4 @@
-"""Synthetic captures built directly with numpy in the wire format (see sm_profiler.format).
+"""Synthetic captures built directly with numpy in the wire format (see sm_profiler.wire.format).
 
 `synthetic_capture` is the host benchmark's capture (host.py, and ui_load.py's traces): 4 groups
 per block, nested begin/end ranges and instants, increasing times whose low 32 bits wrap inside
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture
 
 # One repeating unit of records per lane: load [ mma ] mma [ mma ] store-instant ] load.
 UNIT = [

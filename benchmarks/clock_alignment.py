@@ -1,6 +1,6 @@
 """How %globaltimer maps onto CUPTI's clock (torch.profiler), measured on this GPU.
 
-1. offset and drift: sm_profiler.clock.measure_clock (probe kernel answering a pinned-memory flag
+1. offset and drift: sm_profiler.record.clock.measure_clock (probe kernel answering a pinned-memory flag
    between two CLOCK_REALTIME reads) every second for --seconds; offset = the shortest round
    trip's midpoint, drift = slope of the offsets over host time.
 2. agreement: --launches launches of an instrumented kernel under torch.profiler; each launch's
@@ -23,10 +23,10 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
+from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
 
 import sm_profiler
-from sm_profiler.clock import compare_gpus, measure_clock
-from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
+from sm_profiler.record.clock import compare_gpus, measure_clock
 
 
 @triton.jit

@@ -148,7 +148,7 @@ def build(mode: int, iters: int, inner: int, defines: tuple[str, ...] = ()):
         f"-DSMP_MODE={mode}",
         f"-DITERS={iters}",
         f"-DINNER={inner}",
-        f"-DSM_PROFILER_HEADERS={sm_profiler.cuda.headers_digest()}",
+        f"-DSM_PROFILER_HEADERS={sm_profiler.record.cuda.headers_digest()}",
         *defines,
     )
     return cupy.RawKernel(SRC, "loop_kernel", options=opts)

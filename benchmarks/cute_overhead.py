@@ -32,7 +32,7 @@ from cutlass.cute.runtime import make_ptr
 import cute_ops
 from benchmarks.timing import add_timing_args, added_pct, cupti_medians, event_medians
 from sm_profiler import SmProfiler
-from sm_profiler import format as fmt
+from sm_profiler.wire import format as fmt
 
 MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3}
 THREADS = 128

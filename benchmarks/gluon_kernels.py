@@ -13,7 +13,7 @@ from __future__ import annotations
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from sm_profiler import ptx
+from sm_profiler.record import ptx
 
 _VECTOR = ptx.vector_store_for(ptx.triton_ptxas_release())
 _PRED_ASM = gl.constexpr(ptx.record(after=False, first=1, mode="thread", vector=_VECTOR))

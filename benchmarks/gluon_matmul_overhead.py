@@ -39,6 +39,12 @@ import time
 import torch
 import triton
 import triton.profiler.language as pl
+from sm_profiler.gluon_ops import (  # _partition_thread: the ops' thread index in a partition
+    _partition_thread,
+    profiler_event_end,
+    profiler_event_start,
+    profiler_init,
+)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -52,15 +58,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from benchmarks.gluon_kernels import record_pred, timer  # the same floor and diagnostic
 from benchmarks.timing import cupti_medians, event_medians
-from sm_profiler import SmProfiler, ptx
-from sm_profiler import format as fmt
+from sm_profiler import SmProfiler
 from sm_profiler.export import export
-from sm_profiler.gluon_ops import (  # _partition_thread: the ops' thread index in a partition
-    _partition_thread,
-    profiler_event_end,
-    profiler_event_start,
-    profiler_init,
-)
+from sm_profiler.record import ptx
+from sm_profiler.wire import format as fmt
 
 # Triton 3.6 spells the TMA copies async_copy_*; later versions async_load / async_store.
 if hasattr(tma, "async_load"):

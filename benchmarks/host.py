@@ -26,8 +26,8 @@ import time
 import tracemalloc
 
 from benchmarks.captures import synthetic_capture
-from sm_profiler.decode import decode
 from sm_profiler.export import export
+from sm_profiler.trace.decode import decode
 
 
 def bench(num_events: int, num_lanes: int, repeat: int = 3) -> dict:

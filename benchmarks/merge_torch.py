@@ -20,8 +20,8 @@ import time
 import numpy as np
 
 import sm_profiler
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture
 
 T0 = 1_700_000_000_000_000_000
 

@@ -19,7 +19,8 @@ import triton
 
 from benchmarks.timing import add_timing_args, added_pct, cupti_medians
 from benchmarks.triton_kernels import WARPS, matmul_operands, mm_kernel
-from sm_profiler import SmProfiler, ptx
+from sm_profiler import SmProfiler
+from sm_profiler.record import ptx
 
 RESERVED_SMEM_PER_BLOCK = 1024  # the driver's share of each block's shared memory (sm_80+)
 

@@ -15,8 +15,8 @@ import os
 import sys
 
 from benchmarks.captures import synthetic_capture
-from sm_profiler.decode import decode
 from sm_profiler.export import to_perfetto_bytes
+from sm_profiler.trace.decode import decode
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

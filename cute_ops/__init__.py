@@ -11,7 +11,7 @@
         ...
         prof.end(COMPUTE, after=y)
 
-See docs/cute.md. The buffer layout is sm_profiler.format's, decoded by the same host code.
+See docs/cute.md. The buffer layout is sm_profiler.wire.format's, decoded by the same host code.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from cutlass._mlir import ir
 from cutlass._mlir.dialects import arith, llvm
 from cutlass.cutlass_dsl import T
 
-from sm_profiler import format as fmt
-from sm_profiler import ptx as _ptx
 from sm_profiler.errors import ConfigError, UsageError
+from sm_profiler.record import ptx as _ptx
+from sm_profiler.wire import format as fmt
 
 _WORD_BYTES = fmt.WORD_BYTES
 

@@ -28,7 +28,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "support")]
 
 import sm_profiler  # noqa: E402
 from sm_profiler.export import to_perfetto_bytes  # noqa: E402
-from sm_profiler.plot import plot  # noqa: E402
+from sm_profiler.export.plot import plot  # noqa: E402
 
 
 def _demo():
@@ -57,7 +57,7 @@ def screenshot(trace, path: str) -> None:
     why = missing()
     if why:
         raise SystemExit(f"cannot take the Perfetto UI screenshot: {why}")
-    from sm_profiler.timeline import build
+    from sm_profiler.trace.timeline import build
 
     with PerfettoUI() as ui:
         page, _ = ui.open(to_perfetto_bytes(trace), build(trace).root_name)

@@ -83,7 +83,7 @@ def kernel():
         options=(
             f"-I{sm_profiler.cuda_include_dir()}",
             "--std=c++17",
-            f"-DSM_PROFILER_HEADERS={sm_profiler.cuda.headers_digest()}",
+            f"-DSM_PROFILER_HEADERS={sm_profiler.record.cuda.headers_digest()}",
         ),
     )
 

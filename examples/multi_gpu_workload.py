@@ -35,13 +35,13 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-
-import sm_profiler  # noqa: E402
 from sm_profiler.triton_ops import (  # noqa: E402
     profiler_event_end,
     profiler_event_start,
     profiler_init,
 )
+
+import sm_profiler  # noqa: E402
 
 SCALE, SHIFT = tl.constexpr(0), tl.constexpr(1)
 BLOCK = 1024
@@ -112,7 +112,7 @@ def run_rank(out_dir, steps=5):
         torch.cuda.synchronize()
         prof.calibrate_clock()
         if dist is not None:
-            from sm_profiler.clock import barrier_stamp
+            from sm_profiler.record.clock import barrier_stamp
 
             prof.metadata["barrier_ns"] = barrier_stamp()
     prof.init_buffer()
@@ -139,7 +139,7 @@ def run_rank(out_dir, steps=5):
             f"shift_kernel runs {programs // 2} programs in a profiler sized for {programs}: "
             "the warning\nbelow about lanes never initialised is expected.\n"
         )
-        sm_profiler.stats.print_stats(sm_profiler.decode(sm_profiler.load(files[0])))
+        sm_profiler.report.stats.print_stats(sm_profiler.decode(sm_profiler.load(files[0])))
     if dist is not None:
         dist.destroy_process_group()
     return merged

@@ -8,7 +8,7 @@ In this example you will learn:
   and a one-program-per-tile kernel with a partial last wave;
 * how to read SM occupancy: which SM ran which programs, when each SM went idle;
 * what the load-imbalance line of the stats means, and why the last SMs finish late;
-* how to put several launches in one trace (``snapshot`` + ``sm_profiler.decode``).
+* how to put several launches in one trace (``snapshot`` + ``sm_profiler.trace.decode``).
 
 Runs on a GPU, or without one in Triton's CPU interpreter. Under the interpreter programs run
 one after another and the SM id is emulated (program id modulo 8), so the per-SM *assignment*
@@ -46,14 +46,14 @@ DEVICE = "cpu" if INTERPRET else "cuda"
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-
-import sm_profiler  # noqa: E402
-from sm_profiler.stats import compute_stats, format_time, print_stats  # noqa: E402
 from sm_profiler.triton_ops import (  # noqa: E402
     profiler_event_end,
     profiler_event_start,
     profiler_init,
 )
+
+import sm_profiler  # noqa: E402
+from sm_profiler.report.stats import compute_stats, format_time, print_stats  # noqa: E402
 
 TILE = tl.constexpr(0)
 
@@ -105,12 +105,12 @@ def matmul_tiles(
 # --------
 #
 # One profiler per grid shape (a profiler's buffer has a fixed number of lanes); each launch is
-# kept with ``snapshot(name)``, and ``sm_profiler.decode`` puts all captures on one time axis.
+# kept with ``snapshot(name)``, and ``sm_profiler.trace.decode`` puts all captures on one time axis.
 
 
 def sm_count():
     if INTERPRET:
-        return sm_profiler.format.EMULATED_SM_COUNT
+        return sm_profiler.wire.format.EMULATED_SM_COUNT
     return torch.cuda.get_device_properties(0).multi_processor_count
 
 
@@ -210,7 +210,7 @@ def main(out_dir="sm_profiler_examples_out/persistent_tail", small=None):
         f"wrote {paths['perfetto']} (one track per SM, in SM order; look for the idle SMs at the end)"
     )
     try:
-        from sm_profiler.plot import plot
+        from sm_profiler.export.plot import plot
 
         # One picture per launch: launches are microseconds long but milliseconds apart.
 

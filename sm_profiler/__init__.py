@@ -1,14 +1,13 @@
 """sm_profiler: zero-sync in-kernel profiling for Triton and CuteDSL kernels.
 
-Device ops stamp %globaltimer and %smid into a fixed-layout buffer (see `sm_profiler.format`);
+Device ops stamp %globaltimer and %smid into a fixed-layout buffer (see `sm_profiler.wire.format`);
 the host decodes it (`decode`), prints statistics and exports Perfetto / Chrome traces.
 Heavy imports (torch, triton) happen only where they are needed.
 """
 
 from __future__ import annotations
 
-from .capture import Capture, load, save_many
-from .decode import decode
+from . import moved as _moved
 from .errors import (
     CaptureError,
     ConfigError,
@@ -17,11 +16,13 @@ from .errors import (
     SmProfilerError,
     UsageError,
 )
-from .trace import TraceData
+from .trace.decode import decode
+from .trace.model import TraceData
+from .wire.capture import Capture, load, save_many
 
 # Auto files: their reader registers itself with `load` (capture.FILE_READERS); the table views
 # with TraceData.to_pandas / to_arrow (trace.TABLE_VIEWS).
-from . import tables as _tables  # noqa: E402, F401  isort: skip
+from .report import tables as _tables  # noqa: E402, F401  isort: skip
 from .auto_mode import table as _auto_table  # noqa: E402, F401  isort: skip
 
 __version__ = "0.1.0"
@@ -52,31 +53,16 @@ __all__ = [
 def cuda_include_dir() -> str:
     """The folder of the CUDA C++ headers (sm_profiler.cuh, sm_profiler_host.h), for
     `nvcc -I`, NVRTC's `-I` or load_inline's `extra_include_paths` (docs/cuda.md)."""
-    from .cuda import include_dir
+    from .record.cuda import include_dir
 
     return include_dir()
 
 
-# Host submodules that `sm_profiler.NAME` loads on first use, as the docs write them
-# (`sm_profiler.stats.compute_stats`). Not triton_ops: importing it reads TRITON_INTERPRET, which
-# must happen where the user imports it, after setting the switch.
-_SUBMODULES = (
-    "capture",
-    "cli",
-    "coverage",
-    "cuda",
-    "decode",
-    "export",
-    "format",
-    "merge",
-    "plot",
-    "stats",
-    "stats_table",
-    "tables",
-    "timeline",
-    "trace",
-    "ui_server",
-)
+# The layer folders, loaded on first use as `sm_profiler.report`; the old module paths
+# (`sm_profiler.stats`) resolve through moved.py. Not triton_ops: importing it reads
+# TRITON_INTERPRET, which must happen where the user imports it, after setting the switch.
+_SUBMODULES = ("cli", "export", "record", "report", "trace", "wire")
+_moved.install()
 
 
 def auto(
@@ -136,17 +122,19 @@ def __getattr__(name):
 
         return SmProfiler
     if name in ("merge_torch_trace", "merge_ranks"):
-        from . import merge
+        from .export import merge
 
         return getattr(merge, name)
     if name == "torch_coverage":
-        from .coverage import torch_coverage
+        from .report.coverage import torch_coverage
 
         return torch_coverage
     if name in _SUBMODULES:
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
+    if name in _moved.MOVED and name not in _moved.PERMANENT:
+        return _moved.resolve(name)
     if name == "triton_ops":
         raise AttributeError(
             "sm_profiler.triton_ops is not loaded by 'import sm_profiler': import it (from "

@@ -30,9 +30,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import ConfigError, SmProfilerError
+from .export.ui_server import PERFETTO_PORT, PERFETTO_UI, serve_trace  # noqa: F401 (cli.PERFETTO_UI)
 from .progress import stage
-from .stats_table import printable
-from .ui_server import PERFETTO_PORT, PERFETTO_UI, serve_trace  # noqa: F401 (cli.PERFETTO_UI)
+from .report.stats_table import printable
 
 # How long `open` serves a trace that nothing fetches (no browser here, a URL not opened).
 OPEN_TIMEOUT_S = 600.0
@@ -420,14 +420,14 @@ class _IncludeAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from .cuda import include_dir
+        from .record.cuda import include_dir
 
         print(include_dir())
         parser.exit()
 
 
 def _load(path: str):
-    from .capture import load
+    from .wire.capture import load
 
     return load(path)
 
@@ -435,7 +435,7 @@ def _load(path: str):
 def _decoded(path: str, steps: str | None = None):
     """The trace of the capture file at `path` (or of a `run` folder's ranks, merged; of the
     launches of `steps` only), decoding under a progress line."""
-    from .decode import decode
+    from .trace.decode import decode
 
     if os.path.isdir(path):
         from .auto_mode import job as jobs
@@ -455,10 +455,10 @@ def _decoded(path: str, steps: str | None = None):
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .decode import decode
-    from .stats import compute_stats
-    from .stats_table import format_time
-    from .trace import UNMATCHED_BEGIN, UNMATCHED_END
+    from .report.stats import compute_stats
+    from .report.stats_table import format_time
+    from .trace.decode import decode
+    from .trace.model import UNMATCHED_BEGIN, UNMATCHED_END
 
     caps = _load(args.capture)
     out = sys.stdout
@@ -524,7 +524,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def _info_auto(path: str, table, out) -> int:
     """`info` of an auto-mode file: its launches, kernels and each GPU's counts."""
     from .auto_mode.table import session_count
-    from .stats_table import format_time
+    from .report.stats_table import format_time
 
     c = table.counts()
     L = table.launches
@@ -576,8 +576,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from .auto_mode.report import is_auto, print_report
 
     if not is_auto(trace):
-        from .stats import breakdown, compute_stats
-        from .stats_table import format_stats
+        from .report.stats import breakdown, compute_stats
+        from .report.stats_table import format_stats
 
         # The breakdown follows the event table it breaks down, not the sections per capture.
         by = (args.by, breakdown(trace, args.by)) if args.by else None
@@ -587,8 +587,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.by:
         import shutil
 
-        from .stats import breakdown
-        from .stats_table import breakdown_lines
+        from .report.stats import breakdown
+        from .report.stats_table import breakdown_lines
 
         width = args.width or shutil.get_terminal_size((100, 24)).columns
         print()
@@ -597,7 +597,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from . import merge
+    from .export import merge
 
     if any(os.path.isdir(p) for p in args.captures):  # a run's folder: its ranks' tables
         from .auto_mode import job as jobs
@@ -628,7 +628,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 f"CUPTI within {e['max_abs_ns']:.0f} ns"
             )
     if info.get("coverage"):
-        from .coverage import coverage_lines
+        from .report.coverage import coverage_lines
 
         print("\n".join(coverage_lines(info["coverage"], width=78)))
     return 0
@@ -683,7 +683,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .tables import query
+    from .report.tables import query
 
     trace = _decoded(args.capture)
     # Fetch what is printed, plus one row to tell whether there are more.
@@ -776,7 +776,7 @@ def _window(text: str) -> tuple[int, int]:
 
 
 def cmd_open(args: argparse.Namespace) -> int:
-    from .capture import is_capture_file
+    from .wire.capture import is_capture_file
 
     def serve(path: str) -> bool:
         return serve_trace(

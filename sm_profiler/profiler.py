@@ -23,9 +23,9 @@ from typing import TextIO
 
 import numpy as np
 
-from . import format as fmt
-from .capture import Capture, name_problem
 from .errors import ConfigError
+from .wire import format as fmt
+from .wire.capture import Capture, name_problem
 
 
 class SmProfiler:
@@ -132,12 +132,12 @@ class SmProfiler:
             words = fmt.slotted_words(words, self.slots)
         if self._buffer is None or self._buffer.numel() != words:
             if self._buffer is not None and self.slots is not None:
-                from . import slots
+                from .record import slots
 
                 slots.unregister(self._buffer)
             self._buffer = _allocate(torch, words, self.device)
             if self.slots is not None and self.enabled:  # disabled: nothing to label or step
-                from . import slots
+                from .record import slots
 
                 slots.register(self, self._buffer)
         else:
@@ -191,7 +191,7 @@ class SmProfiler:
     def step(self, kernel: str = "kernel", grid=(), num_warps: int | None = None) -> None:
         """Close the current launch's slot and label it; call after each launch that no Triton
         hook sees (CuteDSL, raw CUDA). Queued on the current stream: no sync."""
-        from .slots import LaunchLabel, call_site, normal_grid
+        from .record.slots import LaunchLabel, call_site, normal_grid
 
         self._require_slots("step")
         grid = normal_grid(grid) if grid != () else ()
@@ -201,7 +201,7 @@ class SmProfiler:
 
     def _launched(self, label) -> None:
         """A launch into this buffer was queued (the Triton hook or `step`): queue the slot step."""
-        from .slots import queue_step
+        from .record.slots import queue_step
 
         lid = self._label_ids.get(label)
         if lid is None:
@@ -212,10 +212,10 @@ class SmProfiler:
         queue_step(self._buffer, lid)
 
     def calibrate_clock(self, samples: int = 200) -> dict:
-        """Measure %globaltimer - CLOCK_REALTIME on this profiler's GPU (sm_profiler.clock) and
+        """Measure %globaltimer - CLOCK_REALTIME on this profiler's GPU (sm_profiler.record.clock) and
         keep it in the captures' metadata, where merges read it; call it before and after a
         workload to also get the drift. Needs a GPU."""
-        from .clock import measure_clock
+        from .record.clock import measure_clock
 
         if self.layout.emulated:
             raise ConfigError("calibrate_clock needs a GPU: an emulated buffer has no %globaltimer")
@@ -226,7 +226,7 @@ class SmProfiler:
     def close(self) -> None:
         """Stop observing launches (slotted profilers register a Triton launch hook)."""
         if self.slots is not None and self._buffer is not None:
-            from . import slots
+            from .record import slots
 
             slots.unregister(self._buffer)
 
@@ -308,7 +308,7 @@ class SmProfiler:
 
     def decode(self):
         """Decode every capture (see `captures`) into one TraceData."""
-        from .decode import decode
+        from .trace.decode import decode
 
         self._require_enabled("decode")
         return decode(self.captures())
@@ -317,15 +317,15 @@ class SmProfiler:
     # Their parameters are the wrapped functions' (tests/host/test_profiler_methods.py checks).
 
     def stats(self):
-        """sm_profiler.stats.compute_stats of `decode()`."""
-        from .stats import compute_stats
+        """sm_profiler.report.stats.compute_stats of `decode()`."""
+        from .report.stats import compute_stats
 
         return compute_stats(self.decode())
 
     def print_stats(self, file: TextIO | None = None, width: int | None = None) -> None:
-        """sm_profiler.stats.print_stats of `decode()`: the plain-text report, to stdout unless
+        """sm_profiler.report.stats.print_stats of `decode()`: the plain-text report, to stdout unless
         `file` is given, every line within `width` (default: the terminal's)."""
-        from .stats import print_stats
+        from .report.stats import print_stats
 
         print_stats(self.decode(), file=file, width=width)
 
@@ -341,7 +341,7 @@ class SmProfiler:
     def save(self, path) -> None:
         """Save the raw capture (only the live buffer, or every snapshot: one file each is not
         needed; several captures go into one file)."""
-        from .capture import save_many
+        from .wire.capture import save_many
 
         self._require_enabled("save")
         save_many(self.captures(), path)
@@ -357,8 +357,8 @@ class SmProfiler:
         max_vector: int = 50_000,
         capture: int | None = None,
     ) -> str:
-        """sm_profiler.plot.plot of `decode()`: the SM occupancy picture; returns the path."""
-        from .plot import plot
+        """sm_profiler.export.plot.plot of `decode()`: the SM occupancy picture; returns the path."""
+        from .export.plot import plot
 
         return plot(
             self.decode(),

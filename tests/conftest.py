@@ -34,7 +34,7 @@ sys.path.insert(1, os.path.dirname(_TESTS))
 import pytest  # noqa: E402
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode  # noqa: E402
 
-from sm_profiler.capture import Capture  # noqa: E402
+from sm_profiler.wire.capture import Capture  # noqa: E402
 
 # The slow set: marked `slow` here, left out by `python -m pytest -q` (pyproject.toml's addopts,
 # -m "not slow"), run by `python -m pytest -q -m "slow or not slow"` and by CI's second stage

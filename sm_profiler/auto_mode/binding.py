@@ -29,8 +29,8 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 
-from .. import format as fmt
-from .. import ptx
+from ..record import ptx
+from ..wire import format as fmt
 from . import registers
 from .driver import _check, _cuda, _stream, copy_device, module_of  # noqa: F401 (binding.*)
 from .rewrite import LEVELS, RewriteError, instrument

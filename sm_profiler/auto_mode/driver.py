@@ -8,7 +8,7 @@ import functools
 
 
 def _cuda():
-    from ..occupancy import _libcuda
+    from ..record.occupancy import _libcuda
 
     lib = _libcuda()
     if lib is None:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import ctypes
 
-from .. import format as fmt
-from .. import ptx
+from ..record import ptx
+from ..wire import format as fmt
 from . import driver, state
 from .driver import _check, _cuda
 from .state import STATE

@@ -177,7 +177,7 @@ def file_identity(path: str):
     """The job identity written in a rank file (its metadata "job"), or None."""
     import zipfile
 
-    from ..capture import _read_meta
+    from ..wire.capture import _read_meta
 
     try:
         with zipfile.ZipFile(path) as z:
@@ -218,7 +218,7 @@ def _mtime(path: str) -> int:
 
 def load_ranks(paths) -> list:
     """The AutoTables of rank files (or folders of them), by rank."""
-    from ..capture import load
+    from ..wire.capture import load
 
     files: list[str] = []
     for p in paths:
@@ -247,7 +247,7 @@ def load_ranks(paths) -> list:
 def _no_rank_files(folder: str) -> str:
     """Why `folder` is not a run's folder, naming the capture files it holds (a demo's or an
     example's folder), which the commands take one by one."""
-    from ..capture import is_capture_file
+    from ..wire.capture import is_capture_file
 
     why = f"{folder!r} holds no auto.rank*.npz (or auto.npz) files"
     try:
@@ -292,7 +292,7 @@ def _check_one_run(files: list[str], tables: list) -> None:
 
 def merged_table(tables):
     """One AutoTable of several ranks' tables, each moved onto the host clock where its
-    sessions carry clock samples (sm_profiler.clock), so that ranks of several nodes line up."""
+    sessions carry clock samples (sm_profiler.record.clock), so that ranks of several nodes line up."""
     from .table import AutoTable
 
     return AutoTable.concat([t.on_host_clock() for t in tables])

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import format as fmt
 from ..errors import FormatError
+from ..wire import format as fmt
 
 LOW32 = fmt.LOW32
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..stats import step_periods, union_length
-from ..stats_table import fit_table, format_time, printable, wrap
-from ..trace import RANGE, TraceData, kernel_names
-from ..trace import is_auto as _is_auto
+from ..report.stats import step_periods, union_length
+from ..report.stats_table import fit_table, format_time, printable, wrap
+from ..trace.model import RANGE, TraceData, kernel_names
+from ..trace.model import is_auto as _is_auto
 from . import table as auto_table
 from .records import _dense
 from .table import COMPILE_STEP_FACTOR, session_count

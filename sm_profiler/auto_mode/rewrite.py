@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .. import ptx
+from ..record import ptx
 
 LEVELS = ("program", "warp")
 

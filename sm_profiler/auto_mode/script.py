@@ -329,7 +329,7 @@ def write_rank_outputs(
     merged = jobs.merged_table(tables)
     trace = merged.decode()
     _report(trace, out_dir, width)
-    from ..merge import merge_ranks
+    from ..export.merge import merge_ranks
 
     merge_ranks(tables, os.path.join(out_dir, jobs.MERGED_TRACE))
     print(

@@ -7,9 +7,9 @@ import os
 
 import numpy as np
 
-from .. import format as fmt
 from ..errors import ConfigError
 from ..progress import stage_for
+from ..wire import format as fmt
 from . import binding
 from .areas import Areas
 from .schedule import whole_number
@@ -354,8 +354,8 @@ class AutoProfiler:
         self.table().save(path)
 
     def plot(self, path, **options) -> str:
-        """sm_profiler.plot.plot of `decode()` (its keyword options); returns the path."""
-        from ..plot import plot
+        """sm_profiler.export.plot.plot of `decode()` (its keyword options); returns the path."""
+        from ..export.plot import plot
 
         return plot(self.decode(), path, **options)
 
@@ -445,10 +445,10 @@ def _read_back(buffer, areas: Areas) -> np.ndarray:
 
 
 def _clock_sample(index: int) -> list:
-    """[where %globaltimer sits on the host clock] of GPU `index` (sm_profiler.clock), or [] if
+    """[where %globaltimer sits on the host clock] of GPU `index` (sm_profiler.record.clock), or [] if
     it cannot be measured: ranks of several nodes are merged on the host clock by it."""
     try:
-        from ..clock import measure_clock
+        from ..record.clock import measure_clock
 
         return [measure_clock(index, samples=50)]
     except Exception:  # never lose the region's records over the clock

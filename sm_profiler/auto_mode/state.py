@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from .. import format as fmt
+from ..wire import format as fmt
 from . import driver
 
 if TYPE_CHECKING:  # a type only: the binding makes the entries

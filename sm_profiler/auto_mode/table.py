@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import format as fmt
-from ..capture import AUTO_FILE_VERSION, FILE_READERS, Capture, _read_column, _short
 from ..errors import CaptureError, ConfigError
-from ..trace import RANGE, KernelInfo, TraceData
+from ..trace.model import RANGE, KernelInfo, TraceData
+from ..wire import format as fmt
+from ..wire.capture import AUTO_FILE_VERSION, FILE_READERS, Capture, _read_column, _short
 from .records import concat_rows, read_buffer, split_launches
 
 # Per row: its launch, then the device's columns that vary within a launch.
@@ -231,7 +231,7 @@ class AutoTable:
     def on_host_clock(self) -> AutoTable:
         """The table with each session's times moved onto the host's CLOCK_REALTIME, where the
         session carries clock samples (AutoProfiler measures one per GPU when the region ends:
-        sm_profiler.clock); sessions without samples stay as they are."""
+        sm_profiler.record.clock); sessions without samples stay as they are."""
         shift = np.zeros(len(self.sessions), np.int64)
         for i, s in enumerate(self.sessions):
             off = clock_offset_ns(s)

@@ -1,6 +1,6 @@
 """Trace exporters: native Perfetto protobuf and Chrome JSON, chosen by name or file extension.
 
-Data flows one way: a decoded `TraceData` -> its `Timeline` (sm_profiler.timeline: every track,
+Data flows one way: a decoded `TraceData` -> its `Timeline` (sm_profiler.trace.timeline: every track,
 its order, name and contents, built here with the user's options) -> a writer that only
 serialises it (perfetto.py, with protobuf.py's encoding; chrome.py). A new output format is a
 new writer module taking a Timeline. Nothing here imports from the device side.
@@ -13,8 +13,8 @@ import os
 
 from ..errors import ConfigError
 from ..paths import atomic_output, check_writable
-from ..timeline import Timeline, build
-from ..trace import TraceData
+from ..trace.model import TraceData
+from ..trace.timeline import Timeline, build
 
 __all__ = ["export", "to_perfetto_bytes", "to_chrome_json", "EXTENSIONS"]
 
@@ -80,7 +80,7 @@ def to_chrome_json(trace: TraceData, **options) -> dict:
 
 
 def timeline(trace: TraceData, capture: int | None = None, **options) -> Timeline:
-    """The timeline model an export renders (sm_profiler.timeline.build, whose keywords
+    """The timeline model an export renders (sm_profiler.trace.timeline.build, whose keywords
     `options` are), of one capture when `capture` is given."""
     if capture is not None:
         n = len(trace.kernels)

@@ -1,5 +1,5 @@
 """Chrome trace-event JSON export, for small traces (chrome://tracing, Perfetto's legacy importer),
-and the merged JSON of several ranks (sm_profiler.merge decides their time axis).
+and the merged JSON of several ranks (sm_profiler.export.merge decides their time axis).
 
 Times are microseconds since the trace start (`trace.start_ns`): a double holds a few hours of
 nanoseconds exactly that way, while absolute %globaltimer values (ns since the epoch) would lose
@@ -17,8 +17,8 @@ import os
 import numpy as np
 
 from ..errors import ConfigError
-from ..timeline import LEVELS, Timeline, assign_slots, require
-from ..trace import RANGE, kernel_names
+from ..trace.model import RANGE, kernel_names
+from ..trace.timeline import LEVELS, Timeline, assign_slots, require
 
 # Merged ranks' pids: from PID_BASE up, rank after rank; each rank takes as many ids as its
 # trace uses, so no rank's ids reach into the next one's however many lanes.
@@ -196,7 +196,7 @@ def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
     return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args}
 
 
-# -- several ranks on one time axis (sm_profiler.merge) ---------------------------------------
+# -- several ranks on one time axis (sm_profiler.export.merge) ---------------------------------------
 
 
 def ranks_json(
@@ -263,7 +263,7 @@ OTHER_KERNELS = "other kernels (CUPTI)"
 def other_kernel_events(
     tl: Timeline, kernels: dict, base_ns: int, pid_off: int, tid_off: int
 ) -> tuple[list[dict], int]:
-    """Slices of kernels we did not record (torch's CUPTI rows, sm_profiler.coverage
+    """Slices of kernels we did not record (torch's CUPTI rows, sm_profiler.report.coverage
     .unseen_kernels) on the SM processes rank_events laid out at `pid_off`: kernel k on the
     first kernels["n_sms"][k] SMs of kernels["sms"] (SM ids of `tl.sms`), in a thread
     'other kernels (CUPTI)' above each SM's own, one more per level of kernels that overlap

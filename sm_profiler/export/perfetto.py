@@ -4,7 +4,7 @@ The file is one trusted packet sequence (id 1); a trace of several ranks (iter_r
 each rank's such packets in turn, on the same sequence::
 
     packet        SEQ_INCREMENTAL_STATE_CLEARED + interned event names (iid 1..)
-    descriptors   the timeline's tracks (sm_profiler.timeline): a root track, under it one track
+    descriptors   the timeline's tracks (sm_profiler.trace.timeline): a root track, under it one track
                   per launch (its span) and one per SM, each SM holding its "resident blocks"
                   counter and its lanes' tracks; children in explicit order (child_ordering
                   EXPLICIT + sibling_order_rank, which the Perfetto UI honours). No process or
@@ -40,8 +40,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..timeline import LEVELS, SUMMARY_RANK0, Timeline, order_rows, require
-from ..trace import RANGE
+from ..trace.model import RANGE
+from ..trace.timeline import LEVELS, SUMMARY_RANK0, Timeline, order_rows, require
 from .protobuf import (
     BOOTTIME,
     CLOCK_ID,

@@ -357,7 +357,7 @@ def test_a_graph_the_driver_will_not_switch_warns_once_and_is_left_alone(monkeyp
 def test_the_staging_kernels_read_the_counter_once_and_copy_16_bytes_a_unit(arch):
     """ptx.AUTO_STAGE_PTX compiles for Hopper and Blackwell: STAGE reads its counter once and
     its loop is one 16-byte load and one 16-byte store; BUMP one load and one store; no atomic."""
-    from sm_profiler import ptx
+    from sm_profiler.record import ptx
 
     code = cuda_tools.sass(ptx.AUTO_STAGE_PTX, arch)
     memory = [

@@ -50,7 +50,7 @@ def _cupti_launches(path) -> Counter:
 )
 def test_torchrun_every_rank_records_its_launches_and_rank0_merges(tmp_path, mode, compile_mode):
     from sm_profiler.auto_mode.job import MERGED_TRACE
-    from sm_profiler.capture import load
+    from sm_profiler.wire.capture import load
 
     out = tmp_path / "prof"
     out.mkdir()
@@ -110,7 +110,7 @@ def test_a_rank_torchrun_stops_keeps_what_it_recorded(tmp_path):
     # stops it with SIGTERM (SIGKILL 30 s later). Rank 0 wrote nothing before.
     import time
 
-    from sm_profiler.capture import load
+    from sm_profiler.wire.capture import load
 
     out = tmp_path / "prof"
     out.mkdir()

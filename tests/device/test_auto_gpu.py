@@ -162,11 +162,11 @@ def _graph_area_bytes(g) -> torch.Tensor:
     """A copy of the records a graph's kernels write into its own areas (one device)."""
     ((replay, base),) = g._sm_profiler_areas.values()
     first, span = replay[0], replay[1]
-    nbytes = span * sm_profiler.format.AUTO_RECORD_BYTES
+    nbytes = span * sm_profiler.wire.format.AUTO_RECORD_BYTES
     out = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     binding.copy_device(
         out.data_ptr(),
-        base + first * sm_profiler.format.AUTO_RECORD_BYTES,
+        base + first * sm_profiler.wire.format.AUTO_RECORD_BYTES,
         nbytes,
         torch.cuda.current_stream().cuda_stream,
     )
@@ -176,7 +176,7 @@ def _graph_area_bytes(g) -> torch.Tensor:
 
 def _zero_graph_areas(g) -> None:
     ((replay, base),) = g._sm_profiler_areas.values()
-    n = sm_profiler.format.AUTO_RECORD_BYTES
+    n = sm_profiler.wire.format.AUTO_RECORD_BYTES
     zero = torch.zeros(replay[1] * n, dtype=torch.uint8, device="cuda")
     binding.copy_device(
         base + replay[0] * n, zero.data_ptr(), zero.numel(), torch.cuda.current_stream().cuda_stream
@@ -715,8 +715,8 @@ def test_a_schedule_records_the_launches_cupti_saw_in_its_active_steps():
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler import schedule as torch_schedule
 
-    from sm_profiler.coverage import instrumented_mask, kernel_table, step_of, step_windows
-    from sm_profiler.merge import _torch_doc, kernel_key
+    from sm_profiler.export.merge import _torch_doc, kernel_key
+    from sm_profiler.report.coverage import instrumented_mask, kernel_table, step_of, step_windows
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(Block(256), Block(256)).cuda()

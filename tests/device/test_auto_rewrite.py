@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from auto_inputs import PTX
 
-from sm_profiler import format as fmt
 from sm_profiler.auto_mode.rewrite import RewriteError, instrument
+from sm_profiler.wire import format as fmt
 
 
 def test_rewrite_records_every_way_out_and_leaves_functions_alone():

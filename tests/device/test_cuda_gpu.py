@@ -24,8 +24,8 @@ pytestmark = [
 ]
 
 import sm_profiler  # noqa: E402
-from sm_profiler import format as fmt  # noqa: E402
-from sm_profiler.trace import INSTANT, RANGE  # noqa: E402
+from sm_profiler.trace.model import INSTANT, RANGE  # noqa: E402
+from sm_profiler.wire import format as fmt  # noqa: E402
 
 HERE = CUDA_SOURCES
 EVT_ITER, EVT_TAIL, EVT_START = 1, 2, 3

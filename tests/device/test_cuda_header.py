@@ -14,9 +14,9 @@ import pytest
 from repo_paths import CUDA_SOURCES, ROOT  # noqa: E402
 
 import sm_profiler
-from sm_profiler import cuda, ptx
-from sm_profiler import format as fmt
 from sm_profiler.cli import main as cli_main
+from sm_profiler.record import cuda, ptx
+from sm_profiler.wire import format as fmt
 
 HERE = CUDA_SOURCES
 
@@ -36,7 +36,7 @@ needs_cxx = pytest.mark.skipif(cuda_tools.cxx() is None, reason="needs a C++ com
 
 
 def test_generated_headers_match_format_and_ptx():
-    assert cuda.stale_headers() == [], "run: python -m sm_profiler.cuda --write"
+    assert cuda.stale_headers() == [], "run: python -m sm_profiler.record.cuda --write"
 
 
 def test_every_record_text_is_ptx_py_in_cudas_operand_spelling():

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from repo_paths import CUDA_SOURCES
 
-from sm_profiler import format as fmt
-from sm_profiler.decode import decode
 from sm_profiler.errors import FormatError
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
 
 
 def _cpp_cases(tmp_path, headers: list[np.ndarray], shape=(2, 2, 4), metadata: bytes | None = None):
@@ -60,8 +60,8 @@ def _cpp_cases(tmp_path, headers: list[np.ndarray], shape=(2, 2, 4), metadata: b
 
 
 def _loads(path) -> bool:
-    from sm_profiler.capture import load
     from sm_profiler.errors import CaptureError
+    from sm_profiler.wire.capture import load
 
     try:
         decode(load(path))
@@ -159,7 +159,7 @@ def test_6_cpp_writer_refuses_metadata_that_is_not_utf8(tmp_path):
     results, _ = _cpp_cases(tmp_path, [_header()], metadata="café ✓".encode())
     ((rc, path),) = results
     assert rc == 0
-    from sm_profiler.capture import load
+    from sm_profiler.wire.capture import load
 
     assert load(path)[0].metadata["note"] == "café ✓"
 

@@ -24,8 +24,8 @@ from cutlass import Int32  # noqa: E402
 from cutlass.cute.runtime import make_ptr  # noqa: E402
 
 import cute_ops  # noqa: E402
-from sm_profiler import format as fmt  # noqa: E402
-from sm_profiler import ptx as _ptx  # noqa: E402
+from sm_profiler.record import ptx as _ptx  # noqa: E402
+from sm_profiler.wire import format as fmt  # noqa: E402
 
 # SASS instructions one event adds in straight-line code, on the path of the warp that records
 # (per block, warp 0): the branch the other warps take, timer read, bounds predicate, tag move,

@@ -25,7 +25,7 @@ from cutlass import Int32  # noqa: E402
 from cutlass.cute.runtime import make_ptr  # noqa: E402
 
 import sm_profiler  # noqa: E402
-from sm_profiler import format as fmt  # noqa: E402
+from sm_profiler.wire import format as fmt  # noqa: E402
 
 _DTYPES = {torch.int64: cutlass.Int64, torch.float32: cutlass.Float32}
 _compiled: dict = {}

@@ -13,8 +13,8 @@ pytest.importorskip("cutlass", reason="needs CuteDSL: pip install nvidia-cutlass
 
 import cute_ops  # noqa: E402
 from cute_ops import ops  # noqa: E402
-from sm_profiler import format as fmt  # noqa: E402
 from sm_profiler.errors import ConfigError, SmProfilerError, UsageError  # noqa: E402
+from sm_profiler.wire import format as fmt  # noqa: E402
 
 
 def test_event_ids_out_of_range_are_config_errors():

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sm_profiler import cuda, ptx
-from sm_profiler import format as fmt
+from sm_profiler.record import cuda, ptx
+from sm_profiler.wire import format as fmt
 
 U32 = fmt.LOW32
 U64 = (1 << 64) - 1

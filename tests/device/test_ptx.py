@@ -1,11 +1,11 @@
-"""The shared inline-PTX texts (sm_profiler/ptx.py): what each record mode tests and stores."""
+"""The shared inline-PTX texts (sm_profiler/record/ptx.py): what each record mode tests and stores."""
 
 import re
 
 import pytest
 
-from sm_profiler import format as fmt
-from sm_profiler import ptx
+from sm_profiler.record import ptx
+from sm_profiler.wire import format as fmt
 
 
 def _stores(text: str) -> list[str]:

@@ -158,7 +158,7 @@ def test_staged_events_cost_a_timer_read_and_a_shared_store(probe):
 
 
 def test_the_stage_is_static_shared_memory_of_the_documented_size(probe):
-    from sm_profiler import ptx
+    from sm_profiler.record import ptx
 
     sizes = re.findall(
         r"\.shared \.align 16 \.b8 smp_stage_\d+\[(\d+)\]", probe["staged_straight_4_ptx"]
@@ -175,8 +175,8 @@ def test_a_staged_loop_kernel_stores_to_global_memory_only_in_the_flush(probe):
 
 
 def test_declared_stage_bytes_are_read_from_the_ptx(probe):
-    # what the kernel-load occupancy check reads (sm_profiler/occupancy.py)
-    from sm_profiler import occupancy, ptx
+    # what the kernel-load occupancy check reads (sm_profiler/record/occupancy.py)
+    from sm_profiler.record import occupancy, ptx
 
     assert occupancy.declared_stage_bytes(probe["staged_straight_4_ptx"]) == ptx.stage_bytes(4, 32)
     assert occupancy.declared_stage_bytes(probe["loop_ptx_warp1"]) == 0

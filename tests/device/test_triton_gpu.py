@@ -12,7 +12,7 @@ pytestmark = [
 import triton_kernels as K  # noqa: E402  (tests/support is on sys.path: no package)
 
 import sm_profiler  # noqa: E402
-from sm_profiler import format as fmt  # noqa: E402
+from sm_profiler.wire import format as fmt  # noqa: E402
 
 
 def _sm_count():
@@ -304,7 +304,7 @@ def test_staged_range_around_known_delay_measures_it_within_64_ns():
 
 
 def test_a_stage_that_costs_blocks_warns_at_first_launch():
-    from sm_profiler import occupancy, ptx
+    from sm_profiler.record import occupancy, ptx
 
     iters, warps, grid, stage = 8, 4, 4, 1199  # ~48 KiB of stage: 4 blocks/SM instead of 16
     limits = occupancy.SmLimits.of_device()

@@ -17,10 +17,10 @@ pytestmark = pytest.mark.skipif(
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 import triton_kernels as K  # noqa: E402
+from sm_profiler.triton_ops import profiler_event_instant, profiler_init  # noqa: E402
 
 import sm_profiler  # noqa: E402
-from sm_profiler import format as fmt  # noqa: E402
-from sm_profiler.triton_ops import profiler_event_instant, profiler_init  # noqa: E402
+from sm_profiler.wire import format as fmt  # noqa: E402
 
 NAMES = ("load", "store", "loop", "iter", "tick", "tail", "sleep")
 
@@ -269,6 +269,6 @@ def test_direct_ops_on_a_ring_buffer_are_reported():
     assert trace.kernels[0].ring_unclosed_lanes == [0]  # the first records, as a direct lane
     assert int(trace.lanes["written"][0]) == 16
     assert int(trace.lanes["attempted"][0]) == len(K.ring_sequence(30))
-    warnings = sm_profiler.stats.compute_stats(trace).warnings
+    warnings = sm_profiler.report.stats.compute_stats(trace).warnings
     assert any("not closed by profiler_flush" in w for w in warnings)
     assert any("Raise max_events_per_group" in w for w in warnings)

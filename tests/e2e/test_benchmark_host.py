@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from sm_profiler.decode import decode
+from sm_profiler.trace.decode import decode
 
 
 def _host_benchmark():

@@ -21,9 +21,9 @@ import pytest
 from perfetto_ui import PerfettoUI, missing
 from reference_encoder import BEGIN, END, Lane, Stream, encode
 
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.export import to_perfetto_bytes
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire.capture import Capture
 
 pytestmark = [
     pytest.mark.browser,

@@ -148,7 +148,8 @@ def test_the_switch_set_before_importing_is_fine_and_the_kernel_runs():
         os.environ["TRITON_INTERPRET"] = "1"
         import torch
         import triton_kernels as K
-        from sm_profiler import SmProfiler, decode
+        from sm_profiler import SmProfiler
+        from sm_profiler.trace.decode import decode
 
         prof = SmProfiler(2, device="cpu")
         x = torch.ones(64)
@@ -300,8 +301,8 @@ def test_host_submodules_are_attributes_of_the_package_and_triton_ops_is_not():
         """
         import sys
         import sm_profiler
-        assert "sm_profiler.stats" not in sys.modules and "torch" not in sys.modules
-        print(sm_profiler.stats.compute_stats.__module__, sm_profiler.plot.plot.__module__,
+        assert "sm_profiler.report.stats" not in sys.modules and "torch" not in sys.modules
+        print(sm_profiler.report.stats.compute_stats.__module__, sm_profiler.export.plot.plot.__module__,
               sm_profiler.export.export.__module__)
         try:
             sm_profiler.triton_ops
@@ -313,6 +314,6 @@ def test_host_submodules_are_attributes_of_the_package_and_triton_ops_is_not():
     )
     assert r.returncode == 0, r.stderr[-3000:]
     first, second = r.stdout.splitlines()
-    assert first == "sm_profiler.stats sm_profiler.plot sm_profiler.export"
+    assert first == "sm_profiler.report.stats sm_profiler.export.plot sm_profiler.export"
     assert second.startswith("sm_profiler.triton_ops is not loaded by 'import sm_profiler'")
     assert "after setting TRITON_INTERPRET" in second

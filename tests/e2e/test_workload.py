@@ -14,10 +14,10 @@ from captures import torch_doc
 from workload_kernels import ranged, slotted_profiler
 
 import sm_profiler
-from sm_profiler import merge
-from sm_profiler.capture import Capture
 from sm_profiler.cli import main as cli_main
 from sm_profiler.errors import ConfigError
+from sm_profiler.export import merge
+from sm_profiler.wire.capture import Capture
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter tests")
 

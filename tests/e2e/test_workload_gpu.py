@@ -12,9 +12,9 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
 
 import sm_profiler
-from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
 
 pytestmark = [
     pytest.mark.gpu,
@@ -79,7 +79,7 @@ def test_twenty_launches_without_a_sync_decode_to_twenty_labelled_captures():
     for _ in range(10):
         _step(x, prof.get_buffer())
     _check_twenty(prof.captures())
-    text = sm_profiler.stats.format_stats(prof.stats(), width=100)
+    text = sm_profiler.report.stats.format_stats(prof.stats(), width=100)
     assert "launches by kernel" in text and "scale_kernel" in text and "shift_kernel" in text
     prof.close()
 
@@ -150,7 +150,7 @@ def test_torch_profiler_merge_aligns_within_a_microsecond(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 def test_two_gpus_clock_agreement_and_merge(tmp_path):
-    from sm_profiler.clock import compare_gpus, measure_clock
+    from sm_profiler.record.clock import compare_gpus, measure_clock
 
     cmp = compare_gpus(["cuda:0", "cuda:1"])
     offsets = [measure_clock(f"cuda:{i}") for i in range(2)]

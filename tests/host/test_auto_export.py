@@ -1,4 +1,4 @@
-"""Auto mode's default trace of a long run (sm_profiler/timeline.py, _build_budgeted): the
+"""Auto mode's default trace of a long run (sm_profiler/trace/timeline.py, _build_budgeted): the
 first recorded steps that fit drawn in full and opened on, every other program in bounded
 summary counters, whatever the number of steps, launches and programs. The budgets are made
 small here; benchmarks/auto_host.py measures the real ones."""
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from auto_inputs import AUTO_T0, table_of
 
-from sm_profiler import timeline
 from sm_profiler.export import to_chrome_json, to_perfetto_bytes
-from sm_profiler.timeline import build
+from sm_profiler.trace import timeline
+from sm_profiler.trace.timeline import build
 
 
 def _steps(n_steps=5, launches=4, programs=6, first_gap=2_000):

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from auto_inputs import AUTO_T0, KERNELS, auto_buffer, table_of, two_kernels
 
-from sm_profiler import format as fmt
 from sm_profiler.auto_mode.records import read_buffer
 from sm_profiler.auto_mode.report import format_report, launch_table
 from sm_profiler.auto_mode.table import AutoTable, LaunchList
-from sm_profiler.capture import load
-from sm_profiler.decode import decode
 from sm_profiler.errors import ConfigError, FormatError
 from sm_profiler.export import to_chrome_json
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import load
 
 
 def _replays(n, programs, gap_ns=400, dur_ns=110, t0=AUTO_T0, kid=2, grid_id=9):

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from auto_inputs import AUTO_T0, TableRegion, table_of, two_kernels, write_auto_file
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import load
 from sm_profiler.errors import CaptureError
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import load
 
 
 def _per_warp_table():
@@ -326,7 +326,7 @@ def _torch_doc_and_capture(tmp_path):
 
     doc = cupti_doc([{"name": "a", "start": 0, "end": 10, "launch": 0}], [(1, 0, 100)], num_sms=4)
     cap = tmp_path / "c.smp"
-    from sm_profiler.capture import save_many
+    from sm_profiler.wire.capture import save_many
 
     save_many([kernel_capture("a")], cap)
     return doc, cap, json
@@ -362,7 +362,7 @@ def test_11_12_torch_times_and_steps_past_int64_are_clear_errors(tmp_path, edit,
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert re.search(why, r.stderr) and "re-export it" in r.stderr, r.stderr
     assert not out.exists()  # refused before anything is written
-    from sm_profiler.coverage import torch_coverage
+    from sm_profiler.report.coverage import torch_coverage
 
     with pytest.raises(CaptureError, match=why):
         torch_coverage(doc, ["a"])  # no "idle -100.0 %" from a wrapped time

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from auto_inputs import AUTO_T0, KERNELS, table_of, two_kernels
 
-from sm_profiler import format as fmt
 from sm_profiler.auto_mode import table as table_mod
+from sm_profiler.wire import format as fmt
 
 
 def mixed_records():
@@ -93,7 +93,7 @@ def test_launch_table_in_place_and_a_chunk_of_groups_at_a_time(monkeypatch, chun
 
 def test_kernel_names_of_an_auto_trace_match_its_launches_names(monkeypatch):
     from sm_profiler.auto_mode.report import kernel_name_ids
-    from sm_profiler.trace import kernel_names
+    from sm_profiler.trace.model import kernel_names
 
     _, tr = _decoded(monkeypatch, 1 << 18)
     caps = np.array([3, 0, 3, 1])
@@ -104,7 +104,7 @@ def test_kernel_names_of_an_auto_trace_match_its_launches_names(monkeypatch):
 
 
 def test_active_ranges_given_in_parts_are_active_ranges_at_once():
-    from sm_profiler.summary import ActiveRanges, active_ranges
+    from sm_profiler.trace.summary import ActiveRanges, active_ranges
 
     rng = np.random.default_rng(1)
     n, groups = 500, 7
@@ -125,7 +125,7 @@ def test_active_ranges_given_in_parts_are_active_ranges_at_once():
 
 @pytest.mark.parametrize("launches", [3, 40_000])  # bins per launch; bins of the whole span
 def test_summary_counters_a_part_at_a_time_are_those_at_once(launches):
-    from sm_profiler.timeline import _summary_counters, _summary_counters_of
+    from sm_profiler.trace.timeline import _summary_counters, _summary_counters_of
 
     rng = np.random.default_rng(2)
     n = 60_000
@@ -197,7 +197,7 @@ def test_narrow_row_columns_hold_every_value_a_record_can_say():
 
 def test_a_table_holds_narrow_columns_and_saves_its_file_dtypes(tmp_path):
     from sm_profiler.auto_mode.table import LAUNCH_DTYPES, NARROW_DTYPES, ROW_DTYPES
-    from sm_profiler.capture import load
+    from sm_profiler.wire.capture import load
 
     recs = [
         (AUTO_T0, 100, 255, 2**32 - 1, 1, 2**32 - 1, 65535, 65535),
@@ -346,7 +346,7 @@ def test_trace_written_in_parts_is_the_same_trace(monkeypatch):
 def test_capture_names_of_an_auto_trace_are_those_of_its_launches():
     from collections import Counter
 
-    from sm_profiler.trace import kernel_names
+    from sm_profiler.trace.model import kernel_names
 
     lonely = [(AUTO_T0 + 20_000, 100, 1, 99, 3, 0, 0, 0)]
     kernels = {**KERNELS, 3: {"name": "lonely"}}

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 from auto_inputs import AUTO_T0, auto_buffer, table_of, two_kernels
 
-from sm_profiler import format as fmt
 from sm_profiler.auto_mode.records import read_buffer
 from sm_profiler.auto_mode.report import format_report, launch_reports
-from sm_profiler.decode import decode
-from sm_profiler.timeline import build
+from sm_profiler.trace.decode import decode
+from sm_profiler.trace.timeline import build
+from sm_profiler.wire import format as fmt
 
 
 def test_records_become_one_launch_per_grid_id_and_replay():
@@ -148,7 +148,7 @@ def test_a_tag_reaches_the_launch_metadata():
 
 
 def test_the_launches_table_of_an_auto_trace_has_its_gpu_rank_step_and_programs():
-    from sm_profiler.tables import columns
+    from sm_profiler.report.tables import columns
 
     t = columns(decode(table_of(two_kernels(), session={"rank": 3})), "launches")
     assert t["rank"].tolist() == [3, 3, 3, 3] and t["programs"].tolist() == [4, 4, 4, 4]

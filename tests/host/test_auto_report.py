@@ -5,7 +5,7 @@ from __future__ import annotations
 from auto_inputs import table_of, two_kernels
 
 from sm_profiler.auto_mode.report import format_report
-from sm_profiler.decode import decode
+from sm_profiler.trace.decode import decode
 
 
 def test_report_fits_80_columns_and_sorts_by_time():

@@ -35,7 +35,7 @@ class FakeRegion:
         return table_of(two_kernels())
 
     def decode(self):
-        from sm_profiler import decode
+        from sm_profiler.trace.decode import decode
 
         return decode(self.captures())
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from reference_encoder import INSTANT, Lane, Stream, actual, encode
 
-from sm_profiler.capture import Capture, load, save_many
-from sm_profiler.decode import decode
 from sm_profiler.errors import CaptureError, FormatError
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire.capture import Capture, load, save_many
 
 
 def other_capture() -> Capture:

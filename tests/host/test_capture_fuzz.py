@@ -16,12 +16,12 @@ import zipfile
 import numpy as np
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode, examples
 
-from sm_profiler.capture import Capture, load, save_many
 from sm_profiler.cli import printable
-from sm_profiler.decode import decode
 from sm_profiler.errors import CaptureError, FormatError
 from sm_profiler.export import to_chrome_json
-from sm_profiler.stats import compute_stats, format_stats
+from sm_profiler.report.stats import compute_stats, format_stats
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire.capture import Capture, load, save_many
 
 
 def real_file(path) -> bytes:
@@ -134,8 +134,8 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from strategies import SETTINGS, ring_streams, streams  # noqa: E402
 
-from sm_profiler import format as fmt  # noqa: E402
 from sm_profiler.errors import SmProfilerError  # noqa: E402
+from sm_profiler.wire import format as fmt  # noqa: E402
 
 
 def slotted(words_per_slot: list[np.ndarray], used: int, labels: list[int]) -> np.ndarray:
@@ -256,7 +256,7 @@ def v4_file(path) -> bytes:
 
 
 def test_v4_ring_and_slot_captures_survive_byte_flips_inside_members(tmp_path):
-    from sm_profiler.merge import merge_ranks
+    from sm_profiler.export.merge import merge_ranks
 
     members = _members(v4_file(tmp_path / "good.npz"))
     assert use(tmp_path / "good.npz") == "ok"

@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode, examples
 from strategies import SETTINGS
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture, load, save_many
 from sm_profiler.cli import main
-from sm_profiler.decode import decode
 from sm_profiler.errors import CaptureError, FormatError
 from sm_profiler.export import to_chrome_json, to_perfetto_bytes
-from sm_profiler.stats import compute_stats, format_stats
+from sm_profiler.report.stats import compute_stats, format_stats
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture, load, save_many
 
 
 @pytest.mark.parametrize("name", BAD_NAMES)

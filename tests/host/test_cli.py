@@ -19,8 +19,9 @@ from captures import TINY_REPORT, build_capture, saved, tiny_capture
 from repo_paths import ROOT as REPO
 from terminal import Tty
 
-from sm_profiler import decode, save_many
+from sm_profiler import save_many
 from sm_profiler.cli import PERFETTO_UI, main, serve_trace
+from sm_profiler.trace.decode import decode
 
 
 @pytest.fixture
@@ -341,7 +342,7 @@ def test_decode_of_the_fixture_is_sane():
 def test_export_one_capture_or_launches_end_to_end(tmp_path, capsys):
     from reference_encoder import BEGIN, END, Lane, Stream, encode
 
-    from sm_profiler.capture import Capture
+    from sm_profiler.wire.capture import Capture
 
     caps = []
     for i in range(2):

@@ -1,4 +1,4 @@
-"""Coverage from a torch trace's CUPTI rows (sm_profiler/coverage.py), on hand-built traces whose
+"""Coverage from a torch trace's CUPTI rows (sm_profiler/report/coverage.py), on hand-built traces whose
 overlaps, gaps and steps give known shares: the step windows, the unions, the unseen ranking, the
 layout of the unseen kernels for the SM tracks and its cap, malformed fields, the printed lines."""
 
@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from captures import EPOCH_T0, cupti_doc, kernel_capture
 
-from sm_profiler.coverage import (
+from sm_profiler.errors import CaptureError
+from sm_profiler.report.coverage import (
     coverage_lines,
     kernel_table,
     torch_coverage,
     unseen_kernels,
 )
-from sm_profiler.errors import CaptureError
 
 
 def k(name, start, end, **more) -> dict:
@@ -113,7 +113,7 @@ def test_a_row_without_args_device_is_its_pid():
 
 
 def test_sources_name_the_instrumented_kernels(tmp_path):
-    from sm_profiler.capture import save_many
+    from sm_profiler.wire.capture import save_many
 
     save_many([kernel_capture("tri")], tmp_path / "c.smp")
     path = tmp_path / "torch.json"
@@ -153,7 +153,7 @@ BAD = {
 
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_malformed_fields_are_capture_errors_naming_them(tmp_path, case):
-    from sm_profiler.merge import merge_torch_trace
+    from sm_profiler.export.merge import merge_torch_trace
 
     edit, what = BAD[case]
     with pytest.raises(CaptureError, match=f"{what}.*re-export it"):
@@ -230,4 +230,4 @@ def test_torch_coverage_is_sm_profilers():
     import sm_profiler
 
     assert sm_profiler.torch_coverage is torch_coverage
-    assert sm_profiler.coverage.MAX_UNSEEN_SLICES == 50_000
+    assert sm_profiler.report.coverage.MAX_UNSEEN_SLICES == 50_000

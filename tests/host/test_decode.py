@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, actual, encode, expected
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.errors import FormatError
-from sm_profiler.trace import INSTANT as ROW_INSTANT
-from sm_profiler.trace import RANGE, UNMATCHED_BEGIN, UNMATCHED_END
+from sm_profiler.trace.decode import decode
+from sm_profiler.trace.model import INSTANT as ROW_INSTANT
+from sm_profiler.trace.model import RANGE, UNMATCHED_BEGIN, UNMATCHED_END
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture
 
 U32 = 2**32
 

@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode, examples
 from strategies import SETTINGS, ring_streams
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.errors import ConfigError, FormatError
 from sm_profiler.export import to_chrome_json, to_perfetto_bytes
-from sm_profiler.stats import compute_stats
+from sm_profiler.report.stats import compute_stats
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture
 
 
 def test_1_times_past_2_63_are_refused_not_wrapped():

@@ -22,10 +22,10 @@ from reference_encoder import (
 )
 from strategies import SETTINGS, U32, streams
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.errors import FormatError
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture
 
 
 def _decode_words(words: np.ndarray):

@@ -20,11 +20,11 @@ from reference_encoder import (
 )
 from strategies import SETTINGS, ring_streams
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.errors import ConfigError, FormatError
-from sm_profiler.stats import compute_stats
+from sm_profiler.report.stats import compute_stats
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture
 
 
 @settings(max_examples=examples(300), **SETTINGS)

@@ -10,9 +10,9 @@ from captures import T0, basic_capture, capture
 from reference_encoder import BEGIN, END, INSTANT
 from trace_readers import expected_slices
 
-from sm_profiler import format as fmt
-from sm_profiler.decode import decode
 from sm_profiler.export import export, to_chrome_json
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
 
 
 def load(trace):

@@ -7,10 +7,10 @@ import numpy as np
 from captures import EPOCH_T0, lane_base, ring_words
 from reference_encoder import INSTANT
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.export import to_chrome_json, to_perfetto_bytes
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture
 
 
 def _ring_trace_with_both_kinds_of_drops():

@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode, examples
 from strategies import SETTINGS, event_ids, nested
 
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.export import perfetto as pf
 from sm_profiler.export import to_chrome_json, to_perfetto_bytes
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire.capture import Capture
 
 pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 from trace_readers import read_trace  # noqa: E402

@@ -16,12 +16,12 @@ from captures import EPOCH_T0, T0, basic_capture, capture
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode
 from trace_readers import expected_slices, read_trace
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.errors import CaptureError, ConfigError
 from sm_profiler.export import export, to_perfetto_bytes
 from sm_profiler.export import perfetto as pf
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture
 
 pb2 = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from repo_paths import ROOT
 
-from sm_profiler import format as fmt
 from sm_profiler.errors import ConfigError, FormatError
+from sm_profiler.wire import format as fmt
 
 DOC = pathlib.Path(ROOT) / "docs" / "format.md"
 

@@ -1,4 +1,4 @@
-"""Merging (sm_profiler/merge.py) on hand-built captures: ranks with nothing recorded or with
+"""Merging (sm_profiler/export/merge.py) on hand-built captures: ranks with nothing recorded or with
 millions of lanes, bad clock samples and barrier stamps, malformed torch traces, and matching
 launches to CUPTI rows fast and exactly. Regression tests of issue 23, named test_<item>_...
 
@@ -14,10 +14,10 @@ import pytest
 from captures import EPOCH_T0, kernel_capture, torch_doc
 from reference_encoder import INSTANT, Stream, encode
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.errors import ConfigError, FormatError
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture
 
 
 def empty_capture(name="k", metadata=None) -> Capture:
@@ -25,7 +25,7 @@ def empty_capture(name="k", metadata=None) -> Capture:
 
 
 def test_4_a_rank_that_ran_nothing_does_not_move_the_base_to_1970(tmp_path):
-    from sm_profiler.merge import merge_ranks
+    from sm_profiler.export.merge import merge_ranks
 
     out = tmp_path / "m.json"
     merge_ranks([[kernel_capture()], [empty_capture()]], out, align="none")
@@ -48,7 +48,7 @@ def _lane_far_out_capture(nb: int = 1 << 20) -> Capture:
 
 
 def test_5_a_rank_with_2_20_lanes_keeps_its_ids_clear_of_the_next_rank(tmp_path):
-    from sm_profiler.merge import merge_ranks
+    from sm_profiler.export.merge import merge_ranks
 
     out = tmp_path / "m.json"
     merge_ranks([[_lane_far_out_capture()], [kernel_capture()]], out, align="none")
@@ -71,7 +71,7 @@ BAD_NS = ["abc", float("nan"), float("inf"), [1], {"a": 1}, True, 2**70, 1.5]
 @pytest.mark.parametrize("value", BAD_NS)
 @pytest.mark.parametrize("key", ["host_ns", "offset_ns", "error_ns"])
 def test_9_bad_clock_samples_are_format_errors(tmp_path, key, value):
-    from sm_profiler.merge import merge_ranks
+    from sm_profiler.export.merge import merge_ranks
 
     sample = {"host_ns": 0, "offset_ns": 5, "error_ns": 1, key: value}
     with pytest.raises(FormatError, match=f"clock {key}.*not a time in ns"):
@@ -81,7 +81,7 @@ def test_9_bad_clock_samples_are_format_errors(tmp_path, key, value):
 
 @pytest.mark.parametrize("clock", [5, "abc", {"host_ns": 0, "offset_ns": 1}, 1.5])
 def test_9_a_clock_that_is_not_a_list_is_a_format_error(tmp_path, clock):
-    from sm_profiler.merge import merge_ranks
+    from sm_profiler.export.merge import merge_ranks
 
     with pytest.raises(FormatError, match="'clock' is a .*not a list"):
         merge_ranks([[kernel_capture(metadata={"clock": clock})]], tmp_path / "m.json")
@@ -89,8 +89,8 @@ def test_9_a_clock_that_is_not_a_list_is_a_format_error(tmp_path, clock):
 
 @pytest.mark.parametrize("value", BAD_NS)
 def test_9_bad_barrier_stamps_are_format_errors(tmp_path, value):
-    from sm_profiler.capture import save_many
     from sm_profiler.cli import main
+    from sm_profiler.wire.capture import save_many
 
     files = []
     for r, b in enumerate([1000, value]):
@@ -134,7 +134,7 @@ BAD_TORCH = _bad_torch_docs()
 @pytest.mark.parametrize("case", sorted(BAD_TORCH))
 def test_10_malformed_torch_traces_are_capture_errors(tmp_path, case):
     from sm_profiler.errors import CaptureError
-    from sm_profiler.merge import merge_torch_trace
+    from sm_profiler.export.merge import merge_torch_trace
 
     with pytest.raises(CaptureError, match="re-export it"):
         merge_torch_trace(BAD_TORCH[case], [kernel_capture()], tmp_path / "m.json")
@@ -145,8 +145,8 @@ def test_10_malformed_torch_traces_are_capture_errors(tmp_path, case):
 def test_10_malformed_torch_files_give_one_line_errors(tmp_path, capsys, case):
     import gzip
 
-    from sm_profiler.capture import save_many
     from sm_profiler.cli import main
+    from sm_profiler.wire.capture import save_many
 
     save_many([kernel_capture()], tmp_path / "c.smp")
     path = tmp_path / "torch.json"
@@ -170,7 +170,7 @@ def test_10_malformed_torch_files_give_one_line_errors(tmp_path, capsys, case):
 
 
 def test_10_a_good_torch_file_still_merges(tmp_path):
-    from sm_profiler.merge import merge_torch_trace
+    from sm_profiler.export.merge import merge_torch_trace
 
     caps = [kernel_capture(), kernel_capture(t0=EPOCH_T0 + 10**6)]
     path = tmp_path / "torch.json"
@@ -185,7 +185,7 @@ def test_11_a_torch_fifo_is_refused_at_once(tmp_path):
     import threading
 
     from sm_profiler.errors import CaptureError
-    from sm_profiler.merge import merge_torch_trace
+    from sm_profiler.export.merge import merge_torch_trace
 
     fifo = tmp_path / "torch.json"
     os.mkfifo(fifo)
@@ -213,15 +213,15 @@ def test_12_a_gzip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
     import gzip
     import tracemalloc
 
-    from sm_profiler import merge
     from sm_profiler.errors import CaptureError
+    from sm_profiler.export import merge
 
     body = b'{"traceEvents": [' + b" " * (64 << 20) + b"]}"
     path = tmp_path / "torch.json.gz"
     path.write_bytes(gzip.compress(body, 9))
     size = path.stat().st_size
     assert size < 200_000  # about 1000:1
-    from sm_profiler import torch_trace  # the limits live where torch traces are read
+    from sm_profiler.wire import torch_trace  # the limits live where torch traces are read
 
     monkeypatch.setattr(torch_trace, "MAX_TORCH_SLACK", 0)
     tracemalloc.start()
@@ -245,8 +245,8 @@ def _launches(n: int) -> list[Capture]:
 
 
 def test_13_matching_launches_to_cupti_rows_is_not_quadratic(monkeypatch):
-    from sm_profiler import merge
-    from sm_profiler.trace import TraceData
+    from sm_profiler.export import merge
+    from sm_profiler.trace.model import TraceData
 
     parts = [decode([c]) for c in _launches(300)]
     rows = merge.cupti_kernels(torch_doc(parts))
@@ -265,7 +265,7 @@ def test_13_matching_launches_to_cupti_rows_is_not_quadratic(monkeypatch):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_13_the_nearest_row_is_the_one_a_plain_minimum_picks(seed):
-    from sm_profiler import merge
+    from sm_profiler.export import merge
 
     rng = np.random.default_rng(seed)
     parts = [decode([c]) for c in _launches(40)]
@@ -289,7 +289,7 @@ def test_13_window_search_is_the_exhaustive_one_and_cheap():
     twice as many CUPTI rows as launches, in time far below the exhaustive search's."""
     import time
 
-    from sm_profiler.merge import _best_window
+    from sm_profiler.export.merge import _best_window
 
     rng = np.random.default_rng(5)
     for n, extra in ((1, 3), (5, 0), (40, 37), (300, 300)):
@@ -312,7 +312,7 @@ def test_13_launches_outside_the_torch_profile_are_matched_by_sliding_the_rows()
     the second): the CUPTI rows are matched to the window of launches they fit."""
     from types import SimpleNamespace
 
-    from sm_profiler.merge import match_in_order
+    from sm_profiler.export.merge import match_in_order
 
     def part(start):
         return SimpleNamespace(
@@ -326,7 +326,7 @@ def test_13_launches_outside_the_torch_profile_are_matched_by_sliding_the_rows()
     m = match_in_order(parts, rows)
     assert [i for i, _, _ in m] == [3, 4, 5]
     assert all(parts[i].start_ns - s == offset for i, s, _ in m)
-    from sm_profiler.merge import alignment_error
+    from sm_profiler.export.merge import alignment_error
 
     aligned = [part(t - offset) for t in ours]
     err = alignment_error(aligned, rows)
@@ -341,7 +341,7 @@ def _merged_with_unseen(tmp_path, unseen, num_sms=4):
     row and `unseen` kernel rows (cupti_doc's dicts)."""
     from captures import cupti_doc
 
-    from sm_profiler.merge import merge_torch_trace
+    from sm_profiler.export.merge import merge_torch_trace
 
     cap = kernel_capture()
     t = decode([cap])
@@ -424,7 +424,7 @@ def test_overlapping_unseen_kernels_take_a_second_thread(tmp_path):
 
 
 def test_the_bars_are_capped_keeping_the_longest(tmp_path, monkeypatch):
-    from sm_profiler import coverage
+    from sm_profiler.report import coverage
 
     monkeypatch.setattr(coverage, "MAX_UNSEEN_SLICES", 10)
     unseen = [
@@ -441,7 +441,7 @@ def test_the_bars_are_capped_keeping_the_longest(tmp_path, monkeypatch):
 def test_ranks_the_torch_trace_does_not_name_get_no_bars(tmp_path):
     from captures import cupti_doc
 
-    from sm_profiler.merge import merge_torch_trace
+    from sm_profiler.export.merge import merge_torch_trace
 
     caps = [kernel_capture(metadata={"rank": 0}), kernel_capture(metadata={"rank": 1})]
     doc = cupti_doc([dict(name="gemm", start=0, end=100, grid=(8, 1, 1))], num_sms=4)
@@ -459,8 +459,8 @@ def test_ranks_the_torch_trace_does_not_name_get_no_bars(tmp_path):
 def test_merge_torch_prints_the_coverage_in_80_columns(tmp_path, capsys):
     from captures import cupti_doc
 
-    from sm_profiler.capture import save_many
     from sm_profiler.cli import main
+    from sm_profiler.wire.capture import save_many
 
     cap = kernel_capture()
     save_many([cap], tmp_path / "c.smp")
@@ -487,7 +487,7 @@ def test_an_auto_region_and_a_hand_instrumented_kernel_share_one_ranks_tracks(tm
     tracks, on one time axis (both stamp %globaltimer)."""
     from auto_inputs import AUTO_T0, table_of, two_kernels
 
-    from sm_profiler.merge import merge_ranks
+    from sm_profiler.export.merge import merge_ranks
 
     table = table_of(two_kernels())
     manual = kernel_capture(name="my_cuda_kernel", t0=AUTO_T0 + 20)

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from reference_encoder import INSTANT, Lane, Stream, encode, examples
 from strategies import SETTINGS
 
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.errors import SmProfilerError
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire.capture import Capture
 
 ns_values = st.one_of(
     st.integers(-(2**70), 2**70),
@@ -48,7 +48,7 @@ clock_values = st.one_of(
 def test_merge_of_hostile_rank_metadata_raises_only_our_errors(clock, barrier, rank, align):
     import tempfile
 
-    from sm_profiler.merge import merge_ranks
+    from sm_profiler.export.merge import merge_ranks
 
     a = Capture(encode(Stream(1, 1, 2, {(0, 0): Lane(99, 1, [(INSTANT, 3, 100)])})), {3: "x"})
     b = Capture(a.words, {3: "x"}, {}, "k", {"clock": clock, "barrier_ns": barrier, "rank": rank})
@@ -93,7 +93,7 @@ def test_merge_torch_of_malformed_json_raises_only_our_errors_in_bounded_memory(
     import gzip
     import tracemalloc
 
-    from sm_profiler.merge import merge_torch_trace
+    from sm_profiler.export.merge import merge_torch_trace
 
     caps = [
         Capture(

@@ -1,4 +1,4 @@
-"""Where the time went inside a lane (sm_profiler/nesting.py): self time subtracts direct children
+"""Where the time went inside a lane (sm_profiler/trace/nesting.py): self time subtracts direct children
 only; waits are the gaps between siblings, per pair of events. Checked on a hand-built trace
 (tests/support/captures.py, nested_trace) directly and through compute_stats."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from captures import nested_trace
 
-from sm_profiler.stats import compute_stats
+from sm_profiler.report.stats import compute_stats
 
 
 def test_self_time_subtracts_direct_children_only():
-    from sm_profiler.nesting import self_time
+    from sm_profiler.trace.nesting import self_time
 
     trace = nested_trace()
     st = compute_stats(trace)

@@ -5,8 +5,8 @@ import warnings
 
 import pytest
 
-from sm_profiler import occupancy, ptx
-from sm_profiler.occupancy import SmLimits, blocks_per_sm, stage_report
+from sm_profiler.record import occupancy, ptx
+from sm_profiler.record.occupancy import SmLimits, blocks_per_sm, stage_report
 
 H100 = SmLimits(smem_per_sm_bytes=233472, max_threads_per_sm=2048, regs_per_sm=65536)
 # The matmul of benchmarks/staged_occupancy.py: 8 warps, 3 pipeline stages of 128x64 + 64x128 fp16.

@@ -9,10 +9,10 @@ import os
 import pytest
 from captures import kernel_capture
 
-from sm_profiler.capture import save_many
-from sm_profiler.decode import decode
 from sm_profiler.errors import CaptureError
 from sm_profiler.export import export
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire.capture import save_many
 
 
 @pytest.mark.parametrize("ext", [".json", ".json.gz", ".perfetto-trace"])
@@ -51,9 +51,9 @@ def test_7_unwritable_paths_are_capture_errors(small_capture, path):
 def test_15_writers_never_follow_a_symlink_at_a_temporary_name(tmp_path, writer, monkeypatch):
     import os
 
-    from sm_profiler.capture import save_many
     from sm_profiler.export import export
-    from sm_profiler.merge import merge_ranks
+    from sm_profiler.export.merge import merge_ranks
+    from sm_profiler.wire.capture import save_many
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
@@ -86,7 +86,7 @@ def test_15_the_output_keeps_the_usual_permissions(tmp_path):
     import os
     import stat
 
-    from sm_profiler.capture import save_many
+    from sm_profiler.wire.capture import save_many
 
     old = os.umask(0o022)
     try:

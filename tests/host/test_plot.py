@@ -10,8 +10,9 @@ import pytest
 from captures import build_capture, tiny_capture
 from extras import need
 
-from sm_profiler import MissingDependencyError, decode
-from sm_profiler.plot import occupancy_layout, plot
+from sm_profiler import MissingDependencyError
+from sm_profiler.export.plot import occupancy_layout, plot
+from sm_profiler.trace.decode import decode
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -142,7 +143,7 @@ def test_painted_image_path_shows_the_same_colours(tmp_path):
 
 
 def test_plot_one_capture_of_several(tmp_path):
-    from sm_profiler.trace import TraceData
+    from sm_profiler.trace.model import TraceData
 
     t1 = 10**9
     a = decode(
@@ -183,7 +184,7 @@ def _two_launches(emulated: bool = False, gap_ns: int = 10**9, span_ns: int = 90
 
 def test_every_launch_gets_a_panel_from_its_own_start(tmp_path):
     need("matplotlib", "plot")
-    from sm_profiler.plot import figure
+    from sm_profiler.export.plot import figure
 
     trace = _two_launches()
     fig = figure(trace)
@@ -209,7 +210,7 @@ def test_every_launch_gets_a_panel_from_its_own_start(tmp_path):
 )
 def test_the_time_unit_follows_the_span(span_ns, unit, x_max):
     need("matplotlib", "plot")
-    from sm_profiler.plot import figure
+    from sm_profiler.export.plot import figure
 
     fig = figure(_two_launches(span_ns=span_ns, gap_ns=10 * span_ns), capture=0)
     (ax,) = [ax for ax in fig.axes if ax.get_ylabel() == "SM"]
@@ -220,7 +221,7 @@ def test_the_time_unit_follows_the_span(span_ns, unit, x_max):
 @pytest.mark.parametrize("title", [None, "my kernels"])
 def test_an_emulated_trace_keeps_its_marker_with_any_title(title):
     need("matplotlib", "plot")
-    from sm_profiler.plot import figure
+    from sm_profiler.export.plot import figure
 
     for trace, emulated in ((_two_launches(emulated=True), True), (_two_launches(), False)):
         for cap in (None, 0):

@@ -7,10 +7,10 @@ import pytest
 from captures import BAD_NAMES
 from reference_encoder import BEGIN, END, Lane, Stream, encode
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import load
-from sm_profiler.decode import decode
 from sm_profiler.errors import CaptureError, ConfigError
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import load
 
 torch = pytest.importorskip("torch")
 from sm_profiler.profiler import SmProfiler  # noqa: E402
@@ -279,7 +279,7 @@ def test_16_cuda_out_of_memory_names_the_free_memory(monkeypatch):
 
 def test_without_a_kernel_name_the_stats_label_the_shape_only():
     """Issue 32, item 7: no placeholder 'kernel (2 blocks)' in the report's header."""
-    from sm_profiler.stats import compute_stats
+    from sm_profiler.report.stats import compute_stats
 
     unnamed = SmProfiler(2, 1, 4, device="cpu")
     cap = unnamed.capture()

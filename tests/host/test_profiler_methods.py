@@ -12,9 +12,9 @@ import pytest
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode
 
 import sm_profiler.export
-import sm_profiler.plot
-import sm_profiler.stats
-from sm_profiler.decode import decode
+import sm_profiler.export.plot
+import sm_profiler.report.stats
+from sm_profiler.trace.decode import decode
 
 torch = pytest.importorskip("torch")
 from sm_profiler.auto_mode.report import print_report  # noqa: E402
@@ -23,10 +23,10 @@ from sm_profiler.profiler import SmProfiler  # noqa: E402
 
 # method name -> the function it wraps, whose first parameter is the trace.
 WRAPPED = {
-    "print_stats": sm_profiler.stats.print_stats,
+    "print_stats": sm_profiler.report.stats.print_stats,
     "export": sm_profiler.export.export,
-    "plot": sm_profiler.plot.plot,
-    "stats": sm_profiler.stats.compute_stats,
+    "plot": sm_profiler.export.plot.plot,
+    "stats": sm_profiler.report.stats.compute_stats,
 }
 
 
@@ -65,10 +65,10 @@ def test_print_stats_prints_what_print_stats_prints():
     for width in (None, 48, 100):
         ours, theirs = io.StringIO(), io.StringIO()
         prof.print_stats(file=ours, width=width)
-        sm_profiler.stats.print_stats(trace, file=theirs, width=width)
+        sm_profiler.report.stats.print_stats(trace, file=theirs, width=width)
         assert ours.getvalue() == theirs.getvalue()
     assert "dropped" in ours.getvalue()
-    assert sm_profiler.stats.format_stats(prof.stats(), width=100) == theirs.getvalue()
+    assert sm_profiler.report.stats.format_stats(prof.stats(), width=100) == theirs.getvalue()
 
 
 @pytest.mark.parametrize("ext", [".perfetto-trace", ".json"])
@@ -89,7 +89,7 @@ def test_plot_draws_what_plot_draws(tmp_path):
     pytest.importorskip("matplotlib")
     prof = _profiler()
     ours = prof.plot(tmp_path / "ours.svg", width_in=6.0, capture=1)
-    theirs = sm_profiler.plot.plot(
+    theirs = sm_profiler.export.plot.plot(
         decode(prof.captures()), tmp_path / "theirs.svg", width_in=6.0, capture=1
     )
     assert ours == str(tmp_path / "ours.svg") and theirs == str(tmp_path / "theirs.svg")
@@ -99,7 +99,7 @@ def test_plot_draws_what_plot_draws(tmp_path):
 # AutoProfiler (sm_profiler.auto) wraps the same functions, its report in place of the stats.
 AUTO_WRAPPED = {
     "export": sm_profiler.export.export,
-    "plot": sm_profiler.plot.plot,
+    "plot": sm_profiler.export.plot.plot,
     "print_stats": print_report,
 }
 

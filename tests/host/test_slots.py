@@ -1,4 +1,4 @@
-"""Launch slots (sm_profiler/slots.py): many launches into one buffer without a host sync, each
+"""Launch slots (sm_profiler/record/slots.py): many launches into one buffer without a host sync, each
 labelled by its launcher (kernel, grid, warps, call site), slot overflow counted, snapshots, the
 manual step, in the interpreter (CI). The GPU side is tests/e2e/test_workload_gpu.py."""
 
@@ -12,9 +12,9 @@ import torch
 from workload_kernels import instants, ranged, slotted_profiler
 
 import sm_profiler
-from sm_profiler import format as fmt
 from sm_profiler.errors import ConfigError, FormatError
-from sm_profiler.stats import compute_stats, format_stats
+from sm_profiler.report.stats import compute_stats, format_stats
+from sm_profiler.wire import format as fmt
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter tests")
 
@@ -143,7 +143,7 @@ def test_a_slotted_buffer_nothing_ran_into_reads_as_one_empty_launch():
 
 
 def test_a_disabled_slotted_profiler_observes_nothing():
-    from sm_profiler import slots
+    from sm_profiler.record import slots
 
     p = sm_profiler.SmProfiler(2, 1, 8, device="cpu", slots=4, enabled=False)
     ranged[(2,)](p.get_buffer())

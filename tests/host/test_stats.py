@@ -12,9 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_encoder import BEGIN, END, Lane, Stream, encode
 
-from sm_profiler import decode
-from sm_profiler.capture import Capture
-from sm_profiler.stats import (
+from sm_profiler.report.stats import (
     Stats,
     compute_stats,
     format_stats,
@@ -23,6 +21,8 @@ from sm_profiler.stats import (
     print_stats,
     union_length,
 )
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire.capture import Capture
 
 # -- exact text --------------------------------------------------------------------------------
 
@@ -434,7 +434,7 @@ def test_union_length_equals_interval_merge(rows):
 
 
 def test_breakdowns_by_group_sm_and_launch():
-    from sm_profiler.stats import breakdown
+    from sm_profiler.report.stats import breakdown
 
     trace = nested_trace()
     by_group = {
@@ -470,8 +470,8 @@ def test_4_stats_of_blocks_far_apart_on_one_sm(gap):
 
 
 def test_16_stats_escapes_call_sites_grids_and_slots(tmp_path, capsys):
-    from sm_profiler.capture import save_many
     from sm_profiler.cli import main
+    from sm_profiler.wire.capture import save_many
 
     evil = "\x1b]0;pwned\x07\x1b[2J"
     meta = {"call_site": evil, "grid": [evil, 1], "slots": evil, "launches_without_slot": 2}

@@ -1,4 +1,4 @@
-"""The summary mode (sm_profiler/summary.py and the timeline's summary): counters that hold every
+"""The summary mode (sm_profiler/trace/summary.py and the timeline's summary): counters that hold every
 range's time, chosen automatically above a size, checked against the full export of the same
 trace; traces without ranges summarise too. The filters are tested in test_timeline.py."""
 
@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from reference_encoder import INSTANT
 from trace_readers import has_perfetto, read_trace, slices_by_sm
 
-from sm_profiler import timeline
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.export import to_chrome_json, to_perfetto_bytes
-from sm_profiler.summary import SUMMARY_BINS, active_ranges
-from sm_profiler.trace import RANGE
+from sm_profiler.trace import timeline
+from sm_profiler.trace.decode import decode
+from sm_profiler.trace.model import RANGE
+from sm_profiler.trace.summary import SUMMARY_BINS, active_ranges
+from sm_profiler.wire.capture import Capture
 
 # Perfetto's protos read the files back (the test extra); the hostile-input tests run without them.
 needs_perfetto = pytest.mark.skipif(not has_perfetto(), reason="needs perfetto (the test extra)")
@@ -105,7 +105,7 @@ def instants_capture(n: int = 50) -> Capture:
 
 def test_7_summarising_a_trace_without_ranges_works(tmp_path):
     from sm_profiler.export import export
-    from sm_profiler.timeline import build
+    from sm_profiler.trace.timeline import build
 
     trace = decode(instants_capture())
     tl = build(trace, summary=True)
@@ -117,8 +117,8 @@ def test_7_summarising_a_trace_without_ranges_works(tmp_path):
 
 
 def test_7_the_default_summary_of_many_instants_works(tmp_path, monkeypatch):
-    from sm_profiler import timeline
     from sm_profiler.export import export
+    from sm_profiler.trace import timeline
 
     monkeypatch.setattr(timeline, "SUMMARY_ROWS", 5)
     with pytest.warns(UserWarning, match="summarised"):

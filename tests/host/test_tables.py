@@ -7,9 +7,9 @@ from captures import kernel_capture, nested_trace
 from extras import need
 
 from sm_profiler.cli import main
-from sm_profiler.decode import decode
 from sm_profiler.errors import ConfigError, MissingDependencyError
-from sm_profiler.tables import TABLES, columns, query
+from sm_profiler.report.tables import TABLES, columns, query
+from sm_profiler.trace.decode import decode
 
 
 def test_columns_of_every_table():
@@ -117,9 +117,9 @@ def test_missing_pandas_says_how_to_install(monkeypatch):
 
 def test_14_query_fetches_only_the_rows_it_prints(tmp_path, capsys):
     need("duckdb", "query")
-    from sm_profiler.capture import save_many
     from sm_profiler.cli import main
-    from sm_profiler.tables import query
+    from sm_profiler.report.tables import query
+    from sm_profiler.wire.capture import save_many
 
     trace = decode(kernel_capture())
     names, rows = query(trace, "select * from range(50000000)", max_rows=4)
@@ -152,7 +152,7 @@ def test_14_query_memory_is_bounded_by_what_is_printed(tmp_path):
     import subprocess
     import sys
 
-    from sm_profiler.capture import save_many
+    from sm_profiler.wire.capture import save_many
 
     save_many([kernel_capture()], tmp_path / "c.smp")
     code = (
@@ -189,7 +189,7 @@ def test_14_query_memory_is_bounded_by_what_is_printed(tmp_path):
 def test_17_query_cannot_reach_files_or_change_the_tables(tmp_path, sql):
     need("duckdb", "query")
     from sm_profiler.errors import ConfigError
-    from sm_profiler.tables import query
+    from sm_profiler.report.tables import query
 
     (tmp_path / "secret.txt").write_text("password\n")
     trace = decode(kernel_capture())

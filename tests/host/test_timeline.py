@@ -1,4 +1,4 @@
-"""The timeline (sm_profiler/timeline.py), every layout decision the writers serialise: SMs in id
+"""The timeline (sm_profiler/trace/timeline.py), every layout decision the writers serialise: SMs in id
 order and lanes in block-then-group order, host gaps cut, one capture alone, the first screen,
 and the filters (SMs, blocks, groups, events, a time window), read back from the Perfetto file
 the way trace processor reads it (tests/support/trace_readers.py)."""
@@ -11,15 +11,15 @@ from captures import T0, capture, kernel_capture, synthetic_trace
 from reference_encoder import BEGIN, END, Lane, Stream, encode
 from trace_readers import has_perfetto, read_trace, slices_by_sm
 
-from sm_profiler import timeline
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
 from sm_profiler.errors import ConfigError
 from sm_profiler.export import chrome, export, perfetto, to_chrome_json, to_perfetto_bytes
 from sm_profiler.export import perfetto as pf
 from sm_profiler.export import timeline as build_timeline
-from sm_profiler.timeline import order_rows
-from sm_profiler.trace import RANGE
+from sm_profiler.trace import timeline
+from sm_profiler.trace.decode import decode
+from sm_profiler.trace.model import RANGE
+from sm_profiler.trace.timeline import order_rows
+from sm_profiler.wire.capture import Capture
 
 # Perfetto's protos read the files back (the test extra); the API checks run without them.
 needs_perfetto = pytest.mark.skipif(not has_perfetto(), reason="needs perfetto (the test extra)")
@@ -205,8 +205,8 @@ def test_filters_and_one_capture_say_what_they_kept(tmp_path):
     ],
 )
 def test_8_hostile_export_filters_are_usage_or_one_line_errors(tmp_path, capsys, args, usage):
-    from sm_profiler.capture import save_many
     from sm_profiler.cli import main
+    from sm_profiler.wire.capture import save_many
 
     save_many([kernel_capture()], tmp_path / "c.smp")
     argv = ["export", str(tmp_path / "c.smp"), str(tmp_path / "t.json"), *args]
@@ -224,7 +224,7 @@ def test_8_hostile_export_filters_are_usage_or_one_line_errors(tmp_path, capsys,
 
 def test_8_filters_given_to_the_api_are_config_errors():
     from sm_profiler.errors import ConfigError
-    from sm_profiler.timeline import build
+    from sm_profiler.trace.timeline import build
 
     trace = decode(kernel_capture())
     for kw in ({"sms": [2**70]}, {"blocks": [2**40]}, {"events": [2**70]}, {"events": [-1]}):
@@ -351,7 +351,7 @@ def test_summary_counters_give_up_per_launch_keys_exactly_past_the_bins_they_all
     run of a million one-program launches never holds them all."""
     import numpy as np
 
-    from sm_profiler import timeline
+    from sm_profiler.trace import timeline
 
     monkeypatch.setattr(timeline, "SUMMARY_POINTS", 64)
     most = timeline.SUMMARY_POINTS // timeline.MIN_LAUNCH_BINS  # 4 keys

@@ -1,12 +1,12 @@
-"""TraceData (sm_profiler/trace.py): concat renumbers conflicting event names."""
+"""TraceData (sm_profiler/trace/model.py): concat renumbers conflicting event names."""
 
 from __future__ import annotations
 
 from reference_encoder import BEGIN, INSTANT, Lane, Stream, encode
 
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
-from sm_profiler.trace import TraceData
+from sm_profiler.trace.decode import decode
+from sm_profiler.trace.model import TraceData
+from sm_profiler.wire.capture import Capture
 
 
 def _trace(names: dict[int, str], events: list[int]) -> TraceData:

@@ -18,8 +18,8 @@ sys.path.insert(
 import auto_kernels as K  # noqa: E402
 from triton_compile_probe import sass  # noqa: E402
 
-from sm_profiler import ptx  # noqa: E402
 from sm_profiler.auto_mode import binding, registers  # noqa: E402
+from sm_profiler.record import ptx  # noqa: E402
 
 
 def compile_(fn, sig, consts, opts, arch, cache_dir):

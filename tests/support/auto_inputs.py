@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sm_profiler import format as fmt
+from sm_profiler.wire import format as fmt
 
 # A kernel with a helper function, an early exit, a nested scope and a debug section; its last
 # two parameters are Triton's global and profile scratch pointers.

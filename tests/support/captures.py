@@ -19,9 +19,9 @@ import json
 import numpy as np
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode
 
-from sm_profiler import format as fmt
-from sm_profiler.capture import Capture
-from sm_profiler.decode import decode
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
+from sm_profiler.wire.capture import Capture
 
 # -- word by word ----------------------------------------------------------------------------
 
@@ -241,7 +241,7 @@ def synthetic_trace(n=20_000):
     """The host benchmark's synthetic capture (benchmarks/captures.py) of `n` records on 256 lanes,
     decoded."""
     from benchmarks.captures import synthetic_capture
-    from sm_profiler.decode import decode
+    from sm_profiler.trace.decode import decode
 
     return decode(synthetic_capture(n, num_lanes=256))
 

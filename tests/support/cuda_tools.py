@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-from sm_profiler.cuda import include_dir
+from sm_profiler.record.cuda import include_dir
 
 
 def _nvrtc_paths() -> list[str]:

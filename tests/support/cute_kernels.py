@@ -192,7 +192,7 @@ def launch_group(out, prof_buf, iters: Int32, grid: Int32):
 
 def ring_sequence(iters: int) -> list[tuple[int, int]]:
     """(kind, event id) of every record one lane of ring_kernel attempts, in order."""
-    from sm_profiler import format as fmt
+    from sm_profiler.wire import format as fmt
 
     seq = [(fmt.KIND_INSTANT, TAIL)]
     for i in range(iters):

@@ -1,8 +1,5 @@
 """Small instrumented Gluon kernels shared by the compile probe and the GPU tests."""
 
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
-
 from sm_profiler.gluon_ops import (
     profiler_event_end,
     profiler_event_instant,
@@ -10,6 +7,8 @@ from sm_profiler.gluon_ops import (
     profiler_flush,
     profiler_init,
 )
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
 
 LOOP, ITER, TICK, PARTITION = (gl.constexpr(i) for i in range(4))
 # Lane groups: the default partition's, then the worker's (per warp: 4 default warps, 0..3).
@@ -156,7 +155,7 @@ def smem_stage_kernel(prof, iters, STAGE: gl.constexpr):
 
 def ring_sequence(iters: int) -> list[tuple[int, int]]:
     """(kind, event id) of every record one lane of ring_kernel attempts, in order."""
-    from sm_profiler import format as fmt
+    from sm_profiler.wire import format as fmt
 
     seq = [(fmt.KIND_INSTANT, PARTITION.value)]
     for i in range(iters):

@@ -1,4 +1,4 @@
-"""A tiny PTX interpreter for the straight-line integer texts of sm_profiler.ptx, on the CPU.
+"""A tiny PTX interpreter for the straight-line integer texts of sm_profiler.record.ptx, on the CPU.
 
 Enough of PTX to run ptx.OPEN_LANE (and texts like it) on given operand values: register
 declarations, mov (with {lo, hi} packing and unpacking), cvt, add, sub, mul.lo, mul.wide, mad.lo,

@@ -5,7 +5,7 @@ anchor and sm id per lane that ran, one word per record, the attempted count in 
 only when the lane overflowed, untouched lanes left zero. `expected` says what a correct decoder
 must return for the same stream. Both are written the slow, obvious way (a Python loop and one
 stack per (lane, event id)) so that they can be checked by reading, and share no code with
-`sm_profiler.decode`.
+`sm_profiler.trace.decode`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sm_profiler import format as fmt
+from sm_profiler.wire import format as fmt
 
 BEGIN, END, INSTANT = fmt.KIND_BEGIN, fmt.KIND_END, fmt.KIND_INSTANT
 
@@ -185,9 +185,11 @@ def check_invariants(trace) -> None:
 
 def decode_or_format_error(words: np.ndarray) -> None:
     """The one allowed outcome for arbitrary words: FormatError, or a decode that makes sense."""
-    from sm_profiler.capture import Capture  # here, not above: encode shares no code with decode
-    from sm_profiler.decode import decode
     from sm_profiler.errors import FormatError
+    from sm_profiler.trace.decode import decode
+    from sm_profiler.wire.capture import (
+        Capture,  # here, not above: encode shares no code with decode
+    )
 
     try:
         trace = decode(Capture(words=words))

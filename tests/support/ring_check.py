@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from reference_encoder import Lane, Stream, expected
 
-from sm_profiler import format as fmt
-from sm_profiler.decode import decode
+from sm_profiler.trace.decode import decode
+from sm_profiler.wire import format as fmt
 
 
 def check_ring_capture(capture, seq: list[tuple[int, int]], lanes: list[int]) -> None:

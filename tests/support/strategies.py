@@ -11,7 +11,7 @@ from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream
 
-from sm_profiler import format as fmt
+from sm_profiler.wire import format as fmt
 
 U32 = 1 << 32
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])

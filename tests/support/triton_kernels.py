@@ -2,7 +2,6 @@
 
 import triton
 import triton.language as tl
-
 from sm_profiler.triton_ops import (
     profiler_event_end,
     profiler_event_instant,
@@ -170,7 +169,7 @@ def matmul_kernel(
 
 def ring_sequence(iters: int) -> list[tuple[int, int]]:
     """(kind, event id) of every record one lane of ring_kernel attempts, in order."""
-    from sm_profiler import format as fmt
+    from sm_profiler.wire import format as fmt
 
     seq = [(fmt.KIND_INSTANT, TAIL.value)]
     for i in range(iters):

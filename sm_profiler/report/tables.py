@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ConfigError, MissingDependencyError
-from .nesting import self_time
-from .timeline import lane_extent, lane_row_of, launch_spans
-from .trace import TABLE_VIEWS, UNMATCHED_BEGIN, TraceData
+from ..errors import ConfigError, MissingDependencyError
+from ..trace.model import TABLE_VIEWS, UNMATCHED_BEGIN, TraceData
+from ..trace.nesting import self_time
+from ..trace.timeline import lane_extent, lane_row_of, launch_spans
 
 TABLES = ("events", "lanes", "launches", "unmatched")
 

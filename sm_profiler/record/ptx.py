@@ -1,5 +1,5 @@
 """The inline PTX every device front end emits, as plain strings: the Triton ops, the Gluon ops,
-cute_ops (CuteDSL), the CUDA C++ header (generated from these texts by sm_profiler.cuda) and auto
+cute_ops (CuteDSL), the CUDA C++ header (generated from these texts by sm_profiler.record.cuda) and auto
 mode (sm_profiler.auto_mode splices the auto_* texts into compiled kernels).
 
 One text for all, so that they put the same words in the same places; offsets come from
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from . import format as fmt
+from ..wire import format as fmt
 
 # Byte offsets from records[0] (what the ops hold) back into the lane header.
 ANCHOR_OFFSET_BYTES = (fmt.LANE_ANCHOR - fmt.LANE_HEADER_WORDS) * fmt.WORD_BYTES  # -16

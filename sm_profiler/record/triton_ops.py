@@ -13,7 +13,7 @@
 The context is a tuple of registers (records pointer, cursor, capacity, leader flag, and for
 staged lanes the stage's shared address and last slot) that every op returns updated: the cursor
 never lives in global memory, so no event costs a load, an atomic or a fence. Per event the device reads %globaltimer (keeping the low 32 bits) and does ONE 8-byte store
-(see sm_profiler/format.py for the record layout); a predicate turns the store of an overflowing
+(see sm_profiler/wire/format.py for the record layout); a predicate turns the store of an overflowing
 record into a 4-byte store of its cursor (the lane's drop count).
 
 Modes
@@ -49,7 +49,7 @@ import time
 import triton
 import triton.language as tl
 
-from . import format as fmt
+from ..wire import format as fmt
 from . import occupancy, ptx
 
 # Compile-time copies of the wire format (format.py is the source of truth).

@@ -34,7 +34,7 @@ LANE_COLUMNS = (
 UNMATCHED_COLUMNS = ("capture", "lane", "sm", "block", "group", "event", "kind", "time_ns")
 
 
-# TraceData.to_pandas / to_arrow: sm_profiler/tables.py, a layer above this one, registers its
+# TraceData.to_pandas / to_arrow: sm_profiler/report/tables.py, a layer above this one, registers its
 # views here (sm_profiler/__init__ imports it), so that this module imports nothing of the package.
 TABLE_VIEWS: dict = {}
 
@@ -177,7 +177,7 @@ class TraceData:
 
     def to_pandas(self, table: str = "events"):
         """One table (events, lanes, launches, unmatched) as a pandas DataFrame; columns in
-        sm_profiler.tables (pandas is optional: `pip install 'sm_profiler[query]'`)."""
+        sm_profiler.report.tables (pandas is optional: `pip install 'sm_profiler[query]'`)."""
         return TABLE_VIEWS["pandas"](self, table)
 
     def to_arrow(self, table: str = "events"):

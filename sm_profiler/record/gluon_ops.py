@@ -12,7 +12,7 @@ in the default partition and in every worker partition of `gl.warp_specialize`.
         ctx = profiler_event_end(ctx, WAIT_EMPTY)
 
 The names, arguments and the context are those of `sm_profiler.triton_ops`, whose event and
-flush functions these call (the inline PTX of `sm_profiler.ptx`; the lane is opened by its
+flush functions these call (the inline PTX of `sm_profiler.record.ptx`; the lane is opened by its
 OPEN_LANE): per event one %globaltimer read and one 8-byte store, the cursor in a register, no
 load, atomic or fence. Differences, all from what a partition is:
 
@@ -49,7 +49,7 @@ from __future__ import annotations
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
-from . import format as fmt
+from ..wire import format as fmt
 from . import ptx
 from . import triton_ops as _triton_ops
 

@@ -28,7 +28,7 @@ import re
 
 import numpy as np
 
-from .errors import CaptureError
+from ..errors import CaptureError
 from .stats import step_periods, union_length
 from .stats_table import printable
 
@@ -200,7 +200,7 @@ def sm_counts(doc: dict, name: str = "the torch trace") -> dict[int, int]:
 
 def instrumented_mask(table: dict, names) -> np.ndarray:
     """Per kernel row: its name is an instrumented kernel's, as merge matches them."""
-    from .torch_trace import kernel_key
+    from ..wire.torch_trace import kernel_key
 
     keys = {k: None for k in table["names"]}
     hit = {kernel_key(str(n), keys) for n in names} - {None}
@@ -314,7 +314,7 @@ def torch_coverage(torch_trace, instrumented, top: int = TOP_UNSEEN) -> dict:
     Returns {"source", "steps_from", "devices": [per device: device, share, share_of_busy,
     idle_share (medians over steps), steps (each step's figures), span_ns, unseen (the `top`
     largest unseen kernels), outside_steps (rows launched in no step)]}."""
-    from .torch_trace import _torch_doc
+    from ..wire.torch_trace import _torch_doc
 
     doc = _torch_doc(torch_trace)
     table = kernel_table(doc)
@@ -326,7 +326,7 @@ def _names(instrumented) -> list[str]:
         isinstance(n, str) for n in instrumented
     ):
         return list(instrumented)
-    from .capture import captures_of
+    from ..wire.capture import captures_of
 
     caps = captures_of(instrumented)
     if getattr(caps, "is_auto_table", False):
@@ -412,7 +412,7 @@ def unseen_kernels(table: dict, rows: np.ndarray, n_sms: int | None, shown_sms, 
 def coverage_lines(cov: dict, width: int = 80, top: int = 5) -> list[str]:
     """What `sm-profiler merge --torch` prints of a coverage: per GPU the exact share (median over
     steps), the `top` unseen kernels with their share of a step, and what the trace draws."""
-    from .auto_mode.report import _middle
+    from ..auto_mode.report import _middle
     from .stats_table import wrap
 
     out, width = [], width - 2  # every line is indented by 2 below

@@ -14,13 +14,13 @@ Time axis. Each capture's %globaltimer ns are mapped onto the host's CLOCK_REALT
 CUPTI and torch stamp with): t_host = t_gpu - offset, where the offset comes from, in order,
   1. `offset_ns=` given by the caller,
   2. "clock" samples in the captures' metadata (`SmProfiler.calibrate_clock()`, measured by
-     `sm_profiler.clock.measure_clock`); two or more samples also give the drift,
+     `sm_profiler.record.clock.measure_clock`); two or more samples also give the drift,
   3. (torch merge only) the instrumented kernels' own CUPTI rows: the median distance between
      each launch's first stamp and its CUPTI start ("kernels"),
   4. none: %globaltimer as is (its epoch is the host's, so typically off by micro- to
      milliseconds), said so in the metadata.
 Ranks without clock samples are aligned by the "barrier_ns" stamps in their metadata
-(`sm_profiler.clock.barrier_stamp`) when every rank has one. The merge reports what it used and,
+(`sm_profiler.record.clock.barrier_stamp`) when every rank has one. The merge reports what it used and,
 where torch's kernel rows allow, the alignment error: for every instrumented launch matched to
 its CUPTI row, first stamp - CUPTI start and last stamp - CUPTI end.
 """
@@ -33,11 +33,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from .capture import Capture, captures_of  # noqa: F401 (merge.captures_of, as before)
-from .errors import CaptureError, ConfigError, FormatError
-from .export.chrome import PID_BASE, ranks_json  # noqa: F401 (merge.PID_BASE, as the docs say)
-from .timeline import Timeline, with_sms
-from .torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: as before)
+from ..errors import CaptureError, ConfigError, FormatError
+from ..trace.model import TraceData
+from ..trace.timeline import Timeline, with_sms
+from ..wire.capture import Capture, captures_of  # noqa: F401 (merge.captures_of, as before)
+from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: as before)
     MAX_TORCH_BYTES,
     MAX_TORCH_RATIO,
     MAX_TORCH_SLACK,
@@ -46,7 +46,7 @@ from .torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: as befo
     _torch_doc,
     kernel_key,
 )
-from .trace import TraceData
+from .chrome import PID_BASE, ranks_json  # noqa: F401 (merge.PID_BASE, as the docs say)
 
 # -- inputs -----------------------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ def shift(trace: TraceData, delta_ns: int) -> TraceData:
 
 
 def _decoded(caps: list[Capture], offset) -> list[TraceData]:
-    from .decode import decode
+    from ..trace.decode import decode
 
     out = []
     for c in caps:
@@ -162,7 +162,7 @@ def _has_time(t: TraceData) -> bool:
 
 def _timelines(ranks) -> list[tuple[int, Timeline]]:
     """Each rank's captures as one timeline, laid out as a plain export would lay them out."""
-    from .timeline import build
+    from ..trace.timeline import build
 
     return [
         (r, build(parts[0] if len(parts) == 1 else TraceData.concat(parts))) for r, parts in ranks
@@ -173,8 +173,8 @@ PERFETTO_SUFFIXES = (".perfetto-trace", ".pftrace")
 
 
 def _write_json(doc: dict, path) -> None:
-    from .export.chrome import encode_json, write_json_bytes
-    from .paths import atomic_output, check_writable
+    from ..paths import atomic_output, check_writable
+    from .chrome import encode_json, write_json_bytes
 
     if not os.fspath(path).lower().endswith((".json", ".json.gz")):
         raise ConfigError(
@@ -259,7 +259,7 @@ def align_ranks(
 def _align_tables(tables, align: str, per_launch: bool):
     """align_ranks of auto-mode tables: each decoded whole; 'clock' moves each onto the host
     clock by the samples its GPUs took when its region ended."""
-    from .auto_mode.table import clock_offset_ns
+    from ..auto_mode.table import clock_offset_ns
 
     clocked = all(clock_offset_ns(s) is not None for t in tables for s in t.sessions)
     # One rank against torch's rows (per_launch): its launches are matched to their CUPTI rows
@@ -306,7 +306,7 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     and its SMs 'GPU r · SM s', in that order in the Perfetto UI; or Chrome JSON (.json,
     .json.gz), `GPU r · SM s` processes. Returns the alignment info (also in the file: the
     roots' description, or the JSON's otherData)."""
-    from .paths import check_writable
+    from ..paths import check_writable
 
     name = os.fspath(path).lower()
     if not name.endswith((*PERFETTO_SUFFIXES, ".json", ".json.gz")):
@@ -330,8 +330,8 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
 def _write_perfetto(timelines: list[tuple[int, Timeline]], path, info: dict) -> None:
     """The ranks' timelines as one Perfetto trace, saying in each root's description how they
     were aligned and what each rank's buffers dropped (as the JSON's keys say)."""
-    from .export.perfetto import iter_ranks_chunks
-    from .paths import atomic_output
+    from ..paths import atomic_output
+    from .perfetto import iter_ranks_chunks
 
     dropped = {r: int(tl.trace.dropped_total) for r, tl in timelines}
     about = [
@@ -353,7 +353,7 @@ def cupti_kernels(doc: dict, table: dict | None = None) -> dict[str, list[tuple[
     """{kernel name: [(start_ns, end_ns), ...] in time order} from torch's CUDA kernel rows,
     in absolute ns (baseTimeNanoseconds + ts), names in the order they first appear; `table`:
     coverage.kernel_table(doc), where it was read already."""
-    from .coverage import kernel_table
+    from ..report.coverage import kernel_table
 
     t = kernel_table(doc) if table is None else table
     if not len(t["name"]):
@@ -508,7 +508,7 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     offset_ns: %globaltimer - torch's clock, if known; else measured (see the module doc).
     Returns the alignment info, also written into the file as "sm_profiler_alignment"."""
     doc = _torch_doc(torch_trace)
-    from .coverage import kernel_table
+    from ..report.coverage import kernel_table
 
     table = kernel_table(doc)  # read once: for the alignment and for the coverage
     rows = cupti_kernels(doc, table)
@@ -543,14 +543,14 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     return dict(info, coverage=cov)
 
 
-# -- what the instrumented kernels cover (sm_profiler.coverage) -------------------------------
+# -- what the instrumented kernels cover (sm_profiler.report.coverage) -------------------------------
 
 
 def _coverage(doc: dict, table: dict, ranks, timelines: list) -> tuple[dict, dict]:
     """The torch trace's exact coverage by the ranks' kernels (`table`: its kernel_table), with
     what was drawn of the unseen kernels ("bars"); and {rank: unseen kernels} for ranks_json
     (`timelines` widened in place to every SM a kernel is drawn on, so that each has a track)."""
-    from . import coverage as cv
+    from ..report import coverage as cv
 
     names = {p.kernels[0].name for _, parts in ranks for p in parts}
     seen = cv.instrumented_mask(table, names)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import format as fmt
-from .capture import Capture
-from .errors import ConfigError, FormatError
-from .trace import INSTANT, RANGE, KernelInfo, TraceData
+from ..errors import ConfigError, FormatError
+from ..wire import format as fmt
+from ..wire.capture import Capture
+from .model import INSTANT, RANGE, KernelInfo, TraceData
 
 _I32 = np.int32
 _U32 = np.uint32

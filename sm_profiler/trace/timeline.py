@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .errors import ConfigError
-from .format import MAX_EVENT_ID
+from ..errors import ConfigError
+from ..units import format_time
+from ..wire.format import MAX_EVENT_ID
+from .model import RANGE, UNMATCHED_BEGIN, TraceData, is_auto, kernel_names
 from .summary import SUMMARY_BINS, ActiveRanges, drop_repeats
-from .trace import RANGE, UNMATCHED_BEGIN, TraceData, is_auto, kernel_names
-from .units import format_time
 
 # What is left of a cut host gap: enough to see the launches apart at any zoom that shows both.
 GAP_KEPT_FRACTION = 0.02  # of the longest launch
@@ -242,7 +242,7 @@ def build(
     sms, blocks, groups: keep only lanes on these SMs / of these blocks / groups (iterables of
     ints). events: keep only these events (names or ids). window_ns: (start, end) in ns from the
     trace's start: keep ranges and instants that touch it.
-    summary: True: ranges become per-SM counters of active ranges per event (sm_profiler.summary)
+    summary: True: ranges become per-SM counters of active ranges per event (sm_profiler.trace.summary)
     except on `detail_sms`; None (default): only when more than SUMMARY_ROWS rows remain after
     the filters; False: never. detail_sms: SMs kept in full (default: the SM that finishes last).
     pack: lanes share tracks: each SM gets 'slot 0', 'slot 1', ... (a program takes the lowest

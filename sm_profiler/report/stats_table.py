@@ -1,7 +1,7 @@
-"""How a `Stats` is drawn: the plain-text report of `sm_profiler.stats` (`format_stats`), its
+"""How a `Stats` is drawn: the plain-text report of `sm_profiler.report.stats` (`format_stats`), its
 tables, the time units they use, and the text helpers that fit it all to a line width.
 
-`sm_profiler.stats` computes the numbers; nothing here computes a statistic. Every line fits
+`sm_profiler.report.stats` computes the numbers; nothing here computes a statistic. Every line fits
 the width asked for: prose is wrapped, and tables leave out their least important columns,
 saying which, before names are cut.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .units import _UNITS, format_time, table_unit, time_unit  # noqa: F401 (as before)
+from ..units import _UNITS, format_time, table_unit, time_unit  # noqa: F401 (as before)
 
 if TYPE_CHECKING:
     from .stats import BreakdownRow, KernelLaunches, Stats, WaitStat

@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import TextIO
 
-from .errors import CaptureError, ConfigError
+from ..errors import CaptureError, ConfigError
 
 PERFETTO_UI = "https://ui.perfetto.dev"
 # ui.perfetto.dev's content security policy lets it fetch from this port only (Perfetto's own
@@ -94,7 +94,7 @@ def serve_trace(
     path = os.path.abspath(os.fspath(path))
     if not os.path.isfile(path):
         raise CaptureError(f"trace file {path!r} does not exist; write one with sm-profiler export")
-    from .capture import is_capture_file
+    from ..wire.capture import is_capture_file
 
     if is_capture_file(path):
         raise CaptureError(
@@ -155,7 +155,7 @@ def serve_trace(
 def _check_trace(path: str) -> None:
     """Refuse a file the Perfetto UI cannot open as a trace (a text file, a numpy array): by its
     first bytes, as `sm_profiler.load` tells a file that is not a capture."""
-    from .capture import _foreign_kind
+    from ..wire.capture import _foreign_kind
 
     if os.path.getsize(path) == 0:
         raise CaptureError(f"{path!r} is empty, not a trace")

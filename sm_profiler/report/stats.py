@@ -1,7 +1,7 @@
 """Statistics of a decoded trace: per-event durations, per-SM occupancy, load imbalance, warnings.
 
 `compute_stats` turns a TraceData into a `Stats` (plain data: dataclasses and numpy arrays);
-`format_stats` (sm_profiler.stats_table, importable from here) renders it as an aligned
+`format_stats` (sm_profiler.report.stats_table, importable from here) renders it as an aligned
 plain-text table; `print_stats` does both.
 
 Everything is vectorized over events, lanes and blocks. The only Python loops run over distinct
@@ -16,8 +16,10 @@ from typing import TextIO
 
 import numpy as np
 
-from .format import EMULATED_SM_COUNT
-from .nesting import range_tree, waits
+from ..trace.model import INSTANT, RANGE, UNMATCHED_BEGIN, UNMATCHED_END, KernelInfo, TraceData
+from ..trace.nesting import range_tree, waits
+from ..trace.timeline import block_intervals
+from ..wire.format import EMULATED_SM_COUNT
 from .stats_table import (  # noqa: F401 (the rendering, importable from sm_profiler.stats)
     MAX_CAPTURE_SECTIONS,
     MAX_WAIT_ROWS,
@@ -30,8 +32,6 @@ from .stats_table import (  # noqa: F401 (the rendering, importable from sm_prof
     table_unit,
     time_unit,
 )
-from .timeline import block_intervals
-from .trace import INSTANT, RANGE, UNMATCHED_BEGIN, UNMATCHED_END, KernelInfo, TraceData
 
 PERCENTILES = (50.0, 90.0, 99.0)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import triton
 import triton.language as tl
 
-from . import format as fmt
+from ..wire import format as fmt
 
 # data_ptr of a slotted buffer -> its profiler (weak: a dropped profiler unregisters itself).
 _registry: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -224,7 +224,7 @@ def call_site(frame) -> str:
     global _TRITON_DIR
     if _TRITON_DIR is None:
         _TRITON_DIR = os.path.dirname(triton.__file__)
-    here = os.path.dirname(__file__)
+    here = os.path.dirname(os.path.dirname(__file__))  # the package: record/ is one folder down
     while frame is not None:
         path = frame.f_code.co_filename
         if not (path.startswith(_TRITON_DIR) or path.startswith(here)):

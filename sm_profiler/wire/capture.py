@@ -1,7 +1,7 @@
 """A raw capture: one buffer's words plus everything needed to decode it later, elsewhere.
 
 A capture is what `SmProfiler.capture()` copies off the device and what `save`/`load` write and
-read. It holds no decoded data: decoding is `sm_profiler.decode.decode(capture)`.
+read. It holds no decoded data: decoding is `sm_profiler.trace.decode.decode(capture)`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import CaptureError, ConfigError, FormatError
+from ..paths import atomic_output, check_writable
 from . import format as fmt
-from .errors import CaptureError, ConfigError, FormatError
 from .format import Layout
-from .paths import atomic_output, check_writable
 
 CAPTURE_FILE_VERSION = 1
 AUTO_FILE_VERSION = 2  # an auto-mode table (sm_profiler.auto_mode.table), not captures

@@ -17,11 +17,11 @@ import os
 
 import numpy as np
 
-from .errors import ConfigError, MissingDependencyError
-from .paths import check_writable
-from .timeline import build
-from .trace import RANGE, TraceData
-from .units import format_time, time_unit
+from ..errors import ConfigError, MissingDependencyError
+from ..paths import check_writable
+from ..trace.model import RANGE, TraceData
+from ..trace.timeline import build
+from ..units import format_time, time_unit
 
 BLOCK_COLOR = "#d9d9d9"
 # Inches per SM row: a whole GPU's SMs fit one tall figure whose rows stay distinguishable.

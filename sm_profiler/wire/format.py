@@ -1,7 +1,7 @@
 """The wire format: the one place that knows how the profiling buffer is laid out.
 
 The device ops (``sm_profiler.triton_ops``, ``sm_profiler.gluon_ops``, ``cute_ops``, the CUDA
-C++ header and auto mode, most through ``sm_profiler.ptx``) and the host decoder import the
+C++ header and auto mode, most through ``sm_profiler.record.ptx``) and the host decoder import the
 constants below; nobody else retypes a magic number or an offset. `open_lane` is the lane rule
 that every device spelling is tested against (tests/device/test_lane_rule.py).
 
@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 MAGIC = 0x46504D53  # b"SMPF" read as a little-endian u32
 VERSION = 4
@@ -238,7 +238,7 @@ def split_slots(words: np.ndarray) -> tuple[list[np.ndarray], int]:
     if ctrl == 0 and words.size == plain:
         return [words], 0  # a plain buffer
     if words.size != slotted_words(plain, num_slots):
-        from .errors import FormatError
+        from ..errors import FormatError
 
         raise FormatError(
             f"buffer holds {words.size} words but its header names {num_slots} slots of {plain} "
@@ -290,7 +290,7 @@ class Layout:
 
     @classmethod
     def checked(cls, num_blocks, num_groups, capacity, flags: int = 0) -> Layout:
-        from .errors import ConfigError
+        from ..errors import ConfigError
 
         for name, value, limit in (
             ("num_blocks", num_blocks, MAX_BLOCKS),
@@ -325,7 +325,7 @@ class Layout:
         `size`: the words of the whole buffer when `words` holds only its start (a file reader
         checks the size before reading the rest).
         """
-        from .errors import FormatError
+        from ..errors import FormatError
 
         size = words.size if size is None else size
         if min(size, words.size) < HEADER_WORDS:

@@ -12,7 +12,7 @@ import os
 import stat
 import zlib
 
-from .errors import CaptureError, ConfigError
+from ..errors import CaptureError, ConfigError
 
 # A torch trace is input we did not write: what it may inflate to, in bytes (and at most this
 # many times its compressed size, plus MAX_TORCH_SLACK), and the deepest JSON nesting parsed.
@@ -99,7 +99,7 @@ def _read_bounded(f, gz: bool, limit: int, name: str) -> bytes:
             what = "inflates to" if gz else "holds"
             raise CaptureError(
                 f"the torch trace {name} {what} more than {limit:,} bytes, the limit for a torch "
-                "trace (sm_profiler.torch_trace.MAX_TORCH_BYTES; a .gz may inflate to "
+                "trace (sm_profiler.wire.torch_trace.MAX_TORCH_BYTES; a .gz may inflate to "
                 f"{MAX_TORCH_RATIO}x its size): profile fewer steps, or raise the limit"
             )
         chunks.append(chunk)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .trace import RANGE, TraceData
+from .model import RANGE, TraceData
 
 NO_PARENT = -1
 

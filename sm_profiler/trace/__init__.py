@@ -1,0 +1,19 @@
+"""The decoded trace: the model (model.py: TraceData, RANGE, ...), decoding a capture into it,
+range nesting, summary counters and the timeline every writer draws. Imports wire/ and basics.
+
+`sm_profiler.trace.TraceData` and the other names of the model are importable from here too."""
+
+from .model import (  # noqa: F401 (sm_profiler.trace.X, as before the folders)
+    EVENT_COLUMNS,
+    INSTANT,
+    LANE_COLUMNS,
+    RANGE,
+    TABLE_VIEWS,
+    UNMATCHED_BEGIN,
+    UNMATCHED_COLUMNS,
+    UNMATCHED_END,
+    KernelInfo,
+    TraceData,
+    is_auto,
+    kernel_names,
+)

@@ -1,0 +1,2 @@
+"""The wire format and the files that carry it: the buffer layout (format.py), capture files
+(capture.py) and torch.profiler's JSON (torch_trace.py). Imports only the top-level basics."""
