@@ -27,7 +27,7 @@ LAYERS = {
         "auto_mode.rewrite", "auto_mode.binding",
     ),
     "trace": ("trace", "nesting", "timeline", "decode", "tables", "auto_mode.table"),
-    "report": ("stats", "stats_table", "coverage", "auto_mode.report"),
+    "report": ("stats", "stats_table", "coverage", "advise", "auto_mode.report"),
     "export": (
         "export", "export.chrome", "export.perfetto", "export.protobuf", "plot", "merge",
         "ui_server", "auto_mode.job",
