@@ -19,8 +19,8 @@ From an AutoTable (one rank, or several joined by AutoTable.concat), over its re
                 time in which no instrumented kernel ran; with several ranks, less each GPU's
                 wait for the busiest GPU of the step
   slow_rank     several ranks: the GPU with the most instrumented-kernel time per step (the
-                union of its launches), less the median of the other GPUs', with the kernels
-                that make the difference
+                union of its launches), less the mean of every GPU's (what an even split of
+                the same work would recover), with the kernels that make the difference
 
 The three launch estimates are disjoint within a launch (their sum is at most its span); where
 a GPU's launches of a step overlap in time (streams), its launch estimates of that step are
@@ -555,8 +555,8 @@ def _inner_gaps(c, s, e) -> np.ndarray:
 
 def _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names) -> list[Finding]:
     """The slowest rank: the GPU whose launches' union per step is largest, its excess over the
-    median of the other GPUs' per step, and the kernels (launch spans summed per step) that make
-    it."""
+    mean of every GPU's in the steps it ran (the time an even split of the same work would
+    recover), and the kernels (launch spans summed per step) that make it."""
     n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
     ran = cells["ran"].reshape(n_steps, n_gpu)
     busy = cells["union"].reshape(n_steps, n_gpu)
@@ -567,27 +567,25 @@ def _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names) -> 
     both = ran[:, slow] & ran[:, others].any(axis=1)
     if not both.any():
         return []
-    masked = np.where(ran[:, others], busy[:, others], np.nan)
-    ref = np.nanmedian(masked[both], axis=1)
-    delta = busy[both, slow] - ref
+    ref = np.where(ran, busy, 0.0).sum(axis=1) / np.maximum(ran.sum(axis=1), 1)
+    delta = busy[both, slow] - ref[both]
     v = float(delta.mean())
     if v <= 0:
         return []
-    # Per kernel: launch spans summed per step on each GPU; the slow GPU's less the others'
-    # median.
+    # Per kernel: launch spans summed per step on each GPU; the slow GPU's less the mean.
     k = np.flatnonzero(keep)
     key = la["gpu"][k] * n_names + la["name"][k]
     per = (
         np.bincount(key, weights=la["span"][k], minlength=n_gpu * n_names).reshape(n_gpu, n_names)
         / steps_of_gpu[:, None]
     )
-    kd = per[slow] - np.median(per[others], axis=0)
+    kd = per[slow] - per.mean(axis=0)
     top = [j for j in np.argsort(-kd, kind="stable").tolist() if kd[j] > 0][:5]
     second = others[int(np.argmax(mean_busy[others]))]
     step_ns = float(cells["period_mean"][slow])
     ev = {
         "busy_ns": float(mean_busy[slow]),
-        "others_median_busy_ns": float(np.median(mean_busy[others])),
+        "mean_busy_ns": float(mean_busy.mean()),
         "next_slowest": {
             "rank": int(rank_of_gpu[second]),
             "gpu": int(gpu_no[second]),
@@ -711,13 +709,14 @@ def _words(kind: str, ev: dict) -> tuple[str, str]:
     )
     nxt = ev["next_slowest"]
     detail = (
-        f"rank {ev['rank']} ran instrumented kernels {t(ev['busy_ns'])} a step, the other ranks "
-        f"{t(ev['others_median_busy_ns'])} (median; next slowest rank {nxt['rank']}, "
-        f"{t(nxt['busy_ns'])})" + (f"; most of the difference: {ks}" if ks else "")
+        f"rank {ev['rank']} ran instrumented kernels {t(ev['busy_ns'])} a step, the mean rank "
+        f"{t(ev['mean_busy_ns'])} (next slowest: rank {nxt['rank']}, {t(nxt['busy_ns'])})"
+        + (f"; most of the difference: {ks}" if ks else "")
     )
     suggestion = (
-        "the other ranks wait for it at each collective: look for uneven inputs (lengths, "
-        "routing), work only that rank does, or a slower GPU (clocks, thermals)"
+        "the other ranks wait for it at each collective: split the work evenly across ranks "
+        "(uneven inputs: lengths, routing), move work only that rank does, or check its GPU "
+        "(clocks, thermals)"
     )
     return detail, suggestion
 

@@ -93,14 +93,15 @@ def test_host_gaps_between_launches_rank_first():
 
 
 def test_one_slow_rank_of_two_ranks_first_and_its_wait_is_not_a_gap():
-    # Rank 1 runs 300 ns a step, rank 0 100 ns: 200 ns a step; rank 0's 200 ns gaps are its
-    # wait for rank 1 (not counted as host gaps).
+    # Rank 1 runs 300 ns a step, rank 0 100 ns: an even split runs 200 ns on each, 100 ns a
+    # step less; rank 0's 200 ns gaps are its wait for rank 1 (not counted as host gaps).
     a = advise(ai.slow_rank())
     f = a.findings[0]
     assert (f.kind, f.rank) == ("slow_rank", 1)
-    assert f.estimate_ns_per_step == pytest.approx(200.0)
-    assert f.share_of_step == pytest.approx(200 / 300)
-    assert f.evidence["kernels"] == [{"kernel": "step_kernel", "delta_ns_per_step": 200.0}]
+    assert f.estimate_ns_per_step == pytest.approx(100.0)
+    assert f.share_of_step == pytest.approx(100 / 300)
+    assert f.evidence["kernels"] == [{"kernel": "step_kernel", "delta_ns_per_step": 100.0}]
+    assert f.evidence["busy_ns"] == 300 and f.evidence["mean_busy_ns"] == 200
     assert [x.kind for x in a.findings] == ["slow_rank"]
     assert a.ranks == 2 and a.gpus == 2
 
