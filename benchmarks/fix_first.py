@@ -26,6 +26,10 @@ variant's output is checked against torch's chase of the same chains.
 
     python -m benchmarks run fix_first --json $OUT/fix_first.json
     torchrun --nproc_per_node 2 -m benchmarks.fix_first --slow-rank --json $OUT/fix_first_rank.json
+    python -m benchmarks.fix_first --models gpt,llama,moe --json $OUT/fix_first_models.json
+
+The last runs the benchmark models' training step (auto_overhead's stacks) and prints the
+advisor's top five lines of each.
 
 Needs an NVIDIA GPU, torch and Triton (the slow-rank mode: 2 GPUs under torchrun); without a GPU
 it says so and exits 0.
@@ -382,6 +386,38 @@ def run_slow_rank(reps: int, repeats: int, out_dir: str) -> dict | None:
     return row
 
 
+def run_models(args) -> list[dict]:
+    """The benchmark models' (auto_overhead's GPT-, Llama- and MoE-style stacks) training step,
+    compiled in an auto region: --warmup steps, then RECORDED steps recorded; the advisor's top
+    five lines of each, as the report prints them at 80 columns."""
+    import torch
+
+    import sm_profiler
+    from benchmarks import auto_overhead as ao
+    from sm_profiler.advise import advise, advise_lines
+
+    rows = []
+    for model in args.models.split(","):
+        ao.fresh_compile_state()
+        step = ao.make_step(model, args.scenario, args)
+        with sm_profiler.auto(capacity=2**23) as prof:
+            for _ in range(args.warmup):  # compiles, then steady
+                step()
+            torch.cuda.synchronize()
+            for _ in range(RECORDED):
+                prof.step()
+                step()
+            torch.cuda.synchronize()
+        advice = advise(prof.table().select_steps(f"1-{RECORDED}"))
+        lines = advise_lines(advice, 80, 5)
+        print(f"\n== {model} ({args.scenario}; {torch.cuda.get_device_name(0)})")
+        print("\n".join(lines[1:]))
+        rows.append({"model": model, "scenario": args.scenario, "lines": lines[1:]})
+        rows[-1]["advice"] = advice.to_dict(5)
+        del step, prof
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
@@ -389,6 +425,19 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=20, help="steps per timed figure")
     ap.add_argument("--repeats", type=int, default=15, help="figures per variant (median)")
     ap.add_argument("--out", default="fix_first_out", help="folder for the slow-rank files")
+    ap.add_argument(
+        "--models",
+        default=None,
+        help="instead: the advisor's top five lines on these benchmark models (gpt,llama,moe)",
+    )
+    ap.add_argument("--scenario", default="train", help="with --models: train or train_graphs")
+    ap.add_argument("--warmup", type=int, default=5, help="with --models: steps before recording")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--d-model", dest="d_model", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--kv-heads", dest="kv_heads", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     try:
@@ -398,6 +447,12 @@ def main(argv=None) -> int:
         return 0
     if not torch.cuda.is_available():
         print("fix_first: no CUDA GPU visible; nothing to measure")
+        return 0
+    if args.models:
+        rows = run_models(args)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"config": vars(args), "models": rows}, f, indent=1)
         return 0
     if args.slow_rank:
         row = run_slow_rank(args.reps, args.repeats, args.out)
