@@ -145,8 +145,7 @@ def advise(table) -> Advice:
         gpu_no[g] = _count(table.sessions[s].get("gpu"), 0) if table.sessions else 0
     several_ranks = len(np.unique(rank_of_gpu)) > 1
 
-    prog = _programs(table)
-    la = _launch_columns(table, prog, l_gpu, l_name, n_gpu, n_names)
+    la = _launch_columns(table, l_gpu, l_name, n_gpu, n_names)
     la["gpu"], la["name"] = l_gpu, l_name
 
     # Steps: the recorded ones, less those that compiled; else the whole recording as one.
@@ -183,7 +182,7 @@ def advise(table) -> Advice:
     for kind in ("partial_wave", "tail", "idle_sms"):
         est = la[kind][k] * scale
         where = (rank_of_gpu, gpu_no)
-        findings += _launch_findings(kind, est, k, la, prog, table, uniq_names, cells, where)
+        findings += _launch_findings(kind, est, k, la, table, uniq_names, cells, where)
     findings += _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several_ranks)
     if several_ranks:
         findings += _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names)
@@ -214,72 +213,101 @@ def _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, ta
     )
 
 
-def _programs(table) -> dict[str, np.ndarray]:
-    """Per program (a level="warp" launch's warps merged), in launch order: launch, sm, start,
-    end, row (its first row)."""
+CHUNK_ROWS = 1 << 16  # rows per chunk of whole launches (temporaries: a few MiB)
+
+
+def _programs(table, a: int = 0, b: int | None = None) -> dict[str, np.ndarray]:
+    """Per program of rows a:b (whole launches; a level="warp" launch's warps merged), in launch
+    order: launch, sm, start, end, row (its first row)."""
     r, L = table.rows, table.launches
-    launch = np.asarray(r["launch"], np.int64)
+    b = table.num_rows if b is None else b
+    launch = np.asarray(r["launch"][a:b], np.int64)
+    sm = np.asarray(r["sm"][a:b], np.int64)
+    start = np.asarray(r["start_ns"][a:b], np.int64)
+    end = np.asarray(r["end_ns"][a:b], np.int64)
     if not np.asarray(L["per_warp"]).any():
-        rows = np.arange(table.num_rows)
-        return {
-            "launch": launch,
-            "sm": np.asarray(r["sm"], np.int64),
-            "start": np.asarray(r["start_ns"], np.int64),
-            "end": np.asarray(r["end_ns"], np.int64),
-            "row": rows,
-        }
-    n = table.num_rows
-    new = np.ones(n, bool)
-    if n > 1:
+        return {"launch": launch, "sm": sm, "start": start, "end": end, "row": np.arange(a, b)}
+    new = np.ones(b - a, bool)
+    if b - a > 1:
         same = launch[1:] == launch[:-1]
         for c in ("x", "y", "z"):
-            same &= np.asarray(r[c])[1:] == np.asarray(r[c])[:-1]
+            col = np.asarray(r[c][a:b])
+            same &= col[1:] == col[:-1]
         new[1:] = ~same
     cuts = np.flatnonzero(new)
     return {
         "launch": launch[cuts],
-        "sm": np.asarray(r["sm"], np.int64)[cuts],
-        "start": np.minimum.reduceat(np.asarray(r["start_ns"], np.int64), cuts),
-        "end": np.maximum.reduceat(np.asarray(r["end_ns"], np.int64), cuts),
-        "row": cuts,
+        "sm": sm[cuts],
+        "start": np.minimum.reduceat(start, cuts),
+        "end": np.maximum.reduceat(end, cuts),
+        "row": cuts + a,
     }
 
 
-def _launch_columns(table, p, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.ndarray]:
+def _launch_chunks(table):
+    """(first launch, stop launch, first row, stop row) of consecutive chunks of whole launches,
+    about CHUNK_ROWS rows each (one launch alone may be more)."""
+    first = np.asarray(table.launches["first_row"], np.int64)
+    n, n_rows = len(first), table.num_rows
+    k = 0
+    while k < n:
+        a = int(first[k])
+        k2 = max(k + 1, int(np.searchsorted(first, a + CHUNK_ROWS, "left")))
+        b = int(first[k2]) if k2 < n else n_rows
+        yield k, k2, a, b
+        k = k2
+
+
+def _launch_columns(table, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.ndarray]:
     """Per launch: programs, SMs, SMs used, resident, slots, waves, the tail, the last wave and
-    the three launch estimates (partial_wave, tail, idle_sms), in ns."""
+    the three launch estimates (partial_wave, tail, idle_sms), in ns. A chunk of whole launches
+    at a time: the temporaries are a chunk's, whatever the table's size."""
     L = table.launches
     n = table.num_launches
     start = np.asarray(L["start_ns"], np.int64)
     end = np.asarray(L["end_ns"], np.int64)
     span = (end - start).astype(np.float64)
-    programs = np.bincount(p["launch"], minlength=n)
-    # (launch, SM) groups, by start within each.
-    o = np.lexsort((p["start"], p["sm"], p["launch"]))
-    gl, gs, st, en = p["launch"][o], p["sm"][o], p["start"][o], p["end"][o]
-    new = np.ones(len(gl), bool)
-    new[1:] = (gl[1:] != gl[:-1]) | (gs[1:] != gs[:-1])
-    g_first = np.flatnonzero(new)
-    g_launch, g_sm = gl[g_first], gs[g_first]
-    g_last = np.maximum.reduceat(en, g_first)
-    g_peak = _peak_per_group(np.cumsum(new) - 1, st, en, len(g_first))
-    del gl, gs, st, en, new, o
-    used = np.bincount(g_launch, minlength=n)
+    programs = np.zeros(n, np.int64)
+    used = np.zeros(n, np.int64)
     peak = np.zeros(n, np.int64)
-    np.maximum.at(peak, g_launch, g_peak)
-    # Each launch's median SM end (SMs that ran), its last SM.
-    o3 = np.lexsort((g_last, g_launch))
-    s_last = g_last[o3].astype(np.float64)
-    gf = np.cumsum(used) - used
-    median_end = (s_last[gf + (used - 1) // 2] + s_last[gf + used // 2]) / 2
-    last_sm = g_sm[o3][gf + used - 1]
+    median_end = np.zeros(n, np.float64)
+    last_sm = np.zeros(n, np.int64)
+    dur_med = np.zeros(n, np.float64)
+    sess = np.asarray(L["session"], np.int64)
+    n_sess = max(len(table.sessions), int(sess.max()) + 1)
+    seen = np.zeros(n_sess, np.int64)  # the highest SM id + 1 each session ran on
+    for k0, k1, a, b in _launch_chunks(table):
+        p = _programs(table, a, b)
+        loc = p["launch"] - k0
+        m = k1 - k0
+        programs[k0:k1] = np.bincount(loc, minlength=m)
+        np.maximum.at(seen, sess[p["launch"]], p["sm"] + 1)
+        dur_med[k0:k1] = _group_median(loc, p["end"] - p["start"], m)
+        # (launch, SM) groups, by start within each.
+        o = np.lexsort((p["start"], p["sm"], loc))
+        gl, gs, st, en = loc[o], p["sm"][o], p["start"][o], p["end"][o]
+        del o, p
+        new = np.ones(len(gl), bool)
+        new[1:] = (gl[1:] != gl[:-1]) | (gs[1:] != gs[:-1])
+        g_first = np.flatnonzero(new)
+        g_launch, g_sm = gl[g_first], gs[g_first]
+        g_last = np.maximum.reduceat(en, g_first)
+        g_peak = _peak_per_group(np.cumsum(new) - 1, st, en, len(g_first))
+        del gl, gs, st, en, new
+        u = np.bincount(g_launch, minlength=m)
+        used[k0:k1] = u
+        pk = np.zeros(m, np.int64)
+        np.maximum.at(pk, g_launch, g_peak)
+        peak[k0:k1] = pk
+        # Each launch's median SM end (SMs that ran), its last SM.
+        o3 = np.lexsort((g_last, g_launch))
+        s_last = g_last[o3].astype(np.float64)
+        gf = np.cumsum(u) - u
+        median_end[k0:k1] = (s_last[gf + (u - 1) // 2] + s_last[gf + u // 2]) / 2
+        last_sm[k0:k1] = g_sm[o3][gf + u - 1]
     tail = np.maximum(end - median_end, 0.0)
     # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
     # the launch used.
-    sess = np.asarray(L["session"], np.int64)
-    n_sess = max(len(table.sessions), int(sess.max()) + 1)
-    seen = np.zeros(n_sess, np.int64)
-    np.maximum.at(seen, sess[p["launch"]], p["sm"] + 1)
     known = np.array(
         [_count((s or {}).get("sm_count"), 0) for s in table.sessions]
         + [0] * (n_sess - len(table.sessions)),
@@ -299,18 +327,24 @@ def _launch_columns(table, p, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.nda
     # The last wave: the last `last_n` programs to start; its time, their median duration.
     t_last = np.zeros(n, np.float64)
     if partial.any():
-        o4 = np.lexsort((p["start"], p["launch"]))
-        pl = p["launch"][o4]
-        pos = np.arange(len(pl)) - (np.cumsum(programs) - programs)[pl]
-        sel = partial[pl] & (pos >= (full * slots)[pl])
-        dur = (p["end"] - p["start"])[o4][sel]
-        t_last = _group_median(pl[sel], dur, n)
+        for k0, k1, a, b in _launch_chunks(table):
+            if not partial[k0:k1].any():
+                continue
+            p = _programs(table, a, b)
+            loc = p["launch"] - k0
+            m = k1 - k0
+            o4 = np.lexsort((p["start"], loc))
+            pl = loc[o4]
+            cnt = programs[k0:k1]
+            pos = np.arange(len(pl)) - (np.cumsum(cnt) - cnt)[pl]
+            sel = partial[k0:k1][pl] & (pos >= (full * slots)[k0:k1][pl])
+            dur = (p["end"] - p["start"])[o4][sel]
+            t_last[k0:k1] = _group_median(pl[sel], dur, m)
     fill = np.where(partial, last_n / np.maximum(slots, 1), 1.0)
     est_wave = np.where(partial, (1.0 - fill) * t_last, 0.0)
     est_tail = np.maximum(tail - np.where(partial, t_last, 0.0), 0.0)
     few = programs < sms
     est_idle = np.where(few, (sms - used) / np.maximum(sms, 1) * np.maximum(span - tail, 0), 0.0)
-    dur_med = _group_median(p["launch"], p["end"] - p["start"], n)
     return {
         "start": start,
         "end": end,
@@ -380,7 +414,7 @@ def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.nda
     }
 
 
-def _launch_findings(kind, est, k, la, prog, table, uniq_names, cells, where) -> list[Finding]:
+def _launch_findings(kind, est, k, la, table, uniq_names, cells, where) -> list[Finding]:
     """One finding per kernel name with a positive estimate of `kind`: on the GPU where its mean
     per step is largest; its evidence from the launch of that GPU with the largest estimate.
     where: (rank, GPU number) of each GPU."""
@@ -419,7 +453,7 @@ def _launch_findings(kind, est, k, la, prog, table, uniq_names, cells, where) ->
         }
         ev.update(_launch_evidence(la, i))
         if kind == "tail":
-            ev["long_programs"] = _long_programs(table, prog, la, i)
+            ev["long_programs"] = _long_programs(table, la, i)
         detail, suggestion = _words(kind, ev)
         out.append(
             Finding(
@@ -457,20 +491,21 @@ def _launch_evidence(la, i: int) -> dict:
     }
 
 
-def _long_programs(table, prog, la, i: int) -> list[dict]:
+def _long_programs(table, la, i: int) -> list[dict]:
     """The programs of launch i that ended after its median SM's end and ran longer than its
     median program, longest first (at most LONG_PROGRAMS_SHOWN): id, SM, duration."""
-    a, b = np.searchsorted(prog["launch"], [i, i + 1])
-    dur = prog["end"][a:b] - prog["start"][a:b]
+    first = int(table.launches["first_row"][i])
+    prog = _programs(table, first, first + int(table.launches["rows"][i]))
+    dur = prog["end"] - prog["start"]
     med = la["duration_median"][i]
-    sel = np.flatnonzero((prog["end"][a:b] > la["median_end"][i]) & (dur > med))
+    sel = np.flatnonzero((prog["end"] > la["median_end"][i]) & (dur > med))
     sel = sel[np.argsort(-dur[sel], kind="stable")[:LONG_PROGRAMS_SHOWN]]
-    rows = prog["row"][a:b][sel]
+    rows = prog["row"][sel]
     r = table.rows
     return [
         {
             "program": [int(r["x"][j]), int(r["y"][j]), int(r["z"][j])],
-            "sm": int(prog["sm"][a + s]),
+            "sm": int(prog["sm"][s]),
             "duration_ns": int(dur[s]),
             "x_median": float(dur[s] / med) if med > 0 else None,
         }

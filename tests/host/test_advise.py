@@ -352,3 +352,15 @@ def test_estimates_are_never_negative_and_never_exceed_the_step(t):
 
 def _shift(progs, dt):
     return [(sm, s + dt, e + dt) for sm, s, e in progs]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [ai.one_point_one_waves, ai.skewed_work, ai.too_few_programs, ai.host_gaps, ai.slow_rank],
+)
+def test_a_chunk_of_launches_at_a_time_gives_the_same_advice(make, monkeypatch):
+    import sm_profiler.advise as adv
+
+    whole = advise(make()).to_dict()
+    monkeypatch.setattr(adv, "CHUNK_ROWS", 3)  # chunks of one or two launches
+    assert advise(make()).to_dict() == whole
