@@ -676,7 +676,7 @@ def _words(kind: str, ev: dict) -> tuple[str, str]:
         detail = (
             f"{ev['programs']:,} programs = {ev['waves']:.2f} waves of {ev['sms']} SMs x "
             f"{ev['resident_per_sm']} resident ({ev['slots']:,} slots): the last wave's "
-            f"{_n(ev['last_wave_programs'], 'program')} fill {100 * ev['last_wave_fill']:.0f}% of "
+            f"{_n(ev['last_wave_programs'], 'program')} fill{'s' if ev['last_wave_programs'] == 1 else ''} {100 * ev['last_wave_fill']:.0f}% of "
             f"the slots for {t(ev['last_wave_ns'])}; {ev['launches_with_it']:,} of "
             f"{ev['launches']:,} launches"
         )
