@@ -141,6 +141,15 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         json_option=True,
     ),
     Benchmark(
+        "fix_first",
+        "auto mode",
+        "what to fix first: kernels with a planted defect each (1.1-wave grid, skewed work, too "
+        "few programs, host gaps; one slow rank of two under torchrun) ranked first by the "
+        "advisor, and the time its suggestion recovers against its estimate",
+        ("gpu",),
+        json_option=True,
+    ),
+    Benchmark(
         "auto_host",
         "host",
         "auto mode's table of millions of records: build, save, load, report and default "

@@ -8,6 +8,7 @@
                                           as one trace, `GPU r · SM s` tracks
     sm-profiler open TRACE                serve a trace (or a capture, exported first) to
                                           ui.perfetto.dev from 127.0.0.1
+    sm-profiler advise FILE [--json]      what to fix first: recoverable time per step, ranked
     sm-profiler run -- SCRIPT [ARGS]      run a Python program in auto mode: every Triton and
                                           Gluon kernel profiled, the report and trace written
     sm-profiler --include                 the folder of the CUDA C++ headers (sm_profiler.cuh)
@@ -121,6 +122,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--steps", default=None, metavar="STEPS", help="auto-mode files: these steps only"
     )
     c.set_defaults(func=cmd_stats)
+
+    c = sub.add_parser(
+        "advise",
+        help="what to fix first: the time per step that could be recovered, ranked",
+        description="Rank, over the recorded steps of an auto-mode file (or a run's folder of "
+        "rank files), the time per step that could be recovered and where: partial last "
+        "waves, tails, idle SMs, host gaps between launches, the slowest rank; each with its "
+        'evidence and a suggestion (docs/auto.md, "What to fix first"; --json: docs/cli.md).',
+    )
+    c.add_argument(
+        "capture",
+        metavar="FILE",
+        help="an auto-mode file (sm-profiler run's auto.npz), or a run's folder of rank files",
+    )
+    c.add_argument("--json", action="store_true", help="the ranking as JSON (docs/cli.md)")
+    c.add_argument("--top", type=int, default=10, help="findings shown (default %(default)s)")
+    c.add_argument("--width", type=int, default=None, help="line width (default: terminal's)")
+    c.add_argument("--steps", default=None, metavar="STEPS", help="these steps only")
+    c.set_defaults(func=cmd_advise)
 
     c = sub.add_parser(
         "export",
@@ -593,6 +613,33 @@ def cmd_stats(args: argparse.Namespace) -> int:
         width = args.width or shutil.get_terminal_size((100, 24)).columns
         print()
         print("\n".join(breakdown_lines(breakdown(trace, args.by), args.by, max(width, 40))))
+    return 0
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    from .report.advise import advise, advise_lines
+
+    if os.path.isdir(args.capture):
+        from .auto_mode import job as jobs
+
+        table = jobs.merged_table(jobs.load_ranks([args.capture]))
+    else:
+        table = _load(args.capture)
+    if not getattr(table, "is_auto_table", False):
+        raise ConfigError(
+            f"advise reads auto-mode files (sm-profiler run, prof.save()); {args.capture!r} "
+            "holds captures of the manual ops: use sm-profiler stats"
+        )
+    if args.steps is not None:
+        table = table.select_steps(args.steps)
+    with stage("advising"):
+        advice = advise(table)
+    top = max(args.top, 0)
+    if args.json:
+        print(advice.to_json(top))
+        return 0
+    width = args.width or shutil.get_terminal_size((100, 24)).columns
+    print("\n".join(advise_lines(advice, width, top)[1:]))  # [0]: the blank line before it
     return 0
 
 

@@ -513,7 +513,19 @@ def format_report(
                 f"{float(t['waves'][i]):.1f} waves, idle {float(t['idle_pct'][i]):.0f}%)",
                 width,
             )
+    lines += fix_first_lines(trace, width)
     return "\n".join(lines) + "\n"
+
+
+def fix_first_lines(trace: TraceData, width: int) -> list[str]:
+    """The "What to fix first" section (sm_profiler/advise.py) of an auto trace whose table
+    recorded steps; none otherwise."""
+    table = getattr(trace.kernels, "table", None)
+    if table is None or not table.num_launches or not (table.launches["step"] >= 0).any():
+        return []
+    from ..report.advise import advise, advise_lines
+
+    return advise_lines(advise(table), width)
 
 
 def _n(count: int, one: str, many: str = "") -> str:

@@ -1,0 +1,874 @@
+"""What to fix first: the time per step that an auto-mode recording says could be recovered,
+ranked, with where and how (issue 45).
+
+From an AutoTable (one rank, or several joined by AutoTable.concat), over its recorded steps
+(the steps that compiled left out; without steps, the whole recording is one step):
+
+  partial_wave  a launch of more than one wave whose last wave leaves slots empty:
+                (1 - fill) x the last wave's time, fill = programs in the last wave / slots,
+                slots = SMs x resident programs per SM (the most seen on one SM at once, over
+                the kernel's launches on that GPU), the last wave's time = the median duration
+                of its programs (the last P mod slots programs to start)
+  tail          the last SM's end after the median SM's end (SMs that ran a program), less the
+                last wave's time where the launch has a partial last wave (that part is the
+                wave's); the programs that ran long are the evidence
+  idle_sms      fewer programs than SMs: (SMs - SMs used) / SMs x (median SM end - launch start)
+                (the tail's part is the tail's)
+  host_gaps     per step and GPU, the step's period (its first launch's start to the next
+                step's, as the report's share seen takes it) less the union of its launches:
+                time in which no instrumented kernel ran; with several ranks, less each GPU's
+                wait for the busiest GPU of the step
+  slow_rank     several ranks: the GPU with the most instrumented-kernel time per step (the
+                union of its launches), less the mean of every GPU's (what an even split of
+                the same work would recover), with the kernels that make the difference
+
+The three launch estimates are disjoint within a launch (their sum is at most its span); where
+a GPU's launches of a step overlap in time (streams), its launch estimates of that step are
+scaled by union / sum of spans, so that with its gaps they add to at most the step. Each
+estimate is the mean per step over the steps the GPU recorded; a finding of a kernel is that
+kernel's launches summed, on the GPU where it is largest. docs/auto.md, "What to fix first".
+
+Layer: report (it reads an AutoTable and the report's helpers; nothing above).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .stats import step_periods, union_length
+from .stats_table import format_time, printable, wrap
+
+KINDS = ("partial_wave", "tail", "idle_sms", "host_gaps", "slow_rank")
+TITLES = {
+    "partial_wave": "partial last wave",
+    "tail": "tail",
+    "idle_sms": "idle SMs",
+    "host_gaps": "host gaps",
+    "slow_rank": "slowest rank",
+}
+SCHEMA_VERSION = 1
+LONG_PROGRAMS_SHOWN = 8  # program ids a tail finding names
+DOC = 'docs/auto.md, "What to fix first"'
+
+
+@dataclass
+class Finding:
+    """One line of "what to fix first". kernel: its name (None for host gaps and the slowest
+    rank); rank, gpu: where it is largest; estimate_ns_per_step: the mean time per step it
+    could recover; share_of_step: that over the mean step of that GPU; evidence: the numbers
+    behind it (SMs, programs, launches, ...); detail: the evidence in words; suggestion: what to
+    try."""
+
+    kind: str
+    kernel: str | None
+    rank: int
+    gpu: int
+    estimate_ns_per_step: float
+    share_of_step: float
+    evidence: dict
+    detail: str
+    suggestion: str
+
+    def to_dict(self) -> dict:
+        return _jsonable(asdict(self))
+
+
+@dataclass
+class Advice:
+    """The findings, largest first, and what they were computed over. basis: 'steps' (the
+    recorded steps, `steps`; `left_out`: the steps that compiled) or 'recording' (no steps: the
+    whole recording as one step) or 'empty'; step_ns: the mean step time (of the GPU where it is
+    longest)."""
+
+    findings: list[Finding]
+    basis: str
+    steps: list[int] = field(default_factory=list)
+    left_out: list[int] = field(default_factory=list)
+    step_ns: float = 0.0
+    gpus: int = 0
+    ranks: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self, top: int | None = None) -> dict:
+        shown = self.findings if top is None else self.findings[: max(top, 0)]
+        return _jsonable(
+            {
+                "schema": "sm_profiler.advise",
+                "version": SCHEMA_VERSION,
+                "basis": self.basis,
+                "steps": self.steps,
+                "left_out_steps": self.left_out,
+                "step_ns": self.step_ns,
+                "gpus": self.gpus,
+                "ranks": self.ranks,
+                "findings": [dict(f.to_dict(), rank_order=i + 1) for i, f in enumerate(shown)],
+                "more": len(self.findings) - len(shown),
+                "notes": self.notes,
+            }
+        )
+
+    def to_json(self, top: int | None = None) -> str:
+        return json.dumps(self.to_dict(top), indent=2)
+
+
+# -- the computation ----------------------------------------------------------------------------
+
+
+def advise(table) -> Advice:
+    """The ranked findings of an AutoTable (or a list of them: several ranks, joined)."""
+    if isinstance(table, (list, tuple)):
+        from ..auto_mode.table import AutoTable
+
+        table = AutoTable.concat([t.on_host_clock() for t in table])
+    L = table.launches
+    n_launch = table.num_launches
+    if n_launch == 0:
+        return Advice([], "empty", notes=["no launch was recorded: nothing to rank"])
+    names = np.array(table.kernel_names() or ["kernel 0"], dtype=object).astype(str)
+    uniq_names, name_of_kernel = np.unique(names, return_inverse=True)
+    name_of_kernel = name_of_kernel.reshape(-1)
+    n_names = len(uniq_names)
+    l_name = name_of_kernel[np.asarray(L["kernel"], np.int64)]
+    gpu_of_session = table.gpu_ids()
+    l_session = np.asarray(L["session"], np.int64)
+    l_gpu = gpu_of_session[l_session]
+    n_gpu = int(gpu_of_session.max()) + 1
+    rank_of_gpu = np.zeros(n_gpu, np.int64)
+    gpu_no = np.zeros(n_gpu, np.int64)
+    ranks = table.ranks()
+    for s, g in enumerate(gpu_of_session.tolist()[: len(table.sessions)]):
+        rank_of_gpu[g] = ranks[s]
+        gpu_no[g] = _count(table.sessions[s].get("gpu"), 0) if table.sessions else 0
+    several_ranks = len(np.unique(rank_of_gpu)) > 1
+
+    la = _launch_columns(table, l_gpu, l_name, n_gpu, n_names)
+    la["gpu"], la["name"] = l_gpu, l_name
+
+    # Steps: the recorded ones, less those that compiled; else the whole recording as one.
+    step = np.asarray(L["step"], np.int64)
+    notes: list[str] = []
+    left_out: list[int] = []
+    if (step >= 0).any():
+        basis = "steps"
+        compiled = table.compile_steps()
+        keep = (step >= 0) & ~np.isin(step, compiled)
+        if not keep.any():
+            keep = step >= 0
+        else:
+            left_out = [int(s) for s in compiled]
+        steps = np.unique(step[keep])
+        step_idx = np.searchsorted(steps, step)
+    else:
+        basis = "recording"
+        keep = np.ones(n_launch, bool)
+        steps = np.zeros(1, np.int64)
+        step_idx = np.zeros(n_launch, np.int64)
+        notes.append(
+            "no steps were recorded: the whole recording counts as one step (prof.step(), or "
+            "sm-profiler run's optimizer steps, make the estimates per step)"
+        )
+    n_steps = len(steps)
+    cells = _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis)
+    findings: list[Finding] = []
+    if cells["steps_of_gpu"].max() == 0 or cells["period_mean"].max() <= 0:
+        notes.append("the recorded launches took no time: nothing to recover")
+        return _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table)
+    k = np.flatnonzero(keep)
+    scale = cells["scale"][la["cell"][k]]
+    for kind in ("partial_wave", "tail", "idle_sms"):
+        est = la[kind][k] * scale
+        where = (rank_of_gpu, gpu_no)
+        findings += _launch_findings(kind, est, k, la, table, uniq_names, cells, where)
+    findings += _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several_ranks)
+    if several_ranks:
+        findings += _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names)
+    findings = [f for f in findings if f.estimate_ns_per_step > 0]
+    findings.sort(key=lambda f: (-f.estimate_ns_per_step, KINDS.index(f.kind), f.kernel or ""))
+    return _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table)
+
+
+def _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table) -> Advice:
+    notes = list(notes)
+    notes.append(
+        "host gaps count only the kernels auto mode instruments: cuBLAS, cuDNN and NCCL kernels "
+        "may run in them (sm-profiler merge --torch shows them)"
+    )
+    if table.counts()["dropped"]:
+        notes.append(
+            "records were dropped (capacity): launches not kept are not in these estimates"
+        )
+    return Advice(
+        findings,
+        basis,
+        [int(s) for s in steps] if basis == "steps" else [],
+        left_out,
+        float(cells["period_mean"].max()) if len(cells["period_mean"]) else 0.0,
+        n_gpu,
+        len(np.unique(rank_of_gpu)),
+        notes,
+    )
+
+
+CHUNK_ROWS = 1 << 16  # rows per chunk of whole launches (temporaries: a few MiB)
+
+
+def _programs(table, a: int = 0, b: int | None = None) -> dict[str, np.ndarray]:
+    """Per program of rows a:b (whole launches; a level="warp" launch's warps merged), in launch
+    order: launch, sm, start, end, row (its first row)."""
+    r, L = table.rows, table.launches
+    b = table.num_rows if b is None else b
+    launch = np.asarray(r["launch"][a:b], np.int64)
+    sm = np.asarray(r["sm"][a:b], np.int64)
+    start = np.asarray(r["start_ns"][a:b], np.int64)
+    end = np.asarray(r["end_ns"][a:b], np.int64)
+    if not np.asarray(L["per_warp"]).any():
+        return {"launch": launch, "sm": sm, "start": start, "end": end, "row": np.arange(a, b)}
+    new = np.ones(b - a, bool)
+    if b - a > 1:
+        same = launch[1:] == launch[:-1]
+        for c in ("x", "y", "z"):
+            col = np.asarray(r[c][a:b])
+            same &= col[1:] == col[:-1]
+        new[1:] = ~same
+    cuts = np.flatnonzero(new)
+    return {
+        "launch": launch[cuts],
+        "sm": sm[cuts],
+        "start": np.minimum.reduceat(start, cuts),
+        "end": np.maximum.reduceat(end, cuts),
+        "row": cuts + a,
+    }
+
+
+def _launch_chunks(table):
+    """(first launch, stop launch, first row, stop row) of consecutive chunks of whole launches,
+    about CHUNK_ROWS rows each (one launch alone may be more)."""
+    first = np.asarray(table.launches["first_row"], np.int64)
+    n, n_rows = len(first), table.num_rows
+    k = 0
+    while k < n:
+        a = int(first[k])
+        k2 = max(k + 1, int(np.searchsorted(first, a + CHUNK_ROWS, "left")))
+        b = int(first[k2]) if k2 < n else n_rows
+        yield k, k2, a, b
+        k = k2
+
+
+def _launch_columns(table, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.ndarray]:
+    """Per launch: programs, SMs, SMs used, resident, slots, waves, the tail, the last wave and
+    the three launch estimates (partial_wave, tail, idle_sms), in ns. A chunk of whole launches
+    at a time: the temporaries are a chunk's, whatever the table's size."""
+    L = table.launches
+    n = table.num_launches
+    start = np.asarray(L["start_ns"], np.int64)
+    end = np.asarray(L["end_ns"], np.int64)
+    span = (end - start).astype(np.float64)
+    programs = np.zeros(n, np.int64)
+    used = np.zeros(n, np.int64)
+    peak = np.zeros(n, np.int64)
+    median_end = np.zeros(n, np.float64)
+    last_sm = np.zeros(n, np.int64)
+    dur_med = np.zeros(n, np.float64)
+    sess = np.asarray(L["session"], np.int64)
+    n_sess = max(len(table.sessions), int(sess.max()) + 1)
+    seen = np.zeros(n_sess, np.int64)  # the highest SM id + 1 each session ran on
+    for k0, k1, a, b in _launch_chunks(table):
+        p = _programs(table, a, b)
+        loc = p["launch"] - k0
+        m = k1 - k0
+        programs[k0:k1] = np.bincount(loc, minlength=m)
+        np.maximum.at(seen, sess[p["launch"]], p["sm"] + 1)
+        dur_med[k0:k1] = _group_median(loc, p["end"] - p["start"], m)
+        # (launch, SM) groups, by start within each.
+        o = np.lexsort((p["start"], p["sm"], loc))
+        gl, gs, st, en = loc[o], p["sm"][o], p["start"][o], p["end"][o]
+        del o, p
+        new = np.ones(len(gl), bool)
+        new[1:] = (gl[1:] != gl[:-1]) | (gs[1:] != gs[:-1])
+        g_first = np.flatnonzero(new)
+        g_launch, g_sm = gl[g_first], gs[g_first]
+        g_last = np.maximum.reduceat(en, g_first)
+        g_peak = _peak_per_group(np.cumsum(new) - 1, st, en, len(g_first))
+        del gl, gs, st, en, new
+        u = np.bincount(g_launch, minlength=m)
+        used[k0:k1] = u
+        pk = np.zeros(m, np.int64)
+        np.maximum.at(pk, g_launch, g_peak)
+        peak[k0:k1] = pk
+        # Each launch's median SM end (SMs that ran), its last SM.
+        o3 = np.lexsort((g_last, g_launch))
+        s_last = g_last[o3].astype(np.float64)
+        gf = np.cumsum(u) - u
+        median_end[k0:k1] = (s_last[gf + (u - 1) // 2] + s_last[gf + u // 2]) / 2
+        last_sm[k0:k1] = g_sm[o3][gf + u - 1]
+    tail = np.maximum(end - median_end, 0.0)
+    # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
+    # the launch used.
+    known = np.array(
+        [_count((s or {}).get("sm_count"), 0) for s in table.sessions]
+        + [0] * (n_sess - len(table.sessions)),
+        np.int64,
+    )
+    sms = np.maximum(np.where(known > 0, known, seen)[sess], used)
+    # Resident programs per SM: the most seen at once on one SM, over the kernel's launches on
+    # that GPU.
+    key = l_gpu * n_names + l_name
+    most = np.zeros(n_gpu * n_names, np.int64)
+    np.maximum.at(most, key, peak)
+    resident = np.maximum(most[key], 1)
+    slots = sms * resident
+    full = programs // slots
+    last_n = programs - full * slots
+    partial = (full >= 1) & (last_n > 0)
+    # The last wave: the last `last_n` programs to start; its time, their median duration.
+    t_last = np.zeros(n, np.float64)
+    if partial.any():
+        for k0, k1, a, b in _launch_chunks(table):
+            if not partial[k0:k1].any():
+                continue
+            p = _programs(table, a, b)
+            loc = p["launch"] - k0
+            m = k1 - k0
+            o4 = np.lexsort((p["start"], loc))
+            pl = loc[o4]
+            cnt = programs[k0:k1]
+            pos = np.arange(len(pl)) - (np.cumsum(cnt) - cnt)[pl]
+            sel = partial[k0:k1][pl] & (pos >= (full * slots)[k0:k1][pl])
+            dur = (p["end"] - p["start"])[o4][sel]
+            t_last[k0:k1] = _group_median(pl[sel], dur, m)
+    fill = np.where(partial, last_n / np.maximum(slots, 1), 1.0)
+    est_wave = np.where(partial, (1.0 - fill) * t_last, 0.0)
+    est_tail = np.maximum(tail - np.where(partial, t_last, 0.0), 0.0)
+    few = programs < sms
+    est_idle = np.where(few, (sms - used) / np.maximum(sms, 1) * np.maximum(span - tail, 0), 0.0)
+    return {
+        "start": start,
+        "end": end,
+        "span": span,
+        "programs": programs,
+        "sms": sms,
+        "sms_known": (known > 0)[sess],
+        "used": used,
+        "resident": resident,
+        "slots": slots,
+        "waves": programs / np.maximum(slots, 1),
+        "full": full,
+        "last_n": last_n,
+        "fill": fill,
+        "t_last": t_last,
+        "tail_ns": tail,
+        "last_sm": last_sm,
+        "median_end": median_end,
+        "duration_median": dur_med,
+        "partial_wave": est_wave,
+        "tail": est_tail,
+        "idle_sms": est_idle,
+    }
+
+
+def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.ndarray]:
+    """Per (step, GPU) cell: its launches' first start and last end, their union, their spans
+    summed, the step's period, the gaps; the launch estimates' scale; per GPU the steps it ran
+    and its mean period."""
+    n_cells = n_steps * n_gpu
+    cell = step_idx * n_gpu + la["gpu"]
+    la["cell"] = np.where(keep, cell, 0)
+    k = np.flatnonzero(keep)
+    c, s, e = cell[k], la["start"][k], la["end"][k]
+    lo = np.full(n_cells, np.iinfo(np.int64).max)
+    hi = np.full(n_cells, np.iinfo(np.int64).min)
+    np.minimum.at(lo, c, s)
+    np.maximum.at(hi, c, e)
+    ran = lo <= hi
+    union = union_length(c, s, e, n_cells).astype(np.float64)
+    spans = np.bincount(c, weights=(e - s).astype(np.float64), minlength=n_cells)
+    scale = np.where(spans > union, union / np.maximum(spans, 1), 1.0)
+    span = np.where(ran, hi - lo, 0).astype(np.int64)
+    period = np.zeros(n_cells, np.float64)
+    R = ran.reshape(n_steps, n_gpu)
+    LO, SP = lo.reshape(n_steps, n_gpu), span.reshape(n_steps, n_gpu)
+    P = period.reshape(n_steps, n_gpu)
+    for g in range(n_gpu):
+        r = R[:, g]
+        if r.any():
+            P[r, g] = step_periods(steps[r], LO[r, g], SP[r, g]) if basis == "steps" else SP[r, g]
+    gaps = np.where(ran, period - union, 0.0)
+    steps_of_gpu = R.sum(axis=0)
+    period_mean = P.sum(axis=0) / np.maximum(steps_of_gpu, 1)
+    return {
+        "lo": lo,
+        "hi": hi,
+        "ran": ran,
+        "union": union,
+        "scale": scale,
+        "period": period,
+        "gaps": gaps,
+        "steps_of_gpu": steps_of_gpu,
+        "period_mean": period_mean,
+        "n_steps": n_steps,
+        "n_gpu": n_gpu,
+    }
+
+
+def _launch_findings(kind, est, k, la, table, uniq_names, cells, where) -> list[Finding]:
+    """One finding per kernel name with a positive estimate of `kind`: on the GPU where its mean
+    per step is largest; its evidence from the launch of that GPU with the largest estimate.
+    where: (rank, GPU number) of each GPU."""
+    rank_of_gpu, gpu_no = where
+    n_gpu, n_names = cells["n_gpu"], len(uniq_names)
+    if not len(k):
+        return []
+    key = la["gpu"][k] * n_names + la["name"][k]
+    total = np.bincount(key, weights=est, minlength=n_gpu * n_names).reshape(n_gpu, n_names)
+    per_step = total / np.maximum(cells["steps_of_gpu"], 1)[:, None]
+    best_gpu = np.argmax(per_step, axis=0)
+    value = per_step[best_gpu, np.arange(n_names)]
+    names = np.flatnonzero(value > 0)
+    if not len(names):
+        return []
+    # Each (GPU, name)'s launch of the largest estimate, and its count of launches with one.
+    o = np.lexsort((est, key))
+    last = np.r_[key[o][1:] != key[o][:-1], True]
+    rep = dict(zip(key[o][last].tolist(), k[o][last].tolist(), strict=True))
+    with_est = np.bincount(key[est > 0], minlength=n_gpu * n_names)
+    launches = np.bincount(key, minlength=n_gpu * n_names)
+    gpus_with = (per_step > 0).sum(axis=0)
+    out = []
+    for j in names.tolist():
+        g = int(best_gpu[j])
+        kk = g * n_names + j
+        i = rep[kk]
+        step_ns = float(cells["period_mean"][g])
+        v = float(value[j])
+        ev = {
+            "launches_per_step": launches[kk] / max(int(cells["steps_of_gpu"][g]), 1),
+            "launches_with_it": int(with_est[kk]),
+            "launches": int(launches[kk]),
+            "gpus_with_it": int(gpus_with[j]),
+            "launch": int(i),
+        }
+        ev.update(_launch_evidence(la, i))
+        if kind == "tail":
+            ev["long_programs"] = _long_programs(table, la, i)
+        detail, suggestion = _words(kind, ev)
+        out.append(
+            Finding(
+                kind,
+                str(uniq_names[j]),
+                int(rank_of_gpu[g]),
+                int(gpu_no[g]),
+                v,
+                v / step_ns if step_ns > 0 else 0.0,
+                ev,
+                detail,
+                suggestion,
+            )
+        )
+    return out
+
+
+def _launch_evidence(la, i: int) -> dict:
+    return {
+        "programs": int(la["programs"][i]),
+        "sms": int(la["sms"][i]),
+        "sm_count_known": bool(la["sms_known"][i]),
+        "sms_used": int(la["used"][i]),
+        "resident_per_sm": int(la["resident"][i]),
+        "slots": int(la["slots"][i]),
+        "waves": float(la["waves"][i]),
+        "last_wave_programs": int(la["last_n"][i]) if la["full"][i] >= 1 else 0,
+        "last_wave_fill": float(la["fill"][i]),
+        "last_wave_ns": float(la["t_last"][i]),
+        "span_ns": float(la["span"][i]),
+        "tail_ns": float(la["tail_ns"][i]),
+        "last_sm": int(la["last_sm"][i]),
+        "program_median_ns": float(la["duration_median"][i]),
+        "launch_estimate_ns": float(la["partial_wave"][i] + la["tail"][i] + la["idle_sms"][i]),
+    }
+
+
+def _long_programs(table, la, i: int) -> list[dict]:
+    """The programs of launch i that ended after its median SM's end and ran longer than its
+    median program, longest first (at most LONG_PROGRAMS_SHOWN): id, SM, duration."""
+    first = int(table.launches["first_row"][i])
+    prog = _programs(table, first, first + int(table.launches["rows"][i]))
+    dur = prog["end"] - prog["start"]
+    med = la["duration_median"][i]
+    sel = np.flatnonzero((prog["end"] > la["median_end"][i]) & (dur > med))
+    sel = sel[np.argsort(-dur[sel], kind="stable")[:LONG_PROGRAMS_SHOWN]]
+    rows = prog["row"][sel]
+    r = table.rows
+    return [
+        {
+            "program": [int(r["x"][j]), int(r["y"][j]), int(r["z"][j])],
+            "sm": int(prog["sm"][s]),
+            "duration_ns": int(dur[s]),
+            "x_median": float(dur[s] / med) if med > 0 else None,
+        }
+        for s, j in zip(sel.tolist(), rows.tolist(), strict=True)
+    ]
+
+
+def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several) -> list[Finding]:
+    """Host gaps: per GPU the mean per step of its step period less its launches' union (with
+    several ranks, less its wait for the step's busiest GPU); the GPU where it is largest."""
+    n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
+    ran = cells["ran"].reshape(n_steps, n_gpu)
+    gaps = cells["gaps"].reshape(n_steps, n_gpu)
+    busy = cells["union"].reshape(n_steps, n_gpu)
+    wait = np.zeros_like(gaps)
+    if several:
+        top = np.where(ran, busy, -np.inf).max(axis=1, keepdims=True)
+        wait = np.where(ran, top - busy, 0.0)
+    adj = np.maximum(gaps - wait, 0.0)
+    steps_of_gpu = np.maximum(cells["steps_of_gpu"], 1)
+    per_gpu = adj.sum(axis=0) / steps_of_gpu
+    g = int(np.argmax(per_gpu))
+    v = float(per_gpu[g])
+    if v <= 0:
+        return []
+    # The gaps between the GPU's launches inside its steps: count, median, largest.
+    k = np.flatnonzero(keep & (la["gpu"] == g))
+    o = np.lexsort((la["start"][k], la["cell"][k]))
+    c, s, e = la["cell"][k][o], la["start"][k][o], la["end"][k][o]
+    inner = _inner_gaps(c, s, e)
+    n_run = int(ran[:, g].sum())
+    step_ns = float(cells["period_mean"][g])
+    between = (cells["period"] - (cells["hi"] - cells["lo"])).reshape(n_steps, n_gpu)[:, g]
+    ev = {
+        "launches_per_step": len(k) / max(n_run, 1),
+        "gaps_per_step": len(inner) / max(n_run, 1),
+        "gap_median_ns": float(np.median(inner)) if len(inner) else 0.0,
+        "gap_max_ns": float(inner.max()) if len(inner) else 0.0,
+        "inside_steps_ns": float(inner.sum()) / max(n_run, 1),
+        "between_steps_ns": float(np.where(ran[:, g], between, 0).sum()) / max(n_run, 1),
+        "busy_ns": float(busy[:, g].sum()) / max(n_run, 1),
+        "wait_for_other_ranks_ns": float(np.minimum(wait, gaps)[:, g].sum()) / max(n_run, 1),
+        "step_ns": step_ns,
+    }
+    detail, suggestion = _words("host_gaps", ev)
+    return [
+        Finding(
+            "host_gaps",
+            None,
+            int(rank_of_gpu[g]),
+            int(gpu_no[g]),
+            v,
+            v / step_ns if step_ns > 0 else 0.0,
+            ev,
+            detail,
+            suggestion,
+        )
+    ]
+
+
+def _inner_gaps(c, s, e) -> np.ndarray:
+    """The gaps between launches sorted by (cell, start): where a launch starts after every
+    earlier launch of its cell has ended, the time between (positive ones)."""
+    if len(c) < 2:
+        return np.zeros(0, np.float64)
+    run = np.empty(len(e), np.int64)
+    # Running maximum of ends within each cell (cells are few and short: a loop over cells
+    # would be steps x GPUs; one accumulate over lifted values instead).
+    lo = int(min(s.min(), e.min()))
+    width = int(max(s.max(), e.max())) - lo + 1
+    if width * (int(c.max()) + 2) < 2**62:
+        lift = c.astype(np.int64) * width - lo
+        run = np.maximum.accumulate(e + lift) - lift
+    else:
+        for cc in np.unique(c).tolist():
+            m = c == cc
+            run[m] = np.maximum.accumulate(e[m])
+    same = c[1:] == c[:-1]
+    g = (s[1:] - run[:-1]).astype(np.float64)
+    return g[same & (g > 0)]
+
+
+def _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names) -> list[Finding]:
+    """The slowest rank: the GPU whose launches' union per step is largest, its excess over the
+    mean of every GPU's in the steps it ran (the time an even split of the same work would
+    recover), and the kernels (launch spans summed per step) that make it."""
+    n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
+    ran = cells["ran"].reshape(n_steps, n_gpu)
+    busy = cells["union"].reshape(n_steps, n_gpu)
+    steps_of_gpu = np.maximum(cells["steps_of_gpu"], 1)
+    mean_busy = busy.sum(axis=0) / steps_of_gpu
+    slow = int(np.argmax(mean_busy))
+    others = [g for g in range(n_gpu) if g != slow]
+    both = ran[:, slow] & ran[:, others].any(axis=1)
+    if not both.any():
+        return []
+    ref = np.where(ran, busy, 0.0).sum(axis=1) / np.maximum(ran.sum(axis=1), 1)
+    delta = busy[both, slow] - ref[both]
+    v = float(delta.mean())
+    if v <= 0:
+        return []
+    # Per kernel: launch spans summed per step on each GPU; the slow GPU's less the mean.
+    k = np.flatnonzero(keep)
+    key = la["gpu"][k] * n_names + la["name"][k]
+    per = (
+        np.bincount(key, weights=la["span"][k], minlength=n_gpu * n_names).reshape(n_gpu, n_names)
+        / steps_of_gpu[:, None]
+    )
+    kd = per[slow] - per.mean(axis=0)
+    top = [j for j in np.argsort(-kd, kind="stable").tolist() if kd[j] > 0][:5]
+    second = others[int(np.argmax(mean_busy[others]))]
+    step_ns = float(cells["period_mean"][slow])
+    ev = {
+        "busy_ns": float(mean_busy[slow]),
+        "mean_busy_ns": float(mean_busy.mean()),
+        "next_slowest": {
+            "rank": int(rank_of_gpu[second]),
+            "gpu": int(gpu_no[second]),
+            "busy_ns": float(mean_busy[second]),
+        },
+        "steps_compared": int(both.sum()),
+        "kernels": [{"kernel": str(uniq_names[j]), "delta_ns_per_step": float(kd[j])} for j in top],
+        "per_rank": [
+            {"rank": int(rank_of_gpu[g]), "gpu": int(gpu_no[g]), "busy_ns": float(mean_busy[g])}
+            for g in range(n_gpu)
+        ],
+        "rank": int(rank_of_gpu[slow]),
+    }
+    detail, suggestion = _words("slow_rank", ev)
+    return [
+        Finding(
+            "slow_rank",
+            None,
+            int(rank_of_gpu[slow]),
+            int(gpu_no[slow]),
+            v,
+            v / step_ns if step_ns > 0 else 0.0,
+            ev,
+            detail,
+            suggestion,
+        )
+    ]
+
+
+# -- words ------------------------------------------------------------------------------------
+
+
+def grid_options(programs: int, slots: int) -> list[tuple[int, int, float]]:
+    """Grids that fill whole waves: (programs, waves, work per program relative to now) for the
+    whole waves just below and above (below only where it is at least one wave)."""
+    waves = programs / max(slots, 1)
+    out = []
+    for w in sorted({math.floor(waves), math.ceil(waves)}):
+        if w >= 1:
+            out.append((w * slots, w, programs / (w * slots)))
+    return out
+
+
+def _words(kind: str, ev: dict) -> tuple[str, str]:
+    """(the evidence in words, the suggestion) of a finding."""
+    t = format_time
+    if kind == "partial_wave":
+        opts = grid_options(ev["programs"], ev["slots"])
+        choices = " or ".join(
+            f"{n:,} programs ({w} wave{'s' if w > 1 else ''}) with {x:.2f}x the work each"
+            for n, w, x in opts
+        )
+        detail = (
+            f"{ev['programs']:,} programs = {ev['waves']:.2f} waves of {ev['sms']} SMs x "
+            f"{ev['resident_per_sm']} resident ({ev['slots']:,} slots): the last wave's "
+            f"{_n(ev['last_wave_programs'], 'program')} fill{'s' if ev['last_wave_programs'] == 1 else ''} {100 * ev['last_wave_fill']:.0f}% of "
+            f"the slots for {t(ev['last_wave_ns'])}; {ev['launches_with_it']:,} of "
+            f"{ev['launches']:,} launches"
+        )
+        suggestion = (
+            f"a grid of {choices} (block size scaled by that factor), or a persistent grid of "
+            f"{ev['slots']:,} programs looping over the work"
+        )
+        return detail, suggestion
+    if kind == "tail":
+        longs = ev.get("long_programs") or []
+        who = ", ".join(
+            f"({p['program'][0]},{p['program'][1]},{p['program'][2]})"
+            if p["program"][1] or p["program"][2]
+            else str(p["program"][0])
+            for p in longs[:4]
+        )
+        ran = ""
+        if longs and longs[0]["x_median"]:
+            ran = (
+                f"; program{'s' if len(longs) > 1 else ''} {who} ran up to "
+                f"{longs[0]['x_median']:.1f}x the median program ({t(ev['program_median_ns'])})"
+            )
+        detail = (
+            f"SM {ev['last_sm']} ends {t(ev['tail_ns'])} after the median SM "
+            f"(span {t(ev['span_ns'])}, {ev['programs']:,} programs on {ev['sms_used']} SMs)"
+            f"{ran}; {ev['launches_with_it']:,} of {ev['launches']:,} launches"
+        )
+        suggestion = (
+            "even out the work per program: split the long programs' work over more programs "
+            "(or smaller tiles), start the longest first, or a persistent kernel that takes "
+            "work from a queue"
+        )
+        return detail, suggestion
+    if kind == "idle_sms":
+        k = max(2, math.ceil(ev["sms"] / max(ev["programs"], 1)))
+        detail = (
+            f"{ev['programs']:,} programs on {ev['sms']} SMs: {ev['sms'] - ev['sms_used']} SMs "
+            f"ran nothing for the launch's {t(ev['span_ns'])}; {ev['launches_with_it']:,} of "
+            f"{ev['launches']:,} launches"
+        )
+        suggestion = (
+            f"split each program's work {k} ways (split-K, or a split reduction and a small "
+            f"combining pass) to run at least {ev['sms']} programs, or smaller tiles"
+        )
+        return detail, suggestion
+    if kind == "host_gaps":
+        wait = ev["wait_for_other_ranks_ns"]
+        detail = (
+            f"{ev['launches_per_step']:.0f} instrumented launches a step, "
+            f"{ev['gaps_per_step']:.0f} gaps between them (median "
+            f"{t(ev['gap_median_ns'])}, largest {t(ev['gap_max_ns'])}) and "
+            f"{t(ev['between_steps_ns'])} between steps; the GPU ran them "
+            f"{t(ev['busy_ns'])} of a {t(ev['step_ns'])} step"
+            + (f" (waiting {t(wait)} for other ranks, not counted)" if wait > 0 else "")
+        )
+        suggestion = (
+            "the host sets the pace: capture the step in a CUDA graph (torch.compile "
+            "mode='reduce-overhead', torch.cuda.graph) or fuse launches into fewer, larger "
+            "kernels; kernels auto mode does not see (cuBLAS, NCCL) may fill some gaps"
+        )
+        return detail, suggestion
+    # slow_rank
+    ks = ", ".join(
+        f"{printable(k['kernel'])} +{t(k['delta_ns_per_step'])}" for k in ev["kernels"][:3]
+    )
+    nxt = ev["next_slowest"]
+    detail = (
+        f"rank {ev['rank']} ran instrumented kernels {t(ev['busy_ns'])} a step, the mean rank "
+        f"{t(ev['mean_busy_ns'])} (next slowest: rank {nxt['rank']}, {t(nxt['busy_ns'])})"
+        + (f"; most of the difference: {ks}" if ks else "")
+    )
+    suggestion = (
+        "the other ranks wait for it at each collective: split the work evenly across ranks "
+        "(uneven inputs: lengths, routing), move work only that rank does, or check its GPU "
+        "(clocks, thermals)"
+    )
+    return detail, suggestion
+
+
+# -- the report's section ------------------------------------------------------------------------
+
+TOP = 5
+
+
+def advise_lines(advice: Advice, width: int = 80, top: int = TOP) -> list[str]:
+    """The "What to fix first" section: the `top` findings, each one line of estimate, share and
+    kind, then its evidence and suggestion wrapped at `width`."""
+    width = max(width, 40)
+    if advice.basis == "steps":
+        which = _ranges(advice.steps)
+        over = (
+            f"mean over {len(advice.steps)} step{'s' if len(advice.steps) != 1 else ''} ({which})"
+        )
+    elif advice.basis == "recording":
+        over = "the whole recording as one step"
+    else:
+        over = "nothing recorded"
+    head = f"What to fix first (time per step, {over}; a step {format_time(advice.step_ns)}):"
+    lines = ["", *wrap(head, width)]
+    if not advice.findings:
+        lines += wrap("  nothing found to recover", width, indent="    ")
+    several = advice.gpus > 1
+    for i, f in enumerate(advice.findings[:top]):
+        where = ""
+        if several:
+            where = f" (rank {f.rank})" if advice.ranks > 1 else f" (GPU {f.gpu})"
+        what = f": {printable(f.kernel)}" if f.kernel else ""
+        lines += wrap(
+            f"{i + 1:>2}. {format_time(f.estimate_ns_per_step)} ({100 * f.share_of_step:.0f}%) "
+            f"{TITLES[f.kind]}{what}{where}",
+            width,
+            indent="      ",
+        )
+        lines += wrap(f"    {f.detail}", width, indent="    ")
+        lines += wrap(f"    fix: {f.suggestion}", width, indent="    ")
+    if len(advice.findings) > top:
+        lines.append(f"    ... {len(advice.findings) - top} more (sm-profiler advise FILE --top N)")
+    lines += wrap(
+        f"How each estimate is made and what it cannot see: {DOC}; the kernel lines of one GPU "
+        "and its host gaps add up to at most the step; the slowest-rank line overlaps them.",
+        width,
+    )
+    for note in advice.notes[:-1]:  # the last note (uninstrumented kernels) is in the fix text
+        lines += wrap(f"note: {note}", width)
+    return lines
+
+
+def _ranges(values: list[int]) -> str:
+    out, start = [], None
+    for k, v in enumerate(values):
+        if start is None:
+            start = v
+        if k + 1 == len(values) or values[k + 1] != v + 1:
+            out.append(f"{start}" if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(out[:4]) + (" ..." if len(out) > 4 else "")
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _peak_per_group(group, start, end, n_groups: int) -> np.ndarray:
+    """Most intervals open at once in each group (an end and a start at one time do not
+    overlap)."""
+    if n_groups == 0:
+        return np.zeros(0, np.int64)
+    g = np.concatenate([group, group])
+    t = np.concatenate([start, end])
+    d = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
+    o = np.lexsort((d, t, g))
+    run = np.cumsum(d[o])
+    peak = np.zeros(n_groups, np.int64)
+    np.maximum.at(peak, g[o], run)
+    return peak
+
+
+def _group_median(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Per group 0..n-1 the median of its values (0 where it has none)."""
+    out = np.zeros(n, np.float64)
+    if not len(group):
+        return out
+    o = np.lexsort((values, group))
+    g, v = group[o], values[o].astype(np.float64)
+    count = np.bincount(g, minlength=n)
+    first = np.cumsum(count) - count
+    has = np.flatnonzero(count)
+    c, f = count[has], first[has]
+    out[has] = (v[f + (c - 1) // 2] + v[f + c // 2]) / 2
+    return out
+
+
+def _n(count: int, one: str) -> str:
+    return f"{count:,} {one if count == 1 else one + 's'}"
+
+
+def _count(v, default: int = 0) -> int:
+    """A non-negative int from metadata (a file may say anything), else `default`."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        return default
+    return int(v) if 0 <= v < 1 << 20 else default
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+__all__ = ["Advice", "Finding", "advise", "advise_lines", "grid_options", "KINDS"]
