@@ -8,7 +8,7 @@ count times a chain's latency, whatever runs beside it on its SM (latency-bound:
 one-warp programs share an SM without slowing each other). The cases (S: the GPU's SMs, R: the
 programs resident on one SM, measured by a probe launch):
 
-  wave   ceil(1.1 x S x R) programs of 10 chains: a full wave and a tenth; fixed: the grid the
+  wave   ceil(1.1 x S x R) programs of 40 chains: a full wave and a tenth; fixed: the grid the
          advisor suggests (S x R programs, one wave), the same chains spread evenly
   skew   S programs of 4 chains but the last 4 programs 40: a tail; fixed: the same chains
          spread evenly over the S programs
@@ -157,7 +157,9 @@ def peak_resident(table, launch: int) -> int:
 def planted(case: str, chase: Chase, sms: int, resident: int, rank: int = 0):
     """name -> the planted step (a function that queues one step's launches)."""
     if case == "wave":
-        return chase.variant([10] * math.ceil(1.1 * sms * resident))
+        # 40 chains a program: a wave long enough (~60 µs) that the host's pace between recorded
+        # steps (~26 µs on an H100, the recording loop's own) is not the larger loss.
+        return chase.variant([40] * math.ceil(1.1 * sms * resident))
     if case == "skew":
         return chase.variant([4] * (sms - 4) + [40] * 4)
     if case == "few":
