@@ -30,9 +30,12 @@ LAYERS = {
     "report": ("stats", "stats_table", "coverage", "auto_mode.report"),
     "export": (
         "export", "export.chrome", "export.perfetto", "export.protobuf", "plot", "merge",
-        "ui_server", "auto_mode.job",
+        "ui_server", "auto_mode.job", "auto_mode.torch_parts",
     ),
-    "api": ("", "profiler", "auto_mode", "auto_mode.session", "auto_mode.script"),
+    "api": (
+        "", "profiler", "auto_mode", "auto_mode.session", "auto_mode.script",
+        "auto_mode.torch_profiler",
+    ),
     "cli": ("cli", "__main__"),
 }  # fmt: skip
 LAYER_OF = {m: i for i, (_, mods) in enumerate(LAYERS.items()) for m in mods}
