@@ -18,7 +18,21 @@ step by step onto torch's actions:
                                             step we do not record)
     neither                                 NONE
 
-so that torch records exactly the steps we record. Before torch stops at the end of a window the
+so that torch records exactly the steps we record.
+
+The step annotations. torch opens a `ProfilerStep#N` range at each `step()` and closes it at the
+next; ours advances inside the optimizer's `Optimizer.step#...` range (its post hook, under
+`sm-profiler run`), so torch's ranges would begin inside one optimizer step's range and end
+inside the next's: ranges on one thread that overlap without nesting, which trace viewers break
+or drop. So torch's own are switched off (`record_steps = False`) and each recorded step is
+marked at its boundaries by an empty record_function (`sm_profiler.step#N` where it begins,
+`sm_profiler.step_end#N` where the window ends), stamped by torch's own clock; when the trace is
+exported the marks become one `ProfilerStep#N` range each, from its mark to the next step's, on
+a thread of their own ("steps (sm_profiler)", STEP_TID) of the process, and are removed. Readers
+of torch's step annotations (coverage.step_windows, `merge --torch`, TensorBoard's) find them as
+torch writes them: complete user_annotation events named ProfilerStep#N.
+
+Before torch stops at the end of a window the
 GPU is synchronized (`synchronize`), once per window, in the first step after it: kernels still
 running when CUPTI is flushed would be missing from its trace. Each window's results are kept
 (`prof.profiler`, whose results outlive the next window's) and exported when the region ends,
@@ -36,6 +50,11 @@ import warnings
 from collections.abc import Callable
 
 from ..errors import ConfigError
+
+MARK = "sm_profiler.step#"  # an empty range where recorded step N begins
+END_MARK = "sm_profiler.step_end#"  # and where a window's last step ends
+STEP_TID = 0x0FFF_FFF0  # the steps' thread: above any OS thread id, below the merge's ids
+STEP_THREAD = "steps (sm_profiler)"
 
 
 def check_torch_profiler(cuda: bool = True) -> None:
@@ -123,6 +142,7 @@ class TorchSteps:
             schedule=self.action,
             on_trace_ready=self._keep,
         )
+        self._prof.record_steps = False  # our own marks instead (the module doc)
         try:
             with _quiet():
                 self._prof.__enter__()
@@ -130,6 +150,8 @@ class TorchSteps:
             self._prof = None
             raise ConfigError(f"torch.profiler did not start: {type(e).__name__}: {e}") from e
         self._recording = self.records(0)
+        if self._recording:
+            _mark(MARK, 0)
 
     def step(self) -> None:
         """Our step advanced: torch's follows (its next ProfilerStep#N is our step N)."""
@@ -138,11 +160,15 @@ class TorchSteps:
             return
         n = p.step_num + 1
         try:
-            if self._recording and not self.records(n):
+            now = self.records(n)
+            if self._recording and not now:
+                _mark(END_MARK, n - 1)
                 self._sync()  # the window's kernels have run before CUPTI is flushed
             with _quiet():
                 p.step()
-            self._recording = self.records(n)
+            self._recording = now
+            if now:
+                _mark(MARK, n)
         except Exception as e:  # noqa: BLE001 - never break the user's step over the profiler
             self._give_up(f"torch.profiler failed at step {n} and was switched off", e)
 
@@ -153,6 +179,7 @@ class TorchSteps:
         if p is not None:
             try:
                 if self._recording:
+                    _mark(END_MARK, p.step_num)
                     self._sync()
                 with _quiet():
                     p.__exit__(None, None, None)
@@ -198,16 +225,81 @@ class _quiet(warnings.catch_warnings):
         return out
 
 
+def _mark(prefix: str, n: int) -> None:
+    from torch.profiler import record_function
+
+    with record_function(f"{prefix}{n}"):
+        pass
+
+
 def _export(window) -> dict:
-    """One window's results as its Chrome trace dict (torch writes it to a file only)."""
+    """One window's results as its Chrome trace dict (torch writes it to a file only), its
+    step marks made ProfilerStep#N ranges."""
     fd, path = tempfile.mkstemp(suffix=".json", prefix="sm_profiler_torch_")
     os.close(fd)
     try:
         window.export_chrome_trace(path)
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            return step_ranges(json.load(f))
     finally:
         os.unlink(path)
+
+
+def step_ranges(doc: dict) -> dict:
+    """`doc` with its step marks (MARK, END_MARK) replaced by one ProfilerStep#N range per
+    marked step, from its mark to the next step's (else to its end mark), on the marking
+    process's STEP_TID thread."""
+    begins: dict[int, dict] = {}
+    ends: dict[int, float] = {}
+    kept = []
+    for e in doc.get("traceEvents", []):
+        name = str(e.get("name", "")) if isinstance(e, dict) else ""
+        for prefix, into in ((MARK, begins), (END_MARK, ends)):
+            if name.startswith(prefix) and name[len(prefix) :].isdigit() and e.get("ph") == "X":
+                n = int(name[len(prefix) :])
+                into[n] = e if into is begins else e["ts"]
+                break
+        else:
+            kept.append(e)
+    out = []
+    pids = set()
+    for n in sorted(begins):
+        e = begins[n]
+        start = e["ts"]
+        end = begins[n + 1]["ts"] if n + 1 in begins else ends.get(n, start)
+        pids.add(e.get("pid"))
+        out.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{n}",
+                "pid": e.get("pid"),
+                "tid": STEP_TID,
+                "ts": start,
+                "dur": round(max(end - start, 0), 3),
+                "args": {"source": f"sm_profiler: step {n} as auto mode counts it"},
+            }
+        )
+    for pid in pids:
+        out.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": pid,
+                "tid": STEP_TID,
+                "args": {"name": STEP_THREAD},
+            }
+        )
+        out.append(
+            {
+                "ph": "M",
+                "name": "thread_sort_index",
+                "pid": pid,
+                "tid": STEP_TID,
+                "args": {"sort_index": -1},
+            }
+        )
+    return dict(doc, traceEvents=kept + out)
 
 
 def combine(docs: list[dict]) -> dict:

@@ -51,7 +51,8 @@ def _marks(doc) -> list[int]:
 
 
 def _run_steps(schedule: str, n: int, activities=CPU):
-    """TorchSteps on `schedule` over n steps of a loop, each marked by a record_function."""
+    """TorchSteps on `schedule` over n steps of a loop, each marked by a record_function; the
+    step advances inside an 'Optimizer.step' range, as an optimizer's post hook does."""
     s = Schedule.parse(schedule)
     steps = TorchSteps(s.records, activities=activities)
     steps.start()
@@ -59,7 +60,9 @@ def _run_steps(schedule: str, n: int, activities=CPU):
     for k in range(n):
         with torch.profiler.record_function(f"mark {k}"):
             x = (x @ x).tanh()
-        steps.step()
+        with torch.profiler.record_function("Optimizer.step#SGD.step"):
+            x = x * 0.5
+            steps.step()
     # After n steps the loop is in step n (its ProfilerStep#n, empty, ends with the region).
     return steps, steps.finish(), [k for k in range(n + 1) if s.records(k)]
 
@@ -83,6 +86,33 @@ def test_torch_profiler_records_our_recorded_steps_numbered_as_ours(schedule, n)
     assert _profiler_steps(doc) == recorded
     assert _marks(doc) == [k for k in recorded if k < n]  # nothing of the steps in between
     assert isinstance(doc["baseTimeNanoseconds"], int)
+    # Each step's ops inside its ProfilerStep#N range, which nests with nothing on its thread.
+    windows = {
+        int(e["name"].split("#")[1]): (e["ts"], e["ts"] + e["dur"])
+        for e in doc["traceEvents"]
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+    }
+    for e in doc["traceEvents"]:
+        if str(e.get("name", "")).startswith("mark "):
+            lo, hi = windows[int(e["name"].split()[1])]
+            assert lo <= e["ts"] and e["ts"] + e["dur"] <= hi + 1e-3
+    _assert_nested(doc)
+    assert not any("sm_profiler.step" in str(e.get("name")) for e in doc["traceEvents"])
+
+
+def _assert_nested(doc) -> None:
+    """On every thread, complete events nest: none begins inside another and ends after it."""
+    by_thread: dict = {}
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X":
+            by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for rows in by_thread.values():
+        stack: list[float] = []
+        for a, b in sorted(rows, key=lambda r: (r[0], -r[1])):
+            while stack and stack[-1] <= a:
+                stack.pop()
+            assert not stack or b <= stack[-1] + 1e-3, (a, b, stack[-1])
+            stack.append(b)
 
 
 def test_no_recorded_step_gives_no_trace():
