@@ -13,47 +13,12 @@ import sys
 import pytest
 import torch
 from repo_paths import SUPPORT
-from torch_trace_check import (
-    cupti_steps,
-    kernel_rows,
-    median,
-    our_slices,
-    processes,
-    profiler_steps,
-    read_json,
-    report_share,
-)
+from torch_trace_check import check_rank_trace, cupti_share, profiler_steps, read_json, report_share
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
-
-GEMM_WORDS = ("gemm", "nvjet", "cutlass", "xmma", "sm90", "sm80", "cublas")
-
-
-def _is_gemm(name: str) -> bool:
-    return any(w in name.lower() for w in GEMM_WORDS)
-
-
-def check_rank_trace(doc, names, steps, gpu: int) -> None:
-    """A per-process merged trace: torch's CPU ops and CUPTI kernels, ours on GPU `gpu`'s SMs."""
-    assert profiler_steps(doc) == list(steps)
-    assert any(e.get("cat") == "cpu_op" for e in doc["traceEvents"])  # CPU ops
-    kernels = kernel_rows(doc)
-    theirs = {e["name"] for e in kernels if e["name"] not in names}
-    assert any(_is_gemm(n) for n in theirs), sorted(theirs)[:20]  # cuBLAS's matmuls
-    assert names & {e["name"] for e in kernels}  # CUPTI saw ours too
-    procs = processes(doc)
-    assert any(n.startswith(f"GPU {gpu} · SM ") for n in procs.values())
-    slices = our_slices(doc)
-    assert names & {e["name"] for e in slices}  # our programs on the SM tracks
-    assert any(_is_gemm(e["name"]) for e in slices)  # the unseen kernels drawn beside them
-
-
-def cupti_share(doc, names) -> float:
-    per = cupti_steps(doc, names)
-    return 100 * median([inst / span for inst, span in per.values()])
 
 
 def test_run_torch_writes_one_trace_of_torch_rows_and_our_programs(tmp_path):

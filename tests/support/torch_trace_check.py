@@ -127,3 +127,30 @@ def report_share(text: str) -> tuple[float, int, int]:
     )
     assert m, flat[-3000:]
     return float(m.group(3)), int(m.group(1)), int(m.group(2) or 1)
+
+
+GEMM_WORDS = ("gemm", "nvjet", "cutlass", "xmma", "sm90", "sm80", "cublas")
+
+
+def _is_gemm(name: str) -> bool:
+    return any(w in name.lower() for w in GEMM_WORDS)
+
+
+def check_rank_trace(doc, names, steps, gpu: int) -> None:
+    """A per-process merged trace: torch's CPU ops and CUPTI kernels, ours on GPU `gpu`'s SMs."""
+    assert profiler_steps(doc) == list(steps)
+    assert any(e.get("cat") == "cpu_op" for e in doc["traceEvents"])  # CPU ops
+    kernels = kernel_rows(doc)
+    theirs = {e["name"] for e in kernels if e["name"] not in names}
+    assert any(_is_gemm(n) for n in theirs), sorted(theirs)[:20]  # cuBLAS's matmuls
+    assert names & {e["name"] for e in kernels}  # CUPTI saw ours too
+    procs = processes(doc)
+    assert any(n.startswith(f"GPU {gpu} · SM ") for n in procs.values())
+    slices = our_slices(doc)
+    assert names & {e["name"] for e in slices}  # our programs on the SM tracks
+    assert any(_is_gemm(e["name"]) for e in slices)  # the unseen kernels drawn beside them
+
+
+def cupti_share(doc, names) -> float:
+    per = cupti_steps(doc, names)
+    return 100 * median([inst / span for inst, span in per.values()])
