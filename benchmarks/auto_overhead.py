@@ -61,6 +61,14 @@ default) keeps its pick and every later process launches that config (SharedAuto
                    of picks, alternating repeats, each against the plain repeat before it (use
                    many short repeats: --steps 10 --repeats 40). Its row's ms/step is the
                    instrumented model recording
+  auto_torch       `sm-profiler run --torch`'s region: `sm_profiler.auto(ring=True,
+                   torch_profiler=True)` around compile + warmup + the timed steps, `prof.step()`
+                   after each step, recording nothing until the timed steps (a schedule that
+                   records no step), then (the schedule moved on) one untimed step, torch's
+                   warm-up, and the timed steps recorded by auto mode and by torch.profiler
+                   (CPU and CUDA activities) both: what `--torch` costs a recorded step, against
+                   plain (and against auto: what torch.profiler adds to ours). The region's exit
+                   (its export of torch's trace) is `exit`
   torch_profiler   torch.profiler.profile(activities=[CPU, CUDA]) around the timed steps only
   proton           triton.profiler start(hook="triton") ... finalize() around the timed steps
                    only (CUPTI launch-level: no in-kernel instrumentation)
@@ -114,7 +122,16 @@ import time
 MODELS = ("gpt", "llama", "moe", "mlp")
 SCENARIOS = ("train", "train_graphs", "infer")
 DEFAULT_SCENARIOS = ("train", "train_graphs")
-MODES = ("plain", "auto", "auto_off", "auto_ab", "torch_profiler", "proton", "inductor_proton")
+MODES = (
+    "plain",
+    "auto",
+    "auto_off",
+    "auto_ab",
+    "auto_torch",
+    "torch_profiler",
+    "proton",
+    "inductor_proton",
+)
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULT_PREFIX = "AUTO_OVERHEAD_RESULT "  # the child's one line of JSON per case on stdout
 # Tag given (set_tag) to the launches of one extra step after the timed ones, so that one step's
@@ -852,6 +869,9 @@ def run_case(model: str, scenario: str, args) -> dict:
     if mode == "inductor_proton":
         return run_inductor_proton(step, timed, res)
 
+    if mode == "auto_torch":
+        return run_auto_torch(step, prepare, measure, res)
+
     if mode == "auto_ab":
         return run_ab(model, scenario, args, step, prepare, res)
 
@@ -890,6 +910,48 @@ def run_case(model: str, scenario: str, args) -> dict:
             }
     else:
         raise ValueError(f"unknown mode {mode!r}")
+    return res
+
+
+def run_auto_torch(step, prepare, measure, res: dict) -> dict:
+    """auto_torch: compile and warm up in a region with torch_profiler=True that records no
+    step, then the schedule moved on so that the next step is torch's warm-up (untimed) and the
+    timed steps are recorded by both."""
+    import sm_profiler
+
+    schedule = sm_profiler.schedule(skip_first=AUTO_OFF_SKIP_STEPS)
+    prof = sm_profiler.auto(
+        capacity=AUTO_CAPACITY_RECORDS, ring=True, schedule=schedule, torch_profiler=True
+    )
+
+    def run():
+        step()
+        prof.step()
+
+    with prof:
+        prepare(run)  # compiles inside the region: instrumented; nothing recorded
+        # The schedule is read at each step: record from the step after next, whose step
+        # before is torch.profiler's warm-up (CUPTI starts there).
+        prof.schedule = sm_profiler.schedule(skip_first=prof.step_num + 2)
+        run()  # torch's warm-up: untimed
+        measure(run)
+        t_exit = time.perf_counter()
+    res["region_exit_s"] = time.perf_counter() - t_exit
+    doc = prof.torch_trace()
+    about = prof.table().metadata.get("torch_profiler", {})
+    events = doc["traceEvents"] if doc else []
+    res["auto_torch"] = {
+        "torch_steps": len(about.get("steps", [])),
+        "torch_events": len(events),
+        "torch_kernel_rows": sum(1 for e in events if e.get("cat") == "kernel"),
+        "torch_export_s": about.get("export_s"),
+        "notes": list(prof.notes) + list(about.get("notes", [])),
+        **{k: int(v) for k, v in prof.table().counts().items()},
+    }
+    if not doc or res["auto_torch"]["torch_steps"] == 0:
+        raise RuntimeError(
+            "auto_torch: torch.profiler recorded no step: " + "; ".join(about.get("notes", []))
+        )
     return res
 
 
@@ -1111,6 +1173,9 @@ def summarize(runs: list[dict], models, scenarios, modes) -> list[dict]:
                                 "claimed",
                             )
                         }
+                    if mode == "auto_torch":
+                        a = ok[-1]["auto_torch"]
+                        row["auto_torch"] = {k: a[k] for k in ("torch_steps", "torch_kernel_rows")}
                     if mode == "auto_ab":
                         row["ab"] = {k: [r["ab"][f"{k}_pct"] for r in ok] for k in ("off", "on")}
                         row["ab"]["picks_taken"] = ok[-1]["ab"].get("picks_taken", 0)
@@ -1197,6 +1262,11 @@ def format_table(rows: list[dict], header: str) -> list[str]:
             )
             if ab.get("switch_ms_each") is not None:
                 notes.append(f"graphs switched in {ab['switch_ms_each']:.3f} ms each")
+        if "auto_torch" in r:
+            a = r["auto_torch"]
+            notes.append(
+                f"torch.profiler: {a['torch_steps']} steps, {a['torch_kernel_rows']:,} kernel rows"
+            )
         if "auto_off" in r:
             a = r["auto_off"]
             notes.append(

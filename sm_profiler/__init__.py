@@ -74,6 +74,7 @@ def auto(
     schedule=None,
     count_optimizer_steps: bool = False,
     via_triton: bool = False,
+    torch_profiler: bool = False,
 ):
     """Auto mode: every Triton and Gluon kernel compiled in a region is instrumented, no source
     change (docs/auto.md)::
@@ -89,7 +90,9 @@ def auto(
     every GPU used); schedule: the steps recorded (sm_profiler.schedule, or '1000-1005');
     count_optimizer_steps: a step is each optimizer step (no prof.step() needed); via_triton:
     torch.compile'd matmuls and attention run as Triton kernels (Inductor's templates,
-    FlexAttention) so auto mode sees inside them, in place of cuBLAS/cuDNN."""
+    FlexAttention) so auto mode sees inside them, in place of cuBLAS/cuDNN; torch_profiler:
+    torch.profiler (CPU ops, every CUDA kernel via CUPTI) records the same steps, numbered as
+    ours (prof.torch_trace(), prof.merge_torch(path); the report's share seen from CUPTI)."""
     from .auto_mode import DEFAULT_CAPACITY, AutoProfiler
 
     return AutoProfiler(
@@ -100,6 +103,7 @@ def auto(
         schedule=schedule,
         count_optimizer_steps=count_optimizer_steps,
         via_triton=via_triton,
+        torch_profiler=torch_profiler,
     )
 
 

@@ -247,7 +247,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="output .perfetto-trace (Perfetto), .json or .json.gz (Chrome JSON; --torch "
         "needs one); default for a run's folder: DIR/auto.ranks.perfetto-trace",
     )
-    c.add_argument("--torch", default=None, help="a trace exported by torch.profiler (JSON)")
+    c.add_argument(
+        "--torch",
+        default=None,
+        help="a trace exported by torch.profiler (JSON); without it, rank files written by "
+        "`sm-profiler run --torch` bring their own, merged into OUT (.json/.json.gz) or, for a "
+        "run's folder, DIR/auto.ranks.torch.json.gz",
+    )
     c.add_argument(
         "--align",
         default="auto",
@@ -339,6 +345,14 @@ def build_parser() -> argparse.ArgumentParser:
         "kernels in place of cuBLAS/cuDNN: docs/auto.md)",
     )
     c.add_argument(
+        "--torch",
+        action="store_true",
+        help="torch.profiler (CPU ops, every CUDA kernel via CUPTI) on the same steps: OUT gets "
+        "auto.torch.json.gz (per rank auto.rankN.torch.json.gz; the job's "
+        "auto.ranks.torch.json.gz), its trace and our per-SM programs on one time axis, and "
+        "the report's share seen comes from CUPTI",
+    )
+    c.add_argument(
         "--ranks",
         default=None,
         metavar="0,3",
@@ -398,10 +412,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         schedule=args.steps,
         count_optimizer_steps=True,
         via_triton=args.via_triton,
+        torch_profiler=args.torch,
     )
     if job.rank not in ranks:  # --ranks leaves this one out: its kernels run plain
         return script.run_program(program, contextlib.nullcontext())
     session._check_can_run()  # a GPU, Triton 3.6+, no interpreter
+    if args.torch:
+        from .auto_mode.torch_profiler import check_torch_profiler
+
+        check_torch_profiler()  # CUPTI in this torch, no torch.profiler running
     with plain_warnings("sm-profiler run"):
         return script.profile(program, prof, out_dir, args.width, job, ranks)
 
@@ -646,19 +665,41 @@ def cmd_advise(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from .export import merge
 
+    torch_out, docs = None, []
     if any(os.path.isdir(p) for p in args.captures):  # a run's folder: its ranks' tables
         from .auto_mode import job as jobs
 
-        sources = jobs.load_ranks(args.captures)
+        paths = jobs.rank_paths(args.captures)
+        sources = jobs.load_ranks(paths)
+        docs = _torch_parts(paths, args)
         if args.out is None:
             folder = next(p for p in args.captures if os.path.isdir(p))
             args.out = os.path.join(folder, jobs.MERGED_TRACE)
+            if any(d is not None for d in docs):
+                from .auto_mode.torch_parts import RANKS_TORCH_TRACE
+
+                torch_out = os.path.join(folder, RANKS_TORCH_TRACE)
     else:
         sources = [_load(p) for p in args.captures]
+        if all(getattr(s, "is_auto_table", False) for s in sources):
+            docs = _torch_parts(args.captures, args)
     if args.out is None:
         raise ConfigError(
             "merge needs -o OUT.perfetto-trace (or .json, .json.gz) for capture files"
         )
+    if any(d is not None for d in docs):
+        if args.out.lower().endswith((".json", ".json.gz")):
+            torch_out, args.out = args.out, None
+        elif torch_out is None:
+            print(
+                "note: the rank files carry torch.profiler traces, which a Perfetto trace here "
+                "does not hold: -o NAME.json.gz merges them in",
+                file=sys.stderr,
+            )
+    if torch_out is not None:
+        _merge_job_torch(sources, docs, torch_out)
+    if args.out is None:
+        return 0
     with stage(f"writing {args.out}"):
         if args.torch:
             info = merge.merge_torch_trace(args.torch, sources, args.out)
@@ -679,6 +720,37 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
         print("\n".join(coverage_lines(info["coverage"], width=78)))
     return 0
+
+
+def _torch_parts(paths, args) -> list:
+    """The torch.profiler trace inside each auto file (None where it has none); none at all
+    with --torch (its trace is the one merged)."""
+    if args.torch:
+        return []
+    from .auto_mode import torch_parts
+
+    return [torch_parts.read(p) for p in paths]
+
+
+def _merge_job_torch(sources, docs, out: str) -> None:
+    """merge of rank files carrying torch traces: their rows and our programs in one Chrome
+    JSON trace, what each rank's CUPTI rows say it saw, and the notes."""
+    from .auto_mode import torch_parts
+    from .report.coverage import coverage_lines
+
+    with stage(f"writing {out}"):
+        info = torch_parts.merge_job(list(sources), docs, out)
+    have = sorted(info["coverage"])
+    print(
+        f"wrote {out} ({os.path.getsize(out):,} bytes): {_plural(len(sources), 'rank')}, "
+        f"torch.profiler's rows of {_plural(len(have), 'rank')} with them"
+    )
+    for r in have:
+        a = info["ranks"][r]
+        print(f"  rank {r}: aligned by {a['method']}")
+        print("\n".join(coverage_lines(info["coverage"][r], width=78)))
+    for note in info["notes"]:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

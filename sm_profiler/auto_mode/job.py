@@ -220,6 +220,20 @@ def load_ranks(paths) -> list:
     """The AutoTables of rank files (or folders of them), by rank."""
     from ..wire.capture import load
 
+    files = rank_paths(paths)
+    tables = []
+    for f in files:
+        t = load(f)
+        if not getattr(t, "is_auto_table", False):
+            raise CaptureError(f"{f!r} is not an auto-mode file (sm-profiler run / prof.save)")
+        tables.append(t)
+    _check_one_run(files, tables)
+    return tables
+
+
+def rank_paths(paths) -> list[str]:
+    """The files load_ranks reads, in its order: each folder's rank files (or its auto.npz),
+    each file as given."""
     files: list[str] = []
     for p in paths:
         p = os.fspath(p)
@@ -234,14 +248,7 @@ def load_ranks(paths) -> list:
             files += list(found.values())
         else:
             files.append(p)
-    tables = []
-    for f in files:
-        t = load(f)
-        if not getattr(t, "is_auto_table", False):
-            raise CaptureError(f"{f!r} is not an auto-mode file (sm-profiler run / prof.save)")
-        tables.append(t)
-    _check_one_run(files, tables)
-    return tables
+    return files
 
 
 def _no_rank_files(folder: str) -> str:

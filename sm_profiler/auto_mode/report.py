@@ -425,10 +425,16 @@ def report_parts(trace: TraceData) -> ReportParts:
 
 
 def format_report(
-    trace: TraceData, width: int | None = None, top: int = 20, parts: ReportParts | None = None
+    trace: TraceData,
+    width: int | None = None,
+    top: int = 20,
+    parts: ReportParts | None = None,
+    cupti: dict | None = None,
 ) -> str:
     """The auto-mode report of `trace` at `width` columns (default: the terminal's); `parts`:
-    report_parts(trace) when it was found already (one report at two widths)."""
+    report_parts(trace) when it was found already (one report at two widths); `cupti`: the
+    share seen from torch.profiler's CUPTI rows (coverage.report_share), which then replaces
+    the records' own estimate and names the largest kernels not seen inside."""
     if width is None:
         width = shutil.get_terminal_size((100, 24)).columns
     width = max(width, 40)
@@ -500,7 +506,10 @@ def format_report(
         "mean SM busy time",
         width,
     )
-    lines += step_lines(trace, t, width)
+    steps = step_lines(trace, t, width, cupti)
+    if cupti is not None and not steps:
+        steps = ["", *cupti_lines(cupti, None, width)]
+    lines += steps
     lines += rank_lines(trace, t, width)
     if len(worst["capture"]):
         lines += ["", *wrap("longest tails:", width)]
@@ -540,8 +549,10 @@ def _middle(name: str, room: int) -> str:
     return name[: room - 1 - tail] + "…" + name[len(name) - tail :]
 
 
-def print_report(trace: TraceData, file=None, width: int | None = None) -> None:
-    (sys.stdout if file is None else file).write(format_report(trace, width=width))
+def print_report(
+    trace: TraceData, file=None, width: int | None = None, cupti: dict | None = None
+) -> None:
+    (sys.stdout if file is None else file).write(format_report(trace, width=width, cupti=cupti))
 
 
 def launch_ranks(trace: TraceData, caps: np.ndarray) -> np.ndarray | None:
@@ -601,7 +612,7 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     return {"steps": steps, "span_ns": span.max(axis=1), "share": share}
 
 
-def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
+def step_lines(trace: TraceData, t: dict, width: int, cupti: dict | None = None) -> list[str]:
     """The steps recorded (prof.step(), or the optimizer's under `sm-profiler run`): which, and
     how long each took on the GPU (its first launch's start to its last launch's end). Steps
     that compiled (AutoTable.compile_steps: a first step of seconds where a steady one takes
@@ -614,6 +625,11 @@ def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
     steps, span, share = got["steps"], got["span_ns"], got["share"]
     if len(steps) < 2 and not table.metadata.get("schedule"):
         return []
+    records_share = share
+    if cupti is not None and cupti.get("per_step"):  # CUPTI's share of each step it holds
+        exact = cupti["per_step"]
+        share = np.array([exact.get(int(k), float(v)) for k, v in zip(steps, share, strict=True)])
+        got = dict(got, share=share)
     which = _ranges(steps.tolist())
     sched = table.metadata.get("schedule")
     head = f"steps: {len(steps)} recorded ({which})" + (
@@ -645,6 +661,9 @@ def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
             "median, the longest step, the share seen and the slowest steps",
             width,
         )
+    if cupti is not None:
+        seen = cupti_lines(cupti, float(np.median(records_share[steady])), width)
+        return [*lines, *seen, *steps_side_by_side(table, t, got, width, compiled)]
     return [
         *lines,
         *wrap(
@@ -657,6 +676,30 @@ def step_lines(trace: TraceData, t: dict, width: int) -> list[str]:
         ),
         *steps_side_by_side(table, t, got, width, compiled),
     ]
+
+
+UNSEEN_SHOWN = 5  # the largest kernels not seen inside, of a CUPTI share
+
+
+def cupti_lines(cupti: dict, records: float | None, width: int) -> list[str]:
+    """The share seen from CUPTI's kernel rows (coverage.report_share) and the largest kernels
+    auto mode did not see inside; `records`: the records' own estimate, said beside it."""
+    n, gpus = int(cupti["steps"]), int(cupti.get("gpus", 1))
+    over = f"median of {_n(n, 'step')}" + (f" over {gpus} GPUs" if gpus > 1 else "")
+    also = f"; by the records alone {100 * records:.0f}%" if records is not None else ""
+    lines = wrap(
+        f"seen, from CUPTI (torch.profiler, {over}): instrumented kernels ran "
+        f"{100 * float(cupti['share']):.1f}% of a step ({100 * float(cupti['share_of_busy']):.1f}% "
+        f"of the GPU's busy time; idle {100 * float(cupti['idle_share']):.1f}%{also})",
+        width,
+    )
+    unseen = cupti.get("unseen") or []
+    if unseen:
+        lines.append("not seen inside (share of a step, launches, kernel):")
+    for u in unseen[:UNSEEN_SHOWN]:
+        head = f"  {100 * float(u['share']):5.1f}%  {int(u['launches']):>7,}x  "
+        lines.append(head + _middle(printable(str(u["name"])), max(width - len(head), 8)))
+    return lines
 
 
 STEPS_SHOWN = 6  # the slowest steps the report sets side by side

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from ..errors import CaptureError, ConfigError
+from ..errors import CaptureError, ConfigError, SmProfilerError
 from ..paths import atomic_output, check_writable
 from ..progress import stage_for
 from .stop_signals import Stopped, StopSignals
@@ -259,33 +259,117 @@ def _write_text(path: str, text: str) -> None:
         f.write(text)
 
 
-def _report(trace, out_dir: str, width: int | None) -> None:
-    """Print the report of `trace` at `width` and write it at 100 columns to auto_stats.txt."""
+def _report(trace, out_dir: str, width: int | None, cupti: dict | None = None) -> None:
+    """Print the report of `trace` at `width` and write it at 100 columns to auto_stats.txt
+    (`cupti`: the share seen from torch.profiler's CUPTI rows, coverage.report_share)."""
     from .report import format_report, report_parts
 
     with stage_for(f"reporting {len(trace):,} programs", len(trace)):
         parts = report_parts(trace)
-    print(format_report(trace, width=width, parts=parts), end="")
+    print(format_report(trace, width=width, parts=parts, cupti=cupti), end="")
     _write_text(
-        os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100, parts=parts)
+        os.path.join(out_dir, "auto_stats.txt"),
+        format_report(trace, width=100, parts=parts, cupti=cupti),
     )
+
+
+def _merge_torch(prof, stem: str) -> dict | None:
+    """With a torch trace: one trace of its rows and our programs, `stem`.torch.json.gz
+    (torch_parts.merge_rank); returns its info, or None without a torch trace or when the merge
+    failed (said on stderr: the rank's own files are written already)."""
+    from . import torch_parts
+
+    doc = torch_parts.of(prof)
+    if doc is None:
+        _torch_notes(prof)
+        return None
+    path = stem + torch_parts.TORCH_SUFFIX
+    try:
+        with stage_for(f"writing {os.path.basename(path)}", 1):
+            info = torch_parts.merge_rank(doc, prof.captures(), path)
+    except SmProfilerError as e:
+        print(f"sm-profiler run: torch trace not merged: {e}", file=sys.stderr)
+        return None
+    for note in info.get("notes", []):
+        print(f"sm-profiler run: note: {note}", file=sys.stderr)
+    return info
+
+
+def _torch_notes(prof) -> None:
+    """Why a region started with torch.profiler has no torch trace (its notes), on stderr."""
+    meta = getattr(prof.captures(), "metadata", {}) or {}
+    about = meta.get("torch_profiler")
+    if isinstance(about, dict):
+        for note in about.get("notes") or []:
+            print(f"sm-profiler run: torch.profiler: {note}", file=sys.stderr)
+
+
+def _cupti(info: dict | None) -> dict | None:
+    if not info or not info.get("coverage"):
+        return None
+    from ..report.coverage import report_share
+
+    return report_share([info["coverage"]])
+
+
+def _torch_written(info: dict | None, path: str) -> str:
+    return f", {os.path.basename(path)}" if info else ""
 
 
 def write_outputs(prof, out_dir: str, width: int | None) -> None:
     """Print the kernel report of `prof` and write OUTPUTS into the folder `out_dir`, created
     here: only when there is something to write."""
 
+    from .torch_parts import TORCH_SUFFIX
+
     trace = prof.decode()
     _make_folder(out_dir)
     with stage_for("writing auto.npz", len(trace)):  # first: a stopped run's time is short
         prof.save(os.path.join(out_dir, "auto.npz"))
-    _report(trace, out_dir, width)
+    merged = _merge_torch(prof, os.path.join(out_dir, "auto"))
+    _report(trace, out_dir, width, _cupti(merged))
     with stage_for("writing auto.perfetto-trace", len(trace)):
         prof.export(os.path.join(out_dir, "auto.perfetto-trace"))
     print(
-        f"sm-profiler run: wrote {out_dir}/auto.npz, auto.perfetto-trace, auto_stats.txt "
+        f"sm-profiler run: wrote {out_dir}/auto.npz, auto.perfetto-trace, auto_stats.txt"
+        f"{_torch_written(merged, 'auto' + TORCH_SUFFIX)} "
         f"(open with: sm-profiler open {out_dir}/auto.perfetto-trace)"
     )
+    if merged:
+        print(
+            f"sm-profiler run: auto{TORCH_SUFFIX}: torch.profiler's CPU ops and CUDA kernels "
+            "with our programs on the SM tracks (Chrome JSON; open with: sm-profiler open "
+            f"{out_dir}/auto{TORCH_SUFFIX})"
+        )
+
+
+def merge_torch_job(paths: list[str], tables: list, out_dir: str) -> dict | None:
+    """Where rank files carry torch traces: the job's trace of them and our programs,
+    DIR/auto.ranks.torch.json.gz (torch_parts.merge_job), its notes on stderr; returns the
+    report's CUPTI figures over the ranks (coverage.report_share), or None without any torch
+    trace or when the merge failed (said: the rank files are whole)."""
+    from ..report.coverage import report_share
+    from . import torch_parts
+    from .job import MERGED_TRACE
+
+    try:
+        docs = [torch_parts.read(p) for p in paths]
+        if not any(d is not None for d in docs):
+            return None
+        path = os.path.join(out_dir, torch_parts.RANKS_TORCH_TRACE)
+        with stage_for(f"writing {torch_parts.RANKS_TORCH_TRACE}", 1):
+            info = torch_parts.merge_job(tables, docs, path)
+    except SmProfilerError as e:
+        print(f"sm-profiler run: torch traces not merged: {e}", file=sys.stderr)
+        return None
+    for note in info["notes"]:
+        print(f"sm-profiler run: note: {note}", file=sys.stderr)
+    print(
+        f"sm-profiler run: {torch_parts.RANKS_TORCH_TRACE}: every rank's torch.profiler rows "
+        f"with its programs (Chrome JSON); {MERGED_TRACE} holds our "
+        "programs only (Perfetto)"
+    )
+    return report_share(list(info["coverage"].values()))
 
 
 def write_rank_outputs(
@@ -295,6 +379,7 @@ def write_rank_outputs(
     rank then waits (bounded) for the others' tables of this run and writes the job's report and
     trace (not with merge=False: a rank being stopped writes its own files alone)."""
     from . import job as jobs
+    from . import torch_parts
     from .report import format_report
 
     _make_folder(out_dir)
@@ -302,8 +387,13 @@ def write_rank_outputs(
     mine = jobs.job_identity()
     prof.captures().metadata["job"] = mine  # which run the file is of (job.py)
     prof.save(f"{stem}.npz")  # first (a killed rank's time is short); whole, then renamed
-    _write_text(f"{stem}_stats.txt", format_report(prof.decode(), width=100))
-    print(f"sm-profiler run: rank {job.rank} wrote {stem}.npz, {os.path.basename(stem)}_stats.txt")
+    merged = _merge_torch(prof, stem) if merge else None
+    _write_text(f"{stem}_stats.txt", format_report(prof.decode(), width=100, cupti=_cupti(merged)))
+    torch_file = os.path.basename(stem) + torch_parts.TORCH_SUFFIX
+    print(
+        f"sm-profiler run: rank {job.rank} wrote {stem}.npz, {os.path.basename(stem)}_stats.txt"
+        + _torch_written(merged, torch_file)
+    )
     if job.rank != ranks[0] or not merge:
         return
     # Files of another run (an earlier one's, however recent) are never merged: a file is this
@@ -325,16 +415,20 @@ def write_rank_outputs(
             "without a torchrun run id)",
             file=sys.stderr,
         )
-    tables = jobs.load_ranks([found[r] for r in sorted(found)])
+    paths = [found[r] for r in sorted(found)]
+    tables = jobs.load_ranks(paths)
     merged = jobs.merged_table(tables)
     trace = merged.decode()
-    _report(trace, out_dir, width)
+    job_torch = merge_torch_job(paths, tables, out_dir)
+    _report(trace, out_dir, width, job_torch)
     from ..export.merge import merge_ranks
 
     merge_ranks(tables, os.path.join(out_dir, jobs.MERGED_TRACE))
     print(
         f"sm-profiler run: merged {len(found)} of {len(ranks)} ranks into "
-        f"{out_dir}/{jobs.MERGED_TRACE} and auto_stats.txt"
+        f"{out_dir}/{jobs.MERGED_TRACE}"
+        + (f", {torch_parts.RANKS_TORCH_TRACE}" if job_torch else "")
+        + " and auto_stats.txt"
     )
     if missing:
         print(

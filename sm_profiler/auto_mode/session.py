@@ -44,6 +44,10 @@ class AutoProfiler:
     (not cuBLAS) and scaled_dot_product_attention is FlexAttention (not cuDNN/FlashAttention), so
     auto mode sees inside them; this profiles Triton kernels in place of the production ones
     (auto_mode/via_triton.py).
+    torch_profiler: torch.profiler (CPU and CUDA activities) records the same steps, its
+    ProfilerStep#N our step N (auto_mode/torch_profiler.py): `torch_trace()` is its trace,
+    `save` stores it in the file, `merge_torch(path)` writes one trace of its rows and our
+    programs, and the report's share seen comes from its CUPTI kernel rows.
     """
 
     def __init__(
@@ -56,6 +60,7 @@ class AutoProfiler:
         schedule=None,
         count_optimizer_steps: bool = False,
         via_triton: bool = False,
+        torch_profiler: bool = False,
     ):
         problem = fmt.auto_capacity_problem(capacity)
         if problem:
@@ -80,6 +85,12 @@ class AutoProfiler:
         if not isinstance(via_triton, bool):
             raise ConfigError(f"via_triton must be True or False, got {via_triton!r}")
         self.via_triton = via_triton
+        if not isinstance(torch_profiler, bool):
+            raise ConfigError(f"torch_profiler must be True or False, got {torch_profiler!r}")
+        self.torch_profiler = torch_profiler
+        self._torch = None  # TorchSteps while the region runs
+        self._torch_doc: dict | None = None
+        self._cupti = None  # the coverage of _torch_doc, found once
         self.step_num = 0
         self._step_tag = 0
         self._step_tags: dict[int, int] = {}  # step tag in the records -> step number
@@ -103,6 +114,10 @@ class AutoProfiler:
             raise ConfigError(
                 "sm_profiler.auto is already on in this process; one region at a time"
             )
+        if self.torch_profiler:
+            from .torch_profiler import check_torch_profiler
+
+            check_torch_profiler()
         import torch
 
         self._only = None
@@ -125,6 +140,7 @@ class AutoProfiler:
         self._step_tag, self._prune_at = 0, _PRUNE_STEP_TAGS
         self._primary_optimizer = None
         self._tag = 0
+        self._torch, self._torch_doc, self._cupti = None, None, None
         recording = self._records(0)
         if recording:
             self._new_step_tag()
@@ -139,7 +155,26 @@ class AutoProfiler:
         _active.append(self)
         if self._only is not None:
             self._allocate(self._only)  # the one GPU asked for: allocated now, errors now
+        if self.torch_profiler:
+            from .torch_profiler import TorchSteps
+
+            steps = TorchSteps(self._records, synchronize=self._synchronize)
+            try:
+                steps.start()
+            except ConfigError:
+                self.stop()
+                raise
+            self._torch = steps
         return self
+
+    def _synchronize(self) -> None:
+        """Wait for the GPUs this region records (and the current one), outside a capture."""
+        import torch
+
+        if torch.cuda.is_current_stream_capturing():
+            return
+        for index in {torch.cuda.current_device(), *self._buffers}:
+            torch.cuda.synchronize(index)
 
     def _allocate(self, index: int):
         """(address, Areas, buffer) of a new buffer on GPU `index`, or None where it records
@@ -186,6 +221,7 @@ class AutoProfiler:
 
         from . import graph_stage
 
+        self._stop_torch()  # first: our read-back's copies are no step's
         words = {}
         try:
             graph_stage.drain()  # CUDA graph replays staged on the device, not yet copied out
@@ -230,6 +266,23 @@ class AutoProfiler:
         with stage_for(f"reading {len(parts)} auto buffer(s), {slots:,} record slots", slots):
             return AutoTable.from_buffers(parts, kernels, self._metadata())
 
+    def _stop_torch(self) -> None:
+        steps, self._torch = self._torch, None
+        if steps is None:
+            return
+        self._torch_doc = steps.finish()
+        if self._torch_doc is None and not steps.notes:
+            steps.notes.append("torch.profiler recorded no step (none of its steps was recorded)")
+        self.metadata["torch_profiler"] = {
+            "steps": _profiler_steps(self._torch_doc),
+            "export_s": round(steps.export_s, 3),
+            "notes": list(steps.notes),
+        }
+        import warnings
+
+        for note in steps.notes:
+            warnings.warn(f"sm_profiler.auto: {note}", binding.AutoWarning, stacklevel=4)
+
     def rescue(self) -> AutoProfiler:
         """The region's table from another thread while the main one is blocked in a GPU wait
         that will not return (a stop signal's watcher, stop_signals.py): each buffer is read on
@@ -240,6 +293,11 @@ class AutoProfiler:
             return self
         import torch
 
+        if self._torch is not None:  # stopping it would wait on the blocked GPU too
+            self.metadata["torch_profiler"] = {
+                "notes": ["stopped by a signal: torch.profiler's trace was not kept"]
+            }
+            self._torch = None
         words = {}
         for index, b in self._buffers.items():
             if b.get("buffer") is None:
@@ -286,6 +344,8 @@ class AutoProfiler:
             self._new_step_tag()
             binding.set_step(self._step_tag, self._tag)
         binding.set_recording(on)
+        if self._torch is not None:
+            self._torch.step()  # torch's ProfilerStep#N follows: our step N
 
     def _new_step_tag(self) -> None:
         """The next step tag (1, 2, 3, ...: one per recorded step, never reused) for the step
@@ -337,10 +397,23 @@ class AutoProfiler:
             )
         return t.decode()
 
-    def print_stats(self, file=None, width: int | None = None) -> None:
+    def print_stats(self, file=None, width: int | None = None, cupti: dict | None = None) -> None:
+        """The report (cupti: the share seen from CUPTI; default: from the region's torch
+        trace where torch_profiler=True recorded one)."""
         from .report import print_report
 
-        print_report(self.decode(), file=file, width=width)
+        cupti = self.cupti_summary() if cupti is None else cupti
+        print_report(self.decode(), file=file, width=width, cupti=cupti)
+
+    def cupti_summary(self) -> dict | None:
+        """The report's figures from torch.profiler's CUPTI rows (coverage.report_share), or
+        None without a torch trace."""
+        cov = self.torch_coverage()
+        if cov is None:
+            return None
+        from ..report.coverage import report_share
+
+        return report_share([cov])
 
     def export(self, path, format: str | None = None, **options) -> list[str]:
         """sm_profiler.export.export of `decode()`; returns the notes saying what was cut or
@@ -350,8 +423,47 @@ class AutoProfiler:
         return export(self.decode(), path, format=format, **options)
 
     def save(self, path) -> None:
-        """The AutoTable to one file (sm-profiler stats / export / query / merge read it)."""
-        self.table().save(path)
+        """The AutoTable to one file (sm-profiler stats / export / query / merge read it), with
+        torch.profiler's trace inside where torch_profiler=True recorded one."""
+        from .torch_parts import members
+
+        self.table().save(path, members(self.torch_trace()))
+
+    # -- torch.profiler (torch_profiler=True) ------------------------------------------------------
+
+    def torch_trace(self) -> dict | None:
+        """torch.profiler's Chrome trace (a dict) of the recorded steps, or None (torch_profiler
+        off, or no step recorded)."""
+        self._require_stopped()
+        return self._torch_doc
+
+    def torch_coverage(self) -> dict | None:
+        """The exact share of each step the instrumented kernels ran, from torch.profiler's CUPTI
+        kernel rows (sm_profiler.torch_coverage's dict), or None without a torch trace."""
+        doc = self.torch_trace()
+        if doc is None:
+            return None
+        if self._cupti is None:
+            from .torch_parts import rank_coverage
+
+            self._cupti = rank_coverage(doc, self.table())
+        return self._cupti
+
+    def merge_torch(self, path) -> dict:
+        """One Chrome JSON trace (.json / .json.gz) of torch.profiler's rows (CPU ops, every
+        kernel CUPTI saw) and our per-SM programs, on torch's time axis (merge_torch_trace);
+        returns its info (alignment, coverage)."""
+        doc = self.torch_trace()
+        if doc is None:
+            raise ConfigError(
+                "no torch.profiler trace: start the region with torch_profiler=True "
+                "(sm-profiler run --torch), and record at least one step"
+            )
+        from .torch_parts import merge_rank
+
+        info = merge_rank(doc, self.table(), path)
+        self._cupti = info["coverage"]
+        return info
 
     def plot(self, path, **options) -> str:
         """sm_profiler.export.plot.plot of `decode()` (its keyword options); returns the path."""
@@ -430,6 +542,20 @@ class AutoProfiler:
             pass
         meta.update(self.metadata)
         return meta
+
+
+def _profiler_steps(doc: dict | None) -> list[int]:
+    """The ProfilerStep#N numbers of a torch trace, in order."""
+    if doc is None:
+        return []
+    from ..report.coverage import STEP_NAME
+
+    found = set()
+    for e in doc.get("traceEvents", []):
+        m = STEP_NAME.match(str(e.get("name", ""))) if isinstance(e, dict) else None
+        if m:
+            found.add(int(m.group(1)))
+    return sorted(found)
 
 
 def _read_back(buffer, areas: Areas) -> np.ndarray:

@@ -515,8 +515,10 @@ class AutoTable:
 
     # -- files ---------------------------------------------------------------------------------
 
-    def save(self, path) -> None:
-        """Write the table to one .npz file: columns as arrays, kernels and sessions as JSON once."""
+    def save(self, path, members: dict[str, bytes] | None = None) -> None:
+        """Write the table to one .npz file: columns as arrays, kernels and sessions as JSON once.
+        members: more byte strings stored beside them as uint8 columns (a torch.profiler trace:
+        auto_mode/torch_parts.py), which the table's reader leaves alone."""
         from ..paths import atomic_output, check_writable
 
         meta = {
@@ -536,6 +538,7 @@ class AutoTable:
         columns = [("meta", blob, np.uint8)]
         columns += [(f"row_{k}", self.rows[k], t) for k, t in ROW_DTYPES.items()]
         columns += [(f"launch_{k}", self.launches[k], t) for k, t in LAUNCH_DTYPES.items()]
+        columns += [(k, np.frombuffer(v, np.uint8), np.uint8) for k, v in (members or {}).items()]
         with atomic_output(path) as tmp, open(tmp, "wb") as f:
             _savez(f, columns)
 

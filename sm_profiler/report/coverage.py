@@ -334,6 +334,57 @@ def _names(instrumented) -> list[str]:
     return [c.kernel_name for c in caps]
 
 
+def report_share(covs: list[dict], top: int = TOP_UNSEEN) -> dict | None:
+    """The report's figures from the coverages (torch_coverage's dicts) of one or several
+    processes' torch traces (a job's ranks): per step (ProfilerStep#N; the whole profile where
+    there are none), every GPU's instrumented time summed over the GPUs' spans summed, as the
+    records' own figure sums them; share, share_of_busy and idle_share are medians over the
+    steps (for one GPU, exactly that GPU's `share`); `per_step` {step: share}; `unseen` the
+    `top` kernels of the GPUs' unseen lists (each GPU's top TOP_UNSEEN), summed by name, as a
+    share of the spans summed. None where no GPU has a kernel row."""
+    per: dict = {}
+    spans, unseen = 0, {}
+    gpus = 0
+    for cov in covs:
+        for d in cov.get("devices", []):
+            gpus += 1
+            spans += int(d.get("span_ns", 0))
+            for st in d.get("steps", []):
+                acc = per.setdefault(st.get("step"), [0, 0, 0])
+                acc[0] += int(st["instrumented_ns"])
+                acc[1] += int(st["span_ns"])
+                acc[2] += int(st["busy_ns"])
+            for u in d.get("unseen", []):
+                got = unseen.setdefault(u["name"], [0, 0])
+                got[0] += int(u["launches"])
+                got[1] += int(u["total_ns"])
+    if not per:
+        return None
+    steps = sorted(per, key=lambda k: (k is None, k or 0))
+    share = {k: per[k][0] / max(per[k][1], 1) for k in steps}
+    of_busy = [per[k][0] / max(per[k][2], 1) for k in steps]
+    idle = [1 - per[k][2] / max(per[k][1], 1) for k in steps]
+    order = sorted(unseen, key=lambda n: (-unseen[n][1], n))[:top]
+    return {
+        "source": "CUPTI kernel rows of torch.profiler's trace",
+        "gpus": gpus,
+        "steps": len(steps),
+        "share": float(np.median(list(share.values()))),
+        "share_of_busy": float(np.median(of_busy)),
+        "idle_share": float(np.median(idle)),
+        "per_step": {k: float(v) for k, v in share.items() if k is not None},
+        "unseen": [
+            {
+                "name": n,
+                "launches": unseen[n][0],
+                "total_ns": unseen[n][1],
+                "share": unseen[n][1] / max(spans, 1),
+            }
+            for n in order
+        ],
+    }
+
+
 # -- the unseen kernels on the SM tracks ------------------------------------------------------
 
 # Slices of unseen kernels in a merged trace (a kernel drawn on k SMs takes k): beyond it the

@@ -25,12 +25,14 @@ pytestmark = [
 ]
 
 
-def _torchrun(port: int, out, run_options: list[str], mode: str, compile_mode: str):
+def _torchrun(
+    port: int, out, run_options: list[str], mode: str, compile_mode: str, script_args=None
+):
     """`sm-profiler run` of auto_dist_train.py on 2 GPUs under torchrun."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
     cmd += ["--master_port", str(port), "-m", "sm_profiler", "run", *run_options]
     cmd += ["--out", str(out), "--", os.path.join(SUPPORT, "auto_dist_train.py")]
-    cmd += [mode, compile_mode, str(out)]
+    cmd += [mode, compile_mode, *(script_args or [str(out)])]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=400)
 
 
@@ -139,3 +141,87 @@ def test_a_rank_torchrun_stops_keeps_what_it_recorded(tmp_path):
     # Both ranks recorded the same launches of steps 2-3 (DDP: one program).
     a, b = (load(out / f"auto.rank{k}.npz") for k in (0, 1))
     assert a.num_launches == b.num_launches > 0
+
+
+def test_torchrun_torch_every_rank_writes_torch_rows_with_its_programs(tmp_path):
+    """Issue 45: `torchrun ... sm-profiler run --torch --steps 5-7`: per rank and for the job, one
+    Chrome JSON trace of torch.profiler's CPU ops and CUPTI kernels (NCCL's and cuBLAS's among
+    them) with our per-SM programs; ProfilerStep#N are the steps recorded; each report's share
+    seen is CUPTI's, computed here from the kernel rows alone; `merge DIR` of the rank files
+    copied elsewhere (another node's way) gives the job's trace with torch's rows again."""
+    import shutil
+
+    from torch_trace_check import (
+        check_rank_trace,
+        cupti_share,
+        cupti_steps,
+        median,
+        processes,
+        read_json,
+        report_share,
+    )
+
+    from sm_profiler.auto_mode.torch_parts import RANKS_TORCH_TRACE
+    from sm_profiler.cli import main
+    from sm_profiler.wire.capture import load
+
+    out = tmp_path / "prof"
+    out.mkdir()
+    opts = ["--torch", "--steps", "5-7", "--width", "100"]
+    r = _torchrun(29831, out, opts, "ddp", "default", ["none", "9"])
+    print(r.stdout[-6000:])
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "merged 2 of 2 ranks" in r.stdout
+    names_of, per_rank = {}, {}
+    for rank in (0, 1):
+        table = load(out / f"auto.rank{rank}.npz")
+        assert set(table.launches["step"].tolist()) == {5, 6, 7}
+        names = {table.kernel_names()[k] for k in set(table.launches["kernel"].tolist())}
+        names_of[rank] = names
+        doc = read_json(out / f"auto.rank{rank}.torch.json.gz")
+        check_rank_trace(doc, names, [5, 6, 7], gpu=rank)
+        nccl = {e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel"}
+        assert any("nccl" in n.lower() for n in nccl), sorted(nccl)[:20]
+        shown, steps, gpus = report_share((out / f"auto.rank{rank}_stats.txt").read_text())
+        assert (steps, gpus) == (3, 1)
+        assert shown == pytest.approx(cupti_share(doc, names), abs=0.051), rank
+        per_rank[rank] = cupti_steps(doc, names)
+
+    def check_job(path):
+        doc = read_json(path)
+        procs = processes(doc)
+        for rank in (0, 1):
+            mine = {p for p, n in procs.items() if n.startswith(f"rank {rank} · ")}
+            assert mine, procs
+            assert any(n.startswith(f"GPU {rank} · SM ") for n in procs.values())
+            kernels = {
+                e["name"]
+                for e in doc["traceEvents"]
+                if e.get("cat") == "kernel" and e["pid"] in mine
+            }
+            assert any("nccl" in n.lower() for n in kernels)
+            steps = sorted(
+                e["name"]
+                for e in doc["traceEvents"]
+                if e["pid"] in mine and str(e.get("name", "")).startswith("ProfilerStep#")
+            )
+            assert steps == ["ProfilerStep#5", "ProfilerStep#6", "ProfilerStep#7"]
+        ts = [e["ts"] for e in doc["traceEvents"] if e.get("ph") == "X"]
+        assert max(ts) - min(ts) < 60e6  # one time axis
+
+    check_job(out / RANKS_TORCH_TRACE)
+    # The job's share: per step, both GPUs' instrumented time over their spans summed.
+    shown, steps, gpus = report_share((out / "auto_stats.txt").read_text())
+    assert (steps, gpus) == (3, 2)
+    both = [
+        (per_rank[0][n][0] + per_rank[1][n][0]) / (per_rank[0][n][1] + per_rank[1][n][1])
+        for n in (5, 6, 7)
+    ]
+    assert shown == pytest.approx(100 * median(both), abs=0.051)
+    # Several nodes, no shared filesystem: the rank files alone, copied together.
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    for rank in (0, 1):
+        shutil.copy(out / f"auto.rank{rank}.npz", copied)
+    assert main(["merge", str(copied)]) == 0
+    check_job(copied / RANKS_TORCH_TRACE)

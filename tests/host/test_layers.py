@@ -33,8 +33,11 @@ BY_NAME = {
     ),
     "trace": ("auto_mode.table",),
     "report": ("auto_mode.report",),
-    "export": ("auto_mode.job",),
-    "api": ("", "profiler", "auto_mode", "auto_mode.session", "auto_mode.script"),
+    "export": ("auto_mode.job", "auto_mode.torch_parts"),
+    "api": (
+        "", "profiler", "auto_mode", "auto_mode.session", "auto_mode.script",
+        "auto_mode.torch_profiler",
+    ),
     "cli": ("cli", "__main__"),
 }  # fmt: skip
 

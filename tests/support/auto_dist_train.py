@@ -2,7 +2,8 @@
 run by `torchrun --nproc_per_node 2 ... sm-profiler run --steps 2-4 -- auto_dist_train.py MODE
 COMPILE OUT`. MODE is ddp or fsdp2, COMPILE a torch.compile mode (default, reduce-overhead).
 torch.profiler records the same steps 2-4 on every rank (OUT/cupti.rankN.json): the test
-compares each rank's launches with CUPTI's."""
+compares each rank's launches with CUPTI's. OUT `none`: no torch.profiler of the script's own
+(`sm-profiler run --torch` runs one); STEPS (default 6): the optimizer steps run."""
 
 import os
 import sys
@@ -14,6 +15,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from auto_models import Block  # noqa: E402
 
 mode, compile_mode, out = sys.argv[1], sys.argv[2], sys.argv[3]
+steps = int(sys.argv[4]) if len(sys.argv) > 4 else 6
+own_profiler = out != "none"
 dist.init_process_group("nccl")
 rank, local = dist.get_rank(), int(os.environ["LOCAL_RANK"])
 torch.cuda.set_device(local)
@@ -29,8 +32,8 @@ step = torch.compile(model, mode=None if compile_mode == "default" else compile_
 opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 x = torch.randn(64, 256, device="cuda")
 prof = None
-for i in range(6):
-    if i == 2:
+for i in range(steps):
+    if i == 2 and own_profiler:
         torch.cuda.synchronize()
         prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
         prof.start()
@@ -38,7 +41,7 @@ for i in range(6):
     loss.backward()
     opt.step()  # sm-profiler run counts this as the end of step i
     opt.zero_grad(set_to_none=True)
-    if i == 4:
+    if i == 4 and own_profiler:
         torch.cuda.synchronize()
         prof.stop()
         prof.export_chrome_trace(os.path.join(out, f"cupti.rank{rank}.json"))

@@ -1,0 +1,97 @@
+"""`sm-profiler run --torch` and `sm_profiler.auto(torch_profiler=True)` on one GPU (issue 45):
+torch.profiler records the steps we record, numbered as ours; the merged trace (Chrome JSON, read
+here without the perfetto package) holds CPU ops, CUPTI kernels that are not ours (cuBLAS's
+matmuls) and our per-SM programs; the report's share seen equals CUPTI's, computed here from the
+trace's kernel rows alone. Run with -s to see the report."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from repo_paths import SUPPORT
+from torch_trace_check import check_rank_trace, cupti_share, profiler_steps, read_json, report_share
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+def test_run_torch_writes_one_trace_of_torch_rows_and_our_programs(tmp_path):
+    from sm_profiler.wire.capture import load
+
+    out = tmp_path / "prof"
+    cmd = [sys.executable, "-m", "sm_profiler", "run", "--torch", "--steps", "5-7"]
+    cmd += ["--width", "100", "--out", str(out), "--", os.path.join(SUPPORT, "auto_torch_train.py")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=500)
+    print(r.stdout[-6000:])
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert sorted(os.listdir(out)) == [
+        "auto.npz",
+        "auto.perfetto-trace",
+        "auto.torch.json.gz",
+        "auto_stats.txt",
+    ]
+    table = load(out / "auto.npz")
+    assert set(table.launches["step"].tolist()) == {5, 6, 7}
+    assert table.metadata["torch_profiler"]["steps"] == [5, 6, 7]
+    names = {table.kernel_names()[k] for k in set(table.launches["kernel"].tolist())}
+    doc = read_json(out / "auto.torch.json.gz")
+    check_rank_trace(doc, names, [5, 6, 7], gpu=0)
+    shown, steps, gpus = report_share((out / "auto_stats.txt").read_text())
+    assert (steps, gpus) == (3, 1)
+    assert shown == pytest.approx(cupti_share(doc, names), abs=0.051)
+    print(f"seen from CUPTI: {shown}% (computed here: {cupti_share(doc, names):.3f}%)")
+
+
+def test_auto_torch_profiler_in_a_script(tmp_path):
+    import io
+
+    from auto_models import Block
+
+    import sm_profiler
+
+    model = Block(256).cuda()
+    x = torch.randn(64, 256, device="cuda")
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    with sm_profiler.auto(schedule="2-3", torch_profiler=True) as prof:
+        step = torch.compile(model)
+        for _ in range(5):
+            step(x).float().pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            prof.step()
+    doc = prof.torch_trace()
+    assert profiler_steps(doc) == [2, 3]
+    info = prof.merge_torch(tmp_path / "m.json.gz")
+    merged = read_json(tmp_path / "m.json.gz")
+    names = set(prof.table().kernel_names())
+    check_rank_trace(merged, names, [2, 3], gpu=torch.cuda.current_device())
+    assert info["coverage"]["devices"][0]["share"] > 0
+    text = io.StringIO()
+    prof.print_stats(file=text, width=100)
+    shown, steps, _ = report_share(text.getvalue())
+    assert steps == 2
+    assert shown == pytest.approx(100 * info["coverage"]["devices"][0]["share"], abs=0.051)
+    # The file carries the trace: merge of the file alone gives the same torch rows.
+    prof.save(tmp_path / "auto.npz")
+    from sm_profiler.cli import main
+
+    assert main(["merge", str(tmp_path / "auto.npz"), "-o", str(tmp_path / "f.json.gz")]) == 0
+    assert profiler_steps(read_json(tmp_path / "f.json.gz")) == [2, 3]
+
+
+def test_torch_profiler_already_running_is_refused_before_the_region(tmp_path):
+    import sm_profiler
+    from sm_profiler import ConfigError
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+        with pytest.raises(ConfigError, match="already running"):
+            sm_profiler.auto(torch_profiler=True).start()
+    from sm_profiler.auto_mode import session
+
+    assert session.current() is None
