@@ -65,17 +65,7 @@ _SUBMODULES = ("cli", "export", "record", "report", "trace", "wire")
 _moved.install()
 
 
-def auto(
-    capacity: int | None = None,
-    *,
-    ring: bool = False,
-    level: str = "program",
-    device=None,
-    schedule=None,
-    count_optimizer_steps: bool = False,
-    via_triton: bool = False,
-    torch_profiler: bool = False,
-):
+def auto(capacity: int | None = None, **options):
     """Auto mode: every Triton and Gluon kernel compiled in a region is instrumented, no source
     change (docs/auto.md)::
 
@@ -85,26 +75,18 @@ def auto(
                 prof.step()
         prof.print_stats()
 
-    capacity: records kept per GPU (default 2**22, 128 MiB of each GPU recorded); ring: keep the
-    newest instead of the first; level: 'program' or 'warp'; device: one GPU only (default:
-    every GPU used); schedule: the steps recorded (sm_profiler.schedule, or '1000-1005');
-    count_optimizer_steps: a step is each optimizer step (no prof.step() needed); via_triton:
-    torch.compile'd matmuls and attention run as Triton kernels (Inductor's templates,
-    FlexAttention) so auto mode sees inside them, in place of cuBLAS/cuDNN; torch_profiler:
-    torch.profiler (CPU ops, every CUDA kernel via CUPTI) records the same steps, numbered as
-    ours (prof.torch_trace(), prof.merge_torch(path); the report's share seen from CUPTI)."""
+    An AutoProfiler (options by keyword, passed on to it): capacity: records kept per GPU
+    (default 2**22, 128 MiB of each GPU recorded); ring: keep the newest instead of the first;
+    level: 'program' or 'warp'; device: one GPU only (default: every GPU used); schedule: the
+    steps recorded (sm_profiler.schedule, or '1000-1005'); count_optimizer_steps: a step is each
+    optimizer step (no prof.step() needed); via_triton: torch.compile'd matmuls and attention run
+    as Triton kernels (Inductor's templates, FlexAttention) so auto mode sees inside them, in
+    place of cuBLAS/cuDNN; torch_profiler: torch.profiler (CPU ops, every CUDA kernel via CUPTI)
+    records the same steps, numbered as ours (prof.torch_trace(), prof.merge_torch(path); the
+    report's share seen from CUPTI)."""
     from .auto_mode import DEFAULT_CAPACITY, AutoProfiler
 
-    return AutoProfiler(
-        DEFAULT_CAPACITY if capacity is None else capacity,
-        ring=ring,
-        level=level,
-        device=device,
-        schedule=schedule,
-        count_optimizer_steps=count_optimizer_steps,
-        via_triton=via_triton,
-        torch_profiler=torch_profiler,
-    )
+    return AutoProfiler(DEFAULT_CAPACITY if capacity is None else capacity, **options)
 
 
 def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 0, skip_first: int = 0):

@@ -118,11 +118,34 @@ def format_header() -> str:
     return "\n".join(lines)
 
 
-def _define(name: str, llvm_text: str, doc: str) -> list[str]:
+def _define(name: str, llvm_text: str, doc: str = "") -> list[str]:
+    return [f"// {doc}"] * bool(doc) + [
+        f"#define SM_PROFILER_PTX_{name} \\",
+        f"    {_c_string(cuda_asm(llvm_text))}",
+        "",
+    ]
+
+
+_PART = "REC_"  # a record part's macro: SM_PROFILER_PTX_REC_<ptx.record_parts' name>
+
+
+def _own_indent(llvm_part: str) -> str:
+    r"""A record part with each statement on a line of its own with its indent.
+
+    ptx.py ends a statement with the next one's indent (`...;\n\t`); a part here begins with
+    its own, and the record's closing brace (`\t}`) carries the last part's."""
+    if not llvm_part.endswith("\n\t"):
+        raise ValueError(f"a record part ends with a statement: {llvm_part!r}")
+    text = llvm_part[:-1]
+    return text if text.startswith("{") else "\t" + text
+
+
+def _define_joined(name: str, macros: list[str], doc: str) -> list[str]:
+    """A macro that is the run of other macros (string literals, joined by the compiler)."""
     return [
         f"// {doc}",
         f"#define SM_PROFILER_PTX_{name} \\",
-        f"    {_c_string(cuda_asm(llvm_text))}",
+        "    " + " \\\n    ".join(f"SM_PROFILER_PTX_{m}" if m[0] != '"' else m for m in macros),
         "",
     ]
 
@@ -155,6 +178,8 @@ def ptx_header() -> str:
         "%0 = 1 in every thread of a warp where %1 != 0 in some active thread (warp-uniform)",
     )
     lines += _define("GLOBALTIMER", ptx.GLOBALTIMER, "%0 = %globaltimer (u64, ns)")
+    parts: dict[str, str] = {}  # ptx.record_parts, each defined once
+    records = []
     for ring in (False, True):
         for vector, spelling in ((False, "PACKED"), (True, "VECTOR")):
             for cname, mode in modes.items():
@@ -167,8 +192,16 @@ def ptx_header() -> str:
                         + (", %5 ring mask" if ring else "")
                         + (f", %{6 if ring else 5} dependency" if after else "")
                     )
-                    text = ptx.record(after, mode=mode, vector=vector, ring=ring)
-                    lines += _define(name, text, doc)
+                    named = ptx.record_parts(after, mode=mode, vector=vector, ring=ring)
+                    for part, text in named:
+                        if parts.setdefault(part, text) != text:
+                            raise ValueError(f"ptx.record_parts names two texts {part}")
+                    records.append((name, doc, [part for part, _ in named]))
+    lines += ["// The records' parts (ptx.record_parts): each record below is a run of them.", ""]
+    for part, text in parts.items():
+        lines += _define(_PART + part, _own_indent(text))
+    for name, doc, named in records:
+        lines += _define_joined(name, [_PART + part for part in named] + ['"\\t}"'], doc)
     lines += _define(
         "RING_CLOSE", ptx.RING_CLOSE, "%0 records, %1 cursor, %2 capacity, %3 leader, %4 ring mask"
     )

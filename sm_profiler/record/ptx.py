@@ -173,39 +173,50 @@ def record(
     older, and `ring_close` writes the count at the end; mask = all ones otherwise (the direct
     rule above, unchanged).
     """
+    text = "".join(part for _, part in record_parts(after, mode=mode, vector=vector, ring=ring))
+    return _shift(text, first) + "}"
+
+
+def record_parts(
+    after: bool, mode: str = "thread", vector: bool = False, ring: bool = False
+) -> list[tuple[str, str]]:
+    """`record`'s text (operands from $0, without its closing brace) as named parts, in order.
+
+    The parts are what the variants share: the CUDA C++ header defines each once and every
+    record as their concatenation (sm_profiler.record.cuda). A name stands for one text."""
     if mode not in RECORD_MODES:
         raise ValueError(f"record mode {mode!r}: expected one of {RECORD_MODES}")
-    timer = _timer(dep=(6 if ring else 5) if after else None)
-    head = "{\n\t.reg .pred pl, pin, pov, pd;\n\t.reg .u32 lo;\n\t.reg .u64 t, a;\n\t"
-    tail = ""
-    slot = "$1"
-    if ring:
-        head = head.replace(".reg .u32 lo;", ".reg .u32 lo, s;")
-        slot = "s"
-    wrap = "and.b32 s, $1, $5;\n\t" if ring else ""  # after the leader's branch, if any
-    bound = f"{wrap}setp.lt.u32 pin|pov, {slot}, $2;\n\t"
+    ring_ = "RING_" if ring else ""
+    spelling = "VECTOR" if vector else "PACKED"
+    slot = "s" if ring else "$1"
+    regs = (
+        "{\n\t.reg .pred pl, pin, pov, pd;\n\t"
+        + (".reg .u32 lo, s;\n\t" if ring else ".reg .u32 lo;\n\t")
+        + (".reg .u64 t, a;\n\t" if vector else ".reg .u64 t, r, a;\n\t")
+    )
+    parts = [(f"{ring_}REGS_{spelling}", regs)]
     if mode == "warp":
         # ${:uid} makes the label unique for every copy of this asm in a kernel.
-        head += "setp.ne.u32 pl, $3, 0;\n\t@!pl bra.uni SMP_DONE_${:uid};\n\t"
-        tail = "SMP_DONE_${:uid}:\n\t"
-    elif mode == "thread":
+        parts.append(("BRANCH", "setp.ne.u32 pl, $3, 0;\n\t@!pl bra.uni SMP_DONE_${:uid};\n\t"))
+    dep = (6 if ring else 5) if after else None
+    timer = _timer(dep) + "cvt.u32.u64 lo, t;\n\t"
+    parts.append((f"TIMER_AFTER_{dep}" if after else "TIMER", timer))
+    wrap = "and.b32 s, $1, $5;\n\t" if ring else ""  # after the leader's branch, if any
+    if mode == "thread":
         bound = f"{wrap}setp.ne.u32 pl, $3, 0;\n\tsetp.lt.and.u32 pin|pov, {slot}, $2, pl;\n\t"
+        parts.append((f"{ring_}LEADER_BOUND", bound))
+    else:
+        parts.append((f"{ring_}BOUND", f"{wrap}setp.lt.u32 pin|pov, {slot}, $2;\n\t"))
     address = f"mad.wide.u32 a, {slot}, {fmt.WORD_BYTES}, $0;\n\t"
     if vector:
-        body = address + "@pin st.global.v2.u32 [a], {lo, $4};\n\t"
+        store = address + "@pin st.global.v2.u32 [a], {lo, $4};\n\t"
     else:
-        head = head.replace(".reg .u64 t, a;", ".reg .u64 t, r, a;")
-        body = "mov.b64 r, {lo, $4};\n\t" + address + "@pin st.global.u64 [a], r;\n\t"
-    text = (
-        head
-        + timer
-        + "cvt.u32.u64 lo, t;\n\t"
-        + bound
-        + body
-        + f"@pov st.global.u32 [$0+{LAST_DROPPED_OFFSET_BYTES}], $1;\n\t"
-        + tail
-    )
-    return _shift(text, first) + "}"
+        store = "mov.b64 r, {lo, $4};\n\t" + address + "@pin st.global.u64 [a], r;\n\t"
+    parts.append((f"{ring_}STORE_{spelling}", store))
+    parts.append(("DROPPED", f"@pov st.global.u32 [$0+{LAST_DROPPED_OFFSET_BYTES}], $1;\n\t"))
+    if mode == "warp":
+        parts.append(("DONE", "SMP_DONE_${:uid}:\n\t"))
+    return parts
 
 
 def ring_close(first: int = 0) -> str:

@@ -377,45 +377,25 @@ def _record_asm(records, cursor, capacity, leader, tag: tl.constexpr, mask, afte
         asm: tl.constexpr = _RECORD_TEXTS[per_warp + ring]  # ptx.elementwise_index
         constraints: tl.constexpr = _RECORD_CONSTRAINTS[ring]
         if ring:
-            tl.inline_asm_elementwise(
-                asm,
-                constraints,
-                [records, cursor, capacity, leader, tag, mask],
-                dtype=tl.int32,
-                is_pure=False,
-                pack=1,
-            )
+            _store_asm(asm, constraints, (records, cursor, capacity, leader, tag, mask))
         else:
-            tl.inline_asm_elementwise(
-                asm,
-                constraints,
-                [records, cursor, capacity, leader, tag],
-                dtype=tl.int32,
-                is_pure=False,
-                pack=1,
-            )
+            _store_asm(asm, constraints, (records, cursor, capacity, leader, tag))
     else:
         asm_after: tl.constexpr = _RECORD_TEXTS[per_warp + 2 + ring]
         constraints_after: tl.constexpr = _RECORD_CONSTRAINTS[2 + ring]
         dep = _dependency(after)
         if ring:
-            tl.inline_asm_elementwise(
-                asm_after,
-                constraints_after,
-                [records, cursor, capacity, leader, tag, mask, dep],
-                dtype=tl.int32,
-                is_pure=False,
-                pack=1,
+            _store_asm(
+                asm_after, constraints_after, (records, cursor, capacity, leader, tag, mask, dep)
             )
         else:
-            tl.inline_asm_elementwise(
-                asm_after,
-                constraints_after,
-                [records, cursor, capacity, leader, tag, dep],
-                dtype=tl.int32,
-                is_pure=False,
-                pack=1,
-            )
+            _store_asm(asm_after, constraints_after, (records, cursor, capacity, leader, tag, dep))
+
+
+@triton.jit
+def _store_asm(asm: tl.constexpr, constraints: tl.constexpr, operands):
+    """An asm run for its stores (ptx.py's texts with first=1): its $0 is a dummy output."""
+    tl.inline_asm_elementwise(asm, constraints, operands, dtype=tl.int32, is_pure=False, pack=1)
 
 
 _STAGED_ASM = tl.constexpr(ptx.record_staged(after=False, first=1))
@@ -429,18 +409,9 @@ def _record_staged_asm(cursor, tag: tl.constexpr, stage, last, after):
     slot = stage + tl.minimum(cursor.to(tl.uint32), last) * 8
     tag_reg = tl.full((), tag, tl.int32)
     if after is None:
-        tl.inline_asm_elementwise(
-            _STAGED_ASM, "=r,r,r", [slot, tag_reg], dtype=tl.int32, is_pure=False, pack=1
-        )
+        _store_asm(_STAGED_ASM, "=r,r,r", (slot, tag_reg))
     else:
-        tl.inline_asm_elementwise(
-            _STAGED_AFTER_ASM,
-            "=r,r,r,r",
-            [slot, tag_reg, _dependency(after)],
-            dtype=tl.int32,
-            is_pure=False,
-            pack=1,
-        )
+        _store_asm(_STAGED_AFTER_ASM, "=r,r,r,r", (slot, tag_reg, _dependency(after)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,27 +436,14 @@ def profiler_flush(ctx):
         if _INTERPRET:
             _ring_close_emulated(records, cursor, capacity, leader, last)
         else:
-            tl.inline_asm_elementwise(
-                _RING_CLOSE_ASM,
-                _RING_CLOSE_CONSTRAINTS,
-                [records, cursor, capacity, leader, last],
-                dtype=tl.int32,
-                is_pure=False,
-                pack=1,
-            )
+            operands = (records, cursor, capacity, leader, last)
+            _store_asm(_RING_CLOSE_ASM, _RING_CLOSE_CONSTRAINTS, operands)
     elif stage.dtype == tl.int8:
         pass  # every event is already in the buffer
     elif _INTERPRET:
         _flush_emulated(records, cursor, capacity, leader, stage, last)
     else:
-        tl.inline_asm_elementwise(
-            _FLUSH_ASM,
-            "=r,l,r,r,r,r,r",
-            [records, cursor, capacity, stage, last, leader],
-            dtype=tl.int32,
-            is_pure=False,
-            pack=1,
-        )
+        _store_asm(_FLUSH_ASM, "=r,l,r,r,r,r,r", (records, cursor, capacity, stage, last, leader))
 
 
 @triton.jit

@@ -39,16 +39,52 @@ def test_generated_headers_match_format_and_ptx():
     assert cuda.stale_headers() == [], "run: python -m sm_profiler.record.cuda --write"
 
 
+def _ptx_macros(header: str) -> dict[str, str]:
+    """The PTX header's macros as the compiler sees them: each a run of C string literals and
+    other macros (a record is a run of its parts), expanded and joined."""
+    bodies = dict(re.findall(r"#define (SM_PROFILER_PTX_\w+) \\\n((?:.*\\\n)*.*)", header))
+    token = re.compile(r'"((?:[^"\\]|\\.)*)"|(SM_PROFILER_PTX_\w+)|\\|\s+')
+
+    def expand(name: str) -> str:
+        out, body, pos = [], bodies[name], 0
+        while pos < len(body):
+            m = token.match(body, pos)
+            assert m, f"{name}: {body[pos:]!r}"
+            if m.group(1) is not None:
+                out.append(m.group(1).replace("\\n", "\n").replace("\\t", "\t"))
+            elif m.group(2):
+                out.append(expand(m.group(2)))
+            pos = m.end()
+        return "".join(out)
+
+    return {name: expand(name) for name in bodies}
+
+
 def test_every_record_text_is_ptx_py_in_cudas_operand_spelling():
-    text = cuda.ptx_header()
-    for mode in ptx.RECORD_MODES:
-        for vector in (False, True):
-            for after in (False, True):
-                body = cuda.cuda_asm(ptx.record(after, mode=mode, vector=vector))
-                flat = re.sub(r'"\s*\\\n\s*"', "", text).replace("\\n", "\n").replace("\\t", "\t")
-                assert body in flat
-                assert "$" not in body and "%%globaltimer" in body
-                assert body.count("%%globaltimer") == (2 if after else 1)
+    macros = _ptx_macros(cuda.ptx_header())
+    modes = {"PER_BLOCK": "warp", "PER_WARP": "all", "LEADER": "thread"}
+    records = 0
+    for ring in (False, True):
+        for vector, spelling in ((False, "PACKED"), (True, "VECTOR")):
+            for cname, mode in modes.items():
+                for after in (False, True):
+                    name = "SM_PROFILER_PTX_" + "RING_" * ring + f"RECORD_{spelling}_{cname}"
+                    body = macros[name + "_AFTER" * after]
+                    assert body == cuda.cuda_asm(
+                        ptx.record(after, mode=mode, vector=vector, ring=ring)
+                    )
+                    assert "$" not in body and "%%globaltimer" in body
+                    assert body.count("%%globaltimer") == (2 if after else 1)
+                    records += 1
+    assert records == 24
+    assert macros["SM_PROFILER_PTX_OPEN_LANE"] == cuda.cuda_asm(ptx.OPEN_LANE)
+    assert macros["SM_PROFILER_PTX_RING_CLOSE"] == cuda.cuda_asm(ptx.RING_CLOSE)
+
+
+def test_the_ptx_header_says_each_record_part_once():
+    # The records share their parts (ptx.record_parts): each is one macro, not 24 copies.
+    lines = [ln.strip() for ln in cuda.ptx_header().splitlines() if ln.strip().startswith('"')]
+    assert lines.count('"\\t@pov st.global.u32 [%0+-4], %1;\\n"') == 1
 
 
 def test_cuda_asm_spells_operands_and_registers_for_nvcc():

@@ -38,3 +38,27 @@ def test_results_before_the_region_ends_say_when_to_read_them():
 
     with pytest.raises(ConfigError, match="after the `with sm_profiler.auto"):
         sm_profiler.auto().records()
+
+
+def test_auto_passes_every_option_on_to_auto_profiler_and_names_each_in_its_doc():
+    # sm_profiler.auto forwards its options (one signature: AutoProfiler's); its docstring
+    # names each of them, so the two stay in step.
+    import inspect
+    import re
+
+    import sm_profiler
+    from sm_profiler.auto_mode import DEFAULT_CAPACITY, AutoProfiler
+
+    params = inspect.signature(AutoProfiler).parameters
+    assert list(params)[0] == "capacity"
+    options = [n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    named = re.findall(r"(?<!\()\b(\w+): ", sm_profiler.auto.__doc__.split("AutoProfiler")[1])
+    assert named == ["capacity", *options]
+    assert sm_profiler.auto().capacity == DEFAULT_CAPACITY
+    prof = sm_profiler.auto(4096, ring=True, level="warp", device=1, schedule="3-4")
+    assert (prof.capacity, prof.ring, prof.level, prof.device) == (4096, True, "warp", 1)
+    assert str(prof.schedule) == str(AutoProfiler(schedule="3-4").schedule)
+    prof = sm_profiler.auto(count_optimizer_steps=True, via_triton=True)
+    assert prof.count_optimizer_steps and prof.via_triton
+    with pytest.raises(TypeError, match="levels"):
+        sm_profiler.auto(levels="warp")
