@@ -633,16 +633,22 @@ def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
 
     out = {"plain_ms": [], "off_ms": [], "on_ms": []}
     before = dict(graph_switch.UPDATES)
-    for _ in range(repeats):
-        # Each repeat after an untimed step of its own model, plain's too: the first step after
-        # the other model ran is slower (a whole percent or more where a repeat is one step).
-        plain()
-        out["plain_ms"] += time_steps(plain, steps, 1)
-        for key, on in (("off_ms", False), ("on_ms", True)):
-            binding.set_recording(on)
-            instrumented()  # the edge: untimed
-            out[key] += time_steps(instrumented, steps, 1)
-    # Paired: each repeat against the plain repeat just before it, then the median. The GPU's
+    # The three in a rotating order (plain, off, on; off, on, plain; on, plain, off): in a fixed
+    # order the last of a round ran after a longer busy stretch of the GPU, which moved it by
+    # up to a percent on a 2 ms step (H100, 2026-11-27) whatever it was.
+    order = ("plain_ms", "off_ms", "on_ms")
+    for r in range(repeats):
+        for key in order[r % 3 :] + order[: r % 3]:
+            # Each after an untimed step of its own, plain's too: the first step after the other
+            # model ran, or after a switch, is slower (a whole percent where a repeat is a step).
+            if key == "plain_ms":
+                plain()
+                out[key] += time_steps(plain, steps, 1)
+            else:
+                binding.set_recording(key == "on_ms")
+                instrumented()  # the edge: untimed
+                out[key] += time_steps(instrumented, steps, 1)
+    # Paired: each repeat against the plain repeat of its round, then the median. The GPU's
     # clock drifts by up to 3 % a minute within a process (H200, BENCHMARKS.md); a drift shared
     # by neighbouring repeats cancels in the pair, where it would not between medians.
     for k in ("off", "on"):
