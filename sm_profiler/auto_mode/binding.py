@@ -43,23 +43,16 @@ MODE_PREFIX = "sm_profiler-auto"
 PLAIN_KEY = "sm_profiler_plain_cubin"
 # Bump when the spliced text or the record changes: cached binaries of another version are then
 # compiled anew, never reused.
-REWRITE_VERSION = 10  # 10: the record's new shape (issue 43; 9: the plain binary kept beside)
-
-
-def _version() -> str:
-    """REWRITE_VERSION, and the record's shape where $SMP_AUTO_SHAPE picks one that is not the
-    default (issue 43's experiment): binaries of the two shapes never share a cache entry."""
-    shape = os.environ.get("SMP_AUTO_SHAPE") or "new"
-    return f"{REWRITE_VERSION}" if shape == "new" else f"{REWRITE_VERSION}{shape}"
+REWRITE_VERSION = 9  # 9: the plain binary kept beside the instrumented one
 
 
 def mode_name(level: str) -> str:
     """The `instrumentation_mode` string of a level ('sm_profiler-auto-v1-program')."""
-    return f"{MODE_PREFIX}-v{_version()}-{level}"
+    return f"{MODE_PREFIX}-v{REWRITE_VERSION}-{level}"
 
 
 def level_of(mode: str | None) -> str | None:
-    prefix = f"{MODE_PREFIX}-v{_version()}-"
+    prefix = f"{MODE_PREFIX}-v{REWRITE_VERSION}-"
     if mode and mode.startswith(prefix):
         return mode[len(prefix) :]
     return None
@@ -127,7 +120,7 @@ def _stages_hook(*args):
     joins its cache keys while the hook is set; 3.6 keys on `instrumentation_mode` alone."""
     previous = STATE.saved.get("stages_hook")
     if not args:
-        key = f"-{MODE_PREFIX}-v{_version()}"
+        key = f"-{MODE_PREFIX}-v{REWRITE_VERSION}"
         if previous is not None:
             prev_key, prev_hash = previous()
             key = f"{prev_key}{key}-{prev_hash}"

@@ -1,8 +1,7 @@
 """Splice the auto-mode record into a compiled kernel's PTX (the text lives in `ptx.py`).
 
 The kernel's own code is not touched: the record's registers and start go at the top of the
-entry's body (the old shape's start: after the first block's first global load), and its end
-before every `ret` (or `exit`) of the entry.
+entry's body, and its end before every `ret` (or `exit`) of the entry.
 The record's area comes in the entry's last parameter, Triton's profile scratch pointer, which
 the kernel's own code must not use (Proton's instrumentation does; such a kernel is refused).
 Anything this does not recognise raises `RewriteError`; the caller then keeps the plain PTX and
@@ -11,7 +10,6 @@ says why (a kernel runs uninstrumented rather than broken).
 
 from __future__ import annotations
 
-import os
 import re
 
 from ..record import ptx
@@ -33,15 +31,11 @@ class RewriteError(Exception):
     """The PTX is not in a shape the rewrite knows; the kernel is left as it was."""
 
 
-def instrument(text: str, level: str = "program", tag: int = 1, shape: str | None = None) -> str:
+def instrument(text: str, level: str = "program", tag: int = 1) -> str:
     """`text` (one kernel's PTX, as Triton emits it) with the auto-mode record added; its records
-    name the kernel by `tag` (ptx.auto_kernel_tag). `shape`: ptx.AUTO_SHAPES (issue 43's
-    experiment; None: $SMP_AUTO_SHAPE, else "new")."""
+    name the kernel by `tag` (ptx.auto_kernel_tag)."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-    shape = shape or os.environ.get("SMP_AUTO_SHAPE") or "new"
-    if shape not in ptx.AUTO_SHAPES:
-        raise ValueError(f"shape must be one of {ptx.AUTO_SHAPES}, got {shape!r}")
     per_warp = level == "warp"
     if ptx.AUTO_MARK in text:
         raise RewriteError("the PTX is instrumented already")
@@ -61,16 +55,10 @@ def instrument(text: str, level: str = "program", tag: int = 1, shape: str | Non
         out.append(lines[i])
         i += 1
     out.append("\t" + ptx.auto_declarations())
-    # where the start goes; $SMP_AUTO_START (top, first, block) overrides it for experiments
-    where = os.environ.get("SMP_AUTO_START") or ("top" if shape == "new" else "first")
-    start = {
-        "top": lambda: i,
-        "first": lambda: _after_first_load(lines, i),
-        "block": lambda: _after_first_load(lines, i, last=True),
-    }[where]()
+    start = _after_first_load(lines, i)
     out.extend(lines[i:start])
     i = start
-    out.append(ptx.auto_prologue(per_warp, area, shape) + "\n")
+    out.append(ptx.auto_prologue(per_warp, area) + "\n")
     depth, rets, skip, closed = 1, 0, 0, False
     for line in lines[i:]:
         if not closed:
@@ -78,7 +66,7 @@ def instrument(text: str, level: str = "program", tag: int = 1, shape: str | Non
             if r:
                 rets += 1
                 indent, _, negated, pred = r.group(1), r.group(2), r.group(3), r.group(4)
-                epilogue = "\t" + ptx.auto_epilogue(per_warp, rets - 1, area, tag, shape) + "\n"
+                epilogue = "\t" + ptx.auto_epilogue(per_warp, rets - 1, area, tag) + "\n"
                 if pred:
                     label = f"$SMPA_SKIP_{skip}"
                     skip += 1
@@ -119,28 +107,25 @@ def _area_param(lines: list[str], entry: int, body: int) -> str:
     return name
 
 
-def _after_first_load(lines: list[str], first: int, last: bool = False) -> int:
-    """Where the old shape's start goes: after the kernel's first global load (its last, with
-    `last`), where the entry's first block (straight-line code: no label but debug ones, no
-    branch, barrier, call or way out) has one, else at `first`. Placed first in the text, ptxas
-    issued the old start's read and timer ahead of the kernel's own first load, which then
-    waited (ptx.py, "auto mode"); the new start, one timer read, goes first."""
-    depth, found = 0, first
+def _after_first_load(lines: list[str], first: int) -> int:
+    """Where the record's start goes: after the kernel's first global load, where the entry's
+    first block (straight-line code: no label but debug ones, no branch, barrier, call or way
+    out) has one, else at `first`. Placed first in the text, ptxas issues the record's read and
+    timer ahead of the kernel's own first load, which then waits (ptx.py, "auto mode")."""
+    depth = 0
     for j in range(first, len(lines)):
         code = lines[j].split("//", 1)[0]
         label = _LABEL.match(code)
         if (label and not _DEBUG_LABEL.match(code)) or _BLOCK_END.search(code):
-            return found
+            return first
         depth += _brace_delta(code)
         if depth < 0:
-            return found
-        if depth == 0 and (
-            _GLOBAL_LOAD.search(code) or any(_GLOBAL_LOAD.search(x) for x in _open_block(lines, j))
-        ):
-            if not last:
-                return j + 1
-            found = j + 1
-    return found
+            return first
+        if depth == 0 and _GLOBAL_LOAD.search(code):
+            return j + 1
+        if depth == 0 and any(_GLOBAL_LOAD.search(x) for x in _open_block(lines, j)):
+            return j + 1
+    return first
 
 
 def _open_block(lines: list[str], j: int) -> list[str]:

@@ -492,30 +492,23 @@ GLOBALTIMER = "mov.u64 $0, %globaltimer;"  # $0 = %globaltimer (64-bit)
 
 # -- auto mode: text spliced into compiled kernels (sm_profiler.auto_mode.rewrite) -----------------
 # The kernel's last parameter is Triton's profile scratch pointer, which auto mode's allocator sets
-# per launch to the launch's area of the record table, or to null (format.py, "auto mode"). Every
-# thread reads the timer's low half first thing (the start); before each `ret`, one thread per
-# program (lane 0 of each warp per warp), where the pointer is set, stamps its end and writes the
-# 32-byte record at area + its linear program id. The record names its kernel by a tag fixed at
-# compile time (from Triton's cache hash of the kernel), so the end reads nothing from memory: no
-# atomic and no load to wait for. A claim's atomic made a short launch 0.3 us longer, and a word
-# read at the start and tested at the end made every short program wait for its load
-# (BENCHMARKS.md). A launch that records nothing runs the kernel's plain binary (eager: no area;
-# a CUDA graph's replays that are not recorded: auto_mode/graph_switch.py).
-# The shape (issue 43, SASS of Inductor's kernels on sm_90 with Triton 3.6's ptxas 12.8, sass43.py):
-# - the start is one CS2R.32 that nothing waits for, at the top: the old start (thread and pointer
-#   tests, the read under them, after the kernel's first global load) split the kernel's first
-#   batch of loads: ptxas kept the loads and parameter reads that follow it in the text behind it
-#   (an RMSNorm with 8 loads issued 7 of them ~12 instructions later; a two-load pointwise kernel
-#   issued its second load behind a parameter read it had hoisted in the plain build);
-# - the end runs unbranched in every thread, only its two stores predicated, the timer read
-#   between them: ptxas then issues its special-register reads (%smid, %ctaid.y/z) and address
-#   math early, in the kernel's own latency, and what follows the kernel's last store is 9 SASS
-#   instructions with no S2R (the old end, branched around, was 27 with three S2R, on the path
-#   from the last store to the exit that frees the block's SM slot).
-# The kernel's body carries one register (registers cost occupancy): the start's low 32 bits (its
-# high half is the end's, less a borrow: a program lasts < 2^32 ns, as the record's 32-bit end
-# already assumes). Registers are named %smpa_* and labels $SMPA_* so they cannot meet the
-# kernel's own.
+# per launch to the launch's area of the record table, or to null (format.py, "auto mode"). One
+# thread per program (lane 0 of each warp per warp), where the pointer is set, stamps its start;
+# before each `ret` that thread stamps its end and writes the 32-byte record at area + its linear
+# program id. The record names its kernel by a tag fixed at compile time (from Triton's cache hash
+# of the kernel), so the end reads nothing from memory: no atomic and no load to wait for. A claim's
+# atomic made a short launch 0.3 us longer, and a word read at the start and tested at the end
+# made every short program wait for its load (BENCHMARKS.md). A launch that records nothing
+# (eager, outside active steps: a null pointer) pays only the pointer's test; a CUDA graph keeps
+# its captured pointers, which the host sets to null for replays it does not record
+# (auto_mode/graph_switch.py), and copies the records out after those it does. Where the start
+# goes: after the kernel's own first global load where its first block has one (placed first,
+# ptxas issued the timer ahead of the kernel's first load, and a short kernel took 0.1 us longer
+# a launch).
+# The kernel's body carries one register (registers cost occupancy on steps that record nothing
+# too): the start's low 32 bits (its high half is the end's, less a borrow: a program lasts
+# < 2^32 ns, as the record's 32-bit end already assumes). Registers are named %smpa_* and labels
+# $SMPA_* so they cannot meet the kernel's own.
 AUTO_MARK = "// sm_profiler auto: start"  # in every instrumented kernel's PTX, once
 
 
@@ -534,20 +527,7 @@ def _auto_who(per_warp: bool, area_param: str) -> str:
     )
 
 
-# The record's shapes (issue 43; "old" kept for the experiment that compares them, bench43.py):
-#   new  the start is one unconditional timer read (no test, no parameter read: CS2R.32 that
-#        nothing waits for); the end computes its record in every thread, with no branch, so
-#        that ptxas can schedule the special-register reads and the address math ahead of the
-#        kernel's own last stores; only its two stores are predicated, the timer read last.
-#   old  the start tests who records (the thread, the area's parameter) and reads the timer
-#        under that test; the end branches over the record where it does not record.
-AUTO_SHAPES = ("new", "old")
-
-
-def auto_prologue(per_warp: bool, area_param: str, shape: str = "new") -> str:
-    if shape == "new":
-        # start = %globaltimer.lo32, in every thread (the end keeps the recording thread's)
-        return AUTO_MARK + "\n\tmov.u32 %smpa_r1, %globaltimer_lo;\n"
+def auto_prologue(per_warp: bool, area_param: str) -> str:
     # start = who ? %globaltimer.lo32 : 0
     return (
         AUTO_MARK + "\n\t" + _auto_who(per_warp, area_param) + "mov.u32 %smpa_r1, 0;\n\t"
@@ -555,9 +535,15 @@ def auto_prologue(per_warp: bool, area_param: str, shape: str = "new") -> str:
     )
 
 
-def _auto_slot(per_warp: bool) -> str:
-    # %smpa_d1 = area + 32 * slot, slot = (z * nctaid.y + y) * nctaid.x + x  [per warp:
-    # slot * warps + warp]; %smpa_r7 = warp << 16 | flags; %smpa_r8 = x; %smpa_r9 = y | z << 16
+def auto_epilogue(per_warp: bool, index: int, area_param: str, tag: int) -> str:
+    # The text before the entry's `index`-th `ret` (labels must be unique in the entry).
+    # if not who: skip; end = %globaltimer
+    # slot = (z * nctaid.y + y) * nctaid.x + x  [per warp: slot * warps + warp]
+    # record[area + slot] = {start, end.lo32, %smid, tag, warp << 16 | flags, ctaid.x,
+    #                        ctaid.y | ctaid.z << 16}
+    if not 0 < tag <= fmt.LOW32:
+        raise ValueError(f"a kernel tag is a nonzero 32-bit value, got {tag!r}")
+    done = f"$SMPA_DONE_{index}"
     if per_warp:
         warp = (
             "mov.u32 %smpa_r10, %tid.x;\n\tshr.u32 %smpa_r10, %smpa_r10, 5;\n\t"
@@ -570,6 +556,16 @@ def _auto_slot(per_warp: bool) -> str:
     else:
         warp = "mov.u32 %smpa_r7, 0;\n\t"
     return (
+        "// sm_profiler auto: end\n\t" + _auto_who(per_warp, area_param) + "@!%smpa_p0 bra "
+        f"{done};\n\t"
+        "mov.u64 %smpa_d5, %globaltimer;\n\t"
+        # start's high half: the end's, less one where the low half wrapped in between
+        "mov.b64 {%smpa_r3, %smpa_r2}, %smpa_d5;\n\t"
+        "setp.gt.u32 %smpa_p3, %smpa_r1, %smpa_r3;\n\t"
+        "selp.u32 %smpa_r14, 1, 0, %smpa_p3;\n\t"
+        "sub.u32 %smpa_r2, %smpa_r2, %smpa_r14;\n\t"
+        "mov.u32 %smpa_r4, %smid;\n\t"
+        f"mov.u32 %smpa_r5, {tag};\n\t"
         # the program's linear id, 64-bit (a grid has up to 2^31 * 2^16 * 2^16 programs)
         "mov.u32 %smpa_r8, %ctaid.x;\n\tmov.u32 %smpa_r9, %ctaid.y;\n\t"
         "mov.u32 %smpa_r6, %ctaid.z;\n\tmov.u32 %smpa_r12, %nctaid.y;\n\t"
@@ -581,46 +577,6 @@ def _auto_slot(per_warp: bool) -> str:
         f"shl.b64 %smpa_d1, %smpa_d1, {fmt.AUTO_RECORD_SHIFT};\n\t"
         "add.u64 %smpa_d1, %smpa_d1, %smpa_d0;\n\t"
         "shl.b32 %smpa_r6, %smpa_r6, 16;\n\tor.b32 %smpa_r9, %smpa_r9, %smpa_r6;\n\t"
-    )
-
-
-# the end's timer, and the start's high half: the end's, less one where the low half wrapped
-_AUTO_END_TIMER = (
-    "mov.u64 %smpa_d5, %globaltimer;\n\t"
-    "mov.b64 {%smpa_r3, %smpa_r2}, %smpa_d5;\n\t"
-    "setp.gt.u32 %smpa_p3, %smpa_r1, %smpa_r3;\n\t"
-    "selp.u32 %smpa_r14, 1, 0, %smpa_p3;\n\t"
-    "sub.u32 %smpa_r2, %smpa_r2, %smpa_r14;\n\t"
-)
-
-
-def auto_epilogue(per_warp: bool, index: int, area_param: str, tag: int, shape: str = "new") -> str:
-    # The text before the entry's `index`-th `ret` (labels must be unique in the entry).
-    # record[area + slot] = {start, start.hi32, end.lo32, %smid, tag, warp << 16 | flags,
-    #                        ctaid.x, ctaid.y | ctaid.z << 16}, by who (thread 0 of a launch
-    # that has an area; per warp: lane 0 of each warp)
-    if not 0 < tag <= fmt.LOW32:
-        raise ValueError(f"a kernel tag is a nonzero 32-bit value, got {tag!r}")
-    if shape not in AUTO_SHAPES:
-        raise ValueError(f"shape must be one of {AUTO_SHAPES}, got {shape!r}")
-    if shape == "new":
-        # Everything but the two stores runs in every thread, unbranched: ptxas may issue the
-        # special-register reads and the address math while the kernel's own last stores and
-        # barriers are in flight, so what is left after them is the timer read, three ALU
-        # operations and the stores. The half without the times is stored first.
-        return (
-            "// sm_profiler auto: end\n\t" + _auto_who(per_warp, area_param) + ""
-            "mov.u32 %smpa_r4, %smid;\n\t"
-            f"mov.u32 %smpa_r5, {tag};\n\t" + _auto_slot(per_warp) + ""
-            "@%smpa_p0 st.global.v4.b32 [%smpa_d1+16], "
-            "{%smpa_r5, %smpa_r7, %smpa_r8, %smpa_r9};\n\t" + _AUTO_END_TIMER + ""
-            "@%smpa_p0 st.global.v4.b32 [%smpa_d1], {%smpa_r1, %smpa_r2, %smpa_r3, %smpa_r4};\n"
-        )
-    done = f"$SMPA_DONE_{index}"
-    return (
-        "// sm_profiler auto: end\n\t" + _auto_who(per_warp, area_param) + "@!%smpa_p0 bra "
-        f"{done};\n\t" + _AUTO_END_TIMER + "mov.u32 %smpa_r4, %smid;\n\t"
-        f"mov.u32 %smpa_r5, {tag};\n\t" + _auto_slot(per_warp) + ""
         "st.global.v4.b32 [%smpa_d1], {%smpa_r1, %smpa_r2, %smpa_r3, %smpa_r4};\n\t"
         "st.global.v4.b32 [%smpa_d1+16], {%smpa_r5, %smpa_r7, %smpa_r8, %smpa_r9};\n"
         f"{done}:\n\t"

@@ -22,9 +22,8 @@ def test_rewrite_records_every_way_out_and_leaves_functions_alone():
     body = entry.split("{", 1)[1]
     assert body.index(".reg .b32 \t%r<4>;") < body.index("sm_profiler auto: start")
     assert body.index("sm_profiler auto: start") < body.index("mov.u32 \t%r1, %ctaid.x;")
-    # The area is the last parameter, read where the record needs it: at each end only (the
-    # start reads the timer and nothing else).
-    assert entry.count("[k_param_2]") == 2 and "k_param_1]" not in entry  # 2 ends
+    # The area is the last parameter, read where the record needs it.
+    assert entry.count("[k_param_2]") == 1 + 2 and "k_param_1]" not in entry  # start, 2 ends
     # The record names its kernel by the tag it was given, an immediate: the end reads nothing.
     tagged = instrument(PTX, tag=0x9E3779B1)
     assert tagged.count("mov.u32 %smpa_r5, 2654435761;") == 2 and "ld.global" not in tagged
@@ -34,7 +33,7 @@ def test_rewrite_records_every_way_out_and_leaves_functions_alone():
     assert "and.b32 %smpa_r0, %smpa_r0, 31;" in w and str(fmt.AUTO_PER_WARP) in w
 
 
-# The entry's first block with a global load: the old shape's start goes after it (ptx.py).
+# The entry's first block with a global load: the record's start goes after it (ptx.py).
 _FIRST_LOAD = "\tmov.u32 \t%r1, %ctaid.x;\n"
 _LOAD = "\t@%p2 ld.global.b32 { %r2 }, [ %rd1 + 0 ];\n"
 
@@ -49,9 +48,9 @@ _LOAD = "\t@%p2 ld.global.b32 { %r2 }, [ %rd1 + 0 ];\n"
         ("\t@%p1 bra $L__BB0_2;\n" + _LOAD, False),
     ],
 )
-def test_the_old_start_goes_after_the_first_blocks_first_global_load(before, after_load):
+def test_the_start_goes_after_the_first_blocks_first_global_load(before, after_load):
     text = PTX.replace(_FIRST_LOAD, _FIRST_LOAD + before, 1)
-    body = instrument(text, shape="old").split(".visible .entry k(")[1]
+    body = instrument(text).split(".visible .entry k(")[1]
     start = body.index("sm_profiler auto: start")
     load = body.index("ld.global.b32 { %r2 }")
     assert (load < start) == after_load, body
@@ -62,74 +61,6 @@ def test_the_old_start_goes_after_the_first_blocks_first_global_load(before, aft
     prologue = body[start : body.index("\n\n", start)]
     assert "bra" not in prologue and "ld.global" not in prologue  # reads no memory
     assert "@%smpa_p0 mov.u32 %smpa_r1, %globaltimer_lo;" in prologue
-
-
-def test_the_new_start_is_one_timer_read_at_the_top():
-    text = PTX.replace(_FIRST_LOAD, _FIRST_LOAD + _LOAD, 1)
-    body = instrument(text).split(".visible .entry k(")[1]
-    start = body.index("sm_profiler auto: start")
-    assert start < body.index(_FIRST_LOAD.strip())  # before the kernel's first instruction
-    prologue = body[start : body.index("\n\n", start)].splitlines()
-    assert [x.strip() for x in prologue[1:]] == ["mov.u32 %smpa_r1, %globaltimer_lo;"]
-    # the end: no branch around it; only its two stores are predicated, the timer read last
-    end = body[body.index("sm_profiler auto: end") :]
-    end = end[: end.index("ret;")]
-    assert "bra" not in end
-    stores = [x.strip() for x in end.splitlines() if "st.global" in x]
-    assert len(stores) == 2 and all(x.startswith("@%smpa_p0 st.global.v4.b32") for x in stores)
-    assert end.index("+16]") < end.index("%globaltimer;") < end.index("[%smpa_d1],")
-
-
-def _clock(t0: int, step: int) -> dict:
-    """%globaltimer and %globaltimer_lo of one clock that moves on by `step` at each read."""
-    t = [t0]
-
-    def read(mask):
-        def f():
-            t[0] += step
-            return (t[0] - step) & mask
-
-        return f
-
-    return {"%globaltimer": read((1 << 64) - 1), "%globaltimer_lo": read(fmt.LOW32)}
-
-
-@pytest.mark.parametrize("level", ["program", "warp"])
-def test_the_new_shape_writes_what_the_old_one_did(level):
-    """Both shapes run on the PTX evaluator (tests/support/ptx_eval.py), one thread at a time,
-    over threads, programs, grids, a null area and a timer whose low half wraps between the
-    start and the end: the same bytes at the same addresses, or nothing in both."""
-    import ptx_eval
-
-    old, new = instrument(PTX, level, 0x9E3779B1, "old"), instrument(PTX, level, 0x9E3779B1)
-    area = 0x7F00_0000_1000
-    cases = 0
-    for tid in (0, 1, 31, 32, 33, 127):
-        for ctaid, nctaid in (
-            ((0, 0, 0), (1, 1, 1)),
-            ((3, 0, 0), (9, 1, 1)),  # ctaid.x > 7: the kernel's early (predicated) ret
-            ((5, 2, 1), (6, 3, 2)),
-            ((2**31 - 2, 65534, 65534), (2**31 - 1, 65535, 65535)),
-        ):
-            for a in (0, area):
-                for t0 in (5 * 2**32 + 1000, 6 * 2**32 - 3):  # the low half wraps in the second
-                    regs = {"%tid.x": tid, "%laneid": tid % 32, "%ntid.x": 128, "%smid": 77}
-                    for axis, v, n in zip("xyz", ctaid, nctaid, strict=True):
-                        regs[f"%ctaid.{axis}"], regs[f"%nctaid.{axis}"] = v, n
-                    got = [
-                        ptx_eval.run_kernel(text, [0, 0, a], {}, regs | _clock(t0, 7)).writes
-                        for text in (old, new)
-                    ]
-                    assert sorted(got[0]) == sorted(got[1]), (level, tid, ctaid, a, t0)
-                    leader = tid % 32 == 0 if level == "warp" else tid == 0
-                    assert len(got[0]) == (8 if a and leader else 0)
-                    if got[0]:  # start (64-bit), end (low half): the clock's two reads
-                        base = min(w[0] for w in got[0])
-                        word = {w[0] - base: w[2] for w in got[0]}
-                        assert word[0] | word[4] << 32 == t0, (hex(t0), word)
-                        assert word[8] == (t0 + 7) & fmt.LOW32 and word[12] == 77
-                    cases += 1
-    assert cases == 6 * 4 * 2 * 2
 
 
 @pytest.mark.parametrize(
@@ -161,5 +92,3 @@ def test_rewrite_refuses_what_it_does_not_know(text, why):
         instrument(text)
     with pytest.raises(RewriteError, match="instrumented already"):
         instrument(instrument(PTX))
-    with pytest.raises(ValueError, match="shape"):
-        instrument(PTX, shape="round")

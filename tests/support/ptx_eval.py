@@ -4,9 +4,8 @@ Enough of PTX to run ptx.OPEN_LANE (and texts like it) on given operand values: 
 declarations, mov (with {lo, hi} packing and unpacking), cvt, add, sub, mul.lo, mul.wide, mad.lo,
 mad.wide, min, max, and, or, xor, shl, shr, setp (with .and/.or/.xor combiners and p|q
 destinations), selp, predicated instructions (@p, @!p), bra/bra.uni to labels, ld.global (.v2)
-from a dict of 64-bit words, st.global (.v2, .v4) recorded as writes, and the special registers
-%globaltimer, %smid, %laneid, %tid.x as given values (or functions, called at each read: a
-clock). Anything else raises, so a text that grows
+from a dict of 64-bit words, st.global recorded as writes, and the special registers
+%globaltimer, %smid, %laneid, %tid.x as given values. Anything else raises, so a text that grows
 an instruction this does not know fails its test instead of being skipped.
 
 Operands are LLVM's `$n` (ptx.py's spelling) or, with `cuda=True`, CUDA's `%n` with `%%` for `%`
@@ -87,8 +86,6 @@ class Machine:
             if op not in self.specials:
                 raise PtxError(f"special register {op} not given")
             value = self.specials[op]
-            if callable(value):  # read anew at each read (a clock)
-                value = value()
         elif re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)", op):
             value = int(op, 0)
         elif op in self.regs:
@@ -224,13 +221,11 @@ class Machine:
                 raise PtxError(f"unsupported load {opcode}")
         elif op == "st" and mods[0] == "global":
             addr = self.address(args[0])
-            if len(mods) == 3 and mods[1] in ("v2", "v4"):
+            if len(mods) == 3 and mods[1] == "v2":
                 bits = _width(mods[2])
-                parts = [x.strip() for x in args[1][1:-1].split(",")]
-                if len(parts) != int(mods[1][1:]):
-                    raise PtxError(f"{opcode} with {len(parts)} values")
-                for k, x in enumerate(parts):
-                    self.result.writes.append((addr + k * bits // 8, bits, self.read(x, bits)))
+                a, b = (x.strip() for x in args[1][1:-1].split(","))
+                self.result.writes.append((addr, bits, self.read(a, bits)))
+                self.result.writes.append((addr + bits // 8, bits, self.read(b, bits)))
             elif len(mods) == 2:
                 bits = _width(mods[1])
                 self.result.writes.append((addr, bits, self.read(args[1], bits)))
