@@ -1,7 +1,8 @@
 """The timeline model: what a trace viewer shows, decided once from a TraceData.
 
-The Perfetto writer, the Chrome writer and the PNG plot each render one `Timeline`; none of them
-decides track order, names, block residency or launch spans on its own. The model is::
+The Perfetto writer, the Chrome writer and the PNG plot each render one `Timeline`, through its
+`Drawing` (sm_profiler.trace.drawing: the same as plain data, taken once); none of them decides
+track order, names, block residency or launch spans on its own. The model is::
 
     root        one group holding everything, children in explicit order:
       launches  one track per capture (kernel launch): a slice over the launch's span, named
