@@ -19,7 +19,9 @@ TraceData; whatever it needs and does not find here belongs in the Timeline, the
     GPU         busy SMs (busy), block residency (blocks, block_slots on use)
 
 Columns are the Timeline's own arrays, not copies: building a drawing costs its names (one per
-SM, per lane that shows something, per launch drawn) and two reductions over the rows.
+SM, per launch drawn, per (launch, group) of the lanes that show something: a lane's name is
+made from those parts when a writer asks, so millions of lanes hold a word each) and a few
+reductions over the rows.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from .timeline import (  # noqa: F401 (what writers take with a drawing: its con
     LEVELS,
     OCCUPANCY_RANK,
     SUMMARY_RANK0,
+    LaneNames,
     Timeline,
     assign_slots,
     block_slots,
@@ -42,7 +45,7 @@ from .timeline import (  # noqa: F401 (what writers take with a drawing: its con
     overlap_name,
 )
 
-__all__ = ["Drawing", "Focus", "Lanes", "drawing_of", "as_drawing"]
+__all__ = ["Drawing", "Focus", "LaneNames", "Lanes", "drawing_of", "as_drawing"]
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ class Lanes:
     hi: np.ndarray  # latest time of each lane
     initialized: np.ndarray  # bool: the lane ran
     rank: np.ndarray  # order among its SM's tracks (counters: OCCUPANCY_RANK, SUMMARY_RANK0 + id)
-    names: list[str]  # the name of each lane with a slice or a mark; '' for the others
+    names: LaneNames  # names[g]: lane g's name, for each lane with a slice or a mark
     packed: bool  # the lanes are packed slots ('slot 3'): their overlap tracks are numbered
     # Each lane's key in the trace: its launch (capture), block, group and SM id.
     capture: np.ndarray
@@ -186,12 +189,9 @@ def drawing_of(tl: Timeline) -> Drawing:
         "drop": np.concatenate([np.zeros(len(um_lane), bool), np.ones(len(d_lane), bool)]),
     }
 
-    # Lanes: a name for each lane with a slice or a mark.
+    # Lanes: a name for each lane with a slice or a mark (made when a writer asks).
     shows = np.bincount(ev_lane, minlength=nl) + np.bincount(marks["lane"], minlength=nl)
-    named = np.flatnonzero(shows)
-    names = [""] * nl
-    for g, name in zip(named.tolist(), tl.lane_names(named), strict=True):
-        names[g] = name
+    names = tl.lane_names(np.flatnonzero(shows))
     lane_data = Lanes(
         sm=tl.lane_sm_index,
         lo=tl.lane_lo,

@@ -121,30 +121,30 @@ class Timeline:
         """'block 3 · producer'; with several captures the launch comes first, since an SM's
         track holds the lanes of every launch: 'gemm · block 3', 'gemm (launch 2) · block 3'.
         Level k > 0: the lane's k-th '(overlap)' track (overlap_name)."""
-        return overlap_name(self.lane_names([row])[0], level, self.lane_labels is not None)
+        return overlap_name(self.lane_names([row])[row], level, self.lane_labels is not None)
 
-    def lane_names(self, rows) -> list[str]:
-        """lane_name(row) of each of `rows` (lanes-table rows), in one pass: a launch's name and
-        a (launch, group)'s label are made once, however many lanes share them."""
+    def lane_names(self, rows) -> LaneNames:
+        """The names of the lanes `rows` (lanes-table rows), in one pass: a launch's name and a
+        (launch, group)'s label are made once, however many lanes share them."""
         rows = np.asarray(rows, np.int64)
+        nl = len(self.trace.lanes["lane"])
+        part = np.full(nl, -1, np.int32 if nl < 2**31 else np.int64)
         if self.lane_labels is not None:
-            labels = self.lane_labels
-            return [labels[r] for r in rows.tolist()]
+            part[rows] = rows
+            return LaneNames(self.lane_labels, [], part, None)
         t, lanes = self.trace, self.trace.lanes
         cap = lanes["capture"][rows].astype(np.int64)
         grp = lanes["group"][rows].astype(np.int64)
         width = int(grp.max(initial=0)) + 1
         pairs, which = np.unique(cap * width + grp, return_inverse=True)
+        part[rows] = which.reshape(-1)
         several = len(t.kernels) > 1
         heads, tails = [], []
         for k in pairs.tolist():
             c, g = divmod(k, width)
             heads.append(f"{t.capture_name(c)} · block " if several else "block ")
             tails.append(t.group_suffix(c, g))
-        return [
-            f"{heads[i]}{b}{tails[i]}"
-            for i, b in zip(which.reshape(-1).tolist(), lanes["block"][rows].tolist(), strict=True)
-        ]
+        return LaneNames(heads, tails, part, lanes["block"])
 
     def launch_name(self, capture: int) -> str:
         return self.trace.capture_name(capture)
@@ -219,6 +219,30 @@ class Timeline:
         """Rank of a lane among its SM's tracks: lanes-table order, which is capture, block,
         group; counters come before (OCCUPANCY_RANK, SUMMARY_RANK0 + event id)."""
         return int(row)
+
+
+@dataclass(frozen=True, eq=False)
+class LaneNames:
+    """Lane names held as their parts, made when asked: lane g's name is
+    heads[part[g]] + block[g] + tails[part[g]] ('gemm · block ' 3 ' · producer'), or, where
+    `block` is None (packed slots), heads[part[g]] whole. A lane holds a part number, not a
+    string: millions of lanes cost a word each."""
+
+    heads: list[str]
+    tails: list[str]
+    part: np.ndarray  # per lanes-table row; -1: a lane not named
+    block: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.part)
+
+    def __getitem__(self, lane: int) -> str:
+        p = int(self.part[lane])
+        if p < 0:
+            raise KeyError(f"lane {lane} was not named")
+        if self.block is None:
+            return self.heads[p]
+        return f"{self.heads[p]}{int(self.block[lane])}{self.tails[p]}"
 
 
 def overlap_name(label: str, level: int, packed: bool = False) -> str:

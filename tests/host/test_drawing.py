@@ -186,9 +186,18 @@ def test_lane_names_are_lane_name():
     for options in ({}, {"pack": True}):
         tl = timeline(trace, **options)
         rows = np.arange(len(tl.trace.lanes["lane"]))
-        assert tl.lane_names(rows) == [tl.lane_name(int(g)) for g in rows]
-    names = timeline(nested_trace()).lane_names([0, 1, 2])
-    assert names[:2] == ["block 0 · producer", "block 0 · consumer"]
+        names = tl.lane_names(rows)
+        assert [names[g] for g in rows] == [tl.lane_name(int(g)) for g in rows]
+    names = timeline(nested_trace()).lane_names([0, 1, 3])
+    assert [names[0], names[1], names[3]] == [
+        "block 0 · producer",
+        "block 0 · consumer",
+        "block 1 · consumer",
+    ]
+    # A lane holds a part number; its name's parts are made once per (launch, group).
+    assert len(names.heads) == 2 and names.part.dtype == np.int32
+    with pytest.raises(KeyError):
+        names[2]
 
 
 def test_writers_import_the_drawing_not_the_timeline():
