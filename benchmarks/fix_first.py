@@ -336,6 +336,7 @@ def run_slow_rank(reps: int, repeats: int, out_dir: str) -> dict | None:
     all, then every rank times the planted and the fixed step (an all-reduce after each)."""
     import torch
     import torch.distributed as dist
+
     from sm_profiler import load
     from sm_profiler.report.advise import advise
 

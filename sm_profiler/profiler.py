@@ -346,30 +346,13 @@ class SmProfiler:
         self._require_enabled("save")
         save_many(self.captures(), path)
 
-    def plot(
-        self,
-        path: str | os.PathLike,
-        *,
-        width_in: float = 14.0,
-        dpi: int = 100,
-        colors: dict[str, str] | None = None,
-        title: str | None = None,
-        max_vector: int = 50_000,
-        capture: int | None = None,
-    ) -> str:
-        """sm_profiler.export.plot.plot of `decode()`: the SM occupancy picture; returns the path."""
+    def plot(self, path: str | os.PathLike, **options) -> str:
+        """sm_profiler.export.plot.plot of `decode()`: the SM occupancy picture; returns the path.
+        `options` are sm_profiler.export.plot.figure's keywords (width_in, dpi, colors, title,
+        max_vector, capture)."""
         from .export.plot import plot
 
-        return plot(
-            self.decode(),
-            path,
-            width_in=width_in,
-            dpi=dpi,
-            colors=colors,
-            title=title,
-            max_vector=max_vector,
-            capture=capture,
-        )
+        return plot(self.decode(), path, **options)
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -1,9 +1,12 @@
 """Trace exporters: native Perfetto protobuf and Chrome JSON, chosen by name or file extension.
 
-Data flows one way: a decoded `TraceData` -> its `Timeline` (sm_profiler.trace.timeline: every track,
-its order, name and contents, built here with the user's options) -> a writer that only
-serialises it (perfetto.py, with protobuf.py's encoding; chrome.py). A new output format is a
-new writer module taking a Timeline. Nothing here imports from the device side.
+Data flows one way: a decoded `TraceData` -> its `Timeline` (sm_profiler.trace.timeline: every
+track, its order, name and contents, built here with the user's options) -> its `Drawing`
+(sm_profiler.trace.drawing: the same as plain data, names as strings and rows as numpy columns,
+taken from the Timeline once) -> a writer that reads only the drawing and serialises it
+(perfetto.py, with protobuf.py's encoding; chrome.py; plot.py draws one per launch; merge.py
+hands one per rank to the same writers). A writer given a Timeline draws it first. A new output
+format is a new writer module taking a Drawing. Nothing here imports from the device side.
 """
 
 from __future__ import annotations

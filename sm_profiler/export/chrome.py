@@ -13,12 +13,16 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ConfigError
-from ..trace.model import RANGE, kernel_names
-from ..trace.timeline import LEVELS, Timeline, assign_slots, require
+from ..trace.drawing import LEVELS, Drawing, as_drawing, assign_slots
+from ..trace.model import RANGE
+
+if TYPE_CHECKING:
+    from ..trace.timeline import Timeline
 
 # Merged ranks' pids: from PID_BASE up, rank after rank; each rank takes as many ids as its
 # trace uses, so no rank's ids reach into the next one's however many lanes.
@@ -26,7 +30,9 @@ PID_BASE = 0x7000_0000
 MAX_ID = (1 << 31) - 1  # Chrome JSON pids and tids are read as int32
 
 
-def write_chrome_json(tl: Timeline, path: str | os.PathLike, compress: bool = False) -> None:
+def write_chrome_json(
+    tl: Drawing | Timeline, path: str | os.PathLike, compress: bool = False
+) -> None:
     write_json_bytes(encode_json(to_chrome_json(tl)), path, compress)
 
 
@@ -41,17 +47,20 @@ def write_json_bytes(data: bytes, path: str | os.PathLike, compress: bool = Fals
         f.write(data)
 
 
-def to_chrome_json(tl: Timeline) -> dict:
-    """The timeline as Chrome JSON: one process per SM (its order and names from the timeline,
-    as process_sort_index / thread_sort_index), one thread per lane, a "launches" process."""
-    trace = require(tl, "Chrome JSON", "to_chrome_json").trace
-    lanes, ev, um = trace.lanes, trace.events, trace.unmatched
-    t0 = trace.start_ns
-    ev_lane, um_lane = tl.ev_lane, tl.um_lane
-    nl = len(lanes["lane"])
+def to_chrome_json(tl: Drawing | Timeline) -> dict:
+    """The drawing (or the Timeline's) as Chrome JSON: one process per SM (its order and names
+    from the timeline, as process_sort_index / thread_sort_index), one thread per lane, a
+    "launches" process."""
+    d = as_drawing(tl, "Chrome JSON", "to_chrome_json")
+    lanes, ev, marks = d.lanes, d.slices, d.marks
+    t0 = d.start_ns
+    ev_lane = ev["lane"]
+    nl = len(lanes)
+    is_mark = ~marks["drop"]  # an unmatched record's mark; a drop mark needs its lane's thread
+    um_lane = marks["lane"][is_mark]
     has_rows = np.bincount(ev_lane, minlength=nl) + np.bincount(um_lane, minlength=nl) > 0
-    sms = tl.sms
-    pid_of_lane = tl.lane_sm_index + 1
+    sms = d.sms
+    pid_of_lane = lanes.sm + 1
     kernels_pid = len(sms) + 1
     tid0 = kernels_pid + 1
 
@@ -60,11 +69,11 @@ def to_chrome_json(tl: Timeline) -> dict:
 
     out: list[dict] = []
     for i in range(len(sms)):
-        out.append(_meta("process_name", i + 1, 0, {"name": tl.sm_name(i)}))
+        out.append(_meta("process_name", i + 1, 0, {"name": d.sm_names[i]}))
         out.append(_meta("process_sort_index", i + 1, 0, {"sort_index": i}))
 
     # Lanes: one thread per (lane, overlap level); partial overlaps go to an extra thread.
-    level = tl.event_levels()
+    level = d.levels
     thread_key = ev_lane.astype(np.int64) * LEVELS + level
     keys = np.unique(
         np.concatenate(
@@ -81,16 +90,16 @@ def to_chrome_json(tl: Timeline) -> dict:
             tid, extra = extra, extra + 1
         tid_of[k] = tid
         pid = int(pid_of_lane[g])
-        out.append(_meta("thread_name", pid, tid, {"name": tl.lane_name(g, lv)}))
+        out.append(_meta("thread_name", pid, tid, {"name": lanes.track_name(g, lv)}))
         out.append(
-            _meta("thread_sort_index", pid, tid, {"sort_index": tl.lane_rank(g) * LEVELS + lv})
+            _meta("thread_sort_index", pid, tid, {"sort_index": int(lanes.rank[g]) * LEVELS + lv})
         )
     tid_arr = np.array([tid_of[k] for k in thread_key.tolist()], np.int64)
 
-    names = {e: trace.event_name(e) for e in np.unique(ev["event"]).tolist()}
+    names = d.slice_names
     ts, dur = us(ev["start_ns"]), (ev["end_ns"] - ev["start_ns"]) / 1e3
     is_range = ev["kind"] == RANGE
-    for e, r, p, t, s, d in zip(
+    for e, r, p, t, s, du in zip(
         ev["event"].tolist(),
         is_range.tolist(),
         pid_of_lane[ev_lane].tolist(),
@@ -100,43 +109,32 @@ def to_chrome_json(tl: Timeline) -> dict:
         strict=True,
     ):
         if r:
-            out.append({"name": names[e], "ph": "X", "pid": p, "tid": t, "ts": s, "dur": d})
+            out.append({"name": names[e], "ph": "X", "pid": p, "tid": t, "ts": s, "dur": du})
         else:
             out.append({"name": names[e], "ph": "i", "s": "t", "pid": p, "tid": t, "ts": s})
-    for e, k, g, s in zip(
-        um["event"].tolist(),
-        um["kind"].tolist(),
-        um_lane.tolist(),
-        us(um["time_ns"]).tolist(),
+    # Marks: unmatched records, then dropped records (on a lane that has a thread).
+    for g, t, n, drop in zip(
+        marks["lane"].tolist(),
+        us(marks["time_ns"]).tolist(),
+        marks["name"].tolist(),
+        marks["drop"].tolist(),
         strict=True,
     ):
-        out.append(
-            {
-                "name": tl.unmatched_name(k, e),
-                "ph": "i",
-                "s": "t",
-                "pid": int(pid_of_lane[g]),
-                "tid": tid_of[g * LEVELS],
-                "ts": s,
-            }
-        )
-    d_lanes, d_at, d_labels = tl.drop_marks()
-    for g, t, label in zip(d_lanes.tolist(), us(d_at).tolist(), d_labels, strict=True):
         key = g * LEVELS
-        if key not in tid_of:
+        if drop and key not in tid_of:
             continue
         out.append(
             {
-                "name": label,
+                "name": d.mark_names[n],
                 "ph": "i",
                 "s": "t",
                 "pid": int(pid_of_lane[g]),
                 "tid": tid_of[key],
-                "ts": float(t),
+                "ts": t,
             }
         )
 
-    occ = tl.occupancy
+    occ = d.occupancy
     for p, s, v in zip(
         (occ["sm_index"] + 1).tolist(),
         us(occ["time_ns"]).tolist(),
@@ -145,8 +143,8 @@ def to_chrome_json(tl: Timeline) -> dict:
     ):
         out.append({"name": "resident blocks", "ph": "C", "pid": p, "ts": s, "args": {"blocks": v}})
 
-    if tl.summary is not None:
-        sm = tl.summary
+    if d.summary is not None:
+        sm = d.summary
         for i, e, ts, v in zip(
             sm["sm_index"].tolist(),
             sm["event"].tolist(),
@@ -156,7 +154,7 @@ def to_chrome_json(tl: Timeline) -> dict:
         ):
             out.append(
                 {
-                    "name": tl.summary_name(e),
+                    "name": d.summary_names[e],
                     "ph": "C",
                     "pid": i + 1,
                     "ts": ts,
@@ -167,16 +165,16 @@ def to_chrome_json(tl: Timeline) -> dict:
     out.append(_meta("process_name", kernels_pid, 0, {"name": "launches"}))
     out.append(_meta("process_sort_index", kernels_pid, 0, {"sort_index": -1}))
     ktid = extra
-    L = tl.launches
-    spans = zip(L["capture"].tolist(), L["start_ns"].tolist(), L["end_ns"].tolist(), strict=True)
-    for r, (c, k_lo, k_hi) in enumerate(spans):
-        k = int(tl.launch_track[r])
+    L = d.launches
+    track_names = [name for name, _ in d.launch_tracks]
+    spans = zip(L["track"].tolist(), L["start_ns"].tolist(), L["end_ns"].tolist(), strict=True)
+    for r, (k, k_lo, k_hi) in enumerate(spans):
         tid = ktid + k
-        out.append(_meta("thread_name", kernels_pid, tid, {"name": tl.launch_track_names[k]}))
+        out.append(_meta("thread_name", kernels_pid, tid, {"name": track_names[k]}))
         ts, dur = float(us(k_lo)), (k_hi - k_lo) / 1e3
-        name = tl.launch_name(c)
+        name = d.launch_names[r]
         out.append({"name": name, "ph": "X", "pid": kernels_pid, "tid": tid, "ts": ts, "dur": dur})
-        cut = tl.cut_name(r)
+        cut = d.launch_cuts.get(r)
         if cut is not None:
             out.append({"name": cut, "ph": "i", "s": "t", "pid": kernels_pid, "tid": tid, "ts": ts})
     return {
@@ -184,10 +182,10 @@ def to_chrome_json(tl: Timeline) -> dict:
         "displayTimeUnit": "ns",
         "otherData": {
             "start_ns": t0,
-            "emulated": trace.emulated,
-            "dropped_records": trace.dropped_total,
-            "kernels": kernel_names(trace.kernels),
-            "notes": tl.notes,
+            "emulated": d.emulated,
+            "dropped_records": d.dropped_total,
+            "kernels": d.kernel_names,
+            "notes": d.notes,
         },
     }
 
@@ -200,24 +198,26 @@ def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
 
 
 def ranks_json(
-    ranks: list[tuple[int, Timeline]],
+    ranks: list[tuple[int, Drawing | Timeline]],
     base_ns: int,
     doc: dict | None = None,
     other: dict | None = None,
     **keys,
 ) -> dict:
-    """Chrome JSON of several ranks' timelines on one time axis, µs since `base_ns`: each rank's
+    """Chrome JSON of several ranks' drawings on one time axis, µs since `base_ns`: each rank's
     processes named `GPU r · SM s`, their pids and tids after the previous rank's, from
-    PID_BASE, and `sm_profiler_dropped_records` (total and per rank). Added after the rows of `doc` (another trace, e.g. torch.profiler's, kept as it
-    is; default an empty trace); `other`: {rank: kernels we did not record} drawn on the rank's
-    SM processes (other_kernel_events); `keys` are set on the document."""
+    PID_BASE, and `sm_profiler_dropped_records` (total and per rank). Added after the rows of
+    `doc` (another trace, e.g. torch.profiler's, kept as it is; default an empty trace);
+    `other`: {rank: kernels we did not record} drawn on the rank's SM processes
+    (other_kernel_events); `keys` are set on the document."""
+    ranks = [(r, as_drawing(d, "Chrome JSON", "to_chrome_json")) for r, d in ranks]
     events: list[dict] = []
     off = PID_BASE
-    for r, tl in ranks:
-        evs, used = rank_events(tl, r, base_ns, off)
+    for r, d in ranks:
+        evs, used = rank_events(d, r, base_ns, off)
         events += evs
         if other and r in other:
-            more, extra = other_kernel_events(tl, other[r], base_ns, off, off + used)
+            more, extra = other_kernel_events(d, other[r], base_ns, off, off + used)
             events += more
             used += extra
         off += used
@@ -229,13 +229,15 @@ def ranks_json(
     if doc is None:
         doc = {"traceEvents": [], "displayTimeUnit": "ns"}
     # What each rank's buffers dropped, as to_chrome_json's otherData says it of one trace.
-    per_rank = {str(r): int(tl.trace.dropped_total) for r, tl in ranks}
+    per_rank = {str(r): d.dropped_total for r, d in ranks}
     dropped = {"total": sum(per_rank.values()), "per_rank": per_rank}
     keys = {"sm_profiler_dropped_records": dropped, **keys}
     return dict(doc, traceEvents=list(doc["traceEvents"]) + events, **keys)
 
 
-def rank_events(tl: Timeline, rank: int, base_ns: int, off: int) -> tuple[list[dict], int]:
+def rank_events(
+    tl: Drawing | Timeline, rank: int, base_ns: int, off: int
+) -> tuple[list[dict], int]:
     """to_chrome_json's events of `tl`, moved to µs since base_ns, with rank-prefixed processes
     whose pids and tids start at `off`; and how many ids they take."""
     doc = to_chrome_json(tl)
@@ -261,18 +263,18 @@ OTHER_KERNELS = "other kernels (CUPTI)"
 
 
 def other_kernel_events(
-    tl: Timeline, kernels: dict, base_ns: int, pid_off: int, tid_off: int
+    d: Drawing, kernels: dict, base_ns: int, pid_off: int, tid_off: int
 ) -> tuple[list[dict], int]:
     """Slices of kernels we did not record (torch's CUPTI rows, sm_profiler.report.coverage
     .unseen_kernels) on the SM processes rank_events laid out at `pid_off`: kernel k on the
-    first kernels["n_sms"][k] SMs of kernels["sms"] (SM ids of `tl.sms`), in a thread
+    first kernels["n_sms"][k] SMs of kernels["sms"] (SM ids of `d.sms`), in a thread
     'other kernels (CUPTI)' above each SM's own, one more per level of kernels that overlap
     (concurrent streams). Thread ids from `tid_off`; returns the events and the ids taken."""
     start, end = np.asarray(kernels["start_ns"]), np.asarray(kernels["end_ns"])
     n_sms = np.asarray(kernels["n_sms"])
     if not len(start):
         return [], 0
-    pids = (pid_off + np.searchsorted(tl.sms, kernels["sms"]) + 1).tolist()
+    pids = (pid_off + np.searchsorted(d.sms, kernels["sms"]) + 1).tolist()
     width = len(pids)
     level, _ = assign_slots(np.zeros(len(start), np.int64), start, end, 1)  # sorted by start
     levels = int(level.max()) + 1
@@ -288,7 +290,7 @@ def other_kernel_events(
     rows = zip(
         kernels["name"], kernels["args"], ts, dur, n_sms.tolist(), level.tolist(), strict=True
     )
-    for name, args, t, d, n, lv in rows:
+    for name, args, t, du, n, lv in rows:
         for j in range(n):
             out.append(
                 {
@@ -297,7 +299,7 @@ def other_kernel_events(
                     "pid": pids[j],
                     "tid": tid_off + lv * width + j,
                     "ts": t,
-                    "dur": d,
+                    "dur": du,
                     "args": args,
                 }
             )

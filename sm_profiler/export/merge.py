@@ -34,6 +34,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import CaptureError, ConfigError, FormatError
+from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, with_sms
 from ..wire.capture import Capture, captures_of  # noqa: F401 (merge.captures_of, as before)
@@ -167,6 +168,11 @@ def _timelines(ranks) -> list[tuple[int, Timeline]]:
     return [
         (r, build(parts[0] if len(parts) == 1 else TraceData.concat(parts))) for r, parts in ranks
     ]
+
+
+def _drawings(timelines: list[tuple[int, Timeline]]) -> list[tuple[int, Drawing]]:
+    """What the writers draw of each rank's timeline (trace.drawing), built once."""
+    return [(r, drawing_of(tl)) for r, tl in timelines]
 
 
 PERFETTO_SUFFIXES = (".perfetto-trace", ".pftrace")
@@ -317,32 +323,32 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     check_writable(path)
     ranks, info = align_ranks(sources, align)
     base = _base_ns(ranks)
-    timelines = _timelines(ranks)
+    drawings = _drawings(_timelines(ranks))
     if name.endswith(PERFETTO_SUFFIXES):
-        _write_perfetto(timelines, path, info)
+        _write_perfetto(drawings, path, info)
         return info
     other = {"base_ns": base, "sm_profiler_alignment": info}
-    doc = ranks_json(timelines, base, otherData=other)
+    doc = ranks_json(drawings, base, otherData=other)
     _write_json(doc, path)
     return info
 
 
-def _write_perfetto(timelines: list[tuple[int, Timeline]], path, info: dict) -> None:
-    """The ranks' timelines as one Perfetto trace, saying in each root's description how they
+def _write_perfetto(drawings: list[tuple[int, Drawing]], path, info: dict) -> None:
+    """The ranks' drawings as one Perfetto trace, saying in each root's description how they
     were aligned and what each rank's buffers dropped (as the JSON's keys say)."""
     from ..paths import atomic_output
     from .perfetto import iter_ranks_chunks
 
-    dropped = {r: int(tl.trace.dropped_total) for r, tl in timelines}
+    dropped = {r: d.dropped_total for r, d in drawings}
     about = [
-        f"{len(timelines)} rank{'s' if len(timelines) != 1 else ''} on one time axis, aligned "
+        f"{len(drawings)} rank{'s' if len(drawings) != 1 else ''} on one time axis, aligned "
         f"by {info['method']}",
         f"records dropped: {sum(dropped.values()):,} ("
         + ", ".join(f"rank {r}: {n:,}" for r, n in dropped.items())
         + ")",
     ]
     with atomic_output(path) as tmp, open(tmp, "wb") as f:
-        for chunk in iter_ranks_chunks(timelines, about):
+        for chunk in iter_ranks_chunks(drawings, about):
             f.write(chunk)
 
 
@@ -538,7 +544,7 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     timelines = _timelines(ranks)
     cov, other = _coverage(doc, table, ranks, timelines)
     keys = {"sm_profiler_alignment": info, "sm_profiler_coverage": cov}
-    out = ranks_json(timelines, base, doc, other=other, **keys)
+    out = ranks_json(_drawings(timelines), base, doc, other=other, **keys)
     _write_json(out, path)
     return dict(info, coverage=cov)
 

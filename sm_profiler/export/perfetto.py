@@ -4,7 +4,7 @@ The file is one trusted packet sequence (id 1); a trace of several ranks (iter_r
 each rank's such packets in turn, on the same sequence::
 
     packet        SEQ_INCREMENTAL_STATE_CLEARED + interned event names (iid 1..)
-    descriptors   the timeline's tracks (sm_profiler.trace.timeline): a root track, under it one track
+    descriptors   the timeline's tracks (sm_profiler.trace.drawing): a root track, under it one track
                   per launch (its span) and one per SM, each SM holding its "resident blocks"
                   counter and its lanes' tracks; children in explicit order (child_ordering
                   EXPLICIT + sibling_order_rank, which the Perfetto UI honours). No process or
@@ -37,11 +37,12 @@ The bytes are written by protobuf.py. Field numbers are from perfetto/protos/per
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..trace.drawing import LEVELS, SUMMARY_RANK0, Drawing, as_drawing, order_rows
 from ..trace.model import RANGE
-from ..trace.timeline import LEVELS, SUMMARY_RANK0, Timeline, order_rows, require
 from .protobuf import (
     BOOTTIME,
     CLOCK_ID,
@@ -58,6 +59,9 @@ from .protobuf import field_bytes as _fb
 from .protobuf import field_varint as _fv
 from .protobuf import varint as _varint
 
+if TYPE_CHECKING:
+    from ..trace.timeline import Timeline
+
 # Rows per encoding chunk: bounds the temporaries whatever the trace size (BENCHMARKS.md,
 # "Host", peak memory).
 CHUNK_ROWS = 1 << 17
@@ -70,20 +74,21 @@ MERGE_NONE = 2
 ROOT_UUID = 1
 
 
-def to_perfetto_bytes(tl: Timeline) -> bytes:
+def to_perfetto_bytes(tl: Drawing | Timeline) -> bytes:
     """The whole Perfetto trace of `tl` (a serialized `perfetto.protos.Trace`)."""
     return b"".join(iter_perfetto_chunks(tl))
 
 
-def iter_perfetto_chunks(tl: Timeline) -> Iterator[bytes]:
-    """The Perfetto trace of `tl` as consecutive byte strings; write them in order."""
-    yield from _Writer(require(tl, "Perfetto", "to_perfetto_bytes")).chunks()
+def iter_perfetto_chunks(tl: Drawing | Timeline) -> Iterator[bytes]:
+    """The Perfetto trace of `tl` (a Drawing, or the Timeline to draw) as consecutive byte
+    strings; write them in order."""
+    yield from _Writer(as_drawing(tl, "Perfetto", "to_perfetto_bytes")).chunks()
 
 
 def iter_ranks_chunks(
-    ranks: list[tuple[int, Timeline]], about: Sequence[str] = ()
+    ranks: list[tuple[int, Drawing | Timeline]], about: Sequence[str] = ()
 ) -> Iterator[bytes]:
-    """One Perfetto trace of several ranks' timelines, already on one time axis (sm_profiler
+    """One Perfetto trace of several ranks' drawings, already on one time axis (sm_profiler
     .merge), as consecutive byte strings: per rank a root 'GPU r  · kernels' (its busy SMs, its
     launches) and its SMs 'GPU r · SM s', GPU by GPU and SM by SM in the UI's order (names
     sort so; a rank number is padded to the widest). The trace opens on the first rank's span;
@@ -95,8 +100,10 @@ def iter_ranks_chunks(
     the clock at one time, the ranks' earliest, where a single trace snapshots each lane's."""
     width = max((len(str(r)) for r, _ in ranks), default=1)
     writers = [
-        _Writer(require(tl, "Perfetto", "to_perfetto_bytes"), f"GPU {str(r).rjust(width)}", i << 40)
-        for i, (r, tl) in enumerate(ranks)
+        _Writer(
+            as_drawing(d, "Perfetto", "to_perfetto_bytes"), f"GPU {str(r).rjust(width)}", i << 40
+        )
+        for i, (r, d) in enumerate(ranks)
     ]
     origin = min((w.origin for w in writers), default=0)
     opens = next((w for w in writers if w._window()), None)
@@ -114,33 +121,32 @@ ENCODE_EVENTS = 1 << 16
 
 
 class _Writer:
-    """The packets of one timeline. `label` ('GPU 3') and `uuid_base` place it in a trace of
+    """The packets of one drawing. `label` ('GPU 3') and `uuid_base` place it in a trace of
     several (iter_ranks_chunks): its root and SM tracks named after the label, its uuids from
     the base."""
 
-    def __init__(self, tl: Timeline, label: str | None = None, uuid_base: int = 0):
-        self.tl = tl
-        trace = self.trace = tl.trace
-        self.nl = len(trace.lanes["lane"])
-        self.ev_lane = tl.ev_lane
-        self.lo, self.hi = tl.lane_lo, tl.lane_hi
+    def __init__(self, d: Drawing, label: str | None = None, uuid_base: int = 0):
+        self.d = d
+        self.nl = len(d.lanes)
+        self.ev_lane = d.slices["lane"]
+        self.lo, self.hi = d.lanes.lo, d.lanes.hi
         self.label = label
         self._names()
         self._extras()
         self._lane_index()
-        self.sms = tl.sms
+        self.sms = d.sms
         # Times are written from the origin; every block's clock snapshot is at ref0, or at the
         # lane's earliest time for a lane's block (unless one_ref: see iter_ranks_chunks).
         self.used = used = self.rows_per_lane > 0
-        live = self.lo[used | trace.lanes["initialized"].astype(bool)]
+        live = self.lo[used | d.lanes.initialized]
         self.ref0 = int(live.min()) if len(live) else 0
-        self.origin = min(int(trace.start_ns), self.ref0)
+        self.origin = min(d.start_ns, self.ref0)
         self.one_ref = False
         self.window = True  # the span the UI opens on (one writer's, in a trace of several)
         self.about: list[str] = []  # more lines for the root's description
         # uuids: the root, one per launch, one per SM (its counter), then one per lane (its
         # row in the lanes table), then overlap tracks as they come.
-        n_launch, n_sm = len(tl.launches["capture"]), len(self.sms)
+        n_launch, n_sm = len(d.launches["start_ns"]), len(self.sms)
         self.root_uuid = uuid_base + ROOT_UUID
         self.launch_uuid0 = self.root_uuid + 1
         self.sm_uuid0 = self.launch_uuid0 + n_launch
@@ -150,38 +156,26 @@ class _Writer:
 
     # names: iid 1.. for event names, unmatched/dropped labels and kernel names
     def _names(self):
-        t = self.trace
+        d = self.d
         names: dict[str, int] = {}
 
         def iid(name: str) -> int:
             return names.setdefault(name, len(names) + 1)
 
-        ev_ids = t.events["event"]
-        um = t.unmatched
-        top = max([int(a.max()) for a in (ev_ids, um["event"]) if len(a)], default=0)
+        top = max(d.slice_names, default=0)
         self.ev_iid = np.zeros(top + 1, np.uint64)
-        for e in np.flatnonzero(np.bincount(ev_ids, minlength=1)):
-            self.ev_iid[e] = iid(t.event_name(e))
-        self.um_iid = np.zeros((3, top + 1), np.uint64)
-        if len(um["event"]):
-            key = np.unique(um["kind"].astype(np.int64) * (top + 1) + um["event"])
-            for k in key.tolist():
-                kind, e = divmod(k, top + 1)
-                self.um_iid[kind, e] = iid(self.tl.unmatched_name(kind, e))
+        for e, name in d.slice_names.items():
+            self.ev_iid[e] = iid(name)
+        self.mark_iid = np.array([iid(name) for name in d.mark_names], np.uint64)
         self.iid = iid
         self.names = names
 
     # unmatched records and dropped counts become instants on their lane
     def _extras(self):
-        t = self.trace
-        um = t.unmatched
-        dl, at, labels = self.tl.drop_marks()
-        d_iid = np.array([self.iid(name) for name in labels], np.uint64)
-        lane = np.concatenate([self.tl.um_lane, dl])
-        time = np.concatenate([um["time_ns"].astype(np.int64), at])
-        iids = np.concatenate([self.um_iid[um["kind"].astype(np.int64), um["event"]], d_iid])
-        order = np.argsort(lane, kind="stable")
-        self.x_lane, self.x_time, self.x_iid = lane[order], time[order], iids[order]
+        m = self.d.marks
+        order = np.argsort(m["lane"], kind="stable")
+        self.x_lane, self.x_time = m["lane"][order], m["time_ns"][order]
+        self.x_iid = self.mark_iid[m["name"][order]]
 
     def _lane_index(self):
         ev_lane = self.ev_lane
@@ -208,15 +202,15 @@ class _Writer:
         # Top level: the root (GPU-wide 'busy SMs', the launches under it), then one track per
         # SM, each its 'resident blocks' counter with its lanes under it. The UI opens top-level
         # tracks collapsed, showing their own counter, and orders them by name (sm_sort_name).
-        tl = self.tl
+        d = self.d
         used, ref0, root_uuid = self.used, self.ref0, self.root_uuid
         about = _fb(14, "\n".join(self._about()))  # shown by the track's help
         share = _fb(8, _fb(7, "resident blocks"))  # CounterDescriptor.y_axis_share_key
         root = _fv(1, root_uuid) + _fb(2, self._root_name()) + about + _fb(8, b"")
         root += _fv(11, EXPLICIT)
         # A descriptor goes once: with its counter's block, or here when it has no counter.
-        occ = tl.occupancy
-        busy = tl.busy
+        occ = d.occupancy
+        busy = d.busy
         with_counter = set(np.unique(occ["sm_index"]).tolist())
         head = [] if len(busy["time_ns"]) else [packet(_fb(60, root))]
         sm_desc = []
@@ -251,7 +245,7 @@ class _Writer:
         yield self._interned_update()
         yield b"".join(head)
         yield self._encode_blocks(blocks, ref0)
-        if tl.summary is not None:
+        if d.summary is not None:
             yield self._encode_blocks(self._summary_blocks(ref0), ref0, double=True)
 
         # Lanes: in order of reference time, in chunks of about CHUNK_ROWS rows.
@@ -269,29 +263,23 @@ class _Writer:
         """The root's name; in a trace of several, 'GPU 3  · gemm, ...': a space more than its
         SMs' names have before the '·' puts it above them (the UI orders top-level tracks by
         name and shows runs of spaces as one)."""
-        name = self.tl.root_name
+        name = self.d.root_name
         if self.label is None:
             return name
         kernels = name.partition(": ")[2]
         return f"{self.label}  · {kernels}" if kernels else self.label
 
     def _sm_name(self, i: int) -> str:
-        name = sm_sort_name(self.tl, i)
+        name = sm_sort_name(self.d, i)
         return name if self.label is None else f"{self.label} · {name}"
 
     def _about(self) -> list[str]:
         """The root's description: the timeline's notes, the time origin, the launch in view."""
-        tl = self.tl
-        lines = [*tl.notes, *self.about]
+        d = self.d
+        lines = [*d.notes, *self.about]
         lines.append(f"times are ns from the profile's start: %globaltimer {self.origin} ns")
-        if tl.focus_ns is not None:
-            lines.append(f"opens on {tl.focus_label}; zoom out (or press w/s) for the rest")
-        elif tl.focus is not None and len(tl.launches["capture"]) > 1:
-            c = int(tl.launches["capture"][tl.focus])
-            lines.append(
-                f"opens on {tl.launch_name(c)}, the longest launch; zoom out (or "
-                "press w/s) for the others"
-            )
+        if d.focus is not None:
+            lines.append(f"opens on {d.focus.label}; zoom out (or press w/s) for {d.focus.rest}")
         return lines
 
     def _window(self) -> bytes:
@@ -299,13 +287,10 @@ class _Writer:
         on the trace's bounds clipped to the tracing_started / tracing_disabled service events
         (metadata tracing_started_ns / tracing_disabled_ns); they go on a sequence of their own
         with trace-clock timestamps."""
-        tl = self.tl
-        if tl.focus_ns is not None:
-            lo, hi = (int(x) - self.origin for x in tl.focus_ns)
-        elif tl.focus is None or len(tl.launches["capture"]) < 2:
+        focus = self.d.focus
+        if focus is None:
             return b""
-        else:
-            lo, hi = (int(tl.launches[k][tl.focus]) - self.origin for k in ("start_ns", "end_ns"))
+        lo, hi = focus.start_ns - self.origin, focus.end_ns - self.origin
         pad = max(1, (hi - lo) // 50)
         lo, hi = max(0, lo - pad), hi + pad
 
@@ -317,16 +302,16 @@ class _Writer:
     def _launch_blocks(self) -> list:
         """One block per launch track of the timeline, its launches in time order, each a slice
         after the mark of the host gap cut before it (if one was)."""
-        tl = self.tl
-        L = tl.launches
+        d = self.d
+        L, names, cuts = d.launches, d.launch_names, d.launch_cuts
         out = []
-        for k, (name, rows) in enumerate(tl.launch_tracks()):
+        for k, (name, rows) in enumerate(d.launch_tracks):
             u = self.launch_uuid0 + k
             desc = _fv(1, u) + _fv(5, self.root_uuid) + _fb(2, name) + _fv(12, k)
             desc += _fv(15, MERGE_NONE)
-            if not tl.cuts:  # no cut marks: each launch a slice, its columns at once
+            if not cuts:  # no cut marks: each launch a slice, its columns at once
                 m = len(rows)
-                labels = [self.iid(tl.launch_name(c)) for c in L["capture"][rows].tolist()]
+                labels = [self.iid(names[r]) for r in rows.tolist()]
                 times = np.empty(2 * m, np.int64)
                 times[0::2], times[1::2] = L["start_ns"][rows], L["end_ns"][rows]
                 iids = np.zeros(2 * m, np.uint64)
@@ -337,8 +322,8 @@ class _Writer:
             times, types, iids = [], [], []
             for r in rows.tolist():
                 lo, hi = int(L["start_ns"][r]), int(L["end_ns"][r])
-                label = self.iid(tl.launch_name(int(L["capture"][r])))
-                cut = tl.cut_name(r)
+                label = self.iid(names[r])
+                cut = cuts.get(r)
                 if cut is not None:  # the host gap before this launch was cut: say so
                     times.append(lo)
                     types.append(TYPE_INSTANT)
@@ -352,7 +337,7 @@ class _Writer:
 
     def _summary_blocks(self, ref0: int) -> list:
         """One counter track per (SM, event) of the summary, under its SM after its occupancy."""
-        sm = self.tl.summary
+        sm = self.d.summary
         top = int(sm["event"].max()) + 1 if len(sm["event"]) else 1
         key = sm["sm_index"].astype(np.int64) * top + sm["event"]
         # One track per (SM, event): its samples together, in time order. The table holds each
@@ -370,7 +355,7 @@ class _Writer:
             desc = (
                 _fv(1, u)
                 + _fv(5, self.sm_uuid0 + i)
-                + _fb(2, self.tl.summary_name(e))
+                + _fb(2, self.d.summary_names[e])
                 + _fb(8, b"")
                 + _fv(12, SUMMARY_RANK0 + e)
                 + _fv(15, MERGE_NONE)
@@ -433,8 +418,7 @@ class _Writer:
         return b"".join(out)
 
     def _lane_chunk(self, lanes: np.ndarray) -> bytes:
-        t = self.trace
-        ev = t.events
+        ev = self.d.slices
         # Gather this chunk's event rows and extra instants, lane by lane.
         idx = _ranges(self.ev_first[lanes], self.ev_count[lanes])
         if self.ev_order is not None:
@@ -505,7 +489,7 @@ class _Writer:
                     1, _fv(1, BOOTTIME) + _fv(2, ref_ns)
                 )
                 clock_pk = packet(_fb(6, clocks))
-                base_name = self.tl.lane_name(g, 0).encode()
+                base_name = self.d.lanes.names[g].encode()
                 parent_f = _fv(5, self.lane_uuid0 + g)
             u = self.next_uuid
             self.next_uuid += 1
@@ -523,13 +507,13 @@ class _Writer:
     def _lane_descriptor(self, g: int, level: int) -> tuple[int, bytes]:
         """(uuid, TrackDescriptor) of lane row `g` at `level`: the lane's own track under its SM,
         ranked in the timeline's order; an overlap level under the lane's track."""
-        tl = self.tl
-        name = tl.lane_name(g, level)
+        lanes = self.d.lanes
+        name = lanes.track_name(g, level)
         if level == 0:
             u = self.lane_uuid0 + g
             self.declared.add(g)
-            parent = self.sm_uuid0 + int(tl.lane_sm_index[g])
-            rank = tl.lane_rank(g)
+            parent = self.sm_uuid0 + int(lanes.sm[g])
+            rank = int(lanes.rank[g])
             extra = _fv(11, EXPLICIT)  # its overlap tracks, by level
         else:
             u = self.next_uuid
@@ -550,13 +534,13 @@ class _Writer:
         return out
 
 
-def sm_sort_name(tl: Timeline, i: int) -> str:
+def sm_sort_name(d: Drawing, i: int) -> str:
     """SM i's name as a top-level track: the Perfetto UI sorts top-level tracks by name (SQLite
     binary order, 'SM 112' before 'SM 8'), so the number is padded with spaces on the left to
     the widest SM id; the UI's track titles collapse runs of spaces ('SM 8')."""
-    name = tl.sm_name(i)
-    width = max((len(str(int(s))) for s in tl.sms if s >= 0), default=1)
-    sm = int(tl.sms[i])
+    name = d.sm_names[i]
+    width = max((len(str(int(s))) for s in d.sms if s >= 0), default=1)
+    sm = int(d.sms[i])
     if sm < 0:
         return name
     return name.replace(f"SM {sm}", "SM " + str(sm).rjust(width), 1)

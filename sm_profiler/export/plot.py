@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ConfigError, MissingDependencyError
 from ..paths import check_writable
+from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import RANGE, TraceData
-from ..trace.timeline import build
 from ..units import format_time, time_unit
 
 BLOCK_COLOR = "#d9d9d9"
@@ -33,47 +34,38 @@ RASTER_ROWS_PER_SM = 48
 MAX_PANELS_INCHES = 300.0
 
 
-def plot(
-    trace: TraceData,
-    path: str | os.PathLike,
-    *,
-    width_in: float = 14.0,
-    dpi: int = 100,
-    colors: dict[str, str] | None = None,
-    title: str | None = None,
-    max_vector: int = 50_000,
-    capture: int | None = None,
-) -> str:
-    """Write the SM occupancy timeline of `trace` to `path` (PNG, or any format matplotlib
-    knows by the extension). Returns the path. The keywords are `figure`'s."""
-    _require_matplotlib()
-    _check_picture_format(path)
-    check_writable(path)
-    fig = figure(
-        trace,
-        width_in=width_in,
-        dpi=dpi,
-        colors=colors,
-        title=title,
-        max_vector=max_vector,
-        capture=capture,
-    )
-    fig.savefig(path, dpi=dpi)
-    return os.fspath(path)
+@dataclass(frozen=True, eq=False)
+class Panel:
+    """One launch's panel: what the picture draws of it, all it reads."""
+
+    drawing: Drawing  # the launch's timeline as data (sm_profiler.trace.drawing)
+    groups: np.ndarray  # groups per block of each capture of the drawing: a block's bands
+    title: str  # 'gemm (launch 1) · 132 blocks' (the span is added when drawn)
 
 
-def _check_picture_format(path) -> None:
-    """matplotlib picks the format from the extension and refuses an unknown one with a bare
-    ValueError after the figure is drawn: refuse it first, as export does, naming the formats."""
-    from matplotlib.backend_bases import FigureCanvasBase
+def panels(trace: TraceData, capture: int | None = None) -> list[Panel]:
+    """The panels of `trace`, one per capture (launch), or of `capture` alone: each launch's
+    drawing, built once from its timeline."""
+    caps = list(range(len(trace.kernels))) if capture is None else [capture]
+    out = []
+    for c in caps:
+        part = trace.select_capture(c)
+        k = trace.kernels[c]
+        blocks = f"{k.num_blocks} block" + ("s" if k.num_blocks != 1 else "")
+        out.append(Panel(_drawing(part), _groups(part), f"{trace.capture_name(c)} · {blocks}"))
+    return out
 
-    ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
-    known = sorted(FigureCanvasBase.get_supported_filetypes())
-    if ext and ext not in known:
-        raise ConfigError(
-            f"cannot tell the picture format of {os.fspath(path)!r} from its extension .{ext}; "
-            f"use one of {', '.join('.' + k for k in known)} (.png for the usual picture)"
-        )
+
+def _drawing(trace: TraceData) -> Drawing:
+    """The drawing of `trace`'s timeline as the picture takes it: every range (no summary), each
+    lane its own (no packing: a range's block is its lane's)."""
+    from ..trace.timeline import build
+
+    return drawing_of(build(trace, summary=False, pack=False))
+
+
+def _groups(trace: TraceData) -> np.ndarray:
+    return np.array([k.num_groups for k in trace.kernels], np.int64)
 
 
 def figure(
@@ -95,15 +87,55 @@ def figure(
     max_vector: above this many rectangles the picture is painted as an image (fast for
     millions of ranges) instead of drawn as vector rectangles.
     capture: draw only this capture.
+
+    These keywords are the picture's options everywhere: plot, SmProfiler.plot and
+    AutoProfiler.plot pass theirs on to this function.
     """
     _require_matplotlib()
+    parts = panels(trace, capture)
+    return draw_panels(parts, trace.emulated, width_in, dpi, colors, title, max_vector)
+
+
+def plot(trace: TraceData, path: str | os.PathLike, **options) -> str:
+    """Write the SM occupancy timeline of `trace` to `path` (PNG, or any format matplotlib
+    knows by the extension). Returns the path. The keywords are `figure`'s."""
+    _require_matplotlib()
+    _check_picture_format(path)
+    check_writable(path)
+    fig = figure(trace, **options)
+    fig.savefig(path, dpi=fig.dpi)
+    return os.fspath(path)
+
+
+def _check_picture_format(path) -> None:
+    """matplotlib picks the format from the extension and refuses an unknown one with a bare
+    ValueError after the figure is drawn: refuse it first, as export does, naming the formats."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    known = sorted(FigureCanvasBase.get_supported_filetypes())
+    if ext and ext not in known:
+        raise ConfigError(
+            f"cannot tell the picture format of {os.fspath(path)!r} from its extension .{ext}; "
+            f"use one of {', '.join('.' + k for k in known)} (.png for the usual picture)"
+        )
+
+
+def draw_panels(
+    parts: list[Panel],
+    emulated: bool,
+    width_in: float,
+    dpi: int,
+    colors: dict[str, str] | None,
+    title: str | None,
+    max_vector: int,
+):
+    """figure's picture of `parts` (figure's options, in its order): reads the panels alone."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    caps = list(range(len(trace.kernels))) if capture is None else [capture]
-    parts = [trace.select_capture(c) for c in caps]
-    layouts = [occupancy_layout(p) for p in parts]
+    layouts = [layout(p.drawing, p.groups) for p in parts]
     spans = [lay["t1_ns"] - lay["t0_ns"] for lay in layouts]
     unit, scale = time_unit(max(spans, default=0))
     rows = [max(len(lay["sm_ids"]), 1) for lay in layouts]
@@ -115,10 +147,11 @@ def figure(
     axes = fig.subplots(len(parts), 1, squeeze=False, height_ratios=heights)[:, 0]
 
     # One palette for every panel: an event has one color in the whole picture.
+    names = {e: n for p in parts for e, n in p.drawing.slice_names.items()}
     ev_ids = np.unique(np.concatenate([lay["ranges"]["event"] for lay in layouts])).tolist()
-    palette = _palette(trace, ev_ids, colors or {})
+    palette = _palette(names, ev_ids, colors or {})
     n_rects = sum(len(lay["ranges"]["x0"]) + len(lay["blocks"]["x0"]) for lay in layouts)
-    for ax, lay, c, span in zip(axes, layouts, caps, spans, strict=True):
+    for ax, lay, p, span in zip(axes, layouts, parts, spans, strict=True):
         _draw(
             ax,
             lay,
@@ -130,31 +163,25 @@ def figure(
             dpi,
         )
         if len(parts) > 1:
-            k = trace.kernels[c]
-            blocks = f"{k.num_blocks} block" + ("s" if k.num_blocks != 1 else "")
-            ax.set_title(
-                f"{trace.capture_name(c)} · {blocks} · span {format_time(span)}",
-                fontsize="medium",
-                loc="left",
-            )
+            ax.set_title(f"{p.title} · span {format_time(span)}", fontsize="medium", loc="left")
     several = len(parts) > 1
     since = "each launch's start" if several else "kernel start"
     axes[-1].set_xlabel(f"time from {since} ({unit})")
 
-    names = list(dict.fromkeys(p.kernels[0].name for p in parts))  # launch order, once each
+    kernels = list(dict.fromkeys(p.drawing.kernel_names[0] for p in parts))  # launch order
     heading = (
         title
         if title is not None
-        else (f"SM occupancy: {', '.join(names)}" if names else "SM occupancy")
+        else (f"SM occupancy: {', '.join(kernels)}" if kernels else "SM occupancy")
     )
-    if trace.emulated:  # kept with a title of the caller's: the picture is not GPU timing
+    if emulated:  # kept with a title of the caller's: the picture is not GPU timing
         heading += "  (emulated: host clock, SM ids emulated)"
     if several:
         fig.suptitle(heading)
     else:
         axes[0].set_title(heading)
     handles = [Patch(facecolor=BLOCK_COLOR, label="block resident")]
-    handles += [Patch(facecolor=col, label=trace.event_name(e)) for e, col in palette.items()]
+    handles += [Patch(facecolor=col, label=names[e]) for e, col in palette.items()]
     axes[0].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")
     fig.tight_layout()
     return fig
@@ -219,15 +246,19 @@ def occupancy_layout(trace: TraceData) -> dict:
     """Where everything goes, in data units (x: µs from kernel start, y: SM row), without
     matplotlib: {"sm_ids", "t0_ns", "t1_ns", "blocks": {x0,x1,y0,y1,sm,slot},
     "ranges": {x0,x1,y0,y1,event}}."""
-    # The timeline model decides which blocks were resident where (as the trace exports show).
-    tl = build(trace, summary=False)
-    b = tl.blocks
-    t0, t1 = trace.start_ns, trace.end_ns
+    return layout(_drawing(trace), _groups(trace))
+
+
+def layout(d: Drawing, groups: np.ndarray) -> dict:
+    """occupancy_layout of a drawing (which blocks were resident where, as the trace exports
+    show), `groups` per block of each of its captures."""
+    b = d.blocks
+    t0, t1 = d.start_ns, d.end_ns
     if len(b["sm"]):
         t0 = min(t0, int(b["start_ns"].min()))
         t1 = max(t1, int(b["end_ns"].max()))
-    sm_ids = tl.sms
-    row, slot, n_slots = tl.block_slots()
+    sm_ids = d.sms
+    row, slot, n_slots = d.block_slots
     band = 0.8 / n_slots if len(row) else np.zeros(0)
     # A thin gap between slots keeps two blocks resident side by side apart.
     y0 = row - 0.4 + slot * band + 0.04 * band
@@ -240,9 +271,10 @@ def occupancy_layout(trace: TraceData) -> dict:
         "slot": slot,
     }
 
-    ev = trace.events
+    ev, lanes = d.slices, d.lanes
     top = _top_level_ranges(ev)
-    cap, blk, sm = (ev[k][top].astype(np.int64) for k in ("capture", "block", "sm"))
+    lane = ev["lane"][top]
+    cap, blk, sm = (c[lane].astype(np.int64) for c in (lanes.capture, lanes.block, lanes.sm_id))
     # Find each range's block row by its (capture, block, sm) key.
     kb, ks = (
         int(max(blk.max(initial=0), b["block"].max(initial=0))) + 1,
@@ -251,9 +283,8 @@ def occupancy_layout(trace: TraceData) -> dict:
     bkey = (b["capture"] * kb + b["block"]) * ks + b["sm"]
     order = np.argsort(bkey, kind="stable")
     pos = order[np.searchsorted(bkey[order], (cap * kb + blk) * ks + sm)] if len(cap) else cap
-    groups = np.array([k.num_groups for k in trace.kernels], np.int64)[cap]
-    g = ev["group"][top].astype(np.int64)
-    sub = (blocks["y1"][pos] - blocks["y0"][pos]) / np.maximum(groups, 1)
+    g = lanes.group[lane].astype(np.int64)
+    sub = (blocks["y1"][pos] - blocks["y0"][pos]) / np.maximum(groups[cap], 1)
     ry0 = blocks["y0"][pos] + g * sub + 0.1 * sub  # a margin keeps groups and blocks apart
     ranges = {
         "x0": (ev["start_ns"][top] - t0) / 1e3,
@@ -270,7 +301,7 @@ def _top_level_ranges(ev: dict[str, np.ndarray]) -> np.ndarray:
     idx = np.flatnonzero(ev["kind"] == RANGE)
     if len(idx) == 0:
         return idx
-    lane = ev["capture"][idx].astype(np.int64) * (int(ev["lane"].max()) + 1) + ev["lane"][idx]
+    lane = ev["lane"][idx].astype(np.int64)
     s, e = ev["start_ns"][idx], ev["end_ns"][idx]
     order = np.lexsort((-e, s, lane))  # outer range first when two start together
     idx, lane, s, e = idx[order], lane[order], s[order], e[order]
@@ -327,11 +358,11 @@ def _rects(x0, x1, y0, y1) -> np.ndarray:
     return v
 
 
-def _palette(trace: TraceData, event_ids: list[int], given: dict[str, str]) -> dict[int, str]:
+def _palette(names: dict[int, str], event_ids: list[int], given: dict[str, str]) -> dict[int, str]:
     from matplotlib import colormaps
 
     cmap = colormaps["tab10" if len(event_ids) <= 10 else "tab20"]
     out = {}
     for i, e in enumerate(event_ids):
-        out[e] = given.get(trace.event_name(e), cmap(i % cmap.N))
+        out[e] = given.get(names[e], cmap(i % cmap.N))
     return out

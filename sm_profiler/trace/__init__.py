@@ -1,5 +1,6 @@
 """The decoded trace: the model (model.py: TraceData, RANGE, ...), decoding a capture into it,
-range nesting, summary counters and the timeline every writer draws. Imports wire/ and basics.
+range nesting, summary counters, the timeline every viewer shows and its drawing (drawing.py:
+the timeline as plain data, what every writer reads). Imports wire/ and basics.
 
 `sm_profiler.trace.TraceData` and the other names of the model are importable from here too."""
 

@@ -168,12 +168,17 @@ class TraceData:
 
     def lane_label(self, capture: int, block: int, group: int) -> str:
         """'block 3 · producer', 'block 3 · group 2', or 'block 3' when blocks have one group."""
+        return f"block {block}{self.group_suffix(capture, group)}"
+
+    def group_suffix(self, capture: int, group: int) -> str:
+        """What lane_label puts after the block: ' · producer', ' · group 2', or '' when blocks
+        have one group."""
         name = self.group_name(capture, group)
         if name is not None:
-            return f"block {block} · {name}"
+            return f" · {name}"
         if self.kernels[int(capture)].num_groups == 1:
-            return f"block {block}"
-        return f"block {block} · group {group}"
+            return ""
+        return f" · group {group}"
 
     def to_pandas(self, table: str = "events"):
         """One table (events, lanes, launches, unmatched) as a pandas DataFrame; columns in

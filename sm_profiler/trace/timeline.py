@@ -1,7 +1,8 @@
 """The timeline model: what a trace viewer shows, decided once from a TraceData.
 
-The Perfetto writer, the Chrome writer and the PNG plot each render one `Timeline`; none of them
-decides track order, names, block residency or launch spans on its own. The model is::
+The Perfetto writer, the Chrome writer and the PNG plot each render one `Timeline`, through its
+`Drawing` (sm_profiler.trace.drawing: the same as plain data, taken once); none of them decides
+track order, names, block residency or launch spans on its own. The model is::
 
     root        one group holding everything, children in explicit order:
       launches  one track per capture (kernel launch): a slice over the launch's span, named
@@ -118,20 +119,32 @@ class Timeline:
 
     def lane_name(self, row: int, level: int = 0) -> str:
         """'block 3 · producer'; with several captures the launch comes first, since an SM's
-        track holds the lanes of every launch: 'gemm · block 3', 'gemm (launch 2) · block 3'."""
-        lanes, t = self.trace.lanes, self.trace
+        track holds the lanes of every launch: 'gemm · block 3', 'gemm (launch 2) · block 3'.
+        Level k > 0: the lane's k-th '(overlap)' track (overlap_name)."""
+        return overlap_name(self.lane_names([row])[row], level, self.lane_labels is not None)
+
+    def lane_names(self, rows) -> LaneNames:
+        """The names of the lanes `rows` (lanes-table rows), in one pass: a launch's name and a
+        (launch, group)'s label are made once, however many lanes share them."""
+        rows = np.asarray(rows, np.int64)
+        nl = len(self.trace.lanes["lane"])
+        part = np.full(nl, -1, np.int32 if nl < 2**31 else np.int64)
         if self.lane_labels is not None:
-            label = self.lane_labels[row]
-            return label if level == 0 else f"{label} (overlap {level})"
-        cap, blk, grp = (int(lanes[c][row]) for c in ("capture", "block", "group"))
-        label = t.lane_label(cap, blk, grp)
-        if len(t.kernels) > 1:
-            label = f"{t.capture_name(cap)} · {label}"
-        if level == 1:
-            label += " (overlap)"
-        elif level > 1:
-            label += f" (overlap {level})"
-        return label
+            part[rows] = rows
+            return LaneNames(self.lane_labels, [], part, None)
+        t, lanes = self.trace, self.trace.lanes
+        cap = lanes["capture"][rows].astype(np.int64)
+        grp = lanes["group"][rows].astype(np.int64)
+        width = int(grp.max(initial=0)) + 1
+        pairs, which = np.unique(cap * width + grp, return_inverse=True)
+        part[rows] = which.reshape(-1)
+        several = len(t.kernels) > 1
+        heads, tails = [], []
+        for k in pairs.tolist():
+            c, g = divmod(k, width)
+            heads.append(f"{t.capture_name(c)} · block " if several else "block ")
+            tails.append(t.group_suffix(c, g))
+        return LaneNames(heads, tails, part, lanes["block"])
 
     def launch_name(self, capture: int) -> str:
         return self.trace.capture_name(capture)
@@ -174,10 +187,7 @@ class Timeline:
     def block_slots(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(index into `sms`, slot, slots of that SM) of each row of `blocks`: a block takes the
         lowest slot of its SM free when it arrives (assign_slots)."""
-        b = self.blocks
-        row = np.searchsorted(self.sms, b["sm"])
-        slot, n_slots = assign_slots(row, b["start_ns"], b["end_ns"], len(self.sms))
-        return row, slot, n_slots[row]
+        return block_slots(self.sms, self.blocks)
 
     def event_levels(self) -> np.ndarray:
         """The track level of each row of `trace.events` on its lane (0: the lane's own track,
@@ -211,16 +221,46 @@ class Timeline:
         return int(row)
 
 
-def require(tl, writer: str, facade: str) -> Timeline:
-    """`tl`, refused with the fix when it is not a Timeline: writers serialise a timeline and
-    decide no layout, so handing one a TraceData is a mistake the message should undo."""
-    if not isinstance(tl, Timeline):
-        raise ConfigError(
-            f"the {writer} writer takes a Timeline, not a {type(tl).__name__}: call "
-            f"sm_profiler.export.{facade}(trace, **options) or export(trace, path), which build "
-            "it, or build one with sm_profiler.export.timeline(trace, **options)"
-        )
-    return tl
+@dataclass(frozen=True, eq=False)
+class LaneNames:
+    """Lane names held as their parts, made when asked: lane g's name is
+    heads[part[g]] + block[g] + tails[part[g]] ('gemm · block ' 3 ' · producer'), or, where
+    `block` is None (packed slots), heads[part[g]] whole. A lane holds a part number, not a
+    string: millions of lanes cost a word each."""
+
+    heads: list[str]
+    tails: list[str]
+    part: np.ndarray  # per lanes-table row; -1: a lane not named
+    block: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.part)
+
+    def __getitem__(self, lane: int) -> str:
+        p = int(self.part[lane])
+        if p < 0:
+            raise KeyError(f"lane {lane} was not named")
+        if self.block is None:
+            return self.heads[p]
+        return f"{self.heads[p]}{int(self.block[lane])}{self.tails[p]}"
+
+
+def overlap_name(label: str, level: int, packed: bool = False) -> str:
+    """The name of a lane's track at `level`: its own name at 0, then 'label (overlap)',
+    'label (overlap 2)', ...; a packed slot's 'label (overlap 1)', 'label (overlap 2)', ..."""
+    if level == 0:
+        return label
+    if level == 1 and not packed:
+        return f"{label} (overlap)"
+    return f"{label} (overlap {level})"
+
+
+def block_slots(sms: np.ndarray, blocks: dict[str, np.ndarray]):
+    """(index into `sms`, slot, slots of that SM) of each row of `blocks` (block_intervals): a
+    block takes the lowest slot of its SM free when it arrives (assign_slots)."""
+    row = np.searchsorted(sms, blocks["sm"])
+    slot, n_slots = assign_slots(row, blocks["start_ns"], blocks["end_ns"], len(sms))
+    return row, slot, n_slots[row]
 
 
 def build(
