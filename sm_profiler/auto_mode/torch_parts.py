@@ -217,7 +217,7 @@ def _earliest(timelines) -> int:
 def _place(table, doc):
     """(the table's per-launch parts on the host clock of its torch trace, how) of one rank:
     by its kernels' CUPTI rows, else its clock samples, else as recorded."""
-    from ..export.merge import _launch_parts, alignment_error, cupti_kernels, match_in_order, shift
+    from ..export.merge import _launch_parts, alignment_error, cupti_kernels, kernels_offset, shift
     from .table import clock_offset_ns
 
     clocked = bool(table.sessions) and all(clock_offset_ns(s) is not None for s in table.sessions)
@@ -225,10 +225,8 @@ def _place(table, doc):
     if doc is not None:
         rows = cupti_kernels(doc)
         parts = _launch_parts(table.decode())
-        m = match_in_order(parts, rows)
-        if m:
-            d = sorted(int(parts[i].start_ns) - int(s) for i, s, _ in m)
-            off = (d[(len(d) - 1) // 2] + d[len(d) // 2]) // 2  # the median, in exact ns
+        off = kernels_offset(parts, rows)
+        if off is not None:
             parts = [shift(p, -off) for p in parts]
             info.update(method="kernels", offset_ns=off)
         elif clocked:
