@@ -89,6 +89,22 @@ def read(path) -> dict | None:
     return _check_torch_doc(doc, f"the torch trace in {name}")
 
 
+def stored(path) -> dict | None:
+    """The torch traces an auto file or a run folder carries, for advise(cupti=) and the
+    report: a file's trace; a folder's as {rank: trace} of the rank files that carry one (its
+    one auto.npz: that file's trace); None where none does."""
+    if not os.path.isdir(path):
+        return read(path)
+    from .job import rank_files
+
+    found = rank_files(os.fspath(path), strict=True)
+    if not found:
+        single = os.path.join(path, "auto.npz")
+        return read(single) if os.path.isfile(single) else None
+    docs = {r: read(p) for r, p in found.items()}
+    return {r: d for r, d in docs.items() if d is not None} or None
+
+
 def of(region) -> dict | None:
     """The torch trace a region (AutoProfiler, or a test's stand-in) recorded, if any."""
     get = getattr(region, "torch_trace", None)

@@ -138,11 +138,25 @@ def kernel_offset_ns(names, starts, rows) -> int | None:
     """%globaltimer - CUPTI's clock from the instrumented kernels' own CUPTI rows: the median
     (in exact ns) of first stamp - CUPTI start over the launches match_in_order pairs; None
     where no launch's kernel has a row."""
+    fit = kernel_fit(names, starts, None, rows)
+    return None if fit is None else fit["offset_ns"]
+
+
+def kernel_fit(names, starts, ends, rows) -> dict | None:
+    """kernel_offset_ns with how well it fits the pairs it came from: offset_ns, matched (the
+    pairs), median_abs_ns (over the pairs, the larger of |first stamp - offset - CUPTI start|
+    and, with `ends`, |last stamp - offset - CUPTI end|: near 0 where the trace is of these
+    launches and its clock is theirs). None where no launch's kernel has a row."""
     m = match_in_order(names, starts, rows)
     if not m:
         return None
     d = sorted(int(starts[i]) - int(s) for i, s, _ in m)
-    return (d[(len(d) - 1) // 2] + d[len(d) // 2]) // 2
+    off = (d[(len(d) - 1) // 2] + d[len(d) // 2]) // 2
+    res = [
+        max(abs(int(starts[i]) - off - s), 0 if ends is None else abs(int(ends[i]) - off - e))
+        for i, s, e in m
+    ]
+    return {"offset_ns": off, "matched": len(m), "median_abs_ns": float(np.median(res))}
 
 
 def alignment_error(names, starts, ends, rows) -> dict:
