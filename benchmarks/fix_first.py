@@ -29,7 +29,11 @@ variant's output is checked against torch's chase of the same chains.
     python -m benchmarks.fix_first --models gpt,llama,moe --json $OUT/fix_first_models.json
 
 The last runs the benchmark models' training step (auto_overhead's stacks) and prints the
-advisor's top five lines of each.
+advisor's top five lines of each; with --torch, torch.profiler records the same steps and the
+host gaps are over every kernel (CUPTI's rows: cuBLAS, NCCL too), printed beside the records'
+own figure:
+
+    python -m benchmarks.fix_first --models gpt --torch --json $OUT/fix_first_models_torch.json
 
 Needs an NVIDIA GPU, torch and Triton (the slow-rank mode: 2 GPUs under torchrun); without a GPU
 it says so and exits 0.
@@ -408,7 +412,9 @@ def run_models(args) -> list[dict]:
     for model in args.models.split(","):
         ao.fresh_compile_state()
         step = ao.make_step(model, args.scenario, args)
-        with sm_profiler.auto(capacity=2**23) as prof:
+        # --torch: torch.profiler on the recorded steps only (it needs a schedule to know them).
+        opts = {"torch_profiler": True, "schedule": f"1-{RECORDED}"} if args.torch else {}
+        with sm_profiler.auto(capacity=2**23, **opts) as prof:
             for _ in range(args.warmup):  # compiles, then steady
                 step()
             torch.cuda.synchronize()
@@ -416,12 +422,27 @@ def run_models(args) -> list[dict]:
                 prof.step()
                 step()
             torch.cuda.synchronize()
-        advice = advise(prof.table().select_steps(f"1-{RECORDED}"))
+        table = prof.table().select_steps(f"1-{RECORDED}")
+        doc = prof.torch_trace() if args.torch else None
+        advice = advise(table, cupti=doc)
         lines = advise_lines(advice, 80, 5)
         print(f"\n== {model} ({args.scenario}; {torch.cuda.get_device_name(0)})")
         print("\n".join(lines[1:]))
         rows.append({"model": model, "scenario": args.scenario, "lines": lines[1:]})
         rows[-1]["advice"] = advice.to_dict(5)
+        if args.torch:
+            alone = advise(table)
+            gaps = {
+                a: next((f.estimate_ns_per_step for f in x.findings if f.kind == "host_gaps"), 0.0)
+                for a, x in (("records", alone), ("cupti", advice))
+            }
+            print(
+                f"host gaps a step: {gaps['cupti'] / 1e3:.1f} µs over every kernel (CUPTI), "
+                f"{gaps['records'] / 1e3:.1f} µs over the instrumented ones "
+                f"({advice.gaps_from}; notes: {'; '.join(advice.notes) or 'none'})"
+            )
+            rows[-1]["host_gaps_ns"] = gaps
+            rows[-1]["advice_records_only"] = alone.to_dict(5)
         del step, prof
     return rows
 
@@ -439,6 +460,11 @@ def main(argv=None) -> int:
         help="instead: the advisor's top five lines on these benchmark models (gpt,llama,moe)",
     )
     ap.add_argument("--scenario", default="train", help="with --models: train or train_graphs")
+    ap.add_argument(
+        "--torch",
+        action="store_true",
+        help="with --models: torch.profiler on the recorded steps; host gaps over every kernel",
+    )
     ap.add_argument("--warmup", type=int, default=5, help="with --models: steps before recording")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--d-model", dest="d_model", type=int, default=1024)

@@ -622,7 +622,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
         by = (args.by, breakdown(trace, args.by)) if args.by else None
         print(format_stats(compute_stats(trace), width=args.width, by=by), end="")
         return 0
-    print_report(trace, width=args.width)  # auto mode: thousands of launches, per kernel
+    # auto mode: thousands of launches, per kernel; with the torch trace a `run --torch` file
+    # carries, the share seen and the host gaps from CUPTI's rows
+    table = getattr(trace.kernels, "table", None)
+    cupti, docs = _stored_torch(args.capture, table if args.steps is None else None)
+    print_report(trace, width=args.width, cupti=cupti, torch_trace=docs)
     if args.by:
         import shutil
 
@@ -633,6 +637,26 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print()
         print("\n".join(breakdown_lines(breakdown(trace, args.by), args.by, max(width, 40))))
     return 0
+
+
+def _stored_torch(path: str, table=None):
+    """(the report's CUPTI share, the torch trace or {rank: trace}) that an auto file or run
+    folder carries (`run --torch`), or (None, None); the share only with `table` (its kernels
+    are the instrumented ones). A trace that cannot be read is said on stderr and left out."""
+    from .auto_mode import torch_parts
+    from .report.coverage import report_share, torch_coverage
+
+    try:
+        docs = torch_parts.stored(path)
+        if docs is None or table is None:
+            return None, docs
+        names = torch_parts.instrumented_names(table)
+        many = all(isinstance(k, int) for k in docs)
+        covs = [torch_coverage(d, names) for d in (docs.values() if many else [docs])]
+        return report_share(covs), docs
+    except SmProfilerError as e:
+        print(f"note: the torch trace was left out: {e}", file=sys.stderr)
+        return None, None
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
@@ -651,8 +675,13 @@ def cmd_advise(args: argparse.Namespace) -> int:
         )
     if args.steps is not None:
         table = table.select_steps(args.steps)
+    _, docs = _stored_torch(args.capture)
     with stage("advising"):
-        advice = advise(table)
+        try:
+            advice = advise(table, cupti=docs)
+        except SmProfilerError as e:  # a torch trace whose rows cannot be read: without it
+            print(f"note: the torch trace was left out: {e}", file=sys.stderr)
+            advice = advise(table)
     top = max(args.top, 0)
     if args.json:
         print(advice.to_json(top))

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..report.stats import step_periods, union_length
 from ..report.stats_table import fit_table, format_time, printable, wrap
+from ..report.stats_table import middle as _middle
 from ..trace.model import RANGE, TraceData, kernel_names
 from ..trace.model import is_auto as _is_auto
 from . import table as auto_table
@@ -430,11 +431,14 @@ def format_report(
     top: int = 20,
     parts: ReportParts | None = None,
     cupti: dict | None = None,
+    torch_trace=None,
 ) -> str:
     """The auto-mode report of `trace` at `width` columns (default: the terminal's); `parts`:
     report_parts(trace) when it was found already (one report at two widths); `cupti`: the
     share seen from torch.profiler's CUPTI rows (coverage.report_share), which then replaces
-    the records' own estimate and names the largest kernels not seen inside."""
+    the records' own estimate and names the largest kernels not seen inside; `torch_trace`:
+    torch.profiler's trace of the steps (or {rank: trace}), whose kernel rows "What to fix
+    first" takes its host gaps over (advise's `cupti`)."""
     if width is None:
         width = shutil.get_terminal_size((100, 24)).columns
     width = max(width, 40)
@@ -522,37 +526,43 @@ def format_report(
                 f"{float(t['waves'][i]):.1f} waves, idle {float(t['idle_pct'][i]):.0f}%)",
                 width,
             )
-    lines += fix_first_lines(trace, width)
+    lines += fix_first_lines(trace, width, torch_trace)
     return "\n".join(lines) + "\n"
 
 
-def fix_first_lines(trace: TraceData, width: int) -> list[str]:
+def fix_first_lines(trace: TraceData, width: int, torch_trace=None) -> list[str]:
     """The "What to fix first" section (sm_profiler/advise.py) of an auto trace whose table
-    recorded steps; none otherwise."""
+    recorded steps, its host gaps over every kernel where `torch_trace` (advise's `cupti`)
+    holds CUPTI's rows; none otherwise. A torch trace that cannot be read is said, and left
+    out."""
     table = getattr(trace.kernels, "table", None)
     if table is None or not table.num_launches or not (table.launches["step"] >= 0).any():
         return []
+    from ..errors import SmProfilerError
     from ..report.advise import advise, advise_lines
 
-    return advise_lines(advise(table), width)
+    try:
+        advice = advise(table, cupti=torch_trace)
+    except SmProfilerError as e:
+        advice = advise(table)
+        advice.notes.insert(0, f"the torch trace was left out: {e}")
+    return advise_lines(advice, width)
 
 
 def _n(count: int, one: str, many: str = "") -> str:
     return f"{count:,} {one if count == 1 else many or one + 's'}"
 
 
-def _middle(name: str, room: int) -> str:
-    """`name` cut to `room` characters in the middle: 'triton_per_fused_nat…backward_view_7'."""
-    if len(name) <= room:
-        return name
-    tail = (room - 1) // 2
-    return name[: room - 1 - tail] + "…" + name[len(name) - tail :]
-
-
 def print_report(
-    trace: TraceData, file=None, width: int | None = None, cupti: dict | None = None
+    trace: TraceData,
+    file=None,
+    width: int | None = None,
+    cupti: dict | None = None,
+    torch_trace=None,
 ) -> None:
-    (sys.stdout if file is None else file).write(format_report(trace, width=width, cupti=cupti))
+    (sys.stdout if file is None else file).write(
+        format_report(trace, width=width, cupti=cupti, torch_trace=torch_trace)
+    )
 
 
 def launch_ranks(trace: TraceData, caps: np.ndarray) -> np.ndarray | None:

@@ -259,18 +259,17 @@ def _write_text(path: str, text: str) -> None:
         f.write(text)
 
 
-def _report(trace, out_dir: str, width: int | None, cupti: dict | None = None) -> None:
+def _report(trace, out_dir: str, width: int | None, cupti: dict | None = None, docs=None) -> None:
     """Print the report of `trace` at `width` and write it at 100 columns to auto_stats.txt
-    (`cupti`: the share seen from torch.profiler's CUPTI rows, coverage.report_share)."""
+    (`cupti`: the share seen from torch.profiler's CUPTI rows, coverage.report_share; `docs`:
+    the torch trace, or {rank: trace}, whose kernel rows its host gaps take)."""
     from .report import format_report, report_parts
 
     with stage_for(f"reporting {len(trace):,} programs", len(trace)):
         parts = report_parts(trace)
-    print(format_report(trace, width=width, parts=parts, cupti=cupti), end="")
-    _write_text(
-        os.path.join(out_dir, "auto_stats.txt"),
-        format_report(trace, width=100, parts=parts, cupti=cupti),
-    )
+    kw = {"parts": parts, "cupti": cupti, "torch_trace": docs}
+    print(format_report(trace, width=width, **kw), end="")
+    _write_text(os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100, **kw))
 
 
 def _merge_torch(prof, stem: str) -> dict | None:
@@ -320,6 +319,7 @@ def write_outputs(prof, out_dir: str, width: int | None) -> None:
     """Print the kernel report of `prof` and write OUTPUTS into the folder `out_dir`, created
     here: only when there is something to write."""
 
+    from . import torch_parts
     from .torch_parts import TORCH_SUFFIX
 
     trace = prof.decode()
@@ -327,7 +327,7 @@ def write_outputs(prof, out_dir: str, width: int | None) -> None:
     with stage_for("writing auto.npz", len(trace)):  # first: a stopped run's time is short
         prof.save(os.path.join(out_dir, "auto.npz"))
     merged = _merge_torch(prof, os.path.join(out_dir, "auto"))
-    _report(trace, out_dir, width, _cupti(merged))
+    _report(trace, out_dir, width, _cupti(merged), torch_parts.of(prof))
     with stage_for("writing auto.perfetto-trace", len(trace)):
         prof.export(os.path.join(out_dir, "auto.perfetto-trace"))
     print(
@@ -343,11 +343,12 @@ def write_outputs(prof, out_dir: str, width: int | None) -> None:
         )
 
 
-def merge_torch_job(paths: list[str], tables: list, out_dir: str) -> dict | None:
+def merge_torch_job(paths: list[str], tables: list, out_dir: str, got: dict | None = None):
     """Where rank files carry torch traces: the job's trace of them and our programs,
     DIR/auto.ranks.torch.json.gz (torch_parts.merge_job), its notes on stderr; returns the
     report's CUPTI figures over the ranks (coverage.report_share), or None without any torch
-    trace or when the merge failed (said: the rank files are whole)."""
+    trace or when the merge failed (said: the rank files are whole). got: filled with {rank:
+    trace} of the ranks whose file carries one, for the report's host gaps."""
     from ..report.coverage import report_share
     from . import torch_parts
     from .job import MERGED_TRACE
@@ -356,6 +357,10 @@ def merge_torch_job(paths: list[str], tables: list, out_dir: str) -> dict | None
         docs = [torch_parts.read(p) for p in paths]
         if not any(d is not None for d in docs):
             return None
+        if got is not None:
+            for t, d in zip(tables, docs, strict=True):
+                if d is not None and len(t.sessions):
+                    got[int(t.ranks()[0])] = d
         path = os.path.join(out_dir, torch_parts.RANKS_TORCH_TRACE)
         with stage_for(f"writing {torch_parts.RANKS_TORCH_TRACE}", 1):
             info = torch_parts.merge_job(tables, docs, path)
@@ -388,7 +393,9 @@ def write_rank_outputs(
     prof.captures().metadata["job"] = mine  # which run the file is of (job.py)
     prof.save(f"{stem}.npz")  # first (a killed rank's time is short); whole, then renamed
     merged = _merge_torch(prof, stem) if merge else None
-    _write_text(f"{stem}_stats.txt", format_report(prof.decode(), width=100, cupti=_cupti(merged)))
+    doc = torch_parts.of(prof)
+    text = format_report(prof.decode(), width=100, cupti=_cupti(merged), torch_trace=doc)
+    _write_text(f"{stem}_stats.txt", text)
     torch_file = os.path.basename(stem) + torch_parts.TORCH_SUFFIX
     print(
         f"sm-profiler run: rank {job.rank} wrote {stem}.npz, {os.path.basename(stem)}_stats.txt"
@@ -419,8 +426,9 @@ def write_rank_outputs(
     tables = jobs.load_ranks(paths)
     merged = jobs.merged_table(tables)
     trace = merged.decode()
-    job_torch = merge_torch_job(paths, tables, out_dir)
-    _report(trace, out_dir, width, job_torch)
+    docs: dict = {}
+    job_torch = merge_torch_job(paths, tables, out_dir, docs)
+    _report(trace, out_dir, width, job_torch, docs or None)
     from ..export.merge import merge_ranks
 
     merge_ranks(tables, os.path.join(out_dir, jobs.MERGED_TRACE))

@@ -397,13 +397,17 @@ class AutoProfiler:
             )
         return t.decode()
 
-    def print_stats(self, file=None, width: int | None = None, cupti: dict | None = None) -> None:
-        """The report (cupti: the share seen from CUPTI; default: from the region's torch
-        trace where torch_profiler=True recorded one)."""
+    def print_stats(
+        self, file=None, width: int | None = None, cupti: dict | None = None, torch_trace=None
+    ) -> None:
+        """The report (cupti: the share seen from CUPTI; torch_trace: the trace whose kernel
+        rows "What to fix first" takes its host gaps over; default for both: the region's
+        torch trace where torch_profiler=True recorded one)."""
         from .report import print_report
 
         cupti = self.cupti_summary() if cupti is None else cupti
-        print_report(self.decode(), file=file, width=width, cupti=cupti)
+        doc = self.torch_trace() if torch_trace is None else torch_trace
+        print_report(self.decode(), file=file, width=width, cupti=cupti, torch_trace=doc)
 
     def cupti_summary(self) -> dict | None:
         """The report's figures from torch.profiler's CUPTI rows (coverage.report_share), or

@@ -89,6 +89,22 @@ def read(path) -> dict | None:
     return _check_torch_doc(doc, f"the torch trace in {name}")
 
 
+def stored(path) -> dict | None:
+    """The torch traces an auto file or a run folder carries, for advise(cupti=) and the
+    report: a file's trace; a folder's as {rank: trace} of the rank files that carry one (its
+    one auto.npz: that file's trace); None where none does."""
+    if not os.path.isdir(path):
+        return read(path)
+    from .job import rank_files
+
+    found = rank_files(os.fspath(path), strict=True)
+    if not found:
+        single = os.path.join(path, "auto.npz")
+        return read(single) if os.path.isfile(single) else None
+    docs = {r: read(p) for r, p in found.items()}
+    return {r: d for r, d in docs.items() if d is not None} or None
+
+
 def of(region) -> dict | None:
     """The torch trace a region (AutoProfiler, or a test's stand-in) recorded, if any."""
     get = getattr(region, "torch_trace", None)
@@ -217,7 +233,7 @@ def _earliest(timelines) -> int:
 def _place(table, doc):
     """(the table's per-launch parts on the host clock of its torch trace, how) of one rank:
     by its kernels' CUPTI rows, else its clock samples, else as recorded."""
-    from ..export.merge import _launch_parts, alignment_error, cupti_kernels, match_in_order, shift
+    from ..export.merge import _launch_parts, alignment_error, cupti_kernels, kernels_offset, shift
     from .table import clock_offset_ns
 
     clocked = bool(table.sessions) and all(clock_offset_ns(s) is not None for s in table.sessions)
@@ -225,10 +241,8 @@ def _place(table, doc):
     if doc is not None:
         rows = cupti_kernels(doc)
         parts = _launch_parts(table.decode())
-        m = match_in_order(parts, rows)
-        if m:
-            d = sorted(int(parts[i].start_ns) - int(s) for i, s, _ in m)
-            off = (d[(len(d) - 1) // 2] + d[len(d) // 2]) // 2  # the median, in exact ns
+        off = kernels_offset(parts, rows)
+        if off is not None:
             parts = [shift(p, -off) for p in parts]
             info.update(method="kernels", offset_ns=off)
         elif clocked:

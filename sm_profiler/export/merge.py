@@ -34,6 +34,16 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import CaptureError, ConfigError, FormatError
+from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels, _best_window: as before)
+    PROFILE_MARGIN_NS,
+    WINDOW_SAMPLES,
+    _best_window,
+    cupti_kernels,
+    kernel_offset_ns,
+    match_nearest,
+)
+from ..report.alignment import alignment_error as _alignment_error
+from ..report.alignment import match_in_order as _match_in_order
 from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, with_sms
@@ -355,155 +365,40 @@ def _write_perfetto(drawings: list[tuple[int, Drawing]], path, info: dict) -> No
 # -- torch.profiler ----------------------------------------------------------------------------
 
 
-def cupti_kernels(doc: dict, table: dict | None = None) -> dict[str, list[tuple[int, int]]]:
-    """{kernel name: [(start_ns, end_ns), ...] in time order} from torch's CUDA kernel rows,
-    in absolute ns (baseTimeNanoseconds + ts), names in the order they first appear; `table`:
-    coverage.kernel_table(doc), where it was read already."""
-    from ..report.coverage import kernel_table
-
-    t = kernel_table(doc) if table is None else table
-    if not len(t["name"]):
-        return {}
-    # Sorted by name (its index: the order of first appearance), then start, then end.
-    o = np.lexsort((t["end_ns"], t["start_ns"], t["name"]))
-    name = t["name"][o]
-    start, end = t["start_ns"][o].tolist(), t["end_ns"][o].tolist()
-    cuts = [0, *(np.flatnonzero(np.diff(name)) + 1).tolist(), len(o)]
-    return {
-        t["names"][int(name[a])]: list(zip(start[a:b], end[a:b], strict=True))
-        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
-    }
-
-
-def _span(t: TraceData) -> tuple[int, int]:
-    return int(t.start_ns), int(t.end_ns)
-
-
-def _rows_for(name: str, rows: dict[str, list[tuple[int, int]]]):
-    """CUPTI rows of kernel `name` (CUPTI may decorate names: then by prefix)."""
-    key = kernel_key(name, rows)
-    return None if key is None else rows[key]
-
-
-def _by_kernel(parts: list[TraceData]) -> dict[str, list[int]]:
-    """Indices of `parts` (one launch each) per kernel name, in order of first launch."""
-    by_name: dict[str, list[int]] = {}
-    for i, p in enumerate(parts):
-        by_name.setdefault(p.kernels[0].name, []).append(i)
-    return by_name
+def _launches(parts: list[TraceData]) -> tuple[list[str], list[int], list[int]]:
+    """(kernel names, first stamps, last stamps) of `parts`, one launch each: what
+    report/alignment.py matches to CUPTI's rows."""
+    names, starts, ends = [], [], []
+    for p in parts:
+        names.append(p.kernels[0].name)
+        starts.append(int(p.start_ns))
+        ends.append(int(p.end_ns))
+    return names, starts, ends
 
 
 def match_launches(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]]):
-    """[(part index, cupti start, cupti end)]: each launch paired with the CUPTI row of its
-    kernel nearest to its first stamp (the earlier row on a tie). Use once the parts are on
-    CUPTI's axis. Per kernel: one binary search per launch in its rows (sorted by start)."""
-    by_name = _by_kernel(parts)
-    found = {}
-    for name, idx in by_name.items():
-        cands = _rows_for(name, rows)
-        if not cands:
-            continue
-        starts = np.array([c[0] for c in cands], np.int64)
-        ours = np.array([int(parts[i].start_ns) for i in idx], np.int64)
-        right = np.minimum(np.searchsorted(starts, ours, side="left"), len(starts) - 1)
-        left = np.maximum(right - 1, 0)
-        # The first row holding the left candidate's start (rows are sorted by (start, end)).
-        left = np.searchsorted(starts, starts[left], side="left")
-        d_left = np.abs(ours.astype(object) - starts[left].astype(object))
-        d_right = np.abs(ours.astype(object) - starts[right].astype(object))
-        pick = np.where(d_left <= d_right, left, right)
-        for i, j in zip(idx, pick.tolist(), strict=True):
-            found[i] = (i, cands[j][0], cands[j][1])
-    return [found[i] for i in sorted(found)]
+    """[(part index, cupti start, cupti end)]: alignment.match_nearest of the parts (one launch
+    each), once they are on CUPTI's axis."""
+    names, starts, _ = _launches(parts)
+    return match_nearest(names, starts, rows)
 
 
 def match_in_order(parts: list[TraceData], rows: dict[str, list[tuple[int, int]]]):
-    """Like match_launches, for parts whose clock is not yet CUPTI's: per kernel name, the
-    launches in time order against the window of as many consecutive CUPTI rows whose distances
-    to them vary least (the profile may hold launches the buffer did not record), or the rows
-    against a window of the launches (the buffer may hold launches the profile did not)."""
-    by_name = _by_kernel(parts)
-    out = []
-    for name, idx in by_name.items():
-        cands = _rows_for(name, rows)
-        if not cands:
-            continue
-        first = {i: int(parts[i].start_ns) for i in idx}
-        idx.sort(key=first.__getitem__)
-        ours = np.array([first[i] for i in idx], np.float64)
-        starts = np.array([c[0] for c in cands], np.float64)
-        if len(cands) >= len(idx):
-            best = _best_window(ours, starts)
-            out += [(i, *cands[best + k]) for k, i in enumerate(idx)]
-        else:  # the buffer holds launches the profile does not (it ran longer): slide the rows
-            best = _best_window(starts, ours)
-            out += [(idx[best + k], *c) for k, c in enumerate(cands)]
-    return out
+    """alignment.match_in_order of the parts (one launch each), whose clock is not yet CUPTI's."""
+    names, starts, _ = _launches(parts)
+    return _match_in_order(names, starts, rows)
 
 
-# Launches sampled per window for the lower bounds of _best_window.
-WINDOW_SAMPLES = 64
-
-
-def _best_window(ours: np.ndarray, starts: np.ndarray) -> int:
-    """The first j minimising ptp(ours - starts[j : j + len(ours)]), without evaluating every
-    window in full: the spread over a sample of the launches is a lower bound of a window's
-    spread, so windows are evaluated in full in order of their bound, until the best spread found
-    is at most the next bound. Exact; about (windows x WINDOW_SAMPLES) + a few full windows, where
-    evaluating every window costs windows x launches."""
-    n, windows = len(ours), len(starts) - len(ours) + 1
-    if windows == 1:
-        return 0
-    pos = np.unique(np.linspace(0, n - 1, min(n, WINDOW_SAMPLES)).astype(np.int64))
-    j = np.arange(windows)
-    d = ours[pos][None, :] - starts[j[:, None] + pos[None, :]]
-    bound = d.max(axis=1) - d.min(axis=1)
-    best_j, best = -1, np.inf
-    for k in np.argsort(bound, kind="stable").tolist():
-        if bound[k] > best:
-            break
-        spread = float(np.ptp(ours - starts[k : k + n]))
-        if spread < best or (spread == best and k < best_j):
-            best_j, best = k, spread
-    return best_j
-
-
-# Launches further than this outside the profile's kernel rows were not profiled (the buffer ran
-# longer than torch.profiler): they are left out of the alignment figures.
-PROFILE_MARGIN_NS = 1_000_000
+def kernels_offset(parts: list[TraceData], rows) -> int | None:
+    """alignment.kernel_offset_ns of the parts: %globaltimer - CUPTI's clock from their own
+    CUPTI rows, or None."""
+    names, starts, _ = _launches(parts)
+    return kernel_offset_ns(names, starts, rows)
 
 
 def alignment_error(parts: list[TraceData], rows) -> dict:
-    """First stamp - CUPTI start and last stamp - CUPTI end over matched launches (ns), of the
-    launches inside the profile's span (the others are counted as outside_profile)."""
-    spans = [r for v in rows.values() for r in v]
-    m = match_launches(parts, rows)
-    if spans:
-        lo = min(a for a, _ in spans) - PROFILE_MARGIN_NS
-        hi = max(b for _, b in spans) + PROFILE_MARGIN_NS
-        inside = [x for x in m if lo <= int(parts[x[0]].start_ns) <= hi]
-        outside, m = len(m) - len(inside), inside
-    else:
-        outside = 0
-    if not m:
-        return {"matched": 0, "outside_profile": outside}
-    ds = np.array([int(parts[i].start_ns) - s for i, s, _ in m], np.float64)
-    de = np.array([int(parts[i].end_ns) - e for i, _, e in m], np.float64)
-    return {
-        "matched": len(m),
-        "start_delta_ns": {
-            "median": float(np.median(ds)),
-            "min": float(ds.min()),
-            "max": float(ds.max()),
-        },
-        "end_delta_ns": {
-            "median": float(np.median(de)),
-            "min": float(de.min()),
-            "max": float(de.max()),
-        },
-        "max_abs_ns": float(max(np.abs(ds).max(), np.abs(de).max())),
-        "outside_profile": outside,
-    }
+    """alignment.alignment_error of the parts (one launch each) on CUPTI's axis."""
+    return _alignment_error(*_launches(parts), rows)
 
 
 def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) -> dict:
@@ -529,10 +424,9 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
         if info["method"] == "none" and len(ranks) == 1:
             # The kernels' own CUPTI rows: the median first-stamp - CUPTI-start distance.
             r, parts = ranks[0]
-            m = match_in_order(parts, rows)
-            if m:
-                off = float(np.median([parts[i].start_ns - s for i, s, _ in m]))
-                ranks = [(r, [shift(p, -int(round(off))) for p in parts])]
+            off = kernels_offset(parts, rows)
+            if off is not None:
+                ranks = [(r, [shift(p, -off) for p in parts])]
                 info = {
                     "method": "kernels",
                     "offset_ns": off,

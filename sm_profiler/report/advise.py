@@ -17,7 +17,10 @@ From an AutoTable (one rank, or several joined by AutoTable.concat), over its re
   host_gaps     per step and GPU, the step's period (its first launch's start to the next
                 step's, as the report's share seen takes it) less the union of its launches:
                 time in which no instrumented kernel ran; with several ranks, less each GPU's
-                wait for the busiest GPU of the step
+                wait for the busiest GPU of the step. With torch.profiler's CUPTI kernel rows
+                (`cupti=`, `run --torch`), less the union of every kernel the GPU ran (ours
+                and CUPTI's, ours moved onto CUPTI's clock as merge moves them): the GPU idle
+                between kernels
   slow_rank     several ranks: the GPU with the most instrumented-kernel time per step (the
                 union of its launches), less the mean of every GPU's (what an even split of
                 the same work would recover), with the kernels that make the difference
@@ -26,7 +29,9 @@ The three launch estimates are disjoint within a launch (their sum is at most it
 a GPU's launches of a step overlap in time (streams), its launch estimates of that step are
 scaled by union / sum of spans, so that with its gaps they add to at most the step. Each
 estimate is the mean per step over the steps the GPU recorded; a finding of a kernel is that
-kernel's launches summed, on the GPU where it is largest. docs/auto.md, "What to fix first".
+kernel's launches summed, on the GPU where it is largest. The kernels CUPTI saw that auto mode
+does not instrument (cuBLAS, cuDNN, NCCL) are named with their time per step (Advice.cupti), as a
+note, never a finding: their time is not recoverable as such. docs/auto.md, "What to fix first".
 
 Layer: report (it reads an AutoTable and the report's helpers; nothing above).
 """
@@ -92,6 +97,14 @@ class Advice:
     gpus: int = 0
     ranks: int = 0
     notes: list[str] = field(default_factory=list)
+    cupti: dict | None = None
+
+    @property
+    def gaps_from(self) -> str:
+        """'cupti' (every GPU's host gaps over every kernel CUPTI saw), 'mixed' (some GPUs'),
+        or 'instrumented' (the instrumented kernels only)."""
+        used = [g["used"] for g in (self.cupti or {}).get("gpus", [])]
+        return "cupti" if used and all(used) else "mixed" if any(used) else "instrumented"
 
     def to_dict(self, top: int | None = None) -> dict:
         shown = self.findings if top is None else self.findings[: max(top, 0)]
@@ -108,6 +121,8 @@ class Advice:
                 "findings": [dict(f.to_dict(), rank_order=i + 1) for i, f in enumerate(shown)],
                 "more": len(self.findings) - len(shown),
                 "notes": self.notes,
+                "gaps_from": self.gaps_from,
+                "cupti": self.cupti,
             }
         )
 
@@ -118,8 +133,15 @@ class Advice:
 # -- the computation ----------------------------------------------------------------------------
 
 
-def advise(table) -> Advice:
-    """The ranked findings of an AutoTable (or a list of them: several ranks, joined)."""
+def advise(table, cupti=None) -> Advice:
+    """The ranked findings of an AutoTable (or a list of them: several ranks, joined).
+
+    cupti: torch.profiler's kernel rows of the same steps, for host gaps over every kernel the
+    GPU ran: a torch trace (its dict, a stopped torch.profiler.profile, a JSON path; `run
+    --torch` stores one in each rank file: auto_mode/torch_parts.read) or its
+    coverage.kernel_table; for several ranks, {rank: either}. A trace that is not of these
+    launches (another rank or GPU, other steps, clocks that do not line up) is left out, said
+    in the notes: those GPUs' host gaps count the instrumented kernels only."""
     if isinstance(table, (list, tuple)):
         from ..auto_mode.table import AutoTable
 
@@ -128,6 +150,7 @@ def advise(table) -> Advice:
     n_launch = table.num_launches
     if n_launch == 0:
         return Advice([], "empty", notes=["no launch was recorded: nothing to rank"])
+    inputs, input_notes = ({}, []) if cupti is None else cupti_inputs(cupti, table)
     names = np.array(table.kernel_names() or ["kernel 0"], dtype=object).astype(str)
     uniq_names, name_of_kernel = np.unique(names, return_inverse=True)
     name_of_kernel = name_of_kernel.reshape(-1)
@@ -173,30 +196,43 @@ def advise(table) -> Advice:
         )
     n_steps = len(steps)
     cells = _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis)
+    every = None
+    if cupti is not None:
+        where = (rank_of_gpu, gpu_no, gpu_of_session)
+        every = _every_kernel(inputs, table, la, keep, steps, cells, uniq_names, where)
+        notes += input_notes + every["notes"]
     findings: list[Finding] = []
     if cells["steps_of_gpu"].max() == 0 or cells["period_mean"].max() <= 0:
         notes.append("the recorded launches took no time: nothing to recover")
-        return _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table)
+        return _done(
+            findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table, every
+        )
     k = np.flatnonzero(keep)
     scale = cells["scale"][la["cell"][k]]
     for kind in ("partial_wave", "tail", "idle_sms"):
         est = la[kind][k] * scale
         where = (rank_of_gpu, gpu_no)
         findings += _launch_findings(kind, est, k, la, table, uniq_names, cells, where)
-    findings += _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several_ranks)
+    findings += _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several_ranks, every)
     if several_ranks:
         findings += _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names)
     findings = [f for f in findings if f.estimate_ns_per_step > 0]
     findings.sort(key=lambda f: (-f.estimate_ns_per_step, KINDS.index(f.kind), f.kernel or ""))
-    return _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table)
+    return _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table, every)
 
 
-def _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table) -> Advice:
+# The note that host gaps are the instrumented kernels' only (the report's fix text says it).
+INSTRUMENTED_ONLY = (
+    "host gaps count only the kernels auto mode instruments: cuBLAS, cuDNN and NCCL kernels "
+    "may run in them (sm-profiler run --torch records every kernel; merge --torch shows them)"
+)
+
+
+def _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table, every=None):
     notes = list(notes)
-    notes.append(
-        "host gaps count only the kernels auto mode instruments: cuBLAS, cuDNN and NCCL kernels "
-        "may run in them (sm-profiler merge --torch shows them)"
-    )
+    used = [g["used"] for g in every["gpus"]] if every else []
+    if not used or not all(used):
+        notes.append(INSTRUMENTED_ONLY)
     if table.counts()["dropped"]:
         notes.append(
             "records were dropped (capacity): launches not kept are not in these estimates"
@@ -210,6 +246,7 @@ def _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, ta
         n_gpu,
         len(np.unique(rank_of_gpu)),
         notes,
+        None if every is None else {k: every[k] for k in ("source", "gpus", "uninstrumented")},
     )
 
 
@@ -404,6 +441,7 @@ def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.nda
         "hi": hi,
         "ran": ran,
         "union": union,
+        "busy": union.copy(),  # every kernel's union where CUPTI's rows are used (_every_kernel)
         "scale": scale,
         "period": period,
         "gaps": gaps,
@@ -513,17 +551,22 @@ def _long_programs(table, la, i: int) -> list[dict]:
     ]
 
 
-def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several) -> list[Finding]:
+def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several, every=None) -> list[Finding]:
     """Host gaps: per GPU the mean per step of its step period less its launches' union (with
-    several ranks, less its wait for the step's busiest GPU); the GPU where it is largest."""
+    CUPTI's rows, every kernel's union; with several ranks, less its wait for the step's
+    busiest GPU); the GPU where it is largest."""
     n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
     ran = cells["ran"].reshape(n_steps, n_gpu)
     gaps = cells["gaps"].reshape(n_steps, n_gpu)
-    busy = cells["union"].reshape(n_steps, n_gpu)
+    busy = cells["busy"].reshape(n_steps, n_gpu)
     wait = np.zeros_like(gaps)
     if several:
-        top = np.where(ran, busy, -np.inf).max(axis=1, keepdims=True)
-        wait = np.where(ran, top - busy, 0.0)
+        # The wait for the busiest GPU: over every kernel where every GPU has CUPTI's rows,
+        # else over the instrumented kernels (one measure across the GPUs compared).
+        every_gpu = every is not None and all(g["used"] for g in every["gpus"])
+        b = busy if every_gpu else cells["union"].reshape(n_steps, n_gpu)
+        top = np.where(ran, b, -np.inf).max(axis=1, keepdims=True)
+        wait = np.where(ran, top - b, 0.0)
     adj = np.maximum(gaps - wait, 0.0)
     steps_of_gpu = np.maximum(cells["steps_of_gpu"], 1)
     per_gpu = adj.sum(axis=0) / steps_of_gpu
@@ -531,15 +574,21 @@ def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several) -> list[Finding]
     v = float(per_gpu[g])
     if v <= 0:
         return []
-    # The gaps between the GPU's launches inside its steps: count, median, largest.
+    # The gaps between the GPU's launches (with CUPTI's rows: its kernels) inside its steps:
+    # count, median, largest.
     k = np.flatnonzero(keep & (la["gpu"] == g))
-    o = np.lexsort((la["start"][k], la["cell"][k]))
-    c, s, e = la["cell"][k][o], la["start"][k][o], la["end"][k][o]
-    inner = _inner_gaps(c, s, e)
     n_run = int(ran[:, g].sum())
     step_ns = float(cells["period_mean"][g])
-    between = (cells["period"] - (cells["hi"] - cells["lo"])).reshape(n_steps, n_gpu)[:, g]
+    seen = (every or {}).get("aligned", {}).get(g)
+    if seen is None:
+        o = np.lexsort((la["start"][k], la["cell"][k]))
+        inner = _inner_gaps(la["cell"][k][o], la["start"][k][o], la["end"][k][o])
+        between = (cells["period"] - (cells["hi"] - cells["lo"])).reshape(n_steps, n_gpu)[:, g]
+    else:
+        inner = _inner_gaps(seen["cell"], seen["start"], seen["end"])
+        between = gaps[:, g] - seen["inner_per_cell"]
     ev = {
+        "source": "instrumented" if seen is None else "cupti",
         "launches_per_step": len(k) / max(n_run, 1),
         "gaps_per_step": len(inner) / max(n_run, 1),
         "gap_median_ns": float(np.median(inner)) if len(inner) else 0.0,
@@ -550,6 +599,12 @@ def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several) -> list[Finding]
         "wait_for_other_ranks_ns": float(np.minimum(wait, gaps)[:, g].sum()) / max(n_run, 1),
         "step_ns": step_ns,
     }
+    if seen is not None:
+        ev["kernels_per_step"] = seen["kernels"] / max(n_run, 1)
+        ev["instrumented_busy_ns"] = float(
+            cells["union"].reshape(n_steps, n_gpu)[:, g].sum()
+        ) / max(n_run, 1)
+        ev["cupti_steps"] = f"{seen['steps']} of {n_run}"
     detail, suggestion = _words("host_gaps", ev)
     return [
         Finding(
@@ -566,11 +621,13 @@ def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several) -> list[Finding]
     ]
 
 
-def _inner_gaps(c, s, e) -> np.ndarray:
+def _inner_gaps(c, s, e, with_cells: bool = False):
     """The gaps between launches sorted by (cell, start): where a launch starts after every
-    earlier launch of its cell has ended, the time between (positive ones)."""
+    earlier launch of its cell has ended, the time between (positive ones); with_cells: and
+    the cell of each."""
     if len(c) < 2:
-        return np.zeros(0, np.float64)
+        none = np.zeros(0, np.float64)
+        return (none, np.zeros(0, np.int64)) if with_cells else none
     run = np.empty(len(e), np.int64)
     # Running maximum of ends within each cell (cells are few and short: a loop over cells
     # would be steps x GPUs; one accumulate over lifted values instead).
@@ -585,7 +642,8 @@ def _inner_gaps(c, s, e) -> np.ndarray:
             run[m] = np.maximum.accumulate(e[m])
     same = c[1:] == c[:-1]
     g = (s[1:] - run[:-1]).astype(np.float64)
-    return g[same & (g > 0)]
+    ok = same & (g > 0)
+    return (g[ok], np.asarray(c[1:][ok], np.int64)) if with_cells else g[ok]
 
 
 def _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names) -> list[Finding]:
@@ -648,6 +706,285 @@ def _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names) -> 
             suggestion,
         )
     ]
+
+
+# -- every kernel, from CUPTI (torch.profiler's kernel rows) -----------------------------------
+
+# The instrumented launches must sit this close to their own CUPTI rows once moved (the median
+# over launches of the larger of |first stamp - CUPTI start|, |last stamp - CUPTI end|); a
+# trace further off is not of these launches, or its clock is not theirs.
+ALIGN_TOLERANCE_NS = 5_000
+UNINSTRUMENTED_SHOWN = 5  # kernels named of those auto mode does not instrument
+CUPTI_SOURCE = "CUPTI: every kernel"
+# What a kernel auto mode does not instrument most likely is, by its name (a guess, said so).
+LIBRARIES = (
+    ("NCCL", ("nccl",)),
+    ("cuBLAS/CUTLASS matmul", ("gemm", "nvjet", "cublas", "xmma", "cutlass", "matmul")),
+    ("attention", ("flash", "fmha", "attention", "cudnn")),
+)
+
+
+def _is_kernel_table(x) -> bool:
+    return isinstance(x, dict) and {"names", "name", "device", "start_ns", "end_ns"} <= x.keys()
+
+
+def _one_input(x) -> tuple[dict, dict | None]:
+    """(kernel table, the doc or None) of one torch trace or kernel table."""
+    from .coverage import kernel_table
+
+    if _is_kernel_table(x):
+        return x, None
+    from ..wire.torch_trace import _torch_doc
+
+    doc = _torch_doc(x)
+    return kernel_table(doc), doc
+
+
+def _doc_rank(doc) -> int | None:
+    dist = doc.get("distributedInfo") if isinstance(doc, dict) else None
+    r = dist.get("rank") if isinstance(dist, dict) else None
+    return r if isinstance(r, int) and not isinstance(r, bool) and r >= 0 else None
+
+
+def cupti_inputs(cupti, table) -> tuple[dict[int, tuple[dict, dict | None]], list[str]]:
+    """advise's `cupti` as {rank: (kernel table, torch doc or None)}, and notes on what was
+    left out: a single trace goes to the table's one rank (with several, to the rank its
+    distributedInfo names); one whose distributedInfo names another rank is left out."""
+    ranks = sorted(set(table.ranks().tolist()))
+    stated = {
+        int(r)
+        for r, s in zip(table.ranks().tolist(), table.sessions, strict=False)
+        if isinstance(s.get("rank"), int)
+    }
+    if (
+        isinstance(cupti, dict)
+        and cupti
+        and all(isinstance(k, int) and not isinstance(k, bool) for k in cupti)
+    ):
+        given = {k: v for k, v in cupti.items() if v is not None}
+    else:
+        given = {None: cupti}
+    out, notes = {}, []
+    for key, x in given.items():
+        kt, doc = _one_input(x)
+        says = _doc_rank(doc)
+        if key is None:
+            key = says if says is not None and len(ranks) > 1 else ranks[0]
+            if len(ranks) > 1 and says is None:
+                notes.append(
+                    "the torch trace does not say which rank it is (distributedInfo.rank) and "
+                    "the table holds several: not used (pass cupti={rank: trace})"
+                )
+                continue
+        if key not in ranks:
+            notes.append(f"a torch trace for rank {key}, which the table does not hold: not used")
+            continue
+        if says is not None and says != key and (key in stated or len(ranks) > 1):
+            notes.append(
+                f"the torch trace given for rank {key} is rank {says}'s (its distributedInfo): "
+                f"not used; rank {key}'s host gaps count the instrumented kernels only"
+            )
+            continue
+        out[key] = (kt, doc)
+    return out, notes
+
+
+def library_of(name: str) -> str | None:
+    low = name.lower()
+    for lib, keys in LIBRARIES:
+        if any(k in low for k in keys):
+            return lib
+    return None
+
+
+def _every_kernel(inputs, table, la, keep, steps, cells, uniq_names, where) -> dict:
+    """Host gaps over every kernel: per GPU whose rank has CUPTI rows that line up with its
+    launches, each of its steps' period less the union of its launches and of the CUPTI rows of
+    its device inside the step (clipped), on CUPTI's axis (our launches moved by the offset
+    merge takes: report/alignment.py). Updates cells' busy and gaps in place; returns per GPU
+    what was used or why not, the combined intervals for the host-gap evidence ("aligned"),
+    the uninstrumented kernels per step of the GPU where they take longest, and notes."""
+    from .alignment import alignment_error, kernel_fit, rows_by_name
+    from .coverage import step_windows
+
+    rank_of_gpu, gpu_no, gpu_of_session = where
+    n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
+    several = len(np.unique(rank_of_gpu)) > 1 or n_gpu > 1
+    gpus, notes, aligned, lines = [], [], {}, []
+    names = uniq_names.astype(str)
+    for g in range(n_gpu):
+        r, d = int(rank_of_gpu[g]), int(gpu_no[g])
+        who = f"rank {r} (cuda:{d})" if len(np.unique(rank_of_gpu)) > 1 else f"cuda:{d}"
+        entry: dict = {"rank": r, "gpu": d, "used": False}
+        gpus.append(entry)
+        if r not in inputs:
+            entry["why_not"] = "no torch trace"
+            if inputs:
+                notes.append(f"{who}: no torch trace: its host gaps count instrumented kernels")
+            continue
+        kt, doc = inputs[r]
+        why = None
+        dev = np.asarray(kt["device"]) == d
+        mine = np.flatnonzero(la["gpu"] == g)
+        if not len(kt["name"]):
+            why = "the torch trace has no kernel rows (CUPTI's kernel activity was off?)"
+        elif not dev.any():
+            devs = ", ".join(f"cuda:{x}" for x in np.unique(kt["device"])[:4].tolist())
+            why = f"the torch trace's kernels ran on {devs}, not on cuda:{d}"
+        if why is None:
+            rows = rows_by_name(kt, dev)
+            lnames = names[la["name"][mine]].tolist()
+            fit = kernel_fit(lnames, la["start"][mine], la["end"][mine], rows)
+            if fit is None:
+                why = "none of the instrumented kernels is among its CUPTI rows: not these launches"
+        if why is None:
+            off = fit["offset_ns"]
+            err = alignment_error(lnames, la["start"][mine] - off, la["end"][mine] - off, rows)
+            entry.update(device=d, offset_ns=int(off), fit=fit, error=err)
+            if fit["median_abs_ns"] > ALIGN_TOLERANCE_NS:
+                why = (
+                    "its clock does not line up with the launches: moved by the kernels' median "
+                    f"offset, they sit {format_time(fit['median_abs_ns'])} from their own CUPTI "
+                    f"rows (median; at most {format_time(ALIGN_TOLERANCE_NS)} is taken)"
+                )
+        if why is None and doc is not None:
+            theirs = set(step_windows(doc)["step"].tolist())
+            ours = set(steps[cells["ran"].reshape(n_steps, n_gpu)[:, g]].tolist())
+            if theirs and ours and not ours & theirs:
+                why = (
+                    "torch.profiler's steps are not the steps recorded: its kernel rows are of "
+                    "other steps"
+                )
+        if why is not None:
+            entry["why_not"] = why
+            notes.append(
+                f"{who}: CUPTI's rows not used, {why}; its host gaps count the instrumented kernels only"
+            )
+            continue
+        got = _gpu_cells(kt, dev, off, g, la, keep, cells, names)
+        if got is None:
+            entry["why_not"] = "none of its recorded steps lies inside the torch profile"
+            notes.append(
+                f"{who}: {entry['why_not']}; its host gaps count the instrumented kernels only"
+            )
+            continue
+        entry["used"] = True
+        entry["steps"] = got["steps"]
+        if got["steps"] < got["of"]:
+            notes.append(
+                f"{who}: {got['of'] - got['steps']} of {got['of']} steps lie outside the torch "
+                "profile: their host gaps count the instrumented kernels only"
+            )
+        aligned[g] = got
+        lines.append(dict(got["uninstrumented"], rank=r, gpu=d))
+    uninst = max(lines, key=lambda u: u["ns_per_step"]) if lines else None
+    if uninst is not None and not several:
+        uninst.pop("rank", None)
+    return {
+        "source": CUPTI_SOURCE,
+        "gpus": gpus,
+        "notes": notes,
+        "aligned": aligned,
+        "uninstrumented": uninst,
+    }
+
+
+def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
+    """One GPU's steps over every kernel (see _every_kernel); None where none of its steps lies
+    inside the profile's kernel rows."""
+    from .coverage import instrumented_mask
+
+    n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
+    idx = np.flatnonzero(dev)
+    o = idx[np.argsort(kt["start_ns"][idx], kind="stable")]
+    cs, ce, cn = kt["start_ns"][o], kt["end_ns"][o], kt["name"][o]
+    ours_names = sorted(set(names[la["name"][la["gpu"] == g]].tolist()))
+    inst = instrumented_mask(kt, ours_names)[o]
+    longest = int((ce - cs).max())
+    lo_p, hi_p = int(cs.min()) - ALIGN_TOLERANCE_NS, int(ce.max()) + ALIGN_TOLERANCE_NS
+    k = np.flatnonzero(keep & (la["gpu"] == g))
+    kc = la["cell"][k]
+    cells_of_g = [i * n_gpu + g for i in range(n_steps) if cells["ran"][i * n_gpu + g]]
+    parts_c, parts_s, parts_e, part_inst = [], [], [], []
+    used, kernels = [], 0
+    per_name = np.zeros(len(kt["names"]), np.float64)
+    count_name = np.zeros(len(kt["names"]), np.int64)
+    for c in cells_of_g:
+        a = int(cells["lo"][c]) - off
+        b = a + int(round(cells["period"][c]))
+        m = kc == c
+        parts_c.append(np.full(int(m.sum()), c))
+        parts_s.append(la["start"][k][m] - off)
+        parts_e.append(la["end"][k][m] - off)
+        part_inst.append(np.ones(int(m.sum()), bool))
+        if a < lo_p or b > hi_p:
+            continue  # outside the profile: our launches only
+        used.append(c)
+        j0 = int(np.searchsorted(cs, a - longest, "left"))
+        j1 = int(np.searchsorted(cs, b, "left"))
+        j = np.arange(j0, j1)
+        j = j[ce[j] > a]
+        s, e = np.maximum(cs[j], a), np.minimum(ce[j], b)
+        kernels += len(j)
+        parts_c.append(np.full(len(j), c))
+        parts_s.append(s)
+        parts_e.append(e)
+        part_inst.append(inst[j])
+        un = ~inst[j]
+        np.add.at(per_name, cn[j][un], (e - s)[un].astype(np.float64))
+        np.add.at(count_name, cn[j][un], 1)
+    if not used:
+        return None
+    c = np.concatenate(parts_c).astype(np.int64)
+    s = np.concatenate(parts_s).astype(np.int64)
+    e = np.concatenate(parts_e).astype(np.int64)
+    is_inst = np.concatenate(part_inst)
+    oo = np.lexsort((s, c))
+    c, s, e, is_inst = c[oo], s[oo], e[oo], is_inst[oo]
+    n_cells = n_steps * n_gpu
+    busy = union_length(c, s, e, n_cells).astype(np.float64)
+    un_busy = union_length(c[~is_inst], s[~is_inst], e[~is_inst], n_cells).astype(np.float64)
+    sel = np.array(used, np.int64)
+    cells["busy"][sel] = busy[sel]
+    cells["gaps"][sel] = cells["period"][sel] - busy[sel]
+    # Per cell, the gaps between its kernels (the rest of its gaps lie before the first or after
+    # the last: between steps).
+    gap, gap_cell = _inner_gaps(c, s, e, with_cells=True)
+    inner = np.bincount(gap_cell, weights=gap, minlength=n_cells)
+    steps_used = len(used)
+    step_ns = float(cells["period"][sel].sum()) / steps_used
+    top = [j for j in np.argsort(-per_name, kind="stable").tolist() if per_name[j] > 0]
+    un_ns = float(un_busy[sel].sum()) / steps_used
+    inst_ns = float(cells["union"][sel].sum()) / steps_used
+    return {
+        "cell": c,
+        "start": s,
+        "end": e,
+        "inner_per_cell": inner.reshape(n_steps, n_gpu)[:, g],
+        "kernels": kernels,
+        "steps": steps_used,
+        "of": len(cells_of_g),
+        "uninstrumented": {
+            "ns_per_step": un_ns,
+            "share_of_step": un_ns / step_ns if step_ns > 0 else 0.0,
+            "instrumented_ns_per_step": inst_ns,
+            "step_ns": step_ns,
+            "steps": steps_used,
+            "dominant": un_ns > inst_ns,
+            "kernels": [
+                {
+                    "kernel": str(kt["names"][j]),
+                    "library": library_of(str(kt["names"][j])),
+                    "ns_per_step": float(per_name[j]) / steps_used,
+                    "share_of_step": float(per_name[j]) / steps_used / step_ns
+                    if step_ns > 0
+                    else 0.0,
+                    "launches_per_step": float(count_name[j]) / steps_used,
+                }
+                for j in top[:UNINSTRUMENTED_SHOWN]
+            ],
+        },
+    }
 
 
 # -- words ------------------------------------------------------------------------------------
@@ -722,6 +1059,23 @@ def _words(kind: str, ev: dict) -> tuple[str, str]:
             f"combining pass) to run at least {ev['sms']} programs, or smaller tiles"
         )
         return detail, suggestion
+    if kind == "host_gaps" and ev.get("source") == "cupti":
+        wait = ev["wait_for_other_ranks_ns"]
+        detail = (
+            f"GPU idle between kernels (CUPTI: every kernel): {ev['kernels_per_step']:.0f} "
+            f"kernels a step ({ev['launches_per_step']:.0f} instrumented), "
+            f"{ev['gaps_per_step']:.0f} gaps between them (median {t(ev['gap_median_ns'])}, "
+            f"largest {t(ev['gap_max_ns'])}) and {t(ev['between_steps_ns'])} between steps; "
+            f"the GPU ran kernels {t(ev['busy_ns'])} of a {t(ev['step_ns'])} step "
+            f"(instrumented ones {t(ev['instrumented_busy_ns'])})"
+            + (f" (waiting {t(wait)} for other ranks, not counted)" if wait > 0 else "")
+        )
+        suggestion = (
+            "the host sets the pace: capture the step in a CUDA graph (torch.compile "
+            "mode='reduce-overhead', torch.cuda.graph) or fuse launches into fewer, larger "
+            "kernels"
+        )
+        return detail, suggestion
     if kind == "host_gaps":
         wait = ev["wait_for_other_ranks_ns"]
         detail = (
@@ -774,7 +1128,12 @@ def advise_lines(advice: Advice, width: int = 80, top: int = TOP) -> list[str]:
         over = "the whole recording as one step"
     else:
         over = "nothing recorded"
-    head = f"What to fix first (time per step, {over}; a step {format_time(advice.step_ns)}):"
+    src = ""
+    if advice.gaps_from != "instrumented":
+        used = [g["used"] for g in advice.cupti["gpus"]]
+        src = f"; {CUPTI_SOURCE}"
+        src += "" if all(used) else f" on {sum(used)} of {len(used)} GPUs"
+    head = f"What to fix first (time per step, {over}; a step {format_time(advice.step_ns)}{src}):"
     lines = ["", *wrap(head, width)]
     if not advice.findings:
         lines += wrap("  nothing found to recover", width, indent="    ")
@@ -794,14 +1153,45 @@ def advise_lines(advice: Advice, width: int = 80, top: int = TOP) -> list[str]:
         lines += wrap(f"    fix: {f.suggestion}", width, indent="    ")
     if len(advice.findings) > top:
         lines.append(f"    ... {len(advice.findings) - top} more (sm-profiler advise FILE --top N)")
+    lines += uninstrumented_lines(advice, width)
     lines += wrap(
         f"How each estimate is made and what it cannot see: {DOC}; the kernel lines of one GPU "
         "and its host gaps add up to at most the step; the slowest-rank line overlaps them.",
         width,
     )
-    for note in advice.notes[:-1]:  # the last note (uninstrumented kernels) is in the fix text
-        lines += wrap(f"note: {note}", width)
+    for note in advice.notes:
+        if note != INSTRUMENTED_ONLY:  # the host-gap line's fix text says it
+            lines += wrap(f"note: {note}", width)
     return lines
+
+
+def uninstrumented_lines(advice: Advice, width: int) -> list[str]:
+    """Where CUPTI saw kernels auto mode does not instrument take longer per step than the
+    instrumented ones: one note naming the largest (not a finding: their time is not an
+    estimate of what could be recovered)."""
+    u = (advice.cupti or {}).get("uninstrumented")
+    if not u or not u["dominant"] or not u["kernels"]:
+        return []
+    t = format_time
+    ks = ", ".join(
+        printable(k["kernel"])
+        + (f" ({k['library']})" if k["library"] else "")
+        + f" {t(k['ns_per_step'])}"
+        for k in u["kernels"][:3]
+    )
+    where = f" on rank {u['rank']}" if "rank" in u and advice.ranks > 1 else ""
+    text = (
+        f"not instrumented{where} (CUPTI): kernels auto mode cannot see inside ran "
+        f"{t(u['ns_per_step'])} a step ({100 * u['share_of_step']:.0f}%), the instrumented ones "
+        f"{t(u['instrumented_ns_per_step'])}: {ks}. Not counted as recoverable"
+    )
+    libs = {k["library"] for k in u["kernels"][:3]}
+    if libs & {"cuBLAS/CUTLASS matmul", "attention"}:
+        text += (
+            "; via_triton=True (sm-profiler run --via-triton) runs torch.compile'd matmuls and "
+            "attention as Triton templates that auto mode sees inside"
+        )
+    return wrap(f"    {text}", width, indent="    ")
 
 
 def _ranges(values: list[int]) -> str:

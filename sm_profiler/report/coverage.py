@@ -463,7 +463,7 @@ def unseen_kernels(table: dict, rows: np.ndarray, n_sms: int | None, shown_sms, 
 def coverage_lines(cov: dict, width: int = 80, top: int = 5) -> list[str]:
     """What `sm-profiler merge --torch` prints of a coverage: per GPU the exact share (median over
     steps), the `top` unseen kernels with their share of a step, and what the trace draws."""
-    from ..auto_mode.report import _middle
+    from .stats_table import middle as _middle
     from .stats_table import wrap
 
     out, width = [], width - 2  # every line is indented by 2 below

@@ -32,6 +32,14 @@ def printable(text: str) -> str:
 # -- units (sm_profiler/units.py; importable from here as before) ------------------------
 
 
+def middle(name: str, room: int) -> str:
+    """`name` cut to `room` characters in the middle: 'triton_per_fused_nat…backward_view_7'."""
+    if len(name) <= room:
+        return name
+    tail = (room - 1) // 2
+    return name[: room - 1 - tail] + "…" + name[len(name) - tail :]
+
+
 def format_times(values: list[float]) -> list[str]:
     """Several values side by side, all in one unit (`table_unit`): '2000 ns', '479 ns'."""
     unit, scale = table_unit(max((abs(v) for v in values), default=0.0))

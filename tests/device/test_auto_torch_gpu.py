@@ -77,6 +77,22 @@ def test_auto_torch_profiler_in_a_script(tmp_path):
     shown, steps, _ = report_share(text.getvalue())
     assert steps == 2
     assert shown == pytest.approx(100 * info["coverage"]["devices"][0]["share"], abs=0.051)
+    # What to fix first: host gaps over every kernel (cuBLAS's matmuls fill some), our launches
+    # on CUPTI's clock within the tolerance, the same offset as the merge's.
+    from sm_profiler.report.advise import ALIGN_TOLERANCE_NS, advise
+
+    every, alone = advise(prof.table(), cupti=doc), advise(prof.table())
+    print("\n".join(every.notes), every.cupti["gpus"])
+    assert every.gaps_from == "cupti", every.notes
+    g = every.cupti["gpus"][0]
+    assert g["fit"]["median_abs_ns"] <= ALIGN_TOLERANCE_NS
+    assert g["offset_ns"] == info["offset_ns"]
+
+    def gaps(a):
+        return next((f.estimate_ns_per_step for f in a.findings if f.kind == "host_gaps"), 0.0)
+
+    assert gaps(every) <= gaps(alone) + 1
+    assert "CUPTI: every kernel" in " ".join(text.getvalue().split())
     # The file carries the trace: merge of the file alone gives the same torch rows.
     prof.save(tmp_path / "auto.npz")
     from sm_profiler.cli import main

@@ -120,3 +120,70 @@ def slow_rank(steps=3):
             ]
         )
     return ranks_table(per_rank)
+
+
+# -- torch.profiler's kernel rows of the same steps (advise's cupti=) ---------------------------
+
+CUPTI_BASE_NS = 3_000_000_000  # torch's clock: 3 s from ours (an offset to find)
+CUPTI_LEAD_NS = 7_000  # our first launch's CUPTI row: ns after CUPTI_BASE_NS
+
+
+def wave_with_gaps(steps=3, period=10_000):
+    """one_point_one_waves' launch (11 programs of 100 ns on 10 SMs: 90 ns of partial wave a
+    step) at the start of each `period` ns step: the rest of the step is host gaps by the
+    records alone."""
+    out = []
+    for k in range(steps):
+        t = period * k
+        progs = [(sm, t, t + 100) for sm in range(10)] + [(0, t + 100, t + 200)]
+        out.append(launch(progs, "wave_kernel", step=k))
+    return make_table(out, sm_count=10)
+
+
+def cupti_doc_of(
+    table,
+    fill="nvjet_sm90_gemm_tn",
+    leave=20,
+    jitter=None,
+    device=0,
+    steps=None,
+    rank=None,
+    session=0,
+):
+    """torch.profiler's trace of `table`'s launches of one session: each launch's CUPTI row
+    (its kernel's name, its span moved onto torch's clock; `jitter[i]` ns more for launch i),
+    and a `fill` kernel (cuBLAS-like, not instrumented) from each launch's end to the next
+    launch's start but `leave` ns (none after the last); ProfilerStep#N windows of `steps`
+    (default: the table's); distributedInfo naming `rank` where given."""
+    from captures import cupti_doc
+
+    L = table.launches
+    names = table.kernel_names()
+    mine = np.flatnonzero(np.asarray(L["session"]) == session)
+    start, end = L["start_ns"][mine].astype(np.int64), L["end_ns"][mine].astype(np.int64)
+    o = np.argsort(start, kind="stable")
+    t0 = int(start.min())
+    lead = CUPTI_LEAD_NS - t0
+    rows, marks = [], []
+    for n, i in enumerate(o.tolist()):
+        j = 0 if jitter is None else int(jitter[n])
+        s, e = int(start[i]) + lead + j, int(end[i]) + lead + j
+        rows.append(dict(name=names[int(L["kernel"][mine[i]])], start=s, end=e, device=device))
+        if fill and n + 1 < len(o):
+            nxt = int(start[o[n + 1]]) + lead
+            if nxt - leave > int(end[i]) + lead:
+                rows.append(
+                    dict(name=fill, start=int(end[i]) + lead, end=nxt - leave, device=device)
+                )
+    step = np.asarray(L["step"])[mine]
+    numbers = sorted(set(step[step >= 0].tolist())) if steps is None else list(steps)
+    ours = sorted(set(step[step >= 0].tolist()))
+    for n, k in zip(numbers, ours, strict=False):
+        m = step == k
+        marks.append((n, int(start[m].min()) + lead - 300, int(end[m].max()) + lead + 100))
+    for r in rows:
+        r["launch"] = r["start"] - 100
+    doc = cupti_doc(rows, steps=marks, base_ns=CUPTI_BASE_NS)
+    if rank is not None:
+        doc["distributedInfo"] = {"rank": rank, "world_size": rank + 1}
+    return doc
