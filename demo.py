@@ -39,13 +39,13 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+
+import sm_profiler  # noqa: E402
 from sm_profiler.triton_ops import (  # noqa: E402
     profiler_event_end,
     profiler_event_start,
     profiler_init,
 )
-
-import sm_profiler  # noqa: E402
 
 DEFAULT_OUT = "sm_profiler_demo_out"
 

@@ -23,10 +23,10 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
-from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
 
 import sm_profiler
 from sm_profiler.record.clock import compare_gpus, measure_clock
+from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
 
 
 @triton.jit

@@ -39,12 +39,6 @@ import time
 import torch
 import triton
 import triton.profiler.language as pl
-from sm_profiler.gluon_ops import (  # _partition_thread: the ops' thread index in a partition
-    _partition_thread,
-    profiler_event_end,
-    profiler_event_start,
-    profiler_init,
-)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -60,6 +54,12 @@ from benchmarks.gluon_kernels import record_pred, timer  # the same floor and di
 from benchmarks.timing import cupti_medians, event_medians
 from sm_profiler import SmProfiler
 from sm_profiler.export import export
+from sm_profiler.gluon_ops import (  # _partition_thread: the ops' thread index in a partition
+    _partition_thread,
+    profiler_event_end,
+    profiler_event_start,
+    profiler_init,
+)
 from sm_profiler.record import ptx
 from sm_profiler.wire import format as fmt
 

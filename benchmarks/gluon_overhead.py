@@ -31,13 +31,13 @@ import numpy as np
 import torch
 import triton
 import triton.profiler.language as pl
-from sm_profiler.gluon_ops import profiler_event_end, profiler_event_start, profiler_init
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from benchmarks.gluon_kernels import record_pred, timer
 from benchmarks.timing import add_timing_args, cupti_medians, event_medians
 from sm_profiler import SmProfiler
+from sm_profiler.gluon_ops import profiler_event_end, profiler_event_start, profiler_init
 from sm_profiler.wire import format as fmt
 
 MODES = {"base": 0, "floor": 1, "ours": 2, "ours_warp": 3, "proton": 4, "ours_pred": 5}

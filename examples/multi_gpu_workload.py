@@ -35,13 +35,13 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+
+import sm_profiler  # noqa: E402
 from sm_profiler.triton_ops import (  # noqa: E402
     profiler_event_end,
     profiler_event_start,
     profiler_init,
 )
-
-import sm_profiler  # noqa: E402
 
 SCALE, SHIFT = tl.constexpr(0), tl.constexpr(1)
 BLOCK = 1024

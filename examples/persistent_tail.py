@@ -46,14 +46,14 @@ DEVICE = "cpu" if INTERPRET else "cuda"
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+
+import sm_profiler  # noqa: E402
+from sm_profiler.report.stats import compute_stats, format_time, print_stats  # noqa: E402
 from sm_profiler.triton_ops import (  # noqa: E402
     profiler_event_end,
     profiler_event_start,
     profiler_init,
 )
-
-import sm_profiler  # noqa: E402
-from sm_profiler.report.stats import compute_stats, format_time, print_stats  # noqa: E402
 
 TILE = tl.constexpr(0)
 

@@ -64,15 +64,15 @@ DEVICE = "cpu" if INTERPRET else "cuda"
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+
+from sm_profiler import SmProfiler  # noqa: E402
+from sm_profiler.record import ptx  # noqa: E402
 from sm_profiler.triton_ops import (  # noqa: E402
     profiler_event_end,
     profiler_event_start,
     profiler_flush,
     profiler_init,
 )
-
-from sm_profiler import SmProfiler  # noqa: E402
-from sm_profiler.record import ptx  # noqa: E402
 
 TILE, LOAD, MMA = (tl.constexpr(i) for i in range(3))
 EVENT_NAMES = ["tile", "load", "mma"]

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.skipif(
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 import triton_kernels as K  # noqa: E402
-from sm_profiler.triton_ops import profiler_event_instant, profiler_init  # noqa: E402
 
 import sm_profiler  # noqa: E402
+from sm_profiler.triton_ops import profiler_event_instant, profiler_init  # noqa: E402
 from sm_profiler.wire import format as fmt  # noqa: E402
 
 NAMES = ("load", "store", "loop", "iter", "tick", "tail", "sleep")

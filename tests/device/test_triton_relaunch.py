@@ -9,15 +9,15 @@ import torch
 import triton
 import triton.language as tl
 from reference_encoder import INSTANT, Lane, Stream, encode
+
+import sm_profiler
+from sm_profiler.report.stats import compute_stats, format_stats
 from sm_profiler.triton_ops import (
     profiler_event_end,
     profiler_event_instant,
     profiler_event_start,
     profiler_init,
 )
-
-import sm_profiler
-from sm_profiler.report.stats import compute_stats, format_stats
 from sm_profiler.wire import format as fmt
 from sm_profiler.wire.capture import Capture
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
 
 import sm_profiler
+from sm_profiler.triton_ops import profiler_event_end, profiler_event_start, profiler_init
 
 pytestmark = [
     pytest.mark.gpu,

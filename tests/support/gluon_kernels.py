@@ -1,5 +1,8 @@
 """Small instrumented Gluon kernels shared by the compile probe and the GPU tests."""
 
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+
 from sm_profiler.gluon_ops import (
     profiler_event_end,
     profiler_event_instant,
@@ -7,8 +10,6 @@ from sm_profiler.gluon_ops import (
     profiler_flush,
     profiler_init,
 )
-from triton.experimental import gluon
-from triton.experimental.gluon import language as gl
 
 LOOP, ITER, TICK, PARTITION = (gl.constexpr(i) for i in range(4))
 # Lane groups: the default partition's, then the worker's (per warp: 4 default warps, 0..3).

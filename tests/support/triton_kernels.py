@@ -2,6 +2,7 @@
 
 import triton
 import triton.language as tl
+
 from sm_profiler.triton_ops import (
     profiler_event_end,
     profiler_event_instant,
