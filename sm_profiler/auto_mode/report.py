@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..report.stats import step_periods, union_length
-from ..report.stats_table import fit_table, format_time, printable, wrap
+from ..report.stats import peak_per_group, step_periods, union_length
+from ..report.stats_table import fit_table, format_time, number_runs, printable, wrap
 from ..report.stats_table import middle as _middle
 from ..trace.model import RANGE, TraceData, kernel_names
 from ..trace.model import is_auto as _is_auto
@@ -225,7 +225,7 @@ def _group_busy_and_peak(g_first: np.ndarray, st: np.ndarray, en: np.ndarray, wh
         sizes = np.diff(np.r_[g_first[k:k2], b])
         group = np.repeat(np.arange(k2 - k), sizes)
         busy[k:k2] = union_length(group, st[a:b], en[a:b], k2 - k)
-        peak[k:k2] = _peak_per_group(group, st[a:b], en[a:b], k2 - k)
+        peak[k:k2] = peak_per_group(group, st[a:b], en[a:b], k2 - k)
     return busy, peak
 
 
@@ -347,22 +347,6 @@ def kernel_name_ids(trace: TraceData, caps: np.ndarray) -> tuple[np.ndarray, np.
     ids = ids_of(caps)
     present = np.unique(ids)
     return uniq[present], np.searchsorted(present, ids)
-
-
-def _peak_per_group(group, start, end, n_groups: int) -> np.ndarray:
-    """Most intervals open at once in each group (an end and a start at one time do not
-    overlap): +1 / -1 steps sorted by (group, time, ends first), one cumulative sum (each group
-    nets zero, so the sum needs no reset between groups)."""
-    if n_groups == 0:
-        return np.zeros(0, np.int64)
-    g = np.concatenate([group, group])
-    t = np.concatenate([start, end])
-    d = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
-    o = np.lexsort((d, t, g))
-    run = np.cumsum(d[o])
-    peak = np.zeros(n_groups, np.int64)
-    np.maximum.at(peak, g[o], run)
-    return peak
 
 
 def _sm_counts(trace: TraceData, caps: np.ndarray, sm_count: int | None) -> np.ndarray:
@@ -640,7 +624,7 @@ def step_lines(trace: TraceData, t: dict, width: int, cupti: dict | None = None)
         exact = cupti["per_step"]
         share = np.array([exact.get(int(k), float(v)) for k, v in zip(steps, share, strict=True)])
         got = dict(got, share=share)
-    which = _ranges(steps.tolist())
+    which = number_runs(steps.tolist())
     sched = table.metadata.get("schedule")
     head = f"steps: {len(steps)} recorded ({which})" + (
         f" by {printable(str(sched))}" if sched else ""
@@ -752,18 +736,6 @@ def steps_side_by_side(
                 tail = _middle(printable(name), max(8, width - len(head) - len(delta))) + delta
         out.append(head + (tail or "-"))
     return out
-
-
-def _ranges(values: list[int]) -> str:
-    """[1, 2, 3, 7] -> '1-3, 7' (at most 6 pieces shown)."""
-    out, start = [], None
-    for k, v in enumerate(values):
-        if start is None:
-            start = v
-        if k + 1 == len(values) or values[k + 1] != v + 1:
-            out.append(f"{start}" if start == v else f"{start}-{v}")
-            start = None
-    return ", ".join(out[:6]) + (" ..." if len(out) > 6 else "")
 
 
 def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]:

@@ -477,7 +477,7 @@ class AutoTable:
             words=words,
             event_names={0: info.name},
             kernel_name=info.name,
-            metadata=_jsonable(meta),
+            metadata=jsonable(meta),
         )
 
     def launch_info(self, i: int) -> KernelInfo:
@@ -529,7 +529,7 @@ class AutoTable:
             "metadata": self.metadata,
         }
         try:
-            blob = np.frombuffer(json.dumps(_jsonable(meta)).encode(), np.uint8)
+            blob = np.frombuffer(json.dumps(jsonable(meta)).encode(), np.uint8)
         except (TypeError, ValueError, RecursionError) as e:
             raise CaptureError(
                 f"cannot save {str(path)!r}: metadata must be JSON-serialisable ({_short(str(e), 120)})"
@@ -837,12 +837,12 @@ def _warp_names(num_warps: int, partitions) -> dict[int, str]:
     return names
 
 
-def _jsonable(v):
+def jsonable(v):
     """v with numpy scalars as Python numbers (json.dumps refuses them)."""
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x) for x in v]
     if isinstance(v, np.generic):
         return v.item()
     return v

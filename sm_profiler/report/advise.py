@@ -44,8 +44,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .stats import step_periods, union_length
-from .stats_table import format_time, printable, wrap
+from ..auto_mode.table import jsonable
+from .stats import peak_per_group, step_periods, union_length
+from .stats_table import format_time, number_runs, printable, wrap
 
 KINDS = ("partial_wave", "tail", "idle_sms", "host_gaps", "slow_rank")
 TITLES = {
@@ -79,7 +80,7 @@ class Finding:
     suggestion: str
 
     def to_dict(self) -> dict:
-        return _jsonable(asdict(self))
+        return jsonable(asdict(self))
 
 
 @dataclass
@@ -108,7 +109,7 @@ class Advice:
 
     def to_dict(self, top: int | None = None) -> dict:
         shown = self.findings if top is None else self.findings[: max(top, 0)]
-        return _jsonable(
+        return jsonable(
             {
                 "schema": "sm_profiler.advise",
                 "version": SCHEMA_VERSION,
@@ -329,7 +330,7 @@ def _launch_columns(table, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.ndarra
         g_first = np.flatnonzero(new)
         g_launch, g_sm = gl[g_first], gs[g_first]
         g_last = np.maximum.reduceat(en, g_first)
-        g_peak = _peak_per_group(np.cumsum(new) - 1, st, en, len(g_first))
+        g_peak = peak_per_group(np.cumsum(new) - 1, st, en, len(g_first))
         del gl, gs, st, en, new
         u = np.bincount(g_launch, minlength=m)
         used[k0:k1] = u
@@ -385,22 +386,22 @@ def _launch_columns(table, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.ndarra
     return {
         "start": start,
         "end": end,
-        "span": span,
+        "span_ns": span,
         "programs": programs,
         "sms": sms,
-        "sms_known": (known > 0)[sess],
-        "used": used,
-        "resident": resident,
+        "sm_count_known": (known > 0)[sess],
+        "sms_used": used,
+        "resident_per_sm": resident,
         "slots": slots,
         "waves": programs / np.maximum(slots, 1),
         "full": full,
         "last_n": last_n,
-        "fill": fill,
-        "t_last": t_last,
+        "last_wave_fill": fill,
+        "last_wave_ns": t_last,
         "tail_ns": tail,
         "last_sm": last_sm,
         "median_end": median_end,
-        "duration_median": dur_med,
+        "program_median_ns": dur_med,
         "partial_wave": est_wave,
         "tail": est_tail,
         "idle_sms": est_idle,
@@ -492,41 +493,22 @@ def _launch_findings(kind, est, k, la, table, uniq_names, cells, where) -> list[
         ev.update(_launch_evidence(la, i))
         if kind == "tail":
             ev["long_programs"] = _long_programs(table, la, i)
-        detail, suggestion = _words(kind, ev)
-        out.append(
-            Finding(
-                kind,
-                str(uniq_names[j]),
-                int(rank_of_gpu[g]),
-                int(gpu_no[g]),
-                v,
-                v / step_ns if step_ns > 0 else 0.0,
-                ev,
-                detail,
-                suggestion,
-            )
-        )
+        out.append(_finding(kind, str(uniq_names[j]), rank_of_gpu[g], gpu_no[g], v, step_ns, ev))
     return out
 
 
+# The launch columns every launch finding's evidence carries, by type.
+_INT_EVIDENCE = ("programs", "sms", "sms_used", "resident_per_sm", "slots", "last_sm")
+_FLOAT_EVIDENCE = ("waves", "last_wave_fill", "last_wave_ns", "span_ns", "tail_ns")
+
+
 def _launch_evidence(la, i: int) -> dict:
-    return {
-        "programs": int(la["programs"][i]),
-        "sms": int(la["sms"][i]),
-        "sm_count_known": bool(la["sms_known"][i]),
-        "sms_used": int(la["used"][i]),
-        "resident_per_sm": int(la["resident"][i]),
-        "slots": int(la["slots"][i]),
-        "waves": float(la["waves"][i]),
-        "last_wave_programs": int(la["last_n"][i]) if la["full"][i] >= 1 else 0,
-        "last_wave_fill": float(la["fill"][i]),
-        "last_wave_ns": float(la["t_last"][i]),
-        "span_ns": float(la["span"][i]),
-        "tail_ns": float(la["tail_ns"][i]),
-        "last_sm": int(la["last_sm"][i]),
-        "program_median_ns": float(la["duration_median"][i]),
-        "launch_estimate_ns": float(la["partial_wave"][i] + la["tail"][i] + la["idle_sms"][i]),
-    }
+    ev = {k: int(la[k][i]) for k in _INT_EVIDENCE} | {k: float(la[k][i]) for k in _FLOAT_EVIDENCE}
+    ev["sm_count_known"] = bool(la["sm_count_known"][i])
+    ev["program_median_ns"] = float(la["program_median_ns"][i])
+    ev["last_wave_programs"] = int(la["last_n"][i]) if la["full"][i] >= 1 else 0
+    ev["launch_estimate_ns"] = float(la["partial_wave"][i] + la["tail"][i] + la["idle_sms"][i])
+    return ev
 
 
 def _long_programs(table, la, i: int) -> list[dict]:
@@ -535,7 +517,7 @@ def _long_programs(table, la, i: int) -> list[dict]:
     first = int(table.launches["first_row"][i])
     prog = _programs(table, first, first + int(table.launches["rows"][i]))
     dur = prog["end"] - prog["start"]
-    med = la["duration_median"][i]
+    med = la["program_median_ns"][i]
     sel = np.flatnonzero((prog["end"] > la["median_end"][i]) & (dur > med))
     sel = sel[np.argsort(-dur[sel], kind="stable")[:LONG_PROGRAMS_SHOWN]]
     rows = prog["row"][sel]
@@ -605,20 +587,7 @@ def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several, every=None) -> l
             cells["union"].reshape(n_steps, n_gpu)[:, g].sum()
         ) / max(n_run, 1)
         ev["cupti_steps"] = f"{seen['steps']} of {n_run}"
-    detail, suggestion = _words("host_gaps", ev)
-    return [
-        Finding(
-            "host_gaps",
-            None,
-            int(rank_of_gpu[g]),
-            int(gpu_no[g]),
-            v,
-            v / step_ns if step_ns > 0 else 0.0,
-            ev,
-            detail,
-            suggestion,
-        )
-    ]
+    return [_finding("host_gaps", None, rank_of_gpu[g], gpu_no[g], v, step_ns, ev)]
 
 
 def _inner_gaps(c, s, e, with_cells: bool = False):
@@ -669,7 +638,9 @@ def _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names) -> 
     k = np.flatnonzero(keep)
     key = la["gpu"][k] * n_names + la["name"][k]
     per = (
-        np.bincount(key, weights=la["span"][k], minlength=n_gpu * n_names).reshape(n_gpu, n_names)
+        np.bincount(key, weights=la["span_ns"][k], minlength=n_gpu * n_names).reshape(
+            n_gpu, n_names
+        )
         / steps_of_gpu[:, None]
     )
     kd = per[slow] - per.mean(axis=0)
@@ -692,20 +663,7 @@ def _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names) -> 
         ],
         "rank": int(rank_of_gpu[slow]),
     }
-    detail, suggestion = _words("slow_rank", ev)
-    return [
-        Finding(
-            "slow_rank",
-            None,
-            int(rank_of_gpu[slow]),
-            int(gpu_no[slow]),
-            v,
-            v / step_ns if step_ns > 0 else 0.0,
-            ev,
-            detail,
-            suggestion,
-        )
-    ]
+    return [_finding("slow_rank", None, rank_of_gpu[slow], gpu_no[slow], v, step_ns, ev)]
 
 
 # -- every kernel, from CUPTI (torch.profiler's kernel rows) -----------------------------------
@@ -1001,6 +959,13 @@ def grid_options(programs: int, slots: int) -> list[tuple[int, int, float]]:
     return out
 
 
+def _finding(kind, kernel, rank, gpu, v: float, step_ns: float, ev: dict) -> Finding:
+    """A Finding of `v` ns a step, its share of `step_ns` and its evidence put in words."""
+    detail, suggestion = _words(kind, ev)
+    share = v / step_ns if step_ns > 0 else 0.0
+    return Finding(kind, kernel, int(rank), int(gpu), v, share, ev, detail, suggestion)
+
+
 def _words(kind: str, ev: dict) -> tuple[str, str]:
     """(the evidence in words, the suggestion) of a finding."""
     t = format_time
@@ -1120,7 +1085,7 @@ def advise_lines(advice: Advice, width: int = 80, top: int = TOP) -> list[str]:
     kind, then its evidence and suggestion wrapped at `width`."""
     width = max(width, 40)
     if advice.basis == "steps":
-        which = _ranges(advice.steps)
+        which = number_runs(advice.steps, most=4)
         over = (
             f"mean over {len(advice.steps)} step{'s' if len(advice.steps) != 1 else ''} ({which})"
         )
@@ -1194,33 +1159,7 @@ def uninstrumented_lines(advice: Advice, width: int) -> list[str]:
     return wrap(f"    {text}", width, indent="    ")
 
 
-def _ranges(values: list[int]) -> str:
-    out, start = [], None
-    for k, v in enumerate(values):
-        if start is None:
-            start = v
-        if k + 1 == len(values) or values[k + 1] != v + 1:
-            out.append(f"{start}" if start == v else f"{start}-{v}")
-            start = None
-    return ", ".join(out[:4]) + (" ..." if len(out) > 4 else "")
-
-
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def _peak_per_group(group, start, end, n_groups: int) -> np.ndarray:
-    """Most intervals open at once in each group (an end and a start at one time do not
-    overlap)."""
-    if n_groups == 0:
-        return np.zeros(0, np.int64)
-    g = np.concatenate([group, group])
-    t = np.concatenate([start, end])
-    d = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
-    o = np.lexsort((d, t, g))
-    run = np.cumsum(d[o])
-    peak = np.zeros(n_groups, np.int64)
-    np.maximum.at(peak, g[o], run)
-    return peak
 
 
 def _group_median(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -1247,18 +1186,6 @@ def _count(v, default: int = 0) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         return default
     return int(v) if 0 <= v < 1 << 20 else default
-
-
-def _jsonable(v):
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 __all__ = ["Advice", "Finding", "advise", "advise_lines", "grid_options", "KINDS"]

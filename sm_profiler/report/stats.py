@@ -715,3 +715,19 @@ def print_stats(trace: TraceData, file: TextIO | None = None, width: int | None 
     """Compute and print the statistics of `trace` (to stdout unless `file` is given)."""
     out = sys.stdout if file is None else file
     out.write(format_stats(compute_stats(trace), width=width))
+
+
+def peak_per_group(group, start, end, n_groups: int) -> np.ndarray:
+    """Most intervals open at once in each group (an end and a start at one time do not
+    overlap): +1 / -1 steps sorted by (group, time, ends first), one cumulative sum (each group
+    nets zero, so the sum needs no reset between groups)."""
+    if n_groups == 0:
+        return np.zeros(0, np.int64)
+    g = np.concatenate([group, group])
+    t = np.concatenate([start, end])
+    d = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
+    o = np.lexsort((d, t, g))
+    run = np.cumsum(d[o])
+    peak = np.zeros(n_groups, np.int64)
+    np.maximum.at(peak, g[o], run)
+    return peak

@@ -428,3 +428,15 @@ def _sm_lines(stats: Stats, width: int, max_rows: int) -> list[str]:
         )
     )
     return lines
+
+
+def number_runs(values: list[int], most: int = 6) -> str:
+    """[1, 2, 3, 7] -> '1-3, 7': runs of consecutive numbers, at most `most` pieces shown."""
+    out, start = [], None
+    for k, v in enumerate(values):
+        if start is None:
+            start = v
+        if k + 1 == len(values) or values[k + 1] != v + 1:
+            out.append(f"{start}" if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(out[:most]) + (" ..." if len(out) > most else "")
