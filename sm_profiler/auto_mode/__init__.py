@@ -1,5 +1,7 @@
 """Auto mode: every Triton and Gluon kernel of a region, instrumented by the compiler, no source
-change (docs/auto.md). `sm_profiler.auto()` makes an AutoProfiler::
+change (docs/auto.md). One feature across the layers, beside record/: each module's layer is
+placed by name in tests/host/test_layers.py (docs/architecture.md).
+`sm_profiler.auto()` makes an AutoProfiler::
 
     with sm_profiler.auto() as prof:
         loss = compiled_model(x).sum(); loss.backward()

@@ -1,4 +1,5 @@
-"""Trace exporters: native Perfetto protobuf and Chrome JSON, chosen by name or file extension.
+"""Writers: Perfetto and Chrome JSON traces (by name or file extension), PNG, merged ranks.
+May import report/, trace/, wire/ and the basics; never record/ or the CLI.
 
 Data flows one way: a decoded `TraceData` -> its `Timeline` (sm_profiler.trace.timeline: every
 track, its order, name and contents, built here with the user's options) -> its `Drawing`

@@ -1,2 +1,2 @@
-"""Reports over a decoded trace: statistics and their text table, coverage against CUPTI, and
-the SQL tables. May import trace/, wire/ and the basics; never export/ or the CLI."""
+"""Reports over a trace: statistics and their text table, coverage against CUPTI, what to fix
+first (advise.py), SQL tables. May import trace/, wire/, basics; never export/ or the CLI."""
