@@ -32,6 +32,7 @@ import zipfile
 import numpy as np
 
 from ..errors import CaptureError
+from ..wire.torch_trace import named_processes
 
 MEMBER = "torch_trace"  # the .npz member (uint8: gzip'd Chrome JSON)
 TORCH_SUFFIX = ".torch.json.gz"  # auto.torch.json.gz, auto.rank3.torch.json.gz
@@ -285,7 +286,7 @@ def _torch_events(doc: dict, rank: int, base_ns: int, next_tid: list[int]) -> li
         return tids[key]
 
     out = []
-    for e in doc["traceEvents"]:
+    for e in named_processes(doc["traceEvents"]):
         e = dict(e)
         p = e.get("pid", 0)
         if "tid" in e:

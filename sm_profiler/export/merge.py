@@ -56,6 +56,7 @@ from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: a
     _check_torch_doc,
     _torch_doc,
     kernel_key,
+    named_processes,
 )
 from .chrome import PID_BASE, ranks_json  # noqa: F401 (merge.PID_BASE, as the docs say)
 
@@ -438,6 +439,7 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     timelines = _timelines(ranks)
     cov, other = _coverage(doc, table, ranks, timelines)
     keys = {"sm_profiler_alignment": info, "sm_profiler_coverage": cov}
+    doc = dict(doc, traceEvents=named_processes(doc.get("traceEvents", [])))
     out = ranks_json(_drawings(timelines), base, doc, other=other, **keys)
     _write_json(out, path)
     return dict(info, coverage=cov)

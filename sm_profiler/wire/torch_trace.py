@@ -154,3 +154,25 @@ def kernel_key(name: str, rows: dict):
     if name in rows:
         return name
     return next((k for k in rows if k.startswith(name) or name.startswith(k)), None)
+
+
+def named_processes(events: list) -> list:
+    """torch.profiler's events with its processes named for what they hold: torch names the host
+    process and each GPU's "python" alike (a merged trace would show "python" three times). A
+    process whose threads are CUDA streams ("stream 7") becomes "GPU 0 · CUDA streams"; the
+    others "CPU · python (pid 1419)". Other events are the same objects."""
+    streams = {
+        e.get("pid")
+        for e in events
+        if e.get("ph") == "M"
+        and e.get("name") == "thread_name"
+        and str((e.get("args") or {}).get("name", "")).startswith("stream ")
+    }
+    out = []
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            pid, name = e.get("pid"), str((e.get("args") or {}).get("name", ""))
+            label = f"GPU {pid} · CUDA streams" if pid in streams else f"CPU · {name} (pid {pid})"
+            e = dict(e, args={"name": label})
+        out.append(e)
+    return out

@@ -563,3 +563,21 @@ def test_ranks_as_perfetto_show_gpu_by_gpu_sm_by_sm_every_program_in_place(tmp_p
     assert "GPU 1 · SM 131" in procs
     with pytest.raises(ConfigError, match="name the merged trace .perfetto-trace"):
         sm_profiler.merge_ranks(tables, tmp_path / "ranks.txt")
+
+
+def test_torch_processes_are_named_for_what_they_hold():
+    """torch.profiler names the host process and each GPU's "python" alike: a merged trace
+    showed "rank 1 · python" twice (seen in the Perfetto UI, issue 45)."""
+    from sm_profiler.wire.torch_trace import named_processes
+
+    meta = [
+        {"ph": "M", "name": "process_name", "pid": 1419, "args": {"name": "python"}},
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
+        {"ph": "M", "name": "thread_name", "pid": 1419, "tid": 1419, "args": {"name": "main"}},
+        {"ph": "X", "name": "aten::mm", "pid": 1419, "tid": 1419, "ts": 1.0, "dur": 2.0},
+    ]
+    out = named_processes(meta)
+    names = {e["pid"]: e["args"]["name"] for e in out if e["name"] == "process_name"}
+    assert names == {1419: "CPU · python (pid 1419)", 0: "GPU 0 · CUDA streams"}
+    assert out[4] is meta[4] and meta[0]["args"]["name"] == "python"  # the input is untouched
