@@ -77,3 +77,14 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def install() -> None:
     if not any(isinstance(f, _Alias) for f in sys.meta_path):
         sys.meta_path.append(_Alias())
+
+
+def submodule(package: str, name: str):
+    """`package.name` imported on first use, for a layer folder's `__getattr__`: after `import
+    sm_profiler`, `sm_profiler.report.stats.compute_stats` works as the docs write it, as the
+    flat package's `sm_profiler.stats` did. AttributeError where there is no such module."""
+    import importlib.util
+
+    if name.startswith("__") or importlib.util.find_spec(f"{package}.{name}") is None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    return importlib.import_module(f"{package}.{name}")

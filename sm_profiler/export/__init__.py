@@ -118,3 +118,9 @@ def _format_for(path: str | os.PathLike, format: str | None) -> str:
         f"cannot tell the trace format of {os.fspath(path)!r} from its extension; use one of "
         f"{', '.join(EXTENSIONS)} or pass format='perfetto' / format='chrome'"
     )
+
+
+def __getattr__(name: str):  # a submodule loads on first use (moved.submodule)
+    from ..moved import submodule
+
+    return submodule(__name__, name)

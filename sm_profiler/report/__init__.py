@@ -1,2 +1,8 @@
 """Reports over a trace: statistics and their text table, coverage against CUPTI, what to fix
 first (advise.py), SQL tables. May import trace/, wire/, basics; never export/ or the CLI."""
+
+
+def __getattr__(name: str):  # a submodule loads on first use (moved.submodule)
+    from ..moved import submodule
+
+    return submodule(__name__, name)

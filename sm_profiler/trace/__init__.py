@@ -18,3 +18,9 @@ from .model import (  # noqa: F401 (sm_profiler.trace.X, as before the folders)
     is_auto,
     kernel_names,
 )
+
+
+def __getattr__(name: str):  # a submodule loads on first use (moved.submodule)
+    from ..moved import submodule
+
+    return submodule(__name__, name)
