@@ -35,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 
+from benchmarks.env import no_cuda_gpu
+
 ROUTES = ("default", "via_triton")
 RESULT_PREFIX = "AUTO_COVERAGE_RESULT "
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -206,13 +208,7 @@ def main(argv=None) -> int:
     if args.child:
         print(RESULT_PREFIX + json.dumps(run_child(args)), flush=True)
         return 0
-    try:
-        import torch
-    except ImportError:
-        print("auto_coverage: torch is not installed; nothing to measure")
-        return 0
-    if not torch.cuda.is_available():
-        print("auto_coverage: no CUDA GPU visible; nothing to measure")
+    if no_cuda_gpu("auto_coverage"):
         return 0
     runs = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -31,6 +31,8 @@ import json
 import statistics
 import sys
 
+from benchmarks.env import no_cuda_gpu
+
 
 def _kernels():
     import triton
@@ -136,13 +138,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=9, help="figures per mode (median)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("auto_launch_cost: torch is not installed; nothing to measure")
-        return 0
-    if not torch.cuda.is_available():
-        print("auto_launch_cost: no CUDA GPU visible; nothing to measure")
+    if no_cuda_gpu("auto_launch_cost"):
         return 0
     res = measure(args)
     print("\n".join(format_table(res)))

@@ -119,6 +119,8 @@ import sys
 import tempfile
 import time
 
+from benchmarks.env import no_cuda_gpu
+
 MODELS = ("gpt", "llama", "moe", "mlp")
 SCENARIOS = ("train", "train_graphs", "infer")
 DEFAULT_SCENARIOS = ("train", "train_graphs")
@@ -1318,13 +1320,7 @@ def check_args(args) -> None:
 
 def run_parent(args) -> int:
     check_args(args)
-    try:
-        import torch
-    except ImportError:
-        print("auto_overhead: torch is not installed; nothing to measure")
-        return 0
-    if not torch.cuda.is_available():
-        print("auto_overhead: no CUDA GPU visible; nothing to measure")
+    if no_cuda_gpu("auto_overhead"):
         return 0
     models, scenarios = args.models.split(","), args.scenarios.split(",")
     modes = args.modes.split(",")

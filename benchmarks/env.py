@@ -36,6 +36,20 @@ KEYS = (
 )
 
 
+def no_cuda_gpu(name: str) -> bool:
+    """True, saying so (`name: ... nothing to measure`), where torch is missing or sees no CUDA
+    GPU: a GPU benchmark then exits 0 with nothing measured, as `run all` expects on a CPU."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{name}: torch is not installed; nothing to measure")
+        return True
+    if not torch.cuda.is_available():
+        print(f"{name}: no CUDA GPU visible; nothing to measure")
+        return True
+    return False
+
+
 def _version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)

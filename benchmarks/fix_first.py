@@ -48,6 +48,8 @@ import os
 import statistics
 import sys
 
+from benchmarks.env import no_cuda_gpu
+
 CASES = ("wave", "skew", "few", "gaps")
 EXPECTED = {
     "wave": "partial_wave",
@@ -296,17 +298,23 @@ def run_case(case: str, reps: int, repeats: int) -> dict:
     if case != "gaps":
         chase.check(fix)
     t = time_steps({"planted": step, "fixed": fix}, reps, repeats)
-    est = top.estimate_ns_per_step / 1e3
-    got = t["planted"] - t["fixed"]
     row.update(
-        estimate_us=est,
-        planted_us=t["planted"],
-        fixed_us=t["fixed"],
-        recovered_us=got,
-        recovered_of_estimate=got / est if est > 0 else None,
-        fixed_programs=getattr(fix, "programs", None),
+        recovered(top.estimate_ns_per_step, t), fixed_programs=getattr(fix, "programs", None)
     )
     return row
+
+
+def recovered(estimate_ns: float, t: dict[str, float]) -> dict:
+    """A row's figures: the advisor's estimate, the planted and fixed steps' medians (µs) and the
+    time the fix recovered, also as a share of the estimate."""
+    est, got = estimate_ns / 1e3, t["planted"] - t["fixed"]
+    return {
+        "estimate_us": est,
+        "planted_us": t["planted"],
+        "fixed_us": t["fixed"],
+        "recovered_us": got,
+        "recovered_of_estimate": got / est if est > 0 else None,
+    }
 
 
 def format_table(rows: list[dict]) -> list[str]:
@@ -384,15 +392,7 @@ def run_slow_rank(reps: int, repeats: int, out_dir: str) -> dict | None:
         chase.check(fix)
         t = time_steps({"planted": step, "fixed": fix}, reps, repeats, after=sync)
         if rank == 0:
-            est = verdict.item() / 1e3
-            got = t["planted"] - t["fixed"]
-            row.update(
-                estimate_us=est,
-                planted_us=t["planted"],
-                fixed_us=t["fixed"],
-                recovered_us=got,
-                recovered_of_estimate=got / est,
-            )
+            row.update(recovered(verdict.item(), t))
     dist.barrier()
     dist.destroy_process_group()
     return row
@@ -474,13 +474,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    try:
-        import torch
-    except ImportError:
-        print("fix_first: torch is not installed; nothing to measure")
-        return 0
-    if not torch.cuda.is_available():
-        print("fix_first: no CUDA GPU visible; nothing to measure")
+    if no_cuda_gpu("fix_first"):
         return 0
     if args.models:
         rows = run_models(args)

@@ -65,13 +65,18 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
+    def __init__(self):
+        # alias name -> the module's own spec, which the import system writes the alias's over
+        # between the two calls below; keyed by alias, as two threads may import two at once
+        self._specs: dict = {}
+
     def create_module(self, spec):
         module = resolve(spec.name.rpartition(".")[2], stacklevel=8)
-        self._spec = module.__spec__  # the import system writes the alias's spec over it
+        self._specs[spec.name] = module.__spec__
         return module
 
     def exec_module(self, module):
-        module.__spec__ = self._spec
+        module.__spec__ = self._specs.pop(module.__spec__.name)
 
 
 def install() -> None:
