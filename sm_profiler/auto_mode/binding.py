@@ -598,6 +598,8 @@ def _wrap_capture_end(original):
             staged = _stage_of_capture(replays)
             switch = _switch_of_capture(parts, staged[1] if staged else None)
         out = original(self, *args, **kwargs)
+        if getattr(self, "_sm_profiler_instantiate", False):
+            _instantiate(self, switch if parts else None, staged[0] if parts and staged else None)
         if parts:
             self._sm_profiler_switch = switch
             self._sm_profiler_stage = staged[0] if staged else None
@@ -611,6 +613,39 @@ def _wrap_capture_end(original):
 
     capture_end.__wrapped__ = original
     return capture_end
+
+
+def _wrap_graph_init(original):
+    """A CUDA graph constructed while auto mode is on keeps the graph it is instantiated from
+    (keep_graph=True), so that its off replays can disable our staging kernels (graph_switch);
+    capture_end instantiates it as PyTorch would have without keep_graph."""
+
+    def __init__(self, keep_graph=False, *args, **kwargs):
+        kept = STATE.level is not None and not keep_graph
+        original(self, True if kept else keep_graph, *args, **kwargs)
+        if kept:
+            self._sm_profiler_instantiate = True
+
+    __init__.__wrapped__ = original
+    return __init__
+
+
+def _instantiate(graph, switch, stage) -> None:
+    """At capture end, for a graph auto mode made keep its captured graph: find the staging
+    kernels' nodes (an off replay disables them), then instantiate, as capture_end would have."""
+    try:
+        if switch is not None and stage is not None:
+            from . import graph_switch
+
+            switch.nodes = graph_switch.nodes_of(graph.raw_cuda_graph(), stage.functions)
+    except Exception as e:  # they run, empty, at off replays
+        warnings.warn(
+            f"sm_profiler.auto: a CUDA graph's staging kernels will run (empty) at its replays "
+            f"that record nothing (they could not be found: {e})",
+            AutoWarning,
+            stacklevel=3,
+        )
+    graph.instantiate()
 
 
 def _stage_of_capture(replays: dict):
@@ -751,6 +786,7 @@ def install() -> None:
         pass
     from torch.cuda import CUDAGraph
 
+    CUDAGraph.__init__ = _wrap_graph_init(CUDAGraph.__init__)
     CUDAGraph.capture_begin = _wrap_capture_begin(CUDAGraph.capture_begin)
     CUDAGraph.capture_end = _wrap_capture_end(CUDAGraph.capture_end)
     CUDAGraph.replay = _wrap_replay(CUDAGraph.replay)

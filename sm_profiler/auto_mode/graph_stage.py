@@ -12,7 +12,8 @@ the K replays side by side (Areas.copy_of_many): one driver call every K replays
 
 The two kernels' last parameter is the counter, so the graph's switched-off clone (graph_switch)
 nulls it as it nulls the instrumented kernels' areas: an off replay stages nothing, and the host
-does not count it. What is staged but not yet copied out when a region reads its buffer back is
+does not count it; where the graph keeps the nodes it was instantiated from, an off replay does
+not run the two kernels at all (graph_switch disables them). What is staged but not yet copied out when a region reads its buffer back is
 copied then (`drain`).
 
 One stream is assumed between a graph's replays, as PyTorch replays them: a replay on another
@@ -89,8 +90,9 @@ class Stage:
     """One captured graph's staging: K slots of `span` records beside its areas, the host's
     count of what they hold, and where full slots are copied out."""
 
-    def __init__(self, device: int, replay: tuple, staging: int, k: int, keep):
+    def __init__(self, device: int, replay: tuple, staging: int, k: int, keep, functions=()):
         self.device, self.replay, self.staging, self.k = device, replay, staging, k
+        self.functions = functions  # (STAGE, BUMP): the nodes an off replay disables
         self.keep = keep  # the buffer the staging lies in
         self.start = 0  # the slot the device's counter pointed at when `held` began
         self.held: list[tuple[int, int] | None] = []  # per staged replay: (step, tag), or None
@@ -156,7 +158,7 @@ def capture(stream: int, device: int, replay: tuple, functions: tuple[int, int])
     src = base + (replay[0] << fmt.AUTO_RECORD_SHIFT)
     _launch(stream, stage_fn, grid, threads, [staging, src, units, counter])
     _launch(stream, bump_fn, 1, 1, [k, counter])
-    return Stage(device, replay, staging, k, buffer), counter
+    return Stage(device, replay, staging, k, buffer, functions), counter
 
 
 def drain() -> None:

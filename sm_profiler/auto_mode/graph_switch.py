@@ -12,6 +12,13 @@ kernel functions and parameters only), so an off replay runs the plain kernels, 
 launch given no area does. The update happens only
 where the state changes (a schedule's edges), and affects no launch already queued.
 
+A graph staged on the device (graph_stage.py) has two kernels of ours after its work. Nulled in
+the off clone they would still run, empty, at every off replay (1-2.5 us a replay, BENCHMARKS.md),
+so they are disabled there too (cuGraphNodeSetEnabled): an off replay then runs the plain kernels
+and nothing else. That call takes the nodes of the graph the instantiation was made from, which
+PyTorch destroys at capture end, so auto mode makes the graphs constructed while it is on keep
+theirs (keep_graph=True) and instantiates them at capture end itself, as PyTorch would have.
+
 Where the clones cannot be made or a kernel's area cannot be found among its parameters, the graph
 is left as it was: it writes at every replay, and only recorded replays are copied out.
 """
@@ -152,6 +159,9 @@ class Switch:
         self.graphs = {True: on_graph, False: off_graph}
         self.on = True  # instantiated as captured: writing its records
         self.updates = 0
+        # Nodes of the graph the instantiation was made from, run only while recording (the
+        # staging kernels), or none where that graph is not kept.
+        self.nodes: list[int] = []
         weakref.finalize(self, _destroy_both, on_graph, off_graph)
 
     def follow(self, exec_handle: int, on: bool) -> None:
@@ -170,8 +180,25 @@ class Switch:
             raise RuntimeError(
                 f"cuGraphExecUpdate failed with CUDA error {rc} (result {info.result})"
             )
+        for node in self.nodes:
+            rc = _cuda().cuGraphNodeSetEnabled(
+                ctypes.c_void_p(exec_handle), ctypes.c_void_p(node), ctypes.c_uint(int(on))
+            )
+            _check(rc, "cuGraphNodeSetEnabled")
         self.on = on
         self.updates += 1
+
+
+def nodes_of(graph: int, functions: tuple[int, ...]) -> list[int]:
+    """The kernel nodes of `graph` that launch one of `functions`."""
+    cuda, found = _cuda(), []
+    for node in _kernel_nodes(graph):
+        params = KernelNodeParams()
+        rc = cuda.cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(node), ctypes.byref(params))
+        _check(rc, "cuGraphKernelNodeGetParams")
+        if params.func in functions:
+            found.append(node)
+    return found
 
 
 def _destroy_both(on_graph: int, off_graph: int) -> None:

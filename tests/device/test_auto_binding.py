@@ -328,6 +328,74 @@ def test_kernel_node_params_lay_out_as_cuda_h():
     assert ctypes.sizeof(P) == 72
 
 
+def test_graphs_made_while_on_keep_their_graph_and_are_instantiated_at_capture_end(monkeypatch):
+    """A CUDAGraph constructed while auto mode is on is made with keep_graph=True (the staging
+    kernels' nodes can then be disabled at off replays) and instantiated at capture end, as
+    PyTorch does without keep_graph; one made before, or asking to keep its graph, is as asked."""
+    from sm_profiler.auto_mode import binding, graph_switch
+
+    class Graph(_FakeGraph):
+        def __init__(self, keep_graph=False):
+            self.keep_graph, self.instantiated = keep_graph, 0
+
+        def raw_cuda_graph(self):
+            return 55
+
+        def instantiate(self):
+            self.instantiated += 1
+
+    Graph.__init__ = binding._wrap_graph_init(Graph.__init__)
+    Graph.capture_end = binding._wrap_capture_end(Graph.capture_end)
+    monkeypatch.setattr(binding.STATE, "capturing", None)
+    monkeypatch.setattr(binding.STATE, "level", None)
+    before, asked = Graph(), Graph(keep_graph=True)
+    monkeypatch.setattr(binding.STATE, "level", "program")
+    made = Graph()
+    assert (before.keep_graph, asked.keep_graph, made.keep_graph) == (False, True, True)
+    for g in (before, asked, made):
+        g.capture_end()  # captured nothing of ours
+    assert (before.instantiated, asked.instantiated, made.instantiated) == (0, 0, 1)
+    # Staged: the staging kernels' nodes are found in the kept graph before it is instantiated.
+    seen = []
+    monkeypatch.setattr(
+        graph_switch, "nodes_of", lambda graph, fns: seen.append((graph, fns)) or [7, 8]
+    )
+    switch, stage = _FakeSwitch(None), type("Stage", (), {"functions": (11, 12)})()
+    g = Graph()
+    binding._instantiate(g, switch, stage)
+    assert seen == [(55, (11, 12))] and switch.nodes == [7, 8] and g.instantiated == 1
+
+
+def test_a_switch_disables_the_staging_nodes_off_and_enables_them_on(monkeypatch):
+    """Switch.follow updates the instantiated graph from the off or on clone, then disables (off)
+    or enables (on) the staging kernels' nodes through the driver."""
+    from sm_profiler.auto_mode import graph_switch
+
+    calls = []
+
+    class Driver:
+        def cuGraphExecUpdate_v2(self, exec_handle, graph, info):
+            calls.append(("update", exec_handle.value, graph.value))
+            return 0
+
+        def cuGraphNodeSetEnabled(self, exec_handle, node, on):
+            calls.append(("enabled", exec_handle.value, node.value, on.value))
+            return 0
+
+    monkeypatch.setattr(graph_switch, "_cuda", lambda: Driver())
+    monkeypatch.setattr(graph_switch, "_destroy_both", lambda *a: None)
+    switch = graph_switch.Switch(101, 102)
+    switch.nodes = [7, 8]
+    switch.follow(9, False)
+    switch.follow(9, False)  # no change: nothing asked
+    switch.follow(9, True)
+    assert calls == [
+        ("update", 9, 102), ("enabled", 9, 7, 0), ("enabled", 9, 8, 0),
+        ("update", 9, 101), ("enabled", 9, 7, 1), ("enabled", 9, 8, 1),
+    ]  # fmt: skip
+    assert switch.on and switch.updates == 2
+
+
 def test_a_graph_the_driver_will_not_switch_warns_once_and_is_left_alone(monkeypatch):
     from sm_profiler.auto_mode import binding
 

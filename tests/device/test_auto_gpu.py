@@ -272,6 +272,41 @@ def test_an_off_launch_and_an_off_graph_replay_run_the_plain_binary():
     assert torch.equal(out, axpy_plain(x, y, n))  # bit for bit as the plain kernel computes
 
 
+def test_an_off_graph_replay_runs_no_kernel_of_ours():
+    """Issue 43: an off replay of a staged graph runs the graph's own kernels and nothing else
+    (its staging kernels disabled, as CUPTI sees the replay); a recorded replay runs them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    n = 1 << 18
+    x, y, out = (torch.rand(n, device="cuda") for _ in range(3))
+
+    def kernels_of_one_replay(g) -> list[str]:
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as p:
+            g.replay()
+            torch.cuda.synchronize()
+        return sorted(
+            e.name
+            for e in p.events()
+            if e.device_type == torch.autograd.DeviceType.CUDA and "Memcpy" not in e.name
+        )
+
+    with sm_profiler.auto(schedule="1-1") as prof:
+        g = _axpy_graph(n, x, y, out)  # step 0
+        assert g._sm_profiler_stage is not None and len(g._sm_profiler_switch.nodes) == 2
+        off0 = kernels_of_one_replay(g)
+        prof.step()
+        on1 = kernels_of_one_replay(g)
+        prof.step()
+        off2 = kernels_of_one_replay(g)
+    assert off0 == off2 == ["axpy_kernel"]
+    assert on1 == ["axpy_kernel", "sm_profiler_auto_bump", "sm_profiler_auto_stage"]
+    trace = prof.decode()
+    launches = _launches(trace, "axpy_kernel")
+    assert len(launches) == 1 and int(trace.kernels[launches[0]].metadata["step"]) == 1
+    _check_launch(trace, launches[0], (n // 1024, 1, 1))
+
+
 def axpy_plain(x, y, n):
     """axpy_kernel's output compiled and run without auto mode."""
     out = torch.empty_like(x)
