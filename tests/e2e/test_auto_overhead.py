@@ -115,6 +115,9 @@ def test_time_ab_rotates_plain_off_on_and_reports_medians(monkeypatch):
     assert (
         "gpt train auto_ab on: kernels' GPU time a step, added over plain: Triton +3.0 us" in text
     )
+    # Issue 43's per-kernel targets: off <= 0.5 %, on <= 2 %, for Triton kernels of >= 10 us.
+    assert "per kernel (Triton, >= 10 us): 1 of 1 over +0.5 %; the most +10.0 %" in text
+    assert "per kernel (Triton, >= 10 us): 1 of 1 over +2 %; the most +30.0 % (+3.00 us" in text
 
 
 def test_a_mode_without_plain_still_prints():
