@@ -621,10 +621,15 @@ def _wrap_graph_init(original):
     capture_end instantiates it as PyTorch would have without keep_graph."""
 
     def __init__(self, keep_graph=False, *args, **kwargs):
-        kept = STATE.level is not None and not keep_graph
-        original(self, True if kept else keep_graph, *args, **kwargs)
-        if kept:
-            self._sm_profiler_instantiate = True
+        if STATE.level is not None and not keep_graph:
+            try:
+                original(self, True, *args, **kwargs)
+            except TypeError:  # a PyTorch without keep_graph: the kernels run empty off
+                original(self, *args, **kwargs)
+            else:
+                self._sm_profiler_instantiate = True
+        else:
+            original(self, keep_graph, *args, **kwargs)
 
     __init__.__wrapped__ = original
     return __init__

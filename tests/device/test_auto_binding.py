@@ -365,6 +365,14 @@ def test_graphs_made_while_on_keep_their_graph_and_are_instantiated_at_capture_e
     binding._instantiate(g, switch, stage)
     assert seen == [(55, (11, 12))] and switch.nodes == [7, 8] and g.instantiated == 1
 
+    class OldGraph(_FakeGraph):  # a PyTorch whose graphs take no keep_graph
+        def __init__(self):
+            self.made = True
+
+    OldGraph.__init__ = binding._wrap_graph_init(OldGraph.__init__)
+    old = OldGraph()
+    assert old.made and not getattr(old, "_sm_profiler_instantiate", False)
+
 
 def test_a_switch_disables_the_staging_nodes_off_and_enables_them_on(monkeypatch):
     """Switch.follow updates the instantiated graph from the off or on clone, then disables (off)
