@@ -13,8 +13,8 @@ the K replays side by side (Areas.copy_of_many): one driver call every K replays
 The two kernels' last parameter is the counter, so the graph's switched-off clone (graph_switch)
 nulls it as it nulls the instrumented kernels' areas: an off replay stages nothing, and the host
 does not count it; where the graph keeps the nodes it was instantiated from, an off replay does
-not run the two kernels at all (graph_switch disables them). What is staged but not yet copied out when a region reads its buffer back is
-copied then (`drain`).
+not run the two kernels at all (graph_switch disables them). What is staged but not yet copied
+out when a region reads its buffer back is copied then (`drain`).
 
 One stream is assumed between a graph's replays, as PyTorch replays them: a replay on another
 stream than the last copy-out first waits for it (`Stage.order`).
