@@ -587,6 +587,7 @@ def _wrap_capture_begin(original):
 def _wrap_capture_end(original):
     def capture_end(self, *args, **kwargs):
         parts, STATE.capturing = STATE.capturing, None
+        staged = switch = None
         if parts:
             from .areas import Areas
 
@@ -599,7 +600,7 @@ def _wrap_capture_end(original):
             switch = _switch_of_capture(parts, staged[1] if staged else None)
         out = original(self, *args, **kwargs)
         if getattr(self, "_sm_profiler_instantiate", False):
-            _instantiate(self, switch if parts else None, staged[0] if parts and staged else None)
+            _instantiate(self, switch, staged[0] if staged else None)
         if parts:
             self._sm_profiler_switch = switch
             self._sm_profiler_stage = staged[0] if staged else None
