@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 
-from benchmarks.env import no_cuda_gpu
+from benchmarks.env import add_model_shape_args, no_cuda_gpu
 
 ROUTES = ("default", "via_triton")
 RESULT_PREFIX = "AUTO_COVERAGE_RESULT "
@@ -179,12 +179,7 @@ def format_table(runs: list[dict]) -> list[str]:
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="llama,gpt,moe")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--d-model", dest="d_model", type=int, default=1024)
-    ap.add_argument("--heads", type=int, default=16)
-    ap.add_argument("--kv-heads", dest="kv_heads", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=1024)
+    add_model_shape_args(ap)
     ap.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=5)

@@ -119,7 +119,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks.env import no_cuda_gpu
+from benchmarks.env import add_model_shape_args, no_cuda_gpu
 
 MODELS = ("gpt", "llama", "moe", "mlp")
 SCENARIOS = ("train", "train_graphs", "infer")
@@ -1449,12 +1449,7 @@ def parse_args(argv=None):
         help="fewer steps per repeat where a case's repeats would take longer (slow modes)",
     )
     ap.add_argument("--rounds", type=int, default=3, help="rounds of one process per mode")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--d-model", dest="d_model", type=int, default=1024)
-    ap.add_argument("--heads", type=int, default=16, help="attention (query) heads")
-    ap.add_argument("--kv-heads", dest="kv_heads", type=int, default=4, help="llama's k/v heads")
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=1024, help="tokens per sequence")
+    add_model_shape_args(ap)
     ap.add_argument(
         "--budget-s",
         dest="budget_s",

@@ -50,6 +50,17 @@ def no_cuda_gpu(name: str) -> bool:
     return False
 
 
+def add_model_shape_args(ap: argparse.ArgumentParser) -> None:
+    """The benchmark models' shape (auto_overhead's GPT-, Llama- and MoE-style stacks), as the
+    model benchmarks (auto_overhead, auto_coverage, fix_first) all take it."""
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--d-model", dest="d_model", type=int, default=1024)
+    ap.add_argument("--heads", type=int, default=16, help="attention (query) heads")
+    ap.add_argument("--kv-heads", dest="kv_heads", type=int, default=4, help="llama's k/v heads")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=1024, help="tokens per sequence")
+
+
 def _version(dist: str) -> str | None:
     try:
         return importlib.metadata.version(dist)

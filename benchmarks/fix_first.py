@@ -48,7 +48,7 @@ import os
 import statistics
 import sys
 
-from benchmarks.env import no_cuda_gpu
+from benchmarks.env import add_model_shape_args, no_cuda_gpu
 
 CASES = ("wave", "skew", "few", "gaps")
 EXPECTED = {
@@ -466,12 +466,7 @@ def main(argv=None) -> int:
         help="with --models: torch.profiler on the recorded steps; host gaps over every kernel",
     )
     ap.add_argument("--warmup", type=int, default=5, help="with --models: steps before recording")
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--d-model", dest="d_model", type=int, default=1024)
-    ap.add_argument("--heads", type=int, default=16)
-    ap.add_argument("--kv-heads", dest="kv_heads", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--seq", type=int, default=1024)
+    add_model_shape_args(ap)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if no_cuda_gpu("fix_first"):
