@@ -8,6 +8,8 @@ program. The kernels (bf16):
   ew_16M    y = 2x + 1 over 16 M elements, 1,024 a program (16,384 programs, ~24 us)
   ew_1M     the same over 1 M (1,024 programs, under two waves on an H100)
   ew_64K    the same over 64 K (64 programs: one short wave)
+  gelu_16M  erf GELU over 16 M elements, 512 a program (32,768 programs of a few microseconds
+            of MUFU work: the class the record costs most, BENCHMARKS.md "part by part")
   norm_16K  RMS-normalise 16,384 rows of 1,024 (a program a row)
   norm_512  the same over 512 rows
 
@@ -52,10 +54,18 @@ def _kernels():
         s = tl.sum(v * v, 0) / C
         tl.store(y + r * C + offs, (v * tl.rsqrt(s + 1e-6)).to(tl.bfloat16))
 
-    return axpb, rownorm
+    @triton.jit
+    def gelu(x, y, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        v = tl.load(x + offs, mask=m).to(tl.float32)
+        g = 0.5 * v * (1.0 + tl.erf(v * 0.7071067811865476))
+        tl.store(y + offs, g.to(tl.bfloat16), mask=m)
+
+    return axpb, rownorm, gelu
 
 
-def cases(axpb, rownorm) -> dict:
+def cases(axpb, rownorm, gelu) -> dict:
     """name -> a function that launches that kernel once (on its own buffers)."""
     import torch
     import triton
@@ -66,6 +76,10 @@ def cases(axpb, rownorm) -> dict:
         y = torch.empty_like(x)
         grid = (triton.cdiv(n, 1024),)
         out[name] = lambda x=x, y=y, n=n, g=grid: axpb[g](x, y, n, BLOCK=1024, num_warps=4)
+    x = torch.randn(1 << 24, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    grid = (triton.cdiv(x.numel(), 512),)
+    out["gelu_16M"] = lambda x=x, y=y, g=grid: gelu[g](x, y, x.numel(), BLOCK=512, num_warps=4)
     for name, rows in (("norm_16K", 16384), ("norm_512", 512)):
         x = torch.randn(rows, 1024, device="cuda", dtype=torch.bfloat16)
         y = torch.empty_like(x)
