@@ -31,7 +31,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import ConfigError, SmProfilerError
-from .export.ui_server import PERFETTO_PORT, PERFETTO_UI, serve_trace  # noqa: F401 (cli.PERFETTO_UI)
+from .export.ui_server import (  # noqa: F401 (cli.PERFETTO_UI)
+    PERFETTO_PORT,
+    PERFETTO_UI,
+    check_regular_file,
+    serve_trace,
+)
 from .progress import stage
 from .report.stats_table import printable
 
@@ -931,6 +936,7 @@ def cmd_open(args: argparse.Namespace) -> int:
             path, port=args.port, open_browser=not args.no_browser, timeout_s=args.timeout
         )
 
+    check_regular_file(args.trace)  # before is_capture_file opens it: a FIFO would block that
     if not is_capture_file(args.trace):
         return 0 if serve(args.trace) else 1
     # The UI reads traces, not captures: export one to a temporary file and serve that.
