@@ -68,6 +68,25 @@ def _ended(proc, within_s: float) -> tuple[int | None, str, str]:
         return None, out, err
 
 
+def _serving(trace):
+    """serve_trace(trace) on a thread of this process, on a free port: the thread, the port, and
+    the dict that gets serve_trace's result under "fetched"."""
+    ports, result = [], {}
+    server = threading.Thread(
+        target=lambda: result.setdefault(
+            "fetched",
+            serve_trace(trace, 0, open_browser=False, timeout_s=30, out=io.StringIO(),
+                        on_ready=ports.append),
+        ),
+        daemon=True,
+    )  # fmt: skip
+    server.start()
+    while not ports and server.is_alive():
+        time.sleep(0.01)
+    assert ports, "serve_trace never listened"
+    return server, ports[0], result
+
+
 def test_11_a_client_that_sends_nothing_does_not_stop_the_timeout(trace):
     # The single-threaded server waited in the silent client's request line for good:
     # `--timeout 2` never fired.
@@ -104,23 +123,12 @@ def test_11_a_client_that_sends_nothing_does_not_hold_up_the_fetch(trace):
 def test_11_a_silent_client_is_let_go_after_a_while(trace, monkeypatch):
     # Its connection (and the thread serving it) ends: a client cannot hold one for good.
     monkeypatch.setattr(ui_server, "REQUEST_TIMEOUT_S", 0.5, raising=False)
-    ports, result = [], {}
-    server = threading.Thread(
-        target=lambda: result.setdefault(
-            "fetched",
-            serve_trace(trace, 0, open_browser=False, timeout_s=30, out=io.StringIO(),
-                        on_ready=ports.append),
-        ),
-        daemon=True,
-    )  # fmt: skip
-    server.start()
-    while not ports:
-        time.sleep(0.01)
-    with socket.create_connection(("127.0.0.1", ports[0]), timeout=5) as silent:
+    server, port, result = _serving(trace)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as silent:
         t0 = time.monotonic()
         assert silent.recv(1) == b""  # the server closed it
         assert time.monotonic() - t0 < 0.5 + MARGIN_S
-    with urllib.request.urlopen(f"http://127.0.0.1:{ports[0]}/t.perfetto-trace", timeout=10) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/t.perfetto-trace", timeout=10) as r:
         assert r.read() == PAYLOAD
     server.join(10)
     assert result == {"fetched": True}
@@ -159,19 +167,7 @@ def _request(port: int, head: str) -> tuple[int, bytes]:
 
 def test_14_only_a_loopback_host_is_served(trace):
     # Any Host header was served: a page whose domain name rebinds to 127.0.0.1 read the trace.
-    ports, result = [], {}
-    server = threading.Thread(
-        target=lambda: result.setdefault(
-            "fetched",
-            serve_trace(trace, 0, open_browser=False, timeout_s=30, out=io.StringIO(),
-                        on_ready=ports.append),
-        ),
-        daemon=True,
-    )  # fmt: skip
-    server.start()
-    while not ports:
-        time.sleep(0.01)
-    port = ports[0]
+    server, port, result = _serving(trace)
     get = "GET /t.perfetto-trace HTTP/1.1"
     for method in ("GET", "HEAD", "OPTIONS"):
         for host in (
