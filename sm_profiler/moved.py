@@ -8,6 +8,7 @@ The Triton and Gluon device APIs keep their short paths for good (`sm_profiler.t
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -52,10 +53,7 @@ def resolve(old: str):
             f"{PACKAGE}.{old} moved to {PACKAGE}.{new}; import it from there (the old path "
             "goes in the next release)"
         )
-    module = importlib.import_module(f"{PACKAGE}.{new}")
-    if type(module) is types.ModuleType:
-        module.__class__ = _MovedModule
-    return module
+    return importlib.import_module(f"{PACKAGE}.{new}")
 
 
 def _warn_importer(message: str) -> None:
@@ -87,18 +85,6 @@ def _is_ours_or_importlibs(frame) -> bool:
     return name in (__name__, PACKAGE, "importlib") or name.startswith("importlib.")
 
 
-class _MovedModule(types.ModuleType):
-    """A module that has an old path. The import system writes a spec over the module it is
-    given (importlib's _init_module_attrs: at each import by the old path, and each
-    importlib.util.module_from_spec of the old path's spec) unless the module refuses it. This
-    one refuses its old path's spec, so it keeps its own, which a later importlib.reload needs."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name == "__spec__" and isinstance(getattr(value, "loader", None), _Alias):
-            raise AttributeError(f"{self.__name__} keeps its own spec, not its old path's")
-        super().__setattr__(name, value)
-
-
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds `sm_profiler.<old>` and loads it as the module now at its new path."""
 
@@ -109,10 +95,22 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec):
-        return resolve(spec.name.rpartition(".")[2])
+        """A stand-in, not the module: the import system writes the alias's spec over what this
+        returns (importlib's _init_module_attrs), and the module must keep its own, which
+        importlib.reload needs (were it the module, importlib.util.module_from_spec of the
+        alias's spec, which no exec_module follows, would leave it broken). exec_module puts the
+        module itself in sys.modules, which the import statement returns; a stand-in kept from
+        module_from_spec reads through to the module."""
+        module = resolve(spec.name.rpartition(".")[2])
+        stand_in = types.ModuleType(spec.name)
+        stand_in.__getattr__ = functools.partial(getattr, module)
+        stand_in.__dir__ = module.__dir__
+        return stand_in
 
     def exec_module(self, module):
-        pass  # the module is the one at its new path, run when that was imported
+        # The module at the new path, imported (and run) by create_module's resolve.
+        new = MOVED[module.__name__.rpartition(".")[2]]
+        sys.modules[module.__name__] = importlib.import_module(f"{PACKAGE}.{new}")
 
 
 def install() -> None:
