@@ -107,22 +107,27 @@ def clock_offset(caps: list[Capture]):
     if not samples:
         return None
     samples = sorted(set(samples))
-    h = np.array([s[0] for s in samples], np.float64)
-    o = np.array([s[1] for s in samples], np.float64)
+    # The fit is made relative to the first sample, in exact integers before any float: at real
+    # clock readings (about 1.7e18 ns) a float64 of the absolute time steps by 256 ns.
+    h0, o_first = samples[0][0], samples[0][1]
+    h = np.array([s[0] - h0 for s in samples], np.float64)
+    o = np.array([s[1] - o_first for s in samples], np.float64)
     err = max(s[2] for s in samples)
-    if len(samples) >= 2 and h[-1] - h[0] > 0:
-        slope = float(np.polyfit(h - h[0], o, 1)[0])
+    if len(samples) >= 2 and h[-1] > 0:
+        slope = float(np.polyfit(h, o, 1)[0])
     else:
         slope = 0.0
-    h0, o0 = float(h[0]), float(o[0]) if len(o) == 1 else float(np.mean(o - slope * (h - h[0])))
+    o0 = 0.0 if len(o) == 1 else float(np.mean(o - slope * h))  # the fit's, after o_first
 
-    def offset(t_gpu_ns: float) -> float:
-        return o0 + slope * (t_gpu_ns - o0 - h0)
+    def offset(t_gpu_ns: int) -> int:
+        """%globaltimer - host clock at GPU time t_gpu_ns, in ns."""
+        since_ns = int(round(t_gpu_ns)) - o_first - h0 - o0  # host time after the first sample
+        return o_first + round(o0 + slope * since_ns)
 
     desc = {
         "method": "clock",
         "samples": len(samples),
-        "offset_ns": o0,
+        "offset_ns": o_first + round(o0),
         "drift_ppm": slope * 1e6,
         "probe_error_ns": err,
     }
@@ -153,7 +158,7 @@ def _decoded(caps: list[Capture], offset) -> list[TraceData]:
     for c in caps:
         t = decode([c])
         if offset is not None:
-            t = shift(t, -int(round(offset(float(t.start_ns)))))
+            t = shift(t, -offset(t.start_ns))
         out.append(t)
     return out
 

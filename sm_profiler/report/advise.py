@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..auto_mode.table import jsonable
-from .stats import peak_per_group, step_periods, union_length
+from .stats import median_after, peak_per_group, step_periods, union_length
 from .stats_table import format_time, number_runs, printable, wrap
 
 KINDS = ("partial_wave", "tail", "idle_sms", "host_gaps", "slow_rank")
@@ -308,7 +308,7 @@ def _launch_columns(table, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.ndarra
     programs = np.zeros(n, np.int64)
     used = np.zeros(n, np.int64)
     peak = np.zeros(n, np.int64)
-    median_end = np.zeros(n, np.float64)
+    median_end = np.zeros(n, np.float64)  # ns after the launch's start
     last_sm = np.zeros(n, np.int64)
     dur_med = np.zeros(n, np.float64)
     sess = np.asarray(L["session"], np.int64)
@@ -339,11 +339,10 @@ def _launch_columns(table, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.ndarra
         peak[k0:k1] = pk
         # Each launch's median SM end (SMs that ran), its last SM.
         o3 = np.lexsort((g_last, g_launch))
-        s_last = g_last[o3].astype(np.float64)
         gf = np.cumsum(u) - u
-        median_end[k0:k1] = (s_last[gf + (u - 1) // 2] + s_last[gf + u // 2]) / 2
+        median_end[k0:k1] = median_after(g_last[o3], gf, u, start[k0:k1])
         last_sm[k0:k1] = g_sm[o3][gf + u - 1]
-    tail = np.maximum(end - median_end, 0.0)
+    tail = np.maximum(span - median_end, 0.0)
     # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
     # the launch used.
     known = np.array(
@@ -518,7 +517,8 @@ def _long_programs(table, la, i: int) -> list[dict]:
     prog = _programs(table, first, first + int(table.launches["rows"][i]))
     dur = prog["end"] - prog["start"]
     med = la["program_median_ns"][i]
-    sel = np.flatnonzero((prog["end"] > la["median_end"][i]) & (dur > med))
+    after = prog["end"] - la["start"][i]  # the median SM end is the launch's own (ns after start)
+    sel = np.flatnonzero((after > la["median_end"][i]) & (dur > med))
     sel = sel[np.argsort(-dur[sel], kind="stable")[:LONG_PROGRAMS_SHOWN]]
     rows = prog["row"][sel]
     r = table.rows
