@@ -96,24 +96,26 @@ def test_1_host_gaps_over_cupti_rows_are_the_same_at_every_clock_origin():
 
 
 def _short_then_long():
-    """Rank 1 recorded steps 0-3: three of 10 ns back to back, then one of 400 ns; rank 0 kept
-    only step 3 (a ring buffer), 10 ns of it."""
-    rank1 = [ai.launch([(sm, 10 * k, 10 * k + 10) for sm in range(4)], step=k) for k in range(3)]
-    rank1.append(ai.launch([(sm, 30, 430) for sm in range(4)], step=3))
-    rank0 = [ai.launch([(sm, 30, 40) for sm in range(4)], step=3)]
+    """Rank 1 recorded steps 0-6: six of 10 ns back to back, then one of 400 ns; rank 0 kept
+    only steps 5 and 6 (a ring buffer), 10 ns each."""
+    rank1 = [ai.launch([(sm, 10 * k, 10 * k + 10) for sm in range(4)], step=k) for k in range(6)]
+    rank1.append(ai.launch([(sm, 60, 460) for sm in range(4)], step=6))
+    rank0 = [ai.launch([(sm, 10 * k, 10 * k + 10) for sm in range(4)], step=k) for k in (5, 6)]
     return ai.ranks_table([rank0, rank1])
 
 
 def test_2_ranks_that_kept_different_steps_compare_over_the_steps_both_have():
-    # Before: 195 ns (181 %) on rank 1's mean step of 107.5 ns, its evidence 107.5 - 58.75 ns.
+    # Steps 5 and 6: rank 1 ran 10 and 400 ns, rank 0 10 and 10 ns: rank 1 205 ns a step, the
+    # mean rank 107.5 ns, over rank 1's steps of 10 and 400 ns. Before: 97.5 ns (148 %) of
+    # rank 1's mean step over all seven (65.7 ns), its evidence 65.7 - 37.9 ns.
     (f,) = [f for f in advise(_short_then_long()).findings if f.kind == "slow_rank"]
     ev = f.evidence
-    assert (f.rank, ev["steps_compared"]) == (1, 1)
-    assert (ev["busy_ns"], ev["mean_busy_ns"], ev["step_ns"]) == (400, 205, 400)
-    assert f.estimate_ns_per_step == ev["busy_ns"] - ev["mean_busy_ns"] == 195
-    assert f.share_of_step == pytest.approx(195 / 400)
+    assert f.share_of_step == pytest.approx(97.5 / 205)
+    assert f.estimate_ns_per_step == ev["busy_ns"] - ev["mean_busy_ns"] == 97.5
+    assert (f.rank, ev["steps_compared"]) == (1, 2)
+    assert (ev["busy_ns"], ev["mean_busy_ns"], ev["step_ns"]) == (205, 107.5, 205)
     assert ev["next_slowest"] == {"rank": 0, "gpu": 0, "busy_ns": 10.0}
-    assert ev["kernels"] == [{"kernel": "k", "delta_ns_per_step": 195.0}]
+    assert ev["kernels"] == [{"kernel": "k", "delta_ns_per_step": 97.5}]
 
 
 @st.composite
