@@ -155,7 +155,8 @@ def _launch_rows(trace, c, sm, st, en, sm_count, whole=False) -> dict[str, np.nd
         "sms_used": sms_used,
         "waves": programs / np.maximum(gpu_sms * peak, 1),
         "per_sm": programs / np.maximum(sms_used, 1),
-        "idle_pct": np.maximum(100.0 * (1.0 - busy_sum / (gpu_sms * span)), 0.0),
+        # SM-time in float64: SMs x a span of years passes int64
+        "idle_pct": np.maximum(100.0 * (1.0 - busy_sum / (gpu_sms * span.astype(np.float64))), 0.0),
         "last_sm": last_sm,
         "tail_ns": ((last_end - lo) - median).astype(np.int64),
         "imbalance": busy_max / np.maximum(busy_sum / np.maximum(sms_used, 1), 1),
@@ -599,7 +600,8 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     for j in range(len(sessions)):
         r = ran[:, j]
         period[r, j] = step_periods(steps[r], lo[r, j], span[r, j])
-    share = busy.sum(axis=1) / np.maximum(period.sum(axis=1), 1)
+    # summed over GPUs in float64: several GPUs' years pass int64
+    share = busy.sum(axis=1, dtype=np.float64) / np.maximum(period.sum(axis=1, dtype=np.float64), 1)
     return {"steps": steps, "span_ns": span.max(axis=1), "share": share}
 
 

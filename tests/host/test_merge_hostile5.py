@@ -26,3 +26,28 @@ def test_1_the_clock_fit_is_the_same_at_every_clock_origin(origin_ns):
     t_gpu = origin_ns + 5000 + 10**12  # 1,000 s of host time after the first sample
     assert round(offset(t_gpu)) == 5000 + 5_000_000
     assert round(offset(origin_ns + 5000)) == 5000
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"clock": [{"host_ns": 0, "offset_ns": -(2**63) + 10}]},
+        {"clock": [{"host_ns": 0, "offset_ns": 2**63 - 10}]},
+        {"barrier_ns": 2**63 - 1},
+    ],
+    ids=["clock_back", "clock_on", "barrier"],
+)
+def test_5_a_rank_moved_past_int64_is_refused(tmp_path, meta):
+    # Rank 1's times (1.7e18 ns) moved by its clock samples or barrier stamp would wrap: the
+    # merged trace began at -7.5e18 ns.
+    from sm_profiler.errors import FormatError
+    from sm_profiler.export.merge import merge_ranks
+
+    first = {"clock": [{"host_ns": 0, "offset_ns": 0}]} if "clock" in meta else {"barrier_ns": 0}
+    ranks = [[kernel_capture(metadata=first)], [kernel_capture(metadata=meta)]]
+    out = tmp_path / "m.json"
+    with pytest.raises(
+        FormatError, match=r"rank 1's .* outside 0\.\.2\*\*63 - 1 ns.*remove the key"
+    ):
+        merge_ranks(ranks, out)
+    assert not out.exists()
