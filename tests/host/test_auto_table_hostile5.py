@@ -4,27 +4,15 @@ hold (item 5). Each test names the item of the issue it keeps fixed; each failed
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import advise_inputs as ai
 import pytest
+from cli_runs import run_cli
 
 from sm_profiler.errors import CaptureError
 from sm_profiler.report.advise import advise
 from sm_profiler.wire.capture import load
 
 FAR = 2**62  # 146 years of ns
-
-
-def _cli(*args, timeout=60):
-    """`sm-profiler ARGS` in a process of its own: a crash or a hang is seen, not inherited."""
-    return subprocess.run(
-        [sys.executable, "-m", "sm_profiler", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def _two_steps(t0_ns: int, t1_ns: int, ranks=(0,)):
@@ -55,7 +43,7 @@ def test_5_a_file_whose_times_span_past_int64_is_refused_at_load(tmp_path, table
     with pytest.raises(CaptureError, match=r"int64 nanoseconds cannot hold.*record again"):
         load(path)
     for cmd in ("stats", "advise"):
-        r = _cli(cmd, path)
+        r = run_cli(cmd, path)
         assert r.returncode == 2 and "cannot hold" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr and not r.stdout
 
@@ -64,7 +52,7 @@ def test_5_rank_files_that_span_past_int64_together_are_refused(tmp_path):
     # Each file alone spans 100 ns; together 2**62 ns.
     _two_steps(1, 201, ranks=(0,)).save(tmp_path / "auto.rank0.npz")
     _two_steps(FAR, FAR + 200, ranks=(1,)).save(tmp_path / "auto.rank1.npz")
-    r = _cli("advise", tmp_path)
+    r = run_cli("advise", tmp_path)
     assert r.returncode == 2 and "cannot hold" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
