@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..report.stats import peak_per_group, step_periods, union_length
+from ..report.stats import median_after, peak_per_group, step_periods, union_length
 from ..report.stats_table import fit_table, format_time, number_runs, printable, wrap
 from ..report.stats_table import middle as _middle
 from ..trace.model import RANGE, TraceData, kernel_names
@@ -146,10 +146,7 @@ def _launch_rows(trace, c, sm, st, en, sm_count, whole=False) -> dict[str, np.nd
     last_sm = g_sm[o2][l_first]
     last_end = g_last[o2][l_first]
     o3 = np.lexsort((g_last, launch_of_g))
-    s_last = g_last[o3].astype(np.float64)
-    mid_lo = l_first + (sms_used - 1) // 2
-    mid_hi = l_first + sms_used // 2
-    median = (s_last[mid_lo] + s_last[mid_hi]) / 2 if len(caps) else s_last[:0]
+    median = median_after(g_last[o3], l_first, sms_used, lo)  # ns after the launch start
     return {
         "capture": caps,
         "start_ns": lo,
@@ -158,9 +155,10 @@ def _launch_rows(trace, c, sm, st, en, sm_count, whole=False) -> dict[str, np.nd
         "sms_used": sms_used,
         "waves": programs / np.maximum(gpu_sms * peak, 1),
         "per_sm": programs / np.maximum(sms_used, 1),
-        "idle_pct": np.maximum(100.0 * (1.0 - busy_sum / (gpu_sms * span)), 0.0),
+        # SM-time in float64: SMs x a span of years passes int64
+        "idle_pct": np.maximum(100.0 * (1.0 - busy_sum / (gpu_sms * span.astype(np.float64))), 0.0),
         "last_sm": last_sm,
-        "tail_ns": (last_end - median).astype(np.int64),
+        "tail_ns": ((last_end - lo) - median).astype(np.int64),
         "imbalance": busy_max / np.maximum(busy_sum / np.maximum(sms_used, 1), 1),
     }
 
@@ -602,7 +600,8 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     for j in range(len(sessions)):
         r = ran[:, j]
         period[r, j] = step_periods(steps[r], lo[r, j], span[r, j])
-    share = busy.sum(axis=1) / np.maximum(period.sum(axis=1), 1)
+    # summed over GPUs in float64: several GPUs' years pass int64
+    share = busy.sum(axis=1, dtype=np.float64) / np.maximum(period.sum(axis=1, dtype=np.float64), 1)
     return {"steps": steps, "span_ns": span.max(axis=1), "share": share}
 
 

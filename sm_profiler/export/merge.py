@@ -47,6 +47,7 @@ from ..report.alignment import match_in_order as _match_in_order
 from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, with_sms
+from ..wire import format as fmt
 from ..wire.capture import Capture, captures_of  # noqa: F401 (merge.captures_of, as before)
 from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: as before)
     MAX_TORCH_BYTES,
@@ -107,22 +108,27 @@ def clock_offset(caps: list[Capture]):
     if not samples:
         return None
     samples = sorted(set(samples))
-    h = np.array([s[0] for s in samples], np.float64)
-    o = np.array([s[1] for s in samples], np.float64)
+    # The fit is made relative to the first sample, in exact integers before any float: at real
+    # clock readings (about 1.7e18 ns) a float64 of the absolute time steps by 256 ns.
+    h0, o_first = samples[0][0], samples[0][1]
+    h = np.array([s[0] - h0 for s in samples], np.float64)
+    o = np.array([s[1] - o_first for s in samples], np.float64)
     err = max(s[2] for s in samples)
-    if len(samples) >= 2 and h[-1] - h[0] > 0:
-        slope = float(np.polyfit(h - h[0], o, 1)[0])
+    if len(samples) >= 2 and h[-1] > 0:
+        slope = float(np.polyfit(h, o, 1)[0])
     else:
         slope = 0.0
-    h0, o0 = float(h[0]), float(o[0]) if len(o) == 1 else float(np.mean(o - slope * (h - h[0])))
+    o0 = 0.0 if len(o) == 1 else float(np.mean(o - slope * h))  # the fit's, after o_first
 
-    def offset(t_gpu_ns: float) -> float:
-        return o0 + slope * (t_gpu_ns - o0 - h0)
+    def offset(t_gpu_ns: int) -> int:
+        """%globaltimer - host clock at GPU time t_gpu_ns, in ns."""
+        since_ns = int(round(t_gpu_ns)) - o_first - h0 - o0  # host time after the first sample
+        return o_first + round(o0 + slope * since_ns)
 
     desc = {
         "method": "clock",
         "samples": len(samples),
-        "offset_ns": o0,
+        "offset_ns": o_first + round(o0),
         "drift_ppm": slope * 1e6,
         "probe_error_ns": err,
     }
@@ -146,16 +152,33 @@ def shift(trace: TraceData, delta_ns: int) -> TraceData:
     return replace(trace, events=ev, lanes=lanes, unmatched=um, event_names=dict(trace.event_names))
 
 
-def _decoded(caps: list[Capture], offset) -> list[TraceData]:
+def _decoded(caps: list[Capture], offset, what: str = "") -> list[TraceData]:
+    """Each capture decoded, moved by -offset(its start) where `offset` is given (`what`: where
+    the offset comes from, for the message)."""
     from ..trace.decode import decode
 
     out = []
     for c in caps:
         t = decode([c])
         if offset is not None:
-            t = shift(t, -int(round(offset(float(t.start_ns)))))
+            delta = -offset(t.start_ns)
+            if _has_time(t):
+                _check_moved(t, delta, what)
+            t = shift(t, delta)
         out.append(t)
     return out
+
+
+def _check_moved(t: TraceData, delta_ns: int, what: str) -> None:
+    """Times moved by delta_ns stay in 0..2**63 - 1 ns, as decoded times do: else they would
+    wrap in int64 (a trace placed centuries away, spans of negative time)."""
+    lo, hi = int(t.start_ns) + delta_ns, int(t.end_ns) + delta_ns  # Python ints: no wrap
+    if not 0 <= lo <= hi <= fmt.MAX_TIME_NS:
+        raise FormatError(
+            f"{what} move{'s' if not what.endswith('s') else ''} its times to {lo:,}..{hi:,} ns, "
+            "outside 0..2**63 - 1 ns, which int64 nanoseconds cannot hold: a damaged or "
+            "hand-edited capture; remove the key to merge without it"
+        )
 
 
 # -- the merged file ---------------------------------------------------------------------------
@@ -260,11 +283,11 @@ def align_ranks(
     out, info = [], {"method": method, "ranks": {}}
     for r, caps, clk, bar in zip(ranks, per_rank, clocks, barriers, strict=True):
         if method == "clock":
-            parts = _decoded(caps, clk[0])
+            parts = _decoded(caps, clk[0], f"rank {r}'s clock samples")
             info["ranks"][r] = clk[1]
         elif method == "barrier":
             delta = int(barriers[0]) - int(bar)
-            parts = _decoded(caps, lambda t, d=delta: -d)
+            parts = _decoded(caps, lambda t, d=delta: -d, f"rank {r}'s barrier_ns")
             info["ranks"][r] = {"method": "barrier", "shift_ns": delta}
         else:
             parts = _decoded(caps, None)
