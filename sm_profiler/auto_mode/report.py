@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..report.stats import median_after, peak_per_group, step_periods, union_length
-from ..report.stats_table import fit_table, format_time, number_runs, printable, wrap
+from ..report.stats_table import fit_table, format_time, number_runs, plural, printable, wrap
 from ..report.stats_table import middle as _middle
 from ..trace.model import RANGE, TraceData, kernel_names
 from ..trace.model import is_auto as _is_auto
@@ -746,13 +746,21 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
         return []
     uniq_r = np.unique(ranks)
     uniq_k, kinv = kernel_name_ids(trace, t["capture"])
+    keep, shared = _shared_steps(trace, t, ranks, len(uniq_r))
     rinv = np.searchsorted(uniq_r, ranks)
     per = np.zeros((len(uniq_k), len(uniq_r)))
-    np.add.at(per, (kinv.reshape(-1), rinv), t["span_ns"].astype(np.float64))
+    np.add.at(per, (kinv.reshape(-1)[keep], rinv[keep]), t["span_ns"][keep].astype(np.float64))
+    if shared:
+        per /= shared  # time per step, over the steps every rank kept
     rank_total = per.sum(axis=0)
     slow = int(np.argmax(rank_total))
     med = float(np.median(rank_total))
-    lines = ["", *wrap(f"per rank ({len(uniq_r)} ranks; time: launches' spans summed):", width)]
+    what = (
+        f"launches' spans summed per step, over the {plural(shared, 'step')} every rank kept"
+        if shared
+        else "launches' spans summed"
+    )
+    lines = ["", *wrap(f"per rank ({len(uniq_r)} ranks; time: {what}):", width)]
     lines += wrap(
         "  "
         + ", ".join(
@@ -787,6 +795,22 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
         )
     table, _ = fit_table(headers, rows, width, drop=tuple(range(len(headers) - 2, 0, -1)))
     return lines + ["", *table]
+
+
+def _shared_steps(trace: TraceData, t: dict, ranks: np.ndarray, n_ranks: int):
+    """(which launches to compare the ranks over, how many steps that is): with recorded steps,
+    the launches of the steps that every rank kept (ranks that kept different steps, with a
+    ring or dropped records, are compared over the same work); else every launch and 0."""
+    table = getattr(trace.kernels, "table", None)
+    step = table.launches["step"][t["capture"]] if table is not None else None
+    if step is None or not (step >= 0).any():
+        return slice(None), 0
+    pairs = np.unique(np.stack([step, ranks])[:, step >= 0], axis=1)
+    steps, kept_by = np.unique(pairs[0], return_counts=True)
+    common = steps[kept_by == n_ranks]
+    if not len(common):
+        return slice(None), 0
+    return np.isin(step, common), len(common)
 
 
 def _sessions(trace: TraceData) -> list[dict]:

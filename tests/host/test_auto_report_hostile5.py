@@ -48,3 +48,16 @@ def test_5_a_step_of_three_gpus_of_years_has_its_own_share():
     ]
     got = step_shares(ai.ranks_table(per_rank).decode())
     assert got["share"].tolist() == [1.0, 1.0]
+
+
+def test_2_the_per_rank_lines_compare_the_steps_every_rank_kept():
+    # Rank 1 recorded steps 0-6 (six of 10 ns, then 400 ns), rank 0 kept steps 5 and 6 (10 ns
+    # each): over those two steps rank 1 is 205 ns a step, rank 0 10 ns. Before, every launch
+    # was summed: rank 1 460 ns, rank 0 20 ns, 7 steps against 2.
+    rank1 = [ai.launch([(sm, 10 * k, 10 * k + 10) for sm in range(4)], step=k) for k in range(6)]
+    rank1.append(ai.launch([(sm, 60, 460) for sm in range(4)], step=6))
+    rank0 = [ai.launch([(sm, 10 * k, 10 * k + 10) for sm in range(4)], step=k) for k in (5, 6)]
+    text = format_report(ai.ranks_table([rank0, rank1]).decode(), width=100)
+    assert "per step, over the 2 steps every rank kept" in text, text
+    assert re.search(r"rank 0 10 ns, rank 1 205 ns", text), text
+    assert re.search(r"slowest: rank 1, 205 ns", text), text
