@@ -15,7 +15,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from auto_inputs import AUTO_T0, TableRegion, table_of
+from auto_inputs import AUTO_T0, TorchRegion, table_of
 from captures import cupti_doc
 
 from sm_profiler.auto_mode import job as jobs
@@ -262,25 +262,6 @@ def step_doc(table, rank: int = 0, steps=STEPS, num_sms: int = 4) -> dict:
 # Per step: the instrumented union 1,030 + 530 ns of a 10,000 ns period (step 7: of its own
 # 6,000 ns span): the median share is 15.6 %.
 SHARE = 1560 / STEP_NS
-
-
-class TorchRegion(TableRegion):
-    """What AutoProfiler(torch_profiler=True) gives after a region: its table and torch trace."""
-
-    def __init__(self, table, doc):
-        super().__init__(table)
-        self.doc = doc
-
-    def torch_trace(self):
-        return self.doc
-
-    def save(self, path):
-        self.table.save(path, torch_parts.members(self.doc))
-
-    def export(self, path):
-        from sm_profiler.export import export
-
-        return export(self.decode(), path)
 
 
 def _json(path) -> dict:
