@@ -381,15 +381,17 @@ def _check_job_trace(path, ranks=(0, 1)):
         if e.get("cat") == "kernel" and "nccl" in e["name"]
     }
     assert nccl == set(ranks)
-    # One time axis: rank 1's torch base is 7 µs after rank 0's, its rows moved by as much; and
-    # each rank's programs sit on its CUPTI rows.
+    # One time axis: rank 1's torch base is 7 µs after rank 0's, its rows moved by as much
+    # (onto the trace's own origin, exactly); and each rank's programs sit on its CUPTI rows.
+    origin = doc["baseTimeNanoseconds"]
+    assert origin == doc["sm_profiler_time_origin"]["ns"] and origin % 10**9 == 0
     for r in ranks:
         rows = [
             e["ts"]
             for e in doc["traceEvents"]
             if e.get("cat") == "kernel" and e["name"] == "triton_a" and pid_rank[e["pid"]] == r
         ]
-        assert rows[0] == pytest.approx((LEAD_NS + 7_000 * r) / 1e3)
+        assert origin + round(rows[0] * 1e3) == AUTO_T0 - 2_000_000 + LEAD_NS + 7_000 * r
     assert doc["sm_profiler_alignment"]["ranks"]["0"]["method"] == "kernels"
     # No pid is another's tid, and no two ranks share a thread.
     pids = {e["pid"] for e in doc["traceEvents"]}
