@@ -1,7 +1,8 @@
 """Hostile input, round 5 (issue 52): what the Perfetto UI keeps of the traces we write. Each test
 names the item of the issue it keeps fixed; each failed on the main of 2026-11-29 (at a real
-clock reading; at 0 and 1e12 ns, and for the writers that count from a trace's own start, the
-single export, merged ranks and the native Perfetto files, they passed and keep it so).
+clock reading; at 0 and 1e12 ns, for the writers that count from a trace's own start, the
+single export, merged ranks and the native Perfetto files, and for the recorded H200 merge, whose
+ranges happen to read back exactly, they passed and keep it so).
 
 Item 8: programs that follow each other on an SM slot (one ends the ns the next begins), recorded
 at a real %globaltimer reading and moved onto torch's clock by an offset that is no whole µs,
@@ -12,6 +13,8 @@ each at its exact ns; the native Perfetto writers read back (trace_readers.read_
 
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter
 
 import pytest
@@ -269,3 +272,35 @@ def test_8_a_torch_row_kineto_put_at_its_base_leaves_the_origin_near_the_rows(tm
     assert origin["torch_base_ns"] == doc["baseTimeNanoseconds"]
     (early,) = [e for e in merged["traceEvents"] if e.get("name") == "early"]
     assert early["ts"] == 0
+
+
+def test_8_a_recorded_h200_merge_puts_every_range_at_its_ns(tmp_path):
+    """The recorded H200 captures and torch.profiler trace (tests/fixtures, Kineto's ts at
+    4.6e12 µs): the UI reads each of our ranges at the ns the clock samples put it at."""
+    from repo_paths import FIXTURES
+
+    import sm_profiler
+    from sm_profiler.export import merge
+    from sm_profiler.export.chrome import PID_BASE
+
+    caps = sm_profiler.load(os.path.join(FIXTURES, "captures_h200.smp"))
+    torch_json = os.path.join(FIXTURES, "torch_trace_h200.json")
+    out = tmp_path / "m.json"
+    assert sm_profiler.merge_torch_trace(torch_json, caps, out)["method"] == "clock"
+    ((_, parts),), _ = merge.align_ranks([caps], "auto", per_launch=True)
+    want = Counter()
+    for p in parts:
+        ev = p.events
+        start, end = ev["start_ns"][ev["kind"] == 0], ev["end_ns"][ev["kind"] == 0]
+        want.update(zip(start.tolist(), (end - start).tolist(), strict=True))
+    ui = ui_import(out)
+    assert not ui.stats
+    origin = json.loads(out.read_text())["baseTimeNanoseconds"]
+    got = Counter(
+        (origin + ts, dur)
+        for (pid, _), slices in ui.slices.items()
+        if isinstance(pid, int) and pid >= PID_BASE
+        for name, ts, dur in slices
+        if name == "busy"
+    )
+    assert sum(want.values()) == 8 and got == want
