@@ -93,7 +93,6 @@ def _ui_programs(path) -> Counter:
     complete event the file holds: their (start, duration) in ns on the file's clock (its time
     origin + ts: baseTimeNanoseconds, or otherData's base_ns / start_ns)."""
     import gzip
-    import json
 
     ui = ui_import(path)
     assert not ui.stats, (ui.stats, ui.dropped[:3])
@@ -120,28 +119,20 @@ def test_8_run_torch_keeps_every_program_at_its_ns(tmp_path, t0):
     assert _ui_programs(out / "auto.torch.json.gz") == _host_programs(t)
 
 
+def _merge_torch(tmp_path, table, doc):
+    """`sm-profiler merge auto.npz -o merged.json --torch torch.json` of `table` and `doc`."""
+    table.save(tmp_path / "auto.npz")
+    (tmp_path / "torch.json").write_text(json.dumps(doc))
+    out = tmp_path / "merged.json"
+    args = ["merge", tmp_path / "auto.npz", "-o", out, "--torch", tmp_path / "torch.json"]
+    assert main([str(a) for a in args]) == 0
+    return out
+
+
 @pytest.mark.parametrize("t0", ORIGINS)
 def test_8_merge_torch_keeps_every_program_at_its_ns(tmp_path, t0):
-    import json
-
     t = _table(t0)
-    t.save(tmp_path / "auto.npz")
-    (tmp_path / "torch.json").write_text(json.dumps(_doc(t)))
-    out = tmp_path / "merged.json"
-    assert (
-        main(
-            [
-                "merge",
-                str(tmp_path / "auto.npz"),
-                "-o",
-                str(out),
-                "--torch",
-                str(tmp_path / "torch.json"),
-            ]
-        )
-        == 0
-    )
-    assert _ui_programs(out) == _host_programs(t)
+    assert _ui_programs(_merge_torch(tmp_path, t, _doc(t))) == _host_programs(t)
 
 
 @pytest.mark.parametrize("t0", ORIGINS)
@@ -251,25 +242,12 @@ def test_8_a_torch_row_kineto_put_at_its_base_leaves_the_origin_near_the_rows(tm
     """Kineto writes a row it has no time for at ts 0, its base (the start of the quarter): that
     row is put at the merged trace's origin and counted, and the origin stays near the rows,
     where every program keeps its ns."""
-    import json
-
     t = _table(ORIGINS[-1])
     doc = _doc(t)
     doc["traceEvents"].append(
         dict(ph="X", cat="cpu_op", name="early", pid=11, tid=12, ts=0, dur=1.5)
     )
-    (tmp_path / "torch.json").write_text(json.dumps(doc))
-    t.save(tmp_path / "auto.npz")
-    out = tmp_path / "merged.json"
-    args = [
-        "merge",
-        str(tmp_path / "auto.npz"),
-        "-o",
-        str(out),
-        "--torch",
-        str(tmp_path / "torch.json"),
-    ]
-    assert main(args) == 0
+    out = _merge_torch(tmp_path, t, doc)
     assert _ui_programs(out) == _host_programs(t)
     merged = json.loads(out.read_text())
     origin = merged["sm_profiler_time_origin"]
