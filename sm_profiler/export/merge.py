@@ -408,7 +408,9 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     torch_trace: a torch.profiler.profile (after it stopped), its exported JSON path, or the dict.
     sources: an SmProfiler, Captures or a capture file (one GPU), or a list of those (ranks).
     offset_ns: %globaltimer - torch's clock, if known; else measured (see the module doc).
-    Returns the alignment info, also written into the file as "sm_profiler_alignment"."""
+    Returns the alignment info, also written into the file as "sm_profiler_alignment". The
+    file's times count from its own origin (baseTimeNanoseconds, chrome.time_origin), torch's
+    rows moved onto it by whole ns; "sm_profiler_time_origin" says from where."""
     doc = _torch_doc(torch_trace)
     from ..report.coverage import kernel_table
 
