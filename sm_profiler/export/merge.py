@@ -7,8 +7,8 @@ merge_ranks writes Perfetto protobuf (.perfetto-trace, .pftrace), which the Perf
 GPU by GPU and SM by SM with the names as written, or Chrome trace-event JSON (.json /
 .json.gz), whose processes the UI orders its own way and names with their pid appended.
 merge_torch_trace writes Chrome JSON: torch.profiler writes that format, so its rows are kept
-(moved by whole ns onto the file's own time origin, chrome.time_origin) and ours are added. Our processes are named `GPU r · SM s` and numbered from PID_BASE,
-clear of real process ids.
+(moved by whole ns onto the file's own time origin, chrome.time_origin) and ours are added. Our
+processes are named `GPU r · SM s` and numbered from PID_BASE, clear of real process ids.
 
 Time axis. Each capture's %globaltimer ns are mapped onto the host's CLOCK_REALTIME (the clock
 CUPTI and torch stamp with): t_host = t_gpu - offset, where the offset comes from, in order,
