@@ -6,9 +6,9 @@
 merge_ranks writes Perfetto protobuf (.perfetto-trace, .pftrace), which the Perfetto UI shows
 GPU by GPU and SM by SM with the names as written, or Chrome trace-event JSON (.json /
 .json.gz), whose processes the UI orders its own way and names with their pid appended.
-merge_torch_trace writes Chrome JSON: torch.profiler writes that format, so its rows are kept as
-they are and ours are added. Our processes are named `GPU r · SM s` and numbered from PID_BASE,
-clear of real process ids.
+merge_torch_trace writes Chrome JSON: torch.profiler writes that format, so its rows are kept
+(moved by whole ns onto the file's own time origin, chrome.time_origin) and ours are added. Our
+processes are named `GPU r · SM s` and numbered from PID_BASE, clear of real process ids.
 
 Time axis. Each capture's %globaltimer ns are mapped onto the host's CLOCK_REALTIME (the clock
 CUPTI and torch stamp with): t_host = t_gpu - offset, where the offset comes from, in order,
@@ -59,7 +59,7 @@ from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: a
     kernel_key,
     named_processes,
 )
-from .chrome import PID_BASE, ranks_json  # noqa: F401 (merge.PID_BASE, as the docs say)
+from .chrome import PID_BASE, moved_rows, ranks_json, time_origin  # noqa: F401 (merge.PID_BASE)
 
 # -- inputs -----------------------------------------------------------------------------------
 
@@ -184,11 +184,11 @@ def _check_moved(t: TraceData, delta_ns: int, what: str) -> None:
 # -- the merged file ---------------------------------------------------------------------------
 
 
-def _base_ns(ranks) -> int:
-    """The earliest time of the ranks' traces; a part with nothing in it (no lane initialised:
-    a rank or slot that ran nothing) has no time and does not count."""
+def earliest_ns(ranks) -> int | None:
+    """The earliest time of the ranks' traces, None where none has any; a part with nothing in
+    it (no lane initialised: a rank or slot that ran nothing) has no time and does not count."""
     starts = [int(p.start_ns) for _, parts in ranks for p in parts if _has_time(p)]
-    return min(starts) if starts else 0
+    return min(starts) if starts else None
 
 
 def _has_time(t: TraceData) -> bool:
@@ -356,7 +356,7 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
         )
     check_writable(path)
     ranks, info = align_ranks(sources, align)
-    base = _base_ns(ranks)
+    base = earliest_ns(ranks) or 0  # nothing recorded: any origin
     drawings = _drawings(_timelines(ranks))
     if name.endswith(PERFETTO_SUFFIXES):
         _write_perfetto(drawings, path, info)
@@ -431,7 +431,9 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     torch_trace: a torch.profiler.profile (after it stopped), its exported JSON path, or the dict.
     sources: an SmProfiler, Captures or a capture file (one GPU), or a list of those (ranks).
     offset_ns: %globaltimer - torch's clock, if known; else measured (see the module doc).
-    Returns the alignment info, also written into the file as "sm_profiler_alignment"."""
+    Returns the alignment info, also written into the file as "sm_profiler_alignment". The
+    file's times count from its own origin (baseTimeNanoseconds, chrome.time_origin), torch's
+    rows moved onto it by whole ns; "sm_profiler_time_origin" says from where."""
     doc = _torch_doc(torch_trace)
     from ..report.coverage import kernel_table
 
@@ -458,12 +460,17 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
                 }
     err = {r: alignment_error(parts, rows) for r, parts in ranks}
     info = dict(info, error=err)
-    base = int(doc.get("baseTimeNanoseconds", 0))
     timelines = _timelines(ranks)
     cov, other = _coverage(doc, table, ranks, timelines)
+    # One time origin near the rows, torch's moved onto it exactly (chrome.time_origin).
+    base = int(doc.get("baseTimeNanoseconds", 0))
+    origin = time_origin(earliest_ns(ranks), [doc])
+    events, early = moved_rows(named_processes(doc.get("traceEvents", [])), base - origin)
+    moved = {"ns": origin, "torch_base_ns": base, "rows_before": early}
     keys = {"sm_profiler_alignment": info, "sm_profiler_coverage": cov}
-    doc = dict(doc, traceEvents=named_processes(doc.get("traceEvents", [])))
-    out = ranks_json(_drawings(timelines), base, doc, other=other, **keys)
+    keys["sm_profiler_time_origin"] = moved
+    doc = dict(doc, traceEvents=events, baseTimeNanoseconds=origin)
+    out = ranks_json(_drawings(timelines), origin, doc, other=other, **keys)
     _write_json(out, path)
     return dict(info, coverage=cov)
 

@@ -153,3 +153,24 @@ class TableRegion:
 
     def save(self, path):
         self.table.save(path)
+
+
+class TorchRegion(TableRegion):
+    """What AutoProfiler(torch_profiler=True) gives after a region: its table and torch trace."""
+
+    def __init__(self, table, doc):
+        super().__init__(table)
+        self.doc = doc
+
+    def torch_trace(self):
+        return self.doc
+
+    def save(self, path):
+        from sm_profiler.auto_mode import torch_parts
+
+        self.table.save(path, torch_parts.members(self.doc))
+
+    def export(self, path):
+        from sm_profiler.export import export
+
+        return export(self.decode(), path)
