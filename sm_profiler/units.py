@@ -1,5 +1,6 @@
-"""Time units for everything that prints or draws a time (reports, the timeline's names, plots):
-below every module that does, so that none of them imports another for a unit."""
+"""Time units for everything that prints or draws a time (reports, the timeline's names, plots),
+and counted nouns: below every module that does, so that none of them imports another for a
+unit or a plural."""
 
 from __future__ import annotations
 
@@ -28,3 +29,8 @@ def table_unit(max_abs_ns: float) -> tuple[str, float]:
         if max_abs_ns >= 10 * scale:
             return name, scale
     return "ns", 1.0
+
+
+def plural(n: int, noun: str) -> str:
+    """'1 gap', '2 gaps': the one pluraliser of the reports and the timeline's notes."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

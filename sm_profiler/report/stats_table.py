@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..units import _UNITS, format_time, table_unit, time_unit  # noqa: F401 (as before)
+from ..units import _UNITS, format_time, plural, table_unit, time_unit  # noqa: F401 (as before)
 
 if TYPE_CHECKING:
     from .stats import BreakdownRow, KernelLaunches, Stats, WaitStat
@@ -57,10 +57,6 @@ def _cells(values: list[float], unit: str, scale: float, top_ns: float | None = 
     top = top_ns / scale
     digits = 2 if top < 100 else 1 if top < 1000 else 0
     return [f"{v / scale:.{digits}f}" for v in values]
-
-
-def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _fit(text: str, width: int) -> str:
