@@ -272,8 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser(
         "query",
         help="SQL over the events, lanes, launches and unmatched tables (DuckDB)",
-        description="Run SQL over a capture's tables with DuckDB (pip install "
-        "'sm_profiler[query]'); columns are listed in docs/query.md.",
+        description="Run SQL over a capture's tables with DuckDB (the query extra: pip install "
+        "-e '.[query]'); columns are listed in docs/query.md.",
     )
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.add_argument(

@@ -347,6 +347,43 @@ def test_the_set_up_is_what_a_new_user_types_and_ci_runs_its_second_block():
     assert f"`{pin}`" in flat and "cannot reach PyTorch's index" in flat
 
 
+def test_5_every_extra_is_installed_by_one_command_everywhere_and_set_up_names_them(monkeypatch):
+    """Issue 56, item 5: `query`'s error said `pip install 'sm_profiler[query]'` (a package
+    index's name, which the README never installs from), the tests' skips `pip install -e
+    '.[query]'`, and Set up did not say the extra exists. One spelling (errors.install_command)
+    in the errors, the skips, the docs and the sources; Set up names every extra."""
+    import sys
+
+    from extras import need
+
+    from sm_profiler.errors import MissingDependencyError, install_command
+
+    assert install_command("query") == "pip install -e '.[query]'"
+    assert str(MissingDependencyError("duckdb", "query", extra="query")).endswith(
+        install_command("query")
+    )
+    monkeypatch.setitem(sys.modules, "duckdb", None)  # as if not installed
+    with pytest.raises(pytest.skip.Exception) as e:
+        need("duckdb", "query")
+    assert install_command("query") in str(e.value)
+    texts = DOCS + ["tests/README.md", "demo.py"]
+    texts += glob.glob("sm_profiler/**/*.py", root_dir=ROOT, recursive=True)
+    texts += glob.glob("cute_ops/**/*.py", root_dir=ROOT, recursive=True)
+    extra_install = re.compile(r"pip install[^`\n\]]*\]")
+    for rel in texts:
+        assert "sm_profiler[" not in _words(rel), rel
+        for cmd in extra_install.findall(_words(rel)):
+            assert re.fullmatch(r"pip install -e '\.\[([a-z,]+|{extra})\]", cmd), (rel, cmd)
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        pyproject = f.read()
+    section = pyproject.split("[project.optional-dependencies]")[1].split("\n[")[0]
+    extras = re.findall(r"^(\w+) = \[", section, re.M)
+    assert {"query", "plot", "test", "cute"} <= set(extras)
+    setup = _words("README.md").split("## Set up")[1].split("\n## ")[0]
+    assert [x for x in extras if f"`{x}`" not in setup and f"[{x}]" not in setup] == []
+    assert install_command("query") in setup
+
+
 def test_the_slow_set_is_left_out_by_default_run_by_ci_and_names_what_exists():
     """Issue 46, item 1: the README's test command took 7 minutes on 2 cores. The slow set is
     left out by default, CI's second stage runs it, and every entry of conftest.py's SLOW is a file
