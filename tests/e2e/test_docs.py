@@ -105,10 +105,37 @@ def demo(tmp_path_factory):
     return caps, path
 
 
+QUICK_START = next(b for b in BLOCKS if b.lang == "python" and "def add_kernel" in b.code)
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+    """README's Quick start saved as quickstart.py and run in a folder of its own, as the README
+    says: (the folder, what it printed)."""
+    import contextlib
+    import io
+    import runpy
+
+    folder = tmp_path_factory.mktemp("quickstart")
+    (folder / "quickstart.py").write_text(QUICK_START.code + "\n")
+    out, cwd = io.StringIO(), os.getcwd()
+    os.chdir(folder)
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(str(folder / "quickstart.py"))
+    finally:
+        os.chdir(cwd)
+    return folder, out.getvalue()
+
+
 @pytest.fixture
-def workdir(tmp_path, demo):
-    """A scratch folder holding the files the docs name, and an `sm-profiler` on PATH."""
+def workdir(tmp_path, demo, quickstart):
+    """A scratch folder holding the files the docs name (the Quick start's own, what it wrote),
+    and an `sm-profiler` on PATH."""
     caps, path = demo
+    for name in os.listdir(quickstart[0]):
+        if name != "quickstart.py":
+            shutil.copy(quickstart[0] / name, tmp_path / name)
     os.makedirs(tmp_path / "sm_profiler_demo_out")
     for name in (
         "sm_profiler_demo_out/demo_capture.npz",
@@ -144,6 +171,43 @@ def test_doc_block_runs(block, workdir, monkeypatch):
         pytest.skip(block.skip)
     cwd, env, caps, trace = workdir
     monkeypatch.chdir(cwd)
+    before = _files(cwd)
+    _run_block(block, cwd, env, caps, trace)
+    # Issue 56, item 6: `sm-profiler export ... demo.json` wrote into the repository's root. Run
+    # there, what a README block or a docs' shell line writes is ignored by git.
+    if block.doc == "README.md" or block.lang == "bash":
+        after = _files(cwd)
+        wrote = sorted(p for p in after if after[p] != before.get(p) and p != "doc_block.py")
+        assert _not_ignored(wrote) == [], f"{block.id} leaves files git does not ignore"
+
+
+def _files(folder) -> dict[str, tuple[int, int]]:
+    """{path from `folder`: (mtime in ns, size)} of every file under it."""
+    out = {}
+    for d, _, names in os.walk(folder):
+        for name in names:
+            st = os.stat(os.path.join(d, name))
+            out[os.path.relpath(os.path.join(d, name), folder)] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def _not_ignored(paths: list[str]) -> list[str]:
+    """Those of `paths`, taken from the repository's root, that `git status` would list."""
+    if not paths:
+        return []
+    res = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        cwd=ROOT,
+        input="\n".join(paths),
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode in (0, 1), res.stderr  # 1: none of them is ignored
+    return sorted(set(paths) - set(res.stdout.splitlines()))
+
+
+def _run_block(block: Block, cwd, env, caps, trace) -> None:
+    """Run `block` in `cwd` (module docstring: how each language runs)."""
     if block.lang == "python":
         import runpy
 
@@ -266,21 +330,25 @@ def test_the_pictures_the_docs_show_exist_and_are_small():
     assert os.path.exists(os.path.join(ROOT, "docs", "make_pictures.py"))
 
 
-def test_the_quick_start_names_no_placeholder_and_says_what_it_wrote(tmp_path, monkeypatch, capsys):
+def test_the_quick_start_names_no_placeholder_and_says_what_it_wrote(quickstart):
     """Issue 32, item 7: the stats header was 'kernel (16 blocks)' with no kernel name given,
-    and nothing said where the trace went."""
-    import runpy
-
-    (quick,) = [b for b in BLOCKS if b.lang == "python" and "def add_kernel" in b.code]
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "quickstart.py").write_text(quick.code + "\n")
-    runpy.run_path(str(tmp_path / "quickstart.py"))
-    out = capsys.readouterr().out
+    and nothing said where the trace went. Issue 56, item 4: it wrote only the trace, so the
+    command line had nothing of the user's kernel to read: it saves the capture too, and the
+    README's command-line section starts from it."""
+    folder, out = quickstart
     assert out.startswith("sm_profiler stats: 16 blocks\n")
     assert out.endswith(
         "wrote add.perfetto-trace; open it with: sm-profiler open add.perfetto-trace\n"
+        "wrote add.npz, the capture; read it with: sm-profiler stats add.npz\n"
     )
-    assert (tmp_path / "add.perfetto-trace").stat().st_size > 0
+    assert (folder / "add.perfetto-trace").stat().st_size > 0
+    (cap,) = sm_profiler.load(folder / "add.npz")
+    assert cap.layout.num_blocks == 16 and set(cap.event_names.values()) == {"load", "store"}
+    (saved,) = re.findall(r'^prof\.save\("([^"]+)"\)', QUICK_START.code, re.M)
+    readme = _words("README.md")
+    cli = readme[readme.index("## Command line") :]
+    first_block = re.search(r"```bash\n(.*?)```", cli, re.S).group(1)
+    assert first_block.startswith(f"sm-profiler stats {saved}")
 
 
 def test_the_architecture_names_every_module_and_the_readme_every_doc():
