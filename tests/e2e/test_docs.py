@@ -372,6 +372,23 @@ def test_the_architecture_names_every_module_and_the_readme_every_doc():
     assert [d for d in docs if f"]({d})" not in readme] == []
 
 
+def test_10_docs_has_an_index_naming_every_page_on_one_line():
+    """Issue 56, item 10: docs/ had no index. docs/README.md says what each page is for, one
+    line each; every page of docs/ is on it, and every page it names exists."""
+    index = os.path.join(ROOT, "docs", "README.md")
+    assert os.path.exists(index), "docs/README.md is missing"
+    with open(index, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    pages = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    pages.remove("README.md")
+    listed = {}
+    for line in lines:
+        for page in re.findall(r"^- \[[^]]+\]\(([^)]+\.md)\): \S", line):
+            listed[page] = listed.get(page, 0) + 1
+    assert [p for p in pages if listed.get(p) != 1] == []
+    assert [p for p in listed if not os.path.exists(os.path.join(ROOT, "docs", p))] == []
+
+
 def test_the_examples_table_says_which_need_a_gpu():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         rows = [ln for ln in f if ln.startswith("| [examples/")]
