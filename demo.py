@@ -245,8 +245,7 @@ def main(argv=None) -> int:
         print(f"wrote {paths['png']}  (SM occupancy plot)")
     except sm_profiler.MissingDependencyError:
         print(
-            "skipped the SM occupancy plot: matplotlib is not installed "
-            "(pip install 'sm_profiler[plot]')"
+            "skipped the SM occupancy plot: matplotlib is not installed (pip install -e '.[plot]')"
         )
     print(
         f"\nOpen the trace: sm-profiler open {paths['perfetto']}\n"

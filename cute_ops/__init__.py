@@ -20,8 +20,8 @@ try:
     import cutlass  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "cute_ops needs CuteDSL (nvidia-cutlass-dsl): pip install 'sm_profiler[cute]' "
-        "or pip install nvidia-cutlass-dsl==4.8.1"
+        "cute_ops needs CuteDSL (nvidia-cutlass-dsl): pip install -e '.[cute]' (from "
+        "sm_profiler's repository root) or pip install nvidia-cutlass-dsl==4.8.1"
     ) from e
 
 from .ops import Profiler, init, read_globaltimer

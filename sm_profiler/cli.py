@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extras = parser.parse_known_args(argv)
     if extras:  # blamed on the command's own usage, not the top level's
         command = _command_parser(parser, getattr(args, "func", None))
-        command.error(_unrecognized(command, extras))
+        command.error(_unrecognized(command, extras, parser))
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
@@ -272,8 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser(
         "query",
         help="SQL over the events, lanes, launches and unmatched tables (DuckDB)",
-        description="Run SQL over a capture's tables with DuckDB (pip install "
-        "'sm_profiler[query]'); columns are listed in docs/query.md.",
+        description="Run SQL over a capture's tables with DuckDB (the query extra: pip install "
+        "-e '.[query]'); columns are listed in docs/query.md.",
     )
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.add_argument(
@@ -385,20 +385,52 @@ def _command_parser(parser: argparse.ArgumentParser, func) -> argparse.ArgumentP
     return parser
 
 
-def _unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+def _unrecognized(
+    parser: argparse.ArgumentParser, extras: list[str], top: argparse.ArgumentParser | None = None
+) -> str:
     """'unknown option --capure (did you mean --capture?)', naming the options first: a mistyped
-    option shifts the arguments after it, which argparse then blames instead."""
+    option shifts the arguments after it, which argparse then blames instead. An option's value
+    spelt into its name is matched too ('--by-group': did you mean --by group?), and an option of
+    another command of `top` is said to be one."""
     import difflib
 
-    known = [o for a in parser._actions for o in a.option_strings]
+    spellings = _spellings(parser)
     options = [e.split("=", 1)[0] for e in extras if e.startswith("-") and e != "-"]
     if not options:
         return f"unrecognized arguments: {' '.join(printable(e) for e in extras)}"
     parts = []
     for o in options:
-        near = difflib.get_close_matches(o, known, n=1)
-        parts.append(printable(o) + (f" (did you mean {near[0]}?)" if near else ""))
+        near = difflib.get_close_matches(o, spellings, n=1)
+        owners = [] if near or top is None else _commands_with(top, o)
+        if near:
+            o += f" (did you mean {near[0]}?)"
+        elif owners:
+            o += f" (an option of {', '.join(f'sm-profiler {c}' for c in owners)})"
+        parts.append(printable(o))
     return f"unknown option{'s' if len(parts) > 1 else ''} {', '.join(parts)}"
+
+
+def _spellings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every option of `parser` as typed, an option with choices also with each of them
+    ('--by', '--by group', '--by sm')."""
+    out = []
+    for action in parser._actions:
+        for option in action.option_strings:
+            out.append(option)
+            if action.nargs != 0 and action.choices:
+                out.extend(f"{option} {choice}" for choice in action.choices)
+    return out
+
+
+def _commands_with(top: argparse.ArgumentParser, option: str) -> list[str]:
+    """The subcommands of `top` that have `option`."""
+    return [
+        name
+        for action in top._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, command in action.choices.items()
+        if option in command._option_string_actions
+    ]
 
 
 def cmd_run(args: argparse.Namespace) -> int:

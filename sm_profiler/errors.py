@@ -27,12 +27,22 @@ class CaptureError(SmProfilerError, OSError):
     """A capture or trace file cannot be read or written."""
 
 
+def install_command(extra: str) -> str:
+    """The command that installs one of pyproject.toml's extras, run from the repository's root
+    as the README's Set up installs sm_profiler: the one spelling of the errors, the tests'
+    skips and the docs."""
+    return f"pip install -e '.[{extra}]'"
+
+
 class MissingDependencyError(SmProfilerError, ImportError):
     """An optional dependency needed for this feature is not installed."""
 
     def __init__(self, package: str, feature: str, extra: str | None = None):
-        hint = f"pip install 'sm_profiler[{extra}]'" if extra else f"pip install {package}"
+        if extra:
+            hint = f"from sm_profiler's repository root, {install_command(extra)}"
+        else:
+            hint = f"pip install {package}"
         super().__init__(
-            f"{feature} needs the optional package '{package}', which is not installed; run: {hint}"
+            f"{feature} needs the optional package '{package}', which is not installed; run {hint}"
         )
         self.package = package

@@ -1,5 +1,6 @@
-"""Time units for everything that prints or draws a time (reports, the timeline's names, plots):
-below every module that does, so that none of them imports another for a unit."""
+"""Time units for everything that prints or draws a time (reports, the timeline's names, plots),
+and counted nouns: below every module that does, so that none of them imports another for a
+unit or a plural."""
 
 from __future__ import annotations
 
@@ -28,3 +29,23 @@ def table_unit(max_abs_ns: float) -> tuple[str, float]:
         if max_abs_ns >= 10 * scale:
             return name, scale
     return "ns", 1.0
+
+
+def report_unit(tops_ns: list[float]) -> tuple[str, float]:
+    """The one unit of a report whose tables' largest figures are `tops_ns`: the unit the
+    largest of them picks (`table_unit`), or a smaller one where a table's largest would be
+    under a tenth of it there (three decimals then keep its three digits: a 10 ms kernel's
+    200 ns ranges are 0.200 µs, not 0.000 ms)."""
+    tops = [t for t in tops_ns if t > 0]
+    if not tops:
+        return "ns", 1.0
+    _, top_scale = table_unit(max(tops))
+    for name, scale in _UNITS:
+        if scale <= top_scale and min(tops) >= 0.1 * scale:
+            return name, scale
+    return "ns", 1.0
+
+
+def plural(n: int, noun: str) -> str:
+    """'1 gap', '2 gaps': the one pluraliser of the reports and the timeline's notes."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -42,6 +42,10 @@ sys.path.insert(1, os.path.dirname(_TESTS))
 import pytest  # noqa: E402
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode  # noqa: E402
 
+# The run ends with its skips grouped by reason, one line each (pyproject.toml's addopts ask
+# for failures and errors only, -rfE; a -rs of your own gets pytest's lines instead).
+from skip_summary import pytest_terminal_summary  # noqa: E402, F401
+
 from sm_profiler.wire.capture import Capture  # noqa: E402
 
 # The slow set: marked `slow` here, left out by `python -m pytest -q` (pyproject.toml's addopts,

@@ -7,7 +7,7 @@ light grey bar; the top-level ranges of each lane (those not nested in another r
 same lane) are drawn over it in their event's color. All rectangles of one event go into one
 PolyCollection, so drawing costs one call per event name, not per range.
 
-matplotlib is optional (`pip install 'sm_profiler[plot]'`) and imported only here.
+matplotlib is optional (`pip install -e '.[plot]'`) and imported only here.
 """
 
 from __future__ import annotations

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..units import _UNITS, format_time, table_unit, time_unit  # noqa: F401 (as before)
+from ..units import (  # noqa: F401 (as before)
+    _UNITS,
+    format_time,
+    plural,
+    report_unit,
+    table_unit,
+    time_unit,
+)
 
 if TYPE_CHECKING:
     from .stats import BreakdownRow, KernelLaunches, Stats, WaitStat
@@ -40,27 +47,25 @@ def middle(name: str, room: int) -> str:
     return name[: room - 1 - tail] + "…" + name[len(name) - tail :]
 
 
-def format_times(values: list[float]) -> list[str]:
-    """Several values side by side, all in one unit (`table_unit`): '2000 ns', '479 ns'."""
-    unit, scale = table_unit(max((abs(v) for v in values), default=0.0))
-    return [f"{c} {unit}" for c in _cells(values, unit, scale)]
+def format_times(values: list[float], unit: tuple[str, float] | None = None) -> list[str]:
+    """Several values side by side, all in one unit (`unit`, else `table_unit`'s): '2000 ns',
+    '479 ns'."""
+    name, scale = unit or table_unit(max((abs(v) for v in values), default=0.0))
+    return [f"{c} {name}" for c in _cells(values, name, scale)]
 
 
 def _cells(values: list[float], unit: str, scale: float, top_ns: float | None = None) -> list[str]:
     """`values` (ns) in `unit`, with one number of decimals for all of them (so that they line
-    up): none for ns, else as many as keep about four significant digits of `top_ns` (the value
-    the unit was picked from; default the largest of `values`), the same for a whole table."""
+    up): none for ns, else as many as keep three or four significant digits of `top_ns` (the
+    table's largest figure; default the largest of `values`), the same for a whole table. In
+    a report's unit a table's largest may be under 1 (report_unit): three decimals then."""
     if unit == "ns":
         return [f"{v:.0f}" for v in values]
     if top_ns is None:
         top_ns = max((abs(v) for v in values), default=0.0)
     top = top_ns / scale
-    digits = 2 if top < 100 else 1 if top < 1000 else 0
+    digits = 3 if top < 1 else 2 if top < 100 else 1 if top < 1000 else 0
     return [f"{v / scale:.{digits}f}" for v in values]
-
-
-def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _fit(text: str, width: int) -> str:
@@ -166,14 +171,17 @@ def format_stats(
     lines.extend(wrap(title, width))
     for w in stats.warnings:
         lines.extend(wrap("warning: " + w, width))
-    extra = []
-    if by is not None and not (by[0] == "group" and stats.by_group):  # else already shown
-        extra = breakdown_lines(by[1], by[0], width) + [""]
-    lines.extend(_section_lines(stats, width, max_sm_rows, not stats.captures, extra))
+    by_rows = by[1] if by is not None and not (by[0] == "group" and stats.by_group) else None
+    # One unit for every table of a section (issue 56: events in ms beside waits in µs); the
+    # sections per capture below have theirs (a launch of seconds beside one of microseconds).
+    tops = _section_tops(stats, sm_table=not stats.captures)
+    unit = report_unit(tops + [_breakdown_top(by_rows or []), _launch_top(stats.launches)])
+    extra = [] if by_rows is None else breakdown_lines(by_rows, by[0], width, unit) + [""]
+    lines.extend(_section_lines(stats, width, max_sm_rows, unit, not stats.captures, extra))
     if stats.launches:
         if lines[-1] != "":
             lines.append("")
-        lines.extend(_launch_lines(stats.launches, width))
+        lines.extend(_launch_lines(stats.launches, width, unit))
         lines.append("")
     if not sections:
         return "\n".join(lines).rstrip("\n") + "\n"
@@ -204,10 +212,26 @@ def format_stats(
 MAX_CAPTURE_SECTIONS = 8
 
 
-def _launch_lines(rows: list[KernelLaunches], width: int) -> list[str]:
+def _section_tops(stats: Stats, sm_table: bool) -> list[float]:
+    """The largest figure of each table of a section (each table's unit, in a table alone)."""
+    tops = [_event_top(stats.events)]
+    if stats.by_group:
+        tops.append(_breakdown_top(stats.by_group))
+    if stats.waits and not stats.mixed:
+        tops.append(_wait_top(stats.waits))
+    if sm_table and not stats.mixed and len(stats.sms):
+        tops.append(float((stats.sms.last_end_ns - stats.span.start_ns).max()))
+    return tops
+
+
+def _launch_top(rows: list[KernelLaunches]) -> float:
+    return max((float(s) for r in rows for s in r.span_ns), default=0.0)
+
+
+def _launch_lines(rows: list[KernelLaunches], width: int, report: tuple[str, float]) -> list[str]:
     """The launches table: one row per kernel, spans from each launch's first to last stamp."""
-    spans = [float(s) for r in rows for s in r.span_ns]
-    unit, scale = table_unit(max(spans, default=0.0))
+    unit, scale = report
+    top = _launch_top(rows)
     headers = ["kernel", "launches", "mean", "min", "max", "grid", "call site"]
     table_rows = []
     for r in rows:
@@ -216,6 +240,7 @@ def _launch_lines(rows: list[KernelLaunches], width: int) -> list[str]:
                 [float(np.mean(r.span_ns)), float(min(r.span_ns)), float(max(r.span_ns))],
                 unit,
                 scale,
+                top,
             )
             if r.span_ns
             else ["-"] * 3
@@ -253,8 +278,16 @@ def _rule(label: str, width: int) -> list[str]:
 
 
 def _section_lines(
-    stats: Stats, width: int, max_sm_rows: int, sm_table: bool = True, extra: list[str] = ()
+    stats: Stats,
+    width: int,
+    max_sm_rows: int,
+    unit: tuple[str, float] | None = None,
+    sm_table: bool = True,
+    extra: list[str] = (),
 ) -> list[str]:
+    """A section's lines: its prose, then its tables, all in `unit` (default: the section's
+    own, report_unit of its tables' largest figures)."""
+    unit = unit or report_unit(_section_tops(stats, sm_table))
     span = stats.span
     parts = [
         "span not shown (launches mixed)"
@@ -267,14 +300,14 @@ def _section_lines(
     ] + (["EMULATED"] if stats.emulated else [])
     lines = _join_wrapped(parts, width)
     lines.append("")
-    lines.extend(_event_lines(stats, width))
+    lines.extend(_event_lines(stats, width, unit))
     lines.append("")
     lines.extend(extra)
     if stats.by_group:
-        lines.extend(breakdown_lines(stats.by_group, "group", width))
+        lines.extend(breakdown_lines(stats.by_group, "group", width, unit))
         lines.append("")
     if stats.waits and not stats.mixed:
-        lines.extend(_wait_lines(stats.waits, width))
+        lines.extend(_wait_lines(stats.waits, width, unit))
         lines.append("")
     if sm_table and stats.mixed:
         lines.extend(
@@ -286,7 +319,7 @@ def _section_lines(
             )
         )
     elif sm_table:
-        lines.extend(_sm_lines(stats, width, max_sm_rows))
+        lines.extend(_sm_lines(stats, width, max_sm_rows, unit))
     imb = stats.imbalance
     if imb is not None and not stats.mixed:
         lines.extend(
@@ -304,16 +337,21 @@ _EVENT_FIELDS = ("total_ns", "self_ns", "mean_ns", "min_ns", "p50_ns", "p90_ns",
 _EVENT_DROP = ("p90", "p99", "min", "p50", "instants", "mean")
 
 
-def _event_lines(stats: Stats, width: int) -> list[str]:
+def _event_top(evs) -> float:
+    """The largest single range (totals are sums: they just get more digits)."""
+    return max(
+        (float(getattr(e, f)) for e in evs if e.count for f in _EVENT_FIELDS[2:]), default=0.0
+    )
+
+
+def _event_lines(stats: Stats, width: int, report: tuple[str, float]) -> list[str]:
     if not stats.events:
         return ["no events recorded"]
     evs = stats.events
     has_range = [e.count > 0 for e in evs]
-    # One unit for the whole table, from the largest single range (totals just get more digits):
-    # a row or a column never mixes units.
-    per_range = [float(getattr(e, f)) for e in evs if e.count for f in _EVENT_FIELDS[2:]]
-    top = max(per_range, default=0.0)
-    unit, scale = table_unit(top)
+    # The report's unit: a row, a column or two tables never mix units.
+    top = _event_top(evs)
+    unit, scale = report
     cols = []
     for f in _EVENT_FIELDS:
         cells = iter(_cells([float(getattr(e, f)) for e in evs if e.count], unit, scale, top))
@@ -340,11 +378,15 @@ SELF_MEANS = "self: total less the ranges nested inside"
 MAX_WAIT_ROWS = 8
 
 
-def _wait_lines(ws: list[WaitStat], width: int) -> list[str]:
+def _wait_top(ws: list[WaitStat]) -> float:
+    """The largest single gap of the pairs shown (totals just get more digits)."""
+    return max(float(w.max_ns) for w in ws[:MAX_WAIT_ROWS])
+
+
+def _wait_lines(ws: list[WaitStat], width: int, report: tuple[str, float]) -> list[str]:
     shown = ws[:MAX_WAIT_ROWS]
-    # One unit from the largest single gap (totals just get more digits), as in the event table.
-    top = max(float(w.max_ns) for w in shown)
-    unit, scale = table_unit(top)
+    top = _wait_top(ws)
+    unit, scale = report
     cols = [
         _cells([float(getattr(w, f)) for w in shown], unit, scale, top)
         for f in ("total_ns", "mean_ns", "max_ns")
@@ -361,12 +403,19 @@ def _wait_lines(ws: list[WaitStat], width: int) -> list[str]:
     return wrap(head, width, indent="") + table + more + _left_out(dropped, width)
 
 
-def breakdown_lines(rows: list[BreakdownRow], by: str, width: int) -> list[str]:
-    """The table of `breakdown(trace, by)`: one row per (key, event), times in one unit."""
+def _breakdown_top(rows: list[BreakdownRow]) -> float:
+    return max((float(r.mean_ns) for r in rows), default=0.0)
+
+
+def breakdown_lines(
+    rows: list[BreakdownRow], by: str, width: int, unit: tuple[str, float] | None = None
+) -> list[str]:
+    """The table of `breakdown(trace, by)`: one row per (key, event), times in one unit: the
+    report's `unit` (format_stats), else its own from its largest mean."""
     if not rows:
         return [f"by {by}: no ranges"]
-    top = max(float(r.mean_ns) for r in rows)
-    unit, scale = table_unit(top)
+    top = _breakdown_top(rows)
+    unit, scale = unit or table_unit(top)
     cols = [
         _cells([float(getattr(r, f)) for r in rows], unit, scale, top)
         for f in ("total_ns", "self_ns", "mean_ns")
@@ -381,7 +430,7 @@ def breakdown_lines(rows: list[BreakdownRow], by: str, width: int) -> list[str]:
     return wrap(head + ")", width, indent="") + table + _left_out(dropped, width)
 
 
-def _sm_lines(stats: Stats, width: int, max_rows: int) -> list[str]:
+def _sm_lines(stats: Stats, width: int, max_rows: int, report: tuple[str, float]) -> list[str]:
     sms = stats.sms
     if len(sms) == 0:
         return ["no SM ran an initialised lane"]
@@ -391,9 +440,9 @@ def _sm_lines(stats: Stats, width: int, max_rows: int) -> list[str]:
     busy = sms.busy_ns.astype(float).tolist()
 
     if len(sms) <= max_rows:
-        # One unit for the table, from the last finish (the largest time in it).
+        # The report's unit; the last finish (the largest time here) gives the decimals.
         top = max(last, default=0.0)
-        unit, scale = table_unit(top)
+        unit, scale = report
         rows = [
             [str(s), str(b), cb, f"{p:.1f}", f, ll]
             for s, b, cb, p, f, ll in zip(
@@ -419,7 +468,7 @@ def _sm_lines(stats: Stats, width: int, max_rows: int) -> list[str]:
     ]
     lines = _join_wrapped(parts, width)
     late = np.argsort(-sms.last_end_ns, kind="stable")[:5].tolist()
-    times = format_times([last[i] for i in late])
+    times = format_times([last[i] for i in late], report)
     lines.extend(
         wrap(
             "last to finish (from kernel start): "

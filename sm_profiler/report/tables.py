@@ -11,7 +11,7 @@
                event, name, kind ('begin' / 'end'), time_ns
 
 Times are absolute %globaltimer ns. pandas, pyarrow and duckdb are optional and imported here
-only (`pip install 'sm_profiler[query]'`).
+only (`pip install -e '.[query]'`).
 """
 
 from __future__ import annotations

@@ -182,7 +182,7 @@ class TraceData:
 
     def to_pandas(self, table: str = "events"):
         """One table (events, lanes, launches, unmatched) as a pandas DataFrame; columns in
-        sm_profiler.report.tables (pandas is optional: `pip install 'sm_profiler[query]'`)."""
+        sm_profiler.report.tables (pandas is optional: `pip install -e '.[query]'`)."""
         return TABLE_VIEWS["pandas"](self, table)
 
     def to_arrow(self, table: str = "events"):

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import ConfigError
-from ..units import format_time
+from ..units import format_time, plural
 from ..wire.format import MAX_EVENT_ID
 from .model import RANGE, UNMATCHED_BEGIN, TraceData, is_auto, kernel_names
 from .summary import SUMMARY_BINS, ActiveRanges, drop_repeats
@@ -305,7 +306,7 @@ def build(
     named = [k for k, v in filters.items() if v is not None]
     cuts: list[tuple[int, int]] = []
     if cut_gaps and len(trace.kernels) > 1:
-        trace, cuts = _cut_host_gaps(trace)
+        trace, cuts, gaps, min_cut_ns = _cut_host_gaps(trace)
     ev_lane = lane_row_of(trace, trace.events)
     um_lane = lane_row_of(trace, trace.unmatched)
     lo, hi = lane_extent(trace, ev_lane, um_lane)
@@ -323,11 +324,7 @@ def build(
     launches = {"capture": caps, "start_ns": k_lo[caps], "end_ns": k_hi[caps]}
     notes = []
     if cuts:
-        total = sum(c for _, c in cuts)
-        notes.append(
-            f"host gaps cut: {len(cuts)} gaps, {total / 1e6:.3f} ms in all; times "
-            "after a cut are moved back by what was cut"
-        )
+        notes.append(_cut_note(cuts, gaps, min_cut_ns))
     if named:
         notes.append(
             f"filtered ({', '.join(named)}): {len(trace):,} of {whole:,} ranges and instants kept"
@@ -1166,11 +1163,18 @@ def launch_spans(trace: TraceData, lane_lo, lane_hi, used):
 # -- launches end to end ------------------------------------------------------------------------------
 
 
-def _cut_host_gaps(trace: TraceData) -> tuple[TraceData, list[tuple[int, int]]]:
+class HostCuts(NamedTuple):
+    trace: TraceData  # its captures moved back by what was cut before them
+    cuts: list[tuple[int, int]]  # (time after the cut, ns cut), in time order
+    gaps: int  # host gaps between launches, cut or not (overlapping launches have none)
+    min_cut_ns: int  # gaps this long or shorter were kept
+
+
+def _cut_host_gaps(trace: TraceData) -> HostCuts:
     """`trace` with each capture moved back so that launches follow each other closely.
 
     Launches are taken in start order; a launch that overlaps or nearly touches what came before
-    stays where it is relative to it. Returns the shifted trace and (time after the cut, ns cut).
+    stays where it is relative to it.
     """
     ev_lane = lane_row_of(trace, trace.events)
     lo, hi = lane_extent(trace, ev_lane)
@@ -1181,10 +1185,11 @@ def _cut_host_gaps(trace: TraceData) -> tuple[TraceData, list[tuple[int, int]]]:
     keep = max(GAP_KEPT_MIN_NS, int(GAP_KEPT_FRACTION * int(spans.max()))) if len(spans) else 0
     shift = np.zeros(len(trace.kernels), np.int64)
     cuts: list[tuple[int, int]] = []
-    end_so_far, moved = None, 0
+    end_so_far, moved, gaps = None, 0, 0
     for c in sorted(np.flatnonzero(has).tolist(), key=lambda c: (int(k_lo[c]), c)):
         if end_so_far is not None:
             gap = int(k_lo[c]) - moved - end_so_far
+            gaps += gap > 0
             if gap > CUT_FACTOR * keep:
                 moved += gap - keep
                 cuts.append((int(k_lo[c]) - moved, gap - keep))
@@ -1192,7 +1197,7 @@ def _cut_host_gaps(trace: TraceData) -> tuple[TraceData, list[tuple[int, int]]]:
         end = int(k_hi[c]) - moved
         end_so_far = end if end_so_far is None else max(end_so_far, end)
     if not cuts:
-        return trace, []
+        return HostCuts(trace, [], gaps, CUT_FACTOR * keep)
 
     def moved_table(table: dict[str, np.ndarray], cols: tuple[str, ...]) -> dict:
         out = dict(table)
@@ -1212,4 +1217,18 @@ def _cut_host_gaps(trace: TraceData) -> tuple[TraceData, list[tuple[int, int]]]:
         lanes=lanes,
         unmatched=moved_table(trace.unmatched, ("time_ns",)),
     )
-    return shifted, cuts
+    return HostCuts(shifted, cuts, gaps, CUT_FACTOR * keep)
+
+
+def _cut_note(cuts: list[tuple[int, int]], gaps: int, min_cut_ns: int) -> str:
+    """'host gaps cut: 1 of 2 gaps (gaps up to 123.67 ms kept), 1277.582 ms in all; ...': the
+    gaps cut of those between launches (the demo's three launches have two, one of them short)."""
+    total_ns = sum(c for _, c in cuts)
+    if len(cuts) == gaps:
+        counted = plural(gaps, "gap")
+    else:
+        counted = f"{len(cuts)} of {gaps} gaps (gaps up to {format_time(min_cut_ns)} kept)"
+    return (
+        f"host gaps cut: {counted}, {total_ns / 1e6:.3f} ms in all; times after a cut are "
+        "moved back by what was cut"
+    )

@@ -284,7 +284,7 @@ CUTE_TIDS = (0, 5, 37)  # thread 0 (stamps per block), a thread of warp 0, lane 
 @pytest.fixture(scope="module")
 def cute_probes():
     """{(per_warp, ring): the probe kernel's PTX}: four compiles of a fraction of a second."""
-    pytest.importorskip("cutlass", reason="needs CuteDSL: pip install nvidia-cutlass-dsl")
+    pytest.importorskip("cutlass", reason="needs CuteDSL: pip install nvidia-cutlass-dsl==4.8.1")
     import tempfile
 
     import cute_kernels as K

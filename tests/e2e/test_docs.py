@@ -105,10 +105,37 @@ def demo(tmp_path_factory):
     return caps, path
 
 
+QUICK_START = next(b for b in BLOCKS if b.lang == "python" and "def add_kernel" in b.code)
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+    """README's Quick start saved as quickstart.py and run in a folder of its own, as the README
+    says: (the folder, what it printed)."""
+    import contextlib
+    import io
+    import runpy
+
+    folder = tmp_path_factory.mktemp("quickstart")
+    (folder / "quickstart.py").write_text(QUICK_START.code + "\n")
+    out, cwd = io.StringIO(), os.getcwd()
+    os.chdir(folder)
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(str(folder / "quickstart.py"))
+    finally:
+        os.chdir(cwd)
+    return folder, out.getvalue()
+
+
 @pytest.fixture
-def workdir(tmp_path, demo):
-    """A scratch folder holding the files the docs name, and an `sm-profiler` on PATH."""
+def workdir(tmp_path, demo, quickstart):
+    """A scratch folder holding the files the docs name (the Quick start's own, what it wrote),
+    and an `sm-profiler` on PATH."""
     caps, path = demo
+    for name in os.listdir(quickstart[0]):
+        if name != "quickstart.py":
+            shutil.copy(quickstart[0] / name, tmp_path / name)
     os.makedirs(tmp_path / "sm_profiler_demo_out")
     for name in (
         "sm_profiler_demo_out/demo_capture.npz",
@@ -144,6 +171,43 @@ def test_doc_block_runs(block, workdir, monkeypatch):
         pytest.skip(block.skip)
     cwd, env, caps, trace = workdir
     monkeypatch.chdir(cwd)
+    before = _files(cwd)
+    _run_block(block, cwd, env, caps, trace)
+    # Issue 56, item 6: `sm-profiler export ... demo.json` wrote into the repository's root. Run
+    # there, what a README block or a docs' shell line writes is ignored by git.
+    if block.doc == "README.md" or block.lang == "bash":
+        after = _files(cwd)
+        wrote = sorted(p for p in after if after[p] != before.get(p) and p != "doc_block.py")
+        assert _not_ignored(wrote) == [], f"{block.id} leaves files git does not ignore"
+
+
+def _files(folder) -> dict[str, tuple[int, int]]:
+    """{path from `folder`: (mtime in ns, size)} of every file under it."""
+    out = {}
+    for d, _, names in os.walk(folder):
+        for name in names:
+            st = os.stat(os.path.join(d, name))
+            out[os.path.relpath(os.path.join(d, name), folder)] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def _not_ignored(paths: list[str]) -> list[str]:
+    """Those of `paths`, taken from the repository's root, that `git status` would list."""
+    if not paths:
+        return []
+    res = subprocess.run(
+        ["git", "check-ignore", "--no-index", "--stdin"],
+        cwd=ROOT,
+        input="\n".join(paths),
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode in (0, 1), res.stderr  # 1: none of them is ignored
+    return sorted(set(paths) - set(res.stdout.splitlines()))
+
+
+def _run_block(block: Block, cwd, env, caps, trace) -> None:
+    """Run `block` in `cwd` (module docstring: how each language runs)."""
     if block.lang == "python":
         import runpy
 
@@ -266,21 +330,25 @@ def test_the_pictures_the_docs_show_exist_and_are_small():
     assert os.path.exists(os.path.join(ROOT, "docs", "make_pictures.py"))
 
 
-def test_the_quick_start_names_no_placeholder_and_says_what_it_wrote(tmp_path, monkeypatch, capsys):
+def test_the_quick_start_names_no_placeholder_and_says_what_it_wrote(quickstart):
     """Issue 32, item 7: the stats header was 'kernel (16 blocks)' with no kernel name given,
-    and nothing said where the trace went."""
-    import runpy
-
-    (quick,) = [b for b in BLOCKS if b.lang == "python" and "def add_kernel" in b.code]
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "quickstart.py").write_text(quick.code + "\n")
-    runpy.run_path(str(tmp_path / "quickstart.py"))
-    out = capsys.readouterr().out
+    and nothing said where the trace went. Issue 56, item 4: it wrote only the trace, so the
+    command line had nothing of the user's kernel to read: it saves the capture too, and the
+    README's command-line section starts from it."""
+    folder, out = quickstart
     assert out.startswith("sm_profiler stats: 16 blocks\n")
     assert out.endswith(
         "wrote add.perfetto-trace; open it with: sm-profiler open add.perfetto-trace\n"
+        "wrote add.npz, the capture; read it with: sm-profiler stats add.npz\n"
     )
-    assert (tmp_path / "add.perfetto-trace").stat().st_size > 0
+    assert (folder / "add.perfetto-trace").stat().st_size > 0
+    (cap,) = sm_profiler.load(folder / "add.npz")
+    assert cap.layout.num_blocks == 16 and set(cap.event_names.values()) == {"load", "store"}
+    (saved,) = re.findall(r'^prof\.save\("([^"]+)"\)', QUICK_START.code, re.M)
+    readme = _words("README.md")
+    cli = readme[readme.index("## Command line") :]
+    first_block = re.search(r"```bash\n(.*?)```", cli, re.S).group(1)
+    assert first_block.startswith(f"sm-profiler stats {saved}")
 
 
 def test_the_architecture_names_every_module_and_the_readme_every_doc():
@@ -302,6 +370,23 @@ def test_the_architecture_names_every_module_and_the_readme_every_doc():
         readme = f.read()
     docs = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
     assert [d for d in docs if f"]({d})" not in readme] == []
+
+
+def test_10_docs_has_an_index_naming_every_page_on_one_line():
+    """Issue 56, item 10: docs/ had no index. docs/README.md says what each page is for, one
+    line each; every page of docs/ is on it, and every page it names exists."""
+    index = os.path.join(ROOT, "docs", "README.md")
+    assert os.path.exists(index), "docs/README.md is missing"
+    with open(index, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    pages = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    pages.remove("README.md")
+    listed = {}
+    for line in lines:
+        for page in re.findall(r"^- \[[^]]+\]\(([^)]+\.md)\): \S", line):
+            listed[page] = listed.get(page, 0) + 1
+    assert [p for p in pages if listed.get(p) != 1] == []
+    assert [p for p in listed if not os.path.exists(os.path.join(ROOT, "docs", p))] == []
 
 
 def test_the_examples_table_says_which_need_a_gpu():
@@ -345,6 +430,43 @@ def test_the_set_up_is_what_a_new_user_types_and_ci_runs_its_second_block():
     with open(os.path.join(ROOT, "tests", "README.md"), encoding="utf-8") as f:
         flat = " ".join(f.read().split())
     assert f"`{pin}`" in flat and "cannot reach PyTorch's index" in flat
+
+
+def test_5_every_extra_is_installed_by_one_command_everywhere_and_set_up_names_them(monkeypatch):
+    """Issue 56, item 5: `query`'s error said `pip install 'sm_profiler[query]'` (a package
+    index's name, which the README never installs from), the tests' skips `pip install -e
+    '.[query]'`, and Set up did not say the extra exists. One spelling (errors.install_command)
+    in the errors, the skips, the docs and the sources; Set up names every extra."""
+    import sys
+
+    from extras import need
+
+    from sm_profiler.errors import MissingDependencyError, install_command
+
+    assert install_command("query") == "pip install -e '.[query]'"
+    assert str(MissingDependencyError("duckdb", "query", extra="query")).endswith(
+        install_command("query")
+    )
+    monkeypatch.setitem(sys.modules, "duckdb", None)  # as if not installed
+    with pytest.raises(pytest.skip.Exception) as e:
+        need("duckdb", "query")
+    assert install_command("query") in str(e.value)
+    texts = DOCS + ["tests/README.md", "demo.py"]
+    texts += glob.glob("sm_profiler/**/*.py", root_dir=ROOT, recursive=True)
+    texts += glob.glob("cute_ops/**/*.py", root_dir=ROOT, recursive=True)
+    extra_install = re.compile(r"pip install[^`\n\]]*\]")
+    for rel in texts:
+        assert "sm_profiler[" not in _words(rel), rel
+        for cmd in extra_install.findall(_words(rel)):
+            assert re.fullmatch(r"pip install -e '\.\[([a-z,]+|{extra})\]", cmd), (rel, cmd)
+    with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as f:
+        pyproject = f.read()
+    section = pyproject.split("[project.optional-dependencies]")[1].split("\n[")[0]
+    extras = re.findall(r"^(\w+) = \[", section, re.M)
+    assert {"query", "plot", "test", "cute"} <= set(extras)
+    setup = _words("README.md").split("## Set up")[1].split("\n## ")[0]
+    assert [x for x in extras if f"`{x}`" not in setup and f"[{x}]" not in setup] == []
+    assert install_command("query") in setup
 
 
 def test_the_slow_set_is_left_out_by_default_run_by_ci_and_names_what_exists():

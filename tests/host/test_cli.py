@@ -554,6 +554,30 @@ def test_4_a_mistyped_option_shows_the_commands_usage_and_names_it(capture_file,
     assert err.splitlines()[-1] == "sm-profiler stats: error: unrecognized arguments: extra"
 
 
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        # Issue 56, item 8: `--by-group` for `--by group` got no hint: an option's value spelt
+        # into its name is matched against `--opt value` for the option's choices.
+        (["stats", "CAP", "--by-group"], "--by-group (did you mean --by group?)"),
+        (["stats", "CAP", "--by_sm"], "--by_sm (did you mean --by sm?)"),
+        (["stats", "CAP", "--bylaunch"], "--bylaunch (did you mean --by launch?)"),
+        (["export", "CAP", "x.json", "--format-json"], "(did you mean --format json?)"),
+        (["stats", "CAP", "--widht", "80"], "--widht (did you mean --width?)"),
+        # an option of another command: said where it belongs
+        (["stats", "CAP", "--cut-gaps"], "--cut-gaps (an option of sm-profiler export)"),
+        (["stats", "CAP", "--zzzz"], "unknown option --zzzz"),
+    ],
+)
+def test_8_an_unknown_option_names_the_near_one(capture_file, capsys, argv, hint):
+    argv = [capture_file if a == "CAP" else a for a in argv]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert e.value.code == 2 and last.startswith(f"sm-profiler {argv[0]}: error: unknown option")
+    assert last.endswith(hint)
+
+
 def test_5_an_sm_no_lane_ran_on_is_an_error_like_an_unknown_event(capture_file, tmp_path, capsys):
     out = tmp_path / "t.json"
     for flag, value, what, choices in (

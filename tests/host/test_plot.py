@@ -123,7 +123,7 @@ def test_missing_matplotlib_says_how_to_install(tmp_path, monkeypatch):
         if name == "matplotlib" or name.startswith("matplotlib."):
             monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(MissingDependencyError, match=r"pip install 'sm_profiler\[plot\]'") as e:
+    with pytest.raises(MissingDependencyError, match=r"pip install -e '\.\[plot\]'") as e:
         plot(decode(tiny_capture()), tmp_path / "x.png")
     assert "plot() needs the optional package 'matplotlib'" in str(e.value)
     assert not (tmp_path / "x.png").exists()

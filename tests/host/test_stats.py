@@ -4,6 +4,7 @@ independent numpy / pure-Python computations on random traces."""
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -129,9 +130,10 @@ def test_narrow_tables_leave_out_columns_and_say_which(width):
         assert all(h in note for h in left_out)
 
 
-def test_one_time_unit_per_table():
-    """Totals of seconds and ranges of 2.5 ms: the table is in µs (the largest range is at
-    least 10 of them), totals in more digits; no cell carries a unit of its own."""
+def test_one_time_unit_per_report():
+    """Totals of seconds, ranges of 2.5 ms, SMs ending at 1.2 s: every table is in ms (the
+    SMs' 1.2 s is at least 10 of them, and the smallest table's largest, a 500 µs wait, keeps
+    its digits in it), totals in more digits; no cell carries a unit of its own."""
     lanes = {
         b: {
             "sm": b,
@@ -147,11 +149,16 @@ def test_one_time_unit_per_table():
     cap = build_capture(lanes, num_blocks=2, capacity=800, event_names={0: "step"})
     text = format_stats(compute_stats(decode(cap)), width=100)
     lines = text.splitlines()
-    i = lines.index("events (times in µs)")
+    i = lines.index("events (times in ms)")
     assert lines[i + 1].split()[:5] == ["event", "count", "total", "self", "mean"]
-    assert lines[i + 2].split()[:5] == ["step", "800", "2000000", "2000000", "2500"]  # in µs
+    assert lines[i + 2].split()[:5] == ["step", "800", "2000.00", "2000.00", "2.50"]  # in ms
     assert "SMs (times in ms from kernel start)" in lines  # the last SM ends at 1.2 s
-    assert "waits: gaps between consecutive ranges of a lane (times in µs)" in lines
+    assert "waits: gaps between consecutive ranges of a lane (times in ms)" in lines
+    assert next(ln for ln in lines if ln.startswith("step → step")).split()[4:] == [
+        "399.000",
+        "0.500",
+        "0.500",
+    ]
     rows = [
         line for line in lines[i + 1 :] if line and not line.startswith(("SMs", "load", "waits"))
     ]
@@ -159,6 +166,67 @@ def test_one_time_unit_per_table():
     # header and 2 rows of the SMs'
     assert len(rows) == 7
     assert not [line for line in rows if {"ns", "µs", "ms", "s"} & set(line.split())]
+
+
+def quick_start_like(origin_ns: int, captures: int = 1) -> list[Capture]:
+    """The Quick start's shape in the interpreter: 16 programs on 8 SMs, each a `load` then a
+    `store` range of 2.75-14.39 ms with a wait of 2-8.6 ms between them, programs one after
+    another: its events' own unit is ms, its waits' µs (all under 10 ms), its SMs' ms."""
+    caps = []
+    for c in range(captures):
+        t, lanes = origin_ns + c * 10**9, {}
+        for b in range(16):
+            load_ns, wait_ns, store_ns = (
+                2_960_000 + 310_000 * b,
+                2_000_000 + 412_000 * b,
+                2_750_000 + 727_000 * b,
+            )
+            recs = [("B", 0, t), ("E", 0, t + load_ns)]
+            t += load_ns + wait_ns
+            recs += [("B", 1, t), ("E", 1, t + store_ns)]
+            lanes[b] = {"sm": b % 8, "anchor": recs[0][2] - 100 + 1, "records": recs}
+            t += store_ns + 1000
+        caps.append(build_capture(lanes, 16, capacity=4, event_names={0: "load", 1: "store"}))
+    return caps
+
+
+CAPTION_UNIT = re.compile(r"\((?:times|span per launch),? in (ns|µs|ms|s)\b")
+
+
+@pytest.mark.parametrize("captures", [1, 3])
+@pytest.mark.parametrize("origin_ns", [10**6, 10**12, 17 * 10**17])
+def test_9_one_time_unit_per_report(origin_ns, captures):
+    """Issue 56, item 9: the Quick start's events were in ms and its waits, the table below, in
+    µs ('total 109908'). A report's tables share one unit (a section's, where a report has one
+    per capture), at 80 columns, whatever the clock's origin: the wait total is in ms."""
+    text = format_stats(compute_stats(decode(quick_start_like(origin_ns, captures))), width=80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    units = [m.group(1) for line in lines for m in CAPTION_UNIT.finditer(line)]
+    assert len(units) >= 3 * captures and set(units) == {"ms"}, units
+    # the first waits table: the whole report's (of all captures)
+    waits = next(line for line in lines if line.startswith("load → store "))
+    count, total = waits.split()[3:5]
+    expected_ns = sum(2_000_000 + 412_000 * b for b in range(16)) * captures
+    assert int(count) == 16 * captures
+    assert float(total) == pytest.approx(expected_ns / 1e6, abs=0.01)
+
+
+def test_9_a_report_unit_keeps_the_digits_of_its_smallest_table():
+    """A 10 ms kernel of 200 ns ranges: in ms the ranges would read 0.000; the report takes the
+    unit in which every table's largest figure keeps its digits (µs), the SMs' times longer."""
+    lanes = {
+        b: {
+            "sm": b,
+            "anchor": 1 + b * 5_000_000,
+            "records": [("B", 0, 10 + b * 5_000_000), ("E", 0, 210 + b * 5_000_000)],
+        }
+        for b in range(3)
+    }
+    text = format_stats(compute_stats(decode(build_capture(lanes, 3))), width=80)
+    assert {m.group(1) for m in CAPTION_UNIT.finditer(text)} == {"µs"}
+    event = next(line for line in text.splitlines() if line.startswith("event 0 "))
+    assert event.split()[3:5] == ["0.600", "0.600"]  # total and self, 3 x 200 ns
 
 
 def test_a_summary_line_names_times_in_one_unit():

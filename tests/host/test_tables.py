@@ -108,7 +108,7 @@ def test_missing_pandas_says_how_to_install(monkeypatch):
         return real(name, *a, **kw)
 
     monkeypatch.setattr(builtins, "__import__", no_pandas)
-    with pytest.raises(MissingDependencyError, match=r"sm_profiler\[query\]"):
+    with pytest.raises(MissingDependencyError, match=r"pip install -e '\.\[query\]'"):
         nested_trace().to_pandas()
 
 

@@ -84,6 +84,40 @@ def test_cut_gaps_lays_launches_end_to_end_and_marks_the_cuts():
     )
 
 
+def launches_apart(gaps_ns: list[int], origin_ns: int):
+    """1 µs launches of one program, the first at `origin_ns` (its lane's anchor 1 ns later: an
+    anchor of 0 is a lane never initialised), each next `gaps_ns[i]` after the one before ends."""
+    parts, t = [], origin_ns
+    for gap in [0, *gaps_ns]:
+        t += gap
+        lane = Lane(t + 1, 3, [(BEGIN, 0, t + 10), (END, 0, t + 1010)])
+        stream = Stream(1, 1, 4, lanes={(0, 0): lane})
+        parts.append(Capture(encode(stream), event_names={0: "load"}, kernel_name="gemm"))
+        t += 1010
+    return decode(parts)
+
+
+@pytest.mark.parametrize("origin_ns", [0, 10**12, 17 * 10**17])
+@pytest.mark.parametrize(
+    "gaps_ns, note",
+    [
+        ([50_000_000, 50_000_000], "host gaps cut: 2 gaps, 99.998 ms in all; "),
+        ([50_000_000], "host gaps cut: 1 gap, 49.999 ms in all; "),
+        # a gap under CUT_FACTOR times what a cut keeps stays: said, and not counted as cut
+        (
+            [50_000_000, 3_000],
+            "host gaps cut: 1 of 2 gaps (gaps up to 4.00 µs kept), 49.999 ms in all; ",
+        ),
+    ],
+)
+def test_7_the_cut_note_counts_the_gaps_cut_of_those_between_launches(gaps_ns, note, origin_ns):
+    """Issue 56, item 7: the demo's three launches said 'host gaps cut: 1 gaps': one of its two
+    gaps was cut (the other is short beside its launches, and kept), in the wrong number."""
+    notes = build_timeline(launches_apart(gaps_ns, origin_ns), cut_gaps=True).notes
+    (cut,) = [n for n in notes if n.startswith("host gaps cut")]
+    assert cut.startswith(note)
+
+
 @needs_perfetto
 def test_one_capture_exports_alone(tmp_path):
     trace = three_launches()
