@@ -153,3 +153,25 @@ class TableRegion:
 
     def save(self, path):
         self.table.save(path)
+
+
+def many_cells_file(path, n: int) -> None:
+    """An auto file of `n` one-program launches, each on a GPU (session, rank) of its own, in a
+    step of its own and of a kernel of its own: n x n (step, GPU) and (GPU, kernel) pairs could
+    be, n are. Its columns and metadata are a few MiB for n = 20,000."""
+    t = table_of([(AUTO_T0, 100, 0, 5, 1, 0, 0, 0)])
+    i = np.arange(n, dtype=np.int64)
+    start = AUTO_T0 + 1000 * i
+    zero, one = np.zeros(n, np.int64), np.ones(n, np.int64)
+    cols = {f"row_{k}": zero for k in ("x", "y", "z", "warp")}
+    cols.update(row_launch=i, row_sm=i % 4, row_start_ns=start, row_end_ns=start + 100)
+    cols.update({f"launch_{k}": zero for k in ("gpu", "tag", "per_warp")})
+    cols.update({f"launch_{k}": one for k in ("rows", "grid_x", "grid_y", "grid_z")})
+    cols.update(launch_session=i, launch_kernel=i, launch_grid_id=i, launch_step=i)
+    cols.update(launch_first_row=i, launch_start_ns=start, launch_end_ns=start + 100)
+
+    def meta(m):
+        m["kernels"] = [{"name": f"k{j}", "num_warps": 4} for j in range(n)]
+        m["sessions"] = [{"gpu": 0, "rank": j, "sm_count": 4} for j in range(n)]
+
+    write_auto_file(path, t, columns=cols, meta=meta)
