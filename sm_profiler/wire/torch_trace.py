@@ -12,7 +12,7 @@ import os
 import stat
 import zlib
 
-from ..errors import CaptureError, ConfigError
+from ..errors import CaptureError, ConfigError, InflationError
 
 # A torch trace is input we did not write: what it may inflate to, in bytes (and at most this
 # many times its compressed size, plus MAX_TORCH_SLACK), and the deepest JSON nesting parsed.
@@ -21,6 +21,14 @@ MAX_TORCH_RATIO = 64
 MAX_TORCH_SLACK = 64 << 20
 # Kernel rows' ts and dur (µs) and baseTimeNanoseconds (ns) must keep ns times inside int64.
 MAX_TORCH_US = 2.0**62 / 1e3
+
+
+def inflation_limit(stored_bytes: int) -> int:
+    """The most bytes a torch trace stored compressed in `stored_bytes` bytes may inflate to
+    (MAX_TORCH_RATIO times them plus MAX_TORCH_SLACK, at most MAX_TORCH_BYTES): a .gz given to
+    `merge --torch` and the trace inside a rank file alike, so that a gzip bomb is refused
+    while it inflates, never parsed."""
+    return min(MAX_TORCH_BYTES, MAX_TORCH_RATIO * max(int(stored_bytes), 0) + MAX_TORCH_SLACK)
 
 
 def _torch_doc(torch_trace) -> dict:
@@ -65,10 +73,7 @@ def _read_json(path) -> dict:
                 "directory?): give the file prof.export_chrome_trace wrote"
             )
         gz = os.fspath(path).lower().endswith(".gz")
-        limit = min(
-            MAX_TORCH_BYTES,
-            MAX_TORCH_RATIO * st.st_size + MAX_TORCH_SLACK if gz else MAX_TORCH_BYTES,
-        )
+        limit = inflation_limit(st.st_size) if gz else MAX_TORCH_BYTES
         try:
             data = _read_bounded(f, gz, limit, name)
             doc = json.loads(data)
@@ -97,10 +102,11 @@ def _read_bounded(f, gz: bool, limit: int, name: str) -> bytes:
         total += len(chunk)
         if total > limit:
             what = "inflates to" if gz else "holds"
-            raise CaptureError(
+            raise InflationError(
                 f"the torch trace {name} {what} more than {limit:,} bytes, the limit for a torch "
-                "trace (sm_profiler.wire.torch_trace.MAX_TORCH_BYTES; a .gz may inflate to "
-                f"{MAX_TORCH_RATIO}x its size): profile fewer steps, or raise the limit"
+                "trace (sm_profiler.wire.torch_trace.MAX_TORCH_BYTES; compressed, it may inflate "
+                f"to {MAX_TORCH_RATIO}x its size plus {MAX_TORCH_SLACK >> 20} MiB): profile "
+                "fewer steps, or raise the limit"
             )
         chunks.append(chunk)
     return b"".join(chunks)

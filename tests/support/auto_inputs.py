@@ -175,3 +175,45 @@ def many_cells_file(path, n: int) -> None:
         m["sessions"] = [{"gpu": 0, "rank": j, "sm_count": 4} for j in range(n)]
 
     write_auto_file(path, t, columns=cols, meta=meta)
+
+
+def json_bomb(inflated_bytes: int, level: int = 9):
+    """The gzip (zlib level `level`) of a Chrome trace of `inflated_bytes` of empty events, a
+    chunk at a time: at level 9 a 300 MiB trace is 0.3 MiB; at level 0 its stored blocks are as
+    large as the trace, and as repetitive (a zip's deflate shrinks them)."""
+    import zlib
+
+    co = zlib.compressobj(level, zlib.DEFLATED, 31)
+    yield co.compress(b'{"traceEvents": [')
+    chunk = b"{}," * (1 << 20)
+    for _ in range(max(inflated_bytes // len(chunk), 1)):
+        yield co.compress(chunk)
+    yield co.compress(b"{}]}")
+    yield co.flush()
+
+
+def save_with_member(path, table, member: str, chunks, deflate: bool = False) -> None:
+    """`table` saved to `path` with one more uint8 member `member` of the bytes `chunks` yields
+    (as AutoTable.save's `members` stores them), the zip entry deflated where `deflate`: a
+    member a few MiB on disk may then inflate to far more."""
+    import zipfile
+
+    table.save(path)
+    data = b"".join(chunks)
+    header = _npy_header(len(data))
+    how = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+    with zipfile.ZipFile(path, "a", compression=how) as z:
+        with z.open(f"{member}.npy", "w", force_zip64=True) as m:
+            m.write(header)
+            m.write(data)
+
+
+def _npy_header(count: int) -> bytes:
+    """The .npy header of a 1-D uint8 array of `count` bytes."""
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": "|u1", "fortran_order": False, "shape": (count,)}
+    )
+    return buf.getvalue()
