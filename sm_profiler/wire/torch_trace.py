@@ -136,6 +136,7 @@ def _check_torch_doc(doc, name: str) -> dict:
                 f"{name}: traceEvents[{i}] is a {type(e).__name__}, not an "
                 f"object: not a Chrome trace; {fix}"
             )
+        _check_fields(e, i, name, fix)
         if e.get("cat") == "kernel" and e.get("ph") == "X":
             for key in ("ts", "dur"):
                 v = e.get(key)
@@ -152,6 +153,29 @@ def _check_torch_doc(doc, name: str) -> dict:
                         f"{'duration' if key == 'dur' else 'time'} in µs; {fix}"
                     )
     return doc
+
+
+# The fields every event's readers take as a value (compared, hashed, printed), and its args,
+# which they take as an object: a Chrome trace's events hold them so (torch writes numbers and
+# text), so anything else is a damaged or hand-made file.
+_SCALAR_FIELDS = ("ph", "cat", "name", "pid", "tid", "id")
+
+
+def _check_fields(e: dict, i: int, name: str, fix: str) -> None:
+    """CaptureError where event `e` (traceEvents[i]) has args that are not an object (null is
+    taken as none) or a field of _SCALAR_FIELDS that is a list or an object."""
+    args = e.get("args")
+    if args is not None and not isinstance(args, dict):
+        raise CaptureError(
+            f"{name}: traceEvents[{i}] ({_short(str(e.get('name')), 40)}) has args "
+            f"{_short(repr(args), 40)}, not an object; {fix}"
+        )
+    for key in _SCALAR_FIELDS:
+        if isinstance(e.get(key), (list, dict)):
+            raise CaptureError(
+                f"{name}: traceEvents[{i}] has {key} {_short(repr(e[key]), 40)}, not a "
+                f"number or text; {fix}"
+            )
 
 
 def kernel_key(name: str, rows: dict):

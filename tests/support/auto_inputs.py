@@ -217,3 +217,44 @@ def _npy_header(count: int) -> bytes:
         buf, {"descr": "|u1", "fortran_order": False, "shape": (count,)}
     )
     return buf.getvalue()
+
+
+def torch_doc_of(table) -> dict:
+    """torch.profiler's trace of `table`'s launches as `run --torch` stores it: each launch's
+    CUPTI row (named by its kernel) and cudaLaunchKernel row, a cuBLAS kernel, ProfilerStep#3
+    around them, the processes and threads named and ordered (metadata events), a CPU op, a
+    flow arrow and an instant."""
+    from captures import cupti_doc
+
+    names = table.kernel_names()
+    L = table.launches
+    rows = []
+    for k, s, e in zip(L["kernel"], L["start_ns"], L["end_ns"], strict=True):
+        start = int(s) - AUTO_T0 + 5000
+        end = start + int(e) - int(s)
+        rows.append(
+            dict(name=names[int(k)], start=start, end=end, grid=(4, 1, 1), launch=start - 100)
+        )
+    rows.append(dict(name="nvjet_gemm", start=9000, end=9900, grid=(132, 1, 1), launch=8800))
+    doc = cupti_doc(rows, steps=[(3, 4000, 12000)], base_ns=AUTO_T0 - 1_000_000, num_sms=4)
+
+    def meta(what, pid, tid, args):
+        return {"ph": "M", "name": what, "pid": pid, "tid": tid, "args": args}
+
+    doc["traceEvents"] += [
+        meta("process_name", 0, 0, {"name": "python"}),
+        meta("process_name", 11, 0, {"name": "python"}),
+        meta("process_sort_index", 11, 0, {"sort_index": 5}),
+        meta("thread_name", 0, 7, {"name": "stream 7"}),
+        meta("thread_name", 11, 11, {"name": "python main"}),
+        meta("thread_sort_index", 11, 11, {"sort_index": 1}),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 11, "tid": 11, "ts": 4.5,
+         "dur": 3.0, "args": {"External id": 3}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 100, "pid": 11, "tid": 11, "ts": 4.9},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 100, "pid": 0, "tid": 7, "ts": 5.0,
+         "bp": "e"},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "mark", "pid": 11, "tid": 11, "ts": 6.0,
+         "s": "t"},
+    ]  # fmt: skip
+    doc["distributedInfo"] = {"rank": 0, "world_size": 1}
+    return doc
