@@ -6,33 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from auto_inputs import many_cells_file
+from auto_inputs import cli_in_bounded_memory, many_cells_file
 
 N = 20_000  # launches, each its own step, GPU (rank) and kernel: N x N cells could be
-AS_LIMIT_BYTES = 2 << 30  # one dense N x N grid of int64 is 3 GiB
-
-
-def _limited_memory() -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT_BYTES, AS_LIMIT_BYTES))
-
-
-def _cli_limited(*args):
-    """`sm-profiler ARGS` in a process whose address space is AS_LIMIT_BYTES."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.run(
-        [sys.executable, "-m", "sm_profiler", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        preexec_fn=_limited_memory,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +22,7 @@ def many(tmp_path_factory):
 
 
 def test_3_advise_memory_is_sized_by_the_records(many):
-    r = _cli_limited("advise", many, "--json", "--top", "3")
+    r = cli_in_bounded_memory("advise", many, "--json", "--top", "3")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     got = json.loads(r.stdout)
     assert got["basis"] == "steps" and got["steps"] == list(range(N))
@@ -57,7 +35,7 @@ def test_3_advise_memory_is_sized_by_the_records(many):
 
 
 def test_3_stats_memory_is_sized_by_the_records(many):
-    r = _cli_limited("stats", many, "--width", "100")
+    r = cli_in_bounded_memory("stats", many, "--width", "100")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert f"steps: {N} recorded (0-{N - 1})" in r.stdout, r.stdout[:3000]
     assert f"per rank ({N} ranks" in r.stdout

@@ -6,38 +6,16 @@ from __future__ import annotations
 
 import gzip
 import os
-import subprocess
-import sys
 import zipfile
 
 import pytest
-from auto_inputs import json_bomb, save_with_member, table_of, two_kernels
+from auto_inputs import cli_in_bounded_memory, json_bomb, save_with_member, table_of, two_kernels
 from captures import cupti_doc
 
 from sm_profiler.auto_mode import job as jobs
 from sm_profiler.auto_mode import torch_parts
 from sm_profiler.errors import InflationError
 from sm_profiler.wire import torch_trace
-
-AS_LIMIT_BYTES = 2 << 30  # parsing the 300 MiB trace takes several times this
-
-
-def _limited_memory() -> None:
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT_BYTES, AS_LIMIT_BYTES))
-
-
-def _cli_limited(*args):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    return subprocess.run(
-        [sys.executable, "-m", "sm_profiler", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        preexec_fn=_limited_memory,
-    )
 
 
 def _rank(r: int):
@@ -60,7 +38,7 @@ def bombed(tmp_path_factory):
 
 @pytest.mark.parametrize("command", ["advise", "stats", "merge"])
 def test_4_a_gzip_bomb_in_a_rank_file_is_left_out_said_and_the_rest_read(bombed, command):
-    r = _cli_limited(command, bombed)
+    r = cli_in_bounded_memory(command, bombed)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     err = " ".join(r.stderr.split())
     with zipfile.ZipFile(bombed / "auto.rank0.npz") as z:  # 64 x 0.3 MiB + 64 MiB
@@ -77,7 +55,7 @@ def test_4_a_gzip_bomb_in_a_rank_file_is_left_out_said_and_the_rest_read(bombed,
 
 
 def test_4_a_gzip_bomb_in_a_single_file_is_left_out_by_advise(bombed):
-    r = _cli_limited("advise", bombed / "auto.rank0.npz")
+    r = cli_in_bounded_memory("advise", bombed / "auto.rank0.npz")
     assert r.returncode == 0 and "was left out" in r.stderr, r.stderr[-3000:]
     assert "What to fix first" in r.stdout
 
