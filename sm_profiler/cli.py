@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import shutil
 import sys
@@ -31,7 +32,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import ConfigError, SmProfilerError
-from .export.ui_server import PERFETTO_PORT, PERFETTO_UI, serve_trace  # noqa: F401 (cli.PERFETTO_UI)
+from .export.ui_server import (  # noqa: F401 (cli.PERFETTO_UI)
+    PERFETTO_PORT,
+    PERFETTO_UI,
+    check_regular_file,
+    serve_trace,
+)
 from .progress import stage
 from .report.stats_table import printable
 
@@ -111,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CAPTURE",
         help="file written by SmProfiler.save, or a `sm-profiler run` folder of rank files",
     )
-    c.add_argument("--width", type=int, default=None, help="line width (default: terminal's)")
+    c.add_argument("--width", type=_WIDTH, default=None, help="line width (default: terminal's)")
     c.add_argument(
         "--by",
         choices=("group", "sm", "launch"),
@@ -137,8 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="an auto-mode file (sm-profiler run's auto.npz), or a run's folder of rank files",
     )
     c.add_argument("--json", action="store_true", help="the ranking as JSON (docs/cli.md)")
-    c.add_argument("--top", type=int, default=10, help="findings shown (default %(default)s)")
-    c.add_argument("--width", type=int, default=None, help="line width (default: terminal's)")
+    c.add_argument("--top", type=_TOP, default=10, help="findings shown (default %(default)s)")
+    c.add_argument("--width", type=_WIDTH, default=None, help="line width (default: terminal's)")
     c.add_argument("--steps", default=None, metavar="STEPS", help="these steps only")
     c.set_defaults(func=cmd_advise)
 
@@ -273,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument(
         "sql", metavar="SQL", help='e.g. "select name, sum(self_ns) from events group by name"'
     )
-    c.add_argument("--max-rows", type=int, default=50, help="rows printed (default 50)")
+    c.add_argument("--max-rows", type=_MAX_ROWS, default=50, help="rows printed (default 50)")
     c.set_defaults(func=cmd_query)
 
     c = sub.add_parser(
@@ -288,11 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TRACE",
         help="a .perfetto-trace, .pftrace or .json file, or a capture (exported first)",
     )
-    c.add_argument("--port", type=int, default=PERFETTO_PORT, help="default %(default)s")
+    c.add_argument("--port", type=_PORT, default=PERFETTO_PORT, help="default %(default)s")
     c.add_argument("--no-browser", action="store_true", help="print the URL, open no browser")
     c.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=OPEN_TIMEOUT_S,
         help="give up after this many seconds when nothing fetched the trace (default %(default)g)",
     )
@@ -328,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="program",
         help="one record per program (default) or per warp",
     )
-    c.add_argument("--width", type=int, default=None, help="report line width")
+    c.add_argument("--width", type=_WIDTH, default=None, help="report line width")
     c.add_argument(
         "--steps",
         default=None,
@@ -683,12 +689,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
         except SmProfilerError as e:  # a torch trace whose rows cannot be read: without it
             print(f"note: the torch trace was left out: {e}", file=sys.stderr)
             advice = advise(table)
-    top = max(args.top, 0)
     if args.json:
-        print(advice.to_json(top))
+        print(advice.to_json(args.top))
         return 0
     width = args.width or shutil.get_terminal_size((100, 24)).columns
-    print("\n".join(advise_lines(advice, width, top)[1:]))  # [0]: the blank line before it
+    print("\n".join(advise_lines(advice, width, args.top)[1:]))  # [0]: the blank line before it
     return 0
 
 
@@ -846,10 +851,10 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     trace = _decoded(args.capture)
     # Fetch what is printed, plus one row to tell whether there are more.
-    names, rows = query(trace, args.sql, max_rows=max(args.max_rows, 0) + 1)
+    names, rows = query(trace, args.sql, max_rows=args.max_rows + 1)
     if not names:
         return 0
-    shown = rows[: max(args.max_rows, 0)]
+    shown = rows[: args.max_rows]
     cells = [[printable(_cell(v)) for v in r] for r in shown]
     widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
     numeric = [all(isinstance(r[i], (int, float)) for r in shown) for i in range(len(names))]
@@ -914,6 +919,46 @@ def _int_list(text: str) -> list[int]:
     return vals
 
 
+def _whole(lo: int, hi: int | None, what: str):
+    """An argparse type: a whole number in lo..hi (no bound above where hi is None), else one
+    line saying what to give (`what`), not a traceback from deep in the command."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"{printable(text)!r}: give {what}")
+        return value
+
+    return parse
+
+
+_WIDTH = _whole(1, None, "a line width in columns, 1 or more (narrower than 40 prints 40)")
+_TOP = _whole(0, None, "how many findings to show, 0 or more")
+# DuckDB's LIMIT is an int64, and one row more is fetched to tell whether there are more.
+_MAX_ROWS = _whole(0, 2**62, "how many rows to print, 0 to 2**62")
+_PORT = _whole(
+    0,
+    65535,
+    f"a TCP port, 0..65535 (0: any free one; ui.perfetto.dev fetches from {PERFETTO_PORT})",
+)
+
+
+def _seconds(text: str) -> float:
+    """--timeout: finite seconds above 0 (nan, inf and 0 are refused: Ctrl-C stops the wait)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"{printable(text)!r}: give the seconds to wait, a finite number above 0, e.g. 600"
+        )
+    return value
+
+
 def _window(text: str) -> tuple[int, int]:
     try:
         a, b = (float(v) for v in text.split(":"))
@@ -942,6 +987,7 @@ def cmd_open(args: argparse.Namespace) -> int:
             path, port=args.port, open_browser=not args.no_browser, timeout_s=args.timeout
         )
 
+    check_regular_file(args.trace)  # before is_capture_file opens it: a FIFO would block that
     if not is_capture_file(args.trace):
         return 0 if serve(args.trace) else 1
     # The UI reads traces, not captures: export one to a temporary file and serve that.

@@ -8,10 +8,12 @@ The Triton and Gluon device APIs keep their short paths for good (`sm_profiler.t
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 import warnings
 
 # old path below sm_profiler -> its module now
@@ -43,17 +45,44 @@ PERMANENT = frozenset({"triton_ops", "gluon_ops"})
 PACKAGE = __name__.rpartition(".")[0]
 
 
-def resolve(old: str, stacklevel: int = 3):
+def resolve(old: str):
     """The module now at old path `old` (below the package), warning where the path goes away."""
     new = MOVED[old]
     if old not in PERMANENT:
-        warnings.warn(
+        _warn_importer(
             f"{PACKAGE}.{old} moved to {PACKAGE}.{new}; import it from there (the old path "
-            "goes in the next release)",
-            DeprecationWarning,
-            stacklevel=stacklevel,
+            "goes in the next release)"
         )
     return importlib.import_module(f"{PACKAGE}.{new}")
+
+
+def _warn_importer(message: str) -> None:
+    """A DeprecationWarning at the line that named the old path: the first frame outside this
+    module, the package's `__getattr__` and importlib (its frozen _bootstrap frames, or
+    import_module's). A stacklevel cannot say it: how many of importlib's frames lie between
+    depends on the import statement and on the Python, and warnings.warn skips some of them
+    itself; one too many and the warning lands on `sys:1`, where Python's default filters,
+    which show a DeprecationWarning only in __main__, hide it."""
+    frame = sys._getframe(1)
+    while frame is not None and _is_ours_or_importlibs(frame):
+        frame = frame.f_back
+    if frame is None:  # nothing outside: the interpreter itself imported it
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        return
+    globals_ = frame.f_globals
+    warnings.warn_explicit(
+        message,
+        DeprecationWarning,
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        module=globals_.get("__name__", "<string>"),
+        registry=globals_.setdefault("__warningregistry__", {}),
+    )
+
+
+def _is_ours_or_importlibs(frame) -> bool:
+    name = frame.f_globals.get("__name__", "")
+    return name in (__name__, PACKAGE, "importlib") or name.startswith("importlib.")
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -65,18 +94,23 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
-    def __init__(self):
-        # alias name -> the module's own spec, which the import system writes the alias's over
-        # between the two calls below; keyed by alias, as two threads may import two at once
-        self._specs: dict = {}
-
     def create_module(self, spec):
-        module = resolve(spec.name.rpartition(".")[2], stacklevel=8)
-        self._specs[spec.name] = module.__spec__
-        return module
+        """A stand-in, not the module: the import system writes the alias's spec over what this
+        returns (importlib's _init_module_attrs), and the module must keep its own, which
+        importlib.reload needs (were it the module, importlib.util.module_from_spec of the
+        alias's spec, which no exec_module follows, would leave it broken). exec_module puts the
+        module itself in sys.modules, which the import statement returns; a stand-in kept from
+        module_from_spec reads through to the module."""
+        module = resolve(spec.name.rpartition(".")[2])
+        stand_in = types.ModuleType(spec.name)
+        stand_in.__getattr__ = functools.partial(getattr, module)
+        stand_in.__dir__ = module.__dir__
+        return stand_in
 
     def exec_module(self, module):
-        module.__spec__ = self._specs.pop(module.__spec__.name)
+        # The module at the new path, imported (and run) by create_module's resolve.
+        new = MOVED[module.__name__.rpartition(".")[2]]
+        sys.modules[module.__name__] = importlib.import_module(f"{PACKAGE}.{new}")
 
 
 def install() -> None:

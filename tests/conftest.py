@@ -21,6 +21,14 @@ def _has_cuda() -> bool:
 if not _has_cuda():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# The environment every test starts from. Libraries change os.environ behind a test's back:
+# torch.compile's first Triton compile sets TRITON_PTXAS_PATH to the ptxas torch bundles
+# (torch/_inductor/runtime/compile_tasks.py), and every later compile probe, a subprocess that
+# inherits it, then reported that ptxas instead of Triton's own (the pinned-SASS tests failed in
+# a whole `pytest tests/device` on a GPU and passed alone). `_environment_restored` puts it back.
+ENV_AT_START = dict(os.environ)
+PYTEST_OWN = "PYTEST_CURRENT_TEST"  # pytest's own, set and cleared around each test
+
 import sys  # noqa: E402
 
 # Helpers (reference encoder, kernels, probes, shared builders) live in tests/support, imported by
@@ -66,6 +74,47 @@ def pytest_collection_modifyitems(config, items):
         where = os.path.relpath(str(item.path), _TESTS).replace(os.sep, "/")
         if where in SLOW or f"{where}::{item.originalname}" in SLOW:
             item.add_marker(pytest.mark.slow)
+    _shuffle(config, items)
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test leaves os.environ as the session began, whatever it (or a library) changed, so
+    that no test's outcome depends on the tests before it (monkeypatch undoes its own first)."""
+    yield
+    for name in set(os.environ) - set(ENV_AT_START) - {PYTEST_OWN}:
+        del os.environ[name]
+    for name, value in ENV_AT_START.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--shuffle",
+        type=int,
+        metavar="SEED",
+        help="run the test files, and the tests in each, in an order shuffled by SEED: tests "
+        "must pass in any order (files stay whole, so module fixtures are made once)",
+    )
+
+
+def _shuffle(config, items) -> None:
+    """Items in the order --shuffle SEED asks for (deselection by -m / -k keeps it)."""
+    seed = config.getoption("--shuffle")
+    if seed is None:
+        return
+    import random
+
+    rng = random.Random(seed)
+    by_file: dict = {}
+    for item in items:
+        by_file.setdefault(item.path, []).append(item)
+    files = list(by_file.values())
+    rng.shuffle(files)
+    for tests in files:
+        rng.shuffle(tests)
+    items[:] = [item for tests in files for item in tests]
 
 
 @pytest.fixture

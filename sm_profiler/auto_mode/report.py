@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..report.stats import cell_periods, peak_per_group, union_length
-from ..report.stats_table import fit_table, format_time, number_runs, printable, wrap
+from ..report.stats import cell_periods, median_after, peak_per_group, union_length
+from ..report.stats_table import fit_table, format_time, number_runs, plural, printable, wrap
 from ..report.stats_table import middle as _middle
 from ..trace.model import RANGE, TraceData, kernel_names
 from ..trace.model import is_auto as _is_auto
@@ -146,10 +146,7 @@ def _launch_rows(trace, c, sm, st, en, sm_count, whole=False) -> dict[str, np.nd
     last_sm = g_sm[o2][l_first]
     last_end = g_last[o2][l_first]
     o3 = np.lexsort((g_last, launch_of_g))
-    s_last = g_last[o3].astype(np.float64)
-    mid_lo = l_first + (sms_used - 1) // 2
-    mid_hi = l_first + sms_used // 2
-    median = (s_last[mid_lo] + s_last[mid_hi]) / 2 if len(caps) else s_last[:0]
+    median = median_after(g_last[o3], l_first, sms_used, lo)  # ns after the launch start
     return {
         "capture": caps,
         "start_ns": lo,
@@ -158,9 +155,10 @@ def _launch_rows(trace, c, sm, st, en, sm_count, whole=False) -> dict[str, np.nd
         "sms_used": sms_used,
         "waves": programs / np.maximum(gpu_sms * peak, 1),
         "per_sm": programs / np.maximum(sms_used, 1),
-        "idle_pct": np.maximum(100.0 * (1.0 - busy_sum / (gpu_sms * span)), 0.0),
+        # SM-time in float64: SMs x a span of years passes int64
+        "idle_pct": np.maximum(100.0 * (1.0 - busy_sum / (gpu_sms * span.astype(np.float64))), 0.0),
         "last_sm": last_sm,
-        "tail_ns": (last_end - median).astype(np.int64),
+        "tail_ns": ((last_end - lo) - median).astype(np.int64),
         "imbalance": busy_max / np.maximum(busy_sum / np.maximum(sms_used, 1), 1),
     }
 
@@ -585,7 +583,7 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
         return {"steps": steps, "span_ns": np.zeros(0, np.int64), "share": np.zeros(0)}
     # Each GPU's (session's) step on its own clock and period, then summed over the GPUs: ranks
     # that lag each other, or launches in any order, give a step the share each GPU saw. Only
-    # the (step, GPU) cells that ran are held (cells): never a grid of every step by every GPU.
+    # the (step, GPU) cells that ran are held: never a grid of every step by every GPU.
     cell, of_step, of_gpu = pair_cells(np.searchsorted(steps, step), session)
     del step, session
     n = len(of_step)
@@ -594,11 +592,11 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     del cell, start, end
     span = hi - lo
     period = cell_periods(steps[of_step], of_gpu, lo, span)
-    busy_of_step = np.zeros(len(steps), np.int64)
-    period_of_step = np.zeros(len(steps), np.int64)
-    span_of_step = np.zeros(len(steps), np.int64)
-    np.add.at(busy_of_step, of_step, busy)
-    np.add.at(period_of_step, of_step, period)
+    # summed over GPUs in float64: several GPUs' years pass int64
+    n_steps = len(steps)
+    busy_of_step = np.bincount(of_step, weights=busy.astype(np.float64), minlength=n_steps)
+    period_of_step = np.bincount(of_step, weights=period.astype(np.float64), minlength=n_steps)
+    span_of_step = np.zeros(n_steps, np.int64)
     np.maximum.at(span_of_step, of_step, span)
     share = busy_of_step / np.maximum(period_of_step, 1)
     return {"steps": steps, "span_ns": span_of_step, "share": share}
@@ -745,16 +743,25 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
         return []
     uniq_r = np.unique(ranks)
     uniq_k, kinv = kernel_name_ids(trace, t["capture"])
+    keep, shared = _shared_steps(trace, t, ranks, len(uniq_r))
     # Per (kernel, rank) that ran: the launches' spans summed; only the cells that ran are held,
     # never a grid of every kernel by every rank (issue 52).
-    cell, of_k, of_r = pair_cells(kinv.reshape(-1), np.searchsorted(uniq_r, ranks))
+    rinv = np.searchsorted(uniq_r, ranks)
+    cell, of_k, of_r = pair_cells(kinv.reshape(-1)[keep], rinv[keep])
     per = np.zeros(len(of_k))
-    np.add.at(per, cell, t["span_ns"].astype(np.float64))
+    np.add.at(per, cell, t["span_ns"][keep].astype(np.float64))
     del cell
+    if shared:
+        per /= shared  # time per step, over the steps every rank kept
     rank_total = np.bincount(of_r, weights=per, minlength=len(uniq_r))
     slow = int(np.argmax(rank_total))
     med = float(np.median(rank_total))
-    lines = ["", *wrap(f"per rank ({len(uniq_r)} ranks; time: launches' spans summed):", width)]
+    what = (
+        f"launches' spans summed per step, over the {plural(shared, 'step')} every rank kept"
+        if shared
+        else "launches' spans summed"
+    )
+    lines = ["", *wrap(f"per rank ({len(uniq_r)} ranks; time: {what}):", width)]
     lines += wrap(
         "  "
         + ", ".join(
@@ -815,6 +822,22 @@ def median_with_zeros(group: np.ndarray, values: np.ndarray, n_groups: int, n: i
         return out
 
     return (at((n - 1) // 2) + at(n // 2)) / 2
+
+
+def _shared_steps(trace: TraceData, t: dict, ranks: np.ndarray, n_ranks: int):
+    """(which launches to compare the ranks over, how many steps that is): with recorded steps,
+    the launches of the steps that every rank kept (ranks that kept different steps, with a
+    ring or dropped records, are compared over the same work); else every launch and 0."""
+    table = getattr(trace.kernels, "table", None)
+    step = table.launches["step"][t["capture"]] if table is not None else None
+    if step is None or not (step >= 0).any():
+        return slice(None), 0
+    pairs = np.unique(np.stack([step, ranks])[:, step >= 0], axis=1)
+    steps, kept_by = np.unique(pairs[0], return_counts=True)
+    common = steps[kept_by == n_ranks]
+    if not len(common):
+        return slice(None), 0
+    return np.isin(step, common), len(common)
 
 
 def _sessions(trace: TraceData) -> list[dict]:

@@ -87,6 +87,10 @@ _MAX_LINEAR_BLOCKS = 1 << 53
 # A step that runs a kernel for the first time and takes more than this many times the median
 # step compiled it (AutoTable.compile_steps): the report and the trace set it apart.
 COMPILE_STEP_FACTOR = 3.0
+# A table's times lie in 0..fmt.MAX_TIME_NS (what %globaltimer's unsigned 64 bits hold in int64)
+# and span less than this (146 years): any difference of two times, and a sum of two such, is
+# an int64 (check_times).
+MAX_SPAN_NS = 1 << 62
 
 
 @dataclass
@@ -226,6 +230,7 @@ class AutoTable:
         L = {k: v[order] for k, v in L.items()}
         L["first_row"] = np.cumsum(L["rows"]) - L["rows"]
         sessions = [dict(s) for t in tables for s in t.sessions]
+        check_times(*time_bounds(L["start_ns"], L["end_ns"]), f"{len(tables)} tables joined")
         return AutoTable(rows, L, kernels, sessions, dict(tables[0].metadata))
 
     def on_host_clock(self) -> AutoTable:
@@ -240,6 +245,12 @@ class AutoTable:
         if not shift.any():
             return self
         L = dict(self.launches)
+        for i in np.flatnonzero(shift).tolist():  # moved in Python ints: nothing wraps
+            mine = L["session"] == i
+            if mine.any():
+                lo, hi = time_bounds(L["start_ns"][mine], L["end_ns"][mine])
+                d = int(shift[i])
+                check_times(lo + d, hi + d, f"session {i} moved by its clock sample")
         d = shift[L["session"]]
         L["start_ns"], L["end_ns"] = L["start_ns"] + d, L["end_ns"] + d
         rows = dict(self.rows)
@@ -593,6 +604,7 @@ class AutoTable:
             ((launches["session"] >= 0) & (launches["session"] < len(sessions))).all(),
         )
         need("a record ends before it starts", (rows["end_ns"] >= rows["start_ns"]).all())
+        check_times(*time_bounds(rows["start_ns"], rows["end_ns"]), name)
         # What a launch says of its rows is what its rows say (the writers draw both).
         first = launches["first_row"]
         for k, ufunc, col in (
@@ -651,6 +663,28 @@ class LaunchList(Sequence):
 
     def __add__(self, other):
         return list(self) + list(other)
+
+
+def check_times(lo_ns: int, hi_ns: int, what: str) -> None:
+    """Refuse a table's times (its first start and last end) outside 0..fmt.MAX_TIME_NS or
+    spanning MAX_SPAN_NS or more: the differences and sums computed from them would wrap in
+    int64 (a step of -4611686018 s, a launch that "took no time"). `what`: their source, for the
+    message."""
+    if 0 <= lo_ns and hi_ns <= fmt.MAX_TIME_NS and hi_ns - lo_ns < MAX_SPAN_NS:
+        return
+    raise CaptureError(
+        f"{what}: its times run from {lo_ns:,} to {hi_ns:,} ns, a span that int64 nanoseconds "
+        "cannot hold (times lie in 0..2**63 - 1 ns and span less than 2**62 ns, 146 years): a "
+        "damaged or hand-edited file; record again"
+    )
+
+
+def time_bounds(start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[int, int]:
+    """(the earliest, the latest) of starts and ends, as Python ints ((0, 0) for none)."""
+    if not len(start_ns):
+        return 0, 0
+    both = (np.min(start_ns), np.max(start_ns), np.min(end_ns), np.max(end_ns))
+    return min(int(v) for v in both), max(int(v) for v in both)
 
 
 def _int(v) -> bool:

@@ -15,7 +15,8 @@
 writer does not translate.
 
 Time axis of the job's trace: torch stamps with the host's clock (CLOCK_REALTIME), so each rank's
-torch rows are moved by the difference of the traces' baseTimeNanoseconds; each rank's programs
+torch rows are moved by whole ns onto the trace's own origin (export.chrome.time_origin, its
+baseTimeNanoseconds); each rank's programs
 are put on its own torch trace's axis by its instrumented kernels' CUPTI rows (as `merge --torch`
 does: the median first stamp - CUPTI start), else by its clock samples (host clock), else left
 on %globaltimer. Ranks on several nodes are then as far apart as the nodes' clocks are.
@@ -204,22 +205,24 @@ def merge_job(tables: list, docs: list, path) -> dict:
     (.json / .json.gz): per rank its torch processes (named `rank r · ...`), then its SMs
     (`GPU r · SM s`, the kernels it did not record drawn on them); see the module doc for the
     time axis. Returns {"ranks": {rank: alignment}, "coverage": {rank: coverage}, "notes"}."""
-    from ..export.chrome import ranks_json
-    from ..export.merge import _coverage, _timelines, _write_json
+    from ..export.chrome import moved_rows, ranks_json, time_origin
+    from ..export.merge import _coverage, _timelines, _write_json, earliest_ns
     from ..report.coverage import kernel_table
 
     if len(tables) != len(docs):
         raise ValueError("one torch trace (or None) per table")
-    bases = [int(d.get("baseTimeNanoseconds", 0)) for d in docs if d is not None]
     placed, seen = [], set()
     for i, (t, doc) in enumerate(zip(tables, docs, strict=True)):
         r = int(t.ranks()[0]) if len(t.sessions) else i
         r = r if r not in seen else max(seen) + 1
         seen.add(r)
         placed.append((r, t, doc, *_place(t, doc)))
-    timelines = _timelines([(r, parts) for r, _, _, parts, _ in placed])
-    base = min(bases) if bases else _earliest(timelines)
+    ranks = [(r, parts) for r, _, _, parts, _ in placed]
+    timelines = _timelines(ranks)
+    # One time origin near the rows, every rank's torch rows moved onto it exactly.
+    base = time_origin(earliest_ns(ranks), [d for d in docs if d is not None])
     torch_doc: dict = {"traceEvents": [], "displayTimeUnit": "ms", "baseTimeNanoseconds": base}
+    moved: dict = {"ns": base, "torch_base_ns": {}, "rows_before": 0}
     infos, covs, other, about, notes = {}, {}, {}, {}, []
     next_tid = [TORCH_TID_BASE]
     for k, (r, t, doc, parts, info) in enumerate(placed):
@@ -236,7 +239,10 @@ def merge_job(tables: list, docs: list, path) -> dict:
         timelines[k] = one[0]
         covs[r] = cov
         other.update(drawn)
-        torch_doc["traceEvents"] += _torch_events(doc, r, base, next_tid)
+        doc_base = int(doc.get("baseTimeNanoseconds", 0))
+        rows, early = moved_rows(named_processes(doc["traceEvents"]), doc_base - base)
+        moved["torch_base_ns"][r], moved["rows_before"] = doc_base, moved["rows_before"] + early
+        torch_doc["traceEvents"] += _torch_events(rows, r, next_tid)
         about[r] = {
             key: doc[key]
             for key in ("distributedInfo", "deviceProperties", "trace_id", "host_name")
@@ -249,15 +255,11 @@ def merge_job(tables: list, docs: list, path) -> dict:
         "sm_profiler_alignment": {"method": "per rank", "ranks": infos},
         "sm_profiler_coverage": {"ranks": covs},
         "sm_profiler_torch": {"ranks": about, "notes": notes},
+        "sm_profiler_time_origin": moved,
     }
     out = ranks_json(timelines, base, torch_doc, other=other, **keys)
     _write_json(out, path)
     return {"ranks": infos, "coverage": covs, "notes": notes}
-
-
-def _earliest(timelines) -> int:
-    starts = [int(tl.trace.start_ns) for _, tl in timelines if len(tl.trace)]
-    return min(starts) if starts else 0
 
 
 def _place(table, doc):
@@ -287,13 +289,13 @@ def _place(table, doc):
     return [table.decode()], dict(info, method="none")
 
 
-def _torch_events(doc: dict, rank: int, base_ns: int, next_tid: list[int]) -> list[dict]:
-    """A rank's torch rows for the job trace: times moved onto `base_ns`, its processes and
-    threads given ids of their own (a pid or tid of one rank is another's on another node),
-    processes named and ordered `rank r · ...` before the rank's SMs, flow ids kept apart."""
+def _torch_events(rows: list[dict], rank: int, next_tid: list[int]) -> list[dict]:
+    """A rank's torch rows (named_processes', on the job trace's time origin) for the job trace:
+    its processes and threads given ids of their own (a pid or tid of one rank is another's on
+    another node), processes named and ordered `rank r · ...` before the rank's SMs, flow ids
+    kept apart."""
     from ..errors import ConfigError
 
-    dt_us = (int(doc.get("baseTimeNanoseconds", 0)) - base_ns) / 1e3
     pids: dict = {}
     tids: dict = {}
 
@@ -315,14 +317,12 @@ def _torch_events(doc: dict, rank: int, base_ns: int, next_tid: list[int]) -> li
         return tids[key]
 
     out = []
-    for e in named_processes(doc["traceEvents"]):
+    for e in rows:
         e = dict(e)
         p = e.get("pid", 0)
         if "tid" in e:
             e["tid"] = tid_of(p, e["tid"])
         e["pid"] = pid_of(p)
-        if dt_us and isinstance(e.get("ts"), (int, float)) and not isinstance(e["ts"], bool):
-            e["ts"] = round(e["ts"] + dt_us, 3)
         ph = e.get("ph")
         if (
             ph in ("s", "t", "f")

@@ -276,7 +276,7 @@ def step_ranges(doc: dict) -> dict:
                 "pid": e.get("pid"),
                 "tid": STEP_TID,
                 "ts": start,
-                "dur": round(max(end - start, 0), 3),
+                "dur": _dur_us(start, end),
                 "args": {"source": f"sm_profiler: step {n} as auto mode counts it"},
             }
         )
@@ -314,16 +314,26 @@ def combine(docs: list[dict]) -> dict:
     def key(e: dict) -> str:  # a metadata row, whatever its time
         return json.dumps({k: v for k, v in e.items() if k != "ts"}, sort_keys=True, default=str)
 
+    from ..export.chrome import moved_rows
+
     seen = {key(e) for e in events if e.get("ph") == "M"}
     for d in docs[1:]:
-        dt_us = (int(d.get("baseTimeNanoseconds", 0)) - base) / 1e3
-        for e in d.get("traceEvents", []):
+        # Moved by whole ns (chrome.moved_rows): Kineto's ts of 5e12 µs step by about 1 ns.
+        rows, _ = moved_rows(d.get("traceEvents", []), int(d.get("baseTimeNanoseconds", 0)) - base)
+        for e in rows:
             if e.get("ph") == "M":
                 if key(e) in seen:
                     continue
                 seen.add(key(e))
-            if dt_us and isinstance(e.get("ts"), (int, float)):
-                e = dict(e, ts=round(e["ts"] + dt_us, 3))
             events.append(e)
     out["traceEvents"] = events
     return out
+
+
+def _dur_us(start_us, end_us) -> float:
+    """end - start of two Kineto times (µs) in whole ns, divided once: a step's range then ends
+    where the next begins however large the ts (a double's difference would be off by one)."""
+    from ..export.chrome import exact_ns
+
+    start, end = exact_ns(start_us), exact_ns(end_us)
+    return 0.0 if start is None or end is None else max(end - start, 0) / 1000

@@ -1,18 +1,24 @@
 """Chrome trace-event JSON export, for small traces (chrome://tracing, Perfetto's legacy importer),
 and the merged JSON of several ranks (sm_profiler.export.merge decides their time axis).
 
-Times are microseconds since the trace start (`trace.start_ns`): a double holds a few hours of
-nanoseconds exactly that way, while absolute %globaltimer values (ns since the epoch) would lose
-them. pids are 1.. in SM order plus one "launches" process; tids are unique in the file and
-never equal a pid, because the Perfetto importer merges a thread whose tid equals a pid into
-that process.
+Times are microseconds since one integer ns origin per file (a single trace's start,
+`trace.start_ns`; a merged trace's earliest row, `time_origin`), each written by one division of
+an exact int64 difference: a reader's double then gives back every ns (the Perfetto UI computes
+llround(ts * 1000) and a slice's end as ts + dur), so programs that follow each other on an SM
+slot never overlap there. Absolute %globaltimer values (ns since the epoch) as µs would not: a
+double steps by 0.25 µs at 1.7e15 µs, and by about 1 ns already at the 5e12 µs of Kineto's ts
+late in a quarter, where the UI drops the later of two slices that meet. pids are 1.. in SM
+order plus one "launches" process; tids are unique in the file and never equal a pid, because
+the Perfetto importer merges a thread whose tid equals a pid into that process.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,13 +53,14 @@ def write_json_bytes(data: bytes, path: str | os.PathLike, compress: bool = Fals
         f.write(data)
 
 
-def to_chrome_json(tl: Drawing | Timeline) -> dict:
+def to_chrome_json(tl: Drawing | Timeline, origin_ns: int | None = None) -> dict:
     """The drawing (or the Timeline's) as Chrome JSON: one process per SM (its order and names
     from the timeline, as process_sort_index / thread_sort_index), one thread per lane, a
-    "launches" process."""
+    "launches" process. Times in µs since `origin_ns` (default: the trace's start), which
+    otherData's start_ns says."""
     d = as_drawing(tl, "Chrome JSON", "to_chrome_json")
     lanes, ev, marks = d.lanes, d.slices, d.marks
-    t0 = d.start_ns
+    t0 = d.start_ns if origin_ns is None else int(origin_ns)
     ev_lane = ev["lane"]
     nl = len(lanes)
     is_mark = ~marks["drop"]  # an unmatched record's mark; a drop mark needs its lane's thread
@@ -65,7 +72,7 @@ def to_chrome_json(tl: Drawing | Timeline) -> dict:
     tid0 = kernels_pid + 1
 
     def us(t_ns) -> np.ndarray:
-        return (np.asarray(t_ns, np.int64) - t0) / 1e3
+        return us_since(t_ns, t0)
 
     out: list[dict] = []
     for i in range(len(sms)):
@@ -97,7 +104,7 @@ def to_chrome_json(tl: Drawing | Timeline) -> dict:
     tid_arr = np.array([tid_of[k] for k in thread_key.tolist()], np.int64)
 
     names = d.slice_names
-    ts, dur = us(ev["start_ns"]), (ev["end_ns"] - ev["start_ns"]) / 1e3
+    ts, dur = us(ev["start_ns"]), us_since(ev["end_ns"], ev["start_ns"])
     is_range = ev["kind"] == RANGE
     for e, r, p, t, s, du in zip(
         ev["event"].tolist(),
@@ -171,7 +178,7 @@ def to_chrome_json(tl: Drawing | Timeline) -> dict:
     for r, (k, k_lo, k_hi) in enumerate(spans):
         tid = ktid + k
         out.append(_meta("thread_name", kernels_pid, tid, {"name": track_names[k]}))
-        ts, dur = float(us(k_lo)), (k_hi - k_lo) / 1e3
+        ts, dur = float(us(k_lo)), float(us_since(k_hi, k_lo))
         name = d.launch_names[r]
         out.append({"name": name, "ph": "X", "pid": kernels_pid, "tid": tid, "ts": ts, "dur": dur})
         cut = d.launch_cuts.get(r)
@@ -192,6 +199,82 @@ def to_chrome_json(tl: Drawing | Timeline) -> dict:
 
 def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
     return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args}
+
+
+def us_since(t_ns, origin_ns) -> np.ndarray:
+    """µs from `origin_ns` (an int or an array of them) to `t_ns`: the exact int64 difference,
+    divided once (a double nearest to its value; every ns of it while under 2**53 ns)."""
+    return (np.asarray(t_ns, np.int64) - np.asarray(origin_ns, np.int64)) / 1e3
+
+
+# -- one time origin for a trace that holds another tool's rows (torch.profiler's) -------------
+
+# Kineto writes ts in µs from the start of the quarter (baseTimeNanoseconds), up to 8e12 µs,
+# where a double steps by about 1 ns: the UI reads torch's own rows, and ours put on that axis,
+# off by a ns, and two slices that meet overlap. A merged trace counts from its earliest row
+# instead (whole seconds), torch's rows moved onto that origin exactly.
+ORIGIN_STEP_NS = 10**9
+# Torch rows further than this before our earliest program do not pull the origin back (Kineto
+# writes rows it has no time for at ts 0, its base): they are put at the origin, as Kineto puts
+# them at its base, and counted.
+MAX_LEAD_NS = 86_400 * 10**9
+
+
+def exact_ns(us) -> int | None:
+    """A JSON time in µs (an int, or the double a parser made of its digits) as integer ns: an
+    int times 1000, a double to the ns nearest its exact value (so the ns Kineto wrote as 3
+    decimals, for ts below 2**43 µs); None for what is no finite number."""
+    if not _finite(us):
+        return None
+    if isinstance(us, int):
+        return us * 1000
+    n, d = us.as_integer_ratio()  # exact; d is a power of two
+    q, r = divmod(n * 1000, d)
+    return q + (2 * r > d or (2 * r == d and q % 2 == 1))
+
+
+def time_origin(ours_ns: int | None, docs: Iterable[dict]) -> int:
+    """The time origin of a trace holding our programs (from `ours_ns`, their earliest time, None
+    without any) and torch.profiler's rows (`docs`: its traces, baseTimeNanoseconds + ts): the
+    whole second at or before the earliest of them, leaving out torch rows more than
+    MAX_LEAD_NS before ours."""
+    lows = [] if ours_ns is None else [int(ours_ns)]
+    for doc in docs:
+        base = int(doc.get("baseTimeNanoseconds", 0))
+        floor_us = -math.inf if ours_ns is None else (int(ours_ns) - MAX_LEAD_NS - base) / 1e3
+        times = (e.get("ts") for e in doc["traceEvents"])
+        lo = min((t for t in times if _finite(t) and t >= floor_us), default=None)
+        if lo is not None:
+            lows.append(base + exact_ns(lo))
+    return min(lows) // ORIGIN_STEP_NS * ORIGIN_STEP_NS if lows else 0
+
+
+def moved_ts(ts, delta_ns: int) -> tuple[object, bool]:
+    """A torch row's ts (µs) moved by `delta_ns` exactly, and whether it fell before the new
+    origin (then put at 0, see MAX_LEAD_NS); a ts that is no finite number stays as it is."""
+    t = exact_ns(ts)
+    if t is None:
+        return ts, False
+    t += delta_ns
+    return max(t, 0) / 1000, t < 0
+
+
+def moved_rows(events: list[dict], delta_ns: int) -> tuple[list[dict], int]:
+    """Torch's rows with each ts moved by `delta_ns` exactly (moved_ts; the same objects where
+    that is 0), and how many fell before the new origin."""
+    if not delta_ns:
+        return list(events), 0
+    out, early = [], 0
+    for e in events:
+        if "ts" in e:
+            ts, before = moved_ts(e["ts"], delta_ns)
+            e, early = dict(e, ts=ts), early + before
+        out.append(e)
+    return out, early
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 # -- several ranks on one time axis (sm_profiler.export.merge) ---------------------------------------
@@ -238,10 +321,9 @@ def ranks_json(
 def rank_events(
     tl: Drawing | Timeline, rank: int, base_ns: int, off: int
 ) -> tuple[list[dict], int]:
-    """to_chrome_json's events of `tl`, moved to µs since base_ns, with rank-prefixed processes
-    whose pids and tids start at `off`; and how many ids they take."""
-    doc = to_chrome_json(tl)
-    dt_us = (int(doc["otherData"]["start_ns"]) - base_ns) / 1e3
+    """to_chrome_json's events of `tl` in µs since base_ns, with rank-prefixed processes whose
+    pids and tids start at `off`; and how many ids they take."""
+    doc = to_chrome_json(tl, base_ns)
     top = max((int(e.get(k, 0)) for e in doc["traceEvents"] for k in ("pid", "tid")), default=0)
     out = []
     for e in doc["traceEvents"]:
@@ -249,8 +331,6 @@ def rank_events(
         e["pid"] = off + int(e["pid"])
         if "tid" in e:
             e["tid"] = off + int(e["tid"])
-        if "ts" in e:
-            e["ts"] = round(e["ts"] + dt_us, 3)
         if e.get("ph") == "M" and e.get("name") == "process_name":
             e["args"] = {"name": f"GPU {rank} · {e['args']['name']}"}
         if e.get("ph") == "M" and e.get("name") == "process_sort_index":
@@ -285,8 +365,8 @@ def other_kernel_events(
             tid = tid_off + lv * width + j
             out.append(_meta("thread_name", pids[j], tid, {"name": name}))
             out.append(_meta("thread_sort_index", pids[j], tid, {"sort_index": lv - levels}))
-    ts = ((start - base_ns) / 1e3).round(3).tolist()
-    dur = ((end - start) / 1e3).tolist()
+    ts = us_since(start, base_ns).tolist()
+    dur = us_since(end, start).tolist()
     rows = zip(
         kernels["name"], kernels["args"], ts, dur, n_sms.tolist(), level.tolist(), strict=True
     )

@@ -6,9 +6,9 @@
 merge_ranks writes Perfetto protobuf (.perfetto-trace, .pftrace), which the Perfetto UI shows
 GPU by GPU and SM by SM with the names as written, or Chrome trace-event JSON (.json /
 .json.gz), whose processes the UI orders its own way and names with their pid appended.
-merge_torch_trace writes Chrome JSON: torch.profiler writes that format, so its rows are kept as
-they are and ours are added. Our processes are named `GPU r · SM s` and numbered from PID_BASE,
-clear of real process ids.
+merge_torch_trace writes Chrome JSON: torch.profiler writes that format, so its rows are kept
+(moved by whole ns onto the file's own time origin, chrome.time_origin) and ours are added. Our
+processes are named `GPU r · SM s` and numbered from PID_BASE, clear of real process ids.
 
 Time axis. Each capture's %globaltimer ns are mapped onto the host's CLOCK_REALTIME (the clock
 CUPTI and torch stamp with): t_host = t_gpu - offset, where the offset comes from, in order,
@@ -47,6 +47,7 @@ from ..report.alignment import match_in_order as _match_in_order
 from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, with_sms
+from ..wire import format as fmt
 from ..wire.capture import Capture, captures_of  # noqa: F401 (merge.captures_of, as before)
 from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: as before)
     MAX_TORCH_BYTES,
@@ -58,7 +59,7 @@ from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: a
     kernel_key,
     named_processes,
 )
-from .chrome import PID_BASE, ranks_json  # noqa: F401 (merge.PID_BASE, as the docs say)
+from .chrome import PID_BASE, moved_rows, ranks_json, time_origin  # noqa: F401 (merge.PID_BASE)
 
 # -- inputs -----------------------------------------------------------------------------------
 
@@ -107,22 +108,27 @@ def clock_offset(caps: list[Capture]):
     if not samples:
         return None
     samples = sorted(set(samples))
-    h = np.array([s[0] for s in samples], np.float64)
-    o = np.array([s[1] for s in samples], np.float64)
+    # The fit is made relative to the first sample, in exact integers before any float: at real
+    # clock readings (about 1.7e18 ns) a float64 of the absolute time steps by 256 ns.
+    h0, o_first = samples[0][0], samples[0][1]
+    h = np.array([s[0] - h0 for s in samples], np.float64)
+    o = np.array([s[1] - o_first for s in samples], np.float64)
     err = max(s[2] for s in samples)
-    if len(samples) >= 2 and h[-1] - h[0] > 0:
-        slope = float(np.polyfit(h - h[0], o, 1)[0])
+    if len(samples) >= 2 and h[-1] > 0:
+        slope = float(np.polyfit(h, o, 1)[0])
     else:
         slope = 0.0
-    h0, o0 = float(h[0]), float(o[0]) if len(o) == 1 else float(np.mean(o - slope * (h - h[0])))
+    o0 = 0.0 if len(o) == 1 else float(np.mean(o - slope * h))  # the fit's, after o_first
 
-    def offset(t_gpu_ns: float) -> float:
-        return o0 + slope * (t_gpu_ns - o0 - h0)
+    def offset(t_gpu_ns: int) -> int:
+        """%globaltimer - host clock at GPU time t_gpu_ns, in ns."""
+        since_ns = int(round(t_gpu_ns)) - o_first - h0 - o0  # host time after the first sample
+        return o_first + round(o0 + slope * since_ns)
 
     desc = {
         "method": "clock",
         "samples": len(samples),
-        "offset_ns": o0,
+        "offset_ns": o_first + round(o0),
         "drift_ppm": slope * 1e6,
         "probe_error_ns": err,
     }
@@ -146,26 +152,43 @@ def shift(trace: TraceData, delta_ns: int) -> TraceData:
     return replace(trace, events=ev, lanes=lanes, unmatched=um, event_names=dict(trace.event_names))
 
 
-def _decoded(caps: list[Capture], offset) -> list[TraceData]:
+def _decoded(caps: list[Capture], offset, what: str = "") -> list[TraceData]:
+    """Each capture decoded, moved by -offset(its start) where `offset` is given (`what`: where
+    the offset comes from, for the message)."""
     from ..trace.decode import decode
 
     out = []
     for c in caps:
         t = decode([c])
         if offset is not None:
-            t = shift(t, -int(round(offset(float(t.start_ns)))))
+            delta = -offset(t.start_ns)
+            if _has_time(t):
+                _check_moved(t, delta, what)
+            t = shift(t, delta)
         out.append(t)
     return out
+
+
+def _check_moved(t: TraceData, delta_ns: int, what: str) -> None:
+    """Times moved by delta_ns stay in 0..2**63 - 1 ns, as decoded times do: else they would
+    wrap in int64 (a trace placed centuries away, spans of negative time)."""
+    lo, hi = int(t.start_ns) + delta_ns, int(t.end_ns) + delta_ns  # Python ints: no wrap
+    if not 0 <= lo <= hi <= fmt.MAX_TIME_NS:
+        raise FormatError(
+            f"{what} move{'s' if not what.endswith('s') else ''} its times to {lo:,}..{hi:,} ns, "
+            "outside 0..2**63 - 1 ns, which int64 nanoseconds cannot hold: a damaged or "
+            "hand-edited capture; remove the key to merge without it"
+        )
 
 
 # -- the merged file ---------------------------------------------------------------------------
 
 
-def _base_ns(ranks) -> int:
-    """The earliest time of the ranks' traces; a part with nothing in it (no lane initialised:
-    a rank or slot that ran nothing) has no time and does not count."""
+def earliest_ns(ranks) -> int | None:
+    """The earliest time of the ranks' traces, None where none has any; a part with nothing in
+    it (no lane initialised: a rank or slot that ran nothing) has no time and does not count."""
     starts = [int(p.start_ns) for _, parts in ranks for p in parts if _has_time(p)]
-    return min(starts) if starts else 0
+    return min(starts) if starts else None
 
 
 def _has_time(t: TraceData) -> bool:
@@ -260,11 +283,11 @@ def align_ranks(
     out, info = [], {"method": method, "ranks": {}}
     for r, caps, clk, bar in zip(ranks, per_rank, clocks, barriers, strict=True):
         if method == "clock":
-            parts = _decoded(caps, clk[0])
+            parts = _decoded(caps, clk[0], f"rank {r}'s clock samples")
             info["ranks"][r] = clk[1]
         elif method == "barrier":
             delta = int(barriers[0]) - int(bar)
-            parts = _decoded(caps, lambda t, d=delta: -d)
+            parts = _decoded(caps, lambda t, d=delta: -d, f"rank {r}'s barrier_ns")
             info["ranks"][r] = {"method": "barrier", "shift_ns": delta}
         else:
             parts = _decoded(caps, None)
@@ -333,7 +356,7 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
         )
     check_writable(path)
     ranks, info = align_ranks(sources, align)
-    base = _base_ns(ranks)
+    base = earliest_ns(ranks) or 0  # nothing recorded: any origin
     drawings = _drawings(_timelines(ranks))
     if name.endswith(PERFETTO_SUFFIXES):
         _write_perfetto(drawings, path, info)
@@ -408,7 +431,9 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     torch_trace: a torch.profiler.profile (after it stopped), its exported JSON path, or the dict.
     sources: an SmProfiler, Captures or a capture file (one GPU), or a list of those (ranks).
     offset_ns: %globaltimer - torch's clock, if known; else measured (see the module doc).
-    Returns the alignment info, also written into the file as "sm_profiler_alignment"."""
+    Returns the alignment info, also written into the file as "sm_profiler_alignment". The
+    file's times count from its own origin (baseTimeNanoseconds, chrome.time_origin), torch's
+    rows moved onto it by whole ns; "sm_profiler_time_origin" says from where."""
     doc = _torch_doc(torch_trace)
     from ..report.coverage import kernel_table
 
@@ -435,12 +460,17 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
                 }
     err = {r: alignment_error(parts, rows) for r, parts in ranks}
     info = dict(info, error=err)
-    base = int(doc.get("baseTimeNanoseconds", 0))
     timelines = _timelines(ranks)
     cov, other = _coverage(doc, table, ranks, timelines)
+    # One time origin near the rows, torch's moved onto it exactly (chrome.time_origin).
+    base = int(doc.get("baseTimeNanoseconds", 0))
+    origin = time_origin(earliest_ns(ranks), [doc])
+    events, early = moved_rows(named_processes(doc.get("traceEvents", [])), base - origin)
+    moved = {"ns": origin, "torch_base_ns": base, "rows_before": early}
     keys = {"sm_profiler_alignment": info, "sm_profiler_coverage": cov}
-    doc = dict(doc, traceEvents=named_processes(doc.get("traceEvents", [])))
-    out = ranks_json(_drawings(timelines), base, doc, other=other, **keys)
+    keys["sm_profiler_time_origin"] = moved
+    doc = dict(doc, traceEvents=events, baseTimeNanoseconds=origin)
+    out = ranks_json(_drawings(timelines), origin, doc, other=other, **keys)
     _write_json(out, path)
     return dict(info, coverage=cov)
 

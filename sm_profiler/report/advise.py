@@ -23,7 +23,8 @@ From an AutoTable (one rank, or several joined by AutoTable.concat), over its re
                 between kernels
   slow_rank     several ranks: the GPU with the most instrumented-kernel time per step (the
                 union of its launches), less the mean of every GPU's (what an even split of
-                the same work would recover), with the kernels that make the difference
+                the same work would recover), over the steps two GPUs or more ran (ranks may
+                keep different steps), with the kernels that make the difference
 
 The three launch estimates are disjoint within a launch (their sum is at most its span); where
 a GPU's launches of a step overlap in time (streams), its launch estimates of that step are
@@ -45,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..auto_mode.table import cell_bounds, jsonable, pair_cells
-from .stats import cell_periods, peak_per_group, union_length
+from .stats import cell_periods, median_after, peak_per_group, union_length
 from .stats_table import format_time, number_runs, printable, wrap
 
 KINDS = ("partial_wave", "tail", "idle_sms", "host_gaps", "slow_rank")
@@ -308,7 +309,7 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
     programs = np.zeros(n, np.int64)
     used = np.zeros(n, np.int64)
     peak = np.zeros(n, np.int64)
-    median_end = np.zeros(n, np.float64)
+    median_end = np.zeros(n, np.float64)  # ns after the launch's start
     last_sm = np.zeros(n, np.int64)
     dur_med = np.zeros(n, np.float64)
     sess = np.asarray(L["session"], np.int64)
@@ -339,11 +340,10 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
         peak[k0:k1] = pk
         # Each launch's median SM end (SMs that ran), its last SM.
         o3 = np.lexsort((g_last, g_launch))
-        s_last = g_last[o3].astype(np.float64)
         gf = np.cumsum(u) - u
-        median_end[k0:k1] = (s_last[gf + (u - 1) // 2] + s_last[gf + u // 2]) / 2
+        median_end[k0:k1] = median_after(g_last[o3], gf, u, start[k0:k1])
         last_sm[k0:k1] = g_sm[o3][gf + u - 1]
-    tail = np.maximum(end - median_end, 0.0)
+    tail = np.maximum(span - median_end, 0.0)
     # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
     # the launch used.
     known = np.array(
@@ -514,7 +514,8 @@ def _long_programs(table, la, i: int) -> list[dict]:
     prog = _programs(table, first, first + int(table.launches["rows"][i]))
     dur = prog["end"] - prog["start"]
     med = la["program_median_ns"][i]
-    sel = np.flatnonzero((prog["end"] > la["median_end"][i]) & (dur > med))
+    after = prog["end"] - la["start"][i]  # the median SM end is the launch's own (ns after start)
+    sel = np.flatnonzero((after > la["median_end"][i]) & (dur > med))
     sel = sel[np.argsort(-dur[sel], kind="stable")[:LONG_PROGRAMS_SHOWN]]
     rows = prog["row"][sel]
     r = table.rows
@@ -610,47 +611,65 @@ def _inner_gaps(c, s, e, with_cells: bool = False):
 
 
 def _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names) -> list[Finding]:
-    """The slowest rank: the GPU whose launches' union per step is largest, its excess over the
-    mean of every GPU's in the steps it ran (the time an even split of the same work would
-    recover), and the kernels (launch spans summed per step) that make it."""
+    """The slowest rank: over the steps that two GPUs or more ran (ranks may keep different
+    steps: ring buffers, dropped records), each GPU's launches' union per step less the mean of
+    every GPU's that ran the step; the GPU where that is largest, its excess (the time an even
+    split of the same work would recover) and the kernels (launch spans summed per step) that
+    make it. Its busy time, the mean and the step are over the same steps, so the estimate is
+    their difference and at most the step."""
     n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
-    of_step, of_gpu, busy = cells["step"], cells["gpu"], cells["union"]
-    steps_of_gpu = np.maximum(cells["steps_of_gpu"], 1)
-    mean_busy = np.bincount(of_gpu, weights=busy, minlength=n_gpu) / steps_of_gpu
-    slow = int(np.argmax(mean_busy))
-    others = [g for g in range(n_gpu) if g != slow]
-    # The steps the slow GPU ran that another GPU ran too, and each step's mean over its GPUs.
-    gpus_of_step = np.bincount(of_step, minlength=n_steps)
-    both = np.flatnonzero((of_gpu == slow) & (gpus_of_step[of_step] > 1))
-    if not len(both):
+    of_step, of_gpu, busy = cells["step"], cells["gpu"], cells["union"]  # the cells that ran
+    n_ran = np.bincount(of_step, minlength=n_steps)
+    ref = np.bincount(of_step, weights=busy, minlength=n_steps) / np.maximum(n_ran, 1)
+    ref = np.where(n_ran >= 2, ref, 0.0)  # a step's mean
+    compared = n_ran[of_step] >= 2  # per cell: its GPU ran a step others ran too
+    c_gpu = of_gpu[compared]
+    count = np.bincount(c_gpu, minlength=n_gpu)
+    if not count.any():
         return []
-    ref = np.bincount(of_step, weights=busy, minlength=n_steps) / np.maximum(gpus_of_step, 1)
-    delta = busy[both] - ref[of_step[both]]
-    v = float(delta.mean())
+    per = np.maximum(count, 1)
+    mean_busy = np.bincount(c_gpu, weights=busy[compared], minlength=n_gpu) / per
+    mean_ref = np.bincount(c_gpu, weights=ref[of_step[compared]], minlength=n_gpu) / per
+    excess = np.where(count > 0, mean_busy - mean_ref, -np.inf)
+    slow = int(np.argmax(excess))
+    v = float(excess[slow])
     if v <= 0:
         return []
-    # Per kernel: launch spans summed per step on each GPU; the slow GPU's less the mean.
+    mine = np.flatnonzero(compared & (of_gpu == slow))  # its compared cells, by step
+    period = cells["period"][mine]
+    step_ns = float(period.sum()) / len(period)
+    # Per kernel over the slow GPU's compared steps: its launch spans less the mean over the
+    # GPUs that ran the step.
     k = np.flatnonzero(keep)
-    ck, c_gpu, c_name = pair_cells(la["gpu"][k], la["name"][k])
-    per = np.bincount(ck, weights=la["span_ns"][k]) / steps_of_gpu[c_gpu]
-    at_slow = np.bincount(c_name[c_gpu == slow], weights=per[c_gpu == slow], minlength=n_names)
-    kd = at_slow - np.bincount(c_name, weights=per, minlength=n_names) / n_gpu
+    step_of = of_step[la["cell"][k]]
+    in_mine = np.zeros(n_steps, bool)
+    in_mine[of_step[mine]] = True
+    k, step_of = k[in_mine[step_of]], step_of[in_mine[step_of]]
+    weight = (la["gpu"][k] == slow) - 1.0 / n_ran[step_of]
+    kd = np.bincount(la["name"][k], weights=la["span_ns"][k] * weight, minlength=n_names)
+    kd /= len(period)
     top = [j for j in np.argsort(-kd, kind="stable").tolist() if kd[j] > 0][:5]
-    second = others[int(np.argmax(mean_busy[others]))]
-    step_ns = float(cells["period_mean"][slow])
+    shown = np.flatnonzero(count > 0)
+    second = max((g for g in shown.tolist() if g != slow), key=lambda g: excess[g])
     ev = {
         "busy_ns": float(mean_busy[slow]),
-        "mean_busy_ns": float(mean_busy.mean()),
+        "mean_busy_ns": float(mean_ref[slow]),
+        "step_ns": step_ns,
         "next_slowest": {
             "rank": int(rank_of_gpu[second]),
             "gpu": int(gpu_no[second]),
             "busy_ns": float(mean_busy[second]),
         },
-        "steps_compared": len(both),
+        "steps_compared": int(count[slow]),
         "kernels": [{"kernel": str(uniq_names[j]), "delta_ns_per_step": float(kd[j])} for j in top],
         "per_rank": [
-            {"rank": int(rank_of_gpu[g]), "gpu": int(gpu_no[g]), "busy_ns": float(mean_busy[g])}
-            for g in range(n_gpu)
+            {
+                "rank": int(rank_of_gpu[g]),
+                "gpu": int(gpu_no[g]),
+                "busy_ns": float(mean_busy[g]),
+                "steps_compared": int(count[g]),
+            }
+            for g in shown.tolist()
         ],
         "rank": int(rank_of_gpu[slow]),
     }

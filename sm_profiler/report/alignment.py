@@ -100,8 +100,11 @@ def match_in_order(names, starts, rows) -> list[tuple[int, int, int]]:
             continue
         first = {i: int(starts[i]) for i in idx}
         idx.sort(key=first.__getitem__)
-        ours = np.array([first[i] for i in idx], np.float64)
-        starts_c = np.array([c[0] for c in cands], np.float64)
+        # Each side relative to its own first time, in int64, before any float: a window's
+        # spread does not change by a constant, and at real clock readings (about 1.7e18 ns)
+        # a float64 of the absolute time steps by 256 ns.
+        ours = _relative([first[i] for i in idx])
+        starts_c = _relative([c[0] for c in cands])
         if len(cands) >= len(idx):
             best = _best_window(ours, starts_c)
             out += [(i, *cands[best + k]) for k, i in enumerate(idx)]
@@ -109,6 +112,12 @@ def match_in_order(names, starts, rows) -> list[tuple[int, int, int]]:
             best = _best_window(starts_c, ours)
             out += [(idx[best + k], *c) for k, c in enumerate(cands)]
     return out
+
+
+def _relative(times_ns: list[int]) -> np.ndarray:
+    """Times (ns, sorted) as float64 ns after the first, the difference taken in int64."""
+    t = np.array(times_ns, np.int64)
+    return (t - t[0]).astype(np.float64)
 
 
 def _best_window(ours: np.ndarray, starts: np.ndarray) -> int:

@@ -283,6 +283,19 @@ def grouped_percentile(
     return np.where(frac >= 0.5, b - (b - a) * (1 - frac), a + (b - a) * frac)
 
 
+def median_after(
+    sorted_ns: np.ndarray, first: np.ndarray, count: np.ndarray, origin_ns: np.ndarray
+) -> np.ndarray:
+    """The median of each group of times (int64 ns, sorted within each group; group k's `count[k]`
+    > 0 values from index `first[k]`) in ns after the group's `origin_ns` (its launch's start):
+    the two middle values are made relative in int64 before their exact half is taken, so the
+    figure does not depend on the clock's origin (%globaltimer reads about 1.7e18 ns, where a
+    float64 steps by 256 ns)."""
+    lo = sorted_ns[first + (count - 1) // 2] - origin_ns
+    hi = sorted_ns[first + count // 2] - origin_ns
+    return (lo + hi) / 2
+
+
 def _event_stats(trace: TraceData, tree: dict[str, np.ndarray]) -> list[EventStat]:
     ev = trace.events
     top_id = int(ev["event"].max()) + 1 if len(ev["event"]) else 1
@@ -528,13 +541,16 @@ def _imbalance(sms: SmTable, span: Span) -> Imbalance | None:
     if len(sms) == 0:
         return None
     i = int(np.argmax(sms.last_end_ns))
-    mean = float(np.mean(sms.last_end_ns - span.start_ns)) + span.start_ns
-    excess = float(sms.last_end_ns[i]) - mean
+    # After the span's start (int64) before any float: at real clock readings (about 1.7e18 ns)
+    # a float64 of the absolute time steps by 256 ns.
+    after = sms.last_end_ns - span.start_ns
+    mean_after = float(np.mean(after))
+    excess = float(after[i]) - mean_after
     dur = span.duration_ns
     return Imbalance(
         last_sm=int(sms.sm[i]),
         max_end_ns=int(sms.last_end_ns[i]),
-        mean_end_ns=mean,
+        mean_end_ns=span.start_ns + mean_after,
         excess_ns=excess,
         pct_of_span=excess * 100.0 / dur if dur > 0 else 0.0,
     )

@@ -698,8 +698,12 @@ def test_inductor_either_launcher_every_kernel_bound(static_launcher):
     from torch._inductor import config as inductor_config
 
     torch._dynamo.reset()
-    model = Block(128).cuda()
-    x = torch.randn(4, 32, 128, device="cuda")
+    # A width of each case's own: Inductor keeps the kernels it compiled in the process by their
+    # source (and on disk), so with one width the second case ran the first case's kernels
+    # through the first case's launcher (seen with --shuffle).
+    d = 128 if static_launcher else 192
+    model = Block(d).cuda()
+    x = torch.randn(4, 32, d, device="cuda")
     with inductor_config.patch(use_static_cuda_launcher=static_launcher):
         with sm_profiler.auto() as prof:
             train_step(torch.compile(model), x)

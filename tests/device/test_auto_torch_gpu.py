@@ -46,6 +46,19 @@ def test_run_torch_writes_one_trace_of_torch_rows_and_our_programs(tmp_path):
     assert (steps, gpus) == (3, 1)
     assert shown == pytest.approx(cupti_share(doc, names), abs=0.051)
     print(f"seen from CUPTI: {shown}% (computed here: {cupti_share(doc, names):.3f}%)")
+    # The Perfetto UI keeps every slice we wrote (issue 52, item 8): our programs (pids from
+    # PID_BASE) and the ProfilerStep#N ranges (STEP_TID); torch's own rows are said, not judged.
+    from trace_readers import ui_import
+
+    from sm_profiler.auto_mode.torch_profiler import STEP_TID
+    from sm_profiler.export.chrome import PID_BASE
+
+    ui = ui_import(out / "auto.torch.json.gz")
+    print(f"the UI's import: {ui.complete_events():,} complete events kept, dropped {ui.stats}")
+    ours = [
+        d for d in ui.dropped if (isinstance(d[0], int) and d[0] >= PID_BASE) or d[1] == STEP_TID
+    ]
+    assert not ours, ours[:5]
 
 
 def test_auto_torch_profiler_in_a_script(tmp_path):

@@ -104,9 +104,11 @@ def test_torch_merge_aligns_by_the_kernels_own_rows(tmp_path):
     err = info["error"][0]
     assert err["matched"] == 3 and err["max_abs_ns"] <= 501
     out = json.loads((tmp_path / "t.json").read_text())
-    assert (
-        out["baseTimeNanoseconds"] == base and out["sm_profiler_alignment"]["method"] == "kernels"
-    )
+    # torch's rows moved exactly onto the trace's own origin, whole seconds before its first row
+    moved = out["sm_profiler_time_origin"]
+    assert moved["torch_base_ns"] == base and out["sm_profiler_alignment"]["method"] == "kernels"
+    origin = out["baseTimeNanoseconds"]
+    assert origin == moved["ns"] and origin % 10**9 == 0 and origin <= base
     assert any(e.get("name") == "aten::add" for e in out["traceEvents"])  # torch rows kept
     ours = [
         e
@@ -114,7 +116,7 @@ def test_torch_merge_aligns_by_the_kernels_own_rows(tmp_path):
         if e.get("pid", 0) >= merge.PID_BASE and e.get("ph") == "X" and e["name"] != "work"
     ]
     first = min(e["ts"] for e in ours)
-    assert first == pytest.approx((parts[0].start_ns - 77_300 - base) / 1e3, abs=2e-3)
+    assert first == pytest.approx((parts[0].start_ns - 77_300 - origin) / 1e3, abs=2e-3)
 
 
 def test_torch_merge_uses_clock_samples_and_a_given_offset(tmp_path):

@@ -11,8 +11,8 @@ import advise_inputs as ai
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from strategies import SETTINGS
+from strategies import advise_tables as tables
 
 from sm_profiler.auto_mode.report import format_report
 from sm_profiler.report.advise import advise, advise_lines, grid_options
@@ -301,32 +301,6 @@ def test_advise_reads_a_run_folder_of_ranks_and_refuses_manual_captures(tmp_path
 
 
 # -- properties -----------------------------------------------------------------------------------
-
-
-@st.composite
-def tables(draw):
-    """Random small tables: up to 3 steps of up to 4 launches on 1-2 ranks, programs of random
-    SMs, starts and lengths (some zero)."""
-    n_ranks = draw(st.integers(1, 2))
-    sms = draw(st.integers(1, 6))
-    per_rank = []
-    for _ in range(n_ranks):
-        launches = []
-        t = 0
-        for k in range(draw(st.integers(0, 3))):
-            for _ in range(draw(st.integers(1, 4))):
-                n = draw(st.integers(1, 9))
-                progs = []
-                for _ in range(n):
-                    s = t + draw(st.integers(0, 300))
-                    progs.append((draw(st.integers(0, sms - 1)), s, s + draw(st.integers(0, 500))))
-                launches.append(ai.launch(progs, draw(st.sampled_from("abc")), step=k))
-                t += draw(st.integers(0, 600))
-            t += draw(st.integers(0, 400))
-        per_rank.append(launches)
-    if n_ranks == 1 or not all(per_rank):
-        return ai.make_table(per_rank[0], sm_count=sms)
-    return ai.ranks_table(per_rank, sm_count=sms)
 
 
 @settings(max_examples=150, **SETTINGS)

@@ -4,12 +4,11 @@ test names the item of the issue it keeps fixed; each failed on the main of 2026
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from auto_inputs import AUTO_T0, TableRegion, table_of, two_kernels, write_auto_file
+from cli_runs import run_cli
 
 from sm_profiler.errors import CaptureError
 from sm_profiler.wire import format as fmt
@@ -26,16 +25,6 @@ def _per_warp_table():
     return table_of(recs)
 
 
-def _cli(*args, timeout=60):
-    """`sm-profiler ARGS` in a process of its own: a crash or a hang is seen, not inherited."""
-    return subprocess.run(
-        [sys.executable, "-m", "sm_profiler", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def test_1_launch_rows_that_wrap_when_summed_are_refused(tmp_path):
     table = table_of(two_kernels())  # 4 launches of 4 rows: 16 rows
     rows = np.array([2**62] * 4 + [16], np.int64)  # sums to 16 in int64
@@ -46,7 +35,7 @@ def test_1_launch_rows_that_wrap_when_summed_are_refused(tmp_path):
     write_auto_file(path, table, columns=cols)
     with pytest.raises(CaptureError, match="a launch holds no rows, or more than the file"):
         load(path)
-    r = _cli("stats", path)  # a separate process: SIGSEGV before
+    r = run_cli("stats", path)  # a separate process: SIGSEGV before
     assert r.returncode == 2 and "damaged auto file" in r.stderr, r.stderr
 
 
@@ -60,7 +49,7 @@ def test_2_3_a_kernel_num_warps_no_launch_can_have_is_refused(tmp_path, num_warp
         CaptureError, match=r"kernel 0's num_warps .* not a whole number in 1\.\.128"
     ):
         load(path)
-    r = _cli("export", path, tmp_path / "out.json", timeout=30)
+    r = run_cli("export", path, tmp_path / "out.json", timeout=30)
     assert r.returncode == 2 and "num_warps" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -72,7 +61,7 @@ def test_4_a_row_warp_past_the_record_field_is_refused(tmp_path):
     write_auto_file(path, table, columns={"row_warp": warp})
     with pytest.raises(CaptureError, match=r"a row's warp is outside 0\.\.127"):
         load(path)
-    r = _cli("export", path, tmp_path / "out.json", timeout=30)  # built 2**31 names before
+    r = run_cli("export", path, tmp_path / "out.json", timeout=30)  # built 2**31 names before
     assert r.returncode == 2 and "warp" in r.stderr
 
 
@@ -130,7 +119,7 @@ def test_6_cli_steps_of_other_digits_is_a_clear_error(tmp_path):
         ["stats", path, "--steps", "²"],
         ["export", path, tmp_path / "o.json", "--steps", "1-²"],
     ):
-        r = _cli(*cmd)
+        r = run_cli(*cmd)
         assert r.returncode == 2 and "--steps" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
@@ -205,10 +194,10 @@ def test_5_stats_escapes_kernel_names_in_the_kernel_table_and_per_rank_lines(tmp
     b = table_of(two_kernels(), kernels=kernels, session={"rank": 1})
     for rank, t in enumerate((a, b)):
         t.save(tmp_path / f"auto.rank{rank}.npz")
-    r = _cli("stats", tmp_path / "auto.rank0.npz")
+    r = run_cli("stats", tmp_path / "auto.rank0.npz")
     assert r.returncode == 0 and "\x1b" not in r.stdout and "\x07" not in r.stdout
     assert "evil\\x1b[2J" in r.stdout  # the kernel table
-    r = _cli("stats", tmp_path)  # every rank: the per-rank lines name kernels too
+    r = run_cli("stats", tmp_path)  # every rank: the per-rank lines name kernels too
     assert r.returncode == 0, r.stderr
     assert "per rank" in r.stdout and "\x1b" not in r.stdout and "\x07" not in r.stdout
     assert len(AutoTable.concat([a, b]).sessions) == 2
@@ -302,7 +291,7 @@ def test_10_merge_dir_says_when_files_of_several_runs_are_mixed(tmp_path):
 
     _rank_table(0, "run-a").save(tmp_path / "auto.rank0.npz")
     _rank_table(1, "run-b").save(tmp_path / "auto.rank1.npz")
-    r = _cli("merge", tmp_path)
+    r = run_cli("merge", tmp_path)
     assert r.returncode == 2 and "of 2 runs, not one" in r.stderr and "run-a" in r.stderr
     assert not (tmp_path / jobs.MERGED_TRACE).exists()  # refused before anything is written
     assert main(["stats", str(tmp_path)]) == 2
@@ -358,7 +347,7 @@ def test_11_12_torch_times_and_steps_past_int64_are_clear_errors(tmp_path, edit,
     edit(doc, rows)
     (tmp_path / "t.json").write_text(json.dumps(doc))
     out = tmp_path / "m.json"
-    r = _cli("merge", "--torch", tmp_path / "t.json", cap, "-o", out)
+    r = run_cli("merge", "--torch", tmp_path / "t.json", cap, "-o", out)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert re.search(why, r.stderr) and "re-export it" in r.stderr, r.stderr
     assert not out.exists()  # refused before anything is written

@@ -15,7 +15,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from auto_inputs import AUTO_T0, TableRegion, table_of
+from auto_inputs import AUTO_T0, TorchRegion, table_of
 from captures import cupti_doc
 
 from sm_profiler.auto_mode import job as jobs
@@ -264,25 +264,6 @@ def step_doc(table, rank: int = 0, steps=STEPS, num_sms: int = 4) -> dict:
 SHARE = 1560 / STEP_NS
 
 
-class TorchRegion(TableRegion):
-    """What AutoProfiler(torch_profiler=True) gives after a region: its table and torch trace."""
-
-    def __init__(self, table, doc):
-        super().__init__(table)
-        self.doc = doc
-
-    def torch_trace(self):
-        return self.doc
-
-    def save(self, path):
-        self.table.save(path, torch_parts.members(self.doc))
-
-    def export(self, path):
-        from sm_profiler.export import export
-
-        return export(self.decode(), path)
-
-
 def _json(path) -> dict:
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rb") as f:
@@ -400,15 +381,17 @@ def _check_job_trace(path, ranks=(0, 1)):
         if e.get("cat") == "kernel" and "nccl" in e["name"]
     }
     assert nccl == set(ranks)
-    # One time axis: rank 1's torch base is 7 µs after rank 0's, its rows moved by as much; and
-    # each rank's programs sit on its CUPTI rows.
+    # One time axis: rank 1's torch base is 7 µs after rank 0's, its rows moved by as much
+    # (onto the trace's own origin, exactly); and each rank's programs sit on its CUPTI rows.
+    origin = doc["baseTimeNanoseconds"]
+    assert origin == doc["sm_profiler_time_origin"]["ns"] and origin % 10**9 == 0
     for r in ranks:
         rows = [
             e["ts"]
             for e in doc["traceEvents"]
             if e.get("cat") == "kernel" and e["name"] == "triton_a" and pid_rank[e["pid"]] == r
         ]
-        assert rows[0] == pytest.approx((LEAD_NS + 7_000 * r) / 1e3)
+        assert origin + round(rows[0] * 1e3) == AUTO_T0 - 2_000_000 + LEAD_NS + 7_000 * r
     assert doc["sm_profiler_alignment"]["ranks"]["0"]["method"] == "kernels"
     # No pid is another's tid, and no two ranks share a thread.
     pids = {e["pid"] for e in doc["traceEvents"]}

@@ -62,6 +62,18 @@ def ranks_table(per_rank, sm_count=4):
     )
 
 
+def shifted(table, delta_ns: int):
+    """`table` with every time (rows' and launches' starts and ends) moved by `delta_ns`: the same
+    recording at another clock origin (%globaltimer reads about 1.7e18 ns)."""
+    from sm_profiler.auto_mode.table import AutoTable
+
+    rows, launches = dict(table.rows), dict(table.launches)
+    for cols in (rows, launches):
+        for k in ("start_ns", "end_ns"):
+            cols[k] = np.asarray(cols[k], np.int64) + np.int64(delta_ns)
+    return AutoTable(rows, launches, table.kernels, table.sessions, table.metadata)
+
+
 # -- the five planted defects (their estimates worked out in tests/host/test_advise.py) ---------
 
 

@@ -155,6 +155,27 @@ class TableRegion:
         self.table.save(path)
 
 
+class TorchRegion(TableRegion):
+    """What AutoProfiler(torch_profiler=True) gives after a region: its table and torch trace."""
+
+    def __init__(self, table, doc):
+        super().__init__(table)
+        self.doc = doc
+
+    def torch_trace(self):
+        return self.doc
+
+    def save(self, path):
+        from sm_profiler.auto_mode import torch_parts
+
+        self.table.save(path, torch_parts.members(self.doc))
+
+    def export(self, path):
+        from sm_profiler.export import export
+
+        return export(self.decode(), path)
+
+
 def many_cells_file(path, n: int) -> None:
     """An auto file of `n` one-program launches, each on a GPU (session, rank) of its own, in a
     step of its own and of a kernel of its own: n x n (step, GPU) and (GPU, kernel) pairs could

@@ -63,8 +63,9 @@ def build_capture(
     )
 
 
-def tiny_capture(**kw) -> Capture:
-    """Two blocks on SMs 0 and 1; 'load' then 'compute' in each, one 'mark' instant."""
+def tiny_capture(origin_ns: int = 0, **kw) -> Capture:
+    """Two blocks on SMs 0 and 1; 'load' then 'compute' in each, one 'mark' instant; every time
+    `origin_ns` later (the same launch at another clock origin)."""
     lanes = {
         0: {
             "sm": 0,
@@ -83,6 +84,9 @@ def tiny_capture(**kw) -> Capture:
             "records": [("B", 0, 1300), ("E", 0, 2300), ("B", 1, 2300), ("E", 1, 5300)],
         },
     }
+    for lane in lanes.values():
+        lane["anchor"] += origin_ns
+        lane["records"] = [(k, e, t + origin_ns) for k, e, t in lane["records"]]
     names = {0: "load", 1: "compute", 2: "mark"}
     return build_capture(lanes, num_blocks=2, event_names=names, kernel_name="tiny", **kw)
 

@@ -7,6 +7,7 @@ wrap short); a few event ids make nesting, overlap and unmatched records likely.
 
 from __future__ import annotations
 
+import advise_inputs as ai
 from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream
@@ -122,3 +123,33 @@ def ring_streams(draw) -> Stream:
         if draw(st.booleans()):
             lanes_[(i // ng, i % ng)] = draw(ring_lanes(cap))
     return Stream(nb, ng, cap, lanes_, fmt.FLAG_RING)
+
+
+# -- auto tables for the advisor ------------------------------------------------------------------
+
+
+@st.composite
+def advise_tables(draw):
+    """Random small auto tables for the advisor (advise_inputs.make_table): up to 3 steps of up
+    to 4 launches on 1-2 ranks (ranks that recorded different steps among them), programs of
+    random SMs, starts and lengths (some zero)."""
+    n_ranks = draw(st.integers(1, 2))
+    sms = draw(st.integers(1, 6))
+    per_rank = []
+    for _ in range(n_ranks):
+        launches = []
+        t = 0
+        for k in range(draw(st.integers(0, 3))):
+            for _ in range(draw(st.integers(1, 4))):
+                n = draw(st.integers(1, 9))
+                progs = []
+                for _ in range(n):
+                    s = t + draw(st.integers(0, 300))
+                    progs.append((draw(st.integers(0, sms - 1)), s, s + draw(st.integers(0, 500))))
+                launches.append(ai.launch(progs, draw(st.sampled_from("abc")), step=k))
+                t += draw(st.integers(0, 600))
+            t += draw(st.integers(0, 400))
+        per_rank.append(launches)
+    if n_ranks == 1 or not all(per_rank):
+        return ai.make_table(per_rank[0], sm_count=sms)
+    return ai.ranks_table(per_rank, sm_count=sms)

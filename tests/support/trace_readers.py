@@ -5,7 +5,9 @@
   order), SLICE_END closing the innermost open slice of its track), into a `Read`;
 - `read_perfetto`: a Perfetto file's process names, thread names and slice counts by name;
 - `slices_by_sm`: a `Read`'s slices grouped by SM track;
-- `expected_slices`: what a decoded trace says one lane's slices are, to compare with a `Read`.
+- `expected_slices`: what a decoded trace says one lane's slices are, to compare with a `Read`;
+- `ui_import`: a Chrome JSON file's slices as the Perfetto UI's JSON importer keeps them, and
+  what it drops (`UiImport.stats`, named as its "Info and stats" page names them).
 
 Perfetto's protos are imported when a file is read: tests that read skip without them
 (`pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")`).
@@ -13,6 +15,9 @@ Perfetto's protos are imported when a file is read: tests that read skip without
 
 from __future__ import annotations
 
+import gzip
+import json
+import math
 import re
 from collections import Counter, defaultdict
 
@@ -197,3 +202,132 @@ def slices_by_sm(r):
             parent = r.tracks[parent.parent_uuid]
         out.setdefault(parent.name, Counter()).update((d.name, s) for s in r.slices[d.uuid])
     return out
+
+
+# -- Chrome JSON as the Perfetto UI imports it -------------------------------------------------
+
+
+def ui_double(text: str) -> float:
+    """A JSON number with a fraction or an exponent as Perfetto's JSON importer reads it
+    (trace_processor/importers/json/json_parser.h, StringToDouble): the integer digits summed in
+    a double, plus the fraction's digits (a double) over their power of ten, then scaled by
+    pow(10, exponent). Not correctly rounded, hence emulated rather than float(text)."""
+    m = re.fullmatch(r"(-?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?)(\d+))?", text)
+    sign, whole, frac, exp_sign, exp = m.groups()
+    out = 0.0
+    for c in whole:
+        out = out * 10.0 + int(c)
+    if frac:
+        f, div = 0.0, 1.0
+        for c in frac:
+            f, div = f * 10.0 + int(c), div * 10.0
+        out += f / div
+    if exp is not None:
+        e = 0.0
+        for c in exp:
+            e = e * 10 + int(c)
+        out = out / math.pow(10.0, e) if exp_sign == "-" else out * math.pow(10.0, e)
+    return -out if sign else out
+
+
+def ui_ns(value) -> int | None:
+    """A ts or dur (µs) as the importer turns it into ns (json_trace_tokenizer.cc, CoerceToTs):
+    an integer times 1000, a double by llround(value * 1000.0); None where it is no number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int):
+        return value * 1000
+    x = value * 1000.0
+    f = math.floor(x)
+    r = x - f  # exact for x >= 0 (Sterbenz); a negative time is dropped anyway
+    return f + 1 if r > 0.5 or (r == 0.5 and x > 0) else f  # llround: ties away from zero
+
+
+class UiImport:
+    """What the Perfetto UI's JSON importer makes of a Chrome JSON file: `slices` {(pid, tid):
+    [(name, ts_ns, dur_ns)] kept, in import order}; `dropped` [(pid, tid, name, ts_ns,
+    dur_ns, why)]; `stats` Counter of what it drops, by the UI's stat names."""
+
+    def __init__(self):
+        self.slices = defaultdict(list)
+        self.dropped = []
+        self.stats = Counter()
+
+    def complete_events(self) -> int:
+        return sum(len(v) for v in self.slices.values())
+
+
+def ui_import(data) -> UiImport:
+    """The Perfetto UI's import of Chrome JSON `data` (its text or bytes, gzip'd or not, a path,
+    or a document as its writer encodes it),
+    as far as it decides which slices are kept (trace processor's json tokenizer, trace sorter
+    and slice tracker):
+      * numbers parsed as ui_double, times as ui_ns;
+      * an event with a negative ts is dropped (trace_sorter_negative_timestamp_dropped);
+      * events sorted by ts, ties in file order;
+      * per thread track (pid, tid; a tid 0 is the pid's main thread), complete events ("X")
+        and thread-scoped instants ("i"/"I", a slice of dur 0) on one stack: slices that end
+        before the new one begins (or at it, unless both are instants) are popped; a new slice
+        that begins inside an open one and ends after it is dropped
+        (slice_drop_overlapping_complete_event); a negative dur is dropped
+        (slice_negative_duration)."""
+    if isinstance(data, dict):  # a document as a writer would encode it
+        raw = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    elif isinstance(data, bytes):
+        raw = data
+    elif isinstance(data, str) and data.lstrip()[:1] in ("{", "["):
+        raw = data.encode()
+    else:
+        with open(data, "rb") as f:
+            raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    doc = json.loads(raw, parse_float=ui_double)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    out = UiImport()
+    timed = []
+    for i, e in enumerate(events):
+        ts = ui_ns(e.get("ts"))
+        if ts is None:
+            continue
+        if ts < 0:
+            out.stats["trace_sorter_negative_timestamp_dropped"] += 1
+            continue
+        timed.append((ts, i, e))
+    timed.sort(key=lambda x: (x[0], x[1]))
+    stacks = defaultdict(list)
+    for ts, _, e in timed:
+        ph = e.get("ph")
+        if ph == "X":
+            dur = ui_ns(e.get("dur", 0))
+        elif ph in ("i", "I") and e.get("s", "t") == "t":
+            dur = 0
+        else:
+            continue
+        pid, tid = e.get("pid"), e.get("tid")
+        track = (pid, pid if tid == 0 and pid != 0 else tid)
+        why = (
+            "slice_negative_duration"
+            if dur is None or dur < 0
+            else _ui_push(stacks[track], ts, dur)
+        )
+        if why:
+            out.stats[why] += 1
+            out.dropped.append((*track, e.get("name"), ts, dur, why))
+        elif ph == "X":
+            out.slices[track].append((e.get("name"), ts, dur))
+    return out
+
+
+def _ui_push(stack: list, ts: int, dur: int) -> str | None:
+    """The slice tracker's MaybeCloseStack, then the push: None where (ts, dur) is kept."""
+    for i in range(len(stack) - 1, -1, -1):
+        start, d = stack[i]
+        end = start + d
+        if end < ts or (end == ts and not (d == 0 and dur == 0)):
+            stack.pop()  # the importer pops the top of the stack (StackPop)
+            continue
+        if ts < end < ts + dur:
+            return "slice_drop_overlapping_complete_event"
+    stack.append((ts, dur))
+    return None
