@@ -12,7 +12,8 @@ import re
 
 import advise_inputs as ai
 import pytest
-from auto_inputs import cli_in_bounded_memory, many_cells_file
+from auto_inputs import many_cells_file
+from cli_runs import run_cli
 
 from sm_profiler.auto_mode.report import format_report, launch_table, step_shares
 
@@ -70,6 +71,7 @@ def test_2_the_per_rank_lines_compare_the_steps_every_rank_kept():
 
 
 N = 20_000  # launches, each its own step, GPU (rank) and kernel: N x N cells could be
+MEMORY_BYTES = 2 << 30  # one dense N x N grid of int64 is 3 GiB
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +83,7 @@ def many(tmp_path_factory):
 
 
 def test_3_advise_memory_is_sized_by_the_records(many):
-    r = cli_in_bounded_memory("advise", many, "--json", "--top", "3")
+    r = run_cli("advise", many, "--json", "--top", "3", timeout=300, memory_bytes=MEMORY_BYTES)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     got = json.loads(r.stdout)
     assert got["basis"] == "steps" and got["steps"] == list(range(N))
@@ -94,7 +96,7 @@ def test_3_advise_memory_is_sized_by_the_records(many):
 
 
 def test_3_stats_memory_is_sized_by_the_records(many):
-    r = cli_in_bounded_memory("stats", many, "--width", "100")
+    r = run_cli("stats", many, "--width", "100", timeout=300, memory_bytes=MEMORY_BYTES)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert f"steps: {N} recorded (0-{N - 1})" in r.stdout, r.stdout[:3000]
     assert f"per rank ({N} ranks" in r.stdout

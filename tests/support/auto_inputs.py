@@ -279,26 +279,3 @@ def torch_doc_of(table) -> dict:
     ]  # fmt: skip
     doc["distributedInfo"] = {"rank": 0, "world_size": 1}
     return doc
-
-
-def cli_in_bounded_memory(*args, limit_bytes: int = 2 << 30, timeout: int = 300):
-    """`sm-profiler ARGS` in a process of its own whose address space is `limit_bytes` (a
-    MemoryError there is a traceback in its stderr, not the test's), numpy's threads one."""
-    import os
-    import subprocess
-    import sys
-
-    def limit() -> None:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
-
-    one = {k: "1" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    return subprocess.run(
-        [sys.executable, "-m", "sm_profiler", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ, **one),
-        preexec_fn=limit,
-    )
