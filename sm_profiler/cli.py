@@ -680,12 +680,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def _stored_torch(path: str, table=None):
     """(the report's CUPTI share, the torch trace or {rank: trace}) that an auto file or run
     folder carries (`run --torch`), or (None, None); the share only with `table` (its kernels
-    are the instrumented ones). A trace that cannot be read is said on stderr and left out."""
+    are the instrumented ones). A trace that cannot be read is said on stderr and left out
+    (one that inflates past its limit: that rank's alone)."""
     from .auto_mode import torch_parts
     from .report.coverage import report_share, torch_coverage
 
     try:
-        docs = torch_parts.stored(path)
+        docs = _noted(torch_parts.stored, path)
         if docs is None or table is None:
             return None, docs
         names = torch_parts.instrumented_names(table)
@@ -795,7 +796,17 @@ def _torch_parts(paths, args) -> list:
         return []
     from .auto_mode import torch_parts
 
-    return [torch_parts.read(p) for p in paths]
+    return [_noted(torch_parts.read, p) for p in paths]
+
+
+def _noted(read, path):
+    """read(path, notes), its notes said on stderr (a torch trace left out, and why)."""
+    notes: list[str] = []
+    try:
+        return read(path, notes)
+    finally:
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
 
 
 def _merge_job_torch(sources, docs, out: str) -> None:

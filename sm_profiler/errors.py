@@ -34,6 +34,11 @@ def install_command(extra: str) -> str:
     return f"pip install -e '.[{extra}]'"
 
 
+class InflationError(CaptureError):
+    """A compressed input (a torch trace's gzip) inflates past what its size allows: a gzip
+    bomb, or a trace larger than the limit (sm_profiler.wire.torch_trace.inflation_limit)."""
+
+
 class MissingDependencyError(SmProfilerError, ImportError):
     """An optional dependency needed for this feature is not installed."""
 

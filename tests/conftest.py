@@ -59,6 +59,7 @@ SLOW = {
     "host/test_capture_fuzz.py": "fuzzing of capture files",
     "host/test_decode_properties.py": "hypothesis round trips of the wire format",
     "host/test_merge_fuzz.py": "fuzzing of merge's inputs",
+    "host/test_torch_trace_fuzz.py": "fuzzing of torch traces, through merge, stats and advise",
     "e2e/test_auto_overhead.py": "the auto-mode benchmark's models and processes on the CPU",
     "e2e/test_benchmarks.py": "the benchmark runner and a host benchmark, end to end",
     "e2e/test_benchmark_gluon_matmul.py": "the Gluon matmul benchmark's variants compiled",

@@ -217,7 +217,9 @@ def _mtime(path: str) -> int:
 
 
 def load_ranks(paths) -> list:
-    """The AutoTables of rank files (or folders of them), by rank."""
+    """The AutoTables of rank files (or folders of them), by rank: what `advise DIR`, `stats
+    DIR` and `merge DIR` read (the torch traces inside: torch_parts, from the same files).
+    Files of several runs, or two files of one rank, are a CaptureError saying which."""
     from ..wire.capture import load
 
     files = rank_paths(paths)
@@ -228,6 +230,7 @@ def load_ranks(paths) -> list:
             raise CaptureError(f"{f!r} is not an auto-mode file (sm-profiler run / prof.save)")
         tables.append(t)
     _check_one_run(files, tables)
+    _check_a_rank_each(files, tables)
     return tables
 
 
@@ -237,18 +240,20 @@ def rank_paths(paths) -> list[str]:
     files: list[str] = []
     for p in paths:
         p = os.fspath(p)
-        if os.path.isdir(p):
-            found = rank_files(p, strict=True)
-            if not found:
-                single = os.path.join(p, "auto.npz")
-                if os.path.isfile(single):
-                    found = {0: single}
-            if not found:
-                raise CaptureError(_no_rank_files(p))
-            files += list(found.values())
-        else:
-            files.append(p)
+        files += list(folder_files(p).values()) if os.path.isdir(p) else [p]
     return files
+
+
+def folder_files(folder: str) -> dict[int, str]:
+    """{rank: path} of a run folder's rank files (rank_files, strict), else its one auto.npz as
+    rank 0; a CaptureError saying what the folder holds where it has neither."""
+    found = rank_files(folder, strict=True)
+    single = os.path.join(folder, "auto.npz")
+    if not found and os.path.isfile(single):
+        found = {0: single}
+    if not found:
+        raise CaptureError(_no_rank_files(folder))
+    return found
 
 
 def _no_rank_files(folder: str) -> str:
@@ -295,6 +300,26 @@ def _check_one_run(files: list[str], tables: list) -> None:
             f"these files are of {len(runs)} runs, not one: {listed}. Merge one run's files at a "
             "time: move the others to a folder of their own"
         )
+
+
+def _check_a_rank_each(files: list[str], tables: list) -> None:
+    """A CaptureError where two files hold the recording of one rank: a job's ranks each write
+    their own, so these are of two runs (every process `sm-profiler run` profiles alone is rank
+    0), which read as one would fuse two recordings into one GPU. Sessions that name no rank
+    are not compared."""
+    owner: dict[int, str] = {}
+    for f, t in zip(files, tables, strict=True):
+        ranks = {s["rank"] for s in t.sessions if type(s.get("rank")) is int}
+        for r in sorted(ranks):
+            if r in owner:
+                a, b = os.path.basename(owner[r]), os.path.basename(f)
+                raise CaptureError(
+                    f"{a} and {b} both hold rank {r}'s recording: a job's ranks each write their "
+                    "own file, so these are of two runs (a process that `sm-profiler run` "
+                    "profiles alone is rank 0). Read each file alone (sm-profiler advise FILE, "
+                    "stats FILE), or move each run's files to a folder of their own"
+                )
+            owner[r] = f
 
 
 def merged_table(tables):

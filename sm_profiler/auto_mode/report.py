@@ -18,14 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..report.stats import median_after, peak_per_group, step_periods, union_length
+from ..report.stats import cell_periods, median_after, peak_per_group, union_length
 from ..report.stats_table import fit_table, format_time, number_runs, plural, printable, wrap
 from ..report.stats_table import middle as _middle
 from ..trace.model import RANGE, TraceData, kernel_names
 from ..trace.model import is_auto as _is_auto
 from . import table as auto_table
 from .records import _dense
-from .table import COMPILE_STEP_FACTOR, session_count
+from .table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells, session_count
 
 
 @dataclass
@@ -582,27 +582,24 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     if not len(steps):
         return {"steps": steps, "span_ns": np.zeros(0, np.int64), "share": np.zeros(0)}
     # Each GPU's (session's) step on its own clock and period, then summed over the GPUs: ranks
-    # that lag each other, or launches in any order, give a step the share each GPU saw.
-    sessions = np.unique(session)
-    n = len(steps) * len(sessions)
-    g = np.searchsorted(steps, step) * len(sessions) + np.searchsorted(sessions, session)
+    # that lag each other, or launches in any order, give a step the share each GPU saw. Only
+    # the (step, GPU) cells that ran are held: never a grid of every step by every GPU.
+    cell, of_step, of_gpu = pair_cells(np.searchsorted(steps, step), session)
     del step, session
-    lo = np.full(n, np.iinfo(np.int64).max)
-    hi = np.full(n, np.iinfo(np.int64).min)
-    np.minimum.at(lo, g, start)
-    np.maximum.at(hi, g, end)
-    busy = union_length(g, start, end, n).reshape(len(steps), len(sessions))
-    del g, start, end
-    lo, hi = lo.reshape(busy.shape), hi.reshape(busy.shape)
-    ran = lo <= hi  # the GPUs that ran the step
-    span = np.where(ran, hi - lo, 0)
-    period = np.zeros(busy.shape, np.int64)
-    for j in range(len(sessions)):
-        r = ran[:, j]
-        period[r, j] = step_periods(steps[r], lo[r, j], span[r, j])
+    n = len(of_step)
+    lo, hi = cell_bounds(cell, start, end, n)
+    busy = union_length(cell, start, end, n)
+    del cell, start, end
+    span = hi - lo
+    period = cell_periods(steps[of_step], of_gpu, lo, span)
     # summed over GPUs in float64: several GPUs' years pass int64
-    share = busy.sum(axis=1, dtype=np.float64) / np.maximum(period.sum(axis=1, dtype=np.float64), 1)
-    return {"steps": steps, "span_ns": span.max(axis=1), "share": share}
+    n_steps = len(steps)
+    busy_of_step = np.bincount(of_step, weights=busy.astype(np.float64), minlength=n_steps)
+    period_of_step = np.bincount(of_step, weights=period.astype(np.float64), minlength=n_steps)
+    span_of_step = np.zeros(n_steps, np.int64)
+    np.maximum.at(span_of_step, of_step, span)
+    share = busy_of_step / np.maximum(period_of_step, 1)
+    return {"steps": steps, "span_ns": span_of_step, "share": share}
 
 
 def step_lines(trace: TraceData, t: dict, width: int, cupti: dict | None = None) -> list[str]:
@@ -747,12 +744,16 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
     uniq_r = np.unique(ranks)
     uniq_k, kinv = kernel_name_ids(trace, t["capture"])
     keep, shared = _shared_steps(trace, t, ranks, len(uniq_r))
+    # Per (kernel, rank) that ran: the launches' spans summed; only the cells that ran are held,
+    # never a grid of every kernel by every rank (issue 52).
     rinv = np.searchsorted(uniq_r, ranks)
-    per = np.zeros((len(uniq_k), len(uniq_r)))
-    np.add.at(per, (kinv.reshape(-1)[keep], rinv[keep]), t["span_ns"][keep].astype(np.float64))
+    cell, of_k, of_r = pair_cells(kinv.reshape(-1)[keep], rinv[keep])
+    per = np.zeros(len(of_k))
+    np.add.at(per, cell, t["span_ns"][keep].astype(np.float64))
+    del cell
     if shared:
         per /= shared  # time per step, over the steps every rank kept
-    rank_total = per.sum(axis=0)
+    rank_total = np.bincount(of_r, weights=per, minlength=len(uniq_r))
     slow = int(np.argmax(rank_total))
     med = float(np.median(rank_total))
     what = (
@@ -768,7 +769,9 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
         ),
         width,
     )
-    diff = per[:, slow] - np.median(per, axis=1)
+    at_slow = np.zeros(len(uniq_k))
+    at_slow[of_k[of_r == slow]] = per[of_r == slow]
+    diff = at_slow - median_with_zeros(of_k, per, len(uniq_k), len(uniq_r))
     worst = [i for i in np.argsort(-diff).tolist() if diff[i] > 0][:3]
     why = (
         ", ".join(f"{printable(str(uniq_k[i]))} +{format_time(int(diff[i]))}" for i in worst)
@@ -780,21 +783,45 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
         f"most of the difference: {why}",
         width,
     )
-    order = np.argsort(-per.sum(axis=1))[:top]
-    headers = ["kernel", *[f"rank {int(r)}" for r in uniq_r], "slowest"]
+    order = np.argsort(-np.bincount(of_k, weights=per, minlength=len(uniq_k)))[:top]
+    # A rank column is at least "rank N" and its gap wide: those past width // 8 never fit.
+    shown_r = uniq_r[: max(width // 8, 1)]
+    headers = ["kernel", *[f"rank {int(r)}" for r in shown_r], "slowest"]
     rows = []
     for i in order.tolist():
-        j = int(np.argmax(per[i]))
-        lo = float(np.median(per[i]))
+        row = np.zeros(len(uniq_r))
+        row[of_r[of_k == i]] = per[of_k == i]
+        j = int(np.argmax(row))
+        lo = float(np.median(row))
         rows.append(
             [
                 _middle(printable(str(uniq_k[i])), 32),
-                *[format_time(int(v)) for v in per[i]],
-                f"rank {int(uniq_r[j])} ({100 * (per[i, j] / max(lo, 1) - 1):+.0f}%)",
+                *[format_time(int(v)) for v in row[: len(shown_r)]],
+                f"rank {int(uniq_r[j])} ({100 * (row[j] / max(lo, 1) - 1):+.0f}%)",
             ]
         )
     table, _ = fit_table(headers, rows, width, drop=tuple(range(len(headers) - 2, 0, -1)))
     return lines + ["", *table]
+
+
+def median_with_zeros(group: np.ndarray, values: np.ndarray, n_groups: int, n: int) -> np.ndarray:
+    """Per group 0..n_groups-1, the median of its `values` (none negative) and zeros up to `n`
+    values in all: the median over every rank of a kernel whose cells hold only the ranks that
+    ran it."""
+    o = np.lexsort((values, group))
+    g, v = group[o], values[o]
+    count = np.bincount(g, minlength=n_groups)
+    first = np.cumsum(count) - count
+
+    def at(pos: int) -> np.ndarray:
+        # The pos-th of each group's n values sorted: its n - count zeros come first.
+        k = pos - (n - count)
+        ok = k >= 0
+        out = np.zeros(n_groups, v.dtype if len(v) else np.float64)
+        out[ok] = v[first[ok] + k[ok]]
+        return out
+
+    return (at((n - 1) // 2) + at(n // 2)) / 2
 
 
 def _shared_steps(trace: TraceData, t: dict, ranks: np.ndarray, n_ranks: int):

@@ -353,8 +353,11 @@ def merge_torch_job(paths: list[str], tables: list, out_dir: str, got: dict | No
     from . import torch_parts
     from .job import MERGED_TRACE
 
+    notes: list[str] = []
     try:
-        docs = [torch_parts.read(p) for p in paths]
+        docs = [torch_parts.read(p, notes) for p in paths]
+        for note in notes:
+            print(f"sm-profiler run: note: {note}", file=sys.stderr)
         if not any(d is not None for d in docs):
             return None
         if got is not None:

@@ -32,7 +32,7 @@ import zipfile
 
 import numpy as np
 
-from ..errors import CaptureError
+from ..errors import CaptureError, InflationError
 from ..wire.torch_trace import named_processes
 
 MEMBER = "torch_trace"  # the .npz member (uint8: gzip'd Chrome JSON)
@@ -59,12 +59,15 @@ def members(doc: dict | None) -> dict[str, bytes]:
     return {MEMBER: gzip.compress(encode_json(doc), compresslevel=6)}
 
 
-def read(path) -> dict | None:
+def read(path, notes: list[str] | None = None) -> dict | None:
     """torch.profiler's trace stored in an auto file, checked as any torch trace is
     (torch_trace.py: bounded, then its rows); None where the file holds none (or is no zip:
-    the capture reader says what it is)."""
+    the capture reader says what it is). The member and the JSON it inflates to are held to
+    what its stored bytes may inflate to, as a .gz given to `merge --torch` is
+    (inflation_limit): a gzip bomb is refused while it inflates. notes: where given, a trace
+    past that limit is left out (None) and said there, so that the rest is read without it."""
     from ..wire.capture import _read_member
-    from ..wire.torch_trace import MAX_TORCH_BYTES, _check_torch_doc, _read_bounded
+    from ..wire.torch_trace import _check_torch_doc, _read_bounded, inflation_limit
 
     name = repr(os.fspath(path))
     try:
@@ -74,10 +77,23 @@ def read(path) -> dict | None:
     with z:
         if f"{MEMBER}.npy" not in z.namelist():
             return None
+        stored_bytes = z.getinfo(f"{MEMBER}.npy").compress_size
+        limit = inflation_limit(stored_bytes)
         try:
-            raw = _read_member(z, MEMBER, name, MAX_TORCH_BYTES, uint8=True)
-            data = _read_bounded(io.BytesIO(raw.tobytes()), True, MAX_TORCH_BYTES, name)
+            if z.getinfo(f"{MEMBER}.npy").file_size > limit:
+                raise InflationError(f"{name}: {_too_large(stored_bytes, limit)}")
+            raw = _read_member(z, MEMBER, name, limit, uint8=True)
+            data = _read_bounded(io.BytesIO(raw.tobytes()), True, limit, name)
+            del raw
             doc = json.loads(data)
+        except InflationError:
+            if notes is None:
+                raise
+            notes.append(
+                f"the torch.profiler trace in {name} was left out (the rest is read without "
+                f"it): {_too_large(stored_bytes, limit)}"
+            )
+            return None
         except CaptureError:
             raise
         except (OSError, EOFError, ValueError, zipfile.BadZipFile) as e:
@@ -91,19 +107,32 @@ def read(path) -> dict | None:
     return _check_torch_doc(doc, f"the torch trace in {name}")
 
 
-def stored(path) -> dict | None:
-    """The torch traces an auto file or a run folder carries, for advise(cupti=) and the
-    report: a file's trace; a folder's as {rank: trace} of the rank files that carry one (its
-    one auto.npz: that file's trace); None where none does."""
-    if not os.path.isdir(path):
-        return read(path)
-    from .job import rank_files
+def _too_large(stored_bytes: int, limit: int) -> str:
+    """Why a rank file's torch trace of `stored_bytes` is not read, and how to read it."""
+    from ..wire import torch_trace as tt
 
-    found = rank_files(os.fspath(path), strict=True)
-    if not found:
-        single = os.path.join(path, "auto.npz")
-        return read(single) if os.path.isfile(single) else None
-    docs = {r: read(p) for r, p in found.items()}
+    return (
+        f"its {stored_bytes / 2**20:.1f} MiB inflate past {limit / 2**20:.0f} MiB, the limit "
+        f"for a torch trace ({tt.MAX_TORCH_RATIO}x its stored size plus "
+        f"{tt.MAX_TORCH_SLACK >> 20} MiB, at most {tt.MAX_TORCH_BYTES >> 20} MiB): a damaged "
+        "or hostile file; to read a trace this large, raise MAX_TORCH_RATIO, MAX_TORCH_SLACK "
+        "and MAX_TORCH_BYTES in sm_profiler.wire.torch_trace"
+    )
+
+
+def stored(path, notes: list[str] | None = None) -> dict | None:
+    """The torch traces an auto file or a run folder carries, for advise(cupti=) and the
+    report: a file's trace; a folder's (the files job.load_ranks reads: folder_files) as
+    {rank: trace} of the rank files that carry one, or its one auto.npz's trace; None where
+    none does. notes: as read's."""
+    if not os.path.isdir(path):
+        return read(path, notes)
+    from .job import folder_files
+
+    found = folder_files(os.fspath(path))
+    if os.path.basename(found.get(0, "")) == "auto.npz":
+        return read(found[0], notes)  # one process's folder: its trace, as its file's
+    docs = {r: read(p, notes) for r, p in found.items()}
     return {r: d for r, d in docs.items() if d is not None} or None
 
 

@@ -45,8 +45,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..auto_mode.table import jsonable
-from .stats import median_after, peak_per_group, step_periods, union_length
+from ..auto_mode.table import cell_bounds, jsonable, pair_cells
+from .stats import cell_periods, median_after, peak_per_group, union_length
 from .stats_table import format_time, number_runs, printable, wrap
 
 KINDS = ("partial_wave", "tail", "idle_sms", "host_gaps", "slow_rank")
@@ -170,7 +170,7 @@ def advise(table, cupti=None) -> Advice:
         gpu_no[g] = _count(table.sessions[s].get("gpu"), 0) if table.sessions else 0
     several_ranks = len(np.unique(rank_of_gpu)) > 1
 
-    la = _launch_columns(table, l_gpu, l_name, n_gpu, n_names)
+    la = _launch_columns(table, l_gpu, l_name)
     la["gpu"], la["name"] = l_gpu, l_name
 
     # Steps: the recorded ones, less those that compiled; else the whole recording as one.
@@ -297,7 +297,7 @@ def _launch_chunks(table):
         k = k2
 
 
-def _launch_columns(table, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.ndarray]:
+def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
     """Per launch: programs, SMs, SMs used, resident, slots, waves, the tail, the last wave and
     the three launch estimates (partial_wave, tail, idle_sms), in ns. A chunk of whole launches
     at a time: the temporaries are a chunk's, whatever the table's size."""
@@ -354,8 +354,8 @@ def _launch_columns(table, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.ndarra
     sms = np.maximum(np.where(known > 0, known, seen)[sess], used)
     # Resident programs per SM: the most seen at once on one SM, over the kernel's launches on
     # that GPU.
-    key = l_gpu * n_names + l_name
-    most = np.zeros(n_gpu * n_names, np.int64)
+    key, _, _ = pair_cells(l_gpu, l_name)
+    most = np.zeros(int(key.max()) + 1, np.int64)
     np.maximum.at(most, key, peak)
     resident = np.maximum(most[key], 1)
     slots = sms * resident
@@ -409,38 +409,33 @@ def _launch_columns(table, l_gpu, l_name, n_gpu, n_names) -> dict[str, np.ndarra
 
 
 def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.ndarray]:
-    """Per (step, GPU) cell: its launches' first start and last end, their union, their spans
-    summed, the step's period, the gaps; the launch estimates' scale; per GPU the steps it ran
-    and its mean period."""
-    n_cells = n_steps * n_gpu
-    cell = step_idx * n_gpu + la["gpu"]
-    la["cell"] = np.where(keep, cell, 0)
+    """Per (step, GPU) cell that ran (those only: sized by the launches, never steps x GPUs):
+    its step and GPU, its launches' first start and last end, their union, their spans summed,
+    the step's period, the gaps; the launch estimates' scale; per GPU the steps it ran and its
+    mean period."""
     k = np.flatnonzero(keep)
-    c, s, e = cell[k], la["start"][k], la["end"][k]
-    lo = np.full(n_cells, np.iinfo(np.int64).max)
-    hi = np.full(n_cells, np.iinfo(np.int64).min)
-    np.minimum.at(lo, c, s)
-    np.maximum.at(hi, c, e)
-    ran = lo <= hi
+    c, of_step, of_gpu = pair_cells(step_idx[k], la["gpu"][k])
+    n_cells = len(of_step)
+    la["cell"] = np.zeros(len(keep), np.int64)
+    la["cell"][k] = c
+    s, e = la["start"][k], la["end"][k]
+    lo, hi = cell_bounds(c, s, e, n_cells)
     union = union_length(c, s, e, n_cells).astype(np.float64)
     spans = np.bincount(c, weights=(e - s).astype(np.float64), minlength=n_cells)
     scale = np.where(spans > union, union / np.maximum(spans, 1), 1.0)
-    span = np.where(ran, hi - lo, 0).astype(np.int64)
-    period = np.zeros(n_cells, np.float64)
-    R = ran.reshape(n_steps, n_gpu)
-    LO, SP = lo.reshape(n_steps, n_gpu), span.reshape(n_steps, n_gpu)
-    P = period.reshape(n_steps, n_gpu)
-    for g in range(n_gpu):
-        r = R[:, g]
-        if r.any():
-            P[r, g] = step_periods(steps[r], LO[r, g], SP[r, g]) if basis == "steps" else SP[r, g]
-    gaps = np.where(ran, period - union, 0.0)
-    steps_of_gpu = R.sum(axis=0)
-    period_mean = P.sum(axis=0) / np.maximum(steps_of_gpu, 1)
+    span = (hi - lo).astype(np.int64)
+    if basis == "steps":
+        period = cell_periods(steps[of_step], of_gpu, lo, span).astype(np.float64)
+    else:
+        period = span.astype(np.float64)
+    gaps = period - union
+    steps_of_gpu = np.bincount(of_gpu, minlength=n_gpu)
+    period_mean = np.bincount(of_gpu, weights=period, minlength=n_gpu) / np.maximum(steps_of_gpu, 1)
     return {
+        "step": of_step,
+        "gpu": of_gpu,
         "lo": lo,
         "hi": hi,
-        "ran": ran,
         "union": union,
         "busy": union.copy(),  # every kernel's union where CUPTI's rows are used (_every_kernel)
         "scale": scale,
@@ -458,31 +453,32 @@ def _launch_findings(kind, est, k, la, table, uniq_names, cells, where) -> list[
     per step is largest; its evidence from the launch of that GPU with the largest estimate.
     where: (rank, GPU number) of each GPU."""
     rank_of_gpu, gpu_no = where
-    n_gpu, n_names = cells["n_gpu"], len(uniq_names)
     if not len(k):
         return []
-    key = la["gpu"][k] * n_names + la["name"][k]
-    total = np.bincount(key, weights=est, minlength=n_gpu * n_names).reshape(n_gpu, n_names)
-    per_step = total / np.maximum(cells["steps_of_gpu"], 1)[:, None]
-    best_gpu = np.argmax(per_step, axis=0)
-    value = per_step[best_gpu, np.arange(n_names)]
-    names = np.flatnonzero(value > 0)
-    if not len(names):
+    # Per (GPU, kernel) cell that ran (never a grid of every GPU by every kernel): the mean
+    # estimate per step of the GPU; each kernel's largest, on the first GPU of equals.
+    ck, of_gpu, of_name = pair_cells(la["gpu"][k], la["name"][k])
+    n_c = len(of_gpu)
+    total = np.bincount(ck, weights=est, minlength=n_c)
+    per_step = total / np.maximum(cells["steps_of_gpu"], 1)[of_gpu]
+    o = np.lexsort((of_gpu, -per_step, of_name))
+    best = o[np.r_[True, of_name[o][1:] != of_name[o][:-1]]]
+    best = best[per_step[best] > 0]
+    if not len(best):
         return []
     # Each (GPU, name)'s launch of the largest estimate, and its count of launches with one.
-    o = np.lexsort((est, key))
-    last = np.r_[key[o][1:] != key[o][:-1], True]
-    rep = dict(zip(key[o][last].tolist(), k[o][last].tolist(), strict=True))
-    with_est = np.bincount(key[est > 0], minlength=n_gpu * n_names)
-    launches = np.bincount(key, minlength=n_gpu * n_names)
-    gpus_with = (per_step > 0).sum(axis=0)
+    o = np.lexsort((est, ck))
+    last = np.r_[ck[o][1:] != ck[o][:-1], True]
+    rep = dict(zip(ck[o][last].tolist(), k[o][last].tolist(), strict=True))
+    with_est = np.bincount(ck[est > 0], minlength=n_c)
+    launches = np.bincount(ck, minlength=n_c)
+    gpus_with = np.bincount(of_name[per_step > 0], minlength=len(uniq_names))
     out = []
-    for j in names.tolist():
-        g = int(best_gpu[j])
-        kk = g * n_names + j
+    for kk in best.tolist():
+        g, j = int(of_gpu[kk]), int(of_name[kk])
         i = rep[kk]
         step_ns = float(cells["period_mean"][g])
-        v = float(value[j])
+        v = float(per_step[kk])
         ev = {
             "launches_per_step": launches[kk] / max(int(cells["steps_of_gpu"][g]), 1),
             "launches_with_it": int(with_est[kk]),
@@ -538,21 +534,20 @@ def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several, every=None) -> l
     """Host gaps: per GPU the mean per step of its step period less its launches' union (with
     CUPTI's rows, every kernel's union; with several ranks, less its wait for the step's
     busiest GPU); the GPU where it is largest."""
-    n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
-    ran = cells["ran"].reshape(n_steps, n_gpu)
-    gaps = cells["gaps"].reshape(n_steps, n_gpu)
-    busy = cells["busy"].reshape(n_steps, n_gpu)
+    of_step, of_gpu = cells["step"], cells["gpu"]
+    gaps, busy = cells["gaps"], cells["busy"]
     wait = np.zeros_like(gaps)
     if several:
         # The wait for the busiest GPU: over every kernel where every GPU has CUPTI's rows,
         # else over the instrumented kernels (one measure across the GPUs compared).
         every_gpu = every is not None and all(g["used"] for g in every["gpus"])
-        b = busy if every_gpu else cells["union"].reshape(n_steps, n_gpu)
-        top = np.where(ran, b, -np.inf).max(axis=1, keepdims=True)
-        wait = np.where(ran, top - b, 0.0)
+        b = busy if every_gpu else cells["union"]
+        top = np.full(cells["n_steps"], -np.inf)
+        np.maximum.at(top, of_step, b)
+        wait = top[of_step] - b
     adj = np.maximum(gaps - wait, 0.0)
     steps_of_gpu = np.maximum(cells["steps_of_gpu"], 1)
-    per_gpu = adj.sum(axis=0) / steps_of_gpu
+    per_gpu = np.bincount(of_gpu, weights=adj, minlength=cells["n_gpu"]) / steps_of_gpu
     g = int(np.argmax(per_gpu))
     v = float(per_gpu[g])
     if v <= 0:
@@ -560,16 +555,17 @@ def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several, every=None) -> l
     # The gaps between the GPU's launches (with CUPTI's rows: its kernels) inside its steps:
     # count, median, largest.
     k = np.flatnonzero(keep & (la["gpu"] == g))
-    n_run = int(ran[:, g].sum())
+    mine = of_gpu == g  # the cells (steps) the GPU ran
+    n_run = int(mine.sum())
     step_ns = float(cells["period_mean"][g])
     seen = (every or {}).get("aligned", {}).get(g)
     if seen is None:
         o = np.lexsort((la["start"][k], la["cell"][k]))
         inner = _inner_gaps(la["cell"][k][o], la["start"][k][o], la["end"][k][o])
-        between = (cells["period"] - (cells["hi"] - cells["lo"])).reshape(n_steps, n_gpu)[:, g]
+        between = cells["period"] - (cells["hi"] - cells["lo"])
     else:
         inner = _inner_gaps(seen["cell"], seen["start"], seen["end"])
-        between = gaps[:, g] - seen["inner_per_cell"]
+        between = gaps - seen["inner_per_cell"]
     ev = {
         "source": "instrumented" if seen is None else "cupti",
         "launches_per_step": len(k) / max(n_run, 1),
@@ -577,16 +573,14 @@ def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several, every=None) -> l
         "gap_median_ns": float(np.median(inner)) if len(inner) else 0.0,
         "gap_max_ns": float(inner.max()) if len(inner) else 0.0,
         "inside_steps_ns": float(inner.sum()) / max(n_run, 1),
-        "between_steps_ns": float(np.where(ran[:, g], between, 0).sum()) / max(n_run, 1),
-        "busy_ns": float(busy[:, g].sum()) / max(n_run, 1),
-        "wait_for_other_ranks_ns": float(np.minimum(wait, gaps)[:, g].sum()) / max(n_run, 1),
+        "between_steps_ns": float(between[mine].sum()) / max(n_run, 1),
+        "busy_ns": float(busy[mine].sum()) / max(n_run, 1),
+        "wait_for_other_ranks_ns": float(np.minimum(wait, gaps)[mine].sum()) / max(n_run, 1),
         "step_ns": step_ns,
     }
     if seen is not None:
         ev["kernels_per_step"] = seen["kernels"] / max(n_run, 1)
-        ev["instrumented_busy_ns"] = float(
-            cells["union"].reshape(n_steps, n_gpu)[:, g].sum()
-        ) / max(n_run, 1)
+        ev["instrumented_busy_ns"] = float(cells["union"][mine].sum()) / max(n_run, 1)
         ev["cupti_steps"] = f"{seen['steps']} of {n_run}"
     return [_finding("host_gaps", None, rank_of_gpu[g], gpu_no[g], v, step_ns, ev)]
 
@@ -624,30 +618,33 @@ def _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names) -> 
     make it. Its busy time, the mean and the step are over the same steps, so the estimate is
     their difference and at most the step."""
     n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
-    ran = cells["ran"].reshape(n_steps, n_gpu)
-    busy = np.where(ran, cells["union"].reshape(n_steps, n_gpu), 0.0)
-    n_ran = ran.sum(axis=1)
-    ref = np.where(n_ran >= 2, busy.sum(axis=1) / np.maximum(n_ran, 1), 0.0)  # a step's mean
-    compared = ran & (n_ran >= 2)[:, None]  # (step, GPU): the GPU ran a step others ran too
-    count = compared.sum(axis=0)
+    of_step, of_gpu, busy = cells["step"], cells["gpu"], cells["union"]  # the cells that ran
+    n_ran = np.bincount(of_step, minlength=n_steps)
+    ref = np.bincount(of_step, weights=busy, minlength=n_steps) / np.maximum(n_ran, 1)
+    ref = np.where(n_ran >= 2, ref, 0.0)  # a step's mean
+    compared = n_ran[of_step] >= 2  # per cell: its GPU ran a step others ran too
+    c_gpu = of_gpu[compared]
+    count = np.bincount(c_gpu, minlength=n_gpu)
     if not count.any():
         return []
     per = np.maximum(count, 1)
-    mean_busy = np.where(compared, busy, 0.0).sum(axis=0) / per
-    mean_ref = np.where(compared, ref[:, None], 0.0).sum(axis=0) / per
+    mean_busy = np.bincount(c_gpu, weights=busy[compared], minlength=n_gpu) / per
+    mean_ref = np.bincount(c_gpu, weights=ref[of_step[compared]], minlength=n_gpu) / per
     excess = np.where(count > 0, mean_busy - mean_ref, -np.inf)
     slow = int(np.argmax(excess))
     v = float(excess[slow])
     if v <= 0:
         return []
-    mine = compared[:, slow]
-    period = cells["period"].reshape(n_steps, n_gpu)[mine, slow]
+    mine = np.flatnonzero(compared & (of_gpu == slow))  # its compared cells, by step
+    period = cells["period"][mine]
     step_ns = float(period.sum()) / len(period)
     # Per kernel over the slow GPU's compared steps: its launch spans less the mean over the
     # GPUs that ran the step.
     k = np.flatnonzero(keep)
-    step_of = la["cell"][k] // n_gpu
-    k, step_of = k[mine[step_of]], step_of[mine[step_of]]
+    step_of = of_step[la["cell"][k]]
+    in_mine = np.zeros(n_steps, bool)
+    in_mine[of_step[mine]] = True
+    k, step_of = k[in_mine[step_of]], step_of[in_mine[step_of]]
     weight = (la["gpu"][k] == slow) - 1.0 / n_ran[step_of]
     kd = np.bincount(la["name"][k], weights=la["span_ns"][k] * weight, minlength=n_names)
     kd /= len(period)
@@ -779,13 +776,14 @@ def _every_kernel(inputs, table, la, keep, steps, cells, uniq_names, where) -> d
     from .coverage import step_windows
 
     rank_of_gpu, gpu_no, gpu_of_session = where
-    n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
-    several = len(np.unique(rank_of_gpu)) > 1 or n_gpu > 1
+    n_gpu = cells["n_gpu"]
+    several_ranks = len(np.unique(rank_of_gpu)) > 1
+    several = several_ranks or n_gpu > 1
     gpus, notes, aligned, lines = [], [], {}, []
     names = uniq_names.astype(str)
     for g in range(n_gpu):
         r, d = int(rank_of_gpu[g]), int(gpu_no[g])
-        who = f"rank {r} (cuda:{d})" if len(np.unique(rank_of_gpu)) > 1 else f"cuda:{d}"
+        who = f"rank {r} (cuda:{d})" if several_ranks else f"cuda:{d}"
         entry: dict = {"rank": r, "gpu": d, "used": False}
         gpus.append(entry)
         if r not in inputs:
@@ -820,7 +818,7 @@ def _every_kernel(inputs, table, la, keep, steps, cells, uniq_names, where) -> d
                 )
         if why is None and doc is not None:
             theirs = set(step_windows(doc)["step"].tolist())
-            ours = set(steps[cells["ran"].reshape(n_steps, n_gpu)[:, g]].tolist())
+            ours = set(steps[cells["step"][cells["gpu"] == g]].tolist())
             if theirs and ours and not ours & theirs:
                 why = (
                     "torch.profiler's steps are not the steps recorded: its kernel rows are of "
@@ -865,7 +863,6 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
     inside the profile's kernel rows."""
     from .coverage import instrumented_mask
 
-    n_steps, n_gpu = cells["n_steps"], cells["n_gpu"]
     idx = np.flatnonzero(dev)
     o = idx[np.argsort(kt["start_ns"][idx], kind="stable")]
     cs, ce, cn = kt["start_ns"][o], kt["end_ns"][o], kt["name"][o]
@@ -875,7 +872,7 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
     lo_p, hi_p = int(cs.min()) - ALIGN_TOLERANCE_NS, int(ce.max()) + ALIGN_TOLERANCE_NS
     k = np.flatnonzero(keep & (la["gpu"] == g))
     kc = la["cell"][k]
-    cells_of_g = [i * n_gpu + g for i in range(n_steps) if cells["ran"][i * n_gpu + g]]
+    cells_of_g = np.flatnonzero(cells["gpu"] == g).tolist()
     parts_c, parts_s, parts_e, part_inst = [], [], [], []
     used, kernels = [], 0
     per_name = np.zeros(len(kt["names"]), np.float64)
@@ -912,7 +909,7 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
     is_inst = np.concatenate(part_inst)
     oo = np.lexsort((s, c))
     c, s, e, is_inst = c[oo], s[oo], e[oo], is_inst[oo]
-    n_cells = n_steps * n_gpu
+    n_cells = len(cells["gpu"])
     busy = union_length(c, s, e, n_cells).astype(np.float64)
     un_busy = union_length(c[~is_inst], s[~is_inst], e[~is_inst], n_cells).astype(np.float64)
     sel = np.array(used, np.int64)
@@ -931,7 +928,7 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
         "cell": c,
         "start": s,
         "end": e,
-        "inner_per_cell": inner.reshape(n_steps, n_gpu)[:, g],
+        "inner_per_cell": inner,
         "kernels": kernels,
         "steps": steps_used,
         "of": len(cells_of_g),

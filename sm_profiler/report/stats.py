@@ -484,17 +484,33 @@ def _sorted_by(group: np.ndarray, start: np.ndarray) -> bool:
     return True
 
 
-def step_periods(steps: np.ndarray, first_ns: np.ndarray, span_ns: np.ndarray) -> np.ndarray:
+def step_periods(
+    steps: np.ndarray, first_ns: np.ndarray, span_ns: np.ndarray, group: np.ndarray | None = None
+) -> np.ndarray:
     """Each step's period, the time a coverage share is taken over: from its first start to the
     next step's first start where that step follows at once (the GPU time between is this
     step's, idle or not), never shorter than its own span; the last step's, and one whose next
     recorded step does not follow at once, is its span. steps: the step numbers, sorted; the
-    auto report (records) and torch_coverage (CUPTI rows) share it, so their figures compare."""
+    auto report (records) and torch_coverage (CUPTI rows) share it, so their figures compare.
+    group: each step's GPU, the steps sorted by (group, step): a step is followed by the next
+    of its own GPU only."""
     period = np.array(span_ns, copy=True)
     follows = np.diff(steps) == 1
+    if group is not None:
+        follows &= np.diff(group) == 0
     period[:-1][follows] = np.maximum(
         first_ns[1:][follows] - first_ns[:-1][follows], span_ns[:-1][follows]
     )
+    return period
+
+
+def cell_periods(
+    steps: np.ndarray, gpus: np.ndarray, first_ns: np.ndarray, span_ns: np.ndarray
+) -> np.ndarray:
+    """step_periods of (step, GPU) cells in any order, each over the steps of its own GPU."""
+    o = np.lexsort((steps, gpus))
+    period = np.empty(len(o), np.asarray(span_ns).dtype)
+    period[o] = step_periods(steps[o], first_ns[o], span_ns[o], gpus[o])
     return period
 
 

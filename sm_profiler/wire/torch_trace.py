@@ -12,7 +12,7 @@ import os
 import stat
 import zlib
 
-from ..errors import CaptureError, ConfigError
+from ..errors import CaptureError, ConfigError, InflationError
 
 # A torch trace is input we did not write: what it may inflate to, in bytes (and at most this
 # many times its compressed size, plus MAX_TORCH_SLACK), and the deepest JSON nesting parsed.
@@ -21,6 +21,14 @@ MAX_TORCH_RATIO = 64
 MAX_TORCH_SLACK = 64 << 20
 # Kernel rows' ts and dur (µs) and baseTimeNanoseconds (ns) must keep ns times inside int64.
 MAX_TORCH_US = 2.0**62 / 1e3
+
+
+def inflation_limit(stored_bytes: int) -> int:
+    """The most bytes a torch trace stored compressed in `stored_bytes` bytes may inflate to
+    (MAX_TORCH_RATIO times them plus MAX_TORCH_SLACK, at most MAX_TORCH_BYTES): a .gz given to
+    `merge --torch` and the trace inside a rank file alike, so that a gzip bomb is refused
+    while it inflates, never parsed."""
+    return min(MAX_TORCH_BYTES, MAX_TORCH_RATIO * max(int(stored_bytes), 0) + MAX_TORCH_SLACK)
 
 
 def _torch_doc(torch_trace) -> dict:
@@ -65,10 +73,7 @@ def _read_json(path) -> dict:
                 "directory?): give the file prof.export_chrome_trace wrote"
             )
         gz = os.fspath(path).lower().endswith(".gz")
-        limit = min(
-            MAX_TORCH_BYTES,
-            MAX_TORCH_RATIO * st.st_size + MAX_TORCH_SLACK if gz else MAX_TORCH_BYTES,
-        )
+        limit = inflation_limit(st.st_size) if gz else MAX_TORCH_BYTES
         try:
             data = _read_bounded(f, gz, limit, name)
             doc = json.loads(data)
@@ -97,10 +102,11 @@ def _read_bounded(f, gz: bool, limit: int, name: str) -> bytes:
         total += len(chunk)
         if total > limit:
             what = "inflates to" if gz else "holds"
-            raise CaptureError(
+            raise InflationError(
                 f"the torch trace {name} {what} more than {limit:,} bytes, the limit for a torch "
-                "trace (sm_profiler.wire.torch_trace.MAX_TORCH_BYTES; a .gz may inflate to "
-                f"{MAX_TORCH_RATIO}x its size): profile fewer steps, or raise the limit"
+                "trace (sm_profiler.wire.torch_trace.MAX_TORCH_BYTES; compressed, it may inflate "
+                f"to {MAX_TORCH_RATIO}x its size plus {MAX_TORCH_SLACK >> 20} MiB): profile "
+                "fewer steps, or raise the limit"
             )
         chunks.append(chunk)
     return b"".join(chunks)
@@ -130,6 +136,7 @@ def _check_torch_doc(doc, name: str) -> dict:
                 f"{name}: traceEvents[{i}] is a {type(e).__name__}, not an "
                 f"object: not a Chrome trace; {fix}"
             )
+        _check_fields(e, i, name, fix)
         if e.get("cat") == "kernel" and e.get("ph") == "X":
             for key in ("ts", "dur"):
                 v = e.get(key)
@@ -146,6 +153,29 @@ def _check_torch_doc(doc, name: str) -> dict:
                         f"{'duration' if key == 'dur' else 'time'} in µs; {fix}"
                     )
     return doc
+
+
+# The fields every event's readers take as a value (compared, hashed, printed), and its args,
+# which they take as an object: a Chrome trace's events hold them so (torch writes numbers and
+# text), so anything else is a damaged or hand-made file.
+_SCALAR_FIELDS = ("ph", "cat", "name", "pid", "tid", "id")
+
+
+def _check_fields(e: dict, i: int, name: str, fix: str) -> None:
+    """CaptureError where event `e` (traceEvents[i]) has args that are not an object (null is
+    taken as none) or a field of _SCALAR_FIELDS that is a list or an object."""
+    args = e.get("args")
+    if args is not None and not isinstance(args, dict):
+        raise CaptureError(
+            f"{name}: traceEvents[{i}] ({_short(str(e.get('name')), 40)}) has args "
+            f"{_short(repr(args), 40)}, not an object; {fix}"
+        )
+    for key in _SCALAR_FIELDS:
+        if isinstance(e.get(key), (list, dict)):
+            raise CaptureError(
+                f"{name}: traceEvents[{i}] has {key} {_short(repr(e[key]), 40)}, not a "
+                f"number or text; {fix}"
+            )
 
 
 def kernel_key(name: str, rows: dict):

@@ -1,12 +1,19 @@
-"""Hostile input, round 5 (issue 52): the auto report of recordings that span years, within
-what an auto file may hold (item 5: computed without wrapping). Each test names the item of the
-issue it keeps fixed; each failed on the main of 2026-11-29."""
+"""Hostile input, round 5 (issue 52): the auto report (`stats`) and `advise` of recordings that
+span years, within what an auto file may hold (item 5: computed without wrapping), of ranks that
+kept different steps (item 2), and of a file whose (step, GPU) and (GPU, kernel) grids are far
+larger than its records (item 3). Each test names the item of the issue it keeps fixed; each
+failed on the main of 2026-11-29."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 
 import advise_inputs as ai
+import pytest
+from auto_inputs import many_cells_file
+from cli_runs import run_cli
 
 from sm_profiler.auto_mode.report import format_report, launch_table, step_shares
 
@@ -61,3 +68,35 @@ def test_2_the_per_rank_lines_compare_the_steps_every_rank_kept():
     assert "per step, over the 2 steps every rank kept" in text, text
     assert re.search(r"rank 0 10 ns, rank 1 205 ns", text), text
     assert re.search(r"slowest: rank 1, 205 ns", text), text
+
+
+N = 20_000  # launches, each its own step, GPU (rank) and kernel: N x N cells could be
+MEMORY_BYTES = 2 << 30  # one dense N x N grid of int64 is 3 GiB
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    path = tmp_path_factory.mktemp("many") / "many.npz"
+    many_cells_file(path, N)
+    assert os.path.getsize(path) < 8 << 20  # a few MiB of records
+    return path
+
+
+def test_3_advise_memory_is_sized_by_the_records(many):
+    r = run_cli("advise", many, "--json", "--top", "3", timeout=300, memory_bytes=MEMORY_BYTES)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    got = json.loads(r.stdout)
+    assert got["basis"] == "steps" and got["steps"] == list(range(N))
+    assert got["gpus"] == N and got["ranks"] == N
+    # Each launch: 1 program on 4 SMs for 100 ns, its GPU's only launch of its only step: 3 SMs
+    # idle for 100 ns, one finding per kernel; nothing else (no gaps, no step two GPUs ran).
+    assert [f["kind"] for f in got["findings"]] == ["idle_sms"] * 3
+    assert [f["estimate_ns_per_step"] for f in got["findings"]] == [75.0] * 3
+    assert got["more"] == N - 3
+
+
+def test_3_stats_memory_is_sized_by_the_records(many):
+    r = run_cli("stats", many, "--width", "100", timeout=300, memory_bytes=MEMORY_BYTES)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert f"steps: {N} recorded (0-{N - 1})" in r.stdout, r.stdout[:3000]
+    assert f"per rank ({N} ranks" in r.stdout

@@ -174,3 +174,108 @@ class TorchRegion(TableRegion):
         from sm_profiler.export import export
 
         return export(self.decode(), path)
+
+
+def many_cells_file(path, n: int) -> None:
+    """An auto file of `n` one-program launches, each on a GPU (session, rank) of its own, in a
+    step of its own and of a kernel of its own: n x n (step, GPU) and (GPU, kernel) pairs could
+    be, n are. Its columns and metadata are a few MiB for n = 20,000."""
+    t = table_of([(AUTO_T0, 100, 0, 5, 1, 0, 0, 0)])
+    i = np.arange(n, dtype=np.int64)
+    start = AUTO_T0 + 1000 * i
+    zero, one = np.zeros(n, np.int64), np.ones(n, np.int64)
+    cols = {f"row_{k}": zero for k in ("x", "y", "z", "warp")}
+    cols.update(row_launch=i, row_sm=i % 4, row_start_ns=start, row_end_ns=start + 100)
+    cols.update({f"launch_{k}": zero for k in ("gpu", "tag", "per_warp")})
+    cols.update({f"launch_{k}": one for k in ("rows", "grid_x", "grid_y", "grid_z")})
+    cols.update(launch_session=i, launch_kernel=i, launch_grid_id=i, launch_step=i)
+    cols.update(launch_first_row=i, launch_start_ns=start, launch_end_ns=start + 100)
+
+    def meta(m):
+        m["kernels"] = [{"name": f"k{j}", "num_warps": 4} for j in range(n)]
+        m["sessions"] = [{"gpu": 0, "rank": j, "sm_count": 4} for j in range(n)]
+
+    write_auto_file(path, t, columns=cols, meta=meta)
+
+
+def json_bomb(inflated_bytes: int, level: int = 9):
+    """The gzip (zlib level `level`) of a Chrome trace of `inflated_bytes` of empty events, a
+    chunk at a time: at level 9 a 300 MiB trace is 0.3 MiB; at level 0 its stored blocks are as
+    large as the trace, and as repetitive (a zip's deflate shrinks them)."""
+    import zlib
+
+    co = zlib.compressobj(level, zlib.DEFLATED, 31)
+    yield co.compress(b'{"traceEvents": [')
+    chunk = b"{}," * (1 << 20)
+    for _ in range(max(inflated_bytes // len(chunk), 1)):
+        yield co.compress(chunk)
+    yield co.compress(b"{}]}")
+    yield co.flush()
+
+
+def save_with_member(path, table, member: str, chunks, deflate: bool = False) -> None:
+    """`table` saved to `path` with one more uint8 member `member` of the bytes `chunks` yields
+    (as AutoTable.save's `members` stores them), the zip entry deflated where `deflate`: a
+    member a few MiB on disk may then inflate to far more."""
+    import zipfile
+
+    table.save(path)
+    data = b"".join(chunks)
+    header = _npy_header(len(data))
+    how = zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED
+    with zipfile.ZipFile(path, "a", compression=how) as z:
+        with z.open(f"{member}.npy", "w", force_zip64=True) as m:
+            m.write(header)
+            m.write(data)
+
+
+def _npy_header(count: int) -> bytes:
+    """The .npy header of a 1-D uint8 array of `count` bytes."""
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": "|u1", "fortran_order": False, "shape": (count,)}
+    )
+    return buf.getvalue()
+
+
+def torch_doc_of(table) -> dict:
+    """torch.profiler's trace of `table`'s launches as `run --torch` stores it: each launch's
+    CUPTI row (named by its kernel) and cudaLaunchKernel row, a cuBLAS kernel, ProfilerStep#3
+    around them, the processes and threads named and ordered (metadata events), a CPU op, a
+    flow arrow and an instant."""
+    from captures import cupti_doc
+
+    names = table.kernel_names()
+    L = table.launches
+    rows = []
+    for k, s, e in zip(L["kernel"], L["start_ns"], L["end_ns"], strict=True):
+        start = int(s) - AUTO_T0 + 5000
+        end = start + int(e) - int(s)
+        rows.append(
+            dict(name=names[int(k)], start=start, end=end, grid=(4, 1, 1), launch=start - 100)
+        )
+    rows.append(dict(name="nvjet_gemm", start=9000, end=9900, grid=(132, 1, 1), launch=8800))
+    doc = cupti_doc(rows, steps=[(3, 4000, 12000)], base_ns=AUTO_T0 - 1_000_000, num_sms=4)
+
+    def meta(what, pid, tid, args):
+        return {"ph": "M", "name": what, "pid": pid, "tid": tid, "args": args}
+
+    doc["traceEvents"] += [
+        meta("process_name", 0, 0, {"name": "python"}),
+        meta("process_name", 11, 0, {"name": "python"}),
+        meta("process_sort_index", 11, 0, {"sort_index": 5}),
+        meta("thread_name", 0, 7, {"name": "stream 7"}),
+        meta("thread_name", 11, 11, {"name": "python main"}),
+        meta("thread_sort_index", 11, 11, {"sort_index": 1}),
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 11, "tid": 11, "ts": 4.5,
+         "dur": 3.0, "args": {"External id": 3}},
+        {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 100, "pid": 11, "tid": 11, "ts": 4.9},
+        {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 100, "pid": 0, "tid": 7, "ts": 5.0,
+         "bp": "e"},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "mark", "pid": 11, "tid": 11, "ts": 6.0,
+         "s": "t"},
+    ]  # fmt: skip
+    doc["distributedInfo"] = {"rank": 0, "world_size": 1}
+    return doc
