@@ -130,6 +130,26 @@ class PerfettoUI:
         # Runs of spaces collapsed, as the title shows them (SM names are padded to sort).
         return [(int(d), " ".join(name.split())) for d, name in rows]
 
+    def open_loaded(self, trace: bytes, timeout_s: float = 120.0):
+        """Open `trace` and wait until the UI has imported it (for `query`); returns the page."""
+        self.server.trace = trace
+        page = self.browser.new_page()
+        page.goto(f"http://127.0.0.1:{self.server.server_address[1]}/index.html")
+        page.wait_for_function(
+            "() => window.app && window.app.trace && window.app.trace.traceInfo",
+            timeout=timeout_s * 1e3,
+        )
+        return page
+
+    @staticmethod
+    def query(page, sql: str) -> list[dict]:
+        """The rows of `sql` as the UI's own trace processor answers it (values as strings)."""
+        js = """async (sql) => { const r = await window.app.trace.engine.query(sql);
+            const out = []; for (const it = r.iter({}); it.valid(); it.next())
+                out.push(Object.fromEntries(r.columns().map(c => [c, String(it.get(c))])));
+            return out; }"""
+        return page.evaluate(js, sql)
+
     @staticmethod
     def timeline(page) -> dict:
         """The UI's time bounds (ns, as the trace writes them) and its visible window."""
