@@ -13,6 +13,7 @@ from ..wire import format as fmt
 from . import binding
 from .areas import Areas
 from .schedule import whole_number
+from .stop_signals import OneReader
 
 _PRUNE_STEP_TAGS = 1 << 16  # recorded steps mapped before the first look for forgotten ones
 DEFAULT_CAPACITY = 1 << 22  # records (32 B each: 128 MiB of GPU memory)
@@ -105,6 +106,7 @@ class AutoProfiler:
         self.notes: list[str] = []
         self.notes_info = ""
         self.metadata: dict = {}
+        self.reading = OneReader()  # who reads the buffers back: the region's end or a rescue
 
     # -- the region ------------------------------------------------------------------------------
 
@@ -225,8 +227,12 @@ class AutoProfiler:
         words = {}
         try:
             graph_stage.drain()  # CUDA graph replays staged on the device, not yet copied out
-            for index, b in self._buffers.items():
+            for index in self._buffers:
                 torch.cuda.synchronize(index)
+            if not self.reading.claim("stop"):  # a stop signal's rescue has them
+                self.reading.done.wait()
+                return self
+            for index, b in self._buffers.items():
                 words[index] = _read_back(b["buffer"], b["areas"])
             origins = _inductor_origins()
             for e in binding.STATE.kernels.values():
@@ -239,10 +245,7 @@ class AutoProfiler:
             binding.turn_off()
             _active.remove(self)
         clocks = {i: _clock_sample(i) for i in words}  # plain kernels now: auto mode is off
-        table = self._build_table(words, clocks)
-        if self._table is not None:  # a stop signal's watcher took the records meanwhile
-            return self
-        self._table = table
+        self._table = self._build_table(words, clocks)
         for b in self._buffers.values():
             b.pop("buffer", None)
         self._say_what_was_missed()
@@ -283,14 +286,15 @@ class AutoProfiler:
         for note in steps.notes:
             warnings.warn(f"sm_profiler.auto: {note}", binding.AutoWarning, stacklevel=4)
 
-    def rescue(self) -> AutoProfiler:
+    def rescue(self) -> bool:
         """The region's table from another thread while the main one is blocked in a GPU wait
         that will not return (a stop signal's watcher, stop_signals.py): each buffer is read on
         a stream of its own, which waits for nothing else on the GPU; nothing is synchronized,
         staged replays are not copied out and no clock is sampled (each would queue behind the
-        blocked work). A launch still running then has unwritten records (counted)."""
-        if self._table is not None:
-            return self
+        blocked work). A launch still running then has unwritten records (counted). False where
+        the region's end has begun reading the buffers itself (it writes them)."""
+        if not self.reading.claim("rescue"):
+            return False
         import torch
 
         if self._torch is not None:  # stopping it would wait on the blocked GPU too
@@ -307,7 +311,8 @@ class AutoProfiler:
                 with torch.cuda.stream(side):
                     words[index] = _read_back(b["buffer"], b["areas"])
         self._table = self._build_table(words, {i: [] for i in words})
-        return self
+        self.reading.done.set()
+        return True
 
     def __enter__(self) -> AutoProfiler:
         return self.start()
