@@ -236,7 +236,12 @@ def profile(
 
     def rescue(signum: int) -> None:  # the watcher's thread: the main one is blocked
         prof.rescue()
-        write(stopped=True)
+        for note in prof.notes:
+            print(f"sm-profiler run: {note}", file=sys.stderr)
+        if prof.captures():
+            write(stopped=True)
+        else:
+            write_known(prof, out_dir, job if several else None)
 
     with StopSignals(rescue, reading=prof.reading) as stops:
         status = run_program(program, prof, stops)
@@ -249,6 +254,17 @@ def profile(
             return status or 1
         write(stopped=stops.signum is not None)
     return status
+
+
+def write_known(prof, out_dir: str, job=None) -> None:
+    """A rescue that read no record: the table of what the host knows (its sessions' counts,
+    kernels, steps and notes) and the notes as the report, under the run's or the rank's names."""
+    _make_folder(out_dir)
+    stem = os.path.join(out_dir, job.stem() if job is not None else "auto")
+    prof.save(f"{stem}.npz")
+    notes = prof.notes or ["no instrumented kernel ran before the signal"]
+    _write_text(f"{stem}_stats.txt", "".join(f"sm_profiler auto: {n}\n" for n in notes))
+    print(f"sm-profiler run: wrote {stem}.npz (no record read: what the host knows)")
 
 
 def _make_folder(out_dir: str) -> None:

@@ -8,7 +8,7 @@ import os
 import sys
 
 import pytest
-from fake_run import FakeRegion, patch_auto
+from fake_run import GRACE_S, FakeRegion, patch_auto, run_in_process, written
 
 from sm_profiler.auto_mode import script
 from sm_profiler.auto_mode.script import Program, find_program, run_program
@@ -292,3 +292,27 @@ def test_sm_profilers_warnings_print_as_plain_lines_the_scripts_as_python_prints
     )
     assert [str(w.message) for w in recwarn] == ["the script warns"]  # Python's, untouched
     assert warnings.showwarning is shown
+
+
+def test_a_stop_signal_while_the_main_thread_runs_no_python_is_written_by_the_watcher(tmp_path):
+    # A main thread blocked where no handler runs (a GPU wait whose peer died): here SIGTERM is
+    # blocked in it, so the signal goes to the watcher's thread and the main thread sleeps on.
+    # The watcher finds the signal's number unread after its grace, writes what was recorded
+    # from its own thread and ends the process as the signal asked.
+    import signal
+
+    r = run_in_process(
+        tmp_path,
+        "import os, signal, time\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "time.sleep(30)\n"
+        "print('not reached')\n",
+    )
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert "not reached" not in r.stdout
+    assert (
+        f"sm-profiler run: SIGTERM, and the main thread ran no Python within {GRACE_S:g} s "
+        "(blocked in a GPU wait?); writing what it recorded from another thread\n"
+    ) in r.stderr
+    assert written(tmp_path) == sorted(script.OUTPUTS)

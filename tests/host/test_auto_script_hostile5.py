@@ -8,17 +8,16 @@ fixed; each failed on the main of 2026-11-29."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 
-from repo_paths import ROOT, SUPPORT
+from fake_run import run_in_process as run
+from fake_run import written
 
 from sm_profiler.auto_mode.script import OUTPUTS
 
-GRACE_S = 0.3
-# The program's own work after the signal: ten pieces of 0.1 s, over three times the grace.
+# The program's own work after the signal, ten pieces of 0.1 s (over three times the grace):
+# going on, or saving a checkpoint.
+GO_ON = "for _ in range(10):\n    time.sleep(0.1)\n"
 CHECKPOINT = """
 import time
 def save_checkpoint():
@@ -29,30 +28,6 @@ def save_checkpoint():
             time.sleep(0.1)
         f.write("complete\\n")
 """
-
-
-def run(tmp_path, script: str, ignore=(), **env) -> subprocess.CompletedProcess:
-    """`sm-profiler run --out o -- s.py` (s.py: `script`) in `tmp_path`, in a process of its
-    own, with `env` added to its environment; `ignore`: signals it inherits ignored, as `nohup`
-    leaves SIGHUP."""
-    (tmp_path / "s.py").write_text(script)
-    env = dict(os.environ, SM_PROFILER_STOP_GRACE_S=str(GRACE_S), **env)
-    env["PYTHONPATH"] = os.pathsep.join([ROOT, SUPPORT, env.get("PYTHONPATH", "")])
-    runner = [sys.executable, os.path.join(SUPPORT, "fake_run.py"), "--width", "80"]
-    command = [*runner, "--out", "o", "--", "s.py"]
-    if ignore:  # the runner's process starts with these ignored, as after exec from nohup
-        nums = ", ".join(str(int(s)) for s in ignore)
-        start = f"import os, signal, sys\nfor s in ({nums},): signal.signal(s, signal.SIG_IGN)\n"
-        command = [sys.executable, "-c", start + "os.execv(sys.executable, sys.argv[1:])"]
-        command += [sys.executable, *runner[1:], "--out", "o", "--", "s.py"]
-    return subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
-    )
-
-
-def written(tmp_path) -> list[str]:
-    out = tmp_path / "o"
-    return sorted(os.listdir(out)) if out.is_dir() else []
 
 
 def test_15_a_programs_sigterm_handler_saves_its_checkpoint_and_exits_as_it_says(tmp_path):
@@ -99,10 +74,7 @@ def test_15_a_program_goes_on_after_its_own_sighup_handler(tmp_path):
         "import os, signal, time\n"
         "seen = []\n"
         "signal.signal(signal.SIGHUP, lambda signum, frame: seen.append(signum))\n"
-        "os.kill(os.getpid(), signal.SIGHUP)\n"
-        "for _ in range(10):\n"
-        "    time.sleep(0.1)\n"
-        "print('finished after', seen)\n",
+        "os.kill(os.getpid(), signal.SIGHUP)\n" + GO_ON + "print('finished after', seen)\n",
     )
     assert r.returncode == 0, r.stderr
     assert f"finished after [{int(signal.SIGHUP)}]" in r.stdout
@@ -138,9 +110,8 @@ def test_15_a_forked_child_stopped_by_sigterm_is_not_the_run_stopped(tmp_path):
         "os.kill(pid, signal.SIGTERM)\n"
         "_, status = os.waitpid(pid, 0)\n"
         "print('child ended by signal', os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0)\n"
-        "for _ in range(10):\n"
-        "    time.sleep(0.1)\n"
-        "print('parent finished')\n",
+        + GO_ON
+        + "print('parent finished')\n",
     )
     assert r.returncode == 0, r.stderr
     assert f"child ended by signal {int(signal.SIGTERM)}" in r.stdout
@@ -154,10 +125,7 @@ def test_16_sighup_ignored_by_nohup_stays_ignored(tmp_path):
         tmp_path,
         "import os, signal, time\n"
         "print('SIGHUP ignored:', signal.getsignal(signal.SIGHUP) is signal.SIG_IGN)\n"
-        "os.kill(os.getpid(), signal.SIGHUP)\n"
-        "for _ in range(10):\n"
-        "    time.sleep(0.1)\n"
-        "print('finished')\n",
+        "os.kill(os.getpid(), signal.SIGHUP)\n" + GO_ON + "print('finished')\n",
         ignore=(signal.SIGHUP,),
     )
     assert r.returncode == 0, r.stderr

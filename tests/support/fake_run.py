@@ -78,6 +78,39 @@ def patch_auto(make=FakeRegion, setattr=setattr) -> list:
     return regions
 
 
+GRACE_S = 0.3  # the stop watcher's grace in run_in_process
+
+
+def run_in_process(tmp_path, script: str, ignore=(), **env):
+    """`sm-profiler run --out o -- s.py` (s.py: `script`) in `tmp_path`, in a process of its
+    own (this file's main), with the watcher's grace GRACE_S and `env` added to its
+    environment; `ignore`: signals it inherits ignored, as `nohup` leaves SIGHUP. Returns the
+    subprocess.CompletedProcess."""
+    import subprocess
+
+    from repo_paths import ROOT, SUPPORT
+
+    (tmp_path / "s.py").write_text(script)
+    env = dict(os.environ, SM_PROFILER_STOP_GRACE_S=str(GRACE_S), **env)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, SUPPORT, env.get("PYTHONPATH", "")])
+    command = [sys.executable, os.path.abspath(__file__), "--width", "80", "--out", "o"]
+    command += ["--", "s.py"]
+    if ignore:  # the runner's process starts with these ignored, as after exec from nohup
+        nums = ", ".join(str(int(s)) for s in ignore)
+        start = f"import os, signal, sys\nfor s in ({nums},): signal.signal(s, signal.SIG_IGN)\n"
+        exec_ = [sys.executable, "-c", start + "os.execv(sys.executable, sys.argv[1:])"]
+        command = [*exec_, *command]
+    return subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def written(tmp_path) -> list[str]:
+    """The files in `tmp_path`/o, sorted ([] without the folder)."""
+    out = tmp_path / "o"
+    return sorted(os.listdir(out)) if out.is_dir() else []
+
+
 def main(argv: list[str]) -> int:
     from sm_profiler.cli import main as cli
 
