@@ -316,3 +316,26 @@ def test_a_stop_signal_while_the_main_thread_runs_no_python_is_written_by_the_wa
         "(blocked in a GPU wait?); writing what it recorded from another thread\n"
     ) in r.stderr
     assert written(tmp_path) == sorted(script.OUTPUTS)
+
+
+def test_a_stop_signal_while_the_region_starts_stops_the_program_before_it_runs(
+    tmp_path, monkeypatch, fake_auto, capsys
+):
+    # Noted while the region starts (auto mode's own code: never interrupted), raised as the
+    # program is about to start: the program does not run, the region ends and writes.
+    import signal
+
+    def signalled_at_start(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        self.inside, self.entered = True, self.entered + 1
+        return self
+
+    monkeypatch.setattr(FakeRegion, "__enter__", signalled_at_start)
+    monkeypatch.chdir(tmp_path)
+    write_script(tmp_path, "print('the program ran')\n")
+    assert run_cli("--out", "o", "--", "s.py") == 128 + signal.SIGTERM
+    out, err = capsys.readouterr()
+    assert "the program ran" not in out
+    assert err.startswith("sm-profiler run: SIGTERM; writing what it recorded\n")
+    assert sorted(os.listdir(tmp_path / "o")) == sorted(script.OUTPUTS)
+    assert fake_auto[0].exited == 1
