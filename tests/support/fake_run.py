@@ -78,7 +78,7 @@ def patch_auto(make=FakeRegion, setattr=setattr) -> list:
     return regions
 
 
-GRACE_S = 0.3  # the stop watcher's grace in run_in_process
+GRACE_S = 0.5  # the stop watcher's grace in run_in_process
 
 
 def run_in_process(tmp_path, script: str, ignore=(), **env):
