@@ -295,18 +295,18 @@ def test_sm_profilers_warnings_print_as_plain_lines_the_scripts_as_python_prints
 
 
 def test_a_stop_signal_while_the_main_thread_runs_no_python_is_written_by_the_watcher(tmp_path):
-    # A main thread blocked where no handler runs (a GPU wait whose peer died): here SIGTERM is
-    # blocked in it, so the signal goes to the watcher's thread and the main thread sleeps on.
-    # The watcher finds the signal's number unread after its grace, writes what was recorded
-    # from its own thread and ends the process as the signal asked.
+    # A main thread blocked where no handler runs (a GPU wait whose peer died): here in a C call
+    # (os.system) with SIGTERM blocked, so the signal, sent from the shell once the main thread
+    # is in the call, goes to the watcher's thread. The watcher finds the signal's number unread
+    # after its grace, writes what was recorded from its own thread and ends the process as the
+    # signal asked.
     import signal
 
     r = run_in_process(
         tmp_path,
-        "import os, signal, time\n"
+        "import os, signal\n"
         "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
-        "os.kill(os.getpid(), signal.SIGTERM)\n"
-        "time.sleep(30)\n"
+        "os.system('exec </dev/null >/dev/null 2>&1; kill -TERM $PPID; exec sleep 10')\n"
         "print('not reached')\n",
     )
     assert r.returncode == 128 + signal.SIGTERM, r.stderr
