@@ -662,8 +662,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0
     # auto mode: thousands of launches, per kernel; with the torch trace a `run --torch` file
     # carries, the share seen and the host gaps from CUPTI's rows
-    table = getattr(trace.kernels, "table", None)
-    cupti, docs = _stored_torch(args.capture, table if args.steps is None else None)
+    cupti, docs = _stored_torch(args.capture, trace.table if args.steps is None else None)
     print_report(trace, width=args.width, cupti=cupti, torch_trace=docs)
     if args.by:
         import shutil

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import CaptureError, ConfigError
-from ..trace.model import RANGE, KernelInfo, TraceData
+from ..trace.launches import KernelInfo, LaunchList, LaunchTable, metadata_count
+from ..trace.model import RANGE, TraceData
 from ..wire import format as fmt
 from ..wire.capture import AUTO_FILE_VERSION, FILE_READERS, Capture, _read_column, _short
 from .records import concat_rows, read_buffer, split_launches
@@ -94,7 +94,7 @@ MAX_SPAN_NS = 1 << 62
 
 
 @dataclass
-class AutoTable:
+class AutoTable(LaunchTable):
     rows: dict[str, np.ndarray]
     launches: dict[str, np.ndarray]
     kernels: list[dict]
@@ -286,14 +286,6 @@ class AutoTable:
             )
         return self.select(np.isin(self.launches["step"], wanted))
 
-    def gpu_ids(self) -> np.ndarray:
-        """Per session, a number for its (rank, GPU): sessions of one GPU (tables joined by
-        concat) are one GPU."""
-        ranks = self.ranks().tolist()[: len(self.sessions)]  # [0] for a table of no session
-        keys = [(r, str(s.get("gpu"))) for r, s in zip(ranks, self.sessions, strict=True)]
-        index = {k: i for i, k in enumerate(sorted(set(keys)))}
-        return np.array([index[k] for k in keys] or [0], np.int64)
-
     def compile_steps(self) -> np.ndarray:
         """The recorded steps that compiled: each ran a kernel for the first time on some GPU (in
         the table) and took more than COMPILE_STEP_FACTOR times the median GPU time of the steps
@@ -330,10 +322,6 @@ class AutoTable:
         median = float(np.median(span[~new]))
         return steps[new & (span > COMPILE_STEP_FACTOR * median)].astype(np.int64)
 
-    def ranks(self) -> np.ndarray:
-        """Each session's rank (0 where it says none)."""
-        return np.array([_rank(s) for s in self.sessions] or [0], np.int64)
-
     # -- reading -------------------------------------------------------------------------------
 
     @property
@@ -347,6 +335,52 @@ class AutoTable:
     def counts(self) -> dict:
         """Claimed, kept, dropped, unwritten records and capacity, summed over the sessions."""
         return {k: sum(session_count(s.get(k)) for s in self.sessions) for k in SESSION_COUNTS}
+
+    # -- the launch table every trace has (trace/launches.py) ------------------------------------
+
+    @property
+    def auto(self) -> bool:
+        return True
+
+    @property
+    def emulated(self) -> bool:
+        return False  # auto mode runs on a GPU only
+
+    def sm_counts(self, launches: np.ndarray) -> np.ndarray:
+        # Per session, not per launch.
+        per = np.array([metadata_count(s.get("sm_count")) for s in self.sessions] or [0], np.int64)
+        return per[self.launches["session"][launches]]
+
+    def wrapped_lanes(self) -> dict[int, list[int]]:
+        return {}  # a program's record is written once: no lane overwrites another's
+
+    def representatives(self) -> list[int]:
+        """One launch of each (kernel, level) pair: launches that differ in nothing else share
+        their KernelInfo's names and shape."""
+        L = self.launches
+        n, part = len(L["kernel"]), 1 << 16  # a part at a time: no copy of a million launches
+        first: dict[int, int] = {}
+        for a in range(0, n, part):
+            key = L["kernel"][a : a + part].astype(np.int64) * 2 + L["per_warp"][a : a + part]
+            u, idx = np.unique(key, return_index=True)
+            for k, i in zip(u.tolist(), (idx + a).tolist(), strict=True):
+                first.setdefault(k, i)
+        return [first[k] for k in sorted(first)]
+
+    def launch_columns(self) -> dict[str, np.ndarray | tuple]:
+        # The launch table's columns, no KernelInfo per launch.
+        L, n = self.launches, self.num_launches
+        return {
+            "kernel": (L["kernel"].astype(np.int32), self.kernel_names()),
+            "num_blocks": L["grid_x"] * L["grid_y"] * L["grid_z"],
+            "num_groups": np.ones(n, np.int64),
+            "capacity": np.full(n, 2, np.int64),
+            "emulated": np.zeros(n, bool),
+            "gpu": L["gpu"].astype(np.int32),
+            "rank": self.ranks()[L["session"]].astype(np.int32),
+            "step": L["step"].astype(np.int64),
+            "programs": L["rows"].astype(np.int64),
+        }
 
     def kernel_names(self) -> list[str]:
         """Each kernel's name, as CUPTI and Inductor name it (kernels of one name, compiled
@@ -623,48 +657,6 @@ class AutoTable:
         return cls(rows, launches, kernels, sessions, md)
 
 
-class LaunchList(Sequence):
-    """The KernelInfo of each launch of an AutoTable, built when asked for (a million launches
-    cost their columns, not a million objects)."""
-
-    auto = True
-
-    def __init__(self, table: AutoTable):
-        self.table = table
-
-    def __len__(self) -> int:
-        return self.table.num_launches
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError(f"capture {i} out of range: this trace has {n}")
-        return self.table.launch_info(int(i) % n)
-
-    def representatives(self) -> list[int]:
-        """One launch of each (kernel, level) pair: launches that differ in nothing else share
-        their KernelInfo's names and shape."""
-        L = self.table.launches
-        n, part = len(L["kernel"]), 1 << 16  # a part at a time: no copy of a million launches
-        first: dict[int, int] = {}
-        for a in range(0, n, part):
-            key = L["kernel"][a : a + part].astype(np.int64) * 2 + L["per_warp"][a : a + part]
-            u, idx = np.unique(key, return_index=True)
-            for k, i in zip(u.tolist(), (idx + a).tolist(), strict=True):
-                first.setdefault(k, i)
-        return [first[k] for k in sorted(first)]
-
-    def names(self) -> list[str]:
-        """Each launch's kernel name, without building the launches."""
-        names = self.table.kernel_names()
-        return [names[k] for k in self.table.launches["kernel"].tolist()]
-
-    def __add__(self, other):
-        return list(self) + list(other)
-
-
 def check_times(lo_ns: int, hi_ns: int, what: str) -> None:
     """Refuse a table's times (its first start and last end) outside 0..fmt.MAX_TIME_NS or
     spanning MAX_SPAN_NS or more: the differences and sums computed from them would wrap in
@@ -708,11 +700,6 @@ def session_count(v) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         return 0
     return max(int(v), 0)
-
-
-def _rank(s: dict) -> int:
-    r = s.get("rank") if isinstance(s, dict) else None
-    return int(r) if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31 else 0
 
 
 def clock_offset_ns(session: dict) -> int | None:

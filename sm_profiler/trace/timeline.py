@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..units import format_time, plural
 from ..wire.format import MAX_EVENT_ID
-from .model import RANGE, UNMATCHED_BEGIN, TraceData, is_auto, kernel_names
+from .model import RANGE, UNMATCHED_BEGIN, TraceData
 from .summary import SUMMARY_BINS, ActiveRanges, drop_repeats
 
 # What is left of a cut host gap: enough to see the launches apart at any zoom that shows both.
@@ -108,7 +108,7 @@ class Timeline:
 
     @property
     def root_name(self) -> str:
-        names = list(dict.fromkeys(kernel_names(self.trace.kernels)))
+        names = list(dict.fromkeys(self.trace.table.launch_names()))
         return "GPU: " + ", ".join(names) if names else "GPU"
 
     def sm_name(self, i: int) -> str:
@@ -293,7 +293,7 @@ def build(
     whole = len(trace)
     unfiltered = all(v is None for v in (sms, blocks, groups, events, window_ns, detail_sms))
     if summary is None and unfiltered and not cut_gaps and pack is not False:
-        if whole > AUTO_DETAIL_ROWS and is_auto(trace):
+        if whole > AUTO_DETAIL_ROWS and trace.table.auto:
             return _build_budgeted(trace)
     trace, lane_keep = _filtered(trace, sms, blocks, groups, events, window_ns)
     filters = {
@@ -353,7 +353,7 @@ def build(
         # The longest launch (the first of equals): where the GPU time went.
         tl.focus = int(np.argmax(launches["end_ns"] - launches["start_ns"]))
     if pack is None:
-        pack = is_auto(trace)
+        pack = trace.table.auto
     if pack and used.any():
         _pack(tl)
     rows = len(trace.events["kind"])
@@ -510,8 +510,8 @@ def _detail_launches(trace: TraceData, rows: np.ndarray, lo: np.ndarray, hi: np.
     launches that fit; at least the first step's (or launch's) first AUTO_DETAIL_ROWS
     programs."""
     n = len(rows)
-    table = getattr(trace.kernels, "table", None)
-    step = table.launches["step"] if table is not None else np.full(n, -1)
+    table = trace.table
+    step = table.launches["step"]
     order = np.argsort(lo, kind="stable")
     order = order[rows[order] > 0]
     chosen = np.zeros(n, bool)
@@ -643,8 +643,7 @@ def _pack(tl: Timeline) -> None:
     np.maximum.at(hi, packed, tl.lane_hi[used])
     written = np.bincount(packed, weights=lanes["written"][used], minlength=n).astype(np.int64)
     # A packed row holds lanes of every launch: a group's name only where all launches agree.
-    kinds = getattr(t.kernels, "representatives", None)
-    ks = [t.kernels[i] for i in kinds()] if kinds else t.kernels
+    ks = [t.kernels[i] for i in t.table.representatives()]
     names = {g: {k.group_names.get(g) for k in ks} for g in range(n_grp)}
     gname = {
         g: (v.pop() if len(v) == 1 and None not in v else f"group {g}") for g, v in names.items()

@@ -152,7 +152,7 @@ def test_representatives_are_each_kernel_and_levels_first_launch_across_parts():
     part of the launches at a time: pairs first seen in a later part, or in several, count once."""
     from types import SimpleNamespace
 
-    from sm_profiler.auto_mode.table import LaunchList
+    from sm_profiler.auto_mode.table import AutoTable
 
     rng = np.random.default_rng(7)
     n = 200_000  # more than three parts of 65,536
@@ -161,8 +161,8 @@ def test_representatives_are_each_kernel_and_levels_first_launch_across_parts():
     kernel[150_000] = 77  # only in the third part
     kernel[70_000] = kernel[190_000] = 78  # in the second and the fourth
     per_warp[[150_000, 70_000, 190_000]] = 1
-    got = LaunchList(SimpleNamespace(launches={"kernel": kernel, "per_warp": per_warp}))
+    table = SimpleNamespace(launches={"kernel": kernel, "per_warp": per_warp})
     key = kernel.astype(np.int64) * 2 + per_warp
     want = np.unique(key, return_index=True)[1].tolist()
-    assert got.representatives() == want
+    assert AutoTable.representatives(table) == want
     assert 150_000 in want and 70_000 in want and 190_000 not in want

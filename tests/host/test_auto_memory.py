@@ -93,12 +93,10 @@ def test_launch_table_in_place_and_a_chunk_of_groups_at_a_time(monkeypatch, chun
 
 def test_kernel_names_of_an_auto_trace_match_its_launches_names(monkeypatch):
     from sm_profiler.auto_mode.report import kernel_name_ids
-    from sm_profiler.trace.model import kernel_names
-
     _, tr = _decoded(monkeypatch, 1 << 18)
     caps = np.array([3, 0, 3, 1])
     uniq, inv = kernel_name_ids(tr, caps)
-    names = kernel_names(tr.kernels)
+    names = tr.table.launch_names()
     assert [str(uniq[i]) for i in inv] == [names[c] for c in caps]
     assert list(uniq) == sorted(set(uniq))
 
@@ -346,12 +344,10 @@ def test_trace_written_in_parts_is_the_same_trace(monkeypatch):
 def test_capture_names_of_an_auto_trace_are_those_of_its_launches():
     from collections import Counter
 
-    from sm_profiler.trace.model import kernel_names
-
     lonely = [(AUTO_T0 + 20_000, 100, 1, 99, 3, 0, 0, 0)]
     kernels = {**KERNELS, 3: {"name": "lonely"}}
     tr = table_of(mixed_records() + lonely, kernels=kernels, sm_count=256).decode()
-    names = kernel_names(tr.kernels)
+    names = tr.table.launch_names()
     count = Counter(names)
     want = [f"{n} (launch {c})" if count[n] > 1 else n for c, n in enumerate(names)]
     assert [tr.capture_name(c) for c in range(len(names))] == want
