@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .auto_mode.table import AutoTable
 from .errors import ConfigError, SmProfilerError
 from .export.ui_server import (  # noqa: F401 (cli.PERFETTO_UI)
     PERFETTO_PORT,
@@ -521,7 +522,7 @@ def _decoded(path: str, steps: str | None = None):
     else:
         caps = _load(path)
     if steps is not None:
-        if not getattr(caps, "is_auto_table", False):
+        if not isinstance(caps, AutoTable):
             raise ConfigError(
                 f"--steps picks steps of an auto-mode file (sm-profiler run); {path!r} holds "
                 "captures: use --capture N or --window-us"
@@ -539,7 +540,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     caps = _load(args.capture)
     out = sys.stdout
-    if getattr(caps, "is_auto_table", False):
+    if isinstance(caps, AutoTable):
         return _info_auto(args.capture, caps, out)
     s = "s" if len(caps) != 1 else ""
     out.write(f"{args.capture}: {len(caps)} capture{s}\n")
@@ -600,8 +601,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _info_auto(path: str, table, out) -> int:
     """`info` of an auto-mode file: its launches, kernels and each GPU's counts."""
-    from .auto_mode.table import session_count
     from .report.stats_table import format_time
+    from .wire.auto_file import session_count
 
     c = table.counts()
     L = table.launches
@@ -706,7 +707,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         table = jobs.merged_table(jobs.load_ranks([args.capture]))
     else:
         table = _load(args.capture)
-    if not getattr(table, "is_auto_table", False):
+    if not isinstance(table, AutoTable):
         raise ConfigError(
             f"advise reads auto-mode files (sm-profiler run, prof.save()); {args.capture!r} "
             "holds captures of the manual ops: use sm-profiler stats"
@@ -747,7 +748,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
                 torch_out = os.path.join(folder, RANKS_TORCH_TRACE)
     else:
         sources = [_load(p) for p in args.captures]
-        if all(getattr(s, "is_auto_table", False) for s in sources):
+        if all(isinstance(s, AutoTable) for s in sources):
             docs = _torch_parts(args.captures, args)
     if args.out is None:
         raise ConfigError(
@@ -1044,7 +1045,7 @@ def _plural(n: int, noun: str, plural: str = "") -> str:
 
 
 def _capture_mib(caps) -> float:
-    if getattr(caps, "is_auto_table", False):
+    if isinstance(caps, AutoTable):
         return sum(int(v.nbytes) for v in caps.rows.values()) / 2**20
     return sum(int(c.words.nbytes) for c in caps) / 2**20
 

@@ -221,12 +221,13 @@ def load_ranks(paths) -> list:
     DIR` and `merge DIR` read (the torch traces inside: torch_parts, from the same files).
     Files of several runs, or two files of one rank, are a CaptureError saying which."""
     from ..wire.capture import load
+    from .table import AutoTable
 
     files = rank_paths(paths)
     tables = []
     for f in files:
         t = load(f)
-        if not getattr(t, "is_auto_table", False):
+        if not isinstance(t, AutoTable):
             raise CaptureError(f"{f!r} is not an auto-mode file (sm-profiler run / prof.save)")
         tables.append(t)
     _check_one_run(files, tables)

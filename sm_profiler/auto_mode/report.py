@@ -23,9 +23,10 @@ from ..report.stats_table import fit_table, format_time, number_runs, plural, pr
 from ..report.stats_table import middle as _middle
 from ..trace.launches import metadata_count
 from ..trace.model import RANGE, TraceData
+from ..wire.auto_file import session_count
 from . import table as auto_table
 from .records import _dense
-from .table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells, session_count
+from .table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells
 
 
 @dataclass

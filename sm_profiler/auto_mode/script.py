@@ -316,8 +316,10 @@ def _merge_torch(prof, stem: str) -> dict | None:
 
 def _torch_notes(prof) -> None:
     """Why a region started with torch.profiler has no torch trace (its notes), on stderr."""
-    meta = getattr(prof.captures(), "metadata", {}) or {}
-    about = meta.get("torch_profiler")
+    from .table import AutoTable
+
+    caps = prof.captures()  # a region that recorded nothing may give no table
+    about = (caps.metadata or {}).get("torch_profiler") if isinstance(caps, AutoTable) else None
     if isinstance(about, dict):
         for note in about.get("notes") or []:
             print(f"sm-profiler run: torch.profiler: {note}", file=sys.stderr)

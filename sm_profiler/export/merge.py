@@ -33,6 +33,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ..auto_mode.table import AutoTable
 from ..errors import CaptureError, ConfigError, FormatError
 from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels, _best_window: as before)
     PROFILE_MARGIN_NS,
@@ -245,7 +246,7 @@ def align_ranks(
     if align not in ("auto", "clock", "barrier", "none"):
         raise ConfigError(f"align={align!r}: use 'auto', 'clock', 'barrier' or 'none'")
     per_rank = [captures_of(s) for s in sources]
-    tables = [getattr(c, "is_auto_table", False) for c in per_rank]
+    tables = [isinstance(c, AutoTable) for c in per_rank]
     if any(tables):
         if not all(tables):
             raise ConfigError(

@@ -45,7 +45,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..auto_mode.table import cell_bounds, jsonable, pair_cells
+from ..auto_mode.table import cell_bounds, pair_cells
+from ..wire.auto_file import jsonable
 from .stats import cell_periods, median_after, peak_per_group, union_length
 from .stats_table import format_time, number_runs, printable, wrap
 

@@ -326,10 +326,11 @@ def _names(instrumented) -> list[str]:
         isinstance(n, str) for n in instrumented
     ):
         return list(instrumented)
+    from ..auto_mode.table import AutoTable
     from ..wire.capture import captures_of
 
     caps = captures_of(instrumented)
-    if getattr(caps, "is_auto_table", False):
+    if isinstance(caps, AutoTable):
         return list(caps.kernel_names())
     return [c.kernel_name for c in caps]
 

@@ -11,6 +11,7 @@ import os
 import stat
 import zipfile
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,10 +22,10 @@ from . import format as fmt
 from .format import Layout
 
 CAPTURE_FILE_VERSION = 1
-AUTO_FILE_VERSION = 2  # an auto-mode table (sm_profiler.auto_mode.table), not captures
+AUTO_FILE_VERSION = 2  # an auto-mode table (wire/auto_file.py), not captures
 # Readers of the files whose meta names another "kind" than captures, (zip, meta, name) -> what
 # `load` returns: the layer that owns such a file registers its reader here
-# (auto_mode/table.py: "auto"; sm_profiler/__init__.py imports it), so that this module imports
+# (trace/auto_table.py: "auto"; sm_profiler/__init__.py imports it), so that this module imports
 # nothing above it.
 FILE_READERS: dict = {}
 # Names and metadata of real captures take kilobytes; a `meta` entry claiming more is not ours,
@@ -92,6 +93,12 @@ class Capture:
     def save(self, path: str | os.PathLike) -> None:
         """Write this capture alone to `path` (see `save_many`)."""
         save_many([self], path)
+
+
+class CaptureSequence(Sequence):
+    """Captures built when asked: a recording read as one Capture per launch but not held as a
+    list of them (auto mode's table, wire/auto_file.py: a million launches are columns, not a
+    million buffers). `captures_of` passes one on whole."""
 
 
 def name_problem(name) -> str | None:
@@ -425,10 +432,10 @@ def captures_of(source) -> list[Capture]:
     instrumented kernel's capture of the same process then share its GPU's tracks)."""
     if hasattr(source, "captures") and callable(source.captures):
         caps = source.captures()
-        return caps if getattr(caps, "is_auto_table", False) else list(caps)
+        return caps if isinstance(caps, CaptureSequence) else list(caps)
     if isinstance(source, Capture):
         return [source]
-    if getattr(source, "is_auto_table", False):
+    if isinstance(source, CaptureSequence):
         return source
     if isinstance(source, (str, os.PathLike)):
         return load(source)

@@ -10,6 +10,7 @@ import pytest
 from auto_inputs import AUTO_T0, KERNELS, table_of, two_kernels
 
 from sm_profiler.auto_mode import table as table_mod
+from sm_profiler.wire import auto_file
 from sm_profiler.wire import format as fmt
 
 
@@ -361,8 +362,9 @@ def _bench_table(compact, monkeypatch, **shape):
     from benchmarks.captures import synthetic_auto_buffer
 
     with monkeypatch.context() as m:
-        if not compact:
-            m.setattr(table_mod, "compact", table_mod.narrow)
+        if not compact:  # where the table's columns are made, and where its file's are read
+            for module in (table_mod, auto_file):
+                m.setattr(module, "compact", auto_file.narrow)
         return _table(synthetic_auto_buffer(**shape))
 
 
@@ -415,14 +417,14 @@ def test_launch_steps_by_table_are_the_steps_mapped_one_by_one():
     ]
     for session in (
         rng.integers(0, len(sessions), len(tags)).astype(np.int16),
-        table_mod._constant(1, np.int16, len(tags)),
-        table_mod._constant(2, np.int16, len(tags)),
+        auto_file.constant_column(1, np.int16, len(tags)),
+        auto_file.constant_column(2, np.int16, len(tags)),
     ):
         got = _launch_steps(tags, session, sessions)
         want = _launch_steps(tags.astype(np.int64), np.asarray(session), sessions)  # one by one
         assert want.dtype == np.int64
         assert got.tolist() == want.tolist()
-    assert _launch_steps(tags, table_mod._constant(0, np.int16, len(tags)), [{}]).dtype == np.int32
+    assert _launch_steps(tags, auto_file.constant_column(0, np.int16, len(tags)), [{}]).dtype == np.int32
     assert _launch_steps(tags[:0], np.zeros(0, np.int16), [{}]).tolist() == []
 
 

@@ -151,3 +151,44 @@ def test_1_readers_ask_a_trace_s_table_only_what_it_declares():
                     wrong.append(f"{os.path.relpath(path, ROOT)}:{line}: .table.{name}")
     assert not wrong, "not declared by LaunchTable:\n" + "\n".join(wrong)
     assert {"launches", "auto", "compile_steps", "launch_names", "sessions"} <= asked
+
+
+def _probes(tree: ast.AST, names: set[str]) -> list[tuple[int, str]]:
+    """(line, name) of each getattr(x, "name") or hasattr(x, "name") of one of `names`."""
+    out = []
+    for n in ast.walk(tree):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in ("getattr", "hasattr")
+            and len(n.args) >= 2
+            and isinstance(n.args[1], ast.Constant)
+            and n.args[1].value in names
+        ):
+            out.append((n.lineno, n.args[1].value))
+    return out
+
+
+def test_1_no_module_probes_which_kind_of_source_it_holds():
+    """Issue 53: 27 getattr(..., "table" / "auto" / "is_auto_table") probes in 10 files told an
+    auto trace from captures; a renamed attribute made every probe answer "captures" silently.
+    The kinds are types now (AutoTable, CaptureSequence) and a trace's launches one table."""
+    from sm_profiler.wire.auto_file import AutoColumns
+
+    members = set(dir(LaunchTable)) | set(vars(AutoTable)) | set(vars(AutoColumns))
+    names = {m for m in members if not m.startswith("__")}
+    names |= {"table", "auto", "is_auto_table", "names", "representatives", "metadata"}
+    found = []
+    for folder, _, files in os.walk(PACKAGE):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(folder, f)
+                tree = ast.parse(open(path, encoding="utf-8").read())
+                found += [
+                    f"{os.path.relpath(path, ROOT)}:{ln}: {name}"
+                    for ln, name in _probes(tree, names)
+                ]
+    # metadata: Triton's kernels and compiled objects (the binding, launch slots) are not ours.
+    theirs = ("sm_profiler/auto_mode/binding.py", "sm_profiler/record/slots.py")
+    found = [f for f in found if not (f.startswith(theirs) and f.endswith(": metadata"))]
+    assert not found, "probes of the source model:\n" + "\n".join(found)
