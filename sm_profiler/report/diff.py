@@ -185,12 +185,19 @@ class Diff:
 
 def check_auto(table, name: str) -> None:
     """A ConfigError unless `table` is an auto-mode recording (a list of manual captures is
-    not: diff compares kernels, launches and steps, which only auto mode records)."""
+    not: diff compares kernels, launches and steps, which only auto mode records) that holds
+    a launch."""
     if not getattr(table, "is_auto_table", False):
         raise ConfigError(
             f"diff compares auto-mode recordings; {name!r} holds captures of the manual ops: "
             "record both runs with sm-profiler run (or sm_profiler.auto() and prof.save()), "
             "or read each capture with sm-profiler stats"
+        )
+    if not table.num_launches:
+        raise ConfigError(
+            f"{name!r} recorded no launch: nothing to compare (sm-profiler info says what it "
+            "holds; a kernel compiled before auto mode started runs plain: sm-profiler run "
+            "profiles the whole script)"
         )
 
 
@@ -376,7 +383,7 @@ def _gpus(table: AutoTable, t: dict, l_name, steps, per_recording) -> dict:
     period = span if per_recording else cell_periods(uniq_steps[of_step], of_gpu, lo, span)
     n_gpu = int(gpu_of_session.max()) + 1
     steps_of = np.bincount(of_gpu, minlength=n_gpu)
-    mean = np.bincount(of_gpu, weights=period.astype(np.float64), minlength=n_gpu)
+    mean = np.bincount(of_gpu, weights=period.astype(np.float64), minlength=n_gpu).astype(float)
     mean /= np.maximum(steps_of, 1)
     ranks = table.ranks()
     out: dict[tuple[int, int], GpuFigures] = {}

@@ -395,3 +395,34 @@ def test_docs_cli_shows_what_the_planted_case_prints():
     names = ("before/auto.npz", "after/auto.npz")
     d = diff(ai.one_point_one_waves(), one_wave(period=120), names=names)
     assert shown == "\n".join(diff_lines(d, 96))
+
+
+def test_a_recording_of_no_launch_is_one_line(tmp_path, capsys):
+    empty = _saved(tmp_path, ai.make_table([], sm_count=10), "empty.npz")
+    auto = _saved(tmp_path, one_wave(), "auto.npz")
+    for args in ((empty, auto), (auto, empty)):
+        status, out, err = _run(capsys, *args)
+        assert status == 2 and out == "" and len(err.splitlines()) == 1
+        assert "empty.npz' recorded no launch: nothing to compare" in err
+
+
+def test_a_finding_on_a_gpu_after_does_not_have_is_not_measured():
+    # Compared anyway: rank 1's slowest-rank finding has no rank 1 in AFTER to measure on.
+    one_rank = ai.make_table(rank_launches((200,))[0], ranks=(0,))
+    d = diff(ai.slow_rank(), one_rank, different_jobs=True)
+    f = next(f for f in d.findings if f.kind == "slow_rank")
+    assert f.after_ns is None and f.recovered_ns is None and f.recovered_over_estimate is None
+    assert f.note == "AFTER has no rank 1 GPU 0"
+    assert "not measured: AFTER has no rank 1 GPU 0" in _flat(diff_lines(d, 80))
+    assert json.loads(d.to_json())["findings"][0]["recovered_ns"] is None
+
+
+def test_a_recorded_job_against_itself_fits_80_columns_and_changes_nothing(capsys):
+    # examples/recordings/two_ranks: two ranks recorded on an H200, 15 kernels, 24 findings.
+    folder = os.path.join(ROOT, "examples", "recordings", "two_ranks")
+    status, out, err = _run(capsys, folder, folder, "--width", "80", "--top", "30")
+    assert status == 0 and err == ""
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "(no change)" in _flat(lines) and out.count("recovered 0 µs, 0% of it") == 24
+    assert "went:" not in out and "appeared:" not in out and "re-tuned" not in out
