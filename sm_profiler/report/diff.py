@@ -587,8 +587,10 @@ def _recovered(f, b: Recording, a: Recording, renamed_to: dict[str, str]) -> Rec
         after_ns = ga.kernel_ns.get(name_after, 0.0) if ga else None
         if name_after != f.kernel:
             note = f"probably renamed {name_after}"
-        elif ga is not None and f.kernel not in ga.kernel_ns:
+        elif f.kernel not in a.kernels:
             note = "not in AFTER: all its time counts as recovered"
+        elif ga is not None and f.kernel not in ga.kernel_ns:
+            note = f"not run on rank {f.rank} GPU {f.gpu} in AFTER: all its time there counts"
     if ga is None:
         note = f"AFTER has no rank {f.rank} GPU {f.gpu}"
     recovered = None if after_ns is None else before_ns - after_ns
@@ -642,7 +644,7 @@ def diff_lines(d: Diff, width: int = 80, kernels_shown: int = KERNELS_SHOWN) -> 
             change = " (no change)" if t(dv) == t(0) else f" ({t(dv, True)}, {share})"
         lines += wrap(f"  {_recording_text(rec)}, {per} {t(rec.step_ns)}{change}", width, "    ")
     lines += _kernel_table(d, width, t, kernels_shown)
-    lines += _shape_lines(d, width, t)
+    lines += _shape_lines(d, width, t, kernels_shown)
     lines += _came_and_went(d, width, t)
     lines += _finding_lines(d, width, t)
     for note in d.notes:
@@ -713,11 +715,11 @@ def _pair(before: float, after: float, fmt: str) -> str:
     return a if a == b else a + ARROW + b
 
 
-def _shape_lines(d: Diff, width: int, t) -> list[str]:
-    """Per kernel of both whose launches changed shape: programs, waves, tail, idle% (as
+def _shape_lines(d: Diff, width: int, t, shown: int) -> list[str]:
+    """Per kernel of both shown whose launches changed shape: programs, waves, tail, idle% (as
     printed: a change too small to print is none), and what was re-tuned."""
     out = []
-    for r in d.kernels:
+    for r in d.kernels[:shown]:
         fb, fa = r["before"], r["after"]
         parts = []
         for key, label, fmt in (

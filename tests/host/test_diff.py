@@ -426,3 +426,22 @@ def test_a_recorded_job_against_itself_fits_80_columns_and_changes_nothing(capsy
     assert max(len(line) for line in lines) <= 80
     assert "(no change)" in _flat(lines) and out.count("recovered 0 µs, 0% of it") == 24
     assert "went:" not in out and "appeared:" not in out and "re-tuned" not in out
+
+
+def test_a_kernel_gone_from_the_findings_gpu_only_says_where():
+    # "few" (2 programs on 8 SMs) runs 1 µs a step on rank 0 and 2 µs on rank 1: its idle-SM
+    # finding is rank 1's (6/8 x 2 µs). AFTER, rank 1 runs "other" in its place.
+    def job(rank1_kernel):
+        return ai.ranks_table(
+            [
+                [ai.launch([(0, 0, dur), (1, 0, dur)], name, step=0)]
+                for dur, name in ((1000, "few"), (2000, rank1_kernel))
+            ],
+            sm_count=8,
+        )
+
+    d = diff(job("few"), job("other"))
+    f = next(f for f in d.findings if f.kind == "idle_sms")
+    assert (f.kernel, f.rank, f.estimate_ns) == ("few", 1, pytest.approx(1500.0))
+    assert (f.before_ns, f.after_ns, f.recovered_ns) == (2000, 0, 2000)
+    assert f.note == "not run on rank 1 GPU 0 in AFTER: all its time there counts"
