@@ -324,7 +324,7 @@ def recording(table: AutoTable, label: str, name: str, per_recording: bool) -> R
         )
         for k in kernel_reports((trace, t))
     }
-    gpus = _gpus(table, t, l_name, steps, per_recording)
+    gpus = _gpus(table, t, l_name, per_recording)
     return Recording(
         label,
         name,
@@ -362,7 +362,7 @@ def _num_warps(table: AutoTable) -> dict[str, list[int]]:
     return {name: sorted(ws) for name, ws in out.items()}
 
 
-def _gpus(table: AutoTable, t: dict, l_name, steps, per_recording) -> dict:
+def _gpus(table: AutoTable, t: dict, l_name: np.ndarray, per_recording: bool) -> dict:
     """GpuFigures per (rank, GPU number): each GPU's mean step period over the steps it ran
     (first launch's start to the next recorded step's, as the advisor takes it; per recording:
     first start to last end), and its kernels' time per step."""
