@@ -92,7 +92,7 @@ def auto(capacity: int | None = None, **options):
 def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 0, skip_first: int = 0):
     """Which steps auto mode records, as torch.profiler.schedule: skip_first steps, then cycles
     of wait + warmup steps off and active steps recorded, repeat times (0: forever)."""
-    from .auto_mode.schedule import Schedule
+    from .wire.auto_schedule import Schedule
 
     return Schedule(wait, warmup, active, repeat, skip_first)
 

@@ -589,7 +589,7 @@ def _wrap_capture_end(original):
         parts, STATE.capturing = STATE.capturing, None
         staged = switch = None
         if parts:
-            from .areas import Areas
+            from ..wire.auto_areas import Areas
 
             devices = sorted({p[0] for p in parts})
             # Each device's captured areas, as a replay's copy takes them.

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import CaptureError, ConfigError
-from .schedule import whole_number
+from ..wire.auto_schedule import whole_number
 
 # The names rank files have: auto.rank0.npz, auto.rank12.npz (ASCII digits, no leading zero).
 RANK_FILE = re.compile(r"^auto\.rank(0|[1-9][0-9]*)\.npz$", re.ASCII)

@@ -24,8 +24,8 @@ from ..report.stats_table import middle as _middle
 from ..trace.launches import metadata_count
 from ..trace.model import RANGE, TraceData
 from ..wire.auto_file import session_count
+from ..wire.auto_records import _dense
 from . import table as auto_table
-from .records import _dense
 from .table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells
 
 

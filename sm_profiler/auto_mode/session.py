@@ -10,9 +10,9 @@ import numpy as np
 from ..errors import ConfigError
 from ..progress import stage_for
 from ..wire import format as fmt
+from ..wire.auto_areas import Areas
+from ..wire.auto_schedule import step_runs, whole_number
 from . import binding
-from .areas import Areas
-from .schedule import step_runs, whole_number
 from .stop_signals import OneReader
 
 _PRUNE_STEP_TAGS = 1 << 16  # recorded steps mapped before the first look for forgotten ones
@@ -70,7 +70,7 @@ class AutoProfiler:
             raise ConfigError(f"ring must be True or False, got {ring!r}")
         if level not in binding.LEVELS:
             raise ConfigError(f"level must be one of {', '.join(binding.LEVELS)}, got {level!r}")
-        from .schedule import Schedule
+        from ..wire.auto_schedule import Schedule
 
         if isinstance(schedule, str):
             schedule = Schedule.parse(schedule)

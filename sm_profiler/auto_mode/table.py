@@ -34,8 +34,8 @@ from ..wire.auto_file import (
     reduce_launches,
     time_bounds,
 )
+from ..wire.auto_records import concat_rows, read_buffer, split_launches
 from ..wire.capture import FILE_READERS, Capture
-from .records import concat_rows, read_buffer, split_launches
 
 # Block ids of a launch are linear program ids while the grid numbers them in int64 comfortably.
 _MAX_LINEAR_BLOCKS = 1 << 53
@@ -215,7 +215,7 @@ class AutoTable(AutoColumns, LaunchTable):
 
     def select_steps(self, schedule) -> AutoTable:
         """The launches of the steps a Schedule (or '1000-1005') records."""
-        from .schedule import Schedule
+        from ..wire.auto_schedule import Schedule
 
         if isinstance(schedule, str):
             schedule = Schedule.parse(schedule)

@@ -186,7 +186,7 @@ def step_note(doc: dict, table, who: str = "") -> str | None:
 
 
 def _steps(values: list[int]) -> str:
-    from .schedule import step_runs
+    from ..wire.auto_schedule import step_runs
 
     return step_runs(values) if values else "no ProfilerStep#N"
 

@@ -84,7 +84,7 @@ def test_the_static_launcher_passes_each_launch_its_area(monkeypatch):
     from collections import namedtuple
 
     from sm_profiler.auto_mode import binding
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     Meta = namedtuple("Meta", "instrumentation_mode profile_scratch_size num_warps shared hash")
     cls = type("Launcher", (_FakeStaticLauncher,), {})
@@ -145,7 +145,7 @@ class _FakeSwitch:
 
 def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(monkeypatch):
     from sm_profiler.auto_mode import binding
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     def no_driver():
         raise RuntimeError("no driver")
@@ -194,7 +194,7 @@ def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True, sl
     graph_stage's `load` and the driver calls faked, K = 3, one buffer of `slots` at 1000:
     (class, copies made, kernels launched, the State)."""
     from sm_profiler.auto_mode import binding, driver, graph_stage, graph_switch
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     cls = type("Graph", (_FakeGraph,), {})
     cls.capture_begin = binding._wrap_capture_begin(cls.capture_begin)
@@ -447,7 +447,7 @@ def test_the_staging_kernels_read_the_counter_once_and_copy_16_bytes_a_unit(arch
 def _on_state(monkeypatch, on: bool):
     """The binding's state with one buffer of 100 slots at 1000 (no GPU), recording or not."""
     from sm_profiler.auto_mode import binding
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     buf = (1000, Areas(100, ring=False), object())
     for k, v in dict(

@@ -105,8 +105,8 @@ def test_a_saved_table_still_loads_whole(tmp_path):
 
 @pytest.mark.parametrize("steps", ["²", "1-²", "active=²", "٣", "1-٣"])
 def test_6_digits_int_refuses_are_not_steps(steps):
-    from sm_profiler.auto_mode.schedule import Schedule
     from sm_profiler.errors import ConfigError
+    from sm_profiler.wire.auto_schedule import Schedule
 
     with pytest.raises(ConfigError, match="--steps"):
         Schedule.parse(steps)
@@ -161,7 +161,7 @@ def test_7_steps_past_65535_recorded_keep_their_own_numbers():
 def test_7_the_region_numbers_each_recorded_step_once(monkeypatch):
     import sm_profiler
     from sm_profiler.auto_mode import binding, session
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     monkeypatch.setattr(binding, "set_recording", lambda on: None)
     monkeypatch.setattr(binding, "set_step", lambda step_tag, tag: areas.mark(step_tag, tag))
@@ -178,7 +178,7 @@ def test_7_the_region_numbers_each_recorded_step_once(monkeypatch):
     assert len(kept) == 16
     assert [prof._step_tags[int(t)] for t in kept[:, 2]] == list(range(69_995, 70_011))
     words = areas.header_and_areas()
-    from sm_profiler.auto_mode.records import read_header
+    from sm_profiler.wire.auto_records import read_header
 
     d = words[fmt.AUTO_HEADER_WORDS :].reshape(-1, 2)
     assert fmt.auto_label_parts(d[:, 1])[0].tolist() == kept[:, 2].tolist()

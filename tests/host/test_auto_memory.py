@@ -94,6 +94,7 @@ def test_launch_table_in_place_and_a_chunk_of_groups_at_a_time(monkeypatch, chun
 
 def test_kernel_names_of_an_auto_trace_match_its_launches_names(monkeypatch):
     from sm_profiler.auto_mode.report import kernel_name_ids
+
     _, tr = _decoded(monkeypatch, 1 << 18)
     caps = np.array([3, 0, 3, 1])
     uniq, inv = kernel_name_ids(tr, caps)
@@ -175,7 +176,7 @@ def _rows_wide(recs):
 
 
 def test_narrow_row_columns_hold_every_value_a_record_can_say():
-    from sm_profiler.auto_mode.records import ROW_COLUMNS, rows_of
+    from sm_profiler.wire.auto_records import ROW_COLUMNS, rows_of
 
     top = 2**32 - 1
     recs = np.zeros(6, fmt.AUTO_RECORD_DTYPE)
@@ -424,7 +425,10 @@ def test_launch_steps_by_table_are_the_steps_mapped_one_by_one():
         want = _launch_steps(tags.astype(np.int64), np.asarray(session), sessions)  # one by one
         assert want.dtype == np.int64
         assert got.tolist() == want.tolist()
-    assert _launch_steps(tags, auto_file.constant_column(0, np.int16, len(tags)), [{}]).dtype == np.int32
+    assert (
+        _launch_steps(tags, auto_file.constant_column(0, np.int16, len(tags)), [{}]).dtype
+        == np.int32
+    )
     assert _launch_steps(tags[:0], np.zeros(0, np.int16), [{}]).tolist() == []
 
 

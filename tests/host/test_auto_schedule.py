@@ -1,4 +1,4 @@
-"""Auto mode over a long run (sm_profiler/auto_mode/schedule.py, session.py): the steps recorded
+"""Auto mode over a long run (sm_profiler/wire/auto_schedule.py, session.py): the steps recorded
 follow torch.profiler.schedule exactly, steps turn recording on and off and tag each step's
 records, and the report names the steps. The GPU side is tests/device/test_auto_gpu.py."""
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import sm_profiler
 from sm_profiler.auto_mode import binding, session
 from sm_profiler.auto_mode.report import format_report
-from sm_profiler.auto_mode.schedule import Schedule
 from sm_profiler.errors import ConfigError
+from sm_profiler.wire.auto_schedule import Schedule
 
 
 @settings(max_examples=200, deadline=None)

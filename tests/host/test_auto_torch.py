@@ -20,10 +20,10 @@ from captures import cupti_doc
 
 from sm_profiler.auto_mode import job as jobs
 from sm_profiler.auto_mode import script, torch_parts
-from sm_profiler.auto_mode.schedule import Schedule
 from sm_profiler.cli import main
 from sm_profiler.errors import ConfigError
 from sm_profiler.report.coverage import report_share, torch_coverage
+from sm_profiler.wire.auto_schedule import Schedule
 
 torch = pytest.importorskip("torch")
 from torch.profiler import ProfilerActivity  # noqa: E402

@@ -26,7 +26,6 @@ BY_NAME = {
         "errors", "paths", "progress", "units", "moved",
         "auto_mode.registers", "auto_mode.stop_signals", "auto_mode.via_triton",
     ),
-    "wire": ("auto_mode.records", "auto_mode.areas", "auto_mode.schedule"),
     "record": (
         "auto_mode.driver", "auto_mode.state", "auto_mode.graph_switch", "auto_mode.graph_stage",
         "auto_mode.rewrite", "auto_mode.binding", "auto_mode.rescue",

@@ -48,7 +48,7 @@ def auto_buffer(records, capacity=256 * 16, ring=False, step_tag=0, tag=0, label
     (ptx.auto_epilogue; here in the order given). Areas record `step_tag` and `tag`, or
     labels[launch] = (step tag, tag) for that launch. The table numbers launches by their areas
     (`grid_id`), not by `launch`."""
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     areas = Areas(capacity, ring)
     slots = np.zeros(capacity, fmt.AUTO_RECORD_DTYPE)

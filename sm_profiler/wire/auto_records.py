@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import FormatError
-from ..wire import format as fmt
+from . import format as fmt
 
 LOW32 = fmt.LOW32
 
