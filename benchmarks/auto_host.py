@@ -33,8 +33,8 @@ import warnings
 from benchmarks.captures import SYNTHETIC_AUTO_TAGS as TAGS
 from benchmarks.captures import synthetic_auto_buffer
 from sm_profiler.auto_mode.report import format_report
-from sm_profiler.auto_mode.table import AutoTable
 from sm_profiler.export import export
+from sm_profiler.trace.auto_table import AutoTable
 from sm_profiler.wire.auto_records import read_buffer
 from sm_profiler.wire.capture import load
 

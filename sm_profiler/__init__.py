@@ -23,7 +23,7 @@ from .wire.capture import Capture, load, save_many
 # Auto files: their reader registers itself with `load` (capture.FILE_READERS); the table views
 # with TraceData.to_pandas / to_arrow (trace.TABLE_VIEWS).
 from .report import tables as _tables  # noqa: E402, F401  isort: skip
-from .auto_mode import table as _auto_table  # noqa: E402, F401  isort: skip
+from .trace import auto_table as _auto_table  # noqa: E402, F401  isort: skip
 
 __version__ = "0.1.0"
 

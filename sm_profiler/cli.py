@@ -33,7 +33,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .auto_mode.table import AutoTable
 from .errors import ConfigError, SmProfilerError
 from .export.ui_server import (  # noqa: F401 (cli.PERFETTO_UI)
     PERFETTO_PORT,
@@ -43,6 +42,7 @@ from .export.ui_server import (  # noqa: F401 (cli.PERFETTO_UI)
 )
 from .progress import stage
 from .report.stats_table import printable
+from .trace.auto_table import AutoTable
 
 # How long `open` serves a trace that nothing fetches (no browser here, a URL not opened).
 OPEN_TIMEOUT_S = 600.0

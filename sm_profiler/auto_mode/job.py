@@ -220,8 +220,8 @@ def load_ranks(paths) -> list:
     """The AutoTables of rank files (or folders of them), by rank: what `advise DIR`, `stats
     DIR` and `merge DIR` read (the torch traces inside: torch_parts, from the same files).
     Files of several runs, or two files of one rank, are a CaptureError saying which."""
+    from ..trace.auto_table import AutoTable
     from ..wire.capture import load
-    from .table import AutoTable
 
     files = rank_paths(paths)
     tables = []
@@ -326,6 +326,6 @@ def _check_a_rank_each(files: list[str], tables: list) -> None:
 def merged_table(tables):
     """One AutoTable of several ranks' tables, each moved onto the host clock where its
     sessions carry clock samples (sm_profiler.record.clock), so that ranks of several nodes line up."""
-    from .table import AutoTable
+    from ..trace.auto_table import AutoTable
 
     return AutoTable.concat([t.on_host_clock() for t in tables])

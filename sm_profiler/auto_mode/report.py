@@ -21,12 +21,12 @@ import numpy as np
 from ..report.stats import cell_periods, median_after, peak_per_group, union_length
 from ..report.stats_table import fit_table, format_time, number_runs, plural, printable, wrap
 from ..report.stats_table import middle as _middle
+from ..trace import auto_table
+from ..trace.auto_table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells
 from ..trace.launches import metadata_count
 from ..trace.model import RANGE, TraceData
 from ..wire.auto_file import session_count
 from ..wire.auto_records import _dense
-from . import table as auto_table
-from .table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells
 
 
 @dataclass

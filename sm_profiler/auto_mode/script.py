@@ -316,7 +316,7 @@ def _merge_torch(prof, stem: str) -> dict | None:
 
 def _torch_notes(prof) -> None:
     """Why a region started with torch.profiler has no torch trace (its notes), on stderr."""
-    from .table import AutoTable
+    from ..trace.auto_table import AutoTable
 
     caps = prof.captures()  # a region that recorded nothing may give no table
     about = (caps.metadata or {}).get("torch_profiler") if isinstance(caps, AutoTable) else None

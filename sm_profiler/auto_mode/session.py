@@ -262,7 +262,7 @@ class AutoProfiler:
         kernels = {
             k: dict(name=e.name, **e.as_metadata()) for k, e in binding.STATE.kernels.items()
         }
-        from .table import AutoTable
+        from ..trace.auto_table import AutoTable
 
         if self._step_tags:
             self._prune_step_tags()  # the file maps the steps it holds, no more

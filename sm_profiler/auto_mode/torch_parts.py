@@ -260,7 +260,7 @@ def _place(table, doc):
     """(the table's per-launch parts on the host clock of its torch trace, how) of one rank:
     by its kernels' CUPTI rows, else its clock samples, else as recorded."""
     from ..export.merge import _launch_parts, alignment_error, cupti_kernels, kernels_offset, shift
-    from .table import clock_offset_ns
+    from ..trace.auto_table import clock_offset_ns
 
     clocked = bool(table.sessions) and all(clock_offset_ns(s) is not None for s in table.sessions)
     info: dict = {"torch": doc is not None}

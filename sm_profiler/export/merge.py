@@ -33,7 +33,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..auto_mode.table import AutoTable
 from ..errors import CaptureError, ConfigError, FormatError
 from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels, _best_window: as before)
     PROFILE_MARGIN_NS,
@@ -45,6 +44,7 @@ from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels, _best_windo
 )
 from ..report.alignment import alignment_error as _alignment_error
 from ..report.alignment import match_in_order as _match_in_order
+from ..trace.auto_table import AutoTable, clock_offset_ns
 from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, with_sms
@@ -300,7 +300,6 @@ def align_ranks(
 def _align_tables(tables, align: str, per_launch: bool):
     """align_ranks of auto-mode tables: each decoded whole; 'clock' moves each onto the host
     clock by the samples its GPUs took when its region ended."""
-    from ..auto_mode.table import clock_offset_ns
 
     clocked = all(clock_offset_ns(s) is not None for t in tables for s in t.sessions)
     # One rank against torch's rows (per_launch): its launches are matched to their CUPTI rows

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..auto_mode.table import cell_bounds, pair_cells
+from ..trace.auto_table import cell_bounds, pair_cells
 from ..wire.auto_file import jsonable
 from .stats import cell_periods, median_after, peak_per_group, union_length
 from .stats_table import format_time, number_runs, printable, wrap
@@ -146,7 +146,7 @@ def advise(table, cupti=None) -> Advice:
     launches (another rank or GPU, other steps, clocks that do not line up) is left out, said
     in the notes: those GPUs' host gaps count the instrumented kernels only."""
     if isinstance(table, (list, tuple)):
-        from ..auto_mode.table import AutoTable
+        from ..trace.auto_table import AutoTable
 
         table = AutoTable.concat([t.on_host_clock() for t in table])
     L = table.launches

@@ -326,7 +326,7 @@ def _names(instrumented) -> list[str]:
         isinstance(n, str) for n in instrumented
     ):
         return list(instrumented)
-    from ..auto_mode.table import AutoTable
+    from ..trace.auto_table import AutoTable
     from ..wire.capture import captures_of
 
     caps = captures_of(instrumented)

@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..auto_mode.report import kernel_reports, launch_table
-from ..auto_mode.table import AutoTable, cell_bounds, jsonable, pair_cells
 from ..errors import ConfigError, SmProfilerError
+from ..trace.auto_table import AutoTable, cell_bounds, jsonable, pair_cells
 from ..units import report_unit
 from .advise import INSTRUMENTED_ONLY, TITLES, Advice, advise
 from .stats import cell_periods

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import ConfigError, FormatError
 from ..wire import format as fmt
 from ..wire.capture import Capture
+from .auto_table import AutoTable
 from .model import INSTANT, RANGE, KernelInfo, TraceData
 
 _I32 = np.int32
@@ -39,8 +40,6 @@ def decode(capture) -> TraceData:
 
     A bare uint64/int64 array is decoded as a capture with no names.
     """
-    from ..auto_mode.table import AutoTable
-
     if isinstance(capture, AutoTable):
         return capture.decode()  # auto mode's table: one pass over its rows, no lane buffers
     if isinstance(capture, (list, tuple)):

@@ -2,7 +2,7 @@
 
 `read_buffer` checks a GPU's buffer (format.py, "auto mode") and returns its written records as
 columns (`ROW_COLUMNS`), with the counts its header and areas prove (claimed, kept, dropped). `split_launches`
-groups rows into launches: a launch is its rows, never its grid (AutoTable, table.py, holds both).
+groups rows into launches: a launch is its rows, never its grid (AutoTable, trace/auto_table.py, holds both).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from . import format as fmt
 LOW32 = fmt.LOW32
 
 # One row per program (per warp at level="warp"), as read from the device, each column in the
-# narrowest dtype that holds what a record can say (the table widens what it keeps: table.py).
+# narrowest dtype that holds what a record can say (the table widens what it keeps: trace/auto_table.py).
 ROW_COLUMNS = {
     "gpu": np.int32,
     "sm": np.uint16,  # 16 bits of the record's sm word

@@ -251,7 +251,7 @@ def load(path: str | os.PathLike) -> list[Capture]:
                     )
                 meta = _read_meta(z, name)
                 reader = FILE_READERS.get(meta.get("kind"))
-                if reader is not None:  # an auto file (auto_mode/table.py registers it)
+                if reader is not None:  # an auto file (trace/auto_table.py registers it)
                     return reader(z, meta, name)
                 words = [_read_words(z, f"words_{i}", name) for i in range(len(meta["captures"]))]
         except (CaptureError, FormatError):

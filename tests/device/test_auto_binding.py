@@ -31,7 +31,7 @@ def test_a_kernel_the_rewrite_does_not_know_runs_plain_with_a_warning():
 
 def test_partitions_of_a_warp_specialized_kernel_name_its_warps():
     from sm_profiler.auto_mode.binding import partitions_of
-    from sm_profiler.auto_mode.table import _warp_names
+    from sm_profiler.trace.auto_table import _warp_names
 
     ttgir = """module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32} {
     ttg.warp_specialize(%out, %iters) attributes {requestedRegisters = array<i32: 48, 24>}

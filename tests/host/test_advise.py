@@ -204,7 +204,7 @@ def test_a_warp_level_launch_counts_programs_not_warps():
     L["per_warp"] = np.ones(len(L["rows"]), bool)
     L["rows"] = L["rows"] * 2
     L["first_row"] = L["first_row"] * 2
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     w = AutoTable(rep, L, t.kernels, t.sessions, {})
     f = advise(w).findings[0]

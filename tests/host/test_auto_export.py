@@ -17,7 +17,7 @@ from sm_profiler.trace.timeline import build
 def _steps(n_steps=5, launches=4, programs=6, first_gap=2_000):
     """Steps 10.. of `launches` launches 2 µs apart (the first step's `first_gap` apart)."""
     tables = []
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     for s in range(n_steps):
         gap = first_gap if s == 0 else 2_000
@@ -152,7 +152,7 @@ def test_representatives_are_each_kernel_and_levels_first_launch_across_parts():
     part of the launches at a time: pairs first seen in a later part, or in several, count once."""
     from types import SimpleNamespace
 
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     rng = np.random.default_rng(7)
     n = 200_000  # more than three parts of 65,536

@@ -12,9 +12,9 @@ import pytest
 from auto_inputs import AUTO_T0, KERNELS, auto_buffer, table_of, two_kernels
 
 from sm_profiler.auto_mode.report import format_report, launch_table
-from sm_profiler.auto_mode.table import AutoTable
 from sm_profiler.errors import ConfigError, FormatError
 from sm_profiler.export import to_chrome_json
+from sm_profiler.trace.auto_table import AutoTable
 from sm_profiler.trace.decode import decode
 from sm_profiler.trace.launches import LaunchList
 from sm_profiler.wire import format as fmt

@@ -186,7 +186,7 @@ def test_7_the_region_numbers_each_recorded_step_once(monkeypatch):
 
 
 def test_5_stats_escapes_kernel_names_in_the_kernel_table_and_per_rank_lines(tmp_path):
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     evil = "evil\x1b[2J\x1b]0;pwned\x07kernel"
     kernels = {1: {"name": evil, "num_warps": 4}, 2: {"name": "gemm", "num_warps": 8}}
@@ -224,7 +224,7 @@ def test_8_interleaved_steps_give_each_step_its_own_union():
 
 def test_8_lagging_ranks_with_identical_steps_report_identical_shares():
     from sm_profiler.auto_mode.report import step_shares
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     def rank(r, lag):
         recs, labels = [], {}

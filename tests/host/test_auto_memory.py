@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from auto_inputs import AUTO_T0, KERNELS, table_of, two_kernels
 
-from sm_profiler.auto_mode import table as table_mod
+from sm_profiler.trace import auto_table as table_mod
 from sm_profiler.wire import auto_file
 from sm_profiler.wire import format as fmt
 
@@ -196,7 +196,7 @@ def test_narrow_row_columns_hold_every_value_a_record_can_say():
 
 
 def test_a_table_holds_narrow_columns_and_saves_its_file_dtypes(tmp_path):
-    from sm_profiler.auto_mode.table import LAUNCH_DTYPES, NARROW_DTYPES, ROW_DTYPES
+    from sm_profiler.trace.auto_table import LAUNCH_DTYPES, NARROW_DTYPES, ROW_DTYPES
     from sm_profiler.wire.capture import load
 
     recs = [
@@ -235,7 +235,7 @@ def test_a_table_holds_narrow_columns_and_saves_its_file_dtypes(tmp_path):
 
 
 def test_values_a_narrow_column_cannot_hold_keep_the_file_dtype():
-    from sm_profiler.auto_mode.table import AutoTable, narrow
+    from sm_profiler.trace.auto_table import AutoTable, narrow
 
     assert narrow("x", np.array([-1, 5])).dtype == np.int64
     assert narrow("y", np.array([0, 65536])).dtype == np.int64
@@ -405,7 +405,7 @@ def test_columns_of_one_value_are_views_and_change_no_result(tmp_path, monkeypat
 
 
 def test_launch_steps_by_table_are_the_steps_mapped_one_by_one():
-    from sm_profiler.auto_mode.table import _launch_steps
+    from sm_profiler.trace.auto_table import _launch_steps
 
     rng = np.random.default_rng(5)
     tags = rng.integers(0, 1 << 16, 4000).astype(np.uint16)
@@ -433,7 +433,7 @@ def test_launch_steps_by_table_are_the_steps_mapped_one_by_one():
 
 
 def test_narrow_launch_columns_at_their_limits():
-    from sm_profiler.auto_mode.table import compact, narrow
+    from sm_profiler.trace.auto_table import compact, narrow
 
     for k in ("first_row", "rows", "step"):
         assert narrow(k, np.array([-1, 2**31 - 1])).dtype == np.int32

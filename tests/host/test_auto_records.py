@@ -1,4 +1,4 @@
-"""Auto mode's records on the host (sm_profiler/wire/auto_records.py, table.py): a row per
+"""Auto mode's records on the host (sm_profiler/wire/auto_records.py, trace/auto_table.py): a row per
 program, launches as groupings of rows (apart by grid id and by CUDA graph replay, drops counted,
 tags kept), and the packed trace they make. The PTX rewrite is tested in
 tests/device/test_auto_rewrite.py; hostile buffers and files in test_auto_hostile.py."""

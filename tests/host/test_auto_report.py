@@ -39,7 +39,7 @@ def test_step_shares_and_compile_steps_of_gpus_that_skip_and_share_steps():
     from auto_inputs import AUTO_T0, table_of
 
     from sm_profiler.auto_mode.report import step_shares
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     def rank(r, skip, slow_first):
         recs, labels = [], {}

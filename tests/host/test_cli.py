@@ -661,7 +661,7 @@ def test_13_info_lists_a_kernel_once_with_all_its_launches(tmp_path, capsys):
     # twice, once with "(0)" launches, where the report counts it once.
     from auto_inputs import KERNELS, auto_buffer, two_kernels
 
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     kernels = {**KERNELS, 3: dict(KERNELS[2], kernel_tag=3), 4: {"name": "only_autotuned"}}
     gpu0 = two_kernels()

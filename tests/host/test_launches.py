@@ -15,7 +15,7 @@ from auto_inputs import table_of, two_kernels
 from captures import tiny_capture
 from repo_paths import ROOT
 
-from sm_profiler.auto_mode.table import AutoTable
+from sm_profiler.trace.auto_table import AutoTable
 from sm_profiler.trace.decode import decode
 from sm_profiler.trace.launches import (
     LAUNCH_COLUMNS,

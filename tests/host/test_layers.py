@@ -30,7 +30,6 @@ BY_NAME = {
         "auto_mode.driver", "auto_mode.state", "auto_mode.graph_switch", "auto_mode.graph_stage",
         "auto_mode.rewrite", "auto_mode.binding", "auto_mode.rescue",
     ),
-    "trace": ("auto_mode.table",),
     "report": ("auto_mode.report",),
     "export": ("auto_mode.job", "auto_mode.torch_parts"),
     "api": (
@@ -165,9 +164,7 @@ def test_the_reader_finds_what_it_should():
     # import, relative and absolute forms, and leave TYPE_CHECKING imports out.
     graph = _graph()
     assert "wire.capture" in graph["trace.decode"]  # from ..wire.capture import ...
-    assert (
-        "auto_mode.table" in graph["export.merge"]
-    )  # inside a function: from .auto_mode.table import
+    assert "export.merge" in graph["cli"]  # inside a function: from .export import merge
     assert "auto_mode.binding" not in graph["auto_mode.state"]  # under TYPE_CHECKING only
     assert "auto_mode.session" in graph["auto_mode"]  # the package's __init__
 

@@ -103,7 +103,7 @@ KERNELS = {
 def table_of(records, kernels=None, sm_count=4, session=None, **buffer_options):
     """The AutoTable of one GPU's buffer holding `records` (as auto_buffer takes them);
     `session`: more of what the region knew of that GPU (step_tags, rank, clock)."""
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     session = {
         "gpu": 0,

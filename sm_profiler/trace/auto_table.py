@@ -15,8 +15,6 @@ import json
 import numpy as np
 
 from ..errors import ConfigError
-from ..trace.launches import KernelInfo, LaunchList, LaunchTable, metadata_count
-from ..trace.model import RANGE, TraceData
 from ..wire import format as fmt
 from ..wire.auto_file import (
     AUTO_FILE_VERSION,
@@ -36,6 +34,8 @@ from ..wire.auto_file import (
 )
 from ..wire.auto_records import concat_rows, read_buffer, split_launches
 from ..wire.capture import FILE_READERS, Capture
+from .launches import KernelInfo, LaunchList, LaunchTable, metadata_count
+from .model import RANGE, TraceData
 
 # Block ids of a launch are linear program ids while the grid numbers them in int64 comfortably.
 _MAX_LINEAR_BLOCKS = 1 << 53
