@@ -654,7 +654,7 @@ def _info_auto(path: str, table, out) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     trace = _decoded(args.capture, args.steps)
-    from .auto_mode.report import is_auto, print_report
+    from .report.auto_report import is_auto, print_report
 
     if not is_auto(trace):
         from .report.stats import breakdown, compute_stats

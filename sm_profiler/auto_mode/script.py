@@ -283,7 +283,7 @@ def _report(trace, out_dir: str, width: int | None, cupti: dict | None = None, d
     """Print the report of `trace` at `width` and write it at 100 columns to auto_stats.txt
     (`cupti`: the share seen from torch.profiler's CUPTI rows, coverage.report_share; `docs`:
     the torch trace, or {rank: trace}, whose kernel rows its host gaps take)."""
-    from .report import format_report, report_parts
+    from ..report.auto_report import format_report, report_parts
 
     with stage_for(f"reporting {len(trace):,} programs", len(trace)):
         parts = report_parts(trace)
@@ -408,9 +408,9 @@ def write_rank_outputs(
     """One rank of a job: its table, then its report, under its own names; the first profiled
     rank then waits (bounded) for the others' tables of this run and writes the job's report and
     trace (not with merge=False: a rank being stopped writes its own files alone)."""
+    from ..report.auto_report import format_report
     from . import job as jobs
     from . import torch_parts
-    from .report import format_report
 
     _make_folder(out_dir)
     stem = os.path.join(out_dir, job.stem())

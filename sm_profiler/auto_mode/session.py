@@ -432,7 +432,7 @@ class AutoProfiler:
         """The report (cupti: the share seen from CUPTI; torch_trace: the trace whose kernel
         rows "What to fix first" takes its host gaps over; default for both: the region's
         torch trace where torch_profiler=True recorded one)."""
-        from .report import print_report
+        from ..report.auto_report import print_report
 
         cupti = self.cupti_summary() if cupti is None else cupti
         doc = self.torch_trace() if torch_trace is None else torch_trace

@@ -34,11 +34,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..auto_mode.report import kernel_reports, launch_table
 from ..errors import ConfigError, SmProfilerError
 from ..trace.auto_table import AutoTable, cell_bounds, jsonable, pair_cells
 from ..units import report_unit
 from .advise import INSTRUMENTED_ONLY, TITLES, Advice, advise
+from .auto_report import kernel_reports, launch_table
 from .stats import cell_periods
 from .stats_table import fit_table, format_times, middle, number_runs, plural, printable, wrap
 

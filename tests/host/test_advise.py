@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from strategies import SETTINGS
 from strategies import advise_tables as tables
 
-from sm_profiler.auto_mode.report import format_report
 from sm_profiler.report.advise import advise, advise_lines, grid_options
+from sm_profiler.report.auto_report import format_report
 
 # -- the five planted defects -------------------------------------------------------------------
 

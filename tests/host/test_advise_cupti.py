@@ -214,7 +214,7 @@ def test_advise_of_a_run_folder_takes_each_ranks_trace(tmp_path, capsys):
 
 
 def test_a_damaged_torch_trace_in_the_report_is_said_and_left_out():
-    from sm_profiler.auto_mode.report import format_report
+    from sm_profiler.report.auto_report import format_report
 
     t = ai.wave_with_gaps()
     doc = ai.cupti_doc_of(t)

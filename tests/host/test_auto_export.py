@@ -83,7 +83,7 @@ def test_the_first_steps_that_fit_are_drawn_and_opened_on(small_budget):
 def test_a_step_that_compiled_is_named_and_the_trace_opens_on_the_first_steady_one(small_budget):
     # Issue 46, item 6: the report's longest step and slowest steps led with step 0, which
     # compiled (2.49 s where a steady step took 9.4 ms), and the trace opened on it.
-    from sm_profiler.auto_mode.report import format_report
+    from sm_profiler.report.auto_report import format_report
 
     table = _steps(first_gap=2_000_000)  # step 10's launches 2 ms apart: compiling between
     assert table.compile_steps().tolist() == [10]

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from auto_inputs import AUTO_T0, KERNELS, auto_buffer, table_of, two_kernels
 
-from sm_profiler.auto_mode.report import format_report, launch_table
 from sm_profiler.errors import ConfigError, FormatError
 from sm_profiler.export import to_chrome_json
+from sm_profiler.report.auto_report import format_report, launch_table
 from sm_profiler.trace.auto_table import AutoTable
 from sm_profiler.trace.decode import decode
 from sm_profiler.trace.launches import LaunchList
@@ -260,7 +260,7 @@ def test_8_9_bad_session_metadata_prints_a_report_not_a_traceback(sm_count):
 
 
 def test_8_an_old_auto_file_with_bad_metadata_still_reports():
-    from sm_profiler.auto_mode.report import format_report as fr
+    from sm_profiler.report.auto_report import format_report as fr
 
     caps = list(table_of(two_kernels()))
     for c in caps:

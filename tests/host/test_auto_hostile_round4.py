@@ -204,7 +204,7 @@ def test_5_stats_escapes_kernel_names_in_the_kernel_table_and_per_rank_lines(tmp
 
 
 def test_8_interleaved_steps_give_each_step_its_own_union():
-    from sm_profiler.auto_mode.report import step_shares
+    from sm_profiler.report.auto_report import step_shares
 
     # Two streams: step 1's long launch [0, 400) with a short one [300, 350) inside it, step
     # 2's launches [10, 30) and [20, 40) in between: in launch order the steps interleave.
@@ -223,7 +223,7 @@ def test_8_interleaved_steps_give_each_step_its_own_union():
 
 
 def test_8_lagging_ranks_with_identical_steps_report_identical_shares():
-    from sm_profiler.auto_mode.report import step_shares
+    from sm_profiler.report.auto_report import step_shares
     from sm_profiler.trace.auto_table import AutoTable
 
     def rank(r, lag):

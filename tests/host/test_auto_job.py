@@ -12,9 +12,9 @@ from auto_inputs import AUTO_T0, TableRegion, table_of, two_kernels
 
 from sm_profiler.auto_mode import job as jobs
 from sm_profiler.auto_mode import script
-from sm_profiler.auto_mode.report import format_report
 from sm_profiler.cli import main
 from sm_profiler.errors import ConfigError
+from sm_profiler.report.auto_report import format_report
 
 
 class RankRegion(TableRegion):

@@ -77,7 +77,7 @@ def _shuffled(trace, seed=0):
 
 @pytest.mark.parametrize("chunk", [1, 2, 5, 1 << 18])
 def test_launch_table_in_place_and_a_chunk_of_groups_at_a_time(monkeypatch, chunk):
-    from sm_profiler.auto_mode.report import format_report, kernel_reports, launch_table
+    from sm_profiler.report.auto_report import format_report, kernel_reports, launch_table
 
     _, tr = _decoded(monkeypatch, 1 << 18)
     ref = launch_table(_shuffled(tr))  # the sorting path, whole
@@ -93,7 +93,7 @@ def test_launch_table_in_place_and_a_chunk_of_groups_at_a_time(monkeypatch, chun
 
 
 def test_kernel_names_of_an_auto_trace_match_its_launches_names(monkeypatch):
-    from sm_profiler.auto_mode.report import kernel_name_ids
+    from sm_profiler.report.auto_report import kernel_name_ids
 
     _, tr = _decoded(monkeypatch, 1 << 18)
     caps = np.array([3, 0, 3, 1])
@@ -249,7 +249,7 @@ def test_values_a_narrow_column_cannot_hold_keep_the_file_dtype():
 
 
 def test_kernel_sums_added_a_chunk_at_a_time_are_one_bincount():
-    from sm_profiler.auto_mode.report import KernelSums
+    from sm_profiler.report.auto_report import KernelSums
 
     rng = np.random.default_rng(3)
     n = 5_000
@@ -283,7 +283,7 @@ def test_kernel_sums_added_a_chunk_at_a_time_are_one_bincount():
 
 @pytest.mark.parametrize("chunk", [1, 4])
 def test_report_parts_a_chunk_of_launches_at_a_time(monkeypatch, chunk):
-    from sm_profiler.auto_mode.report import launch_table, report_parts
+    from sm_profiler.report.auto_report import launch_table, report_parts
 
     recs = [
         (AUTO_T0 + 1000 * i, 900 - 37 * (i % 5), i % 3, 20 + i, 1 + i % 2, 0, 0, 0)
@@ -378,8 +378,8 @@ def _bench_table(compact, monkeypatch, **shape):
     ],
 )
 def test_columns_of_one_value_are_views_and_change_no_result(tmp_path, monkeypatch, shape):
-    from sm_profiler.auto_mode.report import format_report
     from sm_profiler.export import export
+    from sm_profiler.report.auto_report import format_report
 
     t = _bench_table(True, monkeypatch, **shape)
     ref = _bench_table(False, monkeypatch, **shape)

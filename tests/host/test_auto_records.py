@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from auto_inputs import AUTO_T0, auto_buffer, table_of, two_kernels
 
-from sm_profiler.auto_mode.report import format_report, launch_reports
+from sm_profiler.report.auto_report import format_report, launch_reports
 from sm_profiler.trace.decode import decode
 from sm_profiler.trace.timeline import build
 from sm_profiler.wire import format as fmt

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import sm_profiler
 from sm_profiler.auto_mode import binding, session
-from sm_profiler.auto_mode.report import format_report
 from sm_profiler.errors import ConfigError
+from sm_profiler.report.auto_report import format_report
 from sm_profiler.wire.auto_schedule import Schedule
 
 

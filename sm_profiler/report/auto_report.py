@@ -18,15 +18,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..report.stats import cell_periods, median_after, peak_per_group, union_length
-from ..report.stats_table import fit_table, format_time, number_runs, plural, printable, wrap
-from ..report.stats_table import middle as _middle
 from ..trace import auto_table
 from ..trace.auto_table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells
 from ..trace.launches import metadata_count
 from ..trace.model import RANGE, TraceData
 from ..wire.auto_file import session_count
 from ..wire.auto_records import _dense
+from .stats import cell_periods, median_after, peak_per_group, union_length
+from .stats_table import fit_table, format_time, number_runs, plural, printable, wrap
+from .stats_table import middle as _middle
 
 
 @dataclass
@@ -503,7 +503,7 @@ def fix_first_lines(trace: TraceData, width: int, torch_trace=None) -> list[str]
     if not table.num_launches or not (table.launches["step"] >= 0).any():
         return []  # only auto mode's AutoTable records steps
     from ..errors import SmProfilerError
-    from ..report.advise import advise, advise_lines
+    from .advise import advise, advise_lines
 
     try:
         advice = advise(table, cupti=torch_trace)
