@@ -439,8 +439,8 @@ def _commands_with(top: argparse.ArgumentParser, option: str) -> list[str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from . import auto
-    from .auto_mode import job as jobs
     from .auto_mode import script, session
+    from .export import auto_job as jobs
 
     # Everything is checked before anything is created; the folder only once there is output.
     program = script.find_program(args.command)
@@ -519,7 +519,7 @@ def _decoded(path: str, steps: str | None = None):
     from .trace.decode import decode
 
     if os.path.isdir(path):
-        from .auto_mode import job as jobs
+        from .export import auto_job as jobs
 
         caps = jobs.merged_table(jobs.load_ranks([path]))
     else:
@@ -685,7 +685,7 @@ def _stored_torch(path: str, table=None):
     folder carries (`run --torch`), or (None, None); the share only with `table` (its kernels
     are the instrumented ones). A trace that cannot be read is said on stderr and left out
     (one that inflates past its limit: that rank's alone)."""
-    from .auto_mode import torch_parts
+    from .export import auto_torch_parts as torch_parts
     from .report.coverage import report_share, torch_coverage
 
     try:
@@ -705,7 +705,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     from .report.advise import advise, advise_lines
 
     if os.path.isdir(args.capture):
-        from .auto_mode import job as jobs
+        from .export import auto_job as jobs
 
         table = jobs.merged_table(jobs.load_ranks([args.capture]))
     else:
@@ -768,7 +768,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     tables = []
     for path in (args.before, args.after):
         if os.path.isdir(path):
-            from .auto_mode import job as jobs
+            from .export import auto_job as jobs
 
             table = jobs.merged_table(jobs.load_ranks([path]))
         else:
@@ -797,7 +797,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     torch_out, docs = None, []
     if any(os.path.isdir(p) for p in args.captures):  # a run's folder: its ranks' tables
-        from .auto_mode import job as jobs
+        from .export import auto_job as jobs
 
         paths = jobs.rank_paths(args.captures)
         sources = jobs.load_ranks(paths)
@@ -806,7 +806,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             folder = next(p for p in args.captures if os.path.isdir(p))
             args.out = os.path.join(folder, jobs.MERGED_TRACE)
             if any(d is not None for d in docs):
-                from .auto_mode.torch_parts import RANKS_TORCH_TRACE
+                from .export.auto_torch_parts import RANKS_TORCH_TRACE
 
                 torch_out = os.path.join(folder, RANKS_TORCH_TRACE)
     else:
@@ -857,7 +857,7 @@ def _torch_parts(paths, args) -> list:
     with --torch (its trace is the one merged)."""
     if args.torch:
         return []
-    from .auto_mode import torch_parts
+    from .export import auto_torch_parts as torch_parts
 
     return [_noted(torch_parts.read, p) for p in paths]
 
@@ -875,7 +875,7 @@ def _noted(read, path):
 def _merge_job_torch(sources, docs, out: str) -> None:
     """merge of rank files carrying torch traces: their rows and our programs in one Chrome
     JSON trace, what each rank's CUPTI rows say it saw, and the notes."""
-    from .auto_mode import torch_parts
+    from .export import auto_torch_parts as torch_parts
     from .report.coverage import coverage_lines
 
     with stage(f"writing {out}"):

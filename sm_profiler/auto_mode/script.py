@@ -218,7 +218,7 @@ def profile(
     """Run `program` in the auto region `prof`, then write what it recorded into `out_dir`;
     return the program's exit status (1 if it succeeded but nothing was recorded). Under
     torchrun (`job` of several ranks) each rank writes its own files and the first of `ranks`
-    merges them (job.py)."""
+    merges them (export/auto_job.py)."""
     several = job is not None and job.several
 
     def write(stopped: bool) -> None:
@@ -296,7 +296,7 @@ def _merge_torch(prof, stem: str) -> dict | None:
     """With a torch trace: one trace of its rows and our programs, `stem`.torch.json.gz
     (torch_parts.merge_rank); returns its info, or None without a torch trace or when the merge
     failed (said on stderr: the rank's own files are written already)."""
-    from . import torch_parts
+    from ..export import auto_torch_parts as torch_parts
 
     doc = torch_parts.of(prof)
     if doc is None:
@@ -341,8 +341,8 @@ def write_outputs(prof, out_dir: str, width: int | None) -> None:
     """Print the kernel report of `prof` and write OUTPUTS into the folder `out_dir`, created
     here: only when there is something to write."""
 
-    from . import torch_parts
-    from .torch_parts import TORCH_SUFFIX
+    from ..export import auto_torch_parts as torch_parts
+    from ..export.auto_torch_parts import TORCH_SUFFIX
 
     trace = prof.decode()
     _make_folder(out_dir)
@@ -371,9 +371,9 @@ def merge_torch_job(paths: list[str], tables: list, out_dir: str, got: dict | No
     report's CUPTI figures over the ranks (coverage.report_share), or None without any torch
     trace or when the merge failed (said: the rank files are whole). got: filled with {rank:
     trace} of the ranks whose file carries one, for the report's host gaps."""
+    from ..export import auto_torch_parts as torch_parts
+    from ..export.auto_job import MERGED_TRACE
     from ..report.coverage import report_share
-    from . import torch_parts
-    from .job import MERGED_TRACE
 
     notes: list[str] = []
     try:
@@ -408,14 +408,14 @@ def write_rank_outputs(
     """One rank of a job: its table, then its report, under its own names; the first profiled
     rank then waits (bounded) for the others' tables of this run and writes the job's report and
     trace (not with merge=False: a rank being stopped writes its own files alone)."""
+    from ..export import auto_job as jobs
+    from ..export import auto_torch_parts as torch_parts
     from ..report.auto_report import format_report
-    from . import job as jobs
-    from . import torch_parts
 
     _make_folder(out_dir)
     stem = os.path.join(out_dir, job.stem())
     mine = jobs.job_identity()
-    prof.captures().metadata["job"] = mine  # which run the file is of (job.py)
+    prof.captures().metadata["job"] = mine  # which run the file is of (export/auto_job.py)
     prof.save(f"{stem}.npz")  # first (a killed rank's time is short); whole, then renamed
     merged = _merge_torch(prof, stem) if merge else None
     doc = torch_parts.of(prof)

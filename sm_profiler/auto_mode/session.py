@@ -458,7 +458,7 @@ class AutoProfiler:
     def save(self, path) -> None:
         """The AutoTable to one file (sm-profiler stats / export / query / merge read it), with
         torch.profiler's trace inside where torch_profiler=True recorded one."""
-        from .torch_parts import members
+        from ..export.auto_torch_parts import members
 
         self.table().save(path, members(self.torch_trace()))
 
@@ -477,7 +477,7 @@ class AutoProfiler:
         if doc is None:
             return None
         if self._cupti is None:
-            from .torch_parts import rank_coverage
+            from ..export.auto_torch_parts import rank_coverage
 
             self._cupti = rank_coverage(doc, self.table())
         return self._cupti
@@ -492,7 +492,7 @@ class AutoProfiler:
                 "no torch.profiler trace: start the region with torch_profiler=True "
                 "(sm-profiler run --torch), and record at least one step"
             )
-        from .torch_parts import merge_rank
+        from ..export.auto_torch_parts import merge_rank
 
         info = merge_rank(doc, self.table(), path)
         self._cupti = info["coverage"]

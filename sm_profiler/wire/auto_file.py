@@ -134,7 +134,7 @@ class AutoColumns(CaptureSequence):
     def save(self, path, members: dict[str, bytes] | None = None) -> None:
         """Write the table to one .npz file: columns as arrays, kernels and sessions as JSON once.
         members: more byte strings stored beside them as uint8 columns (a torch.profiler trace:
-        auto_mode/torch_parts.py), which the table's reader leaves alone."""
+        export/auto_torch_parts.py), which the table's reader leaves alone."""
         from ..paths import atomic_output, check_writable
 
         meta = {

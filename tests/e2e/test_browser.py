@@ -176,8 +176,8 @@ def test_the_jobs_trace_shows_gpu_by_gpu_sm_by_sm_with_clean_names(ui, tmp_path)
     'GPU 0 · SM 34 ...': its own process order, a pid after every name."""
     from auto_inputs import AUTO_T0, table_of
 
-    from sm_profiler.auto_mode import job as jobs
     from sm_profiler.cli import main
+    from sm_profiler.export import auto_job as jobs
 
     for r, sms in enumerate([[125, 8, 34, 124, 49], [34, 49, 2, 131]]):
         recs = [(AUTO_T0 + 100 * p + 50 * r, 5000, sm, 1, 1, p, 0, 0) for p, sm in enumerate(sms)]

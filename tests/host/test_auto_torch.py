@@ -18,10 +18,11 @@ import pytest
 from auto_inputs import AUTO_T0, TorchRegion, table_of
 from captures import cupti_doc
 
-from sm_profiler.auto_mode import job as jobs
-from sm_profiler.auto_mode import script, torch_parts
+from sm_profiler.auto_mode import script
 from sm_profiler.cli import main
 from sm_profiler.errors import ConfigError
+from sm_profiler.export import auto_job as jobs
+from sm_profiler.export import auto_torch_parts as torch_parts
 from sm_profiler.report.coverage import report_share, torch_coverage
 from sm_profiler.wire.auto_schedule import Schedule
 

@@ -30,7 +30,6 @@ BY_NAME = {
         "auto_mode.driver", "auto_mode.state", "auto_mode.graph_switch", "auto_mode.graph_stage",
         "auto_mode.rewrite", "auto_mode.binding", "auto_mode.rescue",
     ),
-    "export": ("auto_mode.job", "auto_mode.torch_parts"),
     "api": (
         "", "profiler", "auto_mode", "auto_mode.session", "auto_mode.script",
         "auto_mode.torch_profiler",

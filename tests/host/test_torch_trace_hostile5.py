@@ -9,9 +9,9 @@ import json
 import pytest
 from auto_inputs import table_of, torch_doc_of, two_kernels
 
-from sm_profiler.auto_mode import torch_parts
 from sm_profiler.cli import main
 from sm_profiler.errors import CaptureError
+from sm_profiler.export import auto_torch_parts as torch_parts
 from sm_profiler.wire.torch_trace import _check_torch_doc
 
 NOT_AN_OBJECT = [["python"], "python", 7, 2.5, True]

@@ -166,7 +166,7 @@ class TorchRegion(TableRegion):
         return self.doc
 
     def save(self, path):
-        from sm_profiler.auto_mode import torch_parts
+        from sm_profiler.export import auto_torch_parts as torch_parts
 
         self.table.save(path, torch_parts.members(self.doc))
 

@@ -54,7 +54,7 @@ def members(doc: dict | None) -> dict[str, bytes]:
     """The file members that carry `doc` (AutoTable.save's `members`); none without one."""
     if doc is None:
         return {}
-    from ..export.chrome import encode_json
+    from .chrome import encode_json
 
     return {MEMBER: gzip.compress(encode_json(doc), compresslevel=6)}
 
@@ -127,7 +127,7 @@ def stored(path, notes: list[str] | None = None) -> dict | None:
     none does. notes: as read's."""
     if not os.path.isdir(path):
         return read(path, notes)
-    from .job import folder_files
+    from .auto_job import folder_files
 
     found = folder_files(os.fspath(path))
     if os.path.basename(found.get(0, "")) == "auto.npz":
@@ -162,7 +162,7 @@ def rank_coverage(doc: dict, table) -> dict:
 def merge_rank(doc: dict, table, path) -> dict:
     """One process's torch trace and table as one Chrome JSON trace (merge_torch_trace);
     returns its info (alignment, coverage) with `notes` (steps that disagree)."""
-    from ..export.merge import merge_torch_trace
+    from .merge import merge_torch_trace
 
     info = merge_torch_trace(doc, [table], path)
     note = step_note(doc, table)
@@ -199,9 +199,9 @@ def merge_job(tables: list, docs: list, path) -> dict:
     (.json / .json.gz): per rank its torch processes (named `rank r · ...`), then its SMs
     (`GPU r · SM s`, the kernels it did not record drawn on them); see the module doc for the
     time axis. Returns {"ranks": {rank: alignment}, "coverage": {rank: coverage}, "notes"}."""
-    from ..export.chrome import moved_rows, ranks_json, time_origin
-    from ..export.merge import _coverage, _timelines, _write_json, earliest_ns
     from ..report.coverage import kernel_table
+    from .chrome import moved_rows, ranks_json, time_origin
+    from .merge import _coverage, _timelines, _write_json, earliest_ns
 
     if len(tables) != len(docs):
         raise ValueError("one torch trace (or None) per table")
@@ -259,8 +259,8 @@ def merge_job(tables: list, docs: list, path) -> dict:
 def _place(table, doc):
     """(the table's per-launch parts on the host clock of its torch trace, how) of one rank:
     by its kernels' CUPTI rows, else its clock samples, else as recorded."""
-    from ..export.merge import _launch_parts, alignment_error, cupti_kernels, kernels_offset, shift
     from ..trace.auto_table import clock_offset_ns
+    from .merge import _launch_parts, alignment_error, cupti_kernels, kernels_offset, shift
 
     clocked = bool(table.sessions) and all(clock_offset_ns(s) is not None for s in table.sessions)
     info: dict = {"torch": doc is not None}
