@@ -458,7 +458,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if job.rank not in ranks:  # --ranks leaves this one out: its kernels run plain
         return script.run_program(program, contextlib.nullcontext())
-    session._check_can_run()  # a GPU, Triton 3.6+, no interpreter
+    session.check_can_run()  # a GPU, Triton 3.6+, no interpreter
     if args.torch:
         from .auto_mode.torch_profiler import check_torch_profiler
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from ..record import ptx
 from ..wire import format as fmt
 from . import registers
-from .driver import _check, _cuda, _stream, copy_device, module_of  # noqa: F401 (binding.*)
+from .driver import check_rc, copy_device, current_stream, libcuda, module_of  # noqa: F401 (binding.*)
 from .rewrite import LEVELS, RewriteError, instrument
 from .state import STATE, copy_out  # noqa: F401 (binding.STATE, binding.copy_out)
 

@@ -111,7 +111,7 @@ class AutoProfiler:
     # -- the region ------------------------------------------------------------------------------
 
     def start(self) -> AutoProfiler:
-        _check_can_run()
+        check_can_run()
         if _active:
             raise ConfigError(
                 "sm_profiler.auto is already on in this process; one region at a time"
@@ -780,7 +780,7 @@ def _clear_inductor_memory() -> None:
         pass
 
 
-def _check_can_run() -> None:
+def check_can_run() -> None:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise ConfigError(
             "sm_profiler.auto instruments compiled kernels; under TRITON_INTERPRET=1 "

@@ -177,11 +177,11 @@ def file_identity(path: str):
     """The job identity written in a rank file (its metadata "job"), or None."""
     import zipfile
 
-    from ..wire.capture import _read_meta
+    from ..wire.capture import read_meta
 
     try:
         with zipfile.ZipFile(path) as z:
-            meta = _read_meta(z, path)
+            meta = read_meta(z, path)
     except Exception:  # noqa: BLE001 - a file being replaced, or not ours: not this run's
         return None
     md = meta.get("metadata") if isinstance(meta, dict) else None

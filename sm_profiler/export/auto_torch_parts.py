@@ -66,8 +66,8 @@ def read(path, notes: list[str] | None = None) -> dict | None:
     what its stored bytes may inflate to, as a .gz given to `merge --torch` is
     (inflation_limit): a gzip bomb is refused while it inflates. notes: where given, a trace
     past that limit is left out (None) and said there, so that the rest is read without it."""
-    from ..wire.capture import _read_member
-    from ..wire.torch_trace import _check_torch_doc, _read_bounded, inflation_limit
+    from ..wire.capture import read_member
+    from ..wire.torch_trace import check_torch_doc, inflation_limit, read_bounded
 
     name = repr(os.fspath(path))
     try:
@@ -82,8 +82,8 @@ def read(path, notes: list[str] | None = None) -> dict | None:
         try:
             if z.getinfo(f"{MEMBER}.npy").file_size > limit:
                 raise InflationError(f"{name}: {_too_large(stored_bytes, limit)}")
-            raw = _read_member(z, MEMBER, name, limit, uint8=True)
-            data = _read_bounded(io.BytesIO(raw.tobytes()), True, limit, name)
+            raw = read_member(z, MEMBER, name, limit, uint8=True)
+            data = read_bounded(io.BytesIO(raw.tobytes()), True, limit, name)
             del raw
             doc = json.loads(data)
         except InflationError:
@@ -104,7 +104,7 @@ def read(path, notes: list[str] | None = None) -> dict | None:
             ) from e
         except RecursionError as e:
             raise CaptureError(f"{name}: its torch.profiler trace nests too deeply") from e
-    return _check_torch_doc(doc, f"the torch trace in {name}")
+    return check_torch_doc(doc, f"the torch trace in {name}")
 
 
 def _too_large(stored_bytes: int, limit: int) -> str:
@@ -201,7 +201,7 @@ def merge_job(tables: list, docs: list, path) -> dict:
     time axis. Returns {"ranks": {rank: alignment}, "coverage": {rank: coverage}, "notes"}."""
     from ..report.coverage import kernel_table
     from .chrome import moved_rows, ranks_json, time_origin
-    from .merge import _coverage, _timelines, _write_json, earliest_ns
+    from .merge import earliest_ns, rank_timelines, torch_coverage_bars, write_json
 
     if len(tables) != len(docs):
         raise ValueError("one torch trace (or None) per table")
@@ -212,7 +212,7 @@ def merge_job(tables: list, docs: list, path) -> dict:
         seen.add(r)
         placed.append((r, t, doc, *_place(t, doc)))
     ranks = [(r, parts) for r, _, _, parts, _ in placed]
-    timelines = _timelines(ranks)
+    timelines = rank_timelines(ranks)
     # One time origin near the rows, every rank's torch rows moved onto it exactly.
     base = time_origin(earliest_ns(ranks), [d for d in docs if d is not None])
     torch_doc: dict = {"traceEvents": [], "displayTimeUnit": "ms", "baseTimeNanoseconds": base}
@@ -229,7 +229,7 @@ def merge_job(tables: list, docs: list, path) -> dict:
             continue
         table = kernel_table(doc)
         one = [timelines[k]]
-        cov, drawn = _coverage(doc, table, [(r, parts)], one)
+        cov, drawn = torch_coverage_bars(doc, table, [(r, parts)], one)
         timelines[k] = one[0]
         covs[r] = cov
         other.update(drawn)
@@ -252,7 +252,7 @@ def merge_job(tables: list, docs: list, path) -> dict:
         "sm_profiler_time_origin": moved,
     }
     out = ranks_json(timelines, base, torch_doc, other=other, **keys)
-    _write_json(out, path)
+    write_json(out, path)
     return {"ranks": infos, "coverage": covs, "notes": notes}
 
 
@@ -260,19 +260,19 @@ def _place(table, doc):
     """(the table's per-launch parts on the host clock of its torch trace, how) of one rank:
     by its kernels' CUPTI rows, else its clock samples, else as recorded."""
     from ..trace.auto_table import clock_offset_ns
-    from .merge import _launch_parts, alignment_error, cupti_kernels, kernels_offset, shift
+    from .merge import alignment_error, cupti_kernels, kernels_offset, launch_parts, shift
 
     clocked = bool(table.sessions) and all(clock_offset_ns(s) is not None for s in table.sessions)
     info: dict = {"torch": doc is not None}
     if doc is not None:
         rows = cupti_kernels(doc)
-        parts = _launch_parts(table.decode())
+        parts = launch_parts(table.decode())
         off = kernels_offset(parts, rows)
         if off is not None:
             parts = [shift(p, -off) for p in parts]
             info.update(method="kernels", offset_ns=off)
         elif clocked:
-            parts = _launch_parts(table.on_host_clock().decode())
+            parts = launch_parts(table.on_host_clock().decode())
             info.update(method="clock")
         else:
             info.update(method="none")

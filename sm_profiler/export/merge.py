@@ -34,10 +34,9 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import CaptureError, ConfigError, FormatError
-from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels, _best_window: as before)
+from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels: as before)
     PROFILE_MARGIN_NS,
     WINDOW_SAMPLES,
-    _best_window,
     cupti_kernels,
     kernel_offset_ns,
     match_nearest,
@@ -55,10 +54,10 @@ from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: a
     MAX_TORCH_RATIO,
     MAX_TORCH_SLACK,
     MAX_TORCH_US,
-    _check_torch_doc,
-    _torch_doc,
+    check_torch_doc,
     kernel_key,
     named_processes,
+    read_torch_doc,
 )
 from .chrome import PID_BASE, moved_rows, ranks_json, time_origin  # noqa: F401 (merge.PID_BASE)
 
@@ -196,7 +195,7 @@ def _has_time(t: TraceData) -> bool:
     return bool(len(t.events["kind"]) or len(t.unmatched["kind"]) or t.lanes["initialized"].any())
 
 
-def _timelines(ranks) -> list[tuple[int, Timeline]]:
+def rank_timelines(ranks) -> list[tuple[int, Timeline]]:
     """Each rank's captures as one timeline, laid out as a plain export would lay them out."""
     from ..trace.timeline import build
 
@@ -213,7 +212,7 @@ def _drawings(timelines: list[tuple[int, Timeline]]) -> list[tuple[int, Drawing]
 PERFETTO_SUFFIXES = (".perfetto-trace", ".pftrace")
 
 
-def _write_json(doc: dict, path) -> None:
+def write_json(doc: dict, path) -> None:
     from ..paths import atomic_output, check_writable
     from .chrome import encode_json, write_json_bytes
 
@@ -320,11 +319,11 @@ def _align_tables(tables, align: str, per_launch: bool):
             t = t.on_host_clock()
         info["ranks"][r] = {"method": method, "gpus": len(t.sessions), "launches": t.num_launches}
         trace = t.decode()
-        out.append((r, _launch_parts(trace) if per_launch else [trace]))
+        out.append((r, launch_parts(trace) if per_launch else [trace]))
     return out, info
 
 
-def _launch_parts(trace: TraceData) -> list[TraceData]:
+def launch_parts(trace: TraceData) -> list[TraceData]:
     """An auto trace (rows sorted by launch) as one TraceData per launch, by slicing."""
     out = []
     ev, ln = trace.events, trace.lanes
@@ -357,13 +356,13 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     check_writable(path)
     ranks, info = align_ranks(sources, align)
     base = earliest_ns(ranks) or 0  # nothing recorded: any origin
-    drawings = _drawings(_timelines(ranks))
+    drawings = _drawings(rank_timelines(ranks))
     if name.endswith(PERFETTO_SUFFIXES):
         _write_perfetto(drawings, path, info)
         return info
     other = {"base_ns": base, "sm_profiler_alignment": info}
     doc = ranks_json(drawings, base, otherData=other)
-    _write_json(doc, path)
+    write_json(doc, path)
     return info
 
 
@@ -434,7 +433,7 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     Returns the alignment info, also written into the file as "sm_profiler_alignment". The
     file's times count from its own origin (baseTimeNanoseconds, chrome.time_origin), torch's
     rows moved onto it by whole ns; "sm_profiler_time_origin" says from where."""
-    doc = _torch_doc(torch_trace)
+    doc = read_torch_doc(torch_trace)
     from ..report.coverage import kernel_table
 
     table = kernel_table(doc)  # read once: for the alignment and for the coverage
@@ -460,8 +459,8 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
                 }
     err = {r: alignment_error(parts, rows) for r, parts in ranks}
     info = dict(info, error=err)
-    timelines = _timelines(ranks)
-    cov, other = _coverage(doc, table, ranks, timelines)
+    timelines = rank_timelines(ranks)
+    cov, other = torch_coverage_bars(doc, table, ranks, timelines)
     # One time origin near the rows, torch's moved onto it exactly (chrome.time_origin).
     base = int(doc.get("baseTimeNanoseconds", 0))
     origin = time_origin(earliest_ns(ranks), [doc])
@@ -471,14 +470,14 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     keys["sm_profiler_time_origin"] = moved
     doc = dict(doc, traceEvents=events, baseTimeNanoseconds=origin)
     out = ranks_json(_drawings(timelines), origin, doc, other=other, **keys)
-    _write_json(out, path)
+    write_json(out, path)
     return dict(info, coverage=cov)
 
 
 # -- what the instrumented kernels cover (sm_profiler.report.coverage) -------------------------------
 
 
-def _coverage(doc: dict, table: dict, ranks, timelines: list) -> tuple[dict, dict]:
+def torch_coverage_bars(doc: dict, table: dict, ranks, timelines: list) -> tuple[dict, dict]:
     """The torch trace's exact coverage by the ranks' kernels (`table`: its kernel_table), with
     what was drawn of the unseen kernels ("bars"); and {rank: unseen kernels} for ranks_json
     (`timelines` widened in place to every SM a kernel is drawn on, so that each has a track)."""

@@ -703,9 +703,9 @@ def _one_input(x) -> tuple[dict, dict | None]:
 
     if _is_kernel_table(x):
         return x, None
-    from ..wire.torch_trace import _torch_doc
+    from ..wire.torch_trace import read_torch_doc
 
-    doc = _torch_doc(x)
+    doc = read_torch_doc(x)
     return kernel_table(doc), doc
 
 

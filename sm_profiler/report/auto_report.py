@@ -23,7 +23,7 @@ from ..trace.auto_table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells
 from ..trace.launches import metadata_count
 from ..trace.model import RANGE, TraceData
 from ..wire.auto_file import session_count
-from ..wire.auto_records import _dense
+from ..wire.auto_records import dense_ids
 from .stats import cell_periods, median_after, peak_per_group, union_length
 from .stats_table import fit_table, format_time, number_runs, plural, printable, wrap
 from .stats_table import middle as _middle
@@ -198,7 +198,7 @@ def _programs(ev: dict[str, np.ndarray]):
             np.maximum.reduceat(end, cuts),
         )
     del same_cap
-    prog = _dense((blk, cap))
+    prog = dense_ids((blk, cap))
     o = np.argsort(prog, kind="stable")
     cuts = np.flatnonzero(np.r_[True, prog[o][1:] != prog[o][:-1]])
     del prog

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..units import (  # noqa: F401 (as before)
-    _UNITS,
+    UNITS,
     format_time,
     plural,
     report_unit,

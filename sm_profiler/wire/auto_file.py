@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import CaptureError
 from . import format as fmt
-from .capture import AUTO_FILE_VERSION, Capture, CaptureSequence, _read_column, _short
+from .capture import AUTO_FILE_VERSION, Capture, CaptureSequence, read_column, shortened
 
 # Per row: its launch, then the device's columns that vary within a launch.
 ROW_DTYPES = {
@@ -148,7 +148,7 @@ class AutoColumns(CaptureSequence):
             blob = np.frombuffer(json.dumps(jsonable(meta)).encode(), np.uint8)
         except (TypeError, ValueError, RecursionError) as e:
             raise CaptureError(
-                f"cannot save {str(path)!r}: metadata must be JSON-serialisable ({_short(str(e), 120)})"
+                f"cannot save {str(path)!r}: metadata must be JSON-serialisable ({shortened(str(e), 120)})"
             ) from e
         check_writable(path)
         columns = [("meta", blob, np.uint8)]
@@ -171,9 +171,9 @@ class AutoColumns(CaptureSequence):
         kernels, sessions = meta["kernels"], meta["sessions"]
         need("a kernel entry is not a table", all(isinstance(k, dict) for k in kernels))
         need("a session entry is not a table", all(isinstance(s, dict) for s in sessions))
-        rows = {k: compact(k, _read_column(z, f"row_{k}", name, t)) for k, t in ROW_DTYPES.items()}
+        rows = {k: compact(k, read_column(z, f"row_{k}", name, t)) for k, t in ROW_DTYPES.items()}
         launches = {
-            k: compact(k, _read_column(z, f"launch_{k}", name, t)) for k, t in LAUNCH_DTYPES.items()
+            k: compact(k, read_column(z, f"launch_{k}", name, t)) for k, t in LAUNCH_DTYPES.items()
         }
         n, m = len(rows["start_ns"]), len(launches["rows"])
         need("row columns differ in length", all(len(v) == n for v in rows.values()))
@@ -200,7 +200,7 @@ class AutoColumns(CaptureSequence):
         for i, k in enumerate(kernels):
             w = k.get("num_warps")
             need(
-                f"kernel {i}'s num_warps {_short(w)} is not a whole number in 1..{fmt.AUTO_MAX_WARP + 1}",
+                f"kernel {i}'s num_warps {shortened(w)} is not a whole number in 1..{fmt.AUTO_MAX_WARP + 1}",
                 w is None or _warps_ok(w),
             )
         need(

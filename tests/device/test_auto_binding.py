@@ -206,7 +206,7 @@ def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True, sl
     monkeypatch.setattr(graph_stage, "load", load)
     monkeypatch.setattr(graph_stage, "_launch", lambda *a: launched.append(a))
     monkeypatch.setattr(driver, "copy_device", lambda *a: copies.append(a))
-    monkeypatch.setattr(driver, "_stream", lambda device: 99)
+    monkeypatch.setattr(driver, "current_stream", lambda device: 99)
     monkeypatch.setattr(binding, "_capture_stream", lambda: 98)
     monkeypatch.setattr(graph_switch, "prepare", prepare)
     monkeypatch.setattr(binding, "_current_device", lambda: 0)
@@ -390,7 +390,7 @@ def test_a_switch_disables_the_staging_nodes_off_and_enables_them_on(monkeypatch
             calls.append(("enabled", exec_handle.value, node.value, on.value))
             return 0
 
-    monkeypatch.setattr(graph_switch, "_cuda", lambda: Driver())
+    monkeypatch.setattr(graph_switch, "libcuda", lambda: Driver())
     monkeypatch.setattr(graph_switch, "_destroy_both", lambda *a: None)
     switch = graph_switch.Switch(101, 102)
     switch.nodes = [7, 8]

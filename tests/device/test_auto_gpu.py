@@ -256,7 +256,7 @@ def test_an_off_launch_and_an_off_graph_replay_run_the_plain_binary():
         assert not switch.on and not _graph_area_bytes(g).any()
     assert seen == [plain, instr, plain]
     # The off clone's kernel nodes launch the plain binaries, through the driver's eyes.
-    cuda = binding._cuda()
+    cuda = binding.libcuda()
     funcs = {True: [], False: []}
     for on in (True, False):
         for node in graph_switch._kernel_nodes(switch.graphs[on]):
@@ -754,7 +754,7 @@ def test_a_schedule_records_the_launches_cupti_saw_in_its_active_steps():
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler import schedule as torch_schedule
 
-    from sm_profiler.export.merge import _torch_doc, kernel_key
+    from sm_profiler.export.merge import kernel_key, read_torch_doc
     from sm_profiler.report.coverage import instrumented_mask, kernel_table, step_of, step_windows
 
     torch.manual_seed(0)
@@ -782,7 +782,7 @@ def test_a_schedule_records_the_launches_cupti_saw_in_its_active_steps():
             torch.cuda.synchronize()
     table = prof.table()
     names = table.kernel_names()
-    doc = _torch_doc(tp)
+    doc = read_torch_doc(tp)
     rows = kernel_table(doc)
     windows = step_windows(doc)
     assert len(windows["step"]) == profiled, windows

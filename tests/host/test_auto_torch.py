@@ -172,7 +172,7 @@ def test_run_torch_without_a_gpu_is_refused_before_anything_is_written(
 ):
     from sm_profiler.auto_mode import session
 
-    monkeypatch.setattr(session, "_check_can_run", lambda: None)  # as if auto mode could run
+    monkeypatch.setattr(session, "check_can_run", lambda: None)  # as if auto mode could run
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     script_path = tmp_path / "s.py"
     script_path.write_text("raise SystemExit('the script must not run')\n")

@@ -72,7 +72,7 @@ def test_4_the_member_is_held_to_the_limit_of_a_gz_given_to_merge_torch(tmp_path
     gz.write_bytes(blob)
     limit = torch_trace.inflation_limit(len(blob))
     with pytest.raises(InflationError, match=f"more than {limit:,} bytes"):
-        torch_trace._torch_doc(str(gz))  # merge --torch t.json.gz
+        torch_trace.read_torch_doc(str(gz))  # merge --torch t.json.gz
     path = tmp_path / "auto.npz"
     save_with_member(path, _rank(0), torch_parts.MEMBER, [blob])
     with zipfile.ZipFile(path) as z:  # the member's stored bytes: its .npy header and the gzip
