@@ -39,7 +39,7 @@ from .export.ui_server import (  # noqa: F401 (cli.PERFETTO_UI)
     serve_trace,
 )
 from .progress import stage
-from .report.stats_table import printable
+from .text import plural, printable
 
 # How long `open` serves a trace that nothing fetches (no browser here, a URL not opened).
 OPEN_TIMEOUT_S = 600.0
@@ -533,16 +533,15 @@ def _decoded(path: str, steps: str | None = None):
 
 def cmd_info(args: argparse.Namespace) -> int:
     from .report.stats import compute_stats
-    from .report.stats_table import format_time
     from .trace.decode import decode
     from .trace.model import UNMATCHED_BEGIN, UNMATCHED_END
+    from .units import format_time
 
     caps = _load(args.capture)
     out = sys.stdout
     if getattr(caps, "is_auto_table", False):
         return _info_auto(args.capture, caps, out)
-    s = "s" if len(caps) != 1 else ""
-    out.write(f"{args.capture}: {len(caps)} capture{s}\n")
+    out.write(f"{args.capture}: {plural(len(caps), 'capture')}\n")
     # One column for every value of the file: the longest key, metadata keys included.
     keys = ["layout", "emulated", "groups", "events", "lanes", "recorded", "span"]
     kw = max(len(k) for k in keys + [str(k) for c in caps for k in c.metadata])
@@ -560,8 +559,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         out.write(f"\ncapture {i}: {cap.kernel_name}\n")
         row(
             "layout",
-            f"{_plural(lay.num_blocks, 'block')} x {_plural(lay.num_groups, 'group')} "
-            f"x {_plural(lay.capacity, 'record')} per lane ({lay.total_bytes:,} bytes)",
+            f"{plural(lay.num_blocks, 'block')} x {plural(lay.num_groups, 'group')} "
+            f"x {plural(lay.capacity, 'record')} per lane ({lay.total_bytes:,} bytes)",
         )
         row(
             "emulated",
@@ -584,7 +583,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         )
         row(
             "recorded",
-            f"{_plural(n_ranges, 'range')}, {_plural(n_inst, 'instant')}; "
+            f"{plural(n_ranges, 'range')}, {plural(n_inst, 'instant')}; "
             f"{trace.dropped_total:,} dropped; unmatched: {int((um == UNMATCHED_BEGIN).sum())} "
             f"begins, {int((um == UNMATCHED_END).sum())} ends",
         )
@@ -601,7 +600,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def _info_auto(path: str, table, out) -> int:
     """`info` of an auto-mode file: its launches, kernels and each GPU's counts."""
     from .auto_mode.table import session_count
-    from .report.stats_table import format_time
+    from .units import format_time
 
     c = table.counts()
     L = table.launches
@@ -614,8 +613,8 @@ def _info_auto(path: str, table, out) -> int:
     for name, n in zip(names, np.asarray(counts, np.int64).tolist(), strict=False):
         per_name[name] = per_name.get(name, 0) + n
     out.write(
-        f"{path}: auto mode, {_plural(table.num_launches, 'launch', 'launches')} of "
-        f"{_plural(len(per_name), 'kernel')}, {_plural(table.num_rows, 'program record')} "
+        f"{path}: auto mode, {plural(table.num_launches, 'launch', 'launches')} of "
+        f"{plural(len(per_name), 'kernel')}, {plural(table.num_rows, 'program record')} "
         f"over {format_time(span)}\n"
         f"  records: {c['claimed']:,} claimed, {c['kept']:,} kept, {c['dropped']:,} dropped, "
         f"{c['unwritten']:,} unwritten; capacity {c['capacity']:,}\n"
@@ -629,7 +628,7 @@ def _info_auto(path: str, table, out) -> int:
         )
         n = int((L["session"] == i).sum())
         out.write(
-            f"  GPU buffer {i}: {where}; {_plural(n, 'launch', 'launches')}, "
+            f"  GPU buffer {i}: {where}; {plural(n, 'launch', 'launches')}, "
             f"{session_count(sess.get('kept')):,} of {session_count(sess.get('claimed')):,} records kept\n"
         )
     steps = np.unique(L["step"][L["step"] >= 0]) if table.num_launches else []
@@ -773,7 +772,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         else:
             info = merge.merge_ranks(sources, args.out, align=args.align)
     print(
-        f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {_plural(len(sources), 'rank')}, "
+        f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {plural(len(sources), 'rank')}, "
         f"aligned by {info['method']}"
     )
     for r, e in (info.get("error") or {}).items():
@@ -819,8 +818,8 @@ def _merge_job_torch(sources, docs, out: str) -> None:
         info = torch_parts.merge_job(list(sources), docs, out)
     have = sorted(info["coverage"])
     print(
-        f"wrote {out} ({os.path.getsize(out):,} bytes): {_plural(len(sources), 'rank')}, "
-        f"torch.profiler's rows of {_plural(len(have), 'rank')} with them"
+        f"wrote {out} ({os.path.getsize(out):,} bytes): {plural(len(sources), 'rank')}, "
+        f"torch.profiler's rows of {plural(len(have), 'rank')} with them"
     )
     for r in have:
         a = info["ranks"][r]
@@ -1038,10 +1037,6 @@ def cmd_open(args: argparse.Namespace) -> int:
 def one_line(text: str) -> str:
     """`text` on one line: errors quoting another library's message may hold several."""
     return printable(" ".join(part.strip() for part in text.splitlines() if part.strip()))
-
-
-def _plural(n: int, noun: str, plural: str = "") -> str:
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {plural or noun + 's'}"
 
 
 def _capture_mib(caps) -> float:

@@ -27,14 +27,17 @@ import re
 import sys
 import threading
 import warnings
-from dataclasses import dataclass, field
 
 from ..record import ptx
 from ..wire import format as fmt
 from . import registers
 from .driver import _check, _cuda, _stream, copy_device, module_of  # noqa: F401 (binding.*)
 from .rewrite import LEVELS, RewriteError, instrument
-from .state import STATE, copy_out  # noqa: F401 (binding.STATE, binding.copy_out)
+from .state import (  # noqa: F401 (binding.STATE, binding.copy_out, binding.KernelEntry)
+    STATE,
+    KernelEntry,
+    copy_out,
+)
 
 __all__ = ["LEVELS", "install", "turn_on", "turn_off", "set_recording", "pause", "resume"]
 
@@ -60,40 +63,6 @@ def level_of(mode: str | None) -> str | None:
 
 class AutoWarning(UserWarning):
     """A kernel that auto mode could not instrument (it ran as it was)."""
-
-
-@dataclass
-class KernelEntry:
-    """What is known of one loaded, instrumented kernel."""
-
-    kid: int
-    name: str
-    level: str
-    num_warps: int | None = None
-    num_stages: int | None = None
-    shared_bytes: int | None = None
-    cache_hash: str = ""
-    source: str = ""  # 'file.py:42' of the @triton.jit function
-    origins: str = ""  # Inductor: the ATen ops / FX nodes the kernel was generated from
-    call_site: str = ""  # where it was first launched (Triton's own launcher)
-    # Warp-specialized kernels: (partition name, first warp, warps) of each partition
-    partitions: list = field(default_factory=list)
-    tag: int = 0  # what its records say (ptx.auto_kernel_tag of its cache hash)
-    devices: set = field(default_factory=set)  # where it was loaded
-
-    def as_metadata(self) -> dict:
-        meta = {"kernel_id": self.kid, "level": self.level, "kernel_tag": self.tag}
-        for k in ("num_warps", "num_stages", "shared_bytes"):
-            v = getattr(self, k)
-            if v is not None:
-                meta[k] = int(v)
-        for k in ("cache_hash", "source", "origins", "call_site"):
-            v = getattr(self, k)
-            if v:
-                meta[k] = v
-        if self.partitions:
-            meta["partitions"] = [list(p) for p in self.partitions]
-        return meta
 
 
 def partitions_of(ttgir: str) -> list[tuple[str, int, int]]:

@@ -1,17 +1,49 @@
-"""Auto mode's process-wide state (what is on, each GPU's buffer and areas, the kernels bound)
-and the copy of records into a new launch area, which the binding and the graph staging share.
-Below the binding, graph_stage.py and graph_switch.py; above driver.py."""
+"""Auto mode's process-wide state (what is on, each GPU's buffer and areas, the kernels bound:
+each a KernelEntry, which the binding fills in) and the copy of records into a new launch area,
+which the binding and the graph staging share. Below the binding, graph_stage.py and
+graph_switch.py; above driver.py."""
 
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from ..wire import format as fmt
 from . import driver
 
-if TYPE_CHECKING:  # a type only: the binding makes the entries
-    from .binding import KernelEntry
+
+@dataclass
+class KernelEntry:
+    """What is known of one loaded, instrumented kernel."""
+
+    kid: int
+    name: str
+    level: str
+    num_warps: int | None = None
+    num_stages: int | None = None
+    shared_bytes: int | None = None
+    cache_hash: str = ""
+    source: str = ""  # 'file.py:42' of the @triton.jit function
+    origins: str = ""  # Inductor: the ATen ops / FX nodes the kernel was generated from
+    call_site: str = ""  # where it was first launched (Triton's own launcher)
+    # Warp-specialized kernels: (partition name, first warp, warps) of each partition
+    partitions: list = field(default_factory=list)
+    tag: int = 0  # what its records say (ptx.auto_kernel_tag of its cache hash)
+    devices: set = field(default_factory=set)  # where it was loaded
+
+    def as_metadata(self) -> dict:
+        meta = {"kernel_id": self.kid, "level": self.level, "kernel_tag": self.tag}
+        for k in ("num_warps", "num_stages", "shared_bytes"):
+            v = getattr(self, k)
+            if v is not None:
+                meta[k] = int(v)
+        for k in ("cache_hash", "source", "origins", "call_site"):
+            v = getattr(self, k)
+            if v:
+                meta[k] = v
+        if self.partitions:
+            meta["partitions"] = [list(p) for p in self.partitions]
+        return meta
 
 
 class _State:

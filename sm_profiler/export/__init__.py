@@ -17,6 +17,7 @@ import os
 
 from ..errors import ConfigError
 from ..paths import atomic_output, check_writable
+from ..text import plural
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, build
 
@@ -90,8 +91,8 @@ def timeline(trace: TraceData, capture: int | None = None, **options) -> Timelin
         n = len(trace.kernels)
         if isinstance(capture, bool) or not isinstance(capture, int) or not -n <= capture < n:
             raise ConfigError(
-                f"capture={capture!r}: this trace holds {n} capture"
-                f"{'s' if n != 1 else ''} (0..{n - 1}); `sm-profiler info` lists them"
+                f"capture={capture!r}: this trace holds {plural(n, 'capture')} (0..{n - 1}); "
+                "`sm-profiler info` lists them"
             )
         whole = len(trace)
         trace = trace.select_capture(capture % n)

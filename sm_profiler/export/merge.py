@@ -44,6 +44,7 @@ from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels, _best_windo
 )
 from ..report.alignment import alignment_error as _alignment_error
 from ..report.alignment import match_in_order as _match_in_order
+from ..text import plural
 from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, with_sms
@@ -375,8 +376,7 @@ def _write_perfetto(drawings: list[tuple[int, Drawing]], path, info: dict) -> No
 
     dropped = {r: d.dropped_total for r, d in drawings}
     about = [
-        f"{len(drawings)} rank{'s' if len(drawings) != 1 else ''} on one time axis, aligned "
-        f"by {info['method']}",
+        f"{plural(len(drawings), 'rank')} on one time axis, aligned by {info['method']}",
         f"records dropped: {sum(dropped.values()):,} ("
         + ", ".join(f"rank {r}: {n:,}" for r, n in dropped.items())
         + ")",

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ConfigError, MissingDependencyError
 from ..paths import check_writable
+from ..text import plural
 from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import RANGE, TraceData
 from ..units import format_time, time_unit
@@ -51,7 +52,7 @@ def panels(trace: TraceData, capture: int | None = None) -> list[Panel]:
     for c in caps:
         part = trace.select_capture(c)
         k = trace.kernels[c]
-        blocks = f"{k.num_blocks} block" + ("s" if k.num_blocks != 1 else "")
+        blocks = plural(k.num_blocks, "block")
         out.append(Panel(_drawing(part), _groups(part), f"{trace.capture_name(c)} · {blocks}"))
     return out
 

@@ -46,8 +46,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..auto_mode.table import cell_bounds, jsonable, pair_cells
+from ..text import metadata_count, number_runs, plural, printable, wrap
+from ..units import format_time
 from .stats import cell_periods, median_after, peak_per_group, union_length
-from .stats_table import format_time, number_runs, printable, wrap
 
 KINDS = ("partial_wave", "tail", "idle_sms", "host_gaps", "slow_rank")
 TITLES = {
@@ -167,7 +168,7 @@ def advise(table, cupti=None) -> Advice:
     ranks = table.ranks()
     for s, g in enumerate(gpu_of_session.tolist()[: len(table.sessions)]):
         rank_of_gpu[g] = ranks[s]
-        gpu_no[g] = _count(table.sessions[s].get("gpu"), 0) if table.sessions else 0
+        gpu_no[g] = metadata_count(table.sessions[s].get("gpu")) if table.sessions else 0
     several_ranks = len(np.unique(rank_of_gpu)) > 1
 
     la = _launch_columns(table, l_gpu, l_name)
@@ -347,7 +348,7 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
     # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
     # the launch used.
     known = np.array(
-        [_count((s or {}).get("sm_count"), 0) for s in table.sessions]
+        [metadata_count((s or {}).get("sm_count")) for s in table.sessions]
         + [0] * (n_sess - len(table.sessions)),
         np.int64,
     )
@@ -982,13 +983,12 @@ def _words(kind: str, ev: dict) -> tuple[str, str]:
     if kind == "partial_wave":
         opts = grid_options(ev["programs"], ev["slots"])
         choices = " or ".join(
-            f"{n:,} programs ({w} wave{'s' if w > 1 else ''}) with {x:.2f}x the work each"
-            for n, w, x in opts
+            f"{n:,} programs ({plural(w, 'wave')}) with {x:.2f}x the work each" for n, w, x in opts
         )
         detail = (
             f"{ev['programs']:,} programs = {ev['waves']:.2f} waves of {ev['sms']} SMs x "
             f"{ev['resident_per_sm']} resident ({ev['slots']:,} slots): the last wave's "
-            f"{_n(ev['last_wave_programs'], 'program')} fill{'s' if ev['last_wave_programs'] == 1 else ''} {100 * ev['last_wave_fill']:.0f}% of "
+            f"{plural(ev['last_wave_programs'], 'program')} fill{'s' if ev['last_wave_programs'] == 1 else ''} {100 * ev['last_wave_fill']:.0f}% of "
             f"the slots for {t(ev['last_wave_ns'])}; {ev['launches_with_it']:,} of "
             f"{ev['launches']:,} launches"
         )
@@ -1096,9 +1096,7 @@ def advise_lines(advice: Advice, width: int = 80, top: int = TOP) -> list[str]:
     width = max(width, 40)
     if advice.basis == "steps":
         which = number_runs(advice.steps, most=4)
-        over = (
-            f"mean over {len(advice.steps)} step{'s' if len(advice.steps) != 1 else ''} ({which})"
-        )
+        over = f"mean over {plural(len(advice.steps), 'step')} ({which})"
     elif advice.basis == "recording":
         over = "the whole recording as one step"
     else:
@@ -1185,17 +1183,6 @@ def _group_median(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     c, f = count[has], first[has]
     out[has] = (v[f + (c - 1) // 2] + v[f + c // 2]) / 2
     return out
-
-
-def _n(count: int, one: str) -> str:
-    return f"{count:,} {one if count == 1 else one + 's'}"
-
-
-def _count(v, default: int = 0) -> int:
-    """A non-negative int from metadata (a file may say anything), else `default`."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        return default
-    return int(v) if 0 <= v < 1 << 20 else default
 
 
 __all__ = ["Advice", "Finding", "advise", "advise_lines", "grid_options", "KINDS"]

@@ -1,8 +1,8 @@
 """Statistics of a decoded trace: per-event durations, per-SM occupancy, load imbalance, warnings.
 
-`compute_stats` turns a TraceData into a `Stats` (plain data: dataclasses and numpy arrays);
-`format_stats` (sm_profiler.report.stats_table, importable from here) renders it as an aligned
-plain-text table; `print_stats` does both.
+`compute_stats` turns a TraceData into a `Stats` (plain data: dataclasses and numpy arrays, in
+stats_data.py); `format_stats` (sm_profiler.report.stats_table) renders it as an aligned
+plain-text table; `print_stats` does both. All are importable from here.
 
 Everything is vectorized over events, lanes and blocks. The only Python loops run over distinct
 event ids, captures and the handful of worst lanes named in a warning.
@@ -11,15 +11,25 @@ event ids, captures and the handful of worst lanes named in a warning.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from typing import TextIO
 
 import numpy as np
 
+from ..text import plural, printable
 from ..trace.model import INSTANT, RANGE, UNMATCHED_BEGIN, UNMATCHED_END, KernelInfo, TraceData
 from ..trace.nesting import range_tree, waits
 from ..trace.timeline import block_intervals
 from ..wire.format import EMULATED_SM_COUNT
+from .stats_data import (  # noqa: F401 (importable from here, as before)
+    BreakdownRow,
+    EventStat,
+    Imbalance,
+    KernelLaunches,
+    SmTable,
+    Span,
+    Stats,
+    WaitStat,
+)
 from .stats_table import (  # noqa: F401 (the rendering, importable from sm_profiler.stats)
     MAX_CAPTURE_SECTIONS,
     MAX_WAIT_ROWS,
@@ -27,8 +37,6 @@ from .stats_table import (  # noqa: F401 (the rendering, importable from sm_prof
     format_stats,
     format_time,
     format_times,
-    plural,
-    printable,
     table_unit,
     time_unit,
 )
@@ -37,138 +45,6 @@ PERCENTILES = (50.0, 90.0, 99.0)
 
 # How many offenders a warning names before it says "and N more".
 _WORST = 3
-
-
-@dataclass
-class EventStat:
-    """Durations (ns) of one event's ranges, and how many instants it recorded."""
-
-    event: int
-    name: str
-    count: int  # ranges
-    total_ns: int
-    mean_ns: float
-    min_ns: int
-    p50_ns: float
-    p90_ns: float
-    p99_ns: float
-    max_ns: int
-    instants: int
-    # Total self (exclusive) time: total_ns minus what ranges nested directly inside took.
-    self_ns: int = 0
-
-
-@dataclass
-class WaitStat:
-    """Gaps on a lane from the end of a `before` range to the start of the next `after` range
-    with the same parent (the next sibling, or the next top-level range): the waits."""
-
-    before: str
-    after: str
-    count: int
-    total_ns: int
-    mean_ns: float
-    max_ns: int
-
-
-@dataclass
-class BreakdownRow:
-    """One event's ranges within one group, SM or launch (see `breakdown`)."""
-
-    key: str  # 'producer', 'SM 17', 'gemm (launch 2)'
-    event: str
-    count: int
-    total_ns: int
-    self_ns: int
-    mean_ns: float
-
-
-@dataclass
-class SmTable:
-    """One row per SM that ran at least one initialised lane, sorted by SM id. Times are absolute
-    %globaltimer ns; subtract `Span.start_ns` for times from kernel start."""
-
-    sm: np.ndarray  # int32
-    blocks: np.ndarray  # int64: distinct (capture, block) resident on this SM
-    busy_ns: np.ndarray  # int64: length of the union of resident intervals
-    busy_pct: np.ndarray  # float64: busy_ns / span duration * 100
-    first_start_ns: np.ndarray  # int64
-    last_end_ns: np.ndarray  # int64
-
-    def __len__(self) -> int:
-        return len(self.sm)
-
-
-@dataclass
-class Span:
-    start_ns: int
-    end_ns: int
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-
-@dataclass
-class Imbalance:
-    """How much later the last SM finishes than the average SM."""
-
-    last_sm: int
-    max_end_ns: int
-    mean_end_ns: float
-    excess_ns: float  # max_end_ns - mean_end_ns
-    pct_of_span: float
-
-
-@dataclass
-class KernelLaunches:
-    """All launches of one kernel name in a trace."""
-
-    kernel: str
-    captures: list[int]
-    span_ns: list[int]  # per launch: first stamp to last stamp
-    grids: list[str]
-    call_sites: list[str]
-    section: Stats | None = None
-    mixed: int = 0  # launches whose capture mixes launches: no span of theirs is in span_ns
-
-    @property
-    def count(self) -> int:
-        return len(self.captures)
-
-
-@dataclass
-class Stats:
-    """Statistics of a whole trace; `captures` holds one Stats per capture when there are several."""
-
-    label: str
-    kernels: list[KernelInfo]
-    span: Span
-    events: list[EventStat]  # by total range time, largest first; instant-only events last
-    sms: SmTable
-    imbalance: Imbalance | None
-    lanes_total: int
-    lanes_initialized: int
-    dropped_total: int
-    unmatched_begins: int
-    unmatched_ends: int
-    emulated: bool
-    warnings: list[str] = field(default_factory=list)
-    captures: list[Stats] = field(default_factory=list)
-    # One row per kernel name when a kernel was launched more than once (launch slots, or several
-    # snapshots): the launches table and one section per kernel replace the per-capture ones.
-    launches: list[KernelLaunches] = field(default_factory=list)
-    waits: list[WaitStat] = field(default_factory=list)  # by total gap, largest first
-    by_group: list[BreakdownRow] = field(default_factory=list)  # when blocks have several groups
-    # A capture here holds records of more than one launch (mixes_launches): its span, SM
-    # times and waits would measure the host time between them, so they are not printed.
-    mixed: bool = False
-
-    def event(self, name: str) -> EventStat:
-        for e in self.events:
-            if e.name == name:
-                return e
-        raise KeyError(f"no event named {name!r}; events: {[e.name for e in self.events]}")
 
 
 # -- computing --------------------------------------------------------------------------------
@@ -213,7 +89,7 @@ def _launches(trace: TraceData, per_capture: list[Stats]) -> list[KernelLaunches
         return []
     for r in rows:
         part = TraceData.concat([trace.select_capture(c) for c in r.captures])
-        r.section = _section(part, f"{r.kernel}: {r.count} launch{'es' if r.count > 1 else ''}")
+        r.section = _section(part, f"{r.kernel}: {plural(r.count, 'launch', 'launches')}")
         r.section.imbalance = None  # launches are separated by host time
     return rows
 
@@ -732,7 +608,9 @@ def _worst_lanes(lanes: np.ndarray, dropped: np.ndarray, describe) -> tuple[str,
     more lanes" or "")."""
     worst = lanes[np.argsort(-dropped[lanes], kind="stable")][:_WORST]
     names = "; ".join(describe(i) for i in worst.tolist())
-    more = f"; and {len(lanes) - len(worst)} more lanes" if len(lanes) > len(worst) else ""
+    more = (
+        f"; and {plural(len(lanes) - len(worst), 'more lane')}" if len(lanes) > len(worst) else ""
+    )
     return names, more
 
 
