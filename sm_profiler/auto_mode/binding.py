@@ -28,11 +28,12 @@ import sys
 import threading
 import warnings
 
+from ..errors import AutoWarning, RewriteError
 from ..record import ptx
 from ..wire import format as fmt
 from . import registers
 from .driver import _check, _cuda, _stream, copy_device, module_of  # noqa: F401 (binding.*)
-from .rewrite import LEVELS, RewriteError, instrument
+from .rewrite import LEVELS, instrument
 from .state import (  # noqa: F401 (binding.STATE, binding.copy_out, binding.KernelEntry)
     STATE,
     KernelEntry,
@@ -59,10 +60,6 @@ def level_of(mode: str | None) -> str | None:
     if mode and mode.startswith(prefix):
         return mode[len(prefix) :]
     return None
-
-
-class AutoWarning(UserWarning):
-    """A kernel that auto mode could not instrument (it ran as it was)."""
 
 
 def partitions_of(ttgir: str) -> list[tuple[str, int, int]]:
@@ -338,6 +335,8 @@ def _wrap_static_init(original):
                 kernel.metadata = meta
         if ours:
             if not (getattr(self, "has_profile_scratch", False) and isinstance(self.arg_tys, str)):
+                # Internal: Inductor takes NotImplementedError as "cannot launch statically"
+                # and runs the kernel with Triton's own launcher; it never reaches the user.
                 raise NotImplementedError("sm_profiler.auto: profile scratch (Triton's launcher)")
             has_global = bool(getattr(self, "has_global_scratch", False))
             self.has_global_scratch = self.has_profile_scratch = False

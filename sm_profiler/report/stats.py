@@ -15,6 +15,7 @@ from typing import TextIO
 
 import numpy as np
 
+from ..errors import ConfigError
 from ..text import plural, printable
 from ..trace.model import INSTANT, RANGE, UNMATCHED_BEGIN, UNMATCHED_END, KernelInfo, TraceData
 from ..trace.nesting import range_tree, waits
@@ -259,7 +260,7 @@ def breakdown(
     'group 2'), per SM ('SM 17') or per launch ('gemm (launch 2)'); in key order, then by total
     time, largest first."""
     if by not in BREAKDOWNS:
-        raise ValueError(f"breakdown by {by!r}: use one of {', '.join(BREAKDOWNS)}")
+        raise ConfigError(f"breakdown by {by!r}: use one of {', '.join(BREAKDOWNS)}")
     t = range_tree(trace) if tree is None else tree
     ev = trace.events
     rows = t["row"]
