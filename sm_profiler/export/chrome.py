@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ConfigError
-from ..trace.drawing import LEVELS, Drawing, as_drawing, assign_slots
+from ..trace.drawing import LEVELS, Drawing, as_drawing
 from ..trace.model import RANGE
 
 if TYPE_CHECKING:
@@ -349,14 +349,15 @@ def other_kernel_events(
     .unseen_kernels) on the SM processes rank_events laid out at `pid_off`: kernel k on the
     first kernels["n_sms"][k] SMs of kernels["sms"] (SM ids of `d.sms`), in a thread
     'other kernels (CUPTI)' above each SM's own, one more per level of kernels that overlap
-    (concurrent streams). Thread ids from `tid_off`; returns the events and the ids taken."""
+    (concurrent streams: kernels["level"], laid out by unseen_kernels). Thread ids from
+    `tid_off`; returns the events and the ids taken."""
     start, end = np.asarray(kernels["start_ns"]), np.asarray(kernels["end_ns"])
     n_sms = np.asarray(kernels["n_sms"])
     if not len(start):
         return [], 0
     pids = (pid_off + np.searchsorted(d.sms, kernels["sms"]) + 1).tolist()
     width = len(pids)
-    level, _ = assign_slots(np.zeros(len(start), np.int64), start, end, 1)  # sorted by start
+    level = np.asarray(kernels["level"])
     levels = int(level.max()) + 1
     out: list[dict] = []
     for lv in range(levels):

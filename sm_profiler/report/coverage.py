@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import CaptureError
 from ..text import middle, plural, printable, wrap
+from ..trace.timeline import assign_slots
 from .stats import step_periods, union_length
 
 # A CPU-side annotation of torch.profiler's schedule: one per profiled step.
@@ -400,7 +401,9 @@ def unseen_kernels(table: dict, rows: np.ndarray, n_sms: int | None, shown_sms, 
     time it took is shown right, where it ran is not known); without a grid, on every SM, named
     '(SMs unknown)'. Without an SM count, every SM is each of `shown_sms` (the SMs our programs
     ran on), and every kernel is '(SMs unknown)'. At most `cap` slices: the longest kernels.
-    kernels: name, start_ns, end_ns, n_sms (drawn on the first n of `sms`), args; sms."""
+    Kernels that overlap in time (concurrent streams) go on levels: each takes the lowest level
+    free when it starts (timeline.assign_slots).
+    kernels: name, start_ns, end_ns, n_sms (drawn on the first n of `sms`), level, args; sms."""
     idx = np.flatnonzero(rows)
     sms = np.arange(n_sms) if n_sms else np.unique(np.asarray(shown_sms, np.int64))
     grid = table["grid"][idx]
@@ -430,6 +433,8 @@ def unseen_kernels(table: dict, rows: np.ndarray, n_sms: int | None, shown_sms, 
         "n_sms": n_draw[keep],
         "sms": sms,
     }
+    start, end = kernels["start_ns"], kernels["end_ns"]  # in start order
+    kernels["level"] = assign_slots(np.zeros(len(start), np.int64), start, end, 1)[0]
     for k in keep.tolist():
         row = idx[k]
         name = table["names"][table["name"][row]]
