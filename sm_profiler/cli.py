@@ -2,7 +2,8 @@
 
     sm-profiler info CAPTURE              what a capture file holds
     sm-profiler stats CAPTURE             per-event and per-SM statistics
-    sm-profiler export CAPTURE OUT        write a Perfetto (.perfetto-trace/.pftrace) or JSON trace
+    sm-profiler export CAPTURE OUT        write a trace (sm_profiler.export.FORMATS: Perfetto,
+                                          Chrome JSON), by OUT's extension or --format
     sm-profiler query CAPTURE "SQL"       SQL over the trace's tables (DuckDB)
     sm-profiler merge CAPTURE... -o OUT   captures of several ranks (and a torch.profiler trace)
                                           as one trace, `GPU r · SM s` tracks
@@ -32,6 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import ConfigError, SmProfilerError
+from .export import formats
 from .export.ui_server import (  # noqa: F401 (cli.PERFETTO_UI)
     PERFETTO_PORT,
     PERFETTO_UI,
@@ -43,16 +45,8 @@ from .text import plural, printable
 
 # How long `open` serves a trace that nothing fetches (no browser here, a URL not opened).
 OPEN_TIMEOUT_S = 600.0
-# Formats whose bytes are text and may go to a terminal; anything else is binary (Perfetto).
-_TEXT_FORMATS = {"chrome"}
-_SUFFIX = {"chrome": ".json", "perfetto": ".perfetto-trace"}
-# Names the command line accepts for the exporter's formats.
-_FORMAT_ALIASES = {
-    "perfetto": "perfetto",
-    "pftrace": "perfetto",
-    "chrome": "chrome",
-    "json": "chrome",
-}
+# The format of `export CAPTURE -` without --format (no extension to go by), and of `open`.
+STDOUT_FORMAT = "perfetto"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,25 +142,31 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--steps", default=None, metavar="STEPS", help="these steps only")
     c.set_defaults(func=cmd_advise)
 
+    # The formats, their files and their names: sm_profiler.export.formats' registry.
+    known = formats.FORMATS.values()
     c = sub.add_parser(
         "export",
-        help="write a Perfetto or JSON trace",
-        description="Write a capture file as a trace: Perfetto protobuf (.perfetto-trace, "
-        ".pftrace) or Chrome JSON (.json, .json.gz), by OUT's extension or --format; filters "
-        "keep part of it (docs/export.md).",
+        help=f"write a trace ({', '.join(formats.FORMATS)})",
+        description="Write a capture file as a trace: "
+        + " or ".join(f"{f.description} ({', '.join(f.extensions)})" for f in known)
+        + ", by OUT's extension or --format; filters keep part of it (docs/export.md).",
     )
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.add_argument(
         "out",
         metavar="OUT",
-        help="output file; the format follows its extension (.perfetto-trace, .pftrace, .json); "
+        help=f"output file; the format follows its extension ({', '.join(formats.EXTENSIONS)}); "
         "'-' writes to stdout",
     )
     c.add_argument(
         "--format",
         default=None,
-        choices=sorted(_FORMAT_ALIASES),
-        help="perfetto, or chrome (= json, Chrome trace-event JSON); overrides the extension",
+        choices=formats.names(),
+        help=", or ".join(
+            f.name + (f" (= {', '.join(f.aliases)}, " if f.aliases else " (") + f"{f.description})"
+            for f in known
+        )
+        + "; overrides the extension",
     )
     c.add_argument(
         "--capture",
@@ -754,7 +754,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             "merge needs -o OUT.perfetto-trace (or .json, .json.gz) for capture files"
         )
     if any(d is not None for d in docs):
-        if args.out.lower().endswith((".json", ".json.gz")):
+        if args.out.lower().endswith(formats.FORMATS["chrome"].extensions):
             torch_out, args.out = args.out, None
         elif torch_out is None:
             print(
@@ -832,22 +832,20 @@ def _merge_job_torch(sources, docs, out: str) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
 
     to_stdout = args.out == "-"
-    fmt = _FORMAT_ALIASES[args.format] if args.format else None
+    fmt = formats.named(args.format) if args.format else None
     if to_stdout and fmt is None:
-        fmt = "perfetto"  # no extension to go by
+        fmt = formats.FORMATS[STDOUT_FORMAT]  # no extension to go by
     if fmt is None:  # the exporter's own message names its Python argument, format=
-        from .export import EXTENSIONS
-
-        if not args.out.lower().endswith(tuple(EXTENSIONS)):
-            raise ConfigError(
-                f"cannot tell the trace format of {args.out!r} from its extension; use one of "
-                f"{', '.join(EXTENSIONS)} or pass --format perfetto / --format chrome"
-            )
-    if to_stdout and fmt not in _TEXT_FORMATS and sys.stdout.isatty():
+        fmt = formats.of_path(args.out)
+        if fmt is None:
+            raise formats.unknown_extension(args.out, "--format {}")
+    if to_stdout and fmt.binary and sys.stdout.isatty():
+        text = next((f for f in formats.FORMATS.values() if not f.binary), None)
+        use = f", or use --format {(text.aliases or (text.name,))[0]}" if text else ""
         raise ConfigError(
-            "refusing to write a binary Perfetto trace to the terminal; give a file name "
-            "(sm-profiler export CAPTURE trace.perfetto-trace), redirect stdout "
-            "(... - > trace.perfetto-trace), or use --format json"
+            f"refusing to write a binary {fmt.title} trace to the terminal; give a file name "
+            f"(sm-profiler export CAPTURE trace{fmt.suffix}), redirect stdout "
+            f"(... - > trace{fmt.suffix}){use}"
         )
     trace = _decoded(args.capture, args.steps)
     from .export import export
@@ -855,7 +853,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not to_stdout:
         with stage(f"writing {args.out}"), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # the notes are printed below
-            notes = export(trace, args.out, format=fmt, **_export_options(args))
+            notes = export(trace, args.out, format=fmt.name, **_export_options(args))
         size = os.path.getsize(args.out)
         # With a filter or --capture the notes say how much of the trace was kept.
         kept = "" if notes else f"; {len(trace):,} ranges and instants"
@@ -865,10 +863,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 0
     # The exporter writes files; stream its file to stdout.
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace" + _SUFFIX[fmt])
+        path = os.path.join(tmp, "trace" + fmt.suffix)
         with stage("exporting"), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            notes = export(trace, path, format=fmt, **_export_options(args))
+            notes = export(trace, path, format=fmt.name, **_export_options(args))
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         with open(path, "rb") as f:
@@ -1027,7 +1025,7 @@ def cmd_open(args: argparse.Namespace) -> int:
     trace = _decoded(args.trace)
     stem = os.path.splitext(os.path.basename(args.trace))[0]
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, stem + _SUFFIX["perfetto"])
+        path = os.path.join(tmp, stem + formats.FORMATS[STDOUT_FORMAT].suffix)
         with stage("exporting"):
             export(trace, path)
         print(f"{args.trace} is a capture: serving a Perfetto trace exported from it")

@@ -19,7 +19,7 @@ import json
 import math
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
@@ -40,6 +40,11 @@ def write_chrome_json(
     tl: Drawing | Timeline, path: str | os.PathLike, compress: bool = False
 ) -> None:
     write_json_bytes(encode_json(to_chrome_json(tl)), path, compress)
+
+
+def write_trace(d: Drawing, f: BinaryIO) -> None:
+    """The Chrome JSON of `d` written to `f` (export's writer: sm_profiler.export.formats)."""
+    f.write(encode_json(to_chrome_json(d)))
 
 
 def encode_json(doc: dict) -> bytes:

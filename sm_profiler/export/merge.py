@@ -61,6 +61,7 @@ from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: a
     named_processes,
 )
 from .chrome import PID_BASE, moved_rows, ranks_json, time_origin  # noqa: F401 (merge.PID_BASE)
+from .formats import FORMATS
 
 # -- inputs -----------------------------------------------------------------------------------
 
@@ -210,14 +211,17 @@ def _drawings(timelines: list[tuple[int, Timeline]]) -> list[tuple[int, Drawing]
     return [(r, drawing_of(tl)) for r, tl in timelines]
 
 
-PERFETTO_SUFFIXES = (".perfetto-trace", ".pftrace")
+# Merges write these two formats (each has a writer of several ranks: iter_ranks_chunks,
+# ranks_json); a trace merged into torch.profiler's is Chrome JSON, as torch's is.
+PERFETTO_SUFFIXES = FORMATS["perfetto"].extensions
+JSON_SUFFIXES = FORMATS["chrome"].extensions
 
 
 def _write_json(doc: dict, path) -> None:
     from ..paths import atomic_output, check_writable
     from .chrome import encode_json, write_json_bytes
 
-    if not os.fspath(path).lower().endswith((".json", ".json.gz")):
+    if not os.fspath(path).lower().endswith(JSON_SUFFIXES):
         raise ConfigError(
             "a trace merged into torch.profiler's is Chrome JSON, as torch's is: name the "
             f"output .json or .json.gz, got {os.fspath(path)!r}"
@@ -350,7 +354,7 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     from ..paths import check_writable
 
     name = os.fspath(path).lower()
-    if not name.endswith((*PERFETTO_SUFFIXES, ".json", ".json.gz")):
+    if not name.endswith((*PERFETTO_SUFFIXES, *JSON_SUFFIXES)):
         raise ConfigError(
             "name the merged trace .perfetto-trace (Perfetto: GPU by GPU, SM by SM in the "
             f"Perfetto UI), .json or .json.gz (Chrome JSON), got {os.fspath(path)!r}"

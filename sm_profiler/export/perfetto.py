@@ -38,7 +38,7 @@ The bytes are written by protobuf.py. Field numbers are from perfetto/protos/per
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
@@ -77,6 +77,12 @@ ROOT_UUID = 1
 def to_perfetto_bytes(tl: Drawing | Timeline) -> bytes:
     """The whole Perfetto trace of `tl` (a serialized `perfetto.protos.Trace`)."""
     return b"".join(iter_perfetto_chunks(tl))
+
+
+def write_trace(d: Drawing, f: BinaryIO) -> None:
+    """The Perfetto trace of `d` written to `f` (export's writer: sm_profiler.export.formats)."""
+    for chunk in iter_perfetto_chunks(d):
+        f.write(chunk)
 
 
 def iter_perfetto_chunks(tl: Drawing | Timeline) -> Iterator[bytes]:
