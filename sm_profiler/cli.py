@@ -88,7 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
         help='print the folder of the CUDA C++ headers (nvcc -I"$(sm-profiler --include)")',
     )
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
+    _info_parser(sub)
+    _stats_parser(sub)
+    _advise_parser(sub)
+    _export_parser(sub)
+    _merge_parser(sub)
+    _query_parser(sub)
+    _open_parser(sub)
+    _run_parser(sub)
+    return p
 
+
+def _info_parser(sub) -> None:
+    """`sm-profiler info CAPTURE`."""
     c = sub.add_parser(
         "info",
         help="what a capture file holds: layout, kernels, lanes, events",
@@ -99,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.set_defaults(func=cmd_info)
 
+
+def _stats_parser(sub) -> None:
+    """`sm-profiler stats CAPTURE`: the statistics report."""
     c = sub.add_parser(
         "stats",
         help="per-event durations, per-SM occupancy, load imbalance",
@@ -123,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.set_defaults(func=cmd_stats)
 
+
+def _advise_parser(sub) -> None:
+    """`sm-profiler advise FILE`: what to fix first."""
     c = sub.add_parser(
         "advise",
         help="what to fix first: the time per step that could be recovered, ranked",
@@ -142,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--steps", default=None, metavar="STEPS", help="these steps only")
     c.set_defaults(func=cmd_advise)
 
+
+def _export_parser(sub) -> None:
+    """`sm-profiler export CAPTURE OUT`: its formats from the registry, its filters."""
     # The formats, their files and their names: sm_profiler.export.formats' registry.
     known = formats.FORMATS.values()
     c = sub.add_parser(
@@ -181,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="lay launches end to end: host time between them is cut, and marked",
     )
+    _export_filters(c)
+    c.set_defaults(func=cmd_export)
+
+
+def _export_filters(c) -> None:
+    """export's filters (what part of the trace it keeps) and --summary."""
     for flag, what in (
         ("--sms", "SM ids"),
         ("--blocks", "block ids"),
@@ -229,8 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="export every range, however many",
     )
-    c.set_defaults(func=cmd_export)
 
+
+def _merge_parser(sub) -> None:
+    """`sm-profiler merge CAPTURE... -o OUT`."""
     c = sub.add_parser(
         "merge",
         help="captures of several ranks (and a torch trace) on one time axis",
@@ -269,6 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.set_defaults(func=cmd_merge)
 
+
+def _query_parser(sub) -> None:
+    """`sm-profiler query CAPTURE SQL`."""
     c = sub.add_parser(
         "query",
         help="SQL over the events, lanes, launches and unmatched tables (DuckDB)",
@@ -282,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--max-rows", type=_MAX_ROWS, default=50, help="rows printed (default 50)")
     c.set_defaults(func=cmd_query)
 
+
+def _open_parser(sub) -> None:
+    """`sm-profiler open TRACE`."""
     c = sub.add_parser(
         "open",
         help="serve a trace on 127.0.0.1 and open it in ui.perfetto.dev",
@@ -303,6 +338,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="give up after this many seconds when nothing fetched the trace (default %(default)g)",
     )
     c.set_defaults(func=cmd_open)
+
+
+def _run_parser(sub) -> None:
+    """`sm-profiler run -- SCRIPT`: auto mode."""
     c = sub.add_parser(
         "run",
         help="run a Python script with every Triton/Gluon kernel instrumented (auto mode)",
@@ -371,8 +410,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="the script and its arguments, or -m MODULE [ARGS...]",
     )
     c.set_defaults(func=cmd_run)
-
-    return p
 
 
 def _command_parser(parser: argparse.ArgumentParser, func) -> argparse.ArgumentParser:

@@ -483,16 +483,26 @@ def _relaunch_warnings(trace: TraceData, several: bool) -> list[str]:
 def _warnings(trace: TraceData) -> list[str]:
     out: list[str] = []
     several = len(trace.kernels) > 1
-    lanes = trace.lanes
-
     if trace.emulated:
         out.append(
             "emulated trace (CPU interpreter): times are the host clock and SM ids are emulated "
             f"(program id modulo {EMULATED_SM_COUNT}); they say nothing about GPU timing"
         )
-
     # Lanes whose ring wrapped lost their oldest records; any other lane its newest.
     ring = trace.lanes_overwritten()
+    out += _ring_warnings(trace, several, ring)
+    out += _dropped_warnings(trace, several, ring)
+    out += _relaunch_warnings(trace, several)
+    out += _unmatched_warnings(trace)
+    out += _unnamed_warnings(trace)
+    out += _uninitialised_warnings(trace, several)
+    return out
+
+
+def _ring_warnings(trace: TraceData, several: bool, ring: np.ndarray) -> list[str]:
+    """Ring lanes that overwrote their oldest records (`ring`), and rings never closed."""
+    out: list[str] = []
+    lanes = trace.lanes
     dropped = lanes["dropped"]
     over = np.flatnonzero((dropped > 0) & ring)
     if len(over):
@@ -518,27 +528,36 @@ def _warnings(trace: TraceData) -> list[str]:
                 "decoded as holding their first records. Compile the ops with "
                 "profiler_init(..., RING=True) and call profiler_flush(ctx) after the last event"
             )
-    dropped = np.where(ring, 0, dropped)
+    return out
+
+
+def _dropped_warnings(trace: TraceData, several: bool, ring: np.ndarray) -> list[str]:
+    """Lanes (not a wrapped ring's) that filled up and dropped their newest records."""
+    lanes = trace.lanes
+    dropped = np.where(ring, 0, lanes["dropped"])
     bad = np.flatnonzero(dropped > 0)
-    if len(bad):
-        caps = np.array([trace.kernels[c].capacity for c in lanes["capture"][bad].tolist()])
-        need = int(lanes["attempted"][bad].max())
-        names, more = _worst_lanes(
-            bad,
-            dropped,
-            lambda i: (
-                f"{_lane_name(trace, i, several)}: {int(lanes['attempted'][i])} records for "
-                f"capacity {trace.kernels[int(lanes['capture'][i])].capacity} ({int(dropped[i])} "
-                "dropped)"
-            ),
-        )
-        out.append(
-            f"{int(dropped.sum())} records dropped in {len(bad)} lanes (capacity "
-            f"{int(caps.max())}): {names}{more}. Raise max_events_per_group to at least {need}"
-        )
+    if not len(bad):
+        return []
+    caps = np.array([trace.kernels[c].capacity for c in lanes["capture"][bad].tolist()])
+    need = int(lanes["attempted"][bad].max())
+    names, more = _worst_lanes(
+        bad,
+        dropped,
+        lambda i: (
+            f"{_lane_name(trace, i, several)}: {int(lanes['attempted'][i])} records for "
+            f"capacity {trace.kernels[int(lanes['capture'][i])].capacity} ({int(dropped[i])} "
+            "dropped)"
+        ),
+    )
+    return [
+        f"{int(dropped.sum())} records dropped in {len(bad)} lanes (capacity "
+        f"{int(caps.max())}): {names}{more}. Raise max_events_per_group to at least {need}"
+    ]
 
-    out.extend(_relaunch_warnings(trace, several))
 
+def _unmatched_warnings(trace: TraceData) -> list[str]:
+    """Begins without an end and ends without a begin, by event, the most frequent first."""
+    out = []
     um = trace.unmatched
     for kind, what, fix in (
         (UNMATCHED_BEGIN, "begins without an end", "a range_begin whose range_end never ran"),
@@ -559,20 +578,30 @@ def _warnings(trace: TraceData) -> list[str]:
             f"{n} range {what} ({parts}): {fix} on that lane{hint}; pair every begin with an end "
             "on the same lane, on every path (early exits, masked branches)"
         )
+    return out
 
+
+def _unnamed_warnings(trace: TraceData) -> list[str]:
+    """The event ids recorded that no name was given."""
+    um = trace.unmatched
     recorded = set(np.unique(trace.events["event"]).tolist()) | set(np.unique(um["event"]).tolist())
     unnamed = sorted(recorded - set(trace.event_names))
-    if unnamed:
-        ids = ", ".join(str(e) for e in unnamed[:8]) + (", ..." if len(unnamed) > 8 else "")
-        e0 = unnamed[0]
-        out.append(
-            f'{plural(len(unnamed), "event id")} without a name ({ids}; shown as "event {e0}"): '
-            f'name each id the kernel records, e.g. prof.register_event({e0}, "load")'
-        )
+    if not unnamed:
+        return []
+    ids = ", ".join(str(e) for e in unnamed[:8]) + (", ..." if len(unnamed) > 8 else "")
+    e0 = unnamed[0]
+    return [
+        f'{plural(len(unnamed), "event id")} without a name ({ids}; shown as "event {e0}"): '
+        f'name each id the kernel records, e.g. prof.register_event({e0}, "load")'
+    ]
 
+
+def _uninitialised_warnings(trace: TraceData, several: bool) -> list[str]:
+    """Captures some or all of whose lanes never ran profiler_init; launches of one kernel
+    that miss the same lanes share one warning."""
+    lanes = trace.lanes
     init = lanes["initialized"]
-    # Launches of one kernel that miss the same lanes share one warning: (kernel, text) -> captures
-    same: dict[tuple[str, str], list[int]] = {}
+    same: dict[tuple[str, str], list[int]] = {}  # (kernel, text) -> captures
     for c in range(len(trace.kernels)):
         m = lanes["capture"] == c
         n_init, n = int(init[m].sum()), int(m.sum())
@@ -595,6 +624,7 @@ def _warnings(trace: TraceData) -> list[str]:
         else:
             continue
         same.setdefault((trace.kernels[c].name, text), []).append(c)
+    out = []
     for (name, text), caps in same.items():
         where = ""
         if several:

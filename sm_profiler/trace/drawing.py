@@ -236,13 +236,11 @@ def as_drawing(tl, writer: str, facade: str) -> Drawing:
 def drawing_of(tl: Timeline) -> Drawing:
     """The drawing of `tl`: every name asked of it once."""
     t = tl.trace
-    ev, um, lanes = t.events, t.unmatched, t.lanes
-    nl = len(lanes["lane"])
-    ev_lane, um_lane = tl.ev_lane, tl.um_lane
+    ev = t.events
 
     # Slices: the events table's own columns; their names by event id, ascending.
     slices = {
-        "lane": ev_lane,
+        "lane": tl.ev_lane,
         "start_ns": ev["start_ns"],
         "end_ns": ev["end_ns"],
         "kind": ev["kind"],
@@ -251,45 +249,9 @@ def drawing_of(tl: Timeline) -> Drawing:
     ids = np.flatnonzero(np.bincount(ev["event"], minlength=1)) if len(ev["event"]) else []
     slice_names = {int(e): t.event_name(e) for e in ids}
 
-    # Marks: unmatched records (their names by (kind, event), in that order), then dropped
-    # records (on their lane's first or last time).
-    mark_names: list[str] = []
-    um_kind, um_event = um["kind"].astype(np.int64), um["event"].astype(np.int64)
-    um_name = np.zeros(len(um_kind), np.int64)
-    if len(um_kind):
-        top = int(um_event.max()) + 1
-        keys, um_name = np.unique(um_kind * top + um_event, return_inverse=True)
-        um_name = um_name.reshape(-1)
-        for k in keys.tolist():
-            kind, e = divmod(k, top)
-            mark_names.append(tl.unmatched_name(kind, e))
-    d_lane, d_at, d_labels = tl.drop_marks()
-    label_id: dict[str, int] = {}
-    d_name = [label_id.setdefault(x, len(mark_names) + len(label_id)) for x in d_labels]
-    mark_names += list(label_id)
-    marks = {
-        "lane": np.concatenate([um_lane, d_lane]),
-        "time_ns": np.concatenate([um["time_ns"].astype(np.int64), d_at]),
-        "name": np.concatenate([um_name, np.asarray(d_name, np.int64)]),
-        "drop": np.concatenate([np.zeros(len(um_lane), bool), np.ones(len(d_lane), bool)]),
-    }
+    marks, mark_names = _marks(tl)
 
-    # Lanes: a name for each lane with a slice or a mark (made when a writer asks).
-    shows = np.bincount(ev_lane, minlength=nl) + np.bincount(marks["lane"], minlength=nl)
-    names = tl.lane_names(np.flatnonzero(shows))
-    lane_data = Lanes(
-        sm=tl.lane_sm_index,
-        lo=tl.lane_lo,
-        hi=tl.lane_hi,
-        initialized=lanes["initialized"].astype(bool),
-        rank=np.arange(nl, dtype=np.int64),  # tl.lane_rank: lanes-table order
-        names=names,
-        packed=tl.lane_labels is not None,
-        capture=lanes["capture"],
-        block=lanes["block"],
-        group=lanes["group"],
-        sm_id=lanes["sm"],
-    )
+    lane_data = _lanes(tl, marks)
 
     summary_names = {}
     if tl.summary is not None and len(tl.summary["event"]):
@@ -303,11 +265,6 @@ def drawing_of(tl: Timeline) -> Drawing:
             cut = tl.cut_name(r)
             if cut is not None:
                 launch_cuts[r] = cut
-    launches = {
-        "start_ns": L["start_ns"],
-        "end_ns": L["end_ns"],
-        "track": np.asarray(tl.launch_track, np.int64),
-    }
 
     return Drawing(
         root_name=tl.root_name,
@@ -329,13 +286,64 @@ def drawing_of(tl: Timeline) -> Drawing:
         busy=tl.busy,
         summary=tl.summary,
         summary_names=summary_names,
-        launches=launches,
+        launches={
+            "start_ns": L["start_ns"],
+            "end_ns": L["end_ns"],
+            "track": np.asarray(tl.launch_track, np.int64),
+        },
         launch_names=launch_names,
         launch_cuts=launch_cuts,
         launch_tracks=tl.launch_tracks(),
         blocks=tl.blocks,
         groups=np.array([k.num_groups for k in t.kernels], np.int64),
     )
+
+
+def _lanes(tl: Timeline, marks: dict[str, np.ndarray]) -> Lanes:
+    """The lane tracks, a name for each lane with a slice or a mark (made when a writer asks)."""
+    lanes = tl.trace.lanes
+    nl = len(lanes["lane"])
+    shows = np.bincount(tl.ev_lane, minlength=nl) + np.bincount(marks["lane"], minlength=nl)
+    return Lanes(
+        sm=tl.lane_sm_index,
+        lo=tl.lane_lo,
+        hi=tl.lane_hi,
+        initialized=lanes["initialized"].astype(bool),
+        rank=np.arange(nl, dtype=np.int64),  # tl.lane_rank: lanes-table order
+        names=tl.lane_names(np.flatnonzero(shows)),
+        packed=tl.lane_labels is not None,
+        capture=lanes["capture"],
+        block=lanes["block"],
+        group=lanes["group"],
+        sm_id=lanes["sm"],
+    )
+
+
+def _marks(tl: Timeline) -> tuple[dict[str, np.ndarray], list[str]]:
+    """(marks, their names): unmatched records (their names by (kind, event), in that order),
+    then dropped records (on their lane's first or last time)."""
+    um = tl.trace.unmatched
+    mark_names: list[str] = []
+    um_kind, um_event = um["kind"].astype(np.int64), um["event"].astype(np.int64)
+    um_name = np.zeros(len(um_kind), np.int64)
+    if len(um_kind):
+        top = int(um_event.max()) + 1
+        keys, um_name = np.unique(um_kind * top + um_event, return_inverse=True)
+        um_name = um_name.reshape(-1)
+        for k in keys.tolist():
+            kind, e = divmod(k, top)
+            mark_names.append(tl.unmatched_name(kind, e))
+    d_lane, d_at, d_labels = tl.drop_marks()
+    label_id: dict[str, int] = {}
+    d_name = [label_id.setdefault(x, len(mark_names) + len(label_id)) for x in d_labels]
+    mark_names += list(label_id)
+    marks = {
+        "lane": np.concatenate([tl.um_lane, d_lane]),
+        "time_ns": np.concatenate([um["time_ns"].astype(np.int64), d_at]),
+        "name": np.concatenate([um_name, np.asarray(d_name, np.int64)]),
+        "drop": np.concatenate([np.zeros(len(tl.um_lane), bool), np.ones(len(d_lane), bool)]),
+    }
+    return marks, mark_names
 
 
 def _focus(tl: Timeline, launch_names: list[str]) -> Focus | None:
