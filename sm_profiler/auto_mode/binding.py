@@ -466,15 +466,15 @@ def area_for_launch(size: int, alignment: int, stream) -> int | None:
             return None
         # Areas.take, its usual case inlined (a call costs as much again); its step and tag:
         # set_step marks them.
-        a, count = b[1], size >> fmt.AUTO_RECORD_SHIFT
+        a, count = b.areas, size >> fmt.AUTO_RECORD_SHIFT
         first = a.next
         end = first + count
         if end <= a.limit and count > 0:
             a.next = end
             a.counts.append(count)
-            return b[0] + (first << fmt.AUTO_RECORD_SHIFT)
+            return b.address + (first << fmt.AUTO_RECORD_SHIFT)
         first = a.take(count)
-        return None if first is None else b[0] + (first << fmt.AUTO_RECORD_SHIFT)
+        return None if first is None else b.address + (first << fmt.AUTO_RECORD_SHIFT)
     if st.paused:
         return None
     device = _current_device()
@@ -482,11 +482,11 @@ def area_for_launch(size: int, alignment: int, stream) -> int | None:
     if b is None:
         return None
     count = size >> fmt.AUTO_RECORD_SHIFT
-    first = b[1].take_graph(count)
+    first = b.areas.take_graph(count)
     if first is None:
         return None
     st.capturing.append((device, first, count))
-    return b[0] + (first << fmt.AUTO_RECORD_SHIFT)
+    return b.address + (first << fmt.AUTO_RECORD_SHIFT)
 
 
 class _Handed(threading.local):
@@ -574,10 +574,10 @@ def _wrap_capture_end(original):
             self._sm_profiler_stage = staged[0] if staged else None
             # With the address of the buffer they lie in: a replay in a later region copies
             # from this buffer into that region's.
-            self._sm_profiler_areas = {d: (replays[d], STATE.buffers[d][0]) for d in devices}
+            self._sm_profiler_areas = {d: (replays[d], STATE.buffers[d].address) for d in devices}
             # The graph's kernels write into its areas at its recorded replays (at every replay
             # where they could not be switched off) for as long as it lives: so does the buffer.
-            self._sm_profiler_keep = [STATE.buffers[d][2] for d in devices]
+            self._sm_profiler_keep = [STATE.buffers[d].buffer for d in devices]
         return out
 
     capture_end.__wrapped__ = original
@@ -654,7 +654,7 @@ def _switch_of_capture(parts: list, counter: int | None = None):
     off with its areas."""
     from . import graph_switch
 
-    areas = {STATE.buffers[d][0] + (first << fmt.AUTO_RECORD_SHIFT) for d, first, _ in parts}
+    areas = {STATE.buffers[d].address + (first << fmt.AUTO_RECORD_SHIFT) for d, first, _ in parts}
     if counter is not None:
         areas.add(counter)
     try:
@@ -775,8 +775,8 @@ def _install_allocator() -> None:
 
 def turn_on(level: str, allocate=None, recording: bool = True) -> None:
     """Compile what follows with `level` and give every instrumented launch an area of its
-    device's buffer, which `allocate(device)` -> (address of slot 0, Areas, the buffer object)
-    makes when first needed (None: record nothing)."""
+    device's buffer, which `allocate(device)` -> a state.DeviceBuffer (the address of slot 0,
+    the Areas, the buffer object) makes when first needed (None: record nothing)."""
     knobs = _knobs()
     install()
     _install_allocator()  # at every region: another tool (Proton) may have set its own since
@@ -824,7 +824,7 @@ def turn_off() -> None:
 
 
 def _buffer(device: int):
-    """(address of slot 0, Areas, buffer) of `device`'s buffer, or None where it records nothing. A
+    """The DeviceBuffer of `device`, or None where it records nothing. A
     device gets its buffer when its first instrumented module is bound, recording or not: its
     GPU memory is taken at once, never mid-run."""
     if STATE.level is None or STATE.allocate is None:
@@ -832,7 +832,7 @@ def _buffer(device: int):
     if device not in STATE.buffers:
         STATE.buffers[device] = b = STATE.allocate(device) or None
         if b is not None:
-            b[1].mark(STATE.step_tag, STATE.tag)
+            b.areas.mark(STATE.step_tag, STATE.tag)
         live = [b for b in STATE.buffers.values() if b is not None]
         STATE.single = live[0] if len(STATE.buffers) == 1 and live else None
     return STATE.buffers[device]
@@ -857,7 +857,7 @@ def set_step(step_tag: int, tag: int) -> None:
     STATE.step_tag, STATE.tag = int(step_tag), int(tag)
     for b in STATE.buffers.values():
         if b is not None:
-            b[1].mark(STATE.step_tag, STATE.tag)
+            b.areas.mark(STATE.step_tag, STATE.tag)
 
 
 def pause() -> None:
