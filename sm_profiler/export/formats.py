@@ -101,25 +101,13 @@ def unknown_extension(path: str | os.PathLike, how: str) -> ConfigError:
     )
 
 
-register(
-    Format(
-        "perfetto",
-        (".perfetto-trace", ".pftrace"),
-        perfetto.write_trace,
-        binary=True,
-        title="Perfetto",
-        description="Perfetto protobuf",
-        aliases=("pftrace",),
-    )
-)
-register(
-    Format(
-        "chrome",
-        (".json", ".json.gz"),
-        chrome.write_trace,
-        binary=False,
-        title="Chrome JSON",
-        description="Chrome trace-event JSON",
-        aliases=("json",),
-    )
-)
+# The built-in formats: name, extensions, writer, binary, title (in prose), description (in
+# --format's help), aliases.
+_BUILT_IN = (
+    ("perfetto", (".perfetto-trace", ".pftrace"), perfetto.write_trace, True, "Perfetto",
+     "Perfetto protobuf", ("pftrace",)),
+    ("chrome", (".json", ".json.gz"), chrome.write_trace, False, "Chrome JSON",
+     "Chrome trace-event JSON", ("json",)),
+)  # fmt: skip
+for _entry in _BUILT_IN:
+    register(Format(*_entry))

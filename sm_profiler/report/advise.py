@@ -1003,8 +1003,6 @@ def _finding(kind, kernel, rank, gpu, v: float, step_ns: float, ev: dict) -> Fin
 
 def _words(kind: str, ev: dict) -> tuple[str, str]:
     """(the evidence in words, the suggestion) of a finding."""
-    if kind == "host_gaps" and ev.get("source") == "cupti":
-        return _cupti_gaps_words(ev)
     return _WORDS[kind](ev)
 
 
@@ -1058,53 +1056,47 @@ def _tail_words(ev: dict) -> tuple[str, str]:
 
 
 def _idle_sms_words(ev: dict) -> tuple[str, str]:
-    k = max(2, math.ceil(ev["sms"] / max(ev["programs"], 1)))
-    detail = (
-        f"{ev['programs']:,} programs on {ev['sms']} SMs: {ev['sms'] - ev['sms_used']} SMs "
-        f"ran nothing for the launch's {format_time(ev['span_ns'])}; "
-        f"{ev['launches_with_it']:,} of {ev['launches']:,} launches"
-    )
+    k = max(2, math.ceil(ev["sms"] / max(ev["programs"], 1)))  # the split that fills them
     suggestion = (
         f"split each program's work {k} ways (split-K, or a split reduction and a small "
         f"combining pass) to run at least {ev['sms']} programs, or smaller tiles"
     )
-    return detail, suggestion
-
-
-def _waiting(ev: dict) -> str:
-    wait = ev["wait_for_other_ranks_ns"]
-    return f" (waiting {format_time(wait)} for other ranks, not counted)" if wait > 0 else ""
-
-
-_PACE = (
-    "the host sets the pace: capture the step in a CUDA graph (torch.compile "
-    "mode='reduce-overhead', torch.cuda.graph) or fuse launches into fewer, larger kernels"
-)
-
-
-def _cupti_gaps_words(ev: dict) -> tuple[str, str]:
-    t = format_time
-    detail = (
-        f"GPU idle between kernels (CUPTI: every kernel): {ev['kernels_per_step']:.0f} "
-        f"kernels a step ({ev['launches_per_step']:.0f} instrumented), "
-        f"{ev['gaps_per_step']:.0f} gaps between them (median {t(ev['gap_median_ns'])}, "
-        f"largest {t(ev['gap_max_ns'])}) and {t(ev['between_steps_ns'])} between steps; "
-        f"the GPU ran kernels {t(ev['busy_ns'])} of a {t(ev['step_ns'])} step "
-        f"(instrumented ones {t(ev['instrumented_busy_ns'])})" + _waiting(ev)
-    )
-    return detail, _PACE
+    idle = ev["sms"] - ev["sms_used"]
+    return (
+        f"{ev['programs']:,} programs on {ev['sms']} SMs: {idle} SMs ran nothing for the "
+        f"launch's {format_time(ev['span_ns'])}; {ev['launches_with_it']:,} of "
+        f"{ev['launches']:,} launches"
+    ), suggestion
 
 
 def _host_gaps_words(ev: dict) -> tuple[str, str]:
     t = format_time
-    detail = (
-        f"{ev['launches_per_step']:.0f} instrumented launches a step, "
-        f"{ev['gaps_per_step']:.0f} gaps between them (median "
-        f"{t(ev['gap_median_ns'])}, largest {t(ev['gap_max_ns'])}) and "
-        f"{t(ev['between_steps_ns'])} between steps; the GPU ran them "
-        f"{t(ev['busy_ns'])} of a {t(ev['step_ns'])} step" + _waiting(ev)
+    cupti = ev.get("source") == "cupti"  # CUPTI's rows: the gaps between every kernel
+    what = (
+        f"GPU idle between kernels (CUPTI: every kernel): {ev['kernels_per_step']:.0f} "
+        f"kernels a step ({ev['launches_per_step']:.0f} instrumented), "
+        if cupti
+        else f"{ev['launches_per_step']:.0f} instrumented launches a step, "
     )
-    return detail, _PACE + "; kernels auto mode does not see (cuBLAS, NCCL) may fill some gaps"
+    ran = (
+        f"the GPU ran kernels {t(ev['busy_ns'])} of a {t(ev['step_ns'])} step "
+        f"(instrumented ones {t(ev['instrumented_busy_ns'])})"
+        if cupti
+        else f"the GPU ran them {t(ev['busy_ns'])} of a {t(ev['step_ns'])} step"
+    )
+    wait = ev["wait_for_other_ranks_ns"]
+    detail = (
+        f"{what}{ev['gaps_per_step']:.0f} gaps between them (median {t(ev['gap_median_ns'])}, "
+        f"largest {t(ev['gap_max_ns'])}) and {t(ev['between_steps_ns'])} between steps; {ran}"
+        + (f" (waiting {t(wait)} for other ranks, not counted)" if wait > 0 else "")
+    )
+    suggestion = (
+        "the host sets the pace: capture the step in a CUDA graph (torch.compile "
+        "mode='reduce-overhead', torch.cuda.graph) or fuse launches into fewer, larger kernels"
+    )
+    if not cupti:
+        suggestion += "; kernels auto mode does not see (cuBLAS, NCCL) may fill some gaps"
+    return detail, suggestion
 
 
 def _slow_rank_words(ev: dict) -> tuple[str, str]:
@@ -1126,7 +1118,7 @@ def _slow_rank_words(ev: dict) -> tuple[str, str]:
     return detail, suggestion
 
 
-# The words of each kind of finding (host gaps with CUPTI's rows: _cupti_gaps_words).
+# The words of each kind of finding.
 _WORDS = {
     "partial_wave": _partial_wave_words,
     "tail": _tail_words,
