@@ -13,7 +13,8 @@ on, the buffers, the copy-out; graph_switch.py and graph_stage.py: a CUDA graph'
 its staged replays); rewrite.py splices the record into PTX (the text is ptx.py's); records.py reads a GPU's buffer into rows and groups them into launches;
 table.py holds rows, launches, kernels and GPUs (AutoTable: save, load, decode); report.py the
 report; schedule.py the steps recorded; job.py the ranks of a torchrun job; script.py runs a
-script under `sm-profiler run`.
+script under `sm-profiler run`, stop_signals.py its stop signals, rescue.py the read of a
+stopped run's buffers while its GPU is stuck.
 """
 
 from __future__ import annotations

@@ -77,3 +77,88 @@ def _stream(device: int) -> int:
 
 
 # -- on and off -------------------------------------------------------------------------------------
+
+
+# -- the rescue's copy ------------------------------------------------------------------------------
+
+_NON_BLOCKING = 0x1  # CU_STREAM_NON_BLOCKING: no implicit order with the legacy default stream
+_NO_TIMING = 0x2  # CU_EVENT_DISABLE_TIMING
+_NOT_READY = 600  # CUDA_ERROR_NOT_READY
+
+
+class HostCopier:
+    """Copies of one device buffer, a chunk at a time, into pinned host memory on a stream of
+    its own (the rescue's read, rescue.py). Made with the buffer, while nothing is stuck: at the
+    signal it creates nothing, allocates nothing, takes no lock of PyTorch's and waits on
+    nothing else of the device; each driver function is looked up now too (ctypes releases the
+    GIL in each call)."""
+
+    _NAMES = (
+        "cuCtxGetCurrent",
+        "cuCtxSetCurrent",
+        "cuStreamCreate",
+        "cuStreamDestroy_v2",
+        "cuEventCreate",
+        "cuEventDestroy_v2",
+        "cuEventRecord",
+        "cuEventQuery",
+        "cuMemHostAlloc",
+        "cuMemFreeHost",
+        "cuMemcpyDtoHAsync_v2",
+    )
+
+    def __init__(self, address: int, chunk_bytes: int):
+        import numpy as np
+
+        cuda = _cuda()
+        self._f = {name: getattr(cuda, name) for name in self._NAMES}
+        self._f["cuMemcpyDtoHAsync_v2"].argtypes = (
+            ctypes.c_void_p,
+            ctypes.c_uint64,
+            ctypes.c_size_t,
+            ctypes.c_void_p,
+        )
+        self.address = address
+        self.ctx, self.stream, self.event, self.host = (ctypes.c_void_p(0) for _ in range(4))
+        try:
+            self._call("cuCtxGetCurrent", ctypes.byref(self.ctx))
+            self._call("cuStreamCreate", ctypes.byref(self.stream), _NON_BLOCKING)
+            self._call("cuEventCreate", ctypes.byref(self.event), _NO_TIMING)
+            self._call("cuMemHostAlloc", ctypes.byref(self.host), ctypes.c_size_t(chunk_bytes), 0)
+        except RuntimeError:
+            self.close()
+            raise
+        pinned = (ctypes.c_uint8 * chunk_bytes).from_address(self.host.value)
+        self.chunk = np.ctypeslib.as_array(pinned)
+
+    def _call(self, name: str, *args) -> int:
+        rc = self._f[name](*args)
+        if rc not in (0, _NOT_READY):
+            _check(rc, name)
+        return rc
+
+    def bind(self) -> None:
+        """The buffer's context, current in the calling thread."""
+        self._call("cuCtxSetCurrent", self.ctx)
+
+    def copy(self, offset: int, nbytes: int) -> None:
+        """Queue the copy of the buffer's bytes [offset, offset + nbytes) into `chunk`."""
+        self._call("cuMemcpyDtoHAsync_v2", self.host, self.address + offset, nbytes, self.stream)
+        self._call("cuEventRecord", self.event, self.stream)
+
+    def done(self) -> bool:
+        """Whether the copy queued last has arrived in `chunk` (never waits)."""
+        return self._call("cuEventQuery", self.event) == 0
+
+    def close(self) -> None:
+        """Free what __init__ made (freeing pinned memory waits for the device: not at the
+        signal, when the region ends)."""
+        for name, handle in (
+            ("cuMemFreeHost", self.host),
+            ("cuEventDestroy_v2", self.event),
+            ("cuStreamDestroy_v2", self.stream),
+        ):
+            if handle.value:
+                self._f[name](handle)
+                handle.value = None
+        self.chunk = None

@@ -23,6 +23,17 @@ def whole_number(text: str) -> int | None:
     return int(t) if t.isascii() and t.isdigit() else None
 
 
+def step_runs(steps: list[int], most: int = 6) -> str:
+    """Sorted step numbers as runs, '2-3, 7', the first `most` of them ('...' after)."""
+    out, start = [], None
+    for k, v in enumerate(steps):
+        start = v if start is None else start
+        if k + 1 == len(steps) or steps[k + 1] != v + 1:
+            out.append(f"{start}" if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(out[:most]) + (" ..." if len(out) > most else "")
+
+
 @dataclass(frozen=True)
 class Schedule:
     wait: int = 0

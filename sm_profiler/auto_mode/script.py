@@ -14,7 +14,6 @@ import importlib.util
 import os
 import runpy
 import sys
-import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -168,13 +167,14 @@ def run_program(program: Program, region: AbstractContextManager, stops=None) ->
 
 
 def _run(program: Program, stops=None) -> int:
+    """The program's exit status, reported as Python reports it. Signals act on the program
+    only while it runs (StopSignals.program): one that comes while its exit is reported here is
+    noted, and what it recorded is still written."""
     try:
-        if stops is not None:
-            stops.in_program = True
-        if program.module:
-            runpy.run_module(program.module, run_name="__main__", alter_sys=True)
-        else:  # __file__ and sys.argv[0]: the script's absolute path
-            runpy.run_path(program.script, run_name="__main__")
+        if stops is None:
+            _execute(program)
+        else:
+            stops.program(lambda: _execute(program))
     except Stopped as e:  # torchrun stopping this rank, a batch system, a closed terminal
         print(f"sm-profiler run: {e.name}; writing what it recorded", file=sys.stderr)
         return 128 + e.signum
@@ -191,10 +191,14 @@ def _run(program: Program, stops=None) -> int:
         _print_exception(e)
         print("sm-profiler run: the script raised; writing what it recorded", file=sys.stderr)
         return 1
-    finally:
-        if stops is not None:
-            stops.in_program = False
     return 0
+
+
+def _execute(program: Program) -> None:
+    if program.module:
+        runpy.run_module(program.module, run_name="__main__", alter_sys=True)
+    else:  # __file__ and sys.argv[0]: the script's absolute path
+        runpy.run_path(program.script, run_name="__main__")
 
 
 def _print_exception(e: BaseException) -> None:
@@ -202,7 +206,8 @@ def _print_exception(e: BaseException) -> None:
     import traceback
 
     tb = e.__traceback__
-    while tb is not None and tb.tb_frame.f_globals.get("__name__") in ("runpy", __name__):
+    ours = ("runpy", __name__, Stopped.__module__)
+    while tb is not None and tb.tb_frame.f_globals.get("__name__") in ours:
         tb = tb.tb_next
     traceback.print_exception(type(e), e, tb)
 
@@ -231,12 +236,16 @@ def profile(
 
     def rescue(signum: int) -> None:  # the watcher's thread: the main one is blocked
         prof.rescue()
-        write(stopped=True)
+        for note in prof.notes:
+            print(f"sm-profiler run: {note}", file=sys.stderr)
+        if prof.captures():
+            write(stopped=True)
+        else:
+            write_known(prof, out_dir, job if several else None)
 
-    with StopSignals(rescue) as stops:
+    with StopSignals(rescue, reading=prof.reading) as stops:
         status = run_program(program, prof, stops)
-        if not stops.region_ended():
-            threading.Event().wait()  # the watcher writes and ends the process
+        stops.region_ended()  # waits for the process to end while the watcher writes
         if not prof.captures():
             print(
                 "sm-profiler run: no instrumented kernel ran; " + " ".join(prof.notes),
@@ -245,6 +254,17 @@ def profile(
             return status or 1
         write(stopped=stops.signum is not None)
     return status
+
+
+def write_known(prof, out_dir: str, job=None) -> None:
+    """A rescue that read no record: the table of what the host knows (its sessions' counts,
+    kernels, steps and notes) and the notes as the report, under the run's or the rank's names."""
+    _make_folder(out_dir)
+    stem = os.path.join(out_dir, job.stem() if job is not None else "auto")
+    prof.save(f"{stem}.npz")
+    notes = prof.notes or ["no instrumented kernel ran before the signal"]
+    _write_text(f"{stem}_stats.txt", "".join(f"sm_profiler auto: {n}\n" for n in notes))
+    print(f"sm-profiler run: wrote {stem}.npz (no record read: what the host knows)")
 
 
 def _make_folder(out_dir: str) -> None:

@@ -12,8 +12,9 @@ from ..progress import stage_for
 from ..wire import format as fmt
 from . import binding
 from .areas import Areas
-from .schedule import whole_number
+from .schedule import step_runs, whole_number
 from .state import DeviceBuffer
+from .stop_signals import OneReader
 
 _PRUNE_STEP_TAGS = 1 << 16  # recorded steps mapped before the first look for forgotten ones
 DEFAULT_CAPACITY = 1 << 22  # records (32 B each: 128 MiB of GPU memory)
@@ -106,6 +107,7 @@ class AutoProfiler:
         self.notes: list[str] = []
         self.notes_info = ""
         self.metadata: dict = {}
+        self.reading = OneReader()  # who reads the buffers back: the region's end or a rescue
 
     # -- the region ------------------------------------------------------------------------------
 
@@ -212,6 +214,7 @@ class AutoProfiler:
             "address": buf.data_ptr(),
             "areas": areas,
             "props": props,
+            "copier": _copier(index, buf),
         }
         return DeviceBuffer(buf.data_ptr(), areas, buf)
 
@@ -226,8 +229,12 @@ class AutoProfiler:
         words = {}
         try:
             graph_stage.drain()  # CUDA graph replays staged on the device, not yet copied out
-            for index, b in self._buffers.items():
+            for index in self._buffers:
                 torch.cuda.synchronize(index)
+            if not self.reading.claim("stop"):  # a stop signal's rescue has them
+                self.reading.done.wait()
+                return self
+            for index, b in self._buffers.items():
                 words[index] = _read_back(b["buffer"], b["areas"])
             origins = _inductor_origins()
             for e in binding.STATE.kernels.values():
@@ -239,11 +246,13 @@ class AutoProfiler:
             self._patches.undo()
             binding.turn_off()
             _active.remove(self)
+            if self.reading.reader != "rescue":
+                for b in self._buffers.values():
+                    copier = b.pop("copier", None)
+                    if copier is not None:
+                        copier.close()
         clocks = {i: _clock_sample(i) for i in words}  # plain kernels now: auto mode is off
-        table = self._build_table(words, clocks)
-        if self._table is not None:  # a stop signal's watcher took the records meanwhile
-            return self
-        self._table = table
+        self._table = self._build_table(words, clocks)
         for b in self._buffers.values():
             b.pop("buffer", None)
         self._say_what_was_missed()
@@ -284,31 +293,51 @@ class AutoProfiler:
         for note in steps.notes:
             warnings.warn(f"sm_profiler.auto: {note}", binding.AutoWarning, stacklevel=4)
 
-    def rescue(self) -> AutoProfiler:
+    def rescue(self) -> bool:
         """The region's table from another thread while the main one is blocked in a GPU wait
-        that will not return (a stop signal's watcher, stop_signals.py): each buffer is read on
-        a stream of its own, which waits for nothing else on the GPU; nothing is synchronized,
-        staged replays are not copied out and no clock is sampled (each would queue behind the
-        blocked work). A launch still running then has unwritten records (counted)."""
-        if self._table is not None:
-            return self
-        import torch
+        that will not return (a stop signal's watcher, stop_signals.py): each buffer is copied
+        through what was made for it with the buffer (rescue.py), polled against a deadline;
+        nothing is synchronized, staged replays are not copied out and no clock is sampled
+        (each would queue behind the blocked work). A launch still running has unwritten
+        records (counted); where a copy cannot run, `notes` say so and what the host knows.
+        False where the region's end has begun reading the buffers itself (it writes them)."""
+        if not self.reading.claim("rescue"):
+            return False
+        try:
+            if self._torch is not None:  # stopping it would wait on the blocked GPU too
+                self.metadata["torch_profiler"] = {
+                    "notes": ["stopped by a signal: torch.profiler's trace was not kept"]
+                }
+                self._torch = None
+            words, self.notes = {}, []
+            for index, b in self._buffers.items():
+                if b.get("buffer") is not None:
+                    words[index], copied = _rescue_read(b)
+                    self.notes += self._rescue_notes(index, copied)
+            if self.notes:
+                self.metadata["rescue"] = list(self.notes)
+            self._table = self._build_table(words, {i: [] for i in words})
+        finally:
+            self.reading.done.set()
+        return True
 
-        if self._torch is not None:  # stopping it would wait on the blocked GPU too
-            self.metadata["torch_profiler"] = {
-                "notes": ["stopped by a signal: torch.profiler's trace was not kept"]
-            }
-            self._torch = None
-        words = {}
-        for index, b in self._buffers.items():
-            if b.get("buffer") is None:
-                continue
-            with torch.cuda.device(index):
-                side = torch.cuda.Stream()
-                with torch.cuda.stream(side):
-                    words[index] = _read_back(b["buffer"], b["areas"])
-        self._table = self._build_table(words, {i: [] for i in words})
-        return self
+    def _rescue_notes(self, index: int, copied) -> list[str]:
+        """What a rescue's read of GPU `index` missed, and what the host knows of it."""
+        if copied.nbytes == copied.total:
+            return []
+        areas = self._buffers[index]["areas"].areas()
+        steps = sorted({self._step_tags.get(int(t), -1) for t in np.unique(areas[:, 2])} - {-1})
+        kernels = sorted(e.name for e in binding.STATE.kernels.values() if index in e.devices)
+        read = (
+            "no record read"
+            if copied.nbytes == 0
+            else (f"{copied.nbytes:,} of {copied.total:,} bytes of records read")
+        )
+        return [
+            f"cuda:{index}: {read} ({copied.why}); what the host knows: {len(areas):,} "
+            f"launches queued, in steps {step_runs(steps) or 'none'}, "
+            f"{int(areas[:, 1].sum()):,} records; kernels: {', '.join(kernels) or 'none'}"
+        ]
 
     def __enter__(self) -> AutoProfiler:
         return self.start()
@@ -573,6 +602,34 @@ def _read_back(buffer, areas: Areas) -> np.ndarray:
     words[: len(head)] = head
     torch.from_numpy(words[len(head) :].view(np.int64)).copy_(buffer)
     return words
+
+
+def _copier(index: int, buffer):
+    """The rescue's copier of GPU `index`'s buffer (driver.HostCopier), made with the buffer;
+    None where it cannot be made (the rescue then writes what the host knows)."""
+    import torch
+
+    from . import driver, rescue
+
+    try:
+        with torch.cuda.device(index):
+            return driver.HostCopier(buffer.data_ptr(), min(buffer.numel() * 8, rescue.CHUNK_BYTES))
+    except Exception:  # never lose the region over its rescue
+        return None
+
+
+def _rescue_read(b: dict):
+    """(format.py's words, rescue.Copied) of a buffer read by the rescue: the header and areas
+    the host kept, then what its copier got of the record slots (zero past it: unwritten)."""
+    from . import rescue
+
+    head = b["areas"].header_and_areas()
+    words = np.zeros(len(head) + b["buffer"].numel(), np.uint64)
+    words[: len(head)] = head
+    out = words[len(head) :].view(np.uint8)
+    if b.get("copier") is None:
+        return words, rescue.Copied(0, out.size, "no copier was made for it")
+    return words, rescue.read_device(b["copier"], out, rescue.STALL_S)
 
 
 def _clock_sample(index: int) -> list:

@@ -186,15 +186,9 @@ def step_note(doc: dict, table, who: str = "") -> str | None:
 
 
 def _steps(values: list[int]) -> str:
-    if not values:
-        return "no ProfilerStep#N"
-    out, start = [], None
-    for k, v in enumerate(values):
-        start = v if start is None else start
-        if k + 1 == len(values) or values[k + 1] != v + 1:
-            out.append(f"{start}" if start == v else f"{start}-{v}")
-            start = None
-    return ", ".join(out[:6]) + (" ..." if len(out) > 6 else "")
+    from .schedule import step_runs
+
+    return step_runs(values) if values else "no ProfilerStep#N"
 
 
 # -- several ranks ----------------------------------------------------------------------------

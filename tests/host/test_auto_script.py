@@ -8,44 +8,10 @@ import os
 import sys
 
 import pytest
-from auto_inputs import table_of, two_kernels
+from fake_run import GRACE_S, FakeRegion, patch_auto, run_in_process, written
 
 from sm_profiler.auto_mode import script
 from sm_profiler.auto_mode.script import Program, find_program, run_program
-
-
-class FakeRegion:
-    """A stand-in for AutoProfiler: a context manager whose captures are auto mode's, of two
-    kernels, once the region has ended (none if `records` is False)."""
-
-    def __init__(self, records: bool = True):
-        self.records, self.inside, self.entered, self.exited = records, False, 0, 0
-        self.notes = ["(a note of the fake region)"]
-
-    def __enter__(self):
-        self.inside, self.entered = True, self.entered + 1
-        return self
-
-    def __exit__(self, *exc):
-        self.inside, self.exited = False, self.exited + 1
-
-    def captures(self):
-        if not self.records:
-            return []
-        return table_of(two_kernels())
-
-    def decode(self):
-        from sm_profiler.trace.decode import decode
-
-        return decode(self.captures())
-
-    def save(self, path):
-        self.captures().save(path)
-
-    def export(self, path):
-        from sm_profiler.export import export
-
-        return export(self.decode(), path)
 
 
 @pytest.fixture
@@ -149,18 +115,7 @@ def test_dash_m_finds_a_package_in_the_current_folder_and_imports_it_in_the_regi
 @pytest.fixture
 def fake_auto(monkeypatch):
     """main(["run", ...]) with a FakeRegion for auto mode's region, its GPU check passed."""
-    import sm_profiler
-    from sm_profiler.auto_mode import session
-
-    regions = []
-
-    def auto(capacity=None, **options):
-        regions.append(FakeRegion())
-        return regions[-1]
-
-    monkeypatch.setattr(sm_profiler, "auto", auto)
-    monkeypatch.setattr(session, "_check_can_run", lambda: None)
-    return regions
+    return patch_auto(setattr=monkeypatch.setattr)
 
 
 def run_cli(*argv):
@@ -280,9 +235,9 @@ def test_a_stop_signal_in_the_script_still_writes_the_recording(
 
 
 def test_a_stop_signal_while_the_program_is_blocked_is_written_by_the_watcher(tmp_path):
-    # The program blocked where no handler runs (a GPU wait whose peer died): the watcher waits
-    # its grace, writes what was recorded from its own thread, and ends the process as the
-    # signal asked. Here the region never ends and the handler is not asked to raise.
+    # A stop noted outside the program (here no program runs) and a region that does not end
+    # (its own GPU wait blocked): the watcher waits its grace, writes what was recorded from
+    # its own thread, and ends the process as the signal asked.
     import subprocess
     import time
 
@@ -303,7 +258,7 @@ print("not reached")
     assert time.monotonic() - t0 < 20
     assert r.returncode == 128 + 15, (r.returncode, r.stderr)
     assert (tmp_path / "rescued").read_text() == "15"
-    assert "SIGTERM, and the program did not stop within 0.5 s" in r.stderr
+    assert "SIGTERM, and the region did not end within 0.5 s" in r.stderr
     assert "not reached" not in r.stdout
 
 
@@ -337,3 +292,50 @@ def test_sm_profilers_warnings_print_as_plain_lines_the_scripts_as_python_prints
     )
     assert [str(w.message) for w in recwarn] == ["the script warns"]  # Python's, untouched
     assert warnings.showwarning is shown
+
+
+def test_a_stop_signal_while_the_main_thread_runs_no_python_is_written_by_the_watcher(tmp_path):
+    # A main thread blocked where no handler runs (a GPU wait whose peer died): here in a C call
+    # (os.system) with SIGTERM blocked, so the signal, sent from the shell once the main thread
+    # is in the call, goes to the watcher's thread. The watcher finds the signal's number unread
+    # after its grace, writes what was recorded from its own thread and ends the process as the
+    # signal asked.
+    import signal
+
+    r = run_in_process(
+        tmp_path,
+        "import os, signal\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+        "os.system('exec </dev/null >/dev/null 2>&1; kill -TERM $PPID; exec sleep 10')\n"
+        "print('not reached')\n",
+    )
+    assert r.returncode == 128 + signal.SIGTERM, r.stderr
+    assert "not reached" not in r.stdout
+    assert (
+        f"sm-profiler run: SIGTERM, and the main thread ran no Python within {GRACE_S:g} s "
+        "(blocked in a GPU wait?); writing what it recorded from another thread\n"
+    ) in r.stderr
+    assert written(tmp_path) == sorted(script.OUTPUTS)
+
+
+def test_a_stop_signal_while_the_region_starts_stops_the_program_before_it_runs(
+    tmp_path, monkeypatch, fake_auto, capsys
+):
+    # Noted while the region starts (auto mode's own code: never interrupted), raised as the
+    # program is about to start: the program does not run, the region ends and writes.
+    import signal
+
+    def signalled_at_start(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        self.inside, self.entered = True, self.entered + 1
+        return self
+
+    monkeypatch.setattr(FakeRegion, "__enter__", signalled_at_start)
+    monkeypatch.chdir(tmp_path)
+    write_script(tmp_path, "print('the program ran')\n")
+    assert run_cli("--out", "o", "--", "s.py") == 128 + signal.SIGTERM
+    out, err = capsys.readouterr()
+    assert "the program ran" not in out
+    assert err.startswith("sm-profiler run: SIGTERM; writing what it recorded\n")
+    assert sorted(os.listdir(tmp_path / "o")) == sorted(script.OUTPUTS)
+    assert fake_auto[0].exited == 1

@@ -31,7 +31,7 @@ BY_NAME = {
     "wire": ("auto_mode.records", "auto_mode.areas", "auto_mode.schedule"),
     "record": (
         "auto_mode.driver", "auto_mode.state", "auto_mode.graph_switch", "auto_mode.graph_stage",
-        "auto_mode.rewrite", "auto_mode.binding",
+        "auto_mode.rewrite", "auto_mode.binding", "auto_mode.rescue",
     ),
     "trace": ("auto_mode.table",),
     "report": ("auto_mode.report",),
