@@ -4,16 +4,18 @@ ranked, with where and how (issue 45).
 From an AutoTable (one rank, or several joined by AutoTable.concat), over its recorded steps
 (the steps that compiled left out; without steps, the whole recording is one step):
 
-  partial_wave  a launch of more than one wave whose last wave leaves slots empty:
-                (1 - fill) x the last wave's time, fill = programs in the last wave / slots,
+  partial_wave  a launch of more than one wave whose last wave leaves slots empty: its span
+                (less the tail's part) less the same work spread evenly over every slot,
                 slots = SMs x resident programs per SM (the most seen on one SM at once, over
-                the kernel's launches on that GPU), the last wave's time = the median duration
-                of its programs (the last P mod slots programs to start)
+                the kernel's launches on that GPU), the work = the full waves' median program
+                (at full residency) x programs (issue 55: work-conserving, where a compute-bound
+                last wave's programs run faster than a full wave's)
   tail          the last SM's end after the median SM's end (SMs that ran a program), less the
-                last wave's time where the launch has a partial last wave (that part is the
-                wave's); the programs that ran long are the evidence
-  idle_sms      fewer programs than SMs: (SMs - SMs used) / SMs x (median SM end - launch start)
-                (the tail's part is the tail's)
+                last wave's median program where the launch has a partial last wave (that part
+                is the wave's), less the long programs' time beyond the median program split
+                over every slot; the programs that ran long are the evidence
+  idle_sms      fewer programs than SMs: the median SM's end less the programs' work (the
+                median program x programs) spread over every SM
   host_gaps     per step and GPU, the step's period (its first launch's start to the next
                 step's, as the report's share seen takes it) less the union of its launches:
                 time in which no instrumented kernel ran; with several ranks, less each GPU's
@@ -329,12 +331,23 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
     full = programs // slots
     last_n = programs - full * slots
     partial = (full >= 1) & (last_n > 0)
-    t_last = _last_wave_ns(table, programs, partial, full * slots)
+    t_last, t_full = _wave_medians(table, programs, partial, full * slots)
     fill = np.where(partial, last_n / np.maximum(slots, 1), 1.0)
-    est_wave = np.where(partial, (1.0 - fill) * t_last, 0.0)
-    est_tail = np.maximum(tail - np.where(partial, t_last, 0.0), 0.0)
+    # Work-conserving estimates (docs/auto.md, "What to fix first"): what the launch's work would
+    # take spread evenly over the slots, against the time it took. The tail's part of the span is
+    # the time after the median SM's end, less the last wave's own part.
+    tail_part = np.maximum(tail - np.where(partial, t_last, 0.0), 0.0)
+    # Tail: the long programs' work beyond the median program, split over every slot, would add
+    # extra / slots to the median SM's end instead of the tail.
+    est_tail = np.maximum(tail_part - on["extra"] / np.maximum(slots, 1), 0.0)
+    # Partial wave: the work at full residency (the full waves' median program x programs) over
+    # every slot, never less than one such program, against the span without the tail's part.
+    ideal = np.maximum(t_full * programs / np.maximum(slots, 1), t_full)
+    est_wave = np.where(partial, np.maximum(span - tail_part - ideal, 0.0), 0.0)
+    # Idle SMs: the programs' work (the median program's) spread over every SM.
     few = programs < sms
-    est_idle = np.where(few, (sms - used) / np.maximum(sms, 1) * np.maximum(span - tail, 0), 0.0)
+    spread = on["dur_med"] * programs / np.maximum(sms, 1)
+    est_idle = np.where(few, np.maximum(span - tail - spread, 0.0), 0.0)
     return {
         "start": start,
         "end": end,
@@ -350,6 +363,8 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
         "last_n": last_n,
         "last_wave_fill": fill,
         "last_wave_ns": t_last,
+        "full_wave_program_ns": t_full,
+        "ideal_ns": np.where(partial, ideal, np.where(few, spread, 0.0)),
         "tail_ns": tail,
         "last_sm": on["last_sm"],
         "median_end": median_end,
@@ -371,6 +386,7 @@ def _on_sms(table, start, sess, n_sess) -> dict[str, np.ndarray]:
     median_end = np.zeros(n, np.float64)  # ns after the launch's start
     last_sm = np.zeros(n, np.int64)
     dur_med = np.zeros(n, np.float64)
+    extra = np.zeros(n, np.float64)  # the long programs' time beyond the median program
     seen = np.zeros(n_sess, np.int64)
     for k0, k1, a, b in _launch_chunks(table):
         p = _programs(table, a, b)
@@ -378,7 +394,10 @@ def _on_sms(table, start, sess, n_sess) -> dict[str, np.ndarray]:
         m = k1 - k0
         programs[k0:k1] = np.bincount(loc, minlength=m)
         np.maximum.at(seen, sess[p["launch"]], p["sm"] + 1)
-        dur_med[k0:k1] = _group_median(loc, p["end"] - p["start"], m)
+        dur = p["end"] - p["start"]
+        dur_med[k0:k1] = _group_median(loc, dur, m)
+        after_start = p["end"] - start[p["launch"]]  # int64, ns after the launch's start
+        p_loc = loc
         # (launch, SM) groups, by start within each.
         o = np.lexsort((p["start"], p["sm"], loc))
         gl, gs, st, en = loc[o], p["sm"][o], p["start"][o], p["end"][o]
@@ -400,6 +419,7 @@ def _on_sms(table, start, sess, n_sess) -> dict[str, np.ndarray]:
         gf = np.cumsum(u) - u
         median_end[k0:k1] = median_after(g_last[o3], gf, u, start[k0:k1])
         last_sm[k0:k1] = g_sm[o3][gf + u - 1]
+        extra[k0:k1] = _long_extra(p_loc, dur, after_start, dur_med[k0:k1], median_end[k0:k1])
     return {
         "programs": programs,
         "used": used,
@@ -407,16 +427,29 @@ def _on_sms(table, start, sess, n_sess) -> dict[str, np.ndarray]:
         "median_end": median_end,
         "last_sm": last_sm,
         "dur_med": dur_med,
+        "extra": extra,
         "seen": seen,
     }
 
 
-def _last_wave_ns(table, programs, partial, first_of_last) -> np.ndarray:
-    """Per launch with a partial last wave (`partial`), that wave's time: the median duration of
-    its programs, those from the `first_of_last`-th to start on (0 elsewhere)."""
+def _long_extra(loc, dur, after_start, dur_med, median_end) -> np.ndarray:
+    """Per launch of a chunk, the time its long programs (those that ended after the median SM's
+    end and ran longer than the median program: the tail's evidence) ran beyond the median
+    program, summed."""
+    sel = (after_start > median_end[loc]) & (dur > dur_med[loc])
+    over = dur[sel] - dur_med[loc[sel]]
+    return np.bincount(loc[sel], weights=over, minlength=len(dur_med))
+
+
+def _wave_medians(table, programs, partial, first_of_last) -> tuple[np.ndarray, np.ndarray]:
+    """Per launch with a partial last wave (`partial`), the median duration of the last wave's
+    programs (those from the `first_of_last`-th to start on) and of the full waves' (those
+    before: programs that ran while their SM was full, the program at full residency); 0
+    elsewhere."""
     t_last = np.zeros(table.num_launches, np.float64)
+    t_full = np.zeros(table.num_launches, np.float64)
     if not partial.any():
-        return t_last
+        return t_last, t_full
     for k0, k1, a, b in _launch_chunks(table):
         if not partial[k0:k1].any():
             continue
@@ -427,10 +460,14 @@ def _last_wave_ns(table, programs, partial, first_of_last) -> np.ndarray:
         pl = loc[o4]
         cnt = programs[k0:k1]
         pos = np.arange(len(pl)) - (np.cumsum(cnt) - cnt)[pl]
-        sel = partial[k0:k1][pl] & (pos >= first_of_last[k0:k1][pl])
-        dur = (p["end"] - p["start"])[o4][sel]
-        t_last[k0:k1] = _group_median(pl[sel], dur, m)
-    return t_last
+        mine = partial[k0:k1][pl]
+        last = pos >= first_of_last[k0:k1][pl]
+        dur = (p["end"] - p["start"])[o4]
+        sel = mine & last
+        t_last[k0:k1] = _group_median(pl[sel], dur[sel], m)
+        sel = mine & ~last
+        t_full[k0:k1] = _group_median(pl[sel], dur[sel], m)
+    return t_last, t_full
 
 
 def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.ndarray]:
@@ -520,7 +557,15 @@ def _launch_findings(kind, est, k, la, table, uniq_names, cells, where) -> list[
 
 # The launch columns every launch finding's evidence carries, by type.
 _INT_EVIDENCE = ("programs", "sms", "sms_used", "resident_per_sm", "slots", "last_sm")
-_FLOAT_EVIDENCE = ("waves", "last_wave_fill", "last_wave_ns", "span_ns", "tail_ns")
+_FLOAT_EVIDENCE = (
+    "waves",
+    "last_wave_fill",
+    "last_wave_ns",
+    "full_wave_program_ns",
+    "ideal_ns",
+    "span_ns",
+    "tail_ns",
+)
 
 
 def _launch_evidence(la, i: int) -> dict:
@@ -1017,8 +1062,9 @@ def _partial_wave_words(ev: dict) -> tuple[str, str]:
         f"{ev['programs']:,} programs = {ev['waves']:.2f} waves of {ev['sms']} SMs x "
         f"{ev['resident_per_sm']} resident ({ev['slots']:,} slots): the last wave's "
         f"{plural(ev['last_wave_programs'], 'program')} {fills} {100 * ev['last_wave_fill']:.0f}% "
-        f"of the slots for {t(ev['last_wave_ns'])}; {ev['launches_with_it']:,} of "
-        f"{ev['launches']:,} launches"
+        f"of the slots for {t(ev['last_wave_ns'])}; spread over every slot at full residency "
+        f"({t(ev['full_wave_program_ns'])} a program) the work takes {t(ev['ideal_ns'])} of "
+        f"the {t(ev['span_ns'])} span; {ev['launches_with_it']:,} of {ev['launches']:,} launches"
     )
     suggestion = (
         f"a grid of {choices} (block size scaled by that factor), or a persistent grid of "

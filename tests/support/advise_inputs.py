@@ -88,6 +88,26 @@ def one_point_one_waves(steps=3):
     return make_table(out, sm_count=10)
 
 
+def compute_bound_waves(steps=3, alone_ns=1_000, sms=10, resident=16):
+    """1.10 waves of a compute-bound kernel (issue 55): an SM's throughput is shared by its
+    resident programs, so a program takes `alone_ns` alone and `resident` x that at full
+    residency. Each SM runs `resident` programs at once for resident x alone_ns (the full wave,
+    sms x resident programs); then the last wave's sms x resident / 10 programs, two at once on
+    the first SMs (2 x alone_ns each) and one on the rest (alone_ns). Steps back to back."""
+    full_ns = resident * alone_ns
+    last = sms * resident // 10
+    twos = last - sms  # SMs that run two of the last wave (the others run one)
+    out = []
+    for k in range(steps):
+        t = k * (full_ns + 2 * alone_ns)
+        progs = [(sm, t, t + full_ns) for sm in range(sms) for _ in range(resident)]
+        for sm in range(sms):
+            n = 2 if sm < twos else 1
+            progs += [(sm, t + full_ns, t + full_ns + n * alone_ns)] * n
+        out.append(launch(progs, "fma_kernel", step=k))
+    return make_table(out, sm_count=sms)
+
+
 def skewed_work(steps=3):
     """8 programs on 4 SMs (two full waves of 100 ns) but program 7 runs 500 ns: SM 3 ends at
     600 ns, the others at 200 ns. Steps back to back (600 ns)."""
