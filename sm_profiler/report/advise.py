@@ -34,7 +34,9 @@ scaled by union / sum of spans, so that with its gaps they add to at most the st
 estimate is the mean per step over the steps the GPU recorded; a finding of a kernel is that
 kernel's launches summed, on the GPU where it is largest. The kernels CUPTI saw that auto mode
 does not instrument (cuBLAS, cuDNN, NCCL) are named with their time per step (Advice.cupti), as a
-note, never a finding: their time is not recoverable as such. docs/auto.md, "What to fix first".
+note (their time is not recoverable as such), and get partial-wave and idle-SM findings from
+their launch shape alone (grid, block, registers, shared memory: report/occupancy.py), marked
+`"source": "launch shape"`. docs/auto.md, "What to fix first".
 
 Layer: report (it reads an AutoTable and the report's helpers; nothing above).
 """
@@ -212,12 +214,9 @@ def advise(table, cupti=None) -> Advice:
         return _done(
             findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table, every
         )
-    k = np.flatnonzero(keep)
-    scale = cells["scale"][la["cell"][k]]
-    for kind in ("partial_wave", "tail", "idle_sms"):
-        est = la[kind][k] * scale
-        where = (rank_of_gpu, gpu_no)
-        findings += _launch_findings(kind, est, k, la, table, uniq_names, cells, where)
+    findings += _kernel_findings(la, keep, table, uniq_names, cells, (rank_of_gpu, gpu_no))
+    if every is not None:
+        findings += _shape_findings(every, inputs, la, cells, (rank_of_gpu, gpu_no))
     findings += _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several_ranks, every)
     if several_ranks:
         findings += _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names)
@@ -508,6 +507,18 @@ def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.nda
         "n_steps": n_steps,
         "n_gpu": n_gpu,
     }
+
+
+def _kernel_findings(la, keep, table, uniq_names, cells, where) -> list[Finding]:
+    """The partial-wave, tail and idle-SM findings of the kept launches, each launch's
+    estimates scaled by its cell's union / sum of spans (streams)."""
+    k = np.flatnonzero(keep)
+    scale = cells["scale"][la["cell"][k]]
+    out = []
+    for kind in ("partial_wave", "tail", "idle_sms"):
+        est = la[kind][k] * scale
+        out += _launch_findings(kind, est, k, la, table, uniq_names, cells, where)
+    return out
 
 
 def _launch_findings(kind, est, k, la, table, uniq_names, cells, where) -> list[Finding]:
@@ -928,6 +939,31 @@ def _every_kernel(inputs, table, la, keep, steps, cells, uniq_names, where) -> d
     }
 
 
+def _uninstrumented(kt, per_name, count_name, steps_used, un_ns, inst_ns, step_ns) -> dict:
+    """The uninstrumented kernels of one GPU's steps: their time per step against the
+    instrumented ones', and the longest UNINSTRUMENTED_SHOWN kernels (per_name: each name's time
+    summed over the steps, count_name: its launches)."""
+    top = [j for j in np.argsort(-per_name, kind="stable").tolist() if per_name[j] > 0]
+    return {
+        "ns_per_step": un_ns,
+        "share_of_step": un_ns / step_ns if step_ns > 0 else 0.0,
+        "instrumented_ns_per_step": inst_ns,
+        "step_ns": step_ns,
+        "steps": steps_used,
+        "dominant": un_ns > inst_ns,
+        "kernels": [
+            {
+                "kernel": str(kt["names"][j]),
+                "library": library_of(str(kt["names"][j])),
+                "ns_per_step": float(per_name[j]) / steps_used,
+                "share_of_step": float(per_name[j]) / steps_used / step_ns if step_ns > 0 else 0.0,
+                "launches_per_step": float(count_name[j]) / steps_used,
+            }
+            for j in top[:UNINSTRUMENTED_SHOWN]
+        ],
+    }
+
+
 def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
     """One GPU's steps over every kernel (see _every_kernel); None where none of its steps lies
     inside the profile's kernel rows."""
@@ -947,6 +983,7 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
     used, kernels = [], 0
     per_name = np.zeros(len(kt["names"]), np.float64)
     count_name = np.zeros(len(kt["names"]), np.int64)
+    sh_rows, sh_ns = [], []  # the uninstrumented rows: launch-shape findings
     for c in cells_of_g:
         a = int(cells["lo"][c]) - off
         b = a + int(round(cells["period"][c]))
@@ -971,6 +1008,8 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
         un = ~inst[j]
         np.add.at(per_name, cn[j][un], (e - s)[un].astype(np.float64))
         np.add.at(count_name, cn[j][un], 1)
+        sh_rows.append(o[j][un])
+        sh_ns.append((e - s)[un])
     if not used:
         return None
     c = np.concatenate(parts_c).astype(np.int64)
@@ -991,7 +1030,6 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
     inner = np.bincount(gap_cell, weights=gap, minlength=n_cells)
     steps_used = len(used)
     step_ns = float(cells["period"][sel].sum()) / steps_used
-    top = [j for j in np.argsort(-per_name, kind="stable").tolist() if per_name[j] > 0]
     un_ns = float(un_busy[sel].sum()) / steps_used
     inst_ns = float(cells["union"][sel].sum()) / steps_used
     return {
@@ -1002,27 +1040,142 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
         "kernels": kernels,
         "steps": steps_used,
         "of": len(cells_of_g),
-        "uninstrumented": {
-            "ns_per_step": un_ns,
-            "share_of_step": un_ns / step_ns if step_ns > 0 else 0.0,
-            "instrumented_ns_per_step": inst_ns,
-            "step_ns": step_ns,
-            "steps": steps_used,
-            "dominant": un_ns > inst_ns,
-            "kernels": [
-                {
-                    "kernel": str(kt["names"][j]),
-                    "library": library_of(str(kt["names"][j])),
-                    "ns_per_step": float(per_name[j]) / steps_used,
-                    "share_of_step": float(per_name[j]) / steps_used / step_ns
-                    if step_ns > 0
-                    else 0.0,
-                    "launches_per_step": float(count_name[j]) / steps_used,
-                }
-                for j in top[:UNINSTRUMENTED_SHOWN]
-            ],
-        },
+        "uninstrumented": _uninstrumented(
+            kt, per_name, count_name, steps_used, un_ns, inst_ns, step_ns
+        ),
+        "shape_rows": {"row": np.concatenate(sh_rows), "ns": np.concatenate(sh_ns)},
     }
+
+
+# -- the kernels auto mode cannot see inside: their launch shape (issue 55) ------------------
+
+SHAPE_SOURCE = "launch shape"
+SHAPE_NOTE = "estimated from launch shape alone (CUPTI), never from per-SM records"
+
+
+def _shape_findings(every, inputs, la, cells, where) -> list[Finding]:
+    """Wave and idle-SM findings of the uninstrumented kernels CUPTI saw in the steps used
+    (every["aligned"]), from their grid, block, registers per thread and shared memory
+    (report/occupancy.py): per kernel name, its estimates per launch summed over the steps of
+    the GPU where the mean is largest, the evidence of its launch of the largest estimate."""
+    rank_of_gpu, gpu_no = where
+    best: dict[str, tuple] = {}
+    for g, got in every["aligned"].items():
+        kt, doc = inputs[int(rank_of_gpu[g])]
+        if doc is None:
+            continue  # a kernel table alone: no registers or shared memory
+        d = int(gpu_no[g])
+        sms_ours = int(la["sms"][la["gpu"] == g].max())
+        shape = _gpu_shapes(kt, doc, d, sms_ours, got["shape_rows"])
+        for name, (total, count, with_it, ev) in shape.items():
+            v = total / got["steps"]
+            if v > 0 and (name not in best or v > best[name][0]):
+                ev.update(launches=count, launches_with_it=with_it)
+                ev["launches_per_step"] = count / got["steps"]
+                best[name] = (v, g, ev)
+    out = []
+    for name, (v, g, ev) in best.items():
+        kind = ev.pop("kind")
+        step_ns = float(cells["period_mean"][g])
+        out.append(_finding(kind, name, rank_of_gpu[g], gpu_no[g], v, step_ns, ev))
+    return out
+
+
+def _gpu_shapes(kt, doc, device: int, sms_ours: int, rows: dict) -> dict:
+    """Per uninstrumented kernel name of one GPU: (estimate summed, launches, launches with an
+    estimate, the evidence of the largest), from its CUPTI rows `rows` (kernel-table row, its
+    time inside the step)."""
+    from .coverage import sm_counts
+    from .occupancy import SmLimits
+
+    props = _device_properties(doc, device)
+    limits, limits_from = SmLimits.of_device_properties(props)
+    sms = sm_counts(doc).get(device)
+    sms_from = "deviceProperties" if sms else "session"
+    sms = sms or sms_ours
+    out: dict[str, list] = {}
+    for row, ns in zip(rows["row"].tolist(), rows["ns"].tolist(), strict=True):
+        name = str(kt["names"][kt["name"][row]])
+        ev = _shape_evidence(kt, doc, row, sms, limits)
+        acc = out.setdefault(name, [0.0, 0, 0, None, -1.0])
+        acc[1] += 1
+        if ev is None:
+            continue
+        est = ev["estimate_share"] * ns
+        acc[0] += est
+        acc[2] += est > 0
+        if est > acc[4]:
+            ev.update(duration_ns=int(ns), sms_from=sms_from, limits_from=limits_from)
+            acc[3], acc[4] = ev, est
+    return {n: (a[0], a[1], a[2], a[3]) for n, a in out.items() if a[3] is not None}
+
+
+def _device_properties(doc, device: int) -> dict | None:
+    for k, p in enumerate(doc.get("deviceProperties") or []):
+        if isinstance(p, dict) and p.get("id", k) == device:
+            return p
+    return None
+
+
+def _arg_count(args: dict, key: str) -> int | None:
+    v = args.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31 else None
+
+
+def _shape_evidence(kt, doc, row: int, sms: int, limits) -> dict | None:
+    """One CUPTI row's launch shape, residency and waves, and the share of its time a fix of
+    its grid would recover (`estimate_share`): for a partial last wave (1 - fill) / ceil(waves),
+    for fewer blocks than SMs (1 - blocks / SMs); None where the row does not say its shape."""
+    from .occupancy import resident_blocks, waves
+
+    grid, block = kt["grid"][row], kt["block"][row]
+    args = doc["traceEvents"][int(kt["event"][row])].get("args") or {}
+    regs, smem = _arg_count(args, "registers per thread"), _arg_count(args, "shared memory")
+    if (grid <= 0).any() or (block <= 0).any() or regs is None or smem is None or sms <= 0:
+        return None
+    blocks, threads = int(grid.prod()), int(block.prod())
+    res = resident_blocks(threads, regs, smem, limits)
+    if res.blocks == 0:
+        return None
+    w = waves(blocks, sms, res.blocks)
+    n = math.ceil(w)
+    fill = w - (n - 1)
+    per_sm = math.ceil(blocks / sms)  # the busiest SMs' blocks
+    if blocks < sms:
+        kind, share = "idle_sms", 1.0 - blocks / sms
+    elif n == 1:
+        # One wave: every block resides at once, so no wave waits for another; what is uneven
+        # is the SMs' blocks (per_sm on the busiest, blocks / SMs on the mean): with the SM's
+        # throughput shared by its blocks, the busiest SMs set the time.
+        kind, share = "partial_wave", 1.0 - blocks / sms / per_sm
+    else:
+        kind, share = "partial_wave", (1.0 - fill) / n
+    ev = {
+        "kind": kind,
+        "source": SHAPE_SOURCE,
+        "estimated_from": SHAPE_NOTE,
+        "library": library_of(str(kt["names"][kt["name"][row]])),
+        "grid": grid.tolist(),
+        "block": block.tolist(),
+        "blocks": blocks,
+        "threads_per_block": threads,
+        "registers_per_thread": regs,
+        "shared_memory_bytes": smem,
+        "resident_per_sm": res.blocks,
+        "limit_binds": res.binds,
+        "resident_by_limit": dict(res.by_limit),
+        "theoretical_occupancy": res.occupancy(threads, limits),
+        "sms": sms,
+        "slots": sms * res.blocks,
+        "waves": w,
+        "last_wave_fill": fill,
+        "blocks_on_busiest_sm": per_sm,
+        "estimate_share": share,
+    }
+    occ = args.get("est. achieved occupancy %")
+    if isinstance(occ, (int, float)) and not isinstance(occ, bool) and math.isfinite(occ):
+        ev["achieved_occupancy_pct_torch"] = float(occ)
+    return ev
 
 
 # -- words ------------------------------------------------------------------------------------
@@ -1051,7 +1204,47 @@ def _words(kind: str, ev: dict) -> tuple[str, str]:
     return _WORDS[kind](ev)
 
 
+def _shape_words(ev: dict) -> tuple[str, str]:
+    """A launch-shape finding's words (a kernel auto mode cannot see inside)."""
+    t = format_time
+    torch_occ = ev.get("achieved_occupancy_pct_torch")
+    occ = f"{100 * ev['theoretical_occupancy']:.0f}% occupancy" + (
+        f" (torch's estimate achieved: {torch_occ:.0f}%)" if torch_occ is not None else ""
+    )
+    shape = (
+        f"grid {'x'.join(map(str, ev['grid']))} = {plural(ev['blocks'], 'block')} of "
+        f"{ev['threads_per_block']} threads, {ev['registers_per_thread']} registers a thread, "
+        f"{ev['shared_memory_bytes']:,} B shared: {ev['resident_per_sm']} resident a SM "
+        f"({ev['limit_binds']} bind; {occ}), {ev['waves']:.2f} waves of {ev['sms']} SMs x "
+        f"{ev['resident_per_sm']} ({ev['slots']:,} slots)"
+    )
+    fix = (
+        "a shape whose blocks fill whole waves (pad or split the matmul's M/N, another "
+        "tile or split-K: torch.backends.cuda.matmul settings, a Triton template via "
+        "--via-triton)"
+    )
+    if ev["blocks"] < ev["sms"]:  # idle SMs
+        what = f"{ev['sms'] - ev['blocks']} SMs ran nothing for its {t(ev['duration_ns'])}"
+        fix = "more, smaller blocks (split-K, a smaller tile): another algorithm or shape"
+    elif ev["waves"] <= 1:
+        what = (
+            f"one wave: the busiest SMs hold {ev['blocks_on_busiest_sm']} blocks, the mean "
+            f"{ev['blocks'] / ev['sms']:.2f}, of its {t(ev['duration_ns'])}"
+        )
+    else:
+        what = (
+            f"the last of {math.ceil(ev['waves'])} waves fills {100 * ev['last_wave_fill']:.0f}% "
+            f"of the slots, a wave {t(ev['duration_ns'] / math.ceil(ev['waves']))}"
+        )
+    detail = (
+        f"{shape}; {what}; {ev['launches_with_it']:,} of {ev['launches']:,} launches; {SHAPE_NOTE}"
+    )
+    return detail, fix
+
+
 def _partial_wave_words(ev: dict) -> tuple[str, str]:
+    if ev.get("source") == SHAPE_SOURCE:
+        return _shape_words(ev)
     t = format_time
     opts = grid_options(ev["programs"], ev["slots"])
     choices = " or ".join(
@@ -1102,6 +1295,8 @@ def _tail_words(ev: dict) -> tuple[str, str]:
 
 
 def _idle_sms_words(ev: dict) -> tuple[str, str]:
+    if ev.get("source") == SHAPE_SOURCE:
+        return _shape_words(ev)
     k = max(2, math.ceil(ev["sms"] / max(ev["programs"], 1)))  # the split that fills them
     suggestion = (
         f"split each program's work {k} ways (split-K, or a split reduction and a small "

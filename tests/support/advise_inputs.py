@@ -181,12 +181,16 @@ def cupti_doc_of(
     steps=None,
     rank=None,
     session=0,
+    fill_shape=None,
+    num_sms=None,
 ):
     """torch.profiler's trace of `table`'s launches of one session: each launch's CUPTI row
     (its kernel's name, its span moved onto torch's clock; `jitter[i]` ns more for launch i),
     and a `fill` kernel (cuBLAS-like, not instrumented) from each launch's end to the next
     launch's start but `leave` ns (none after the last); ProfilerStep#N windows of `steps`
-    (default: the table's); distributedInfo naming `rank` where given."""
+    (default: the table's); distributedInfo naming `rank` where given. fill_shape: the fill
+    rows' launch shape (grid, block, registers per thread, shared memory bytes); num_sms:
+    deviceProperties' numSms."""
     from captures import cupti_doc
 
     L = table.launches
@@ -204,9 +208,12 @@ def cupti_doc_of(
         if fill and n + 1 < len(o):
             nxt = int(start[o[n + 1]]) + lead
             if nxt - leave > int(end[i]) + lead:
-                rows.append(
-                    dict(name=fill, start=int(end[i]) + lead, end=nxt - leave, device=device)
-                )
+                row = dict(name=fill, start=int(end[i]) + lead, end=nxt - leave, device=device)
+                if fill_shape is not None:
+                    grid, block, regs, smem = fill_shape
+                    row.update(grid=grid, block=block)
+                    row["args"] = {"registers per thread": regs, "shared memory": smem}
+                rows.append(row)
     step = np.asarray(L["step"])[mine]
     numbers = sorted(set(step[step >= 0].tolist())) if steps is None else list(steps)
     ours = sorted(set(step[step >= 0].tolist()))
@@ -215,7 +222,7 @@ def cupti_doc_of(
         marks.append((n, int(start[m].min()) + lead - 300, int(end[m].max()) + lead + 100))
     for r in rows:
         r["launch"] = r["start"] - 100
-    doc = cupti_doc(rows, steps=marks, base_ns=CUPTI_BASE_NS)
+    doc = cupti_doc(rows, steps=marks, base_ns=CUPTI_BASE_NS, num_sms=num_sms)
     if rank is not None:
         doc["distributedInfo"] = {"rank": rank, "world_size": rank + 1}
     return doc
