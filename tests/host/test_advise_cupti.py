@@ -310,3 +310,22 @@ def test_the_one_gpu_recording_names_its_cublas_gemms_from_their_launch_shape(ca
     text = " ".join(capsys.readouterr().out.split())
     assert "sm80_xmma_gemm" in text and "registers bind" in text
     assert "estimated from launch shape alone (CUPTI), never from per-SM records" in text
+
+
+@pytest.mark.parametrize(
+    "regs, smem, block",
+    [
+        ("many", 0, [128, 1, 1]),  # not a count
+        (True, 0, [128, 1, 1]),  # a bool is not a count
+        (-1, 0, [128, 1, 1]),
+        (2**40, 0, [128, 1, 1]),
+        (32, None, [128, 1, 1]),
+        (255, 0, [1024, 1, 1]),  # 32 warps of 8,192 registers: no block fits
+    ],
+)
+def test_a_launch_shape_that_cannot_be_read_or_run_gives_no_finding(regs, smem, block):
+    t = ai.wave_with_gaps()
+    doc = ai.cupti_doc_of(t, fill_shape=([208, 1, 1], block, regs, smem), num_sms=10)
+    a = advise(t, cupti=doc)
+    assert not [f for f in a.findings if f.evidence.get("source") == "launch shape"]
+    assert a.gaps_from == "cupti"  # the rows still count as kernels the GPU ran
