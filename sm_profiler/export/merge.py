@@ -212,15 +212,43 @@ def _drawings(timelines: list[tuple[int, Timeline]]) -> list[tuple[int, Drawing]
 PERFETTO_SUFFIXES = (".perfetto-trace", ".pftrace")
 
 
+def torch_format(path) -> str:
+    """The format of a trace merged with torch.profiler's, by `path`'s extension: 'perfetto'
+    (.perfetto-trace, .pftrace) or 'chrome' (.json, .json.gz); ConfigError for any other."""
+    name = os.fspath(path).lower()
+    if name.endswith(PERFETTO_SUFFIXES):
+        return "perfetto"
+    if name.endswith((".json", ".json.gz")):
+        return "chrome"
+    raise ConfigError(
+        "name a trace merged with torch.profiler's .perfetto-trace (Perfetto: SM tracks in "
+        "order, opening on the recorded steps) or .json / .json.gz (Chrome JSON, as torch "
+        f"writes), got {os.fspath(path)!r}"
+    )
+
+
+def about_lines(info: dict) -> list[str]:
+    """How a torch merge put our programs on torch's clock, for a Perfetto trace's description
+    (a Chrome JSON trace keeps `info` as its sm_profiler_alignment)."""
+    line = f"our programs on torch.profiler's clock (the host's), aligned by {info['method']}"
+    if "offset_ns" in info:
+        line += f": %globaltimer - host clock = {info['offset_ns']:,} ns"
+    lines = [line]
+    for r, e in (info.get("error") or {}).items():
+        if e.get("matched"):
+            lines.append(
+                f"GPU {r}: {e['matched']} launches matched to torch's kernel rows; first and "
+                f"last stamps within {e['max_abs_ns']:,.0f} ns of CUPTI's start and end"
+            )
+    return lines
+
+
 def _write_json(doc: dict, path) -> None:
     from ..paths import atomic_output, check_writable
     from .chrome import encode_json, write_json_bytes
 
-    if not os.fspath(path).lower().endswith((".json", ".json.gz")):
-        raise ConfigError(
-            "a trace merged into torch.profiler's is Chrome JSON, as torch's is: name the "
-            f"output .json or .json.gz, got {os.fspath(path)!r}"
-        )
+    if torch_format(path) != "chrome":
+        raise ConfigError(f"Chrome JSON is written to .json or .json.gz, not {os.fspath(path)!r}")
     check_writable(path)
     try:
         data = encode_json(doc)
@@ -433,7 +461,13 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     offset_ns: %globaltimer - torch's clock, if known; else measured (see the module doc).
     Returns the alignment info, also written into the file as "sm_profiler_alignment". The
     file's times count from its own origin (baseTimeNanoseconds, chrome.time_origin), torch's
-    rows moved onto it by whole ns; "sm_profiler_time_origin" says from where."""
+    rows moved onto it by whole ns; "sm_profiler_time_origin" says from where.
+
+    `path`'s extension says the format: .perfetto-trace / .pftrace, native Perfetto
+    (torch_perfetto.py: torch's rows as track events, our SMs as a job's trace draws them, in SM
+    order, opening on the recorded steps; the info in the roots' description), or .json /
+    .json.gz, Chrome JSON as torch writes (the info as the keys above)."""
+    native = torch_format(path) == "perfetto"
     doc = _torch_doc(torch_trace)
     from ..report.coverage import kernel_table
 
@@ -462,6 +496,11 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     info = dict(info, error=err)
     timelines = _timelines(ranks)
     cov, other = _coverage(doc, table, ranks, timelines)
+    if native:
+        from .torch_perfetto import write_merged
+
+        write_merged(path, _drawings(timelines), [(None, doc)], other, about_lines(info))
+        return dict(info, coverage=cov)
     # One time origin near the rows, torch's moved onto it exactly (chrome.time_origin).
     base = int(doc.get("baseTimeNanoseconds", 0))
     origin = time_origin(earliest_ns(ranks), [doc])
