@@ -234,3 +234,58 @@ def test_a_merged_torch_trace_loses_no_slice_in_the_ui(ui, tmp_path, t0):
     (count,) = ui.query(page, "select count(*) as n from slice")
     page.close()
     assert lost == [] and int(count["n"]) == written, (lost, count, written)
+
+
+def test_the_torch_trace_opens_on_the_recorded_steps_sm_by_sm_with_clean_names(ui, tmp_path):
+    """Issue 56, item 11: `run --torch`'s trace was Chrome JSON, which this UI showed as 'GPU 0
+    · SM 34 1879048227', its SMs in its own order, over the whole recording. The recorded H200
+    run's (examples/recordings/one_gpu, as the run writes it: torch_parts.merge_rank), in a
+    recording of 30 s (Kineto's 'PyTorch Profiler' span stretched, its three steps in the first
+    12 ms): before any click, torch's CPU process, our GPU, its CUDA streams and SMs 0..131 in
+    order, named as written; the window on the steps; every slice and flow kept."""
+    from repo_paths import ROOT
+    from trace_readers import read_trace
+
+    from sm_profiler.auto_mode import torch_parts
+    from sm_profiler.wire.capture import load
+
+    path = os.path.join(ROOT, "examples", "recordings", "one_gpu", "auto.npz")
+    doc = torch_parts.read(path)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "Trace":  # Kineto's span of the whole profiler run
+            e["dur"] = 30e6
+    out = tmp_path / "auto.torch.perfetto-trace"
+    torch_parts.merge_rank(doc, load(path), out)
+    data = out.read_bytes()
+    r = read_trace(data)
+    page, _ = ui.open(data, "GPU 0 · CUDA streams", viewport={"width": 1400, "height": 900})
+    first = ui.tracks(page)  # before any click
+    tl = ui.timeline(page)
+    for _ in range(30):  # the UI moves to the trace's window a moment after it has loaded
+        if tl["visible"][0] > 0:
+            break
+        page.wait_for_timeout(100)
+        tl = ui.timeline(page)
+    page.wait_for_timeout(1500)  # let the counters draw
+    if SHOTS:
+        page.screenshot(path=os.path.join(SHOTS, "torch.png"))
+    lost = ui.query(page, "select name, value from stats where value > 0 and severity != 'info'")
+    (slices,) = ui.query(page, "select count(*) as n from slice")
+    (flows,) = ui.query(page, "select count(*) as n from flow")
+    page.close()
+    (root,) = [d.name for d in r.tracks.values() if "host clock" in d.description]
+    assert first == [
+        (0, "System"),
+        (0, "Global Track Events"),  # the UI's group of tracks with nothing under them
+        (0, "CPU · python3 (pid 531)"),
+        (0, root),
+        (0, "GPU 0 · CUDA streams"),
+        *[(0, f"GPU 0 · SM {s}") for s in range(132)],
+        (0, "Spans"),
+    ]
+    # The window on the recorded steps (and our programs): about 12 ms of the 30 s.
+    assert tl["end"] - tl["start"] >= 30 * 10**9
+    assert tl["visible"] == (r.window["tracing_started"], r.window["tracing_disabled"])
+    assert tl["visible"][1] - tl["visible"][0] < 15 * 10**6
+    written = sum(map(len, r.slices.values())) + sum(map(len, r.instants.values()))
+    assert lost == [] and int(slices["n"]) == written and int(flows["n"]) == len(r.flows)
