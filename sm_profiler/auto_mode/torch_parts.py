@@ -256,13 +256,15 @@ def merge_job(tables: list, docs: list, path) -> dict:
         if note:
             notes.append(note)
     if native:
-        from ..export.merge import _drawings
+        from ..export.merge import _drawings, recorded_steps
         from ..export.torch_perfetto import write_merged
 
         lines = [f"rank {r}: aligned by {a['method']}" for r, a in infos.items()]
+        drawings = _drawings(timelines)
+        focus = recorded_steps([d for _, d in rank_docs], drawings)
         if len(timelines) == 1:  # one rank: its tracks named as `run --torch` names them
             rank_docs = [(None, d) for _, d in rank_docs]
-        write_merged(path, _drawings(timelines), rank_docs, other, lines + notes)
+        write_merged(path, drawings, rank_docs, other, lines + notes, focus)
         return {"ranks": infos, "coverage": covs, "notes": notes}
     keys = {
         "sm_profiler_alignment": {"method": "per rank", "ranks": infos},

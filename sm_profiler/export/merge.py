@@ -227,6 +227,30 @@ def torch_format(path) -> str:
     )
 
 
+def recorded_steps(docs: list[dict], drawings: list[tuple[int, Drawing]]):
+    """The span a trace merged with torch's opens on (a drawing.Focus): the recorded steps,
+    torch's ProfilerStep#N rows of `docs` and our programs (the ranks' drawings), on torch's
+    clock; None where neither has any."""
+    from ..auto_mode.schedule import step_runs
+    from ..report.coverage import step_windows
+    from ..trace.drawing import Focus
+
+    lows, highs, steps = [], [], set()
+    for doc in docs:
+        w = step_windows(doc)
+        if len(w["step"]):
+            lows.append(int(w["start_ns"].min()))
+            highs.append(int(w["end_ns"].max()))
+            steps.update(w["step"].tolist())
+    ours = [d for _, d in drawings if len(d.launches["start_ns"])]
+    lows += [d.start_ns for d in ours]
+    highs += [d.end_ns for d in ours]
+    if not lows:
+        return None
+    label = f"the recorded steps ({step_runs(sorted(steps))})" if steps else "our programs"
+    return Focus(min(lows), max(highs), label, "the rest")
+
+
 def about_lines(info: dict) -> list[str]:
     """How a torch merge put our programs on torch's clock, for a Perfetto trace's description
     (a Chrome JSON trace keeps `info` as its sm_profiler_alignment)."""
@@ -499,7 +523,9 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     if native:
         from .torch_perfetto import write_merged
 
-        write_merged(path, _drawings(timelines), [(None, doc)], other, about_lines(info))
+        drawings = _drawings(timelines)
+        focus = recorded_steps([doc], drawings)
+        write_merged(path, drawings, [(None, doc)], other, about_lines(info), focus)
         return dict(info, coverage=cov)
     # One time origin near the rows, torch's moved onto it exactly (chrome.time_origin).
     base = int(doc.get("baseTimeNanoseconds", 0))

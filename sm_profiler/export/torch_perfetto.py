@@ -28,8 +28,8 @@ Our ranks are written by perfetto.py as a job's trace is (ranks_chunks: per rank
 
 The kernels we did not record (coverage.unseen_kernels) are slices on 'other kernels (CUPTI)'
 tracks under each SM, above its lanes, as the Chrome JSON merge draws them. The trace opens on
-the recorded steps (torch's ProfilerStep#N rows and our programs), through the writer's
-window (perfetto._Writer._window: the tracing_started / tracing_disabled bounds that the UI
+the span the caller gives (merge.recorded_steps: torch's ProfilerStep#N rows and our programs),
+through the writer's window (perfetto._Writer._window: the tracing_started / tracing_disabled bounds that the UI
 opens on; a TracePacket's UiState is not read by the UI for that).
 
 torch's packets are on a sequence of their own (TORCH_SEQ): its names, categories and
@@ -76,16 +76,17 @@ def write_merged(
     docs: list[tuple[int | None, dict]],
     other: dict | None = None,
     about: Sequence[str] = (),
+    focus: Focus | None = None,
 ) -> dict:
     """Write the merged trace to `path` (whole, then renamed): `ranks`' drawings, already on
     torch's time axis; `docs`: torch traces as torch wrote them, each with the rank it is of
     (its tracks named 'GPU r · ...', beside the rank's; None: as named_processes names them);
-    `other`: {rank: kernels we did not record} for the SM tracks.
-    Returns what the file holds (written_counts)."""
+    `other`: {rank: kernels we did not record} for the SM tracks; `focus`: the span the trace
+    opens on (merge.recorded_steps). Returns what the file holds (Merged.counts)."""
     from ..paths import atomic_output, check_writable
 
     check_writable(path)
-    merged = Merged(ranks, docs, other or {}, about)
+    merged = Merged(ranks, docs, other or {}, about, focus)
     with atomic_output(path) as tmp, open(tmp, "wb") as f:
         for chunk in merged.chunks():
             f.write(chunk)
@@ -96,7 +97,7 @@ class Merged:
     """One merged trace: the ranks' writers, torch's rows of each doc, the unseen kernels'
     slices, the window on the recorded steps. `counts` says what was written (after chunks)."""
 
-    def __init__(self, ranks, docs, other: dict, about: Sequence[str] = ()):
+    def __init__(self, ranks, docs, other: dict, about: Sequence[str] = (), focus=None):
         self.writers = rank_writers(ranks)
         self.ranks = [r for r, _ in ranks]
         self.docs, self.other = docs, other
@@ -110,7 +111,7 @@ class Merged:
             _TorchDoc(doc, label.get(r), self.origin, first + k * UUIDS_PER_PART, self.names)
             for k, (r, doc) in enumerate(docs)
         ]
-        self.focus = self._focus()
+        self.focus = focus
         self.about = [*about, *self._left_out()]
         self.counts: dict = {}
 
@@ -134,26 +135,6 @@ class Merged:
             "flows": sum(p.slices.flows for p in self.parts),
             "bars": bars.slices,
         }
-
-    def _focus(self) -> Focus | None:
-        """The recorded steps: torch's ProfilerStep#N rows and our programs, on the file's axis."""
-        from ..auto_mode.schedule import step_runs
-        from ..report.coverage import step_windows
-
-        lows, highs, steps = [], [], set()
-        for _, doc in self.docs:
-            w = step_windows(doc)
-            if len(w["step"]):
-                lows.append(int(w["start_ns"].min()))
-                highs.append(int(w["end_ns"].max()))
-                steps.update(w["step"].tolist())
-        ours = [w.d for w in self.writers if w.used.any() or len(w.d.launches["start_ns"])]
-        lows += [d.start_ns for d in ours]
-        highs += [d.end_ns for d in ours]
-        if not lows:
-            return None
-        label = f"the recorded steps ({step_runs(sorted(steps))})" if steps else "our programs"
-        return Focus(min(lows), max(highs), label, "the rest")
 
     def _left_out(self) -> list[str]:
         lines = []
