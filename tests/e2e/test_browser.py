@@ -289,3 +289,68 @@ def test_the_torch_trace_opens_on_the_recorded_steps_sm_by_sm_with_clean_names(u
     assert tl["visible"][1] - tl["visible"][0] < 15 * 10**6
     written = sum(map(len, r.slices.values())) + sum(map(len, r.instants.values()))
     assert lost == [] and int(slices["n"]) == written and int(flows["n"]) == len(r.flows)
+
+
+def _kept(ui, data: bytes, expect: str):
+    """(tracks before any click, import errors, slices, flows) of `data` in the UI, and what the
+    file holds as trace_readers reads it (the UI counts an instant as a slice)."""
+    from trace_readers import read_trace
+
+    page, _ = ui.open(data, expect)
+    first = ui.tracks(page)
+    lost = ui.query(page, "select name, value from stats where value > 0 and severity != 'info'")
+    (slices,) = ui.query(page, "select count(*) as n from slice")
+    (flows,) = ui.query(page, "select count(*) as n from flow")
+    page.close()
+    r = read_trace(data)
+    written = sum(map(len, r.slices.values())) + sum(map(len, r.instants.values()))
+    return first, lost, (int(slices["n"]), int(flows["n"])), (written, len(r.flows))
+
+
+@pytest.mark.parametrize("t0", [0, 1_795_442_356_354_036_189])
+def test_a_native_torch_trace_loses_no_slice_or_flow_in_the_ui(ui, tmp_path, t0):
+    """Issue 56, item 11: torch's rows as track events beside our programs, at a real clock
+    reading, a slice that only partly overlaps another on its thread among them (beside it, on
+    an '(overlap)' track): the UI's trace processor keeps every slice and flow written and
+    reports no import error."""
+    from ui_inputs import back_to_back_table, kineto_doc
+
+    from sm_profiler.export.merge import merge_torch_trace
+
+    t = back_to_back_table(t0)
+    doc = kineto_doc(t)
+    out = tmp_path / "m.perfetto-trace"
+    merge_torch_trace(doc, [t], out)
+    first, lost, shown, written = _kept(ui, out.read_bytes(), "GPU 0 · CUDA streams")
+    arrows = sum(e.get("ph") == "s" for e in doc["traceEvents"])  # a launch's each
+    assert lost == [] and shown == written and written[1] == arrows, (lost, shown, written)
+
+
+def test_a_jobs_torch_trace_puts_each_ranks_torch_rows_beside_its_sms(ui, tmp_path):
+    """Issue 56, item 11: `merge DIR` of two rank files that carry torch traces: rank r's torch
+    tracks named 'GPU r · ...', between its root and its SMs, GPU by GPU; nothing lost."""
+    from auto_inputs import TorchRegion
+    from ui_inputs import back_to_back_table, kineto_doc
+
+    from sm_profiler.auto_mode.torch_parts import RANKS_TORCH_PERFETTO
+    from sm_profiler.cli import main
+
+    arrows = 0
+    for r in (0, 1):
+        t = back_to_back_table(1_795_442_356_354_036_189 + 7_001 * r, r, 2)
+        doc = kineto_doc(t, r)
+        arrows += sum(e.get("ph") == "s" for e in doc["traceEvents"])
+        TorchRegion(t, doc).save(tmp_path / f"auto.rank{r}.npz")
+    assert main(["merge", str(tmp_path)]) == 0
+    data = (tmp_path / RANKS_TORCH_PERFETTO).read_bytes()
+    first, lost, shown, written = _kept(ui, data, "GPU 1 · CPU · python3 (pid 11)")
+    rank = [
+        (0, "GPU {r} · sq_relu_scale, mm_tail"),
+        (0, "GPU {r} · CPU · python3 (pid 11)"),
+        (0, "GPU {r} · GPU {r} · CUDA streams"),
+        (0, "GPU {r} · SM 0"),
+        (0, "GPU {r} · SM 1"),
+    ]
+    want = [(d, n.format(r=r)) for r in (0, 1) for d, n in rank]
+    assert first == [(0, "System"), (0, "Global Track Events"), *want]
+    assert lost == [] and shown == written and written[1] == arrows, (lost, shown, written)

@@ -9,6 +9,7 @@ the UI itself."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections import Counter
@@ -331,3 +332,44 @@ def test_11_the_recorded_h200_run_as_its_run_writes_it(tmp_path):
     assert main(["merge", ONE_GPU, "-o", str(tmp_path / "again.perfetto-trace")]) == 0
     again = _read(tmp_path / "again.perfetto-trace")
     assert _torch_slices(again) == _torch_slices(r) and _programs(again) == _programs(r)
+
+
+@pytest.mark.parametrize(
+    "flag, written",
+    [("--torch", "auto.torch.perfetto-trace"), ("--torch-json", "auto.torch.json.gz")],
+)
+def test_11_run_writes_perfetto_and_chrome_json_on_request(tmp_path, monkeypatch, flag, written):
+    """`sm-profiler run --torch` (a stand-in for auto mode's region, fake_run's) writes the
+    Perfetto trace; `--torch-json`, torch.profiler on as with --torch, Chrome JSON instead."""
+    pytest.importorskip("torch")
+    from fake_run import FakeRegion, patch_auto
+
+    from sm_profiler.auto_mode import torch_profiler
+
+    t = back_to_back_table(ORIGINS[2])
+    doc = kineto_doc(t)
+    options = {}
+
+    class TorchFake(FakeRegion):
+        def captures(self):
+            return t
+
+        def torch_trace(self):
+            return doc
+
+    patch_auto(TorchFake, monkeypatch.setattr)
+    import sm_profiler
+
+    made = sm_profiler.auto
+    monkeypatch.setattr(sm_profiler, "auto", lambda *a, **kw: options.update(kw) or made())
+    monkeypatch.setattr(torch_profiler, "check_torch_profiler", lambda: None)
+    (tmp_path / "s.py").write_text("pass\n")
+    out = tmp_path / "o"
+    assert main(["run", flag, "--out", str(out), "--", str(tmp_path / "s.py")]) == 0
+    assert options["torch_profiler"] is True
+    assert written in os.listdir(out) and len([f for f in os.listdir(out) if ".torch." in f]) == 1
+    if written.endswith(".perfetto-trace"):
+        assert _torch_slices(_read(out / written)) == _doc_slices(doc)
+    else:
+        with gzip.open(out / written) as f:
+            assert {"kernel", "cpu_op"} <= {e.get("cat") for e in json.load(f)["traceEvents"]}

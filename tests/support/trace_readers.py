@@ -2,7 +2,9 @@
 
 - `read_trace`: a Perfetto file replayed as trace processor reads it (incremental clock 64 reset
   by each ClockSnapshot, TracePacketDefaults giving the track, events sorted by (timestamp, file
-  order), SLICE_END closing the innermost open slice of its track), into a `Read`;
+  order), SLICE_END closing the innermost open slice of its track), into a `Read`; with
+  torch's rows of a merged trace (their own sequence: torch_perfetto.py), their args,
+  categories and flow arrows as trace processor's flow tracker draws them;
 - `read_perfetto`: a Perfetto file's process names, thread names and slice counts by name;
 - `slices_by_sm`: a `Read`'s slices grouped by SM track;
 - `expected_slices`: what a decoded trace says one lane's slices are, to compare with a `Read`;
