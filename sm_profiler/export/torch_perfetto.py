@@ -77,12 +77,12 @@ def write_merged(
     other: dict | None = None,
     about: Sequence[str] = (),
     focus: Focus | None = None,
-) -> dict:
+) -> None:
     """Write the merged trace to `path` (whole, then renamed): `ranks`' drawings, already on
     torch's time axis; `docs`: torch traces as torch wrote them, each with the rank it is of
     (its tracks named 'GPU r · ...', beside the rank's; None: as named_processes names them);
     `other`: {rank: kernels we did not record} for the SM tracks; `focus`: the span the trace
-    opens on (merge.recorded_steps). Returns what the file holds (Merged.counts)."""
+    opens on (merge.recorded_steps)."""
     from ..paths import atomic_output, check_writable
 
     check_writable(path)
@@ -90,17 +90,16 @@ def write_merged(
     with atomic_output(path) as tmp, open(tmp, "wb") as f:
         for chunk in merged.chunks():
             f.write(chunk)
-    return merged.counts
 
 
 class Merged:
     """One merged trace: the ranks' writers, torch's rows of each doc, the unseen kernels'
-    slices, the window on the recorded steps. `counts` says what was written (after chunks)."""
+    slices, the window on the recorded steps."""
 
     def __init__(self, ranks, docs, other: dict, about: Sequence[str] = (), focus=None):
         self.writers = rank_writers(ranks)
         self.ranks = [r for r, _ in ranks]
-        self.docs, self.other = docs, other
+        self.other = other
         ours = min((w.origin for w in self.writers), default=None)
         lo = earliest_row_ns(ours, [d for _, d in docs])
         self.origin = 0 if lo is None else lo
@@ -113,7 +112,6 @@ class Merged:
         ]
         self.focus = focus
         self.about = [*about, *self._left_out()]
-        self.counts: dict = {}
 
     def chunks(self) -> Iterator[bytes]:
         yield from ranks_chunks(self.writers, self.about, self.origin, self.focus, HOST_CLOCK)
@@ -129,12 +127,6 @@ class Merged:
         yield self.names.packet()
         yield b"".join(descs + bars.descs)
         yield b"".join(events + bars.events)
-        self.counts = {
-            "slices": sum(p.slices.count for p in self.parts) + bars.slices,
-            "torch_slices": sum(p.slices.count for p in self.parts),
-            "flows": sum(p.slices.flows for p in self.parts),
-            "bars": bars.slices,
-        }
 
     def _left_out(self) -> list[str]:
         lines = []
@@ -157,7 +149,6 @@ class _Names:
             ANNOTATION_NAMES: {},
             ANNOTATION_STRINGS: {},  # an unseen kernel's args repeat on each of its SMs
         }
-
         self.flows = 0  # flow ids given: one trace's flows never share one
 
     def flow_id(self) -> int:
@@ -193,11 +184,9 @@ def _descriptor(
     rank: int | None = None,
     children: bool = False,
     counter: bool = False,
-    description: str | list[str] = "",
+    description: str = "",
 ) -> bytes:
     d = _fv(1, uuid) + (_fv(5, parent) if parent is not None else b"") + _fb(2, name)
-    if not isinstance(description, str):
-        description = "\n".join(description)
     d += _fb(14, description) if description else b""
     d += _fb(8, b"") if counter else b""
     d += _fv(11, EXPLICIT) if children else b""
@@ -385,14 +374,13 @@ class _TorchDoc:
         at each time, so that its row shows when it ran before it is expanded (as an SM's
         shows its resident blocks)."""
         about = [p.labels] if p.labels else []
-        if not lanes:
-            return _descriptor(p.uuid, self._name(p), children=True, description=about[0:1])
-        times, busy = slices.busy(lanes)
-        for t, v in zip([0, *times.tolist()], [0, *busy.tolist()], strict=True):
-            events.append(_event(t, _fv(9, TYPE_COUNTER) + _fv(11, p.uuid) + _fv(30, v)))
-        about.append("its row: how many of its threads (streams) are inside a torch row")
+        if lanes:
+            times, busy = slices.busy(lanes)
+            for t, v in zip([0, *times.tolist()], [0, *busy.tolist()], strict=True):
+                events.append(_event(t, _fv(9, TYPE_COUNTER) + _fv(11, p.uuid) + _fv(30, v)))
+            about.append("its row: how many of its threads (streams) are inside a torch row")
         return _descriptor(
-            p.uuid, self._name(p), children=True, counter=True, description="\n".join(about)
+            p.uuid, self._name(p), children=True, counter=bool(lanes), description="\n".join(about)
         )
 
     def _instant(self, uuid: int, name: str, cat, args) -> bytes:
@@ -464,7 +452,6 @@ class _Slices:
         self.start = np.array([r[2] for r in rows], np.int64)
         self.end = np.array([r[3] for r in rows], np.int64)
         self.is_range = np.array([r[7] for r in rows], bool)
-        self.count = int(self.is_range.sum())
         names = [doc.names.iid(EVENT_NAMES, r[4]) for r in rows]
         self.name_iid = names
         ref = np.full(len(lanes), np.iinfo(np.int64).max)
@@ -472,7 +459,7 @@ class _Slices:
         self.pk = order_rows(
             self.start, self.end, self.is_range, self.lane, ref, np.asarray(names, np.int64)
         )
-        self.flows, self.unbound = 0, Counter()
+        self.unbound: Counter = Counter()  # flow rows that draw no arrow, by why
         self.flow_ids: dict[int, bytes] = defaultdict(bytes)  # row -> flow fields of its begin
         self._bind_flows()
 
@@ -581,7 +568,6 @@ class _Slices:
             for r in chain[:-1]:
                 self.flow_ids[r] += TAG_FLOW + fid
             self.flow_ids[chain[-1]] += TAG_FLOW_END + fid
-            self.flows += len(chain) - 1
 
     def _lane_of(self, pid, tid):
         p = self.doc.procs.get(pid)
