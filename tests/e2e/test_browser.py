@@ -134,6 +134,18 @@ def drawn(png: bytes, box: dict, left: int) -> int:
     return int(((px.max(axis=2) - px.min(axis=2)) > 40).sum())
 
 
+def _moved(ui, page) -> dict:
+    """ui.timeline(page) once the UI has moved to the trace's window (a moment after it has
+    loaded; at most 3 s)."""
+    tl = ui.timeline(page)
+    for _ in range(30):
+        if tl["visible"][0] > 0:
+            break
+        page.wait_for_timeout(100)
+        tl = ui.timeline(page)
+    return tl
+
+
 def test_the_first_screen_shows_sm_occupancy_from_the_profiles_start(ui, demo_trace):
     """What a person sees on open, with no click: the busy-SMs row, then SM 0..7 in order, each
     drawing its occupancy; the clock at the profile's start; the longest launch in view."""
@@ -153,12 +165,7 @@ def test_the_first_screen_shows_sm_occupancy_from_the_profiles_start(ui, demo_tr
         assert box is not None and box["y"] + box["height"] <= 900, name
         assert drawn(png, box, left) > 50, f"{name}: nothing drawn"
     # The clock reads from the profile's start: the trace's times begin at 0.
-    tl = ui.timeline(page)
-    for _ in range(30):  # the UI moves to the trace's window a moment after it has loaded
-        if tl["visible"][0] > 0:
-            break
-        page.wait_for_timeout(100)
-        tl = ui.timeline(page)
+    tl = _moved(ui, page)
     assert tl["start"] == 0
     # In view: the longest launch (one_per_tile here), not the whole run with its gaps. This UI
     # build honours the trace's window on most loads, not all (measured: about half of the loads
@@ -260,12 +267,7 @@ def test_the_torch_trace_opens_on_the_recorded_steps_sm_by_sm_with_clean_names(u
     r = read_trace(data)
     page, _ = ui.open(data, "GPU 0 · CUDA streams", viewport={"width": 1400, "height": 900})
     first = ui.tracks(page)  # before any click
-    tl = ui.timeline(page)
-    for _ in range(30):  # the UI moves to the trace's window a moment after it has loaded
-        if tl["visible"][0] > 0:
-            break
-        page.wait_for_timeout(100)
-        tl = ui.timeline(page)
+    tl = _moved(ui, page)
     page.wait_for_timeout(1500)  # let the counters draw
     if SHOTS:
         page.screenshot(path=os.path.join(SHOTS, "torch.png"))
