@@ -1,14 +1,15 @@
 """One timeline: sm_profiler captures of one or several GPUs, optionally inside torch.profiler's.
 
-    sm_profiler.merge_torch_trace(prof, profiler, "step.json")      # torch + our SM/warp tracks
+    sm_profiler.merge_torch_trace(prof, profiler, "step.perfetto-trace")  # torch + our SMs
     sm_profiler.merge_ranks([caps_rank0, caps_rank1], "ranks.perfetto-trace")  # GPU r · SM s
 
-merge_ranks writes Perfetto protobuf (.perfetto-trace, .pftrace), which the Perfetto UI shows
-GPU by GPU and SM by SM with the names as written, or Chrome trace-event JSON (.json /
-.json.gz), whose processes the UI orders its own way and names with their pid appended.
-merge_torch_trace writes Chrome JSON: torch.profiler writes that format, so its rows are kept
-(moved by whole ns onto the file's own time origin, chrome.time_origin) and ours are added. Our
-processes are named `GPU r · SM s` and numbered from PID_BASE, clear of real process ids.
+Both write by the path's extension. Perfetto protobuf (.perfetto-trace, .pftrace), which the
+Perfetto UI shows GPU by GPU and SM by SM with the names as written (with torch.profiler's rows
+as track events beside them: torch_perfetto.py); or Chrome trace-event JSON (.json /
+.json.gz), whose processes the UI orders its own way and names with their pid appended: there
+torch's rows are kept as torch wrote them (moved by whole ns onto the file's own time origin,
+chrome.time_origin) and ours are added, processes named `GPU r · SM s` and numbered from
+PID_BASE, clear of real process ids.
 
 Time axis. Each capture's %globaltimer ns are mapped onto the host's CLOCK_REALTIME (the clock
 CUPTI and torch stamp with): t_host = t_gpu - offset, where the offset comes from, in order,
