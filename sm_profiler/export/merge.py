@@ -45,6 +45,7 @@ from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels, _best_windo
 )
 from ..report.alignment import alignment_error as _alignment_error
 from ..report.alignment import match_in_order as _match_in_order
+from ..text import plural
 from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, with_sms
@@ -61,6 +62,7 @@ from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: a
     named_processes,
 )
 from .chrome import PID_BASE, moved_rows, ranks_json, time_origin  # noqa: F401 (merge.PID_BASE)
+from .formats import FORMATS
 
 # -- inputs -----------------------------------------------------------------------------------
 
@@ -210,7 +212,10 @@ def _drawings(timelines: list[tuple[int, Timeline]]) -> list[tuple[int, Drawing]
     return [(r, drawing_of(tl)) for r, tl in timelines]
 
 
-PERFETTO_SUFFIXES = (".perfetto-trace", ".pftrace")
+# Merges write these two formats (each has a writer of several ranks: iter_ranks_chunks,
+# ranks_json; with torch.profiler's rows, torch_perfetto.write_merged and ranks_json).
+PERFETTO_SUFFIXES = FORMATS["perfetto"].extensions
+JSON_SUFFIXES = FORMATS["chrome"].extensions
 
 
 def torch_format(path) -> str:
@@ -219,7 +224,7 @@ def torch_format(path) -> str:
     name = os.fspath(path).lower()
     if name.endswith(PERFETTO_SUFFIXES):
         return "perfetto"
-    if name.endswith((".json", ".json.gz")):
+    if name.endswith(JSON_SUFFIXES):
         return "chrome"
     raise ConfigError(
         "name a trace merged with torch.profiler's .perfetto-trace (Perfetto: SM tracks in "
@@ -402,7 +407,7 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     from ..paths import check_writable
 
     name = os.fspath(path).lower()
-    if not name.endswith((*PERFETTO_SUFFIXES, ".json", ".json.gz")):
+    if not name.endswith((*PERFETTO_SUFFIXES, *JSON_SUFFIXES)):
         raise ConfigError(
             "name the merged trace .perfetto-trace (Perfetto: GPU by GPU, SM by SM in the "
             f"Perfetto UI), .json or .json.gz (Chrome JSON), got {os.fspath(path)!r}"
@@ -428,8 +433,7 @@ def _write_perfetto(drawings: list[tuple[int, Drawing]], path, info: dict) -> No
 
     dropped = {r: d.dropped_total for r, d in drawings}
     about = [
-        f"{len(drawings)} rank{'s' if len(drawings) != 1 else ''} on one time axis, aligned "
-        f"by {info['method']}",
+        f"{plural(len(drawings), 'rank')} on one time axis, aligned by {info['method']}",
         f"records dropped: {sum(dropped.values()):,} ("
         + ", ".join(f"rank {r}: {n:,}" for r, n in dropped.items())
         + ")",

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..trace.drawing import LEVELS, Drawing, Focus, assign_slots, order_rows, overlap_name
+from ..trace.drawing import LEVELS, Drawing, Focus, order_rows, overlap_name
 from ..wire.torch_trace import named_processes
 from .chrome import OTHER_KERNELS, earliest_row_ns, exact_ns
 from .perfetto import EXPLICIT, MERGE_NONE, rank_writers, ranks_chunks
@@ -619,7 +619,7 @@ class _Bars:
         if not len(start):
             return
         sm_index = np.searchsorted(writer.sms, kernels["sms"])
-        level, _ = assign_slots(np.zeros(len(start), np.int64), start, end, 1)
+        level = np.asarray(kernels["level"])  # laid out by unseen_kernels
         levels = int(level.max()) + 1
         tracks: dict = {}
         for lv in range(levels):
