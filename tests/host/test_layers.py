@@ -25,6 +25,7 @@ BY_NAME = {
     "basics": (
         "errors", "paths", "progress", "units", "moved",
         "auto_mode.registers", "auto_mode.stop_signals", "auto_mode.via_triton",
+        "auto_mode.flight_triggers",
     ),
     "wire": ("auto_mode.records", "auto_mode.areas", "auto_mode.schedule"),
     "record": (
