@@ -1,0 +1,350 @@
+"""What a flight-recorder dump says (auto_mode/flight.py writes dumps; docs/auto.md, "Flight
+recorder"): why it was written, then, for each GPU, what it was doing, then the kernel report
+of the steps it keeps.
+
+    print(dump_report(table, width=80))       # a dump's _stats.txt
+    dump_lines(table, 80)                     # its opening alone (`sm-profiler stats` too)
+    gpu_state(table, session)                 # one GPU's last step and kernel, what is queued
+
+Each GPU's buffer (a session of the table) carries what its dump knew (`flight`): the trigger,
+the step, the host's step, and the launches the host queued in the kept steps as
+[grid_id, kernel, step, records, queued_ns] (queued_ns: the host's clock, time.time_ns). A
+launch whose records are all in the table ended; the first queued after the last that ended,
+and any with some programs ended, are in flight (the kernel the GPU is in); the rest were not
+reached. Launches run in the order queued on one stream; on several, "in flight" may name one
+that waits on another stream's.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..units import format_time, plural
+
+GROWN_SHOWN = 3  # kernels that grew most in a slow step
+QUEUED_SHOWN = 4  # launches named of those not reached
+
+
+@dataclass(frozen=True)
+class Queued:
+    """A launch the host queued: its area's number in its buffer (-1: not kept), kernel, step,
+    records asked for, when it was queued (host clock, ns) and how many of its records the
+    dump holds (programs ended)."""
+
+    grid_id: int
+    kernel: str
+    step: int
+    records: int
+    queued_ns: int
+    ended: int
+
+    @property
+    def done(self) -> bool:
+        return self.ended >= self.records
+
+
+@dataclass(frozen=True)
+class GpuState:
+    """What one GPU was doing when its dump was written."""
+
+    rank: int
+    gpu: int
+    host_step: int  # the step the host was in
+    last_step_ended: int  # the newest step whose launches had all ended (-1: none)
+    last_ended: Queued | None  # the newest launch (in queue order) whose programs all ended
+    in_flight: list[Queued]
+    not_reached: list[Queued]
+
+
+def flight_sessions(table) -> list[int]:
+    """The sessions of `table` that carry what a dump knew, in order."""
+    return [i for i, s in enumerate(table.sessions) if isinstance(s.get("flight"), dict)]
+
+
+def gpu_state(table, session: int) -> GpuState:
+    """GPU `session` of a dump's table: its last finished step and kernel, the launches after."""
+    s = table.sessions[session]
+    info = s["flight"]
+    mine = np.flatnonzero(np.asarray(table.launches["session"]) == session)
+    rows = dict(
+        zip(
+            np.asarray(table.launches["grid_id"])[mine].tolist(),
+            np.asarray(table.launches["rows"])[mine].tolist(),
+            strict=True,
+        )
+    )
+    queued = [
+        Queued(int(g), str(k), int(st), int(n), int(t), int(rows.get(int(g), 0)))
+        for g, k, st, n, t in info.get("queued", [])
+    ]
+    ended = [i for i, q in enumerate(queued) if q.done]
+    last = ended[-1] if ended else -1
+    unended = [i for i, q in enumerate(queued) if not q.done]
+    first_after = next((i for i in unended if i > last), None)
+    flying = {i for i in unended if i < last or i == first_after or queued[i].ended > 0}
+    in_flight = [queued[i] for i in sorted(flying)]
+    not_reached = [queued[i] for i in unended if i not in flying]
+    host_step = int(info.get("host_step", -1))
+    if unended:
+        last_step = min(queued[i].step for i in unended) - 1
+    else:  # everything of ours that the host queued ended
+        last_step = host_step - 1
+    return GpuState(
+        int(s.get("rank", 0)) if isinstance(s.get("rank"), int) else 0,
+        int(s.get("gpu", 0)) if isinstance(s.get("gpu"), int) else 0,
+        host_step,
+        last_step,
+        queued[last] if last >= 0 else None,
+        in_flight,
+        not_reached,
+    )
+
+
+# -- the text --------------------------------------------------------------------------------
+
+
+def dump_report(table, width: int = 100) -> str:
+    """A dump's report: its opening (dump_lines), then the kernel report of its steps."""
+    out = "\n".join(dump_lines(table, width)) + "\n\n"
+    if not table.num_launches:
+        return out + "No launch of the kept steps is in the ring.\n"
+    from ..auto_mode.report import format_report
+
+    return out + format_report(table.decode(), width=width)
+
+
+def dump_lines(table, width: int) -> list[str]:
+    """Why the dump (or each rank's, in a table of several) was written, what each GPU was
+    doing, what grew in a slow step; the ranks side by side by step where there are several."""
+    sessions = flight_sessions(table)
+    if not sessions:
+        return []
+    lines: list[str] = []
+    by_rank: dict[int, list[int]] = {}
+    for i in sessions:
+        by_rank.setdefault(_rank(table.sessions[i]), []).append(i)
+    several = len(by_rank) > 1
+    if several:
+        lines += ranks_lines(table, by_rank, width) + [""]
+    for rank, mine in by_rank.items():
+        if several and rank != next(iter(by_rank)):
+            lines.append("")
+        info = table.sessions[mine[0]]["flight"]
+        head = f"Flight recorder{f' (rank {rank})' if several else ''}: {info.get('why', '')}"
+        lines += _wrap(head, width, 0)
+        lines += _wrap(_written(table, info), width, 2)
+        if info.get("trigger") == "slow":
+            lines += grown_lines(table, info, width)
+        else:
+            for i in mine:
+                lines += state_lines(table, i, width)
+        lines += _notes(table, mine, width)
+    return lines
+
+
+def ranks_lines(table, by_rank: dict[int, list[int]], width: int) -> list[str]:
+    """The ranks side by side by step: 'rank 1 is one step behind (its last step ended: 88;
+    rank 0's: 89); last kernel ended: X'."""
+    states = {r: gpu_state(table, mine[0]) for r, mine in by_rank.items()}
+    lead = max(s.last_step_ended for s in states.values())
+    leaders = [r for r, s in states.items() if s.last_step_ended == lead]
+    lines = [f"Flight recorder: {plural(len(states), 'rank')} side by side by step"]
+    for r, s in states.items():
+        behind = lead - s.last_step_ended
+        if behind:
+            where = (
+                f"rank {r} is {_steps(behind)} behind (its last step ended: {s.last_step_ended}; "
+                f"rank {leaders[0]}'s: {lead})"
+            )
+        else:
+            where = f"rank {r}: last step ended: {s.last_step_ended}"
+        text = f"{where}; last kernel ended: {_kernel(s.last_ended)}"
+        if s.in_flight:
+            text += f"; in flight: {', '.join(q.kernel for q in s.in_flight[:2])}"
+        lines += _wrap(text, width, 2)
+    return lines
+
+
+def state_lines(table, session: int, width: int) -> list[str]:
+    """One GPU's state: the host's step, its last step and kernel ended, the launches after."""
+    s = gpu_state(table, session)
+    written_ns = int(table.sessions[session]["flight"].get("written_ns", 0))
+    lines = _wrap(
+        f"cuda:{s.gpu}: the host is in step {s.host_step}; the last step ended on the GPU: "
+        f"{s.last_step_ended}; last kernel ended: {_kernel(s.last_ended)}",
+        width,
+        2,
+    )
+    for q in s.in_flight:
+        lines += _wrap(
+            f"in flight: {q.kernel} (step {q.step}): {q.ended:,} of {plural(q.records, 'program')}"
+            f" ended; queued {_clock(q.queued_ns)}, {_before(written_ns - q.queued_ns)}",
+            width,
+            4,
+        )
+    if s.not_reached:
+        names = ", ".join(q.kernel for q in s.not_reached[:QUEUED_SHOWN])
+        more = len(s.not_reached) - QUEUED_SHOWN
+        steps = sorted({q.step for q in s.not_reached})
+        lines += _wrap(
+            f"not reached: {_launches(len(s.not_reached))} queued after it (step"
+            f"{'s' if len(steps) > 1 else ''} {_span(steps)}): {names}"
+            + (f" and {more} more" if more > 0 else "")
+            + f"; the last queued {_before(written_ns - s.not_reached[-1].queued_ns)}",
+            width,
+            4,
+        )
+    if not s.in_flight and not s.not_reached:
+        lines += _wrap(
+            "nothing of ours in flight: every launch of an instrumented kernel the host queued "
+            "had ended; the GPU is in a kernel auto mode does not instrument (a library's, "
+            "a collective), or the host queued nothing since",
+            width,
+            4,
+        )
+    return lines
+
+
+def grown_lines(table, info: dict, width: int) -> list[str]:
+    """The kernels whose GPU time grew most in the slow step, beside the median of the steps
+    kept before it."""
+    step = int(info.get("step", -1))
+    grown = grown_kernels(table, step)
+    before = sorted({int(x) for x in np.asarray(table.launches["step"]).tolist()} - {step})
+    if not grown:
+        return _wrap(f"no kernel took longer in step {step} than in the steps before", width, 2)
+    lines = _wrap(
+        f"grew in step {step}, beside the median of step{'s' if len(before) > 1 else ''} "
+        f"{_span(before)}:",
+        width,
+        2,
+    )
+    name_w = min(max(len(name) for name, _, _ in grown), max(width // 2, 20))
+    for name, took, median in grown:
+        lines.append(
+            f"    {_short(name, name_w):<{name_w}}  {format_time(took)} (median "
+            f"{format_time(median)}, +{format_time(took - median)})"
+        )
+    return lines
+
+
+def grown_kernels(table, step: int) -> list[tuple[str, int, int]]:
+    """(kernel, its GPU time in `step`, the median of its time in the other steps of the table)
+    of the kernels that took longer in `step`, most grown first (a kernel's time in a step: the
+    sum of its launches' spans; 0 in a step that did not run it)."""
+    L = table.launches
+    steps = np.asarray(L["step"], np.int64)
+    others = sorted(set(steps.tolist()) - {step})
+    if not len(steps) or step not in steps:
+        return []
+    span = np.asarray(L["end_ns"], np.int64) - np.asarray(L["start_ns"], np.int64)
+    kernel = np.asarray(L["kernel"], np.int64)
+    out = []
+    for k in np.unique(kernel[steps == step]).tolist():
+        mine = kernel == k
+        took = int(span[mine & (steps == step)].sum())
+        per_step = [int(span[mine & (steps == s)].sum()) for s in others]
+        median = int(np.median(per_step)) if per_step else 0
+        if took > median:
+            out.append((str(table.kernels[k].get("name", f"kernel {k}")), took, median))
+    out.sort(key=lambda g: g[2] - g[1])
+    return out[:GROWN_SHOWN]
+
+
+# -- pieces ----------------------------------------------------------------------------------
+
+
+def _written(table, info: dict) -> str:
+    lo, hi = (list(info.get("steps") or [None, None]) + [None, None])[:2]
+    have = sorted({int(x) for x in np.asarray(table.launches["step"]).tolist()})
+    text = f"written {_date(int(info.get('written_ns', 0)))} (trigger: {info.get('trigger')})"
+    if lo is not None and hi is not None:
+        text += f"; steps {_span(range(max(int(lo), 0), int(hi) + 1))} kept"
+        if have and int(lo) >= 0 and have[0] > int(lo):
+            text += (
+                f" (steps {_span(range(int(lo), have[0]))} were not in the ring any more: "
+                "raise --capacity)"
+            )
+    return text
+
+
+def _notes(table, sessions: list[int], width: int) -> list[str]:
+    lines = []
+    for i in sessions:
+        info = table.sessions[i]["flight"]
+        read = info.get("read")
+        if isinstance(read, list) and len(read) == 3:
+            lines += _wrap(
+                f"cuda:{table.sessions[i].get('gpu')}: {read[0]:,} of {read[1]:,} bytes of "
+                f"records read ({read[2]}): the launches after them are counted unwritten",
+                width,
+                2,
+            )
+    info = table.sessions[sessions[0]]["flight"]
+    nccl = info.get("nccl_trace")
+    if isinstance(nccl, dict):
+        rank = _rank(table.sessions[sessions[0]])
+        lines += _wrap(
+            f"PyTorch's NCCL flight recorder is on (TORCH_NCCL_TRACE_BUFFER_SIZE="
+            f"{nccl.get('buffer_size')}): its dump ({nccl.get('file_prefix')}{rank}) says which "
+            f"collective each rank was in; this dump's host was in step {info.get('host_step')}",
+            width,
+            2,
+        )
+    return lines
+
+
+def _rank(session: dict) -> int:
+    r = session.get("rank")
+    return r if isinstance(r, int) and not isinstance(r, bool) else 0
+
+
+def _kernel(q: Queued | None) -> str:
+    return "none in the kept steps" if q is None else f"{q.kernel} (step {q.step})"
+
+
+def _launches(n: int) -> str:
+    return "1 launch" if n == 1 else f"{n:,} launches"
+
+
+def _steps(n: int) -> str:
+    return "one step" if n == 1 else f"{n} steps"
+
+
+def _span(steps) -> str:
+    steps = sorted(steps)
+    if not steps:
+        return "none"
+    return str(steps[0]) if steps[0] == steps[-1] else f"{steps[0]}-{steps[-1]}"
+
+
+def _before(ns: int) -> str:
+    return f"{format_time(max(ns, 0))} before the dump"
+
+
+def _clock(ns: int) -> str:
+    sec, rest = divmod(int(ns), 10**9)
+    return time.strftime("%H:%M:%S", time.gmtime(sec)) + f".{rest // 10**6:03d} UTC"
+
+
+def _date(ns: int) -> str:
+    sec, rest = divmod(int(ns), 10**9)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sec)) + f".{rest // 10**6:03d} UTC"
+
+
+def _short(name: str, width: int) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def _wrap(text: str, width: int, indent: int) -> list[str]:
+    return textwrap.wrap(
+        text,
+        max(width, 40),
+        initial_indent=" " * indent,
+        subsequent_indent=" " * (indent + 2),
+        break_on_hyphens=False,
+    )
