@@ -36,7 +36,7 @@ BY_NAME = {
     "report": ("auto_mode.report",),
     "export": ("auto_mode.job", "auto_mode.torch_parts"),
     "api": (
-        "", "profiler", "auto_mode", "auto_mode.session", "auto_mode.script",
+        "", "profiler", "auto_mode", "auto_mode.session", "auto_mode.script", "auto_mode.flight",
         "auto_mode.torch_profiler",
     ),
     "cli": ("cli", "__main__"),

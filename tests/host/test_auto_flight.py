@@ -1,0 +1,285 @@
+"""The flight recorder (sm_profiler/auto_mode/flight.py; issue 54, items 2-4) on the CPU: a real
+AutoProfiler over a simulated GPU (flight_inputs.SimGpu: its buffer a numpy array read through a
+stand-in copier, a stream that runs launches when told, timing events on it, a host clock the
+test moves). A planted slow step gives exactly one dump, holding it and the K - 1 steps before;
+one dump a window and N a run; a stall names the kernel in flight, also where the ring has
+wrapped (stale records of its last lap are not taken for programs that ended); SIGUSR1 writes
+and the job goes on; a bad end writes; settings that cannot work are refused before anything
+runs; host memory stays flat over 10,000 steps, nothing copied to the host per step.
+tests/device/test_auto_flight_gpu.py runs it on a GPU."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+from flight_inputs import FLIGHT_KERNELS, SimGpu, flight_words
+
+from sm_profiler.auto_mode.flight import (
+    clear_stale,
+    descriptor_areas,
+    drop_overwritten,
+    dump_stem,
+    end_of,
+)
+from sm_profiler.auto_mode.flight_triggers import FlightConfig
+from sm_profiler.errors import ConfigError
+from sm_profiler.report.dump import dump_lines, gpu_state
+from sm_profiler.wire.capture import load
+
+ADD, SUM, SPIN, WORK = 1, 2, 3, 4  # flight_inputs.FLIGHT_KERNELS
+NAME = re.compile(r"^flight\.rank0\.\d{8}T\d{6}\.\d{3}Z\.(\w+)\.npz$")
+
+
+@pytest.fixture
+def sim(monkeypatch, tmp_path):
+    made = []
+
+    def make(capacity=4096, **settings):
+        config = FlightConfig(out=str(tmp_path / "dumps"), **settings)
+        made.append(SimGpu(monkeypatch, config, capacity))
+        return made[-1]
+
+    yield make
+    for gpu in made:
+        gpu.close()
+
+
+def steady_step(gpu, work_ms=3.0, programs=8):
+    """One step of the job: two launches, run by the GPU, then prof.step()."""
+    gpu.launch(ADD, programs, 2.0)
+    gpu.launch(WORK, programs, work_ms)
+    gpu.run_gpu()
+    gpu.step()
+
+
+def dumps_in(folder) -> list[str]:
+    return sorted(f for f in os.listdir(folder) if f.endswith(".npz"))
+
+
+def test_2_a_planted_slow_step_writes_one_dump_of_it_and_the_steps_before(sim, tmp_path):
+    gpu = sim(steps=8)
+    for s in range(60):
+        steady_step(gpu, work_ms=9.0 if s == 37 else 3.0)  # step 37: 11 ms, 2.2x the others
+    written = gpu.wait_for_dumps(1)
+    gpu.close()
+    time.sleep(0.1)
+    assert len(written) == 1
+    files = dumps_in(tmp_path / "dumps")
+    assert len(files) == 1 and NAME.match(files[0]).group(1) == "slow"
+    table = load(tmp_path / "dumps" / files[0])
+    assert sorted(set(table.launches["step"].tolist())) == list(range(30, 38))
+    assert table.num_launches == 16 and (table.launches["rows"] == 8).all()
+    stem = written[0][: -len(".npz")]
+    text = open(stem + "_stats.txt").read()
+    assert text.startswith(
+        "Flight recorder: step 37 was slow: 11.00 ms on the GPU, 2.20x the median 5.00 ms of"
+    )
+    assert re.search(r"\n    work_kernel  9\.00 ms \(median 3\.00 ms, \+6\.00 ms\)\n", text)
+    assert os.path.getsize(stem + ".perfetto-trace") > 0
+    assert gpu.copier.copies > 0 and gpu.prof.flight.budget.written == 1
+
+
+def test_2_one_dump_a_window_and_at_most_max_dumps_a_run(sim, tmp_path):
+    gpu = sim(steps=4, dump_window_s=300)
+    for s in range(45):
+        steady_step(gpu, work_ms=9.0 if s in (10, 20) else 3.0)
+    assert len(gpu.wait_for_dumps(1)) == 1
+    time.sleep(0.5)
+    assert gpu.prof.flight.budget.refused == {"within --dump-window-s 300 of the last dump": 1}
+    gpu = sim(steps=4, dump_window_s=0, max_dumps=2)
+    for s in range(45):
+        steady_step(gpu, work_ms=9.0 if s in (10, 20, 30) else 3.0)
+    assert len(gpu.wait_for_dumps(2)) == 2
+    time.sleep(0.5)
+    assert len(gpu.prof.flight.written) == 2
+    assert gpu.prof.flight.budget.refused == {"over --max-dumps 2": 1}
+
+
+def stuck(gpu, steps):
+    """`steps` steady steps, then a step whose add kernel runs, whose spin kernel never ends
+    and whose two launches after it wait."""
+    for _ in range(steps):
+        steady_step(gpu)
+    gpu.launch(ADD, 8, 2.0)
+    gpu.run_gpu()
+    end = gpu.stream.queued_ms
+    gpu.launch(SPIN, 1, 1e9)
+    gpu.launch(SUM, 8, 1.0)
+    gpu.launch(WORK, 8, 1.0)
+    gpu.run_gpu(end)
+
+
+@pytest.mark.parametrize("capacity", [4096, 256])  # 256: the ring has wrapped 3 times
+def test_2_a_stall_writes_what_each_gpu_was_in_while_the_main_thread_is_blocked(sim, capacity):
+    gpu = sim(capacity, steps=4, stall_s=5)
+    stuck(gpu, 50)
+    assert gpu.prof.flight.written == []
+    gpu.now_s += 5.5  # no step ended for 5.5 s: the watchdog writes from its own thread
+    written = gpu.wait_for_dumps(1)
+    assert len(written) == 1 and NAME.match(os.path.basename(written[0])).group(1) == "stall"
+    table = load(written[0])
+    state = gpu_state(table, 0)
+    assert (state.host_step, state.last_step_ended) == (50, 49)
+    assert (state.last_ended.kernel, state.last_ended.step) == ("triton_poi_fused_add_0", 50)
+    assert [(q.kernel, q.ended, q.records) for q in state.in_flight] == [("spin_kernel", 0, 1)]
+    assert [q.kernel for q in state.not_reached] == ["triton_red_fused_sum_1", "work_kernel"]
+    assert sorted(set(table.launches["step"].tolist())) == [47, 48, 49, 50]
+    text = "\n".join(dump_lines(table, 80))
+    assert text.startswith("Flight recorder: no step ended within 5 s (step 50 began 5.5 s")
+    # The job is left as it is; once the step ends after all, a stall time set below its step
+    # time is said, with the fix.
+    gpu.run_gpu()
+    with pytest.warns(Warning, match=r"stall_s=5 is below this job's step time; set --stall-s"):
+        gpu.step()
+    gpu.now_s += 5.5
+    time.sleep(0.6)
+    assert len(gpu.prof.flight.written) == 1  # one dump a stall: the next one waits for a step
+
+
+def test_2_records_a_wrapped_ring_left_in_a_launch_that_has_not_run_read_as_unwritten():
+    # Slots 0-7 held a launch of step 1 (the last lap); a launch of step 3 was given them and
+    # has not run. Step 2 is the newest the GPU finished.
+    words, areas = flight_words([(ADD, 1, 8, 8, 0, 100), (WORK, 2, 8, 8, 10_000, 100)], 16)
+    words = words.copy()
+    ring = areas.take(8, step=4)  # step 3 (tag 4): the ring wraps onto slot 0
+    assert ring == 0
+    words = np.concatenate([areas.header_and_areas(), words[-16 * 4 :]])
+    assert clear_stale(words, done_tag=3) == 8
+    a = descriptor_areas(words)
+    assert a[:, 2].tolist() == [3, 4]  # step 1's area is the ring's no more
+    assert clear_stale(words, done_tag=3) == 0
+
+
+def test_2_a_launch_the_ring_gave_away_while_it_was_read_is_left_out():
+    words, areas = flight_words([(ADD, 1, 8, 8, 0, 100), (WORK, 2, 8, 8, 10_000, 100)])
+    after = areas.areas()[1:]  # the first area's slots went to a launch queued meanwhile
+    kept, dropped = drop_overwritten(words, after)
+    assert dropped == 1 and descriptor_areas(kept)[:, 2].tolist() == [3]
+    assert drop_overwritten(words, areas.areas()) == (words, 0)
+
+
+def test_2_sigusr1_writes_the_ring_and_the_job_goes_on_after_the_programs_own_handler(
+    sim, monkeypatch
+):
+    theirs = []
+    old = signal.signal(signal.SIGUSR1, lambda *a: theirs.append(a[0]))
+    try:
+        gpu = sim(steps=4)
+        for _ in range(10):
+            steady_step(gpu)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        for _ in range(10):
+            steady_step(gpu)  # the job goes on
+        written = gpu.wait_for_dumps(1)
+        assert theirs == [signal.SIGUSR1]
+        assert len(written) == 1 and NAME.match(os.path.basename(written[0])).group(1) == "SIGUSR1"
+        assert set(load(written[0]).launches["step"].tolist()) <= set(range(7, 21))
+        gpu.close()
+        assert signal.getsignal(signal.SIGUSR1) is not gpu.prof.flight._on_demand
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+
+
+def test_2_a_bad_end_writes_the_last_steps_of_the_regions_table(sim, tmp_path):
+    gpu = sim(steps=3)
+    for _ in range(12):
+        steady_step(gpu)
+    words = {i: r[0] for i, r in gpu.prof.read_live().items()}
+    gpu.prof._table = gpu.prof.live_table(words)  # what the region's end read back
+    gpu.close()
+    path = gpu.prof.flight.ended_by(ValueError("loss is nan"))
+    assert NAME.match(os.path.basename(path)).group(1) == "exception"
+    table = load(path)
+    assert sorted(set(table.launches["step"].tolist())) == [9, 10, 11]
+    assert (
+        open(path[:-4] + "_stats.txt")
+        .read()
+        .startswith("Flight recorder: the program raised ValueError: loss is nan\n")
+    )
+    assert gpu.prof.flight.ended_by(SystemExit(0)) is None
+
+
+def test_2_what_a_bad_end_is():
+    assert end_of(ValueError("x\ny")) == ("exception", "the program raised ValueError: x y")
+    assert end_of(KeyboardInterrupt())[0] == "SIGINT"
+    assert end_of(SystemExit(0)) is None and end_of(SystemExit(None)) is None
+    assert end_of(SystemExit(3)) == ("exit", "the program exited with status 3")
+    assert end_of(SystemExit("bye"))[0] == "exit"
+    assert end_of(status=130)[0] == "SIGINT"
+    assert end_of(status=0) is None
+    assert end_of(status=1, signum=signal.SIGTERM) == ("SIGTERM", "SIGTERM: the program stopped")
+
+
+@pytest.mark.parametrize("written_ns", [0, 10**12, 1_764_417_785_123_456_789])
+def test_2_a_dump_is_named_by_rank_time_and_trigger_and_never_overwrites_one(tmp_path, written_ns):
+    stem = dump_stem(str(tmp_path), 3, "stall", written_ns)
+    sec, ns = divmod(written_ns, 10**9)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(sec)) + f".{ns // 10**6:03d}Z"
+    assert os.path.basename(stem) == f"flight.rank3.{stamp}.stall"
+    open(stem + ".npz", "w").close()
+    assert dump_stem(str(tmp_path), 3, "stall", written_ns) == stem + ".2"
+
+
+def test_2_the_ring_says_once_when_k_steps_do_not_fit_with_the_fix(sim):
+    gpu = sim(256, steps=8)
+    with pytest.warns(Warning) as got:
+        for _ in range(20):
+            steady_step(gpu, programs=20)  # 40 records a step; 8 + 2 steps need 400
+    ours = [str(w.message) for w in got if "flight recorder" in str(w.message)]
+    assert len(ours) == 1
+    assert ours[0].endswith(
+        "a dump would hold 4 whole steps. Raise capacity (--capacity 400) or lower "
+        "flight_recorder (--flight-recorder 4)"
+    )
+    assert "8 steps of up to 40 records need 400 records (0 MiB of GPU memory)" in ours[0]
+
+
+def test_4_host_memory_stays_flat_over_10000_steps_and_nothing_is_copied_per_step(sim):
+    gpu = sim(4096, steps=8)
+    tracemalloc.start()
+    try:
+        for s in range(10_000):
+            steady_step(gpu, programs=2)
+            if s == 3_000:
+                base = tracemalloc.take_snapshot()
+        grown = tracemalloc.take_snapshot().compare_to(base, "filename")
+    finally:
+        tracemalloc.stop()
+    growth = sum(d.size_diff for d in grown)
+    assert growth < 64 << 10, "\n".join(str(d) for d in grown[:8])
+    assert gpu.copier.copies == 0 and gpu.prof.flight.written == []
+    assert gpu.stream.events_made == 64  # the step clock's events, made once
+
+
+def test_2_settings_that_cannot_work_are_refused_before_anything_runs():
+    import sm_profiler
+
+    with pytest.raises(ConfigError, match="flight_recorder must be a whole number of steps"):
+        sm_profiler.auto(flight_recorder=0)
+    with pytest.raises(ConfigError, match="records every step: leave out schedule="):
+        sm_profiler.auto(flight_recorder=8, schedule="1-2")
+    with pytest.raises(ConfigError, match="leave out torch_profiler="):
+        sm_profiler.auto(flight_recorder=8, torch_profiler=True)
+    with pytest.raises(ConfigError, match="ring of 4 records: raise capacity"):
+        sm_profiler.auto(4, flight_recorder=8)
+    with pytest.raises(ConfigError, match="slow_factor must be a number over 1"):
+        sm_profiler.auto(flight_recorder=sm_profiler.flight_recorder(slow_factor=-1))
+    prof = sm_profiler.auto(flight_recorder=True)
+    assert prof.ring is True and prof.flight_config.steps == 8
+
+
+def test_2_flight_recorder_names_the_settings_defaults_once():
+    import inspect
+
+    import sm_profiler
+
+    params = inspect.signature(sm_profiler.flight_recorder).parameters
+    assert sm_profiler.flight_recorder() == FlightConfig()
+    assert list(params) == list(FlightConfig.__dataclass_fields__)
+    assert FLIGHT_KERNELS  # the stand-in's kernels are the report's names
