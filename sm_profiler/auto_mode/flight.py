@@ -53,6 +53,7 @@ from .flight_triggers import (
     StepClock,
     stall_after_s,
 )
+from .job import job_identity
 
 LOG_LAUNCHES = 4096  # launches the binding logs (the newest); the tail of a stuck GPU's queue
 QUEUED_KEPT = 2048  # of them, the newest a dump keeps per GPU
@@ -399,10 +400,70 @@ class FlightRecorder:
                 info["read"] = [copied.nbytes, copied.total, copied.why]
             sessions.append(dict(s, flight=info))
         kept.sessions[:] = sessions
+        kept.metadata["job"] = job_identity()  # which run (stats DIR takes one run's dumps)
         path = write_dump(kept, self.config.out, dump.trigger, written_ns)
         self.written.append(path)
         print(f"sm_profiler flight recorder: {dump.why}: wrote {path}", file=sys.stderr)
         return path
+
+
+def profile_run(program, prof, out_dir: str) -> int:
+    """`sm-profiler run --flight-recorder`: `program` in the region `prof` (its settings' `out`
+    is `out_dir`), its stop signals handled as `run` handles them; nothing written in the normal
+    course, the dump of a bad end written once the region has ended (or, with the main thread
+    blocked, by the stop signal's watcher). Returns the program's exit status."""
+    from .script import run_program
+    from .stop_signals import StopSignals
+
+    def rescue(signum: int) -> None:  # the watcher's thread: the main one is blocked
+        if prof.flight is not None:
+            prof.flight.rescue(signum)
+
+    with StopSignals(rescue, reading=prof.reading) as stops:
+        noted = _Noted(stops)
+        status = run_program(program, prof, noted)
+        stops.region_ended()
+        end = end_of(noted.exc, status, stops.signum)
+        if end is not None and prof.flight is not None:
+            try:
+                prof.flight.write_end(*end)
+            except Exception as e:  # noqa: BLE001 - said; the program's status stands
+                print(f"sm-profiler run: the dump of the end was not written: {e}", file=sys.stderr)
+    _say_written(prof.flight, out_dir)
+    return status
+
+
+class _Noted:
+    """StopSignals as run_program calls it, noting what the program raised."""
+
+    def __init__(self, stops):
+        self.stops, self.exc = stops, None
+
+    def program(self, run):
+        try:
+            return self.stops.program(run)
+        except BaseException as e:
+            self.exc = e
+            raise
+
+
+def _say_written(flight, out_dir: str) -> None:
+    if flight is None:
+        return
+    for why, n in flight.budget.refused.items():
+        print(f"sm-profiler run: flight recorder: {n} dump(s) not written ({why})", file=sys.stderr)
+    if not flight.written:
+        print(
+            "sm-profiler run: flight recorder: no dump written (no slow step, stall or bad "
+            "end); every step was recorded into the ring",
+            file=sys.stderr,
+        )
+        return
+    print(
+        f"sm-profiler run: flight recorder: {len(flight.written)} dump(s) in {out_dir} (read "
+        f"each rank's newest: sm-profiler stats {out_dir})",
+        file=sys.stderr,
+    )
 
 
 def end_of(exc: BaseException | None = None, status: int = 0, signum: int | None = None):
@@ -537,9 +598,9 @@ def queued_launches(
 def dump_stem(folder: str, rank: int, trigger: str, written_ns: int) -> str:
     """FOLDER/flight.rankR.<UTC date and time, ms>Z.<trigger>: sorted by time; a second dump of
     the same millisecond gets .2, .3, ..."""
-    sec, ns = divmod(int(written_ns), 10**9)
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(sec)) + f".{ns // 10**6:03d}Z"
-    stem = os.path.join(folder, f"flight.rank{rank}.{stamp}.{trigger}")
+    from ..report.dump import dump_name
+
+    stem = os.path.join(folder, dump_name(rank, written_ns, trigger))
     n, out = 1, stem
     while os.path.exists(out + ".npz"):
         n += 1

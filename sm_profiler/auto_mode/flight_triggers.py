@@ -74,6 +74,42 @@ class FlightConfig:
         return config
 
 
+def config_of_options(
+    steps: int | None,
+    out: str,
+    slow_factor: float | None = None,
+    stall_s: float | None = None,
+    dump_window_s: float | None = None,
+    max_dumps: int | None = None,
+) -> FlightConfig | None:
+    """`sm-profiler run --flight-recorder[=K] --slow-factor X --stall-s S --dump-window-s S
+    --max-dumps N` as settings (None: no --flight-recorder); a setting given without it is
+    refused."""
+    given = {
+        "--slow-factor": slow_factor,
+        "--stall-s": stall_s,
+        "--dump-window-s": dump_window_s,
+        "--max-dumps": max_dumps,
+    }
+    if steps is None:
+        named = [k for k, v in given.items() if v is not None]
+        if named:
+            raise ConfigError(
+                f"{named[0]} is a setting of the flight recorder: add --flight-recorder (the "
+                f"last {DEFAULT_STEPS} steps) or --flight-recorder=K"
+            )
+        return None
+    defaults = FlightConfig()
+    return FlightConfig(
+        steps=steps,
+        slow_factor=defaults.slow_factor if slow_factor is None else slow_factor,
+        stall_s=stall_s,
+        dump_window_s=defaults.dump_window_s if dump_window_s is None else dump_window_s,
+        max_dumps=defaults.max_dumps if max_dumps is None else max_dumps,
+        out=out,
+    )
+
+
 def _problem(c: FlightConfig) -> str:
     """What is wrong with the settings, with the fix, or ''."""
     if not _whole(c.steps) or c.steps < 1:

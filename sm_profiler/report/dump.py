@@ -17,6 +17,8 @@ that waits on another stream's.
 
 from __future__ import annotations
 
+import os
+import re
 import textwrap
 import time
 from dataclasses import dataclass
@@ -26,6 +28,11 @@ import numpy as np
 from ..units import format_time, plural
 
 GROWN_SHOWN = 3  # kernels that grew most in a slow step
+# A dump's name: flight.rankR.<UTC date and time to the ms>Z.<trigger>[.N].npz (flight.py).
+DUMP_FILE = re.compile(
+    r"^flight\.rank(0|[1-9][0-9]*)\.(\d{8}T\d{6}\.\d{3}Z)\.([A-Za-z0-9_]+)(?:\.(\d+))?\.npz$",
+    re.ASCII,
+)
 QUEUED_SHOWN = 4  # launches named of those not reached
 
 
@@ -58,6 +65,31 @@ class GpuState:
     last_ended: Queued | None  # the newest launch (in queue order) whose programs all ended
     in_flight: list[Queued]
     not_reached: list[Queued]
+
+
+def dump_name(rank: int, written_ns: int, trigger: str) -> str:
+    """The stem of a dump's files: flight.rankR.<UTC time>.<trigger> (sorted by time)."""
+    sec, ns = divmod(int(written_ns), 10**9)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(sec)) + f".{ns // 10**6:03d}Z"
+    return f"flight.rank{rank}.{stamp}.{trigger}"
+
+
+def newest_dumps(folder: str) -> dict[int, str]:
+    """{rank: path} of the newest dump of each rank in `folder` (by the time in its name):
+    what `sm-profiler stats DIR` and `merge DIR` read of a folder of dumps."""
+    found: dict[int, tuple] = {}
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return {}
+    for name in names:
+        m = DUMP_FILE.match(name)
+        if m:
+            key = (m.group(2), int(m.group(4) or 1))
+            rank = int(m.group(1))
+            if rank not in found or key > found[rank][0]:
+                found[rank] = (key, os.path.join(folder, name))
+    return {r: found[r][1] for r in sorted(found)}
 
 
 def flight_sessions(table) -> list[int]:

@@ -18,7 +18,14 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from flight_inputs import FLIGHT_KERNELS, SimGpu, flight_words
+from flight_inputs import (
+    FLIGHT_KERNELS,
+    SimGpu,
+    flight_table,
+    flight_words,
+    patch_flight_auto,
+    steady_step,
+)
 
 from sm_profiler.auto_mode.flight import (
     clear_stale,
@@ -48,14 +55,6 @@ def sim(monkeypatch, tmp_path):
     yield make
     for gpu in made:
         gpu.close()
-
-
-def steady_step(gpu, work_ms=3.0, programs=8):
-    """One step of the job: two launches, run by the GPU, then prof.step()."""
-    gpu.launch(ADD, programs, 2.0)
-    gpu.launch(WORK, programs, work_ms)
-    gpu.run_gpu()
-    gpu.step()
 
 
 def dumps_in(folder) -> list[str]:
@@ -283,3 +282,112 @@ def test_2_flight_recorder_names_the_settings_defaults_once():
     assert sm_profiler.flight_recorder() == FlightConfig()
     assert list(params) == list(FlightConfig.__dataclass_fields__)
     assert FLIGHT_KERNELS  # the stand-in's kernels are the report's names
+
+
+# -- sm-profiler run --flight-recorder --------------------------------------------------------
+
+
+def run_flight(tmp_path, monkeypatch, body: str, *options):
+    """`sm-profiler run --flight-recorder=4 OPTIONS -- s.py` of a script that runs 12 steady
+    steps on the simulated GPU, then `body`; (status, stderr's lines, the dumps written)."""
+    from sm_profiler.cli import main
+
+    patch_flight_auto(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.py").write_text(
+        "import os, signal, sys\nimport flight_inputs\n"
+        "for _ in range(12):\n    flight_inputs.steady_step(flight_inputs.CURRENT[0])\n" + body
+    )
+    status = main(["run", "--flight-recorder=4", *options, "--out", "o", "--", "s.py"])
+    found = dumps_in(tmp_path / "o") if os.path.isdir(tmp_path / "o") else []
+    return status, found
+
+
+@pytest.mark.parametrize(
+    "body, status, trigger, why",
+    [
+        ("raise ValueError('loss is nan')\n", 1, "exception", "the program raised ValueError"),
+        ("sys.exit(3)\n", 3, "exit", "the program exited with status 3"),
+        ("raise KeyboardInterrupt\n", 130, "SIGINT", "SIGINT: the program was interrupted"),
+        ("os.kill(os.getpid(), signal.SIGTERM)\n", 143, "SIGTERM", "SIGTERM: the program stopped"),
+    ],
+)
+def test_2_run_writes_the_ring_when_the_program_ends_badly(
+    tmp_path, monkeypatch, capsys, body, status, trigger, why
+):
+    got, found = run_flight(tmp_path, monkeypatch, body)
+    assert got == status
+    assert len(found) == 1 and NAME.match(found[0]).group(1) == trigger
+    table = load(tmp_path / "o" / found[0])
+    assert sorted(set(table.launches["step"].tolist())) == [8, 9, 10, 11]
+    text = (tmp_path / "o" / found[0].replace(".npz", "_stats.txt")).read_text()
+    assert text.startswith(f"Flight recorder: {why}")
+    err = capsys.readouterr().err
+    assert f"sm-profiler run: flight recorder: 1 dump(s) in {tmp_path / 'o'}" in err
+
+
+def test_2_run_writes_nothing_when_the_program_ends_well(tmp_path, monkeypatch, capsys):
+    assert run_flight(tmp_path, monkeypatch, "sys.exit(0)\n") == (0, [])
+    assert not os.path.exists(tmp_path / "o")
+    assert "flight recorder: no dump written (no slow step, stall or bad end)" in (
+        capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize(
+    "options, says",
+    [
+        (["--slow-factor", "2"], "--slow-factor is a setting of the flight recorder: add"),
+        (["--max-dumps", "3"], "--max-dumps is a setting of the flight recorder"),
+        (["--flight-recorder=0"], "flight_recorder must be a whole number of steps from 1"),
+        (["--flight-recorder", "--slow-factor", "0.9"], "slow_factor must be a number over 1"),
+        (["--flight-recorder", "--stall-s", "-1"], "stall_s must be a number of seconds from 1"),
+        (["--flight-recorder", "--steps", "3-4"], "records every step: leave out schedule="),
+        (["--flight-recorder", "--torch"], "leave out torch_profiler= (--torch)"),
+        (["--flight-recorder=9", "--capacity", "8"], "ring of 8 records: raise capacity"),
+    ],
+)
+def test_2_run_refuses_flight_settings_that_cannot_work_before_anything_runs(
+    tmp_path, capsys, options, says
+):
+    from sm_profiler.cli import main
+
+    script = tmp_path / "s.py"
+    script.write_text("open('ran', 'w').close()\n")
+    assert main(["run", *options, "--out", str(tmp_path / "o"), "--", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sm-profiler: error: ") and says in err and err.count("\n") == 1
+    assert not os.path.exists(tmp_path / "ran") and not os.path.exists(tmp_path / "o")
+
+
+def test_3_stats_of_a_folder_of_dumps_sets_each_ranks_newest_side_by_side(tmp_path, capsys):
+    from sm_profiler.auto_mode.flight import write_dump
+    from sm_profiler.cli import main
+
+    t0 = 1_764_417_785_123_000_000
+    steady = [(k, s, 8, 8, s * 10**6 + 1000 * k, 500) for s in range(82, 90) for k in (1, 2)]
+    stuck0 = steady + [(1, 90, 8, 8, 90 * 10**6, 500), (3, 90, 1, 0, 0, 0)]
+    stuck1 = steady[:-2] + [(1, 89, 8, 8, 89 * 10**6, 500), (3, 89, 1, 0, 0, 0)]
+
+    def info(step, written_ns):
+        why = f"no step ended within 60 s (step {step} began 61.0 s before)"
+        return {"trigger": "stall", "why": why, "step": step, "steps": [step - 7, step],
+                "host_step": step, "written_ns": written_ns}  # fmt: skip
+
+    folder = str(tmp_path / "d")
+    write_dump(flight_table(steady[:4], info(83, t0 - 10**12)), folder, "slow", t0 - 10**12)
+    write_dump(flight_table(stuck0, info(90, t0)), folder, "stall", t0)
+    write_dump(flight_table(stuck1, info(89, t0 + 10**9), rank=1), folder, "stall", t0 + 10**9)
+    assert len(dumps_in(folder)) == 3
+    assert main(["stats", folder, "--width", "80"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        "Flight recorder: 2 ranks side by side by step\n"
+        "  rank 0: last step ended: 89; last kernel ended: triton_poi_fused_add_0 (step\n"
+        "    90); in flight: spin_kernel\n"
+        "  rank 1 is one step behind (its last step ended: 88; rank 0's: 89); last kernel\n"
+        "    ended: triton_poi_fused_add_0 (step 89); in flight: spin_kernel\n"
+    )
+    assert "(trigger: slow)" not in out  # rank 0's older dump is left out
+    assert main(["merge", folder]) == 0
+    assert os.path.getsize(os.path.join(folder, "auto.ranks.perfetto-trace")) > 0

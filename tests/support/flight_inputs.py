@@ -232,3 +232,59 @@ class _Numel:
 
     def numel(self):
         return self.n
+
+
+def steady_step(gpu, work_ms=3.0, programs=8):
+    """One step of a job on a SimGpu: two launches (kernels 1 and 4), run, then prof.step()."""
+    gpu.launch(1, programs, 2.0)
+    gpu.launch(4, programs, work_ms)
+    gpu.run_gpu()
+    gpu.step()
+
+
+CURRENT: list = []  # the SimGpu of the SimRegion running now, for the script it runs
+
+
+class SimRegion:
+    """AutoProfiler's region as `sm-profiler run --flight-recorder` uses it, over a SimGpu made
+    when the region starts with the settings `run` gave; the script drives that GPU through
+    `flight_inputs.CURRENT[0]`. Its end reads the ring back as the region's end does."""
+
+    def __init__(self, monkeypatch, config, capacity=4096):
+        from sm_profiler.auto_mode.stop_signals import OneReader
+
+        self.monkeypatch, self.config, self.capacity = monkeypatch, config, capacity
+        self.reading = OneReader()
+        self.flight = None
+
+    def __enter__(self):
+        self.gpu = SimGpu(self.monkeypatch, self.config, self.capacity)
+        self.gpu.prof.reading = self.reading
+        self.flight = self.gpu.prof.flight
+        CURRENT[:] = [self.gpu]
+        return self
+
+    def __exit__(self, *exc):
+        prof = self.gpu.prof
+        self.reading.claim("stop")
+        prof._table = prof.live_table({i: r[0] for i, r in prof.read_live().items()})
+        self.gpu.close()
+        CURRENT.clear()
+
+
+def patch_flight_auto(monkeypatch) -> list:
+    """sm_profiler.auto made to return a SimRegion of the flight recorder's settings it is
+    given (the regions made are appended to the list returned), auto mode's GPU check passed."""
+    import sm_profiler
+    from sm_profiler.auto_mode import session
+
+    regions: list = []
+
+    def auto(capacity=None, flight_recorder=None, **options):
+        session.AutoProfiler(capacity or 4096, flight_recorder=flight_recorder, **options)
+        regions.append(SimRegion(monkeypatch, flight_recorder))
+        return regions[-1]
+
+    monkeypatch.setattr(sm_profiler, "auto", auto)
+    monkeypatch.setattr(session, "_check_can_run", lambda: None)
+    return regions
