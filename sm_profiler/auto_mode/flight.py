@@ -124,10 +124,16 @@ class FlightRecorder:
         return self
 
     def stop(self) -> None:
-        """The region ends: what was asked for is written, then the thread ends; the binding's
-        log and the signal handlers are put back."""
+        """The region ends (once its GPU waits are over): the steps whose times came in since
+        the last step are judged, what was asked for is written, then the thread ends; the
+        binding's log and the signal handlers are put back."""
         if self._thread is None:
             return
+        try:  # the steps the GPU ended since the last step's start
+            for s, ns in self.clock.ready():
+                self._judge(s, ns)
+        except Exception:  # noqa: BLE001 - a device error: the region's end says it
+            pass
         self._closed = True
         self._wake.set()
         self._thread.join(_END_WAIT_S)

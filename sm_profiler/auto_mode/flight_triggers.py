@@ -31,7 +31,9 @@ STALL_STEPS = 10  # ... and this many times the longest recent step (host time)
 MIN_SET_STALL_S = 1.0  # a stall time set by hand is at least this (a GC pause is not a stall)
 HISTORY = 32  # recent steps whose median a step is judged against
 MIN_HISTORY = 5  # steps timed before the first is judged
-EVENTS = 64  # CUDA events made for the step clock (boundaries in flight at once, at most)
+# CUDA events made for the step clock: the step boundaries the host may be ahead of the GPU
+# and still time each step (a loop that never syncs runs as far ahead as CUDA's launch queue).
+EVENTS = 256
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from sm_profiler.auto_mode.flight import (
     dump_stem,
     end_of,
 )
-from sm_profiler.auto_mode.flight_triggers import FlightConfig
+from sm_profiler.auto_mode.flight_triggers import EVENTS, FlightConfig
 from sm_profiler.errors import ConfigError
 from sm_profiler.report.dump import dump_lines, gpu_state
 from sm_profiler.wire.capture import load
@@ -82,6 +82,25 @@ def test_2_a_planted_slow_step_writes_one_dump_of_it_and_the_steps_before(sim, t
     assert re.search(r"\n    work_kernel  9\.00 ms \(median 3\.00 ms, \+6\.00 ms\)\n", text)
     assert os.path.getsize(stem + ".perfetto-trace") > 0
     assert gpu.copier.copies > 0 and gpu.prof.flight.budget.written == 1
+
+
+def test_2_a_slow_step_the_gpu_ends_after_the_last_step_is_judged_at_the_regions_end(sim):
+    # A loop that never syncs: the host queued every step before the GPU ran step 37.
+    gpu = sim(steps=4)
+    for s in range(40):
+        gpu.launch(1, 8, 2.0)
+        gpu.launch(4, 8, 9.0 if s == 37 else 3.0)
+        gpu.step()
+    assert gpu.prof.flight.written == []
+    gpu.run_gpu()  # the region's end waits for the GPU, then stops the flight recorder
+    gpu.close()
+    assert len(gpu.prof.flight.written) == 1
+    assert sorted(set(load(gpu.prof.flight.written[0]).launches["step"].tolist())) == [
+        34,
+        35,
+        36,
+        37,
+    ]
 
 
 def test_2_one_dump_a_window_and_at_most_max_dumps_a_run(sim, tmp_path):
@@ -253,7 +272,7 @@ def test_4_host_memory_stays_flat_over_10000_steps_and_nothing_is_copied_per_ste
     growth = sum(d.size_diff for d in grown)
     assert growth < 64 << 10, "\n".join(str(d) for d in grown[:8])
     assert gpu.copier.copies == 0 and gpu.prof.flight.written == []
-    assert gpu.stream.events_made == 64  # the step clock's events, made once
+    assert gpu.stream.events_made == EVENTS  # the step clock's events, made once
 
 
 def test_2_settings_that_cannot_work_are_refused_before_anything_runs():
