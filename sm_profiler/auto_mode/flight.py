@@ -117,7 +117,8 @@ class FlightRecorder:
         binding.STATE.launch_log = deque(maxlen=LOG_LAUNCHES)
         self._kernels_at_step = self._kernels_seen = len(binding.STATE.kernels)
         self._progress_s = self._step_began_s = self._monotonic()
-        self._mark(self.prof.step_num)
+        # No event at the region's start: it would make a CUDA context on the current GPU
+        # before the program picks its own (torchrun's ranks). Steps are timed from step 1.
         self._install_handlers()
         self._thread = threading.Thread(target=self._watch, name="sm-profiler-flight", daemon=True)
         self._thread.start()
@@ -165,8 +166,11 @@ class FlightRecorder:
             self._check_ring(step)
 
     def _mark(self, step: int) -> None:
-        if not _capturing():
-            self.clock.mark(step)
+        try:
+            if not _capturing():
+                self.clock.mark(step)
+        except Exception:  # noqa: BLE001 - (another GPU current now): this step goes untimed
+            pass
 
     def _judge(self, step: int, step_ns: int) -> None:
         if step in self._not_judged:
@@ -311,6 +315,7 @@ class FlightRecorder:
                 table, where = self._read_live()
                 step = self.prof.step_num
                 self._not_judged.update((step, step + 1))  # the write held the host up
+                dump.info["live"] = True  # read while the GPU ran: what each GPU was in
                 return self._write(table, dump, where)
         except Exception as e:  # noqa: BLE001 - the job goes on; say why
             print(
@@ -334,7 +339,8 @@ class FlightRecorder:
             try:
                 table, where = self._read_live()
                 name = signal.Signals(signum).name
-                self._write(table, Dump(name, self.prof.step_num, _signal_why(name)), where)
+                dump = Dump(name, self.prof.step_num, _signal_why(name), {"live": True})
+                self._write(table, dump, where)
             finally:
                 self._lock.release()
         finally:

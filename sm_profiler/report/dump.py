@@ -7,8 +7,10 @@ of the steps it keeps.
     gpu_state(table, session)                 # one GPU's last step and kernel, what is queued
 
 Each GPU's buffer (a session of the table) carries what its dump knew (`flight`): the trigger,
-the step, the host's step, and the launches the host queued in the kept steps as
-[grid_id, kernel, step, records, queued_ns] (queued_ns: the host's clock, time.time_ns). A
+the step, the host's step, whether the ring was read while the GPU ran (`live`: a stall, on
+demand, a stop signal with the main thread blocked; else the region had ended and the GPU was
+done), and the launches the host queued in the kept steps as [grid_id, kernel, step, records,
+queued_ns] (queued_ns: the host's clock, time.time_ns). A
 launch whose records are all in the table ended; the first queued after the last that ended,
 and any with some programs ended, are in flight (the kernel the GPU is in); the rest were not
 reached. Launches run in the order queued on one stream; on several, "in flight" may name one
@@ -171,7 +173,7 @@ def dump_lines(table, width: int) -> list[str]:
         lines += _wrap(_written(table, info), width, 2)
         if info.get("trigger") == "slow":
             lines += grown_lines(table, info, width)
-        else:
+        elif info.get("live"):  # read while the GPUs ran (a stall, on demand, a blocked stop)
             for i in mine:
                 lines += state_lines(table, i, width)
         lines += _notes(table, mine, width)

@@ -391,7 +391,7 @@ def test_3_stats_of_a_folder_of_dumps_sets_each_ranks_newest_side_by_side(tmp_pa
     def info(step, written_ns):
         why = f"no step ended within 60 s (step {step} began 61.0 s before)"
         return {"trigger": "stall", "why": why, "step": step, "steps": [step - 7, step],
-                "host_step": step, "written_ns": written_ns}  # fmt: skip
+                "host_step": step, "written_ns": written_ns, "live": True}  # fmt: skip
 
     folder = str(tmp_path / "d")
     write_dump(flight_table(steady[:4], info(83, t0 - 10**12)), folder, "slow", t0 - 10**12)

@@ -32,6 +32,7 @@ def stall_info(**more):
         "steps": [83, 90],
         "host_step": 90,
         "written_ns": WRITTEN_NS,
+        "live": True,
         **more,
     }
 
@@ -162,3 +163,13 @@ def test_3_a_dump_file_keeps_what_its_report_says(tmp_path):
     report = dump_report(again, 80)
     assert report.startswith("Flight recorder: no step ended within 3 s")
     assert "triton_poi_fused_add_0" in report.split("\n\n", 1)[1]  # the kernel report follows
+
+
+def test_3_a_dump_of_a_region_that_ended_says_no_gpu_state():
+    # An exception: the region's end waited for the GPU, which had done everything queued.
+    info = stall_info(trigger="exception", why="the program raised ValueError: x", live=False)
+    lines = dump_lines(flight_table(steady(range(83, 90)), info), 80)
+    assert lines == [
+        "Flight recorder: the program raised ValueError: x",
+        "  written 2025-11-29 12:03:05.123 UTC (trigger: exception); steps 83-90 kept",
+    ]
