@@ -223,14 +223,22 @@ class FlightRecorder:
         )
 
     def _say_stall_too_short(self, took: float) -> None:
-        if self.config.stall_s is None or self._stall_warned:
+        """A stall dump was written in a step that then ended: a stall that passed, or a stall
+        time set too near the job's own step time (said once, with the fix)."""
+        import statistics
+
+        stall_s = self.config.stall_s
+        if stall_s is None or self._stall_warned or not self._steps_s:
             return
+        median_s = statistics.median(self._steps_s)
+        if 2 * median_s <= stall_s:
+            return  # a stall that passed: the dump is what it is for
         self._stall_warned = True
         warnings.warn(
             f"sm_profiler.auto: flight recorder: a stall dump was written during a step that "
-            f"then ended ({took:.1f} s): stall_s={self.config.stall_s:g} is below this job's "
-            f"step time; set --stall-s above its longest step (or leave it out: "
-            f"{stall_after_s(None, self._steps_s):g} s from the recent steps)",
+            f"then ended ({took:.1f} s), and stall_s={stall_s:g} is below twice this job's "
+            f"median step ({median_s:.1f} s): set --stall-s above its longest step (or leave "
+            f"it out: {stall_after_s(None, self._steps_s):g} s from the recent steps)",
             binding.AutoWarning,
             stacklevel=4,
         )

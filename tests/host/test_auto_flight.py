@@ -150,14 +150,22 @@ def test_2_a_stall_writes_what_each_gpu_was_in_while_the_main_thread_is_blocked(
     assert sorted(set(table.launches["step"].tolist())) == [47, 48, 49, 50]
     text = "\n".join(dump_lines(table, 80))
     assert text.startswith("Flight recorder: no step ended within 5 s (step 50 began 5.5 s")
-    # The job is left as it is; once the step ends after all, a stall time set below its step
-    # time is said, with the fix.
-    gpu.run_gpu()
-    with pytest.warns(Warning, match=r"stall_s=5 is below this job's step time; set --stall-s"):
-        gpu.step()
     gpu.now_s += 5.5
     time.sleep(0.6)
     assert len(gpu.prof.flight.written) == 1  # one dump a stall: the next one waits for a step
+    gpu.run_gpu()
+    gpu.step()  # a stall that passed: the job goes on, nothing said
+
+
+def test_2_a_stall_time_set_near_the_jobs_own_step_time_is_said_once_with_the_fix(sim):
+    gpu = sim(steps=4, stall_s=5)
+    for _ in range(8):
+        gpu.now_s += 3.0  # steps of 3 s: a stall time of 5 s is too near
+        steady_step(gpu)
+    gpu.now_s += 5.5
+    assert len(gpu.wait_for_dumps(1)) == 1
+    with pytest.warns(Warning, match=r"stall_s=5 is below twice this job's median step \(3"):
+        steady_step(gpu)
 
 
 def test_2_records_a_wrapped_ring_left_in_a_launch_that_has_not_run_read_as_unwritten():
