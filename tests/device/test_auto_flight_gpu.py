@@ -157,3 +157,22 @@ def test_sigusr1_writes_the_ring_and_the_run_finishes(tmp_path):
     steps = table.launches["step"]
     assert set(range(43, 50)) <= set(steps.tolist()) <= set(range(43, 51))
     assert whole(table.select(steps < 50))  # step 50 was running while the ring was read
+
+
+def test_the_example_writes_the_slow_step_the_stall_and_sigusr1(tmp_path):
+    from repo_paths import ROOT
+
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "flight_recorder.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    print(out.stdout[-3000:], out.stderr[-3000:])
+    assert out.returncode == 0
+    dumps = sorted(glob.glob(str(tmp_path / "flight.rank0.*.npz")))
+    assert [re.search(r"\.(\w+)\.npz$", d).group(1) for d in dumps] == ["slow", "stall", "SIGUSR1"]
+    assert stats_of(dumps[0]).startswith("Flight recorder: step 30 was slow: ")
+    stalled = gpu_state(load(dumps[1]), 0)
+    assert [(q.kernel, q.step) for q in stalled.in_flight] == [("spin_kernel", 60)]
+    assert "in flight: spin_kernel (step 60)" in out.stdout
