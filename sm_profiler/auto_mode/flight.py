@@ -322,7 +322,9 @@ class FlightRecorder:
             with self._lock:
                 table, where = self._read_live()
                 step = self.prof.step_num
-                self._not_judged.update((step, step + 1))  # the write held the host up
+                # Not judged: the steps the write held up, and a stalled step (its dump is
+                # the stall's, not a slow step's).
+                self._not_judged.update((step, step + 1))
                 dump.info["live"] = True  # read while the GPU ran: what each GPU was in
                 return self._write(table, dump, where)
         except Exception as e:  # noqa: BLE001 - the job goes on; say why
