@@ -111,10 +111,7 @@ def gpu_state(table, session: int) -> GpuState:
             strict=True,
         )
     )
-    queued = [
-        Queued(int(g), str(k), int(st), int(n), int(t), int(rows.get(int(g), 0)))
-        for g, k, st, n, t in info.get("queued", [])
-    ]
+    queued = [Queued(g, str(k), st, n, t, int(rows.get(g, 0))) for g, k, st, n, t in _queued(info)]
     ended = [i for i, q in enumerate(queued) if q.done]
     last = ended[-1] if ended else -1
     unended = [i for i, q in enumerate(queued) if not q.done]
@@ -122,7 +119,7 @@ def gpu_state(table, session: int) -> GpuState:
     flying = {i for i in unended if i < last or i == first_after or queued[i].ended > 0}
     in_flight = [queued[i] for i in sorted(flying)]
     not_reached = [queued[i] for i in unended if i not in flying]
-    host_step = int(info.get("host_step", -1))
+    host_step = _whole(info, "host_step", -1)
     if unended:
         last_step = min(queued[i].step for i in unended) - 1
     else:  # everything of ours that the host queued ended
@@ -206,7 +203,7 @@ def ranks_lines(table, by_rank: dict[int, list[int]], width: int) -> list[str]:
 def state_lines(table, session: int, width: int) -> list[str]:
     """One GPU's state: the host's step, its last step and kernel ended, the launches after."""
     s = gpu_state(table, session)
-    written_ns = int(table.sessions[session]["flight"].get("written_ns", 0))
+    written_ns = _whole(table.sessions[session]["flight"], "written_ns", 0)
     lines = _wrap(
         f"cuda:{s.gpu}: the host is in step {s.host_step}; the last step ended on the GPU: "
         f"{s.last_step_ended}; last kernel ended: {_kernel(s.last_ended)}",
@@ -246,7 +243,7 @@ def state_lines(table, session: int, width: int) -> list[str]:
 def grown_lines(table, info: dict, width: int) -> list[str]:
     """The kernels whose GPU time grew most in the slow step, beside the median of the steps
     kept before it."""
-    step = int(info.get("step", -1))
+    step = _whole(info, "step", -1)
     grown = grown_kernels(table, step)
     before = sorted({int(x) for x in np.asarray(table.launches["step"]).tolist()} - {step})
     if not grown:
@@ -293,9 +290,10 @@ def grown_kernels(table, step: int) -> list[tuple[str, int, int]]:
 
 
 def _written(table, info: dict) -> str:
-    lo, hi = (list(info.get("steps") or [None, None]) + [None, None])[:2]
+    steps = info.get("steps")
+    lo, hi = steps if _is_steps(steps) else (None, None)
     have = sorted({int(x) for x in np.asarray(table.launches["step"]).tolist()})
-    text = f"written {_date(int(info.get('written_ns', 0)))} (trigger: {info.get('trigger')})"
+    text = f"written {_date(_whole(info, 'written_ns', 0))} (trigger: {info.get('trigger')})"
     if lo is not None and hi is not None:
         text += f"; steps {_span(range(max(int(lo), 0), int(hi) + 1))} kept"
         if have and int(lo) >= 0 and have[0] > int(lo):
@@ -311,7 +309,7 @@ def _notes(table, sessions: list[int], width: int) -> list[str]:
     for i in sessions:
         info = table.sessions[i]["flight"]
         read = info.get("read")
-        if isinstance(read, list) and len(read) == 3:
+        if isinstance(read, list) and len(read) == 3 and all(_is_whole(v) for v in read[:2]):
             lines += _wrap(
                 f"cuda:{table.sessions[i].get('gpu')}: {read[0]:,} of {read[1]:,} bytes of "
                 f"records read ({read[2]}): the launches after them are counted unwritten",
@@ -330,6 +328,33 @@ def _notes(table, sessions: list[int], width: int) -> list[str]:
             2,
         )
     return lines
+
+
+def _is_whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _whole(info: dict, key: str, default: int) -> int:
+    """info[key] where it is a whole number (a file may hold anything), else `default`."""
+    v = info.get(key)
+    return v if _is_whole(v) and 0 <= v < 2**63 else default
+
+
+def _is_steps(v) -> bool:
+    return isinstance(v, list) and len(v) == 2 and all(_is_whole(x) for x in v)
+
+
+def _queued(info: dict) -> list[tuple]:
+    """The well-formed entries of info["queued"]: [grid_id, kernel, step, records, queued_ns]
+    (a damaged entry is left out, never a traceback)."""
+    out = []
+    entries = info.get("queued")
+    for e in entries if isinstance(entries, list) else []:
+        if isinstance(e, list) and len(e) == 5 and isinstance(e[1], str):
+            g, k, st, n, t = e
+            if all(_is_whole(v) and abs(v) < 2**63 for v in (g, st, n, t)) and n > 0 <= t:
+                out.append((g, k, st, n, t))
+    return out
 
 
 def _rank(session: dict) -> int:

@@ -173,3 +173,26 @@ def test_3_a_dump_of_a_region_that_ended_says_no_gpu_state():
         "Flight recorder: the program raised ValueError: x",
         "  written 2025-11-29 12:03:05.123 UTC (trigger: exception); steps 83-90 kept",
     ]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"queued": "x"},
+        {"queued": [[0, "k", 90], ["0", "k", 90, 1, 0], [0, 7, 90, 1, 0], [0, "k", 90, 0, 0]]},
+        {"queued": [[0, "k", 90, 1, -1], [True, "k", 90, 1, 0], [0, "k", 2**70, 1, 0]]},
+        {"host_step": "90", "written_ns": -5, "steps": "83-90", "step": None},
+        {"written_ns": 2**80, "steps": [1], "read": ["a", 2, "why"], "nccl_trace": "on"},
+    ],
+)
+def test_3_a_dump_whose_flight_record_is_damaged_reads_as_far_as_it_can(tmp_path, damage, capsys):
+    # A file may hold anything: `sm-profiler stats` of it prints, never a traceback.
+    from sm_profiler.cli import main
+
+    table = spin_table()
+    table.sessions[0]["flight"].update(damage)
+    lines = dump_lines(table, 80)
+    assert lines[0].startswith("Flight recorder: no step ended within 3 s")
+    table.save(tmp_path / "d.npz")
+    assert main(["stats", str(tmp_path / "d.npz"), "--width", "80"]) == 0
+    assert capsys.readouterr().out.startswith("Flight recorder: ")
