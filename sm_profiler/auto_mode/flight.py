@@ -31,6 +31,7 @@ after it) is report/dump.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -421,8 +422,10 @@ class FlightRecorder:
             if copied is not None and copied.nbytes < copied.total:
                 info["read"] = [copied.nbytes, copied.total, copied.why]
             sessions.append(dict(s, flight=info))
-        kept.sessions[:] = sessions
-        kept.metadata["job"] = job_identity()  # which run (stats DIR takes one run's dumps)
+        # A table of its own: the region's (write_end's) is the user's, left as it was.
+        kept = dataclasses.replace(
+            kept, sessions=sessions, metadata=dict(kept.metadata, job=job_identity())
+        )
         path = write_dump(kept, self.config.out, dump.trigger, written_ns)
         self.written.append(path)
         print(f"sm_profiler flight recorder: {dump.why}: wrote {path}", file=sys.stderr)
@@ -607,7 +610,8 @@ def queued_launches(
         step = step_tags.get(int(areas[i, 2]), -1)
         if step < from_step:
             break
-        out.append([i, names.get(function, "?"), step, int(areas[i, 1]), int(queued_ns)])
+        name = names.get(function, "(a kernel without a plain binary)")
+        out.append([i, name, step, int(areas[i, 1]), int(queued_ns)])
         if len(out) >= QUEUED_KEPT:
             break
     out.reverse()

@@ -220,9 +220,10 @@ def test_2_a_bad_end_writes_the_last_steps_of_the_regions_table(sim, tmp_path):
     for _ in range(12):
         steady_step(gpu)
     words = {i: r[0] for i, r in gpu.prof.read_live().items()}
-    gpu.prof._table = gpu.prof.live_table(words)  # what the region's end read back
+    gpu.prof._table = region = gpu.prof.live_table(words)  # what the region's end read back
     gpu.close()
     path = gpu.prof.flight.ended_by(ValueError("loss is nan"))
+    assert "flight" not in region.sessions[0] and "job" not in region.metadata  # the user's
     assert NAME.match(os.path.basename(path)).group(1) == "exception"
     table = load(path)
     assert sorted(set(table.launches["step"].tolist())) == [9, 10, 11]
