@@ -14,32 +14,16 @@ import signal
 import sys
 
 import torch
-import triton
-import triton.language as tl
 
 import sm_profiler.auto_mode
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from example_scripts import load_example  # noqa: E402
 
-@triton.jit
-def work_kernel(x, n_iter, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    v = tl.load(x + offs)
-    for _ in range(n_iter):  # a loop the compiler cannot fold: its time is n_iter's
-        v = v * 0.999 + 0.001
-    tl.store(x + offs, v)
-
-
-@triton.jit
-def add_kernel(x, y, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y + offs, tl.load(x + offs) + 1.0)
-
-
-@triton.jit
-def spin_kernel(flag):
-    while tl.load(flag, volatile=True) == 0:
-        pass
-
+# The job's kernels are the example's (examples/flight_recorder.py): work_kernel, a loop of
+# multiply-adds whose time is n_iter's; add_kernel; spin_kernel, spinning until a flag is set.
+example = load_example("flight_recorder")
+work_kernel, add_kernel, spin_kernel = example.work_kernel, example.add_kernel, example.spin_kernel
 
 MODE = sys.argv[1]
 STEPS = {"slow": 200, "usr1": 100}.get(MODE, 120)
