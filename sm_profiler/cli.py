@@ -9,6 +9,8 @@
     sm-profiler open TRACE                serve a trace (or a capture, exported first) to
                                           ui.perfetto.dev from 127.0.0.1
     sm-profiler advise FILE [--json]      what to fix first: recoverable time per step, ranked
+    sm-profiler diff BEFORE AFTER         what changed between two auto-mode runs, and what
+                                          BEFORE's advice recovered
     sm-profiler run -- SCRIPT [ARGS]      run a Python program in auto mode: every Triton and
                                           Gluon kernel profiled, the report and trace written
     sm-profiler --include                 the folder of the CUDA C++ headers (sm_profiler.cuh)
@@ -147,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--width", type=_WIDTH, default=None, help="line width (default: terminal's)")
     c.add_argument("--steps", default=None, metavar="STEPS", help="these steps only")
     c.set_defaults(func=cmd_advise)
+    _add_diff(sub)
 
     c = sub.add_parser(
         "export",
@@ -793,6 +796,66 @@ def cmd_advise(args: argparse.Namespace) -> int:
         return 0
     width = args.width or shutil.get_terminal_size((100, 24)).columns
     print("\n".join(advise_lines(advice, width, args.top)[1:]))  # [0]: the blank line before it
+    return 0
+
+
+def _add_diff(sub) -> None:
+    """The `diff` command's parser."""
+    c = sub.add_parser(
+        "diff",
+        help="what changed between two auto-mode runs, and what BEFORE's advice recovered",
+        description="Compare two auto-mode recordings of one job, the run before a fix and the "
+        "run after it: per kernel, its time per step (the mean over each file's recorded "
+        "steps), launches, programs, waves, tail and idle SMs; the kernels that went, appeared "
+        "or were probably renamed or re-tuned; and for each finding of BEFORE's advice, what "
+        "AFTER recovered against its estimate (--json: docs/cli.md).",
+    )
+    for name in ("before", "after"):
+        c.add_argument(
+            name,
+            metavar=name.upper(),
+            help="an auto-mode file (sm-profiler run's auto.npz, a rank file), or a run's folder",
+        )
+    c.add_argument("--json", action="store_true", help="the comparison as JSON (docs/cli.md)")
+    c.add_argument(
+        "--top", type=_TOP, default=10, help="findings of BEFORE's advice compared (default 10)"
+    )
+    c.add_argument("--width", type=_WIDTH, default=None, help="line width (default: terminal's)")
+    c.add_argument(
+        "--different-jobs",
+        action="store_true",
+        help="compare recordings of different jobs (other ranks or GPUs) anyway",
+    )
+    c.set_defaults(func=cmd_diff)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .report.diff import check_auto, diff, diff_lines
+
+    tables = []
+    for path in (args.before, args.after):
+        if os.path.isdir(path):
+            from .auto_mode import job as jobs
+
+            table = jobs.merged_table(jobs.load_ranks([path]))
+        else:
+            table = _load(path)
+        check_auto(table, path)
+        tables.append(table)
+    _, docs = _stored_torch(args.before)
+    with stage("comparing"):
+        d = diff(
+            *tables,
+            names=(args.before, args.after),
+            different_jobs=args.different_jobs,
+            cupti=docs,
+            top=args.top,
+        )
+    if args.json:
+        print(d.to_json())
+        return 0
+    width = args.width or shutil.get_terminal_size((100, 24)).columns
+    print("\n".join(diff_lines(d, width)))
     return 0
 
 

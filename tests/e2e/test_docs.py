@@ -145,6 +145,8 @@ def workdir(tmp_path, demo, quickstart):
         "rank1.npz",
     ):
         shutil.copy(path, tmp_path / name)
+    # The GPU recordings the README's auto-mode commands read (examples/recordings).
+    shutil.copytree(os.path.join(ROOT, "examples", "recordings"), tmp_path / "examples/recordings")
     trace = sm_profiler.decode(caps)
     sm_profiler.export.export(trace, tmp_path / "sm_profiler_demo_out/demo.perfetto-trace")
     bin_dir = tmp_path / "bin"
