@@ -382,10 +382,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _flight_options(c: argparse.ArgumentParser) -> None:
     """run's flight-recorder options (docs/auto.md, "Flight recorder")."""
+    from .auto_mode.flight_triggers import DEFAULT_STEPS
+
     c.add_argument(
         "--flight-recorder",
         nargs="?",
-        const=8,
+        const=DEFAULT_STEPS,
         type=int,
         default=None,
         metavar="K",
