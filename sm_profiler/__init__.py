@@ -112,7 +112,7 @@ def flight_recorder(
     "Flight recorder"): the last `steps` steps written into `out` when a step takes over
     `slow_factor` times the median of the recent steps, when no step ends within `stall_s`
     seconds (None: 10 times the longest recent step, at least 60 s), on SIGUSR1 and at a bad
-    end; at most one slow or stall dump in `dump_window_s` seconds and `max_dumps` in all."""
+    end; at most one slow and one stall dump in `dump_window_s` seconds, `max_dumps` in all."""
     from .auto_mode.flight_triggers import FlightConfig
 
     return FlightConfig(steps, slow_factor, stall_s, dump_window_s, max_dumps, out)

@@ -418,7 +418,7 @@ def _flight_options(c: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="S",
-        help="flight recorder: at most one slow or stall dump in S seconds (default 300)",
+        help="flight recorder: at most one slow dump and one stall dump in S seconds (default 300)",
     )
     c.add_argument(
         "--max-dumps",

@@ -104,6 +104,9 @@ class FlightRecorder:
         self._kernels_at_step = 0  # kernels loaded at the last step's start (main thread)
         self._kernels_seen = 0  # ... at the thread's last look
         self._not_judged: set[int] = set()  # steps that compiled or that a dump held up
+        self._dumping = False  # a dump is being read or written (by the thread)
+        self._dumps_begun = 0  # dumps begun, counted at each step's start below
+        self._dumps_at_step = 0
         self._stalled = False  # a stall dump was written in the step now running
         self._stall_warned = False
         self._ring_warned = False
@@ -157,6 +160,13 @@ class FlightRecorder:
             self._not_judged.add(step - 1)
         else:
             self._steps_s.append(took_s)
+        # A dump's read and write hold the host up (and the GIL): the steps they overlap are
+        # not judged, nor is one that starts while a dump goes on.
+        if self._dumps_begun != self._dumps_at_step or self._dumping:
+            self._dumps_at_step = self._dumps_begun
+            self._not_judged.add(step - 1)
+        if self._dumping:
+            self._not_judged.add(step)
         if self._stalled:
             self._stalled = False
             self._say_stall_too_short(took_s)
@@ -178,7 +188,7 @@ class FlightRecorder:
             self._not_judged.discard(step)
             return
         verdict = self.slow.judge(step, step_ns)
-        if verdict is None or not self.budget.allow(self._monotonic()):
+        if verdict is None or not self.budget.allow("slow", self._monotonic()):
             return
         self.ask(Dump("slow", step, _slow_why(verdict), _slow_info(verdict)))
 
@@ -308,7 +318,7 @@ class FlightRecorder:
         if idle < after:
             return
         self._stalled = True
-        if not self.budget.allow(now):
+        if not self.budget.allow("stall", now):
             return
         step = self.prof.step_num
         why = f"no step ended within {after:g} s (step {step} began {idle:.1f} s before)"
@@ -321,11 +331,11 @@ class FlightRecorder:
         or None (said on stderr: the job never stops over its flight recorder)."""
         try:
             with self._lock:
+                self._dumps_begun += 1
+                self._dumping = True
+                # Not judged: a stalled step (its dump is the stall's, not a slow step's).
+                self._not_judged.add(self.prof.step_num)
                 table, where = self._read_live()
-                step = self.prof.step_num
-                # Not judged: the steps the write held up, and a stalled step (its dump is
-                # the stall's, not a slow step's).
-                self._not_judged.update((step, step + 1))
                 dump.info["live"] = True  # read while the GPU ran: what each GPU was in
                 return self._write(table, dump, where)
         except Exception as e:  # noqa: BLE001 - the job goes on; say why
@@ -335,6 +345,7 @@ class FlightRecorder:
             )
             return None
         finally:
+            self._dumping = False
             dump.done.set()
 
     def rescue(self, signum: int) -> bool:

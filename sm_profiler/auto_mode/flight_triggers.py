@@ -23,7 +23,7 @@ from ..errors import ConfigError
 
 DEFAULT_STEPS = 8  # steps kept
 DEFAULT_SLOW_FACTOR = 1.5  # a step this many times the median of the recent steps is slow
-DEFAULT_DUMP_WINDOW_S = 300.0  # at most one slow or stall dump in this many seconds
+DEFAULT_DUMP_WINDOW_S = 300.0  # at most one slow (one stall) dump in this many seconds
 DEFAULT_MAX_DUMPS = 10  # slow and stall dumps a run writes at most
 DEFAULT_OUT = "sm_profiler_flight"  # where sm_profiler.auto(flight_recorder=K) writes dumps
 MIN_STALL_S = 60.0  # the derived stall time is at least this
@@ -42,8 +42,8 @@ class FlightConfig:
     --flight-recorder`): steps: the last K steps each dump keeps; slow_factor: a step over this
     times the median of the recent steps is slow; stall_s: no step ended within this many
     seconds is a stall (None: STALL_STEPS times the longest recent step, at least MIN_STALL_S);
-    dump_window_s: at most one slow or stall dump in this many seconds; max_dumps: slow and
-    stall dumps written at most (on demand and at a bad end: always); out: the folder."""
+    dump_window_s: at most one slow dump and one stall dump in this many seconds; max_dumps:
+    slow and stall dumps written at most (on demand and at a bad end: always); out: the folder."""
 
     steps: int = DEFAULT_STEPS
     slow_factor: float = DEFAULT_SLOW_FACTOR
@@ -132,7 +132,7 @@ def _problem(c: FlightConfig) -> str:
         )
     if not _number(c.dump_window_s) or c.dump_window_s < 0:
         return (
-            f"dump_window_s must be a number of seconds from 0 (at most one slow or stall dump "
+            f"dump_window_s must be a number of seconds from 0 (at most one slow or one stall dump "
             f"in that time, e.g. {DEFAULT_DUMP_WINDOW_S:g}), got {c.dump_window_s!r}"
         )
     if not _whole(c.max_dumps) or c.max_dumps < 0:
@@ -236,28 +236,30 @@ def _median(values) -> int:
 
 
 class DumpBudget:
-    """At most one automatic dump (slow, stall) in `window_s` seconds and `max_dumps` in all, so
-    that a job that slows down for good does not fill a disk; `refused` counts the others, by
-    why."""
+    """At most one automatic dump of a trigger (slow, stall) in `window_s` seconds, and
+    `max_dumps` in all, so that a job that slows down for good does not fill a disk (a slow step
+    never keeps a stall from being written); `refused` counts the others, by why."""
 
     def __init__(self, window_s: float, max_dumps: int):
         self.window_s, self.max_dumps = window_s, max_dumps
         self.written = 0
-        self._last_s: float | None = None
+        self._last_s: dict[str, float] = {}  # trigger -> when its last dump was allowed
         self.refused: dict[str, int] = {}
 
-    def allow(self, now_s: float) -> bool:
-        """Whether a dump may be written now (`now_s`: a monotonic clock); counts it if so."""
+    def allow(self, trigger: str, now_s: float) -> bool:
+        """Whether a dump of `trigger` may be written now (`now_s`: a monotonic clock); counts
+        it if so."""
         why = ""
+        last = self._last_s.get(trigger)
         if self.written >= self.max_dumps:
             why = f"over --max-dumps {self.max_dumps}"
-        elif self._last_s is not None and now_s - self._last_s < self.window_s:
-            why = f"within --dump-window-s {self.window_s:g} of the last dump"
+        elif last is not None and now_s - last < self.window_s:
+            why = f"{trigger}: within --dump-window-s {self.window_s:g} of the last one"
         if why:
             self.refused[why] = self.refused.get(why, 0) + 1
             return False
         self.written += 1
-        self._last_s = now_s
+        self._last_s[trigger] = now_s
         return True
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 import tracemalloc
 
@@ -104,17 +105,21 @@ def test_2_a_slow_step_the_gpu_ends_after_the_last_step_is_judged_at_the_regions
 
 
 def test_2_one_dump_a_window_and_at_most_max_dumps_a_run(sim, tmp_path):
+    # Each dump is written before the next slow step (the steps a dump overlaps are not judged).
     gpu = sim(steps=4, dump_window_s=300)
     for s in range(45):
         steady_step(gpu, work_ms=9.0 if s in (10, 20) else 3.0)
-    assert len(gpu.wait_for_dumps(1)) == 1
-    time.sleep(0.5)
-    assert gpu.prof.flight.budget.refused == {"within --dump-window-s 300 of the last dump": 1}
+        if s == 12:
+            assert len(gpu.wait_for_dumps(1)) == 1
+    gpu.close()
+    assert len(gpu.prof.flight.written) == 1
+    assert gpu.prof.flight.budget.refused == {"slow: within --dump-window-s 300 of the last one": 1}
     gpu = sim(steps=4, dump_window_s=0, max_dumps=2)
     for s in range(45):
         steady_step(gpu, work_ms=9.0 if s in (10, 20, 30) else 3.0)
-    assert len(gpu.wait_for_dumps(2)) == 2
-    time.sleep(0.5)
+        if s in (12, 22):
+            gpu.wait_for_dumps(1 + (s == 22))
+    gpu.close()
     assert len(gpu.prof.flight.written) == 2
     assert gpu.prof.flight.budget.refused == {"over --max-dumps 2": 1}
 
@@ -422,3 +427,35 @@ def test_3_stats_of_a_folder_of_dumps_sets_each_ranks_newest_side_by_side(tmp_pa
     assert "(trigger: slow)" not in out  # rank 0's older dump is left out
     assert main(["merge", folder]) == 0
     assert os.path.getsize(os.path.join(folder, "auto.ranks.perfetto-trace")) > 0
+
+
+def test_2_steps_a_dump_overlaps_are_not_judged(sim, monkeypatch):
+    # A dump's read and write hold the host (and the GIL) up: the steps it overlaps look slow.
+    from sm_profiler.auto_mode import flight
+
+    writing, release = threading.Event(), threading.Event()
+    real = flight.write_dump
+
+    def slow_write(*args, **kwargs):
+        writing.set()
+        release.wait(10)  # the write goes on until the test has run its steps
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(flight, "write_dump", slow_write)
+    gpu = sim(steps=4, dump_window_s=0)
+    for _ in range(10):
+        steady_step(gpu)
+    gpu.prof.flight.ask(flight.Dump("SIGUSR1", gpu.prof.step_num, "asked"))
+    assert writing.wait(5)
+    for _ in range(5):
+        steady_step(gpu, work_ms=9.0)  # 2.2x, while the dump is written
+    release.set()
+    assert len(gpu.wait_for_dumps(1)) == 1
+    for _ in range(8):
+        steady_step(gpu)
+    steady_step(gpu, work_ms=9.0)  # now it counts
+    steady_step(gpu)
+    steady_step(gpu)
+    gpu.close()  # every dump asked for is written
+    written = gpu.prof.flight.written
+    assert [NAME.match(os.path.basename(p)).group(1) for p in written] == ["SIGUSR1", "slow"]

@@ -118,16 +118,17 @@ def test_a_job_that_slows_down_for_good_stops_being_slow_once_the_median_follows
 
 
 def test_one_dump_a_window_and_at_most_max_dumps():
-    budget = DumpBudget(window_s=60, max_dumps=2)
-    assert budget.allow(1000.0)
-    assert not budget.allow(1059.9)
-    assert budget.allow(1060.0)
-    assert not budget.allow(5000.0)  # two written: no more, however long after
+    budget = DumpBudget(window_s=60, max_dumps=3)
+    assert budget.allow("slow", 1000.0)
+    assert not budget.allow("slow", 1059.9)
+    assert budget.allow("stall", 1059.9)  # a slow step never keeps a stall from being written
+    assert budget.allow("slow", 1060.0)
+    assert not budget.allow("stall", 5000.0)  # three written: no more, however long after
     assert budget.refused == {
-        "within --dump-window-s 60 of the last dump": 1,
-        "over --max-dumps 2": 1,
+        "slow: within --dump-window-s 60 of the last one": 1,
+        "over --max-dumps 3": 1,
     }
-    assert not DumpBudget(0, 0).allow(0.0)
+    assert not DumpBudget(0, 0).allow("slow", 0.0)
 
 
 def test_the_stall_time_is_the_one_set_or_ten_steps_at_least_a_minute():
