@@ -83,12 +83,14 @@ def main():
     y = torch.empty_like(x)
     flag = torch.zeros(1, dtype=torch.int32, device="cuda")
     with sm_profiler.auto(flight_recorder=config) as prof:
+        flag.fill_(1)
+        spin_kernel[(1,)](flag)  # compiled now (the flag is set: it returns at once)
         for step in range(STEPS):
             if step == STALL:
                 stall(flag)
             if step == ON_DEMAND:
                 os.kill(os.getpid(), signal.SIGUSR1)  # `kill -USR1 PID` from a shell
-            n_iter = 150_000 if step == SLOW else 50_000
+            n_iter = 450_000 if step == SLOW else 150_000  # steps of a few ms
             work_kernel[(programs,)](x, n_iter, BLOCK=block)
             add_kernel[(programs,)](x, y, BLOCK=block)
             y[:1].item()  # the loop's sync, as a loss printed each step
