@@ -92,6 +92,9 @@ class FlightRecorder:
         self.clock: StepClock | None = None
         self.written: list[str] = []  # each dump's path (.npz)
         self._make_event = make_event
+        # A real event is recorded only where the program has made its CUDA context (the GPU it
+        # picked): never one made by us on the current GPU first (torchrun's ranks).
+        self._can_mark = _cuda_ready if make_event is None else (lambda: True)
         self._monotonic = monotonic
         self._lock = threading.Lock()  # one dump at a time: they share each GPU's copier
         self._asked: deque[Dump] = deque()
@@ -121,8 +124,8 @@ class FlightRecorder:
         binding.STATE.launch_log = deque(maxlen=LOG_LAUNCHES)
         self._kernels_at_step = self._kernels_seen = len(binding.STATE.kernels)
         self._progress_s = self._step_began_s = self._monotonic()
-        # No event at the region's start: it would make a CUDA context on the current GPU
-        # before the program picks its own (torchrun's ranks). Steps are timed from step 1.
+        # No event at the region's start: the CUDA context may not be made yet. Steps are
+        # timed from step 1.
         self._install_handlers()
         self._thread = threading.Thread(target=self._watch, name="sm-profiler-flight", daemon=True)
         self._thread.start()
@@ -178,7 +181,7 @@ class FlightRecorder:
 
     def _mark(self, step: int) -> None:
         try:
-            if not _capturing():
+            if self._can_mark():
                 self.clock.mark(step)
         except Exception:  # noqa: BLE001 - (another GPU current now): this step goes untimed
             pass
@@ -671,13 +674,12 @@ def _timing_event():
     return torch.cuda.Event(enable_timing=True)
 
 
-def _capturing() -> bool:
-    try:
-        import torch
+def _cuda_ready() -> bool:
+    """Whether a step's event may be recorded now: CUDA is initialised (by the program) and the
+    current stream is not being captured into a CUDA graph."""
+    import torch
 
-        return bool(torch.cuda.is_current_stream_capturing())
-    except Exception:  # noqa: BLE001 - no CUDA (tests' stand-ins): nothing is captured
-        return False
+    return torch.cuda.is_initialized() and not torch.cuda.is_current_stream_capturing()
 
 
 def _mib(records: int) -> str:

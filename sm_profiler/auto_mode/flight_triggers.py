@@ -158,12 +158,13 @@ def _number(v) -> bool:
 
 class StepClock:
     """Each step's GPU time, from CUDA events recorded at the steps' starts (made once, at the
-    region's start: `make_event()` -> an object with record(), query() and elapsed_time(other)
-    in ms, as torch.cuda.Event(enable_timing=True)), reused round-robin and read only once
-    query() says done: never a sync, a fixed pool whatever the number of steps."""
+    first: `make_event()` -> an object with record(), query() and elapsed_time(other) in ms, as
+    torch.cuda.Event(enable_timing=True)), reused round-robin and read only once query() says
+    done: never a sync, a fixed pool whatever the number of steps."""
 
     def __init__(self, make_event, events: int = EVENTS):
-        self._pool = [make_event() for _ in range(events)]
+        self._make, self._events = make_event, events
+        self._pool: list = []
         self._next = 0
         self._marks: deque = deque()  # (step, event) recorded and not yet read, oldest first
         self.done_step = -1  # the newest step the GPU is known to have ended
@@ -172,6 +173,8 @@ class StepClock:
         """`step` starts here, in the current stream's order (and the step before it ends). With
         every event still pending (the GPU that far behind) the boundary goes untimed: an event
         is recorded again only once it has been read."""
+        if not self._pool:
+            self._pool = [self._make() for _ in range(self._events)]
         if len(self._marks) >= len(self._pool) - 1:
             return
         event = self._pool[self._next]

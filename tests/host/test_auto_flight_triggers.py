@@ -64,7 +64,7 @@ def test_more_steps_than_the_ring_has_records_is_refused():
 def test_a_step_time_is_read_once_its_end_has_completed_never_waited_for():
     stream = FakeStream()
     clock = StepClock(stream.event, events=8)
-    assert stream.events_made == 8  # made at the start, none later
+    assert stream.events_made == 0  # made at the first step's start (CUDA is in use), once
     got = []
     for step, ms in enumerate([5.0, 7.0, 6.0, 9.0]):
         clock.mark(step)
@@ -77,6 +77,7 @@ def test_a_step_time_is_read_once_its_end_has_completed_never_waited_for():
     stream.catch_up()
     assert clock.ready() == [(2, 6_000_000), (3, 9_000_000)] and clock.done_step == 3
     assert clock.ready() == []  # each step read once
+    assert stream.events_made == 8
 
 
 def test_the_clock_reuses_its_events_and_leaves_a_boundary_untimed_when_all_are_pending():
