@@ -186,7 +186,11 @@ class AutoProfiler:
         if self.flight_config is not None:
             from .flight import FlightRecorder
 
-            self.flight = FlightRecorder(self, self.flight_config).start()
+            try:
+                self.flight = FlightRecorder(self, self.flight_config).start()
+            except Exception:
+                self.stop()
+                raise
         return self
 
     def _synchronize(self) -> None:
