@@ -82,8 +82,8 @@ class Dump:
 class FlightRecorder:
     """The flight recorder of one AutoProfiler region (`prof`): made and started by its start(),
     told of each step by its `_advance`, stopped by its stop(); `write_end` writes the dump of a
-    bad end from the region's table. make_event (a CUDA timing event by default), monotonic and
-    wall_ns are the clocks, replaceable in tests."""
+    bad end from the region's table. make_event (a CUDA timing event by default) and monotonic
+    (the host's clock) are replaceable in tests."""
 
     def __init__(self, prof, config: FlightConfig, *, make_event=None, monotonic=time.monotonic):
         self.prof, self.config = prof, config
@@ -187,9 +187,13 @@ class FlightRecorder:
             pass
 
     def _judge(self, step: int, step_ns: int) -> None:
-        if step in self._not_judged:
-            self._not_judged.discard(step)
-            return
+        if self._not_judged:  # steps come in order: the ones before are done with
+            skip = step in self._not_judged
+            for s in list(self._not_judged):  # in place: the thread adds to it too
+                if s <= step:
+                    self._not_judged.discard(s)
+            if skip:
+                return
         verdict = self.slow.judge(step, step_ns)
         if verdict is None or not self.budget.allow("slow", self._monotonic()):
             return
