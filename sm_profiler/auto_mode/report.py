@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..report.stats import cell_periods, median_after, peak_per_group, union_length
-from ..report.stats_table import fit_table, format_time, number_runs, plural, printable, wrap
-from ..report.stats_table import middle as _middle
+from ..text import fit_table, metadata_count, middle, number_runs, plural, printable, wrap
 from ..trace.model import RANGE, TraceData, kernel_names
 from ..trace.model import is_auto as _is_auto
+from ..units import format_time
 from . import table as auto_table
 from .records import _dense
 from .table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells, session_count
@@ -353,18 +353,11 @@ def _sm_counts(trace: TraceData, caps: np.ndarray, sm_count: int | None) -> np.n
         return np.full(len(caps), int(sm_count), np.int64)
     table = getattr(trace.kernels, "table", None)
     if table is not None:  # auto mode: per session, not per launch
-        per = np.array([_count(s.get("sm_count")) for s in table.sessions] or [0], np.int64)
+        per = np.array([metadata_count(s.get("sm_count")) for s in table.sessions] or [0], np.int64)
         return per[table.launches["session"][caps]]
     return np.array(
-        [_count(trace.kernels[c].metadata.get("sm_count")) for c in caps.tolist()], np.int64
+        [metadata_count(trace.kernels[c].metadata.get("sm_count")) for c in caps.tolist()], np.int64
     )
-
-
-def _count(v) -> int:
-    """A positive int from metadata, or 0 (a file may say anything: 'many', a list, inf)."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        return 0
-    return int(v) if 0 < v < 1 << 20 else 0
 
 
 @dataclass
@@ -428,8 +421,8 @@ def format_report(
     t, kernels, worst = parts.launches, parts.kernels, parts.worst
     sessions = _sessions(trace)
     lines = wrap(
-        f"sm_profiler auto: {_n(len(t['capture']), 'launch', 'launches')} of "
-        f"{_n(len(kernels), 'kernel')}, "
+        f"sm_profiler auto: {plural(len(t['capture']), 'launch', 'launches')} of "
+        f"{plural(len(kernels), 'kernel')}, "
         f"{parts.programs:,} programs on {_where(sessions)}",
         width,
     )
@@ -473,7 +466,7 @@ def format_report(
     # cut them in the middle to the room the numbers leave, never below 24 characters.
     others = sum(max([len(h)] + [len(r[i]) for r in rows]) + 2 for i, h in enumerate(headers) if i)
     room = max(24, width - others)
-    rows = [[_middle(r[0], room)] + r[1:] for r in rows]
+    rows = [[middle(r[0], room)] + r[1:] for r in rows]
     table, dropped = fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4))
     if any(len(line) > width for line in table):  # very narrow: names shorter still
         table, dropped = fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4), shrink=0)
@@ -529,10 +522,6 @@ def fix_first_lines(trace: TraceData, width: int, torch_trace=None) -> list[str]
         advice = advise(table)
         advice.notes.insert(0, f"the torch trace was left out: {e}")
     return advise_lines(advice, width)
-
-
-def _n(count: int, one: str, many: str = "") -> str:
-    return f"{count:,} {one if count == 1 else many or one + 's'}"
 
 
 def print_report(
@@ -675,7 +664,7 @@ def cupti_lines(cupti: dict, records: float | None, width: int) -> list[str]:
     """The share seen from CUPTI's kernel rows (coverage.report_share) and the largest kernels
     auto mode did not see inside; `records`: the records' own estimate, said beside it."""
     n, gpus = int(cupti["steps"]), int(cupti.get("gpus", 1))
-    over = f"median of {_n(n, 'step')}" + (f" over {gpus} GPUs" if gpus > 1 else "")
+    over = f"median of {plural(n, 'step')}" + (f" over {gpus} GPUs" if gpus > 1 else "")
     also = f"; by the records alone {100 * records:.0f}%" if records is not None else ""
     lines = wrap(
         f"seen, from CUPTI (torch.profiler, {over}): instrumented kernels ran "
@@ -688,7 +677,7 @@ def cupti_lines(cupti: dict, records: float | None, width: int) -> list[str]:
         lines.append("not seen inside (share of a step, launches, kernel):")
     for u in unseen[:UNSEEN_SHOWN]:
         head = f"  {100 * float(u['share']):5.1f}%  {int(u['launches']):>7,}x  "
-        lines.append(head + _middle(printable(str(u["name"])), max(width - len(head), 8)))
+        lines.append(head + middle(printable(str(u["name"])), max(width - len(head), 8)))
     return lines
 
 
@@ -729,7 +718,7 @@ def steps_side_by_side(
             if above[j, k] > 0:
                 name = names[k] if k < len(names) else f"kernel {k}"
                 delta = f" +{format_time(int(above[j, k]))}"
-                tail = _middle(printable(name), max(8, width - len(head) - len(delta))) + delta
+                tail = middle(printable(name), max(8, width - len(head) - len(delta))) + delta
         out.append(head + (tail or "-"))
     return out
 
@@ -795,7 +784,7 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
         lo = float(np.median(row))
         rows.append(
             [
-                _middle(printable(str(uniq_k[i])), 32),
+                middle(printable(str(uniq_k[i])), 32),
                 *[format_time(int(v)) for v in row[: len(shown_r)]],
                 f"rank {int(uniq_r[j])} ({100 * (row[j] / max(lo, 1) - 1):+.0f}%)",
             ]
@@ -858,7 +847,7 @@ def _where(sessions: list[dict]) -> str:
     for s in sessions:
         name = s.get("device_name")
         name = printable(name) if isinstance(name, str) and name else "a GPU"
-        sms = _count(s.get("sm_count"))
+        sms = metadata_count(s.get("sm_count"))
         names.append(f"{name} ({sms} SMs)" if sms else f"{name} (? SMs)")
     uniq = list(dict.fromkeys(names)) or ["a GPU (? SMs)"]
     if len(sessions) <= 1:

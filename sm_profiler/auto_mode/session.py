@@ -13,6 +13,7 @@ from ..wire import format as fmt
 from . import binding
 from .areas import Areas
 from .schedule import step_runs, whole_number
+from .state import DeviceBuffer
 from .stop_signals import OneReader
 
 _PRUNE_STEP_TAGS = 1 << 16  # recorded steps mapped before the first look for forgotten ones
@@ -203,11 +204,11 @@ class AutoProfiler:
             torch.cuda.synchronize(index)
 
     def _allocate(self, index: int):
-        """(address, Areas, buffer) of a new buffer on GPU `index`, or None where it records
+        """The binding's DeviceBuffer of a new buffer on GPU `index`, or None where it records
         nothing."""
         if index in self._buffers:
             b = self._buffers[index]
-            return b["address"], b["areas"], b["buffer"]
+            return DeviceBuffer(b["address"], b["areas"], b["buffer"])
         if self._only is not None and index != self._only:
             return None
         import torch
@@ -243,7 +244,7 @@ class AutoProfiler:
             "props": props,
             "copier": _copier(index, buf),
         }
-        return buf.data_ptr(), areas, buf
+        return DeviceBuffer(buf.data_ptr(), areas, buf)
 
     def stop(self) -> AutoProfiler:
         if self not in _active:

@@ -198,7 +198,7 @@ class AutoTable:
         """Tables of several ranks as one: kernels and sessions renumbered, launches in order of
         their first start (each launch stays as it was split)."""
         if not tables:
-            raise ValueError("concat needs at least one AutoTable")
+            raise ConfigError("AutoTable.concat needs at least one table; give a list of them")
         n_l = [t.num_launches for t in tables]
 
         def offsets(sizes):

@@ -203,7 +203,7 @@ def merge_job(tables: list, docs: list, path) -> dict:
     from ..export.merge import _coverage, _timelines, _write_json, earliest_ns
     from ..report.coverage import kernel_table
 
-    if len(tables) != len(docs):
+    if len(tables) != len(docs):  # internal: the CLI reads one per rank file
         raise ValueError("one torch trace (or None) per table")
     placed, seen = [], set()
     for i, (t, doc) in enumerate(zip(tables, docs, strict=True)):

@@ -44,6 +44,7 @@ from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels, _best_windo
 )
 from ..report.alignment import alignment_error as _alignment_error
 from ..report.alignment import match_in_order as _match_in_order
+from ..text import plural
 from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, with_sms
@@ -60,6 +61,7 @@ from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: a
     named_processes,
 )
 from .chrome import PID_BASE, moved_rows, ranks_json, time_origin  # noqa: F401 (merge.PID_BASE)
+from .formats import FORMATS
 
 # -- inputs -----------------------------------------------------------------------------------
 
@@ -209,14 +211,17 @@ def _drawings(timelines: list[tuple[int, Timeline]]) -> list[tuple[int, Drawing]
     return [(r, drawing_of(tl)) for r, tl in timelines]
 
 
-PERFETTO_SUFFIXES = (".perfetto-trace", ".pftrace")
+# Merges write these two formats (each has a writer of several ranks: iter_ranks_chunks,
+# ranks_json); a trace merged into torch.profiler's is Chrome JSON, as torch's is.
+PERFETTO_SUFFIXES = FORMATS["perfetto"].extensions
+JSON_SUFFIXES = FORMATS["chrome"].extensions
 
 
 def _write_json(doc: dict, path) -> None:
     from ..paths import atomic_output, check_writable
     from .chrome import encode_json, write_json_bytes
 
-    if not os.fspath(path).lower().endswith((".json", ".json.gz")):
+    if not os.fspath(path).lower().endswith(JSON_SUFFIXES):
         raise ConfigError(
             "a trace merged into torch.profiler's is Chrome JSON, as torch's is: name the "
             f"output .json or .json.gz, got {os.fspath(path)!r}"
@@ -349,7 +354,7 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     from ..paths import check_writable
 
     name = os.fspath(path).lower()
-    if not name.endswith((*PERFETTO_SUFFIXES, ".json", ".json.gz")):
+    if not name.endswith((*PERFETTO_SUFFIXES, *JSON_SUFFIXES)):
         raise ConfigError(
             "name the merged trace .perfetto-trace (Perfetto: GPU by GPU, SM by SM in the "
             f"Perfetto UI), .json or .json.gz (Chrome JSON), got {os.fspath(path)!r}"
@@ -375,8 +380,7 @@ def _write_perfetto(drawings: list[tuple[int, Drawing]], path, info: dict) -> No
 
     dropped = {r: d.dropped_total for r, d in drawings}
     about = [
-        f"{len(drawings)} rank{'s' if len(drawings) != 1 else ''} on one time axis, aligned "
-        f"by {info['method']}",
+        f"{plural(len(drawings), 'rank')} on one time axis, aligned by {info['method']}",
         f"records dropped: {sum(dropped.values()):,} ("
         + ", ".join(f"rank {r}: {n:,}" for r, n in dropped.items())
         + ")",

@@ -27,8 +27,9 @@ Why the details:
     innermost open slice. So at one timestamp we emit: ends of slices begun earlier (innermost
     first), then begins in row order, each zero-length slice's end right after its begin. Slices
     that only partially overlap their enclosing slice cannot be drawn on one stack: the timeline
-    moves them to an extra "(overlap)" track (timeline.order_rows) instead of letting them be
-    closed by the wrong end.
+    moves them to an extra "(overlap)" track (timeline.order_rows, run by the drawing's
+    lane_rows, which gives the rows in that order) instead of letting them be closed by the
+    wrong end.
 
 The bytes are written by protobuf.py. Field numbers are from perfetto/protos/perfetto/trace/
 {trace_packet,track_event/*,clock_snapshot,interned_data/*}.proto.
@@ -37,12 +38,11 @@ The bytes are written by protobuf.py. Field numbers are from perfetto/protos/per
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from ..trace.drawing import LEVELS, SUMMARY_RANK0, Drawing, as_drawing, order_rows
-from ..trace.model import RANGE
+from ..trace.drawing import LEVELS, SUMMARY_RANK0, Drawing, as_drawing
 from .protobuf import (
     BOOTTIME,
     CLOCK_ID,
@@ -77,6 +77,12 @@ ROOT_UUID = 1
 def to_perfetto_bytes(tl: Drawing | Timeline) -> bytes:
     """The whole Perfetto trace of `tl` (a serialized `perfetto.protos.Trace`)."""
     return b"".join(iter_perfetto_chunks(tl))
+
+
+def write_trace(d: Drawing, f: BinaryIO) -> None:
+    """The Perfetto trace of `d` written to `f` (export's writer: sm_profiler.export.formats)."""
+    for chunk in iter_perfetto_chunks(d):
+        f.write(chunk)
 
 
 def iter_perfetto_chunks(tl: Drawing | Timeline) -> Iterator[bytes]:
@@ -128,12 +134,10 @@ class _Writer:
     def __init__(self, d: Drawing, label: str | None = None, uuid_base: int = 0):
         self.d = d
         self.nl = len(d.lanes)
-        self.ev_lane = d.slices["lane"]
         self.lo, self.hi = d.lanes.lo, d.lanes.hi
         self.label = label
         self._names()
-        self._extras()
-        self._lane_index()
+        self.rows_per_lane = d.rows_per_lane
         self.sms = d.sms
         # Times are written from the origin; every block's clock snapshot is at ref0, or at the
         # lane's earliest time for a lane's block (unless one_ref: see iter_ranks_chunks).
@@ -169,24 +173,6 @@ class _Writer:
         self.mark_iid = np.array([iid(name) for name in d.mark_names], np.uint64)
         self.iid = iid
         self.names = names
-
-    # unmatched records and dropped counts become instants on their lane
-    def _extras(self):
-        m = self.d.marks
-        order = np.argsort(m["lane"], kind="stable")
-        self.x_lane, self.x_time = m["lane"][order], m["time_ns"][order]
-        self.x_iid = self.mark_iid[m["name"][order]]
-
-    def _lane_index(self):
-        ev_lane = self.ev_lane
-        self.ev_order = None
-        if len(ev_lane) > 1 and bool((ev_lane[1:] < ev_lane[:-1]).any()):
-            self.ev_order = np.argsort(ev_lane, kind="stable")
-        self.ev_count = np.bincount(ev_lane, minlength=self.nl)
-        self.ev_first = np.cumsum(self.ev_count) - self.ev_count
-        self.x_count = np.bincount(self.x_lane, minlength=self.nl)
-        self.x_first = np.cumsum(self.x_count) - self.x_count
-        self.rows_per_lane = self.ev_count + self.x_count
 
     def _uuid(self) -> int:
         self.next_uuid += 1
@@ -418,30 +404,16 @@ class _Writer:
         return b"".join(out)
 
     def _lane_chunk(self, lanes: np.ndarray) -> bytes:
-        ev = self.d.slices
-        # Gather this chunk's event rows and extra instants, lane by lane.
-        idx = _ranges(self.ev_first[lanes], self.ev_count[lanes])
-        if self.ev_order is not None:
-            idx = self.ev_order[idx]
-        xi = _ranges(self.x_first[lanes], self.x_count[lanes])
-        lane_pos = np.concatenate(
-            [
-                np.repeat(np.arange(len(lanes)), self.ev_count[lanes]),
-                np.repeat(np.arange(len(lanes)), self.x_count[lanes]),
-            ]
-        )
-        start = np.concatenate([ev["start_ns"][idx], self.x_time[xi]])
-        end = np.concatenate([ev["end_ns"][idx], self.x_time[xi]])
-        kind = ev["kind"][idx]
-        is_range = np.concatenate([kind == RANGE, np.zeros(len(xi), bool)])
-        iid = np.concatenate([self.ev_iid[ev["event"][idx]], self.x_iid[xi]])
-        del kind
+        # This chunk's slices and marks (unmatched and dropped records: instants on their
+        # lane), lane by lane, in the order the drawing lays them out.
+        d = self.d
         ref = np.full(len(lanes), self.ref0) if self.one_ref else self.lo[lanes]
-        event = np.concatenate([ev["event"][idx], np.zeros(len(xi), np.int32)])
-        pk = order_rows(start, end, is_range, lane_pos, ref, event)
-        del event
-        del start, end
-
+        rows = d.lane_rows(lanes, ref)
+        is_range = rows.is_range
+        iid = np.concatenate(
+            [self.ev_iid[d.slices["event"][rows.slice]], self.mark_iid[d.marks["name"][rows.mark]]]
+        )
+        pk = rows.packets
         row, is_end, block, time = pk["row"], pk["is_end"], pk["block"], pk["time_ns"]
         etype = np.where(is_end, SLICE_END, np.where(is_range[row], SLICE_BEGIN, TYPE_INSTANT))
         etype = etype.astype(np.uint8)
@@ -544,15 +516,6 @@ def sm_sort_name(d: Drawing, i: int) -> str:
     if sm < 0:
         return name
     return name.replace(f"SM {sm}", "SM " + str(sm).rjust(width), 1)
-
-
-def _ranges(first: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(first[i], first[i] + count[i]) for all i."""
-    total = int(count.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    starts = np.cumsum(count) - count
-    return np.arange(total) - np.repeat(starts - first, count)
 
 
 __all__ = ["to_perfetto_bytes", "iter_perfetto_chunks", "iter_ranks_chunks"]

@@ -46,8 +46,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..auto_mode.table import cell_bounds, jsonable, pair_cells
+from ..text import metadata_count, number_runs, plural, printable, wrap
+from ..units import format_time
 from .stats import cell_periods, median_after, peak_per_group, union_length
-from .stats_table import format_time, number_runs, printable, wrap
 
 KINDS = ("partial_wave", "tail", "idle_sms", "host_gaps", "slow_rank")
 TITLES = {
@@ -167,7 +168,7 @@ def advise(table, cupti=None) -> Advice:
     ranks = table.ranks()
     for s, g in enumerate(gpu_of_session.tolist()[: len(table.sessions)]):
         rank_of_gpu[g] = ranks[s]
-        gpu_no[g] = _count(table.sessions[s].get("gpu"), 0) if table.sessions else 0
+        gpu_no[g] = metadata_count(table.sessions[s].get("gpu")) if table.sessions else 0
     several_ranks = len(np.unique(rank_of_gpu)) > 1
 
     la = _launch_columns(table, l_gpu, l_name)
@@ -302,19 +303,75 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
     the three launch estimates (partial_wave, tail, idle_sms), in ns. A chunk of whole launches
     at a time: the temporaries are a chunk's, whatever the table's size."""
     L = table.launches
-    n = table.num_launches
     start = np.asarray(L["start_ns"], np.int64)
     end = np.asarray(L["end_ns"], np.int64)
     span = (end - start).astype(np.float64)
+    sess = np.asarray(L["session"], np.int64)
+    n_sess = max(len(table.sessions), int(sess.max()) + 1)
+    on = _on_sms(table, start, sess, n_sess)
+    programs, used, median_end = on["programs"], on["used"], on["median_end"]
+    tail = np.maximum(span - median_end, 0.0)
+    # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
+    # the launch used.
+    known = np.array(
+        [metadata_count((s or {}).get("sm_count")) for s in table.sessions]
+        + [0] * (n_sess - len(table.sessions)),
+        np.int64,
+    )
+    sms = np.maximum(np.where(known > 0, known, on["seen"])[sess], used)
+    # Resident programs per SM: the most seen at once on one SM, over the kernel's launches on
+    # that GPU.
+    key, _, _ = pair_cells(l_gpu, l_name)
+    most = np.zeros(int(key.max()) + 1, np.int64)
+    np.maximum.at(most, key, on["peak"])
+    resident = np.maximum(most[key], 1)
+    slots = sms * resident
+    full = programs // slots
+    last_n = programs - full * slots
+    partial = (full >= 1) & (last_n > 0)
+    t_last = _last_wave_ns(table, programs, partial, full * slots)
+    fill = np.where(partial, last_n / np.maximum(slots, 1), 1.0)
+    est_wave = np.where(partial, (1.0 - fill) * t_last, 0.0)
+    est_tail = np.maximum(tail - np.where(partial, t_last, 0.0), 0.0)
+    few = programs < sms
+    est_idle = np.where(few, (sms - used) / np.maximum(sms, 1) * np.maximum(span - tail, 0), 0.0)
+    return {
+        "start": start,
+        "end": end,
+        "span_ns": span,
+        "programs": programs,
+        "sms": sms,
+        "sm_count_known": (known > 0)[sess],
+        "sms_used": used,
+        "resident_per_sm": resident,
+        "slots": slots,
+        "waves": programs / np.maximum(slots, 1),
+        "full": full,
+        "last_n": last_n,
+        "last_wave_fill": fill,
+        "last_wave_ns": t_last,
+        "tail_ns": tail,
+        "last_sm": on["last_sm"],
+        "median_end": median_end,
+        "program_median_ns": on["dur_med"],
+        "partial_wave": est_wave,
+        "tail": est_tail,
+        "idle_sms": est_idle,
+    }
+
+
+def _on_sms(table, start, sess, n_sess) -> dict[str, np.ndarray]:
+    """Per launch, what its programs did on the SMs: programs, SMs used, the most programs on
+    one SM at once (peak), the median SM's end and the last SM, the programs' median duration;
+    and per session the highest SM id + 1 it ran on (seen). A chunk of launches at a time."""
+    n = table.num_launches
     programs = np.zeros(n, np.int64)
     used = np.zeros(n, np.int64)
     peak = np.zeros(n, np.int64)
     median_end = np.zeros(n, np.float64)  # ns after the launch's start
     last_sm = np.zeros(n, np.int64)
     dur_med = np.zeros(n, np.float64)
-    sess = np.asarray(L["session"], np.int64)
-    n_sess = max(len(table.sessions), int(sess.max()) + 1)
-    seen = np.zeros(n_sess, np.int64)  # the highest SM id + 1 each session ran on
+    seen = np.zeros(n_sess, np.int64)
     for k0, k1, a, b in _launch_chunks(table):
         p = _programs(table, a, b)
         loc = p["launch"] - k0
@@ -343,69 +400,37 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
         gf = np.cumsum(u) - u
         median_end[k0:k1] = median_after(g_last[o3], gf, u, start[k0:k1])
         last_sm[k0:k1] = g_sm[o3][gf + u - 1]
-    tail = np.maximum(span - median_end, 0.0)
-    # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
-    # the launch used.
-    known = np.array(
-        [_count((s or {}).get("sm_count"), 0) for s in table.sessions]
-        + [0] * (n_sess - len(table.sessions)),
-        np.int64,
-    )
-    sms = np.maximum(np.where(known > 0, known, seen)[sess], used)
-    # Resident programs per SM: the most seen at once on one SM, over the kernel's launches on
-    # that GPU.
-    key, _, _ = pair_cells(l_gpu, l_name)
-    most = np.zeros(int(key.max()) + 1, np.int64)
-    np.maximum.at(most, key, peak)
-    resident = np.maximum(most[key], 1)
-    slots = sms * resident
-    full = programs // slots
-    last_n = programs - full * slots
-    partial = (full >= 1) & (last_n > 0)
-    # The last wave: the last `last_n` programs to start; its time, their median duration.
-    t_last = np.zeros(n, np.float64)
-    if partial.any():
-        for k0, k1, a, b in _launch_chunks(table):
-            if not partial[k0:k1].any():
-                continue
-            p = _programs(table, a, b)
-            loc = p["launch"] - k0
-            m = k1 - k0
-            o4 = np.lexsort((p["start"], loc))
-            pl = loc[o4]
-            cnt = programs[k0:k1]
-            pos = np.arange(len(pl)) - (np.cumsum(cnt) - cnt)[pl]
-            sel = partial[k0:k1][pl] & (pos >= (full * slots)[k0:k1][pl])
-            dur = (p["end"] - p["start"])[o4][sel]
-            t_last[k0:k1] = _group_median(pl[sel], dur, m)
-    fill = np.where(partial, last_n / np.maximum(slots, 1), 1.0)
-    est_wave = np.where(partial, (1.0 - fill) * t_last, 0.0)
-    est_tail = np.maximum(tail - np.where(partial, t_last, 0.0), 0.0)
-    few = programs < sms
-    est_idle = np.where(few, (sms - used) / np.maximum(sms, 1) * np.maximum(span - tail, 0), 0.0)
     return {
-        "start": start,
-        "end": end,
-        "span_ns": span,
         "programs": programs,
-        "sms": sms,
-        "sm_count_known": (known > 0)[sess],
-        "sms_used": used,
-        "resident_per_sm": resident,
-        "slots": slots,
-        "waves": programs / np.maximum(slots, 1),
-        "full": full,
-        "last_n": last_n,
-        "last_wave_fill": fill,
-        "last_wave_ns": t_last,
-        "tail_ns": tail,
-        "last_sm": last_sm,
+        "used": used,
+        "peak": peak,
         "median_end": median_end,
-        "program_median_ns": dur_med,
-        "partial_wave": est_wave,
-        "tail": est_tail,
-        "idle_sms": est_idle,
+        "last_sm": last_sm,
+        "dur_med": dur_med,
+        "seen": seen,
     }
+
+
+def _last_wave_ns(table, programs, partial, first_of_last) -> np.ndarray:
+    """Per launch with a partial last wave (`partial`), that wave's time: the median duration of
+    its programs, those from the `first_of_last`-th to start on (0 elsewhere)."""
+    t_last = np.zeros(table.num_launches, np.float64)
+    if not partial.any():
+        return t_last
+    for k0, k1, a, b in _launch_chunks(table):
+        if not partial[k0:k1].any():
+            continue
+        p = _programs(table, a, b)
+        loc = p["launch"] - k0
+        m = k1 - k0
+        o4 = np.lexsort((p["start"], loc))
+        pl = loc[o4]
+        cnt = programs[k0:k1]
+        pos = np.arange(len(pl)) - (np.cumsum(cnt) - cnt)[pl]
+        sel = partial[k0:k1][pl] & (pos >= first_of_last[k0:k1][pl])
+        dur = (p["end"] - p["start"])[o4][sel]
+        t_last[k0:k1] = _group_median(pl[sel], dur, m)
+    return t_last
 
 
 def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.ndarray]:
@@ -978,96 +1003,104 @@ def _finding(kind, kernel, rank, gpu, v: float, step_ns: float, ev: dict) -> Fin
 
 def _words(kind: str, ev: dict) -> tuple[str, str]:
     """(the evidence in words, the suggestion) of a finding."""
+    return _WORDS[kind](ev)
+
+
+def _partial_wave_words(ev: dict) -> tuple[str, str]:
     t = format_time
-    if kind == "partial_wave":
-        opts = grid_options(ev["programs"], ev["slots"])
-        choices = " or ".join(
-            f"{n:,} programs ({w} wave{'s' if w > 1 else ''}) with {x:.2f}x the work each"
-            for n, w, x in opts
+    opts = grid_options(ev["programs"], ev["slots"])
+    choices = " or ".join(
+        f"{n:,} programs ({plural(w, 'wave')}) with {x:.2f}x the work each" for n, w, x in opts
+    )
+    fills = "fills" if ev["last_wave_programs"] == 1 else "fill"
+    detail = (
+        f"{ev['programs']:,} programs = {ev['waves']:.2f} waves of {ev['sms']} SMs x "
+        f"{ev['resident_per_sm']} resident ({ev['slots']:,} slots): the last wave's "
+        f"{plural(ev['last_wave_programs'], 'program')} {fills} {100 * ev['last_wave_fill']:.0f}% "
+        f"of the slots for {t(ev['last_wave_ns'])}; {ev['launches_with_it']:,} of "
+        f"{ev['launches']:,} launches"
+    )
+    suggestion = (
+        f"a grid of {choices} (block size scaled by that factor), or a persistent grid of "
+        f"{ev['slots']:,} programs looping over the work"
+    )
+    return detail, suggestion
+
+
+def _tail_words(ev: dict) -> tuple[str, str]:
+    t = format_time
+    longs = ev.get("long_programs") or []
+    who = ", ".join(
+        f"({p['program'][0]},{p['program'][1]},{p['program'][2]})"
+        if p["program"][1] or p["program"][2]
+        else str(p["program"][0])
+        for p in longs[:4]
+    )
+    ran = ""
+    if longs and longs[0]["x_median"]:
+        ran = (
+            f"; program{'s' if len(longs) > 1 else ''} {who} ran up to "
+            f"{longs[0]['x_median']:.1f}x the median program ({t(ev['program_median_ns'])})"
         )
-        detail = (
-            f"{ev['programs']:,} programs = {ev['waves']:.2f} waves of {ev['sms']} SMs x "
-            f"{ev['resident_per_sm']} resident ({ev['slots']:,} slots): the last wave's "
-            f"{_n(ev['last_wave_programs'], 'program')} fill{'s' if ev['last_wave_programs'] == 1 else ''} {100 * ev['last_wave_fill']:.0f}% of "
-            f"the slots for {t(ev['last_wave_ns'])}; {ev['launches_with_it']:,} of "
-            f"{ev['launches']:,} launches"
-        )
-        suggestion = (
-            f"a grid of {choices} (block size scaled by that factor), or a persistent grid of "
-            f"{ev['slots']:,} programs looping over the work"
-        )
-        return detail, suggestion
-    if kind == "tail":
-        longs = ev.get("long_programs") or []
-        who = ", ".join(
-            f"({p['program'][0]},{p['program'][1]},{p['program'][2]})"
-            if p["program"][1] or p["program"][2]
-            else str(p["program"][0])
-            for p in longs[:4]
-        )
-        ran = ""
-        if longs and longs[0]["x_median"]:
-            ran = (
-                f"; program{'s' if len(longs) > 1 else ''} {who} ran up to "
-                f"{longs[0]['x_median']:.1f}x the median program ({t(ev['program_median_ns'])})"
-            )
-        detail = (
-            f"SM {ev['last_sm']} ends {t(ev['tail_ns'])} after the median SM "
-            f"(span {t(ev['span_ns'])}, {ev['programs']:,} programs on {ev['sms_used']} SMs)"
-            f"{ran}; {ev['launches_with_it']:,} of {ev['launches']:,} launches"
-        )
-        suggestion = (
-            "even out the work per program: split the long programs' work over more programs "
-            "(or smaller tiles), start the longest first, or a persistent kernel that takes "
-            "work from a queue"
-        )
-        return detail, suggestion
-    if kind == "idle_sms":
-        k = max(2, math.ceil(ev["sms"] / max(ev["programs"], 1)))
-        detail = (
-            f"{ev['programs']:,} programs on {ev['sms']} SMs: {ev['sms'] - ev['sms_used']} SMs "
-            f"ran nothing for the launch's {t(ev['span_ns'])}; {ev['launches_with_it']:,} of "
-            f"{ev['launches']:,} launches"
-        )
-        suggestion = (
-            f"split each program's work {k} ways (split-K, or a split reduction and a small "
-            f"combining pass) to run at least {ev['sms']} programs, or smaller tiles"
-        )
-        return detail, suggestion
-    if kind == "host_gaps" and ev.get("source") == "cupti":
-        wait = ev["wait_for_other_ranks_ns"]
-        detail = (
-            f"GPU idle between kernels (CUPTI: every kernel): {ev['kernels_per_step']:.0f} "
-            f"kernels a step ({ev['launches_per_step']:.0f} instrumented), "
-            f"{ev['gaps_per_step']:.0f} gaps between them (median {t(ev['gap_median_ns'])}, "
-            f"largest {t(ev['gap_max_ns'])}) and {t(ev['between_steps_ns'])} between steps; "
-            f"the GPU ran kernels {t(ev['busy_ns'])} of a {t(ev['step_ns'])} step "
-            f"(instrumented ones {t(ev['instrumented_busy_ns'])})"
-            + (f" (waiting {t(wait)} for other ranks, not counted)" if wait > 0 else "")
-        )
-        suggestion = (
-            "the host sets the pace: capture the step in a CUDA graph (torch.compile "
-            "mode='reduce-overhead', torch.cuda.graph) or fuse launches into fewer, larger "
-            "kernels"
-        )
-        return detail, suggestion
-    if kind == "host_gaps":
-        wait = ev["wait_for_other_ranks_ns"]
-        detail = (
-            f"{ev['launches_per_step']:.0f} instrumented launches a step, "
-            f"{ev['gaps_per_step']:.0f} gaps between them (median "
-            f"{t(ev['gap_median_ns'])}, largest {t(ev['gap_max_ns'])}) and "
-            f"{t(ev['between_steps_ns'])} between steps; the GPU ran them "
-            f"{t(ev['busy_ns'])} of a {t(ev['step_ns'])} step"
-            + (f" (waiting {t(wait)} for other ranks, not counted)" if wait > 0 else "")
-        )
-        suggestion = (
-            "the host sets the pace: capture the step in a CUDA graph (torch.compile "
-            "mode='reduce-overhead', torch.cuda.graph) or fuse launches into fewer, larger "
-            "kernels; kernels auto mode does not see (cuBLAS, NCCL) may fill some gaps"
-        )
-        return detail, suggestion
-    # slow_rank
+    detail = (
+        f"SM {ev['last_sm']} ends {t(ev['tail_ns'])} after the median SM "
+        f"(span {t(ev['span_ns'])}, {ev['programs']:,} programs on {ev['sms_used']} SMs)"
+        f"{ran}; {ev['launches_with_it']:,} of {ev['launches']:,} launches"
+    )
+    suggestion = (
+        "even out the work per program: split the long programs' work over more programs "
+        "(or smaller tiles), start the longest first, or a persistent kernel that takes "
+        "work from a queue"
+    )
+    return detail, suggestion
+
+
+def _idle_sms_words(ev: dict) -> tuple[str, str]:
+    k = max(2, math.ceil(ev["sms"] / max(ev["programs"], 1)))  # the split that fills them
+    suggestion = (
+        f"split each program's work {k} ways (split-K, or a split reduction and a small "
+        f"combining pass) to run at least {ev['sms']} programs, or smaller tiles"
+    )
+    idle = ev["sms"] - ev["sms_used"]
+    return (
+        f"{ev['programs']:,} programs on {ev['sms']} SMs: {idle} SMs ran nothing for the "
+        f"launch's {format_time(ev['span_ns'])}; {ev['launches_with_it']:,} of "
+        f"{ev['launches']:,} launches"
+    ), suggestion
+
+
+def _host_gaps_words(ev: dict) -> tuple[str, str]:
+    t = format_time
+    cupti = ev.get("source") == "cupti"  # CUPTI's rows: the gaps between every kernel
+    what = (
+        f"GPU idle between kernels (CUPTI: every kernel): {ev['kernels_per_step']:.0f} "
+        f"kernels a step ({ev['launches_per_step']:.0f} instrumented), "
+        if cupti
+        else f"{ev['launches_per_step']:.0f} instrumented launches a step, "
+    )
+    ran = (
+        f"the GPU ran kernels {t(ev['busy_ns'])} of a {t(ev['step_ns'])} step "
+        f"(instrumented ones {t(ev['instrumented_busy_ns'])})"
+        if cupti
+        else f"the GPU ran them {t(ev['busy_ns'])} of a {t(ev['step_ns'])} step"
+    )
+    wait = ev["wait_for_other_ranks_ns"]
+    detail = (
+        f"{what}{ev['gaps_per_step']:.0f} gaps between them (median {t(ev['gap_median_ns'])}, "
+        f"largest {t(ev['gap_max_ns'])}) and {t(ev['between_steps_ns'])} between steps; {ran}"
+        + (f" (waiting {t(wait)} for other ranks, not counted)" if wait > 0 else "")
+    )
+    suggestion = (
+        "the host sets the pace: capture the step in a CUDA graph (torch.compile "
+        "mode='reduce-overhead', torch.cuda.graph) or fuse launches into fewer, larger kernels"
+    )
+    if not cupti:
+        suggestion += "; kernels auto mode does not see (cuBLAS, NCCL) may fill some gaps"
+    return detail, suggestion
+
+
+def _slow_rank_words(ev: dict) -> tuple[str, str]:
+    t = format_time
     ks = ", ".join(
         f"{printable(k['kernel'])} +{t(k['delta_ns_per_step'])}" for k in ev["kernels"][:3]
     )
@@ -1085,6 +1118,16 @@ def _words(kind: str, ev: dict) -> tuple[str, str]:
     return detail, suggestion
 
 
+# The words of each kind of finding.
+_WORDS = {
+    "partial_wave": _partial_wave_words,
+    "tail": _tail_words,
+    "idle_sms": _idle_sms_words,
+    "host_gaps": _host_gaps_words,
+    "slow_rank": _slow_rank_words,
+}
+
+
 # -- the report's section ------------------------------------------------------------------------
 
 TOP = 5
@@ -1096,9 +1139,7 @@ def advise_lines(advice: Advice, width: int = 80, top: int = TOP) -> list[str]:
     width = max(width, 40)
     if advice.basis == "steps":
         which = number_runs(advice.steps, most=4)
-        over = (
-            f"mean over {len(advice.steps)} step{'s' if len(advice.steps) != 1 else ''} ({which})"
-        )
+        over = f"mean over {plural(len(advice.steps), 'step')} ({which})"
     elif advice.basis == "recording":
         over = "the whole recording as one step"
     else:
@@ -1185,17 +1226,6 @@ def _group_median(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     c, f = count[has], first[has]
     out[has] = (v[f + (c - 1) // 2] + v[f + c // 2]) / 2
     return out
-
-
-def _n(count: int, one: str) -> str:
-    return f"{count:,} {one if count == 1 else one + 's'}"
-
-
-def _count(v, default: int = 0) -> int:
-    """A non-negative int from metadata (a file may say anything), else `default`."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        return default
-    return int(v) if 0 <= v < 1 << 20 else default
 
 
 __all__ = ["Advice", "Finding", "advise", "advise_lines", "grid_options", "KINDS"]

@@ -37,10 +37,11 @@ import numpy as np
 from ..auto_mode.report import kernel_reports, launch_table
 from ..auto_mode.table import AutoTable, cell_bounds, jsonable, pair_cells
 from ..errors import ConfigError, SmProfilerError
+from ..text import fit_table, middle, number_runs, plural, printable, wrap
 from ..units import report_unit
 from .advise import INSTRUMENTED_ONLY, TITLES, Advice, advise
 from .stats import cell_periods
-from .stats_table import fit_table, format_times, middle, number_runs, plural, printable, wrap
+from .stats_table import format_times
 
 DIFF_VERSION = 1
 SCHEMA = "sm_profiler.diff"
