@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import AutoWarning
+from ..text import printable
 from ..wire import format as fmt
 from . import binding
 from .flight_triggers import (
@@ -212,7 +214,7 @@ class FlightRecorder:
         for device, b in list(binding.STATE.buffers.items()):
             if b is None:
                 continue
-            areas = b[1]
+            areas = b.areas
             n, copies = len(areas.counts), areas.other_claims
             mark = self._ring_marks.get(device)
             self._ring_marks[device] = (step, n, copies)
@@ -236,7 +238,7 @@ class FlightRecorder:
             f"a dump would hold {fits} whole steps. Raise capacity (--capacity "
             f"{need + slots - space:,}) or lower flight_recorder (--flight-recorder "
             f"{max(fits, 1)})",
-            binding.AutoWarning,
+            AutoWarning,
             stacklevel=4,
         )
 
@@ -257,7 +259,7 @@ class FlightRecorder:
             f"then ended ({took:.1f} s), and stall_s={stall_s:g} is below twice this job's "
             f"median step ({median_s:.1f} s): set --stall-s above its longest step (or leave "
             f"it out: {stall_after_s(None, self._steps_s):g} s from the recent steps)",
-            binding.AutoWarning,
+            AutoWarning,
             stacklevel=4,
         )
 
@@ -530,7 +532,7 @@ def end_of(exc: BaseException | None = None, status: int = 0, signum: int | None
 
 
 def _one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -86,6 +86,7 @@ class _State:
         "pauses",
         "plain",
         "plain_of_module",
+        "launch_log",
     )
 
     def __init__(self):

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import os
 import re
-import textwrap
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..units import format_time, plural
+from ..text import middle, plural, wrap
+from ..units import format_time
 
 GROWN_SHOWN = 3  # kernels that grew most in a slow step
 # A dump's name: flight.rankR.<UTC date and time to the ms>Z.<trigger>[.N].npz (flight.py).
@@ -222,7 +222,7 @@ def state_lines(table, session: int, width: int) -> list[str]:
         more = len(s.not_reached) - QUEUED_SHOWN
         steps = sorted({q.step for q in s.not_reached})
         lines += _wrap(
-            f"not reached: {_launches(len(s.not_reached))} queued after it (step"
+            f"not reached: {plural(len(s.not_reached), 'launch', 'launches')} queued after it (step"
             f"{'s' if len(steps) > 1 else ''} {_span(steps)}): {names}"
             + (f" and {more} more" if more > 0 else "")
             + f"; the last queued {_before(written_ns - s.not_reached[-1].queued_ns)}",
@@ -257,7 +257,7 @@ def grown_lines(table, info: dict, width: int) -> list[str]:
     name_w = min(max(len(name) for name, _, _ in grown), max(width // 2, 20))
     for name, took, median in grown:
         lines.append(
-            f"    {_short(name, name_w):<{name_w}}  {format_time(took)} (median "
+            f"    {middle(name, name_w):<{name_w}}  {format_time(took)} (median "
             f"{format_time(median)}, +{format_time(took - median)})"
         )
     return lines
@@ -366,10 +366,6 @@ def _kernel(q: Queued | None) -> str:
     return "none in the kept steps" if q is None else f"{q.kernel} (step {q.step})"
 
 
-def _launches(n: int) -> str:
-    return "1 launch" if n == 1 else f"{n:,} launches"
-
-
 def _steps(n: int) -> str:
     return "one step" if n == 1 else f"{n} steps"
 
@@ -395,15 +391,7 @@ def _date(ns: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sec)) + f".{rest // 10**6:03d} UTC"
 
 
-def _short(name: str, width: int) -> str:
-    return name if len(name) <= width else name[: width - 3] + "..."
-
-
 def _wrap(text: str, width: int, indent: int) -> list[str]:
-    return textwrap.wrap(
-        text,
-        max(width, 40),
-        initial_indent=" " * indent,
-        subsequent_indent=" " * (indent + 2),
-        break_on_hyphens=False,
-    )
+    """`text` wrapped at `width` (at least 40) from `indent` columns, its later lines 2 more."""
+    pad = " " * indent
+    return [pad + line for line in wrap(text, max(width, 40) - indent)]

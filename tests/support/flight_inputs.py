@@ -166,7 +166,10 @@ class SimGpu:
         monkeypatch.setattr(binding.STATE, "kernels", kernels)
         monkeypatch.setattr(binding.STATE, "by_module", {500 + k: k for k in kernels})
         monkeypatch.setattr(binding.STATE, "plain_of_module", {500 + k: 1000 + k for k in kernels})
-        monkeypatch.setattr(binding.STATE, "buffers", {0: (ADDRESS, self.areas, None)})
+        from sm_profiler.auto_mode.state import DeviceBuffer
+
+        buffers = {0: DeviceBuffer(ADDRESS, self.areas, None)}
+        monkeypatch.setattr(binding.STATE, "buffers", buffers)
         monkeypatch.setattr(binding.STATE, "launch_log", None)
         monkeypatch.setattr(session, "_active", [prof])
         prof._new_step_tag()
