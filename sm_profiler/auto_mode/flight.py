@@ -395,21 +395,23 @@ class FlightRecorder:
     def _read_live(self):
         """(the AutoTable of the ring now, {GPU: (address, areas, Copied)}), kept as the module
         says; tried again where the read raced the main thread's bookkeeping."""
-        for attempt in range(_READ_TRIES):
+        for _ in range(_READ_TRIES - 1):
             try:
-                reads = self.prof.read_live()
-                done_tag = _tag_of_step(self.prof.step_of_tags(), self.clock.done_step)
-                words, where = {}, {}
-                for index, (w, copied, after, address) in reads.items():
-                    w, _ = drop_overwritten(w, after)
-                    clear_stale(w, done_tag)
-                    words[index] = w
-                    where[index] = (address, descriptor_areas(w), copied)
-                return self.prof.live_table(words), where
-            except Exception:
-                if attempt == _READ_TRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+                return self._read_once()
+            except Exception:  # noqa: BLE001 - the areas changed under the read: again
+                pass
+        return self._read_once()
+
+    def _read_once(self):
+        reads = self.prof.read_live()
+        done_tag = _tag_of_step(self.prof.step_of_tags(), self.clock.done_step)
+        words, where = {}, {}
+        for index, (w, copied, after, address) in reads.items():
+            w, _ = drop_overwritten(w, after)
+            clear_stale(w, done_tag)
+            words[index] = w
+            where[index] = (address, descriptor_areas(w), copied)
+        return self.prof.live_table(words), where
 
     def _write(self, table, dump: Dump, where: dict) -> str:
         """Keep the K steps up to `dump.step`, say why in each session, write the files."""
