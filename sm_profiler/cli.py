@@ -269,7 +269,7 @@ def _merge_parser(sub) -> None:
         description="Merge the saved captures of each rank (one file per rank, in rank order "
         "unless their metadata names the rank) into one trace with 'GPU r · SM s' tracks: "
         "Perfetto (.perfetto-trace) or Chrome JSON (.json, .json.gz), by OUT's extension. With "
-        "--torch, add them to torch.profiler's exported trace (Chrome JSON).",
+        "--torch, torch.profiler's exported trace with them.",
     )
     c.add_argument(
         "captures",
@@ -282,15 +282,15 @@ def _merge_parser(sub) -> None:
         "-o",
         "--out",
         default=None,
-        help="output .perfetto-trace (Perfetto), .json or .json.gz (Chrome JSON; --torch "
-        "needs one); default for a run's folder: DIR/auto.ranks.perfetto-trace",
+        help="output .perfetto-trace (Perfetto), .json or .json.gz (Chrome JSON); default for "
+        "a run's folder: DIR/auto.ranks.perfetto-trace",
     )
     c.add_argument(
         "--torch",
         default=None,
         help="a trace exported by torch.profiler (JSON); without it, rank files written by "
-        "`sm-profiler run --torch` bring their own, merged into OUT (.json/.json.gz) or, for a "
-        "run's folder, DIR/auto.ranks.torch.json.gz",
+        "`sm-profiler run --torch` bring their own, merged into OUT or, for a run's folder, "
+        "DIR/auto.ranks.torch.perfetto-trace",
     )
     c.add_argument(
         "--align",
@@ -397,9 +397,15 @@ def _run_parser(sub) -> None:
         "--torch",
         action="store_true",
         help="torch.profiler (CPU ops, every CUDA kernel via CUPTI) on the same steps: OUT gets "
-        "auto.torch.json.gz (per rank auto.rankN.torch.json.gz; the job's "
-        "auto.ranks.torch.json.gz), its trace and our per-SM programs on one time axis, and "
-        "the report's share seen comes from CUPTI",
+        "auto.torch.perfetto-trace (per rank auto.rankN.torch.perfetto-trace; the job's "
+        "auto.ranks.torch.perfetto-trace), its trace and our per-SM programs on one time axis, "
+        "and the report's share seen comes from CUPTI",
+    )
+    c.add_argument(
+        "--torch-json",
+        action="store_true",
+        help="--torch, its merged traces written as Chrome JSON (auto.torch.json.gz, ...), as "
+        "torch.profiler writes, in place of Perfetto",
     )
     c.add_argument(
         "--ranks",
@@ -551,13 +557,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         schedule=args.steps,
         count_optimizer_steps=True,
         via_triton=args.via_triton,
-        torch_profiler=args.torch,
+        torch_profiler=args.torch or args.torch_json,
         flight_recorder=flight,
     )
     if job.rank not in ranks:  # --ranks leaves this one out: its kernels run plain
         return script.run_program(program, contextlib.nullcontext())
     session._check_can_run()  # a GPU, Triton 3.6+, no interpreter
-    if args.torch:
+    if args.torch or args.torch_json:
         from .auto_mode.torch_profiler import check_torch_profiler
 
         check_torch_profiler()  # CUPTI in this torch, no torch.profiler running
@@ -566,7 +572,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             from .auto_mode.flight import profile_run
 
             return profile_run(program, prof, out_dir)
-        return script.profile(program, prof, out_dir, args.width, job, ranks)
+        return script.profile(program, prof, out_dir, args.width, job, ranks, args.torch_json)
 
 
 @contextlib.contextmanager
@@ -907,13 +913,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
         paths = jobs.rank_paths(args.captures)
         sources = jobs.load_ranks(paths)
         docs = _torch_parts(paths, args)
-        if args.out is None:
+        if args.out is None:  # the job's trace, and the one with torch's rows beside it
             folder = next(p for p in args.captures if os.path.isdir(p))
             args.out = os.path.join(folder, jobs.MERGED_TRACE)
             if any(d is not None for d in docs):
-                from .auto_mode.torch_parts import RANKS_TORCH_TRACE
+                from .auto_mode.torch_parts import RANKS_TORCH_PERFETTO
 
-                torch_out = os.path.join(folder, RANKS_TORCH_TRACE)
+                torch_out = os.path.join(folder, RANKS_TORCH_PERFETTO)
     else:
         sources = [_load(p) for p in args.captures]
         if all(getattr(s, "is_auto_table", False) for s in sources):
@@ -922,15 +928,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         raise ConfigError(
             "merge needs -o OUT.perfetto-trace (or .json, .json.gz) for capture files"
         )
-    if any(d is not None for d in docs):
-        if args.out.lower().endswith(formats.FORMATS["chrome"].extensions):
-            torch_out, args.out = args.out, None
-        elif torch_out is None:
-            print(
-                "note: the rank files carry torch.profiler traces, which a Perfetto trace here "
-                "does not hold: -o NAME.json.gz merges them in",
-                file=sys.stderr,
-            )
+    if any(d is not None for d in docs) and torch_out is None:
+        torch_out, args.out = args.out, None  # OUT holds torch's rows too
     if torch_out is not None:
         _merge_job_torch(sources, docs, torch_out)
     if args.out is None:
@@ -978,8 +977,9 @@ def _noted(read, path):
 
 
 def _merge_job_torch(sources, docs, out: str) -> None:
-    """merge of rank files carrying torch traces: their rows and our programs in one Chrome
-    JSON trace, what each rank's CUPTI rows say it saw, and the notes."""
+    """merge of rank files carrying torch traces: their rows and our programs in one trace
+    (Perfetto or Chrome JSON, by `out`'s extension), what each rank's CUPTI rows say it saw, and
+    the notes."""
     from .auto_mode import torch_parts
     from .report.coverage import coverage_lines
 

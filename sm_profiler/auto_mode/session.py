@@ -549,9 +549,10 @@ class AutoProfiler:
         return self._cupti
 
     def merge_torch(self, path) -> dict:
-        """One Chrome JSON trace (.json / .json.gz) of torch.profiler's rows (CPU ops, every
-        kernel CUPTI saw) and our per-SM programs, on torch's time axis (merge_torch_trace);
-        returns its info (alignment, coverage)."""
+        """One trace of torch.profiler's rows (CPU ops, every kernel CUPTI saw) and our per-SM
+        programs, on torch's time axis (merge_torch_trace): Perfetto (.perfetto-trace) or
+        Chrome JSON (.json / .json.gz), by `path`'s extension; returns its info (alignment,
+        coverage)."""
         doc = self.torch_trace()
         if doc is None:
             raise ConfigError(
@@ -856,7 +857,7 @@ def _check_flight(schedule, torch_profiler) -> None:
     if torch_profiler:
         raise ConfigError(
             "the flight recorder records every step, and torch.profiler on every step would "
-            "grow without end: leave out torch_profiler= (--torch) with flight_recorder="
+            "grow without end: leave out torch_profiler= (--torch, --torch-json) with flight_recorder="
         )
 
 

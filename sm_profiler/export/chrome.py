@@ -267,8 +267,14 @@ def exact_ns(us) -> int | None:
 def time_origin(ours_ns: int | None, docs: Iterable[dict]) -> int:
     """The time origin of a trace holding our programs (from `ours_ns`, their earliest time, None
     without any) and torch.profiler's rows (`docs`: its traces, baseTimeNanoseconds + ts): the
-    whole second at or before the earliest of them, leaving out torch rows more than
-    MAX_LEAD_NS before ours."""
+    whole second at or before the earliest of them (earliest_row_ns)."""
+    lo = earliest_row_ns(ours_ns, docs)
+    return 0 if lo is None else lo // ORIGIN_STEP_NS * ORIGIN_STEP_NS
+
+
+def earliest_row_ns(ours_ns: int | None, docs: Iterable[dict]) -> int | None:
+    """The earliest of `ours_ns` and torch.profiler's rows in `docs` (baseTimeNanoseconds + ts,
+    exact ns), leaving out torch rows more than MAX_LEAD_NS before ours; None without any."""
     lows = [] if ours_ns is None else [int(ours_ns)]
     for doc in docs:
         base = int(doc.get("baseTimeNanoseconds", 0))
@@ -277,7 +283,7 @@ def time_origin(ours_ns: int | None, docs: Iterable[dict]) -> int:
         lo = min((t for t in times if _finite(t) and t >= floor_us), default=None)
         if lo is not None:
             lows.append(base + exact_ns(lo))
-    return min(lows) // ORIGIN_STEP_NS * ORIGIN_STEP_NS if lows else 0
+    return min(lows) if lows else None
 
 
 def moved_ts(ts, delta_ns: int) -> tuple[object, bool]:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from ..trace.drawing import LEVELS, SUMMARY_RANK0, Drawing, as_drawing
+from ..trace.drawing import LEVELS, SUMMARY_RANK0, Drawing, Focus, as_drawing
 from .protobuf import (
     BOOTTIME,
     CLOCK_ID,
@@ -72,6 +72,8 @@ EXPLICIT = 3
 # TrackDescriptor.SiblingMergeBehavior.NONE: never merge two tracks because they share a name.
 MERGE_NONE = 2
 ROOT_UUID = 1
+# The clock a trace's times are read from, as the roots' description names it.
+GLOBALTIMER = "%globaltimer"
 
 
 def to_perfetto_bytes(tl: Drawing | Timeline) -> bytes:
@@ -98,24 +100,45 @@ def iter_ranks_chunks(
     .merge), as consecutive byte strings: per rank a root 'GPU r  · kernels' (its busy SMs, its
     launches) and its SMs 'GPU r · SM s', GPU by GPU and SM by SM in the UI's order (names
     sort so; a rank number is padded to the widest). The trace opens on the first rank's span;
-    `about`: lines for every root's description (how the ranks were aligned).
+    `about`: lines for every root's description (how the ranks were aligned)."""
+    yield from ranks_chunks(rank_writers(ranks), about)
 
-    The ranks are written one after another on one sequence, each from its own interned names
-    (the sequence's state cleared at its start). The importer takes clock snapshots in file
-    order and refuses a trace clock that goes backwards, so every block of every rank snapshots
-    the clock at one time, the ranks' earliest, where a single trace snapshots each lane's."""
+
+def rank_writers(ranks: list[tuple[int, Drawing | Timeline]]) -> list[_Writer]:
+    """The writers of iter_ranks_chunks, one per rank: rank i's uuids from i << 40."""
     width = max((len(str(r)) for r, _ in ranks), default=1)
-    writers = [
+    return [
         _Writer(
             as_drawing(d, "Perfetto", "to_perfetto_bytes"), f"GPU {str(r).rjust(width)}", i << 40
         )
         for i, (r, d) in enumerate(ranks)
     ]
-    origin = min((w.origin for w in writers), default=0)
-    opens = next((w for w in writers if w._window()), None)
+
+
+def ranks_chunks(
+    writers: list[_Writer],
+    about: Sequence[str] = (),
+    origin_ns: int | None = None,
+    focus: Focus | None = None,
+    clock: str = GLOBALTIMER,
+) -> Iterator[bytes]:
+    """The packets of rank_writers' `writers`, written from `origin_ns` (default: the ranks'
+    earliest time; at most that), opening on `focus` (default: the first rank's own span).
+
+    The ranks are written one after another on one sequence, each from its own interned names
+    (the sequence's state cleared at its start). The importer takes clock snapshots in file
+    order and refuses a trace clock that goes backwards, so every block of every rank snapshots
+    the clock at one time, the origin, where a single trace snapshots each lane's. `clock`
+    names the clock the times are of, in the roots' description."""
+    origin = min((w.origin for w in writers), default=0) if origin_ns is None else origin_ns
+    if focus is None:
+        opens = next((w for w in writers if w._window()), None)
+    else:
+        opens = writers[0] if writers else None
     for w in writers:
         w.origin = w.ref0 = origin
-        w.one_ref, w.window, w.about = True, w is opens, list(about)
+        w.one_ref, w.window, w.about, w.clock = True, w is opens, list(about), clock
+        w.focus = w.focus if focus is None else focus
     for w in writers:
         yield from w.chunks()
 
@@ -147,6 +170,8 @@ class _Writer:
         self.origin = min(d.start_ns, self.ref0)
         self.one_ref = False
         self.window = True  # the span the UI opens on (one writer's, in a trace of several)
+        self.focus = d.focus  # that span, and what it is
+        self.clock = GLOBALTIMER
         self.about: list[str] = []  # more lines for the root's description
         # uuids: the root, one per launch, one per SM (its counter), then one per lane (its
         # row in the lanes table), then overlap tracks as they come.
@@ -263,9 +288,10 @@ class _Writer:
         """The root's description: the timeline's notes, the time origin, the launch in view."""
         d = self.d
         lines = [*d.notes, *self.about]
-        lines.append(f"times are ns from the profile's start: %globaltimer {self.origin} ns")
-        if d.focus is not None:
-            lines.append(f"opens on {d.focus.label}; zoom out (or press w/s) for {d.focus.rest}")
+        lines.append(f"times are ns from the profile's start: {self.clock} {self.origin} ns")
+        if self.focus is not None:
+            f = self.focus
+            lines.append(f"opens on {f.label}; zoom out (or press w/s) for {f.rest}")
         return lines
 
     def _window(self) -> bytes:
@@ -273,7 +299,7 @@ class _Writer:
         on the trace's bounds clipped to the tracing_started / tracing_disabled service events
         (metadata tracing_started_ns / tracing_disabled_ns); they go on a sequence of their own
         with trace-clock timestamps."""
-        focus = self.d.focus
+        focus = self.focus
         if focus is None:
             return b""
         lo, hi = focus.start_ns - self.origin, focus.end_ns - self.origin
