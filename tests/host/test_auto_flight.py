@@ -379,7 +379,11 @@ def test_2_run_writes_nothing_when_the_program_ends_well(tmp_path, monkeypatch, 
         (["--flight-recorder", "--slow-factor", "0.9"], "slow_factor must be a number over 1"),
         (["--flight-recorder", "--stall-s", "-1"], "stall_s must be a number of seconds from 1"),
         (["--flight-recorder", "--steps", "3-4"], "records every step: leave out schedule="),
-        (["--flight-recorder", "--torch"], "leave out torch_profiler= (--torch)"),
+        (["--flight-recorder", "--torch"], "leave out torch_profiler= (--torch, --torch-json)"),
+        (
+            ["--flight-recorder", "--torch-json"],
+            "leave out torch_profiler= (--torch, --torch-json)",
+        ),
         (["--flight-recorder=9", "--capacity", "8"], "ring of 8 records: raise capacity"),
     ],
 )
