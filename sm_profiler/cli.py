@@ -351,7 +351,8 @@ def _run_parser(sub) -> None:
         description="Run SCRIPT (or -m MODULE) with sm_profiler.auto() around all of it: every "
         "Triton and Gluon kernel it compiles records each program's SM and times. At exit the "
         "kernel report is printed and OUT gets auto.npz (the capture), auto.perfetto-trace and "
-        "auto_stats.txt. docs/auto.md.",
+        "auto_stats.txt; with --flight-recorder, only the dumps of the last steps when something "
+        "goes wrong. docs/auto.md.",
     )
     c.add_argument(
         "--out",
@@ -412,6 +413,7 @@ def _run_parser(sub) -> None:
         metavar="0,3",
         help="under torchrun: profile these ranks only (the others run plain, write nothing)",
     )
+    _flight_options(c)
     c.add_argument(
         "command",
         nargs=argparse.REMAINDER,
@@ -419,6 +421,55 @@ def _run_parser(sub) -> None:
         help="the script and its arguments, or -m MODULE [ARGS...]",
     )
     c.set_defaults(func=cmd_run)
+
+
+def _flight_options(c: argparse.ArgumentParser) -> None:
+    """run's flight-recorder options (docs/auto.md, "Flight recorder")."""
+    from .auto_mode.flight_triggers import DEFAULT_STEPS
+
+    c.add_argument(
+        "--flight-recorder",
+        nargs="?",
+        const=DEFAULT_STEPS,
+        type=int,
+        default=None,
+        metavar="K",
+        help="record every step into the ring and write the last K steps (default 8) into OUT "
+        "only when a step is slow, no step ends within --stall-s, the program ends badly "
+        "(an exception, SIGTERM, SIGHUP, SIGINT) or on SIGUSR1: flight.rankR.<time>.<trigger>.npz "
+        "with its _stats.txt and .perfetto-trace; nothing else is written",
+    )
+    c.add_argument(
+        "--slow-factor",
+        type=float,
+        default=None,
+        metavar="X",
+        help="flight recorder: a step whose GPU time is over X times the median of the recent "
+        "steps is slow (default 1.5)",
+    )
+    c.add_argument(
+        "--stall-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="flight recorder: no step ended within S seconds is a stall, written from a thread "
+        "of its own while the job stays as it is (default: 10 times the longest recent step, "
+        "at least 60)",
+    )
+    c.add_argument(
+        "--dump-window-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="flight recorder: at most one slow dump and one stall dump in S seconds (default 300)",
+    )
+    c.add_argument(
+        "--max-dumps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="flight recorder: slow and stall dumps a run writes at most (default 10)",
+    )
 
 
 def _command_parser(parser: argparse.ArgumentParser, func) -> argparse.ArgumentParser:
@@ -489,6 +540,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     out_dir = script.output_folder(args.out)
     job = jobs.Job.from_env()
     ranks = jobs.parse_ranks(args.ranks, job)
+    from .auto_mode.flight_triggers import config_of_options
+
+    flight = config_of_options(
+        args.flight_recorder,
+        out_dir,
+        args.slow_factor,
+        args.stall_s,
+        args.dump_window_s,
+        args.max_dumps,
+    )
     prof = auto(
         args.capacity,
         ring=args.ring,
@@ -497,6 +558,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         count_optimizer_steps=True,
         via_triton=args.via_triton,
         torch_profiler=args.torch or args.torch_json,
+        flight_recorder=flight,
     )
     if job.rank not in ranks:  # --ranks leaves this one out: its kernels run plain
         return script.run_program(program, contextlib.nullcontext())
@@ -506,6 +568,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         check_torch_profiler()  # CUPTI in this torch, no torch.profiler running
     with plain_warnings("sm-profiler run"):
+        if flight is not None:
+            from .auto_mode.flight import profile_run
+
+            return profile_run(program, prof, out_dir)
         return script.profile(program, prof, out_dir, args.width, job, ranks, args.torch_json)
 
 
@@ -709,10 +775,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
     # carries, the share seen and the host gaps from CUPTI's rows
     table = getattr(trace.kernels, "table", None)
     cupti, docs = _stored_torch(args.capture, table if args.steps is None else None)
+    from .report.dump import dump_lines  # a flight-recorder dump: why, and where each GPU was
+
+    opening = dump_lines(table, args.width or shutil.get_terminal_size((100, 24)).columns)
+    if opening:
+        print("\n".join(opening) + "\n")
     print_report(trace, width=args.width, cupti=cupti, torch_trace=docs)
     if args.by:
-        import shutil
-
         from .report.stats import breakdown
         from .report.stats_table import breakdown_lines
 

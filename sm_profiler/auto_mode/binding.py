@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import threading
+import time
 import warnings
 
 from ..errors import AutoWarning, RewriteError
@@ -249,6 +250,24 @@ def bind_plain(module: int, function: int, plain_function: int) -> None:
         STATE.plain_of_module[module] = function
 
 
+def kernels_by_function() -> dict[int, str]:
+    """{instrumented CUfunction: its kernel's name} of the kernels bound now (the flight
+    recorder names the launches it logged by them)."""
+    # Bounded: a dump from the flight recorder's thread must not wait for a main thread that
+    # is blocked while it holds the lock (loading a module on a stuck GPU).
+    locked = STATE.lock.acquire(timeout=1.0)
+    try:
+        names = {kid: e.name for kid, e in list(STATE.kernels.items())}
+        return {
+            function: names[STATE.by_module[module]]
+            for module, function in list(STATE.plain_of_module.items())
+            if STATE.by_module.get(module) in names
+        }
+    finally:
+        if locked:
+            STATE.lock.release()
+
+
 def _json_of(metadata_group) -> dict:
     path = next((p for f, p in dict(metadata_group or {}).items() if f.endswith(".json")), None)
     if path is None:
@@ -367,6 +386,8 @@ def _wrap_static_run(original):
         if STATE.on or STATE.capturing is not None:
             size = grid_x * grid_y * grid_z * scratch[0]
             area = area_for_launch(size, fmt.AUTO_RECORD_BYTES, stream) or 0
+        if area and STATE.launch_log is not None:  # the flight recorder: what is queued
+            STATE.launch_log.append((self.function, area, time.time_ns()))
         tail = (None, area) if scratch[1] else (area,)
         plain = None if area else STATE.plain.get(getattr(self, "function", None))
         if plain is None:
@@ -522,6 +543,8 @@ def _wrap_launcher_call(original):
         if st.on or st.capturing is not None:
             size = gridX * gridY * gridZ * getattr(self, "num_ctas", 1) * self.profile_scratch_size
             area = area_for_launch(size, fmt.AUTO_RECORD_BYTES, stream)
+            if area and st.launch_log is not None:  # the flight recorder: what is queued
+                st.launch_log.append((function, area, time.time_ns()))
         h = _HANDED
         h.area, h.set = area, True
         try:

@@ -86,6 +86,7 @@ class _State:
         "pauses",
         "plain",
         "plain_of_module",
+        "launch_log",
     )
 
     def __init__(self):
@@ -116,6 +117,9 @@ class _State:
         # nothing runs (and a graph's off clone), and the module each plain one came from.
         self.plain: dict[int, int] = {}
         self.plain_of_module: dict[int, int] = {}  # instrumented CUmodule -> its CUfunction
+        # The flight recorder's log of the newest launches given an area (flight.py): a deque
+        # of (CUfunction, area address, host time.time_ns()) of fixed length, or None (off).
+        self.launch_log = None
 
 
 STATE = _State()

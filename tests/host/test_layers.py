@@ -27,6 +27,7 @@ BY_NAME = {
     "basics": (
         "errors", "paths", "progress", "units", "text", "moved",
         "auto_mode.registers", "auto_mode.stop_signals", "auto_mode.via_triton",
+        "auto_mode.flight_triggers",
     ),
     "wire": ("auto_mode.records", "auto_mode.areas", "auto_mode.schedule"),
     "record": (
@@ -37,7 +38,7 @@ BY_NAME = {
     "report": ("auto_mode.report",),
     "export": ("auto_mode.job", "auto_mode.torch_parts"),
     "api": (
-        "", "profiler", "auto_mode", "auto_mode.session", "auto_mode.script",
+        "", "profiler", "auto_mode", "auto_mode.session", "auto_mode.script", "auto_mode.flight",
         "auto_mode.torch_profiler",
     ),
     "cli": ("cli", "__main__"),
