@@ -170,6 +170,9 @@ def test_the_example_writes_the_slow_step_the_stall_and_sigusr1(tmp_path):
         capture_output=True,
         text=True,
         timeout=300,
+        # The example imports sm_profiler as a user's script does: from this checkout, installed
+        # or not (the GPU machine runs the tests from a copy of the tree).
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])),
     )
     print(out.stdout[-3000:], out.stderr[-3000:])
     assert out.returncode == 0
