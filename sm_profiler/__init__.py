@@ -31,6 +31,7 @@ __all__ = [
     "SmProfiler",
     "auto",
     "schedule",
+    "flight_recorder",
     "AutoProfiler",
     "cuda_include_dir",
     "merge_torch_trace",
@@ -83,7 +84,9 @@ def auto(capacity: int | None = None, **options):
     as Triton kernels (Inductor's templates, FlexAttention) so auto mode sees inside them, in
     place of cuBLAS/cuDNN; torch_profiler: torch.profiler (CPU ops, every CUDA kernel via CUPTI)
     records the same steps, numbered as ours (prof.torch_trace(), prof.merge_torch(path); the
-    report's share seen from CUPTI)."""
+    report's share seen from CUPTI); flight_recorder: every step recorded into the ring, the last
+    K steps written when a step is slow, the job stalls or ends badly, or on SIGUSR1 (True, K, or
+    sm_profiler.flight_recorder(...))."""
     from .auto_mode import DEFAULT_CAPACITY, AutoProfiler
 
     return AutoProfiler(DEFAULT_CAPACITY if capacity is None else capacity, **options)
@@ -95,6 +98,24 @@ def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 0, s
     from .wire.auto_schedule import Schedule
 
     return Schedule(wait, warmup, active, repeat, skip_first)
+
+
+def flight_recorder(
+    steps: int = 8,
+    slow_factor: float = 1.5,
+    stall_s: float | None = None,
+    dump_window_s: float = 300.0,
+    max_dumps: int = 10,
+    out: str = "sm_profiler_flight",
+):
+    """The flight recorder's settings, for sm_profiler.auto(flight_recorder=...) (docs/auto.md,
+    "Flight recorder"): the last `steps` steps written into `out` when a step takes over
+    `slow_factor` times the median of the recent steps, when no step ends within `stall_s`
+    seconds (None: 10 times the longest recent step, at least 60 s), on SIGUSR1 and at a bad
+    end; at most one slow and one stall dump in `dump_window_s` seconds, `max_dumps` in all."""
+    from .auto_mode.flight_triggers import FlightConfig
+
+    return FlightConfig(steps, slow_factor, stall_s, dump_window_s, max_dumps, out)
 
 
 def __getattr__(name):

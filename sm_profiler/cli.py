@@ -2,7 +2,8 @@
 
     sm-profiler info CAPTURE              what a capture file holds
     sm-profiler stats CAPTURE             per-event and per-SM statistics
-    sm-profiler export CAPTURE OUT        write a Perfetto (.perfetto-trace/.pftrace) or JSON trace
+    sm-profiler export CAPTURE OUT        write a trace (sm_profiler.export.FORMATS: Perfetto,
+                                          Chrome JSON), by OUT's extension or --format
     sm-profiler query CAPTURE "SQL"       SQL over the trace's tables (DuckDB)
     sm-profiler merge CAPTURE... -o OUT   captures of several ranks (and a torch.profiler trace)
                                           as one trace, `GPU r · SM s` tracks
@@ -34,6 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import ConfigError, SmProfilerError
+from .export import formats
 from .export.ui_server import (  # noqa: F401 (cli.PERFETTO_UI)
     PERFETTO_PORT,
     PERFETTO_UI,
@@ -41,21 +43,13 @@ from .export.ui_server import (  # noqa: F401 (cli.PERFETTO_UI)
     serve_trace,
 )
 from .progress import stage
-from .report.stats_table import printable
+from .text import plural, printable
 from .trace.auto_table import AutoTable
 
 # How long `open` serves a trace that nothing fetches (no browser here, a URL not opened).
 OPEN_TIMEOUT_S = 600.0
-# Formats whose bytes are text and may go to a terminal; anything else is binary (Perfetto).
-_TEXT_FORMATS = {"chrome"}
-_SUFFIX = {"chrome": ".json", "perfetto": ".perfetto-trace"}
-# Names the command line accepts for the exporter's formats.
-_FORMAT_ALIASES = {
-    "perfetto": "perfetto",
-    "pftrace": "perfetto",
-    "chrome": "chrome",
-    "json": "chrome",
-}
+# The format of `export CAPTURE -` without --format (no extension to go by), and of `open`.
+STDOUT_FORMAT = "perfetto"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -97,7 +91,19 @@ def build_parser() -> argparse.ArgumentParser:
         help='print the folder of the CUDA C++ headers (nvcc -I"$(sm-profiler --include)")',
     )
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
+    _info_parser(sub)
+    _stats_parser(sub)
+    _advise_parser(sub)
+    _export_parser(sub)
+    _merge_parser(sub)
+    _query_parser(sub)
+    _open_parser(sub)
+    _run_parser(sub)
+    return p
 
+
+def _info_parser(sub) -> None:
+    """`sm-profiler info CAPTURE`."""
     c = sub.add_parser(
         "info",
         help="what a capture file holds: layout, kernels, lanes, events",
@@ -108,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.set_defaults(func=cmd_info)
 
+
+def _stats_parser(sub) -> None:
+    """`sm-profiler stats CAPTURE`: the statistics report."""
     c = sub.add_parser(
         "stats",
         help="per-event durations, per-SM occupancy, load imbalance",
@@ -132,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.set_defaults(func=cmd_stats)
 
+
+def _advise_parser(sub) -> None:
+    """`sm-profiler advise FILE`: what to fix first."""
     c = sub.add_parser(
         "advise",
         help="what to fix first: the time per step that could be recovered, ranked",
@@ -152,25 +164,34 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=cmd_advise)
     _add_diff(sub)
 
+
+def _export_parser(sub) -> None:
+    """`sm-profiler export CAPTURE OUT`: its formats from the registry, its filters."""
+    # The formats, their files and their names: sm_profiler.export.formats' registry.
+    known = formats.FORMATS.values()
     c = sub.add_parser(
         "export",
-        help="write a Perfetto or JSON trace",
-        description="Write a capture file as a trace: Perfetto protobuf (.perfetto-trace, "
-        ".pftrace) or Chrome JSON (.json, .json.gz), by OUT's extension or --format; filters "
-        "keep part of it (docs/export.md).",
+        help=f"write a trace ({', '.join(formats.FORMATS)})",
+        description="Write a capture file as a trace: "
+        + " or ".join(f"{f.description} ({', '.join(f.extensions)})" for f in known)
+        + ", by OUT's extension or --format; filters keep part of it (docs/export.md).",
     )
     c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
     c.add_argument(
         "out",
         metavar="OUT",
-        help="output file; the format follows its extension (.perfetto-trace, .pftrace, .json); "
+        help=f"output file; the format follows its extension ({', '.join(formats.EXTENSIONS)}); "
         "'-' writes to stdout",
     )
     c.add_argument(
         "--format",
         default=None,
-        choices=sorted(_FORMAT_ALIASES),
-        help="perfetto, or chrome (= json, Chrome trace-event JSON); overrides the extension",
+        choices=formats.names(),
+        help=", or ".join(
+            f.name + (f" (= {', '.join(f.aliases)}, " if f.aliases else " (") + f"{f.description})"
+            for f in known
+        )
+        + "; overrides the extension",
     )
     c.add_argument(
         "--capture",
@@ -185,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="lay launches end to end: host time between them is cut, and marked",
     )
+    _export_filters(c)
+    c.set_defaults(func=cmd_export)
+
+
+def _export_filters(c) -> None:
+    """export's filters (what part of the trace it keeps) and --summary."""
     for flag, what in (
         ("--sms", "SM ids"),
         ("--blocks", "block ids"),
@@ -233,15 +260,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="export every range, however many",
     )
-    c.set_defaults(func=cmd_export)
 
+
+def _merge_parser(sub) -> None:
+    """`sm-profiler merge CAPTURE... -o OUT`."""
     c = sub.add_parser(
         "merge",
         help="captures of several ranks (and a torch trace) on one time axis",
         description="Merge the saved captures of each rank (one file per rank, in rank order "
         "unless their metadata names the rank) into one trace with 'GPU r · SM s' tracks: "
         "Perfetto (.perfetto-trace) or Chrome JSON (.json, .json.gz), by OUT's extension. With "
-        "--torch, add them to torch.profiler's exported trace (Chrome JSON).",
+        "--torch, torch.profiler's exported trace with them.",
     )
     c.add_argument(
         "captures",
@@ -254,15 +283,15 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         "--out",
         default=None,
-        help="output .perfetto-trace (Perfetto), .json or .json.gz (Chrome JSON; --torch "
-        "needs one); default for a run's folder: DIR/auto.ranks.perfetto-trace",
+        help="output .perfetto-trace (Perfetto), .json or .json.gz (Chrome JSON); default for "
+        "a run's folder: DIR/auto.ranks.perfetto-trace",
     )
     c.add_argument(
         "--torch",
         default=None,
         help="a trace exported by torch.profiler (JSON); without it, rank files written by "
-        "`sm-profiler run --torch` bring their own, merged into OUT (.json/.json.gz) or, for a "
-        "run's folder, DIR/auto.ranks.torch.json.gz",
+        "`sm-profiler run --torch` bring their own, merged into OUT or, for a run's folder, "
+        "DIR/auto.ranks.torch.perfetto-trace",
     )
     c.add_argument(
         "--align",
@@ -273,6 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.set_defaults(func=cmd_merge)
 
+
+def _query_parser(sub) -> None:
+    """`sm-profiler query CAPTURE SQL`."""
     c = sub.add_parser(
         "query",
         help="SQL over the events, lanes, launches and unmatched tables (DuckDB)",
@@ -286,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--max-rows", type=_MAX_ROWS, default=50, help="rows printed (default 50)")
     c.set_defaults(func=cmd_query)
 
+
+def _open_parser(sub) -> None:
+    """`sm-profiler open TRACE`."""
     c = sub.add_parser(
         "open",
         help="serve a trace on 127.0.0.1 and open it in ui.perfetto.dev",
@@ -307,13 +342,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="give up after this many seconds when nothing fetched the trace (default %(default)g)",
     )
     c.set_defaults(func=cmd_open)
+
+
+def _run_parser(sub) -> None:
+    """`sm-profiler run -- SCRIPT`: auto mode."""
     c = sub.add_parser(
         "run",
         help="run a Python script with every Triton/Gluon kernel instrumented (auto mode)",
         description="Run SCRIPT (or -m MODULE) with sm_profiler.auto() around all of it: every "
         "Triton and Gluon kernel it compiles records each program's SM and times. At exit the "
         "kernel report is printed and OUT gets auto.npz (the capture), auto.perfetto-trace and "
-        "auto_stats.txt. docs/auto.md.",
+        "auto_stats.txt; with --flight-recorder, only the dumps of the last steps when something "
+        "goes wrong. docs/auto.md.",
     )
     c.add_argument(
         "--out",
@@ -358,9 +398,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--torch",
         action="store_true",
         help="torch.profiler (CPU ops, every CUDA kernel via CUPTI) on the same steps: OUT gets "
-        "auto.torch.json.gz (per rank auto.rankN.torch.json.gz; the job's "
-        "auto.ranks.torch.json.gz), its trace and our per-SM programs on one time axis, and "
-        "the report's share seen comes from CUPTI",
+        "auto.torch.perfetto-trace (per rank auto.rankN.torch.perfetto-trace; the job's "
+        "auto.ranks.torch.perfetto-trace), its trace and our per-SM programs on one time axis, "
+        "and the report's share seen comes from CUPTI",
+    )
+    c.add_argument(
+        "--torch-json",
+        action="store_true",
+        help="--torch, its merged traces written as Chrome JSON (auto.torch.json.gz, ...), as "
+        "torch.profiler writes, in place of Perfetto",
     )
     c.add_argument(
         "--ranks",
@@ -368,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="0,3",
         help="under torchrun: profile these ranks only (the others run plain, write nothing)",
     )
+    _flight_options(c)
     c.add_argument(
         "command",
         nargs=argparse.REMAINDER,
@@ -376,7 +423,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.set_defaults(func=cmd_run)
 
-    return p
+
+def _flight_options(c: argparse.ArgumentParser) -> None:
+    """run's flight-recorder options (docs/auto.md, "Flight recorder")."""
+    from .auto_mode.flight_triggers import DEFAULT_STEPS
+
+    c.add_argument(
+        "--flight-recorder",
+        nargs="?",
+        const=DEFAULT_STEPS,
+        type=int,
+        default=None,
+        metavar="K",
+        help="record every step into the ring and write the last K steps (default 8) into OUT "
+        "only when a step is slow, no step ends within --stall-s, the program ends badly "
+        "(an exception, SIGTERM, SIGHUP, SIGINT) or on SIGUSR1: flight.rankR.<time>.<trigger>.npz "
+        "with its _stats.txt and .perfetto-trace; nothing else is written",
+    )
+    c.add_argument(
+        "--slow-factor",
+        type=float,
+        default=None,
+        metavar="X",
+        help="flight recorder: a step whose GPU time is over X times the median of the recent "
+        "steps is slow (default 1.5)",
+    )
+    c.add_argument(
+        "--stall-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="flight recorder: no step ended within S seconds is a stall, written from a thread "
+        "of its own while the job stays as it is (default: 10 times the longest recent step, "
+        "at least 60)",
+    )
+    c.add_argument(
+        "--dump-window-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help="flight recorder: at most one slow dump and one stall dump in S seconds (default 300)",
+    )
+    c.add_argument(
+        "--max-dumps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="flight recorder: slow and stall dumps a run writes at most (default 10)",
+    )
 
 
 def _command_parser(parser: argparse.ArgumentParser, func) -> argparse.ArgumentParser:
@@ -447,6 +541,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     out_dir = script.output_folder(args.out)
     job = jobs.Job.from_env()
     ranks = jobs.parse_ranks(args.ranks, job)
+    from .auto_mode.flight_triggers import config_of_options
+
+    flight = config_of_options(
+        args.flight_recorder,
+        out_dir,
+        args.slow_factor,
+        args.stall_s,
+        args.dump_window_s,
+        args.max_dumps,
+    )
     prof = auto(
         args.capacity,
         ring=args.ring,
@@ -454,17 +558,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         schedule=args.steps,
         count_optimizer_steps=True,
         via_triton=args.via_triton,
-        torch_profiler=args.torch,
+        torch_profiler=args.torch or args.torch_json,
+        flight_recorder=flight,
     )
     if job.rank not in ranks:  # --ranks leaves this one out: its kernels run plain
         return script.run_program(program, contextlib.nullcontext())
     session.check_can_run()  # a GPU, Triton 3.6+, no interpreter
-    if args.torch:
+    if args.torch or args.torch_json:
         from .auto_mode.torch_profiler import check_torch_profiler
 
         check_torch_profiler()  # CUPTI in this torch, no torch.profiler running
     with plain_warnings("sm-profiler run"):
-        return script.profile(program, prof, out_dir, args.width, job, ranks)
+        if flight is not None:
+            from .auto_mode.flight import profile_run
+
+            return profile_run(program, prof, out_dir)
+        return script.profile(program, prof, out_dir, args.width, job, ranks, args.torch_json)
 
 
 @contextlib.contextmanager
@@ -537,16 +646,15 @@ def _decoded(path: str, steps: str | None = None):
 
 def cmd_info(args: argparse.Namespace) -> int:
     from .report.stats import compute_stats
-    from .report.stats_table import format_time
     from .trace.decode import decode
     from .trace.model import UNMATCHED_BEGIN, UNMATCHED_END
+    from .units import format_time
 
     caps = _load(args.capture)
     out = sys.stdout
     if isinstance(caps, AutoTable):
         return _info_auto(args.capture, caps, out)
-    s = "s" if len(caps) != 1 else ""
-    out.write(f"{args.capture}: {len(caps)} capture{s}\n")
+    out.write(f"{args.capture}: {plural(len(caps), 'capture')}\n")
     # One column for every value of the file: the longest key, metadata keys included.
     keys = ["layout", "emulated", "groups", "events", "lanes", "recorded", "span"]
     kw = max(len(k) for k in keys + [str(k) for c in caps for k in c.metadata])
@@ -564,8 +672,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         out.write(f"\ncapture {i}: {cap.kernel_name}\n")
         row(
             "layout",
-            f"{_plural(lay.num_blocks, 'block')} x {_plural(lay.num_groups, 'group')} "
-            f"x {_plural(lay.capacity, 'record')} per lane ({lay.total_bytes:,} bytes)",
+            f"{plural(lay.num_blocks, 'block')} x {plural(lay.num_groups, 'group')} "
+            f"x {plural(lay.capacity, 'record')} per lane ({lay.total_bytes:,} bytes)",
         )
         row(
             "emulated",
@@ -588,7 +696,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         )
         row(
             "recorded",
-            f"{_plural(n_ranges, 'range')}, {_plural(n_inst, 'instant')}; "
+            f"{plural(n_ranges, 'range')}, {plural(n_inst, 'instant')}; "
             f"{trace.dropped_total:,} dropped; unmatched: {int((um == UNMATCHED_BEGIN).sum())} "
             f"begins, {int((um == UNMATCHED_END).sum())} ends",
         )
@@ -604,7 +712,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _info_auto(path: str, table, out) -> int:
     """`info` of an auto-mode file: its launches, kernels and each GPU's counts."""
-    from .report.stats_table import format_time
+    from .units import format_time
     from .wire.auto_file import session_count
 
     c = table.counts()
@@ -618,8 +726,8 @@ def _info_auto(path: str, table, out) -> int:
     for name, n in zip(names, np.asarray(counts, np.int64).tolist(), strict=False):
         per_name[name] = per_name.get(name, 0) + n
     out.write(
-        f"{path}: auto mode, {_plural(table.num_launches, 'launch', 'launches')} of "
-        f"{_plural(len(per_name), 'kernel')}, {_plural(table.num_rows, 'program record')} "
+        f"{path}: auto mode, {plural(table.num_launches, 'launch', 'launches')} of "
+        f"{plural(len(per_name), 'kernel')}, {plural(table.num_rows, 'program record')} "
         f"over {format_time(span)}\n"
         f"  records: {c['claimed']:,} claimed, {c['kept']:,} kept, {c['dropped']:,} dropped, "
         f"{c['unwritten']:,} unwritten; capacity {c['capacity']:,}\n"
@@ -633,7 +741,7 @@ def _info_auto(path: str, table, out) -> int:
         )
         n = int((L["session"] == i).sum())
         out.write(
-            f"  GPU buffer {i}: {where}; {_plural(n, 'launch', 'launches')}, "
+            f"  GPU buffer {i}: {where}; {plural(n, 'launch', 'launches')}, "
             f"{session_count(sess.get('kept')):,} of {session_count(sess.get('claimed')):,} records kept\n"
         )
     steps = np.unique(L["step"][L["step"] >= 0]) if table.num_launches else []
@@ -666,11 +774,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0
     # auto mode: thousands of launches, per kernel; with the torch trace a `run --torch` file
     # carries, the share seen and the host gaps from CUPTI's rows
-    cupti, docs = _stored_torch(args.capture, trace.table if args.steps is None else None)
+    table = trace.table
+    cupti, docs = _stored_torch(args.capture, table if args.steps is None else None)
+    from .report.dump import dump_lines  # a flight-recorder dump: why, and where each GPU was
+
+    opening = dump_lines(table, args.width or shutil.get_terminal_size((100, 24)).columns)
+    if opening:
+        print("\n".join(opening) + "\n")
     print_report(trace, width=args.width, cupti=cupti, torch_trace=docs)
     if args.by:
-        import shutil
-
         from .report.stats import breakdown
         from .report.stats_table import breakdown_lines
 
@@ -802,13 +914,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
         paths = jobs.rank_paths(args.captures)
         sources = jobs.load_ranks(paths)
         docs = _torch_parts(paths, args)
-        if args.out is None:
+        if args.out is None:  # the job's trace, and the one with torch's rows beside it
             folder = next(p for p in args.captures if os.path.isdir(p))
             args.out = os.path.join(folder, jobs.MERGED_TRACE)
             if any(d is not None for d in docs):
-                from .export.auto_torch_parts import RANKS_TORCH_TRACE
+                from .export.auto_torch_parts import RANKS_TORCH_PERFETTO
 
-                torch_out = os.path.join(folder, RANKS_TORCH_TRACE)
+                torch_out = os.path.join(folder, RANKS_TORCH_PERFETTO)
     else:
         sources = [_load(p) for p in args.captures]
         if all(isinstance(s, AutoTable) for s in sources):
@@ -817,15 +929,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         raise ConfigError(
             "merge needs -o OUT.perfetto-trace (or .json, .json.gz) for capture files"
         )
-    if any(d is not None for d in docs):
-        if args.out.lower().endswith((".json", ".json.gz")):
-            torch_out, args.out = args.out, None
-        elif torch_out is None:
-            print(
-                "note: the rank files carry torch.profiler traces, which a Perfetto trace here "
-                "does not hold: -o NAME.json.gz merges them in",
-                file=sys.stderr,
-            )
+    if any(d is not None for d in docs) and torch_out is None:
+        torch_out, args.out = args.out, None  # OUT holds torch's rows too
     if torch_out is not None:
         _merge_job_torch(sources, docs, torch_out)
     if args.out is None:
@@ -836,7 +941,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         else:
             info = merge.merge_ranks(sources, args.out, align=args.align)
     print(
-        f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {_plural(len(sources), 'rank')}, "
+        f"wrote {args.out} ({os.path.getsize(args.out):,} bytes): {plural(len(sources), 'rank')}, "
         f"aligned by {info['method']}"
     )
     for r, e in (info.get("error") or {}).items():
@@ -873,8 +978,9 @@ def _noted(read, path):
 
 
 def _merge_job_torch(sources, docs, out: str) -> None:
-    """merge of rank files carrying torch traces: their rows and our programs in one Chrome
-    JSON trace, what each rank's CUPTI rows say it saw, and the notes."""
+    """merge of rank files carrying torch traces: their rows and our programs in one trace
+    (Perfetto or Chrome JSON, by `out`'s extension), what each rank's CUPTI rows say it saw, and
+    the notes."""
     from .export import auto_torch_parts as torch_parts
     from .report.coverage import coverage_lines
 
@@ -882,8 +988,8 @@ def _merge_job_torch(sources, docs, out: str) -> None:
         info = torch_parts.merge_job(list(sources), docs, out)
     have = sorted(info["coverage"])
     print(
-        f"wrote {out} ({os.path.getsize(out):,} bytes): {_plural(len(sources), 'rank')}, "
-        f"torch.profiler's rows of {_plural(len(have), 'rank')} with them"
+        f"wrote {out} ({os.path.getsize(out):,} bytes): {plural(len(sources), 'rank')}, "
+        f"torch.profiler's rows of {plural(len(have), 'rank')} with them"
     )
     for r in have:
         a = info["ranks"][r]
@@ -896,22 +1002,20 @@ def _merge_job_torch(sources, docs, out: str) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
 
     to_stdout = args.out == "-"
-    fmt = _FORMAT_ALIASES[args.format] if args.format else None
+    fmt = formats.named(args.format) if args.format else None
     if to_stdout and fmt is None:
-        fmt = "perfetto"  # no extension to go by
+        fmt = formats.FORMATS[STDOUT_FORMAT]  # no extension to go by
     if fmt is None:  # the exporter's own message names its Python argument, format=
-        from .export import EXTENSIONS
-
-        if not args.out.lower().endswith(tuple(EXTENSIONS)):
-            raise ConfigError(
-                f"cannot tell the trace format of {args.out!r} from its extension; use one of "
-                f"{', '.join(EXTENSIONS)} or pass --format perfetto / --format chrome"
-            )
-    if to_stdout and fmt not in _TEXT_FORMATS and sys.stdout.isatty():
+        fmt = formats.of_path(args.out)
+        if fmt is None:
+            raise formats.unknown_extension(args.out, "--format {}")
+    if to_stdout and fmt.binary and sys.stdout.isatty():
+        text = next((f for f in formats.FORMATS.values() if not f.binary), None)
+        use = f", or use --format {(text.aliases or (text.name,))[0]}" if text else ""
         raise ConfigError(
-            "refusing to write a binary Perfetto trace to the terminal; give a file name "
-            "(sm-profiler export CAPTURE trace.perfetto-trace), redirect stdout "
-            "(... - > trace.perfetto-trace), or use --format json"
+            f"refusing to write a binary {fmt.title} trace to the terminal; give a file name "
+            f"(sm-profiler export CAPTURE trace{fmt.suffix}), redirect stdout "
+            f"(... - > trace{fmt.suffix}){use}"
         )
     trace = _decoded(args.capture, args.steps)
     from .export import export
@@ -919,7 +1023,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not to_stdout:
         with stage(f"writing {args.out}"), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # the notes are printed below
-            notes = export(trace, args.out, format=fmt, **_export_options(args))
+            notes = export(trace, args.out, format=fmt.name, **_export_options(args))
         size = os.path.getsize(args.out)
         # With a filter or --capture the notes say how much of the trace was kept.
         kept = "" if notes else f"; {len(trace):,} ranges and instants"
@@ -929,10 +1033,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 0
     # The exporter writes files; stream its file to stdout.
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace" + _SUFFIX[fmt])
+        path = os.path.join(tmp, "trace" + fmt.suffix)
         with stage("exporting"), warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            notes = export(trace, path, format=fmt, **_export_options(args))
+            notes = export(trace, path, format=fmt.name, **_export_options(args))
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         with open(path, "rb") as f:
@@ -1091,7 +1195,7 @@ def cmd_open(args: argparse.Namespace) -> int:
     trace = _decoded(args.trace)
     stem = os.path.splitext(os.path.basename(args.trace))[0]
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, stem + _SUFFIX["perfetto"])
+        path = os.path.join(tmp, stem + formats.FORMATS[STDOUT_FORMAT].suffix)
         with stage("exporting"):
             export(trace, path)
         print(f"{args.trace} is a capture: serving a Perfetto trace exported from it")
@@ -1101,10 +1205,6 @@ def cmd_open(args: argparse.Namespace) -> int:
 def one_line(text: str) -> str:
     """`text` on one line: errors quoting another library's message may hold several."""
     return printable(" ".join(part.strip() for part in text.splitlines() if part.strip()))
-
-
-def _plural(n: int, noun: str, plural: str = "") -> str:
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {plural or noun + 's'}"
 
 
 def _capture_mib(caps) -> float:

@@ -1,6 +1,9 @@
-"""Every exception sm_profiler raises, in one place.
+"""Every exception and warning sm_profiler raises, in one place.
 
-Messages name the problem, carry the numbers, and say what to do about it.
+Messages name the problem, carry the numbers, and say what to do about it. An error a user can
+reach is one of these classes (each also a ValueError, TypeError, OSError, RuntimeError or
+ImportError, so that code catching those keeps working); a bare builtin raise is left only where
+it states an internal invariant, and says so (tests/host/test_errors.py keeps the list).
 """
 
 from __future__ import annotations
@@ -25,6 +28,29 @@ class FormatError(SmProfilerError, ValueError):
 
 class CaptureError(SmProfilerError, OSError):
     """A capture or trace file cannot be read or written."""
+
+
+class DeviceError(SmProfilerError, RuntimeError):
+    """The GPU or its driver is missing or failed a call sm_profiler made (libcuda, a clock
+    probe): the message names the call, its error and what to check."""
+
+
+class RewriteError(SmProfilerError):
+    """Auto mode's PTX rewrite met PTX in a shape it does not know; the kernel is left as it
+    was (auto mode catches it and warns with an AutoWarning: it never reaches the caller)."""
+
+
+class SmProfilerWarning(UserWarning):
+    """Base class of sm_profiler's warnings: filter this to filter them all."""
+
+
+class AutoWarning(SmProfilerWarning):
+    """A kernel that auto mode could not instrument (it ran as it was), or what auto mode left
+    out of a recording."""
+
+
+class StageOccupancyWarning(SmProfilerWarning):
+    """A shared-memory stage lowers the kernel's resident blocks per SM."""
 
 
 def install_command(extra: str) -> str:

@@ -1,6 +1,6 @@
-"""Time units for everything that prints or draws a time (reports, the timeline's names, plots),
-and counted nouns: below every module that does, so that none of them imports another for a
-unit or a plural."""
+"""Time units for everything that prints or draws a time (reports, the timeline's names, plots):
+below every module that does, so that none of them imports another for a unit. Counted nouns
+and the rest of a terminal's text are text.py's."""
 
 from __future__ import annotations
 
@@ -44,8 +44,3 @@ def report_unit(tops_ns: list[float]) -> tuple[str, float]:
         if scale <= top_scale and min(tops) >= 0.1 * scale:
             return name, scale
     return "ns", 1.0
-
-
-def plural(n: int, noun: str) -> str:
-    """'1 gap', '2 gaps': the one pluraliser of the reports and the timeline's notes."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -14,7 +14,8 @@ its staged replays); rewrite.py splices the record into PTX (the text is ptx.py'
 table.py holds rows, launches, kernels and GPUs (AutoTable: save, load, decode); report.py the
 report; schedule.py the steps recorded; job.py the ranks of a torchrun job; script.py runs a
 script under `sm-profiler run`, stop_signals.py its stop signals, rescue.py the read of a
-stopped run's buffers while its GPU is stuck.
+stopped run's buffers while its GPU is stuck; flight.py the flight recorder (every step in the
+ring, the last steps written when something goes wrong), flight_triggers.py when it writes.
 """
 
 from __future__ import annotations

@@ -26,15 +26,20 @@ import os
 import re
 import sys
 import threading
+import time
 import warnings
-from dataclasses import dataclass, field
 
+from ..errors import AutoWarning, RewriteError
 from ..record import ptx
 from ..wire import format as fmt
 from . import registers
 from .driver import check_rc, copy_device, current_stream, libcuda, module_of  # noqa: F401 (binding.*)
-from .rewrite import LEVELS, RewriteError, instrument
-from .state import STATE, copy_out  # noqa: F401 (binding.STATE, binding.copy_out)
+from .rewrite import LEVELS, instrument
+from .state import (  # noqa: F401 (binding.STATE, binding.copy_out, binding.KernelEntry)
+    STATE,
+    KernelEntry,
+    copy_out,
+)
 
 __all__ = ["LEVELS", "install", "turn_on", "turn_off", "set_recording", "pause", "resume"]
 
@@ -56,44 +61,6 @@ def level_of(mode: str | None) -> str | None:
     if mode and mode.startswith(prefix):
         return mode[len(prefix) :]
     return None
-
-
-class AutoWarning(UserWarning):
-    """A kernel that auto mode could not instrument (it ran as it was)."""
-
-
-@dataclass
-class KernelEntry:
-    """What is known of one loaded, instrumented kernel."""
-
-    kid: int
-    name: str
-    level: str
-    num_warps: int | None = None
-    num_stages: int | None = None
-    shared_bytes: int | None = None
-    cache_hash: str = ""
-    source: str = ""  # 'file.py:42' of the @triton.jit function
-    origins: str = ""  # Inductor: the ATen ops / FX nodes the kernel was generated from
-    call_site: str = ""  # where it was first launched (Triton's own launcher)
-    # Warp-specialized kernels: (partition name, first warp, warps) of each partition
-    partitions: list = field(default_factory=list)
-    tag: int = 0  # what its records say (ptx.auto_kernel_tag of its cache hash)
-    devices: set = field(default_factory=set)  # where it was loaded
-
-    def as_metadata(self) -> dict:
-        meta = {"kernel_id": self.kid, "level": self.level, "kernel_tag": self.tag}
-        for k in ("num_warps", "num_stages", "shared_bytes"):
-            v = getattr(self, k)
-            if v is not None:
-                meta[k] = int(v)
-        for k in ("cache_hash", "source", "origins", "call_site"):
-            v = getattr(self, k)
-            if v:
-                meta[k] = v
-        if self.partitions:
-            meta["partitions"] = [list(p) for p in self.partitions]
-        return meta
 
 
 def partitions_of(ttgir: str) -> list[tuple[str, int, int]]:
@@ -283,6 +250,24 @@ def bind_plain(module: int, function: int, plain_function: int) -> None:
         STATE.plain_of_module[module] = function
 
 
+def kernels_by_function() -> dict[int, str]:
+    """{instrumented CUfunction: its kernel's name} of the kernels bound now (the flight
+    recorder names the launches it logged by them)."""
+    # Bounded: a dump from the flight recorder's thread must not wait for a main thread that
+    # is blocked while it holds the lock (loading a module on a stuck GPU).
+    locked = STATE.lock.acquire(timeout=1.0)
+    try:
+        names = {kid: e.name for kid, e in list(STATE.kernels.items())}
+        return {
+            function: names[STATE.by_module[module]]
+            for module, function in list(STATE.plain_of_module.items())
+            if STATE.by_module.get(module) in names
+        }
+    finally:
+        if locked:
+            STATE.lock.release()
+
+
 def _json_of(metadata_group) -> dict:
     path = next((p for f, p in dict(metadata_group or {}).items() if f.endswith(".json")), None)
     if path is None:
@@ -369,6 +354,8 @@ def _wrap_static_init(original):
                 kernel.metadata = meta
         if ours:
             if not (getattr(self, "has_profile_scratch", False) and isinstance(self.arg_tys, str)):
+                # Internal: Inductor takes NotImplementedError as "cannot launch statically"
+                # and runs the kernel with Triton's own launcher; it never reaches the user.
                 raise NotImplementedError("sm_profiler.auto: profile scratch (Triton's launcher)")
             has_global = bool(getattr(self, "has_global_scratch", False))
             self.has_global_scratch = self.has_profile_scratch = False
@@ -399,6 +386,8 @@ def _wrap_static_run(original):
         if STATE.on or STATE.capturing is not None:
             size = grid_x * grid_y * grid_z * scratch[0]
             area = area_for_launch(size, fmt.AUTO_RECORD_BYTES, stream) or 0
+        if area and STATE.launch_log is not None:  # the flight recorder: what is queued
+            STATE.launch_log.append((self.function, area, time.time_ns()))
         tail = (None, area) if scratch[1] else (area,)
         plain = None if area else STATE.plain.get(getattr(self, "function", None))
         if plain is None:
@@ -498,15 +487,15 @@ def area_for_launch(size: int, alignment: int, stream) -> int | None:
             return None
         # Areas.take, its usual case inlined (a call costs as much again); its step and tag:
         # set_step marks them.
-        a, count = b[1], size >> fmt.AUTO_RECORD_SHIFT
+        a, count = b.areas, size >> fmt.AUTO_RECORD_SHIFT
         first = a.next
         end = first + count
         if end <= a.limit and count > 0:
             a.next = end
             a.counts.append(count)
-            return b[0] + (first << fmt.AUTO_RECORD_SHIFT)
+            return b.address + (first << fmt.AUTO_RECORD_SHIFT)
         first = a.take(count)
-        return None if first is None else b[0] + (first << fmt.AUTO_RECORD_SHIFT)
+        return None if first is None else b.address + (first << fmt.AUTO_RECORD_SHIFT)
     if st.paused:
         return None
     device = _current_device()
@@ -514,11 +503,11 @@ def area_for_launch(size: int, alignment: int, stream) -> int | None:
     if b is None:
         return None
     count = size >> fmt.AUTO_RECORD_SHIFT
-    first = b[1].take_graph(count)
+    first = b.areas.take_graph(count)
     if first is None:
         return None
     st.capturing.append((device, first, count))
-    return b[0] + (first << fmt.AUTO_RECORD_SHIFT)
+    return b.address + (first << fmt.AUTO_RECORD_SHIFT)
 
 
 class _Handed(threading.local):
@@ -554,6 +543,8 @@ def _wrap_launcher_call(original):
         if st.on or st.capturing is not None:
             size = gridX * gridY * gridZ * getattr(self, "num_ctas", 1) * self.profile_scratch_size
             area = area_for_launch(size, fmt.AUTO_RECORD_BYTES, stream)
+            if area and st.launch_log is not None:  # the flight recorder: what is queued
+                st.launch_log.append((function, area, time.time_ns()))
         h = _HANDED
         h.area, h.set = area, True
         try:
@@ -606,10 +597,10 @@ def _wrap_capture_end(original):
             self._sm_profiler_stage = staged[0] if staged else None
             # With the address of the buffer they lie in: a replay in a later region copies
             # from this buffer into that region's.
-            self._sm_profiler_areas = {d: (replays[d], STATE.buffers[d][0]) for d in devices}
+            self._sm_profiler_areas = {d: (replays[d], STATE.buffers[d].address) for d in devices}
             # The graph's kernels write into its areas at its recorded replays (at every replay
             # where they could not be switched off) for as long as it lives: so does the buffer.
-            self._sm_profiler_keep = [STATE.buffers[d][2] for d in devices]
+            self._sm_profiler_keep = [STATE.buffers[d].buffer for d in devices]
         return out
 
     capture_end.__wrapped__ = original
@@ -686,7 +677,7 @@ def _switch_of_capture(parts: list, counter: int | None = None):
     off with its areas."""
     from . import graph_switch
 
-    areas = {STATE.buffers[d][0] + (first << fmt.AUTO_RECORD_SHIFT) for d, first, _ in parts}
+    areas = {STATE.buffers[d].address + (first << fmt.AUTO_RECORD_SHIFT) for d, first, _ in parts}
     if counter is not None:
         areas.add(counter)
     try:
@@ -807,8 +798,8 @@ def _install_allocator() -> None:
 
 def turn_on(level: str, allocate=None, recording: bool = True) -> None:
     """Compile what follows with `level` and give every instrumented launch an area of its
-    device's buffer, which `allocate(device)` -> (address of slot 0, Areas, the buffer object)
-    makes when first needed (None: record nothing)."""
+    device's buffer, which `allocate(device)` -> a state.DeviceBuffer (the address of slot 0,
+    the Areas, the buffer object) makes when first needed (None: record nothing)."""
     knobs = _knobs()
     install()
     _install_allocator()  # at every region: another tool (Proton) may have set its own since
@@ -856,7 +847,7 @@ def turn_off() -> None:
 
 
 def _buffer(device: int):
-    """(address of slot 0, Areas, buffer) of `device`'s buffer, or None where it records nothing. A
+    """The DeviceBuffer of `device`, or None where it records nothing. A
     device gets its buffer when its first instrumented module is bound, recording or not: its
     GPU memory is taken at once, never mid-run."""
     if STATE.level is None or STATE.allocate is None:
@@ -864,7 +855,7 @@ def _buffer(device: int):
     if device not in STATE.buffers:
         STATE.buffers[device] = b = STATE.allocate(device) or None
         if b is not None:
-            b[1].mark(STATE.step_tag, STATE.tag)
+            b.areas.mark(STATE.step_tag, STATE.tag)
         live = [b for b in STATE.buffers.values() if b is not None]
         STATE.single = live[0] if len(STATE.buffers) == 1 and live else None
     return STATE.buffers[device]
@@ -889,7 +880,7 @@ def set_step(step_tag: int, tag: int) -> None:
     STATE.step_tag, STATE.tag = int(step_tag), int(tag)
     for b in STATE.buffers.values():
         if b is not None:
-            b[1].mark(STATE.step_tag, STATE.tag)
+            b.areas.mark(STATE.step_tag, STATE.tag)
 
 
 def pause() -> None:

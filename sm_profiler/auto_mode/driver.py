@@ -6,19 +6,39 @@ from __future__ import annotations
 import ctypes
 import functools
 
+from ..errors import DeviceError
+
 
 def libcuda():
     from ..record.occupancy import load_libcuda
 
     lib = load_libcuda()
     if lib is None:
-        raise RuntimeError("libcuda.so.1 could not be loaded")
+        raise DeviceError(
+            "libcuda.so.1 (the NVIDIA driver's CUDA library) could not be loaded: auto mode "
+            "needs a GPU and its driver; check that nvidia-smi lists the GPU and that "
+            "libcuda.so.1 is on the loader's path (ldconfig -p | grep libcuda)"
+        )
     return lib
 
 
 def check_rc(rc: int, what: str) -> None:
     if rc != 0:
-        raise RuntimeError(f"{what} failed with CUDA error {rc}")
+        raise DeviceError(
+            f"{what} failed with CUDA error {rc}{_error_name(rc)}; check the GPU with "
+            "nvidia-smi, and rerun with CUDA_LAUNCH_BLOCKING=1 to find the launch that failed"
+        )
+
+
+def _error_name(rc: int) -> str:
+    """' (CUDA_ERROR_...)': the driver's name of error `rc`, or '' where it cannot say."""
+    try:
+        name = ctypes.c_char_p()
+        if libcuda().cuGetErrorName(ctypes.c_int(rc), ctypes.byref(name)) == 0 and name.value:
+            return f" ({name.value.decode()})"
+    except (DeviceError, AttributeError, UnicodeDecodeError):
+        pass
+    return ""
 
 
 def module_of(function: int) -> int:

@@ -141,7 +141,8 @@ def capture(stream: int, device: int, replay: tuple, functions: tuple[int, int])
     """At capture end, while `stream` still captures: take the graph's staging from its device's
     buffer and capture STAGE and BUMP after its work. (Stage, the counter's address), or None
     where the buffer has no room for two replays."""
-    base, areas, buffer = STATE.buffers[device]
+    b = STATE.buffers[device]
+    base, areas, buffer = b.address, b.areas, b.buffer
     span = replay[1]
     k = replays_to_stage(span, areas.slots, areas.graph_slots)
     if not k:

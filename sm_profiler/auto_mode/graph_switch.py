@@ -176,7 +176,7 @@ class Switch:
         )
         UPDATES["count"] += 1
         UPDATES["seconds"] += time.perf_counter() - t0
-        if rc != 0:
+        if rc != 0:  # internal: the binding catches it, warns, and leaves the graph as it is
             raise RuntimeError(
                 f"cuGraphExecUpdate failed with CUDA error {rc} (result {info.result})"
             )
@@ -224,7 +224,7 @@ def prepare(stream: int, areas: set[int], plain: dict | None = None) -> Switch |
     except Exception:
         _destroy_both(on_graph, off_graph)
         raise
-    if found != areas:
+    if found != areas:  # internal: the binding catches it and warns (the graph runs unswitched)
         _destroy_both(on_graph, off_graph)
         raise RuntimeError(
             f"{len(found)} of the {len(areas)} areas it was given were found among its kernel "

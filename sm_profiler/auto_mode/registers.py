@@ -64,9 +64,9 @@ def usage(cubin: bytes) -> tuple[int, int]:
                     else:
                         frame = value
                 p += 4 + n
-    except (struct.error, ValueError, IndexError) as e:
+    except (struct.error, ValueError, IndexError) as e:  # internal: ptxas wrote the cubin
         raise ValueError(f"not a cubin ptxas wrote: {e}") from None
-    if regs is None:
+    if regs is None:  # internal: ptxas names every kernel's register count
         raise ValueError("the cubin names no register count")
     return regs, frame or 0
 
@@ -110,7 +110,7 @@ def may_have_crossed(registers: int, threads: int) -> bool:
 def with_maxnreg(ptx: str, registers: int) -> str:
     """`ptx` with `.maxnreg registers` on its entry (ptxas then fits the kernel in that many)."""
     text, n = _ENTRY_PARAMS.subn(lambda m: f"{m.group(1)}\n.maxnreg {registers}", ptx, count=1)
-    if n != 1:
+    if n != 1:  # internal: keep_occupancy's caller catches it and keeps its first build
         raise ValueError("no .entry to put .maxnreg on")
     return text
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from ..errors import RewriteError  # rewrite.RewriteError, as before
 from ..record import ptx
 
 LEVELS = ("program", "warp")
@@ -27,14 +28,10 @@ _GLOBAL_LOAD = re.compile(r"\bld\.global\.")
 _PARAM = re.compile(r"\.param\s.*\.[ub]64\b.*?([\w$]+)$", re.S)
 
 
-class RewriteError(Exception):
-    """The PTX is not in a shape the rewrite knows; the kernel is left as it was."""
-
-
 def instrument(text: str, level: str = "program", tag: int = 1) -> str:
     """`text` (one kernel's PTX, as Triton emits it) with the auto-mode record added; its records
     name the kernel by `tag` (ptx.auto_kernel_tag)."""
-    if level not in LEVELS:
+    if level not in LEVELS:  # internal: the binding passes a level AutoProfiler checked
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
     per_warp = level == "warp"
     if ptx.AUTO_MARK in text:

@@ -213,20 +213,27 @@ def _print_exception(e: BaseException) -> None:
 
 
 def profile(
-    program: Program, prof, out_dir: str, width: int | None = None, job=None, ranks=None
+    program: Program,
+    prof,
+    out_dir: str,
+    width: int | None = None,
+    job=None,
+    ranks=None,
+    torch_json: bool = False,
 ) -> int:
     """Run `program` in the auto region `prof`, then write what it recorded into `out_dir`;
     return the program's exit status (1 if it succeeded but nothing was recorded). Under
     torchrun (`job` of several ranks) each rank writes its own files and the first of `ranks`
-    merges them (export/auto_job.py)."""
+    merges them (export/auto_job.py). torch_json: the traces merged with torch's as Chrome JSON."""
     several = job is not None and job.several
 
     def write(stopped: bool) -> None:
         if not several:
-            write_outputs(prof, out_dir, width)
+            write_outputs(prof, out_dir, width, torch_json)
             return
         # A stopped rank writes its own files only: the others are being stopped too.
-        write_rank_outputs(prof, out_dir, width, job, ranks or [job.rank], merge=not stopped)
+        ranks_ = ranks or [job.rank]
+        write_rank_outputs(prof, out_dir, width, job, ranks_, not stopped, torch_json)
         if stopped and (ranks or [job.rank])[0] == job.rank:
             print(
                 "sm-profiler run: stopped before the other ranks' files could be merged: run "
@@ -292,17 +299,18 @@ def _report(trace, out_dir: str, width: int | None, cupti: dict | None = None, d
     _write_text(os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100, **kw))
 
 
-def _merge_torch(prof, stem: str) -> dict | None:
-    """With a torch trace: one trace of its rows and our programs, `stem`.torch.json.gz
-    (torch_parts.merge_rank); returns its info, or None without a torch trace or when the merge
-    failed (said on stderr: the rank's own files are written already)."""
+def _merge_torch(prof, stem: str, torch_json: bool = False) -> dict | None:
+    """With a torch trace: one trace of its rows and our programs, `stem`.torch.perfetto-trace
+    (`stem`.torch.json.gz with torch_json; torch_parts.merge_rank); returns its info, or None
+    without a torch trace or when the merge failed (said on stderr: the rank's own files are
+    written already)."""
     from ..export import auto_torch_parts as torch_parts
 
     doc = torch_parts.of(prof)
     if doc is None:
         _torch_notes(prof)
         return None
-    path = stem + torch_parts.TORCH_SUFFIX
+    path = stem + _torch_suffix(torch_json)
     try:
         with stage_for(f"writing {os.path.basename(path)}", 1):
             info = torch_parts.merge_rank(doc, prof.captures(), path)
@@ -337,40 +345,50 @@ def _torch_written(info: dict | None, path: str) -> str:
     return f", {os.path.basename(path)}" if info else ""
 
 
-def write_outputs(prof, out_dir: str, width: int | None) -> None:
+def _torch_suffix(torch_json: bool) -> str:
+    """The suffix of a trace merged with torch's: Perfetto, or Chrome JSON with torch_json."""
+    from ..export.auto_torch_parts import TORCH_PERFETTO_SUFFIX, TORCH_SUFFIX
+
+    return TORCH_SUFFIX if torch_json else TORCH_PERFETTO_SUFFIX
+
+
+def write_outputs(prof, out_dir: str, width: int | None, torch_json: bool = False) -> None:
     """Print the kernel report of `prof` and write OUTPUTS into the folder `out_dir`, created
-    here: only when there is something to write."""
+    here: only when there is something to write (with a torch trace, the trace merged with it:
+    Perfetto, or Chrome JSON with torch_json)."""
 
     from ..export import auto_torch_parts as torch_parts
-    from ..export.auto_torch_parts import TORCH_SUFFIX
 
     trace = prof.decode()
     _make_folder(out_dir)
     with stage_for("writing auto.npz", len(trace)):  # first: a stopped run's time is short
         prof.save(os.path.join(out_dir, "auto.npz"))
-    merged = _merge_torch(prof, os.path.join(out_dir, "auto"))
+    merged = _merge_torch(prof, os.path.join(out_dir, "auto"), torch_json)
     _report(trace, out_dir, width, _cupti(merged), torch_parts.of(prof))
     with stage_for("writing auto.perfetto-trace", len(trace)):
         prof.export(os.path.join(out_dir, "auto.perfetto-trace"))
+    torch_file = "auto" + _torch_suffix(torch_json)
     print(
         f"sm-profiler run: wrote {out_dir}/auto.npz, auto.perfetto-trace, auto_stats.txt"
-        f"{_torch_written(merged, 'auto' + TORCH_SUFFIX)} "
+        f"{_torch_written(merged, torch_file)} "
         f"(open with: sm-profiler open {out_dir}/auto.perfetto-trace)"
     )
     if merged:
         print(
-            f"sm-profiler run: auto{TORCH_SUFFIX}: torch.profiler's CPU ops and CUDA kernels "
-            "with our programs on the SM tracks (Chrome JSON; open with: sm-profiler open "
-            f"{out_dir}/auto{TORCH_SUFFIX})"
+            f"sm-profiler run: {torch_file}: torch.profiler's CPU ops and CUDA kernels with our "
+            f"programs on the SM tracks (open with: sm-profiler open {out_dir}/{torch_file})"
         )
 
 
-def merge_torch_job(paths: list[str], tables: list, out_dir: str, got: dict | None = None):
+def merge_torch_job(
+    paths: list[str], tables: list, out_dir: str, got: dict | None = None, torch_json=False
+):
     """Where rank files carry torch traces: the job's trace of them and our programs,
-    DIR/auto.ranks.torch.json.gz (torch_parts.merge_job), its notes on stderr; returns the
-    report's CUPTI figures over the ranks (coverage.report_share), or None without any torch
-    trace or when the merge failed (said: the rank files are whole). got: filled with {rank:
-    trace} of the ranks whose file carries one, for the report's host gaps."""
+    DIR/auto.ranks.torch.perfetto-trace (.json.gz with torch_json; torch_parts.merge_job), its
+    notes on stderr; returns the report's CUPTI figures over the ranks (coverage.report_share),
+    or None without any torch trace or when the merge failed (said: the rank files are whole).
+    got: filled with {rank: trace} of the ranks whose file carries one, for the report's host
+    gaps."""
     from ..export import auto_torch_parts as torch_parts
     from ..export.auto_job import MERGED_TRACE
     from ..report.coverage import report_share
@@ -386,28 +404,28 @@ def merge_torch_job(paths: list[str], tables: list, out_dir: str, got: dict | No
             for t, d in zip(tables, docs, strict=True):
                 if d is not None and len(t.sessions):
                     got[int(t.ranks()[0])] = d
-        path = os.path.join(out_dir, torch_parts.RANKS_TORCH_TRACE)
-        with stage_for(f"writing {torch_parts.RANKS_TORCH_TRACE}", 1):
-            info = torch_parts.merge_job(tables, docs, path)
+        name = "auto.ranks" + _torch_suffix(torch_json)
+        with stage_for(f"writing {name}", 1):
+            info = torch_parts.merge_job(tables, docs, os.path.join(out_dir, name))
     except SmProfilerError as e:
         print(f"sm-profiler run: torch traces not merged: {e}", file=sys.stderr)
         return None
     for note in info["notes"]:
         print(f"sm-profiler run: note: {note}", file=sys.stderr)
     print(
-        f"sm-profiler run: {torch_parts.RANKS_TORCH_TRACE}: every rank's torch.profiler rows "
-        f"with its programs (Chrome JSON); {MERGED_TRACE} holds our "
-        "programs only (Perfetto)"
+        f"sm-profiler run: {name}: every rank's torch.profiler rows with its programs; "
+        f"{MERGED_TRACE} holds our programs only"
     )
     return report_share(list(info["coverage"].values()))
 
 
 def write_rank_outputs(
-    prof, out_dir: str, width, job, ranks: list[int], merge: bool = True
+    prof, out_dir: str, width, job, ranks: list[int], merge: bool = True, torch_json=False
 ) -> None:
     """One rank of a job: its table, then its report, under its own names; the first profiled
     rank then waits (bounded) for the others' tables of this run and writes the job's report and
-    trace (not with merge=False: a rank being stopped writes its own files alone)."""
+    trace (not with merge=False: a rank being stopped writes its own files alone). torch_json:
+    the traces merged with torch's as Chrome JSON."""
     from ..export import auto_job as jobs
     from ..export import auto_torch_parts as torch_parts
     from ..report.auto_report import format_report
@@ -417,11 +435,11 @@ def write_rank_outputs(
     mine = jobs.job_identity()
     prof.captures().metadata["job"] = mine  # which run the file is of (export/auto_job.py)
     prof.save(f"{stem}.npz")  # first (a killed rank's time is short); whole, then renamed
-    merged = _merge_torch(prof, stem) if merge else None
+    merged = _merge_torch(prof, stem, torch_json) if merge else None
     doc = torch_parts.of(prof)
     text = format_report(prof.decode(), width=100, cupti=_cupti(merged), torch_trace=doc)
     _write_text(f"{stem}_stats.txt", text)
-    torch_file = os.path.basename(stem) + torch_parts.TORCH_SUFFIX
+    torch_file = os.path.basename(stem) + _torch_suffix(torch_json)
     print(
         f"sm-profiler run: rank {job.rank} wrote {stem}.npz, {os.path.basename(stem)}_stats.txt"
         + _torch_written(merged, torch_file)
@@ -452,7 +470,7 @@ def write_rank_outputs(
     merged = jobs.merged_table(tables)
     trace = merged.decode()
     docs: dict = {}
-    job_torch = merge_torch_job(paths, tables, out_dir, docs)
+    job_torch = merge_torch_job(paths, tables, out_dir, docs, torch_json)
     _report(trace, out_dir, width, job_torch, docs or None)
     from ..export.merge import merge_ranks
 
@@ -460,7 +478,7 @@ def write_rank_outputs(
     print(
         f"sm-profiler run: merged {len(found)} of {len(ranks)} ranks into "
         f"{out_dir}/{jobs.MERGED_TRACE}"
-        + (f", {torch_parts.RANKS_TORCH_TRACE}" if job_torch else "")
+        + (f", auto.ranks{_torch_suffix(torch_json)}" if job_torch else "")
         + " and auto_stats.txt"
     )
     if missing:

@@ -13,9 +13,14 @@ from ..wire import format as fmt
 from ..wire.auto_areas import Areas
 from ..wire.auto_schedule import step_runs, whole_number
 from . import binding
+from .state import DeviceBuffer
 from .stop_signals import OneReader
 
 _PRUNE_STEP_TAGS = 1 << 16  # recorded steps mapped before the first look for forgotten ones
+# The flight recorder records every step of a run of any length: its host memory stays flat
+# from the first thousands of steps and launches on (a look costs a pass over the areas kept).
+_FLIGHT_PRUNE_STEP_TAGS = 1 << 10
+_FLIGHT_COMPACT_LAUNCHES = 1 << 12
 DEFAULT_CAPACITY = 1 << 22  # records (32 B each: 128 MiB of GPU memory)
 _active: list = []
 
@@ -49,6 +54,9 @@ class AutoProfiler:
     ProfilerStep#N our step N (auto_mode/torch_profiler.py): `torch_trace()` is its trace,
     `save` stores it in the file, `merge_torch(path)` writes one trace of its rows and our
     programs, and the report's share seen comes from its CUPTI kernel rows.
+    flight_recorder: every step recorded into the ring, and the last K steps written when a
+    step is slow, the job stalls or ends badly, or on SIGUSR1 (True: K=8; K; or
+    sm_profiler.flight_recorder(...) for its settings): auto_mode/flight.py.
     """
 
     def __init__(
@@ -62,10 +70,17 @@ class AutoProfiler:
         count_optimizer_steps: bool = False,
         via_triton: bool = False,
         torch_profiler: bool = False,
+        flight_recorder=None,
     ):
         problem = fmt.auto_capacity_problem(capacity)
         if problem:
             raise ConfigError(f"capacity {problem}")
+        from .flight_triggers import FlightConfig
+
+        self.flight_config = FlightConfig.of(flight_recorder, int(capacity))
+        if self.flight_config is not None:
+            _check_flight(schedule, torch_profiler)
+        self.flight = None  # the FlightRecorder while the region runs (flight.py)
         if not isinstance(ring, bool):
             raise ConfigError(f"ring must be True or False, got {ring!r}")
         if level not in binding.LEVELS:
@@ -79,6 +94,8 @@ class AutoProfiler:
                 f"schedule must be sm_profiler.schedule(...) or a string like '1000-1005', "
                 f"got {type(schedule).__name__}"
             )
+        # The flight recorder records every step: the ring keeps the newest.
+        ring = ring or self.flight_config is not None
         self.capacity, self.ring, self.level = int(capacity), ring, level
         self.device = device
         self.schedule = schedule
@@ -95,7 +112,7 @@ class AutoProfiler:
         self.step_num = 0
         self._step_tag = 0
         self._step_tags: dict[int, int] = {}  # step tag in the records -> step number
-        self._prune_at = _PRUNE_STEP_TAGS
+        self._prune_at = self._prune_floor()
         self._manual_steps = False
         self._primary_optimizer = None
         self._hook = None
@@ -139,7 +156,7 @@ class AutoProfiler:
                 )
         self._buffers, self._table = {}, None
         self.step_num, self._step_tags, self._manual_steps = 0, {}, False
-        self._step_tag, self._prune_at = 0, _PRUNE_STEP_TAGS
+        self._step_tag, self._prune_at = 0, self._prune_floor()
         self._primary_optimizer = None
         self._tag = 0
         self._torch, self._torch_doc, self._cupti = None, None, None
@@ -167,6 +184,14 @@ class AutoProfiler:
                 self.stop()
                 raise
             self._torch = steps
+        if self.flight_config is not None:
+            from .flight import FlightRecorder
+
+            try:
+                self.flight = FlightRecorder(self, self.flight_config).start()
+            except Exception:
+                self.stop()
+                raise
         return self
 
     def _synchronize(self) -> None:
@@ -179,11 +204,11 @@ class AutoProfiler:
             torch.cuda.synchronize(index)
 
     def _allocate(self, index: int):
-        """(address, Areas, buffer) of a new buffer on GPU `index`, or None where it records
+        """The binding's DeviceBuffer of a new buffer on GPU `index`, or None where it records
         nothing."""
         if index in self._buffers:
             b = self._buffers[index]
-            return b["address"], b["areas"], b["buffer"]
+            return DeviceBuffer(b["address"], b["areas"], b["buffer"])
         if self._only is not None and index != self._only:
             return None
         import torch
@@ -207,7 +232,11 @@ class AutoProfiler:
             raise ConfigError(
                 f"cannot allocate the {words * 8:,}-byte auto buffer on cuda:{index}; lower capacity"
             ) from e
-        areas = Areas(self.capacity, self.ring)
+        areas = (
+            Areas(self.capacity, self.ring)
+            if self.flight_config is None
+            else Areas(self.capacity, self.ring, _FLIGHT_COMPACT_LAUNCHES)
+        )
         self._buffers[index] = {
             "buffer": buf,
             "address": buf.data_ptr(),
@@ -215,7 +244,7 @@ class AutoProfiler:
             "props": props,
             "copier": _copier(index, buf),
         }
-        return buf.data_ptr(), areas, buf
+        return DeviceBuffer(buf.data_ptr(), areas, buf)
 
     def stop(self) -> AutoProfiler:
         if self not in _active:
@@ -245,6 +274,8 @@ class AutoProfiler:
             self._patches.undo()
             binding.turn_off()
             _active.remove(self)
+            if self.flight is not None:  # after the GPU waits: a stall there is still seen
+                self.flight.stop()
             if self.reading.reader != "rescue":
                 for b in self._buffers.values():
                     copier = b.pop("copier", None)
@@ -257,16 +288,16 @@ class AutoProfiler:
         self._say_what_was_missed()
         return self
 
-    def _build_table(self, words: dict, clocks: dict):
+    def _build_table(self, words: dict, clocks: dict, prune: bool = True):
         """The AutoTable of the buffers' words read back (GPU index -> words)."""
         kernels = {
-            k: dict(name=e.name, **e.as_metadata()) for k, e in binding.STATE.kernels.items()
+            k: dict(name=e.name, **e.as_metadata()) for k, e in list(binding.STATE.kernels.items())
         }
         from ..trace.auto_table import AutoTable
 
-        if self._step_tags:
+        if self._step_tags and prune:
             self._prune_step_tags()  # the file maps the steps it holds, no more
-        steps = {str(k): v for k, v in self._step_tags.items()}
+        steps = {str(k): v for k, v in dict(self._step_tags).items()}
         parts = [
             (dict(self._session(i), clock=clocks[i], step_tags=steps), words[i])
             for i in sorted(words)
@@ -341,8 +372,38 @@ class AutoProfiler:
     def __enter__(self) -> AutoProfiler:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, exc, tb) -> None:
         self.stop()
+        if exc is not None and self.flight is not None:
+            self.flight.ended_by(exc)
+
+    # -- the flight recorder (flight.py) -----------------------------------------------------------
+
+    def read_live(self) -> dict:
+        """{GPU index: (words, rescue.Copied, the areas kept once read, the address of its first
+        record slot)} of each buffer as it is now, read while the region goes on recording (the
+        flight recorder's dumps): through the copier made with the buffer (rescue.py), nothing
+        synchronized."""
+        out = {}
+        for index, b in list(self._buffers.items()):
+            if b.get("buffer") is not None:
+                words, copied = _rescue_read(b)
+                out[index] = (words, copied, b["areas"].areas(), b["address"])
+        return out
+
+    def live_table(self, words: dict):
+        """The AutoTable of buffers' words read by read_live (GPU index -> words); the region
+        goes on (no clock sample, the steps' map kept whole)."""
+        return self._build_table(words, {i: [] for i in words}, prune=False)
+
+    def ring_areas(self) -> dict:
+        """{GPU index: (the address of its first record slot, its areas kept as the table's
+        launches number them: Areas.areas())}."""
+        return {i: (b["address"], b["areas"].areas()) for i, b in list(self._buffers.items())}
+
+    def step_of_tags(self) -> dict[int, int]:
+        """{step tag in the records: step number} of the steps recorded (a copy)."""
+        return dict(self._step_tags)
 
     # -- steps -------------------------------------------------------------------------------------
 
@@ -375,6 +436,8 @@ class AutoProfiler:
         binding.set_recording(on)
         if self._torch is not None:
             self._torch.step()  # torch's ProfilerStep#N follows: our step N
+        if self.flight is not None:
+            self.flight.on_step(self.step_num)
 
     def _new_step_tag(self) -> None:
         """The next step tag (1, 2, 3, ...: one per recorded step, never reused) for the step
@@ -391,7 +454,10 @@ class AutoProfiler:
         for b in self._buffers.values():
             held.update(np.unique(b["areas"].areas()[:, 2]).tolist())
         self._step_tags = {t: s for t, s in self._step_tags.items() if t in held}
-        self._prune_at = max(_PRUNE_STEP_TAGS, 2 * len(self._step_tags))
+        self._prune_at = max(self._prune_floor(), 2 * len(self._step_tags))
+
+    def _prune_floor(self) -> int:
+        return _PRUNE_STEP_TAGS if self.flight_config is None else _FLIGHT_PRUNE_STEP_TAGS
 
     def set_tag(self, tag: int) -> None:
         """Tag the records of launches queued from now on (0..255, 0 = none; no sync): e.g. one
@@ -483,9 +549,10 @@ class AutoProfiler:
         return self._cupti
 
     def merge_torch(self, path) -> dict:
-        """One Chrome JSON trace (.json / .json.gz) of torch.profiler's rows (CPU ops, every
-        kernel CUPTI saw) and our per-SM programs, on torch's time axis (merge_torch_trace);
-        returns its info (alignment, coverage)."""
+        """One trace of torch.profiler's rows (CPU ops, every kernel CUPTI saw) and our per-SM
+        programs, on torch's time axis (merge_torch_trace): Perfetto (.perfetto-trace) or
+        Chrome JSON (.json / .json.gz), by `path`'s extension; returns its info (alignment,
+        coverage)."""
         doc = self.torch_trace()
         if doc is None:
             raise ConfigError(
@@ -778,6 +845,20 @@ def _clear_inductor_memory() -> None:
         PyCodeCache.cache_clear()
     except Exception:
         pass
+
+
+def _check_flight(schedule, torch_profiler) -> None:
+    """The flight recorder records every step, alone."""
+    if schedule is not None:
+        raise ConfigError(
+            "the flight recorder records every step: leave out schedule= (--steps) with "
+            "flight_recorder= (--flight-recorder)"
+        )
+    if torch_profiler:
+        raise ConfigError(
+            "the flight recorder records every step, and torch.profiler on every step would "
+            "grow without end: leave out torch_profiler= (--torch, --torch-json) with flight_recorder="
+        )
 
 
 def check_can_run() -> None:

@@ -7,7 +7,8 @@ track, its order, name and contents, built here with the user's options) -> its 
 taken from the Timeline once) -> a writer that reads only the drawing and serialises it
 (perfetto.py, with protobuf.py's encoding; chrome.py; plot.py draws one per launch; merge.py
 hands one per rank to the same writers). A writer given a Timeline draws it first. A new output
-format is a new writer module taking a Drawing. Nothing here imports from the device side.
+format is a writer taking a Drawing plus one entry in formats.py's registry (FORMATS), which
+export() and the CLI read. Nothing here imports from the device side.
 """
 
 from __future__ import annotations
@@ -18,54 +19,41 @@ from dataclasses import replace
 
 from ..errors import ConfigError
 from ..paths import atomic_output, check_writable
+from ..text import plural
+from ..trace.drawing import drawing_of
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, build
+from . import formats
+from .formats import EXTENSIONS, FORMATS, Format, register  # noqa: F401 (the registry)
 
-__all__ = ["export", "to_perfetto_bytes", "to_chrome_json", "EXTENSIONS"]
-
-# Extension -> format name. Longest suffix first, so ".json.gz" wins over ".gz".
-EXTENSIONS = {
-    ".perfetto-trace": "perfetto",
-    ".pftrace": "perfetto",
-    ".json.gz": "chrome",
-    ".json": "chrome",
-}
-FORMATS = ("perfetto", "chrome")
+__all__ = ["export", "to_perfetto_bytes", "to_chrome_json", "EXTENSIONS", "FORMATS", "register"]
 
 
 def export(
     trace: TraceData, path: str | os.PathLike, format: str | None = None, **options
 ) -> list[str]:
-    """Write `trace` to `path` as Perfetto protobuf or Chrome JSON; returns the notes saying
-    what was cut or summarised (empty when the trace is exported whole).
+    """Write `trace` to `path` in one of the registered formats (FORMATS: Perfetto protobuf,
+    Chrome JSON); returns the notes saying what was cut or summarised (empty when the trace is
+    exported whole).
 
     Options (see `timeline`): capture=N (one launch), cut_gaps=True (launches end to end, host
     gaps cut and marked), filters sms=, blocks=, groups=, events=, window_ns=(start, end), and
     summary= / detail_sms= (traces above timeline.SUMMARY_ROWS rows are summarised by default;
     a UserWarning then says what was summarised and how to get the rest).
 
-    The format follows the extension (.perfetto-trace / .pftrace, .json / .json.gz) unless
-    `format` ("perfetto" or "chrome") is given. The path is checked before any work, and the
-    file is written under a temporary name and renamed, so a bad path or a failed write raises
-    CaptureError and an existing file is never half-overwritten.
+    The format follows the extension (EXTENSIONS: .perfetto-trace / .pftrace, .json / .json.gz)
+    unless `format` (a name of FORMATS: "perfetto" or "chrome") is given; a path ending .gz is
+    written gzipped. The path is checked before any work, and the file is written under a
+    temporary name and renamed, so a bad path or a failed write raises CaptureError and an
+    existing file is never half-overwritten.
     """
-    fmt_name = _format_for(path, format)
+    fmt = _format_for(path, format)
     check_writable(path)
     tl = timeline(trace, **options)
     gz = os.fspath(path).lower().endswith(".gz")
     # Written to a temporary name and renamed: a failure part-way leaves an older file intact.
-    with atomic_output(path) as tmp:
-        if fmt_name == "perfetto":
-            from .perfetto import iter_perfetto_chunks
-
-            opener = gzip.open if gz else open
-            with opener(tmp, "wb") as f:
-                for chunk in iter_perfetto_chunks(tl):
-                    f.write(chunk)
-        else:
-            from .chrome import write_chrome_json
-
-            write_chrome_json(tl, tmp, compress=gz)
+    with atomic_output(path) as tmp, (gzip.open if gz else open)(tmp, "wb") as f:
+        fmt.write(drawing_of(tl), f)
     return list(tl.notes)
 
 
@@ -91,8 +79,8 @@ def timeline(trace: TraceData, capture: int | None = None, **options) -> Timelin
         n = len(trace.kernels)
         if isinstance(capture, bool) or not isinstance(capture, int) or not -n <= capture < n:
             raise ConfigError(
-                f"capture={capture!r}: this trace holds {n} capture"
-                f"{'s' if n != 1 else ''} (0..{n - 1}); `sm-profiler info` lists them"
+                f"capture={capture!r}: this trace holds {plural(n, 'capture')} (0..{n - 1}); "
+                "`sm-profiler info` lists them"
             )
         whole = len(trace)
         trace = trace.select_capture(capture % n)
@@ -107,19 +95,15 @@ def timeline(trace: TraceData, capture: int | None = None, **options) -> Timelin
     return tl
 
 
-def _format_for(path: str | os.PathLike, format: str | None) -> str:
+def _format_for(path: str | os.PathLike, format: str | None) -> Format:
     if format is not None:
-        if format not in FORMATS:
+        if format not in FORMATS:  # a format's name; the CLI takes its aliases too
             raise ConfigError(f"unknown export format {format!r}; use one of {', '.join(FORMATS)}")
-        return format
-    name = os.fspath(path).lower()
-    for ext, fmt_name in EXTENSIONS.items():
-        if name.endswith(ext):
-            return fmt_name
-    raise ConfigError(
-        f"cannot tell the trace format of {os.fspath(path)!r} from its extension; use one of "
-        f"{', '.join(EXTENSIONS)} or pass format='perfetto' / format='chrome'"
-    )
+        return FORMATS[format]
+    fmt = formats.of_path(path)
+    if fmt is None:
+        raise formats.unknown_extension(path, "format='{}'")
+    return fmt
 
 
 def __getattr__(name: str):  # a submodule loads on first use (moved.submodule)

@@ -247,11 +247,16 @@ def rank_paths(paths) -> list[str]:
 
 def folder_files(folder: str) -> dict[int, str]:
     """{rank: path} of a run folder's rank files (rank_files, strict), else its one auto.npz as
-    rank 0; a CaptureError saying what the folder holds where it has neither."""
+    rank 0, else each rank's newest flight-recorder dump; a CaptureError saying what the folder
+    holds where it has none of them."""
     found = rank_files(folder, strict=True)
     single = os.path.join(folder, "auto.npz")
     if not found and os.path.isfile(single):
         found = {0: single}
+    if not found:  # a folder of flight-recorder dumps: each rank's newest
+        from ..report.dump import newest_dumps
+
+        found = newest_dumps(folder)
     if not found:
         raise CaptureError(_no_rank_files(folder))
     return found

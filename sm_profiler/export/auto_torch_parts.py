@@ -4,15 +4,18 @@
     auto.rank3.npz               rank 3's table, and torch.profiler's trace of its recorded steps
                                  inside (member `torch_trace`: gzip'd Chrome JSON), so that the
                                  file alone carries it from node to node
-    auto.rank3.torch.json.gz     rank 3: torch.profiler's rows (CPU ops, every kernel CUPTI saw)
+    auto.rank3.torch.perfetto-trace
+                                 rank 3: torch.profiler's rows (CPU ops, every kernel CUPTI saw)
                                  with our per-SM programs, and the kernels we did not record
-                                 drawn on the SM tracks (merge_torch_trace); Chrome JSON
-    auto.ranks.torch.json.gz     the first rank (or `sm-profiler merge DIR`): every rank's, on
-                                 one time axis, rank by rank (merge_job)
+                                 drawn on the SM tracks (merge_torch_trace); native Perfetto
+                                 (export.torch_perfetto), or Chrome JSON as
+                                 auto.rank3.torch.json.gz (`run --torch-json`)
+    auto.ranks.torch.perfetto-trace
+                                 the first rank (or `sm-profiler merge DIR`): every rank's, on
+                                 one time axis, rank by rank (merge_job); .json.gz likewise
 
-(auto.npz and auto.torch.json.gz for one process.) The Perfetto job trace
-(auto.ranks.perfetto-trace) holds our programs only: torch's rows are Chrome JSON, which that
-writer does not translate.
+(auto.npz and auto.torch.perfetto-trace for one process.) The job trace
+(auto.ranks.perfetto-trace) holds our programs only.
 
 Time axis of the job's trace: torch stamps with the host's clock (CLOCK_REALTIME), so each rank's
 torch rows are moved by whole ns onto the trace's own origin (export.chrome.time_origin, its
@@ -36,8 +39,10 @@ from ..errors import CaptureError, InflationError
 from ..wire.torch_trace import named_processes
 
 MEMBER = "torch_trace"  # the .npz member (uint8: gzip'd Chrome JSON)
-TORCH_SUFFIX = ".torch.json.gz"  # auto.torch.json.gz, auto.rank3.torch.json.gz
+TORCH_SUFFIX = ".torch.json.gz"  # auto.torch.json.gz, auto.rank3.torch.json.gz (--torch-json)
 RANKS_TORCH_TRACE = "auto.ranks.torch.json.gz"
+TORCH_PERFETTO_SUFFIX = ".torch.perfetto-trace"  # auto.torch.perfetto-trace: the default
+RANKS_TORCH_PERFETTO = "auto.ranks.torch.perfetto-trace"
 # The job trace's ids for torch's own rows: each rank's processes from TORCH_PID_BASE (at most
 # TORCH_PIDS_PER_RANK a rank), every thread one id from TORCH_TID_BASE up; clear of each other
 # and of our ranks' ids (export.chrome.PID_BASE up).
@@ -195,16 +200,18 @@ def _steps(values: list[int]) -> str:
 
 
 def merge_job(tables: list, docs: list, path) -> dict:
-    """Every rank's table, and the torch trace of those that have one, as one Chrome JSON trace
-    (.json / .json.gz): per rank its torch processes (named `rank r · ...`), then its SMs
-    (`GPU r · SM s`, the kernels it did not record drawn on them); see the module doc for the
-    time axis. Returns {"ranks": {rank: alignment}, "coverage": {rank: coverage}, "notes"}."""
+    """Every rank's table, and the torch trace of those that have one, as one trace: Chrome JSON
+    (.json / .json.gz), per rank its torch processes (named `rank r · ...`), then its SMs
+    (`GPU r · SM s`, the kernels it did not record drawn on them); or native Perfetto
+    (.perfetto-trace, export.torch_perfetto: rank r's torch tracks `GPU r · ...` beside its
+    SMs). See the module doc for the time axis. Returns {"ranks": {rank: alignment}, "coverage": {rank: coverage}, "notes"}."""
     from ..report.coverage import kernel_table
     from .chrome import moved_rows, ranks_json, time_origin
-    from .merge import earliest_ns, rank_timelines, torch_coverage_bars, write_json
+    from .merge import earliest_ns, rank_timelines, torch_coverage_bars, torch_format, write_json
 
-    if len(tables) != len(docs):
+    if len(tables) != len(docs):  # internal: the CLI reads one per rank file
         raise ValueError("one torch trace (or None) per table")
+    native = torch_format(path) == "perfetto"
     placed, seen = [], set()
     for i, (t, doc) in enumerate(zip(tables, docs, strict=True)):
         r = int(t.ranks()[0]) if len(t.sessions) else i
@@ -217,7 +224,7 @@ def merge_job(tables: list, docs: list, path) -> dict:
     base = time_origin(earliest_ns(ranks), [d for d in docs if d is not None])
     torch_doc: dict = {"traceEvents": [], "displayTimeUnit": "ms", "baseTimeNanoseconds": base}
     moved: dict = {"ns": base, "torch_base_ns": {}, "rows_before": 0}
-    infos, covs, other, about, notes = {}, {}, {}, {}, []
+    infos, covs, other, about, notes, rank_docs = {}, {}, {}, {}, [], []
     next_tid = [TORCH_TID_BASE]
     for k, (r, t, doc, parts, info) in enumerate(placed):
         infos[r] = info
@@ -233,10 +240,13 @@ def merge_job(tables: list, docs: list, path) -> dict:
         timelines[k] = one[0]
         covs[r] = cov
         other.update(drawn)
+        rank_docs.append((r, doc))
         doc_base = int(doc.get("baseTimeNanoseconds", 0))
-        rows, early = moved_rows(named_processes(doc["traceEvents"]), doc_base - base)
-        moved["torch_base_ns"][r], moved["rows_before"] = doc_base, moved["rows_before"] + early
-        torch_doc["traceEvents"] += _torch_events(rows, r, next_tid)
+        if not native:
+            rows, early = moved_rows(named_processes(doc["traceEvents"]), doc_base - base)
+            moved["rows_before"] += early
+            torch_doc["traceEvents"] += _torch_events(rows, r, next_tid)
+        moved["torch_base_ns"][r] = doc_base
         about[r] = {
             key: doc[key]
             for key in ("distributedInfo", "deviceProperties", "trace_id", "host_name")
@@ -245,6 +255,17 @@ def merge_job(tables: list, docs: list, path) -> dict:
         note = step_note(doc, t, f"rank {r}: ")
         if note:
             notes.append(note)
+    if native:
+        from .merge import rank_drawings, recorded_steps
+        from .torch_perfetto import write_merged
+
+        lines = [f"rank {r}: aligned by {a['method']}" for r, a in infos.items()]
+        drawings = rank_drawings(timelines)
+        focus = recorded_steps([d for _, d in rank_docs], drawings)
+        if len(timelines) == 1:  # one rank: its tracks named as `run --torch` names them
+            rank_docs = [(None, d) for _, d in rank_docs]
+        write_merged(path, drawings, rank_docs, other, lines + notes, focus)
+        return {"ranks": infos, "coverage": covs, "notes": notes}
     keys = {
         "sm_profiler_alignment": {"method": "per rank", "ranks": infos},
         "sm_profiler_coverage": {"ranks": covs},

@@ -19,12 +19,12 @@ import json
 import math
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
 from ..errors import ConfigError
-from ..trace.drawing import LEVELS, Drawing, as_drawing, assign_slots
+from ..trace.drawing import LEVELS, Drawing, as_drawing
 from ..trace.model import RANGE
 
 if TYPE_CHECKING:
@@ -40,6 +40,11 @@ def write_chrome_json(
     tl: Drawing | Timeline, path: str | os.PathLike, compress: bool = False
 ) -> None:
     write_json_bytes(encode_json(to_chrome_json(tl)), path, compress)
+
+
+def write_trace(d: Drawing, f: BinaryIO) -> None:
+    """The Chrome JSON of `d` written to `f` (export's writer: sm_profiler.export.formats)."""
+    f.write(encode_json(to_chrome_json(d)))
 
 
 def encode_json(doc: dict) -> bytes:
@@ -59,57 +64,79 @@ def to_chrome_json(tl: Drawing | Timeline, origin_ns: int | None = None) -> dict
     "launches" process. Times in µs since `origin_ns` (default: the trace's start), which
     otherData's start_ns says."""
     d = as_drawing(tl, "Chrome JSON", "to_chrome_json")
-    lanes, ev, marks = d.lanes, d.slices, d.marks
     t0 = d.start_ns if origin_ns is None else int(origin_ns)
-    ev_lane = ev["lane"]
-    nl = len(lanes)
-    is_mark = ~marks["drop"]  # an unmatched record's mark; a drop mark needs its lane's thread
-    um_lane = marks["lane"][is_mark]
-    has_rows = np.bincount(ev_lane, minlength=nl) + np.bincount(um_lane, minlength=nl) > 0
-    sms = d.sms
-    pid_of_lane = lanes.sm + 1
-    kernels_pid = len(sms) + 1
-    tid0 = kernels_pid + 1
-
-    def us(t_ns) -> np.ndarray:
-        return us_since(t_ns, t0)
-
     out: list[dict] = []
-    for i in range(len(sms)):
+    for i in range(len(d.sms)):
         out.append(_meta("process_name", i + 1, 0, {"name": d.sm_names[i]}))
         out.append(_meta("process_sort_index", i + 1, 0, {"sort_index": i}))
+    tids = _LaneThreads(d, tid0=len(d.sms) + 2)  # pids 1.. the SMs, then the launches'
+    out += tids.meta
+    out += _slice_events(d, tids, t0)
+    out += _mark_events(d, tids, t0)
+    out += _counter_events(d, t0)
+    out += _launch_events(d, t0, pid=len(d.sms) + 1, tid0=tids.next_tid)
+    return {
+        "traceEvents": out,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "start_ns": t0,
+            "emulated": d.emulated,
+            "dropped_records": d.dropped_total,
+            "kernels": d.kernel_names,
+            "notes": d.notes,
+        },
+    }
 
-    # Lanes: one thread per (lane, overlap level); partial overlaps go to an extra thread.
-    level = d.levels
-    thread_key = ev_lane.astype(np.int64) * LEVELS + level
-    keys = np.unique(
-        np.concatenate(
-            [thread_key, um_lane.astype(np.int64) * LEVELS, np.flatnonzero(has_rows) * LEVELS]
-        )
-    )
-    tid_of = {}
-    extra = tid0 + nl
-    for k in keys.tolist():
-        g, lv = divmod(k, LEVELS)
-        if lv == 0:
-            tid = tid0 + g
-        else:
-            tid, extra = extra, extra + 1
-        tid_of[k] = tid
-        pid = int(pid_of_lane[g])
-        out.append(_meta("thread_name", pid, tid, {"name": lanes.track_name(g, lv)}))
-        out.append(
-            _meta("thread_sort_index", pid, tid, {"sort_index": int(lanes.rank[g]) * LEVELS + lv})
-        )
-    tid_arr = np.array([tid_of[k] for k in thread_key.tolist()], np.int64)
 
-    names = d.slice_names
-    ts, dur = us(ev["start_ns"]), us_since(ev["end_ns"], ev["start_ns"])
+class _LaneThreads:
+    """The threads of the lanes: one per (lane, overlap level) that has a row, and one for each
+    lane that has a dropped-records mark; a lane's own thread is tid0 + its row, its overlap
+    threads come after all of those (partial overlaps go to an extra thread)."""
+
+    def __init__(self, d: Drawing, tid0: int):
+        lanes, ev, marks = d.lanes, d.slices, d.marks
+        nl = len(lanes)
+        self.pid_of_lane = lanes.sm + 1
+        um_lane = marks["lane"][~marks["drop"]]  # a drop mark needs its lane's thread too
+        has_rows = np.bincount(ev["lane"], minlength=nl) + np.bincount(um_lane, minlength=nl) > 0
+        self.thread_key = ev["lane"].astype(np.int64) * LEVELS + d.levels
+        keys = np.unique(
+            np.concatenate(
+                [
+                    self.thread_key,
+                    um_lane.astype(np.int64) * LEVELS,
+                    np.flatnonzero(has_rows) * LEVELS,
+                ]
+            )
+        )
+        self.tid_of: dict[int, int] = {}
+        self.meta: list[dict] = []
+        extra = tid0 + nl
+        for k in keys.tolist():
+            g, lv = divmod(k, LEVELS)
+            if lv == 0:
+                tid = tid0 + g
+            else:
+                tid, extra = extra, extra + 1
+            self.tid_of[k] = tid
+            pid = int(self.pid_of_lane[g])
+            self.meta.append(_meta("thread_name", pid, tid, {"name": lanes.track_name(g, lv)}))
+            sort = int(lanes.rank[g]) * LEVELS + lv
+            self.meta.append(_meta("thread_sort_index", pid, tid, {"sort_index": sort}))
+        self.next_tid = extra
+
+
+def _slice_events(d: Drawing, tids: _LaneThreads, t0: int) -> list[dict]:
+    """The ranges ('X') and instants ('i') on their lanes' threads."""
+    ev, names = d.slices, d.slice_names
+    tid_arr = np.array([tids.tid_of[k] for k in tids.thread_key.tolist()], np.int64)
+    ts, dur = us_since(ev["start_ns"], t0), us_since(ev["end_ns"], ev["start_ns"])
     is_range = ev["kind"] == RANGE
+    out = []
     for e, r, p, t, s, du in zip(
         ev["event"].tolist(),
         is_range.tolist(),
-        pid_of_lane[ev_lane].tolist(),
+        tids.pid_of_lane[ev["lane"]].tolist(),
         tid_arr.tolist(),
         ts.tolist(),
         dur.tolist(),
@@ -119,43 +146,51 @@ def to_chrome_json(tl: Drawing | Timeline, origin_ns: int | None = None) -> dict
             out.append({"name": names[e], "ph": "X", "pid": p, "tid": t, "ts": s, "dur": du})
         else:
             out.append({"name": names[e], "ph": "i", "s": "t", "pid": p, "tid": t, "ts": s})
-    # Marks: unmatched records, then dropped records (on a lane that has a thread).
+    return out
+
+
+def _mark_events(d: Drawing, tids: _LaneThreads, t0: int) -> list[dict]:
+    """Unmatched records, then dropped records (on a lane that has a thread), as instants."""
+    marks, out = d.marks, []
     for g, t, n, drop in zip(
         marks["lane"].tolist(),
-        us(marks["time_ns"]).tolist(),
+        us_since(marks["time_ns"], t0).tolist(),
         marks["name"].tolist(),
         marks["drop"].tolist(),
         strict=True,
     ):
         key = g * LEVELS
-        if drop and key not in tid_of:
+        if drop and key not in tids.tid_of:
             continue
         out.append(
             {
                 "name": d.mark_names[n],
                 "ph": "i",
                 "s": "t",
-                "pid": int(pid_of_lane[g]),
-                "tid": tid_of[key],
+                "pid": int(tids.pid_of_lane[g]),
+                "tid": tids.tid_of[key],
                 "ts": t,
             }
         )
+    return out
 
-    occ = d.occupancy
+
+def _counter_events(d: Drawing, t0: int) -> list[dict]:
+    """Each SM's 'resident blocks' counter, then its summary counters ('C')."""
+    occ, out = d.occupancy, []
     for p, s, v in zip(
         (occ["sm_index"] + 1).tolist(),
-        us(occ["time_ns"]).tolist(),
+        us_since(occ["time_ns"], t0).tolist(),
         occ["value"].tolist(),
         strict=True,
     ):
         out.append({"name": "resident blocks", "ph": "C", "pid": p, "ts": s, "args": {"blocks": v}})
-
     if d.summary is not None:
         sm = d.summary
         for i, e, ts, v in zip(
             sm["sm_index"].tolist(),
             sm["event"].tolist(),
-            us(sm["time_ns"]).tolist(),
+            us_since(sm["time_ns"], t0).tolist(),
             sm["value"].tolist(),
             strict=True,
         ):
@@ -168,33 +203,29 @@ def to_chrome_json(tl: Drawing | Timeline, origin_ns: int | None = None) -> dict
                     "args": {"ranges": v},
                 }
             )
+    return out
 
-    out.append(_meta("process_name", kernels_pid, 0, {"name": "launches"}))
-    out.append(_meta("process_sort_index", kernels_pid, 0, {"sort_index": -1}))
-    ktid = extra
+
+def _launch_events(d: Drawing, t0: int, pid: int, tid0: int) -> list[dict]:
+    """The "launches" process: a thread per launch track, each launch a slice after the mark of
+    the host gap cut before it (if one was)."""
+    out = [
+        _meta("process_name", pid, 0, {"name": "launches"}),
+        _meta("process_sort_index", pid, 0, {"sort_index": -1}),
+    ]
     L = d.launches
     track_names = [name for name, _ in d.launch_tracks]
     spans = zip(L["track"].tolist(), L["start_ns"].tolist(), L["end_ns"].tolist(), strict=True)
     for r, (k, k_lo, k_hi) in enumerate(spans):
-        tid = ktid + k
-        out.append(_meta("thread_name", kernels_pid, tid, {"name": track_names[k]}))
-        ts, dur = float(us(k_lo)), float(us_since(k_hi, k_lo))
+        tid = tid0 + k
+        out.append(_meta("thread_name", pid, tid, {"name": track_names[k]}))
+        ts, dur = float(us_since(k_lo, t0)), float(us_since(k_hi, k_lo))
         name = d.launch_names[r]
-        out.append({"name": name, "ph": "X", "pid": kernels_pid, "tid": tid, "ts": ts, "dur": dur})
+        out.append({"name": name, "ph": "X", "pid": pid, "tid": tid, "ts": ts, "dur": dur})
         cut = d.launch_cuts.get(r)
         if cut is not None:
-            out.append({"name": cut, "ph": "i", "s": "t", "pid": kernels_pid, "tid": tid, "ts": ts})
-    return {
-        "traceEvents": out,
-        "displayTimeUnit": "ns",
-        "otherData": {
-            "start_ns": t0,
-            "emulated": d.emulated,
-            "dropped_records": d.dropped_total,
-            "kernels": d.kernel_names,
-            "notes": d.notes,
-        },
-    }
+            out.append({"name": cut, "ph": "i", "s": "t", "pid": pid, "tid": tid, "ts": ts})
+    return out
 
 
 def _meta(name: str, pid: int, tid: int, args: dict) -> dict:
@@ -236,8 +267,14 @@ def exact_ns(us) -> int | None:
 def time_origin(ours_ns: int | None, docs: Iterable[dict]) -> int:
     """The time origin of a trace holding our programs (from `ours_ns`, their earliest time, None
     without any) and torch.profiler's rows (`docs`: its traces, baseTimeNanoseconds + ts): the
-    whole second at or before the earliest of them, leaving out torch rows more than
-    MAX_LEAD_NS before ours."""
+    whole second at or before the earliest of them (earliest_row_ns)."""
+    lo = earliest_row_ns(ours_ns, docs)
+    return 0 if lo is None else lo // ORIGIN_STEP_NS * ORIGIN_STEP_NS
+
+
+def earliest_row_ns(ours_ns: int | None, docs: Iterable[dict]) -> int | None:
+    """The earliest of `ours_ns` and torch.profiler's rows in `docs` (baseTimeNanoseconds + ts,
+    exact ns), leaving out torch rows more than MAX_LEAD_NS before ours; None without any."""
     lows = [] if ours_ns is None else [int(ours_ns)]
     for doc in docs:
         base = int(doc.get("baseTimeNanoseconds", 0))
@@ -246,7 +283,7 @@ def time_origin(ours_ns: int | None, docs: Iterable[dict]) -> int:
         lo = min((t for t in times if _finite(t) and t >= floor_us), default=None)
         if lo is not None:
             lows.append(base + exact_ns(lo))
-    return min(lows) // ORIGIN_STEP_NS * ORIGIN_STEP_NS if lows else 0
+    return min(lows) if lows else None
 
 
 def moved_ts(ts, delta_ns: int) -> tuple[object, bool]:
@@ -349,14 +386,15 @@ def other_kernel_events(
     .unseen_kernels) on the SM processes rank_events laid out at `pid_off`: kernel k on the
     first kernels["n_sms"][k] SMs of kernels["sms"] (SM ids of `d.sms`), in a thread
     'other kernels (CUPTI)' above each SM's own, one more per level of kernels that overlap
-    (concurrent streams). Thread ids from `tid_off`; returns the events and the ids taken."""
+    (concurrent streams: kernels["level"], laid out by unseen_kernels). Thread ids from
+    `tid_off`; returns the events and the ids taken."""
     start, end = np.asarray(kernels["start_ns"]), np.asarray(kernels["end_ns"])
     n_sms = np.asarray(kernels["n_sms"])
     if not len(start):
         return [], 0
     pids = (pid_off + np.searchsorted(d.sms, kernels["sms"]) + 1).tolist()
     width = len(pids)
-    level, _ = assign_slots(np.zeros(len(start), np.int64), start, end, 1)  # sorted by start
+    level = np.asarray(kernels["level"])
     levels = int(level.max()) + 1
     out: list[dict] = []
     for lv in range(levels):

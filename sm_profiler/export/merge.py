@@ -1,14 +1,15 @@
 """One timeline: sm_profiler captures of one or several GPUs, optionally inside torch.profiler's.
 
-    sm_profiler.merge_torch_trace(prof, profiler, "step.json")      # torch + our SM/warp tracks
+    sm_profiler.merge_torch_trace(prof, profiler, "step.perfetto-trace")  # torch + our SMs
     sm_profiler.merge_ranks([caps_rank0, caps_rank1], "ranks.perfetto-trace")  # GPU r · SM s
 
-merge_ranks writes Perfetto protobuf (.perfetto-trace, .pftrace), which the Perfetto UI shows
-GPU by GPU and SM by SM with the names as written, or Chrome trace-event JSON (.json /
-.json.gz), whose processes the UI orders its own way and names with their pid appended.
-merge_torch_trace writes Chrome JSON: torch.profiler writes that format, so its rows are kept
-(moved by whole ns onto the file's own time origin, chrome.time_origin) and ours are added. Our
-processes are named `GPU r · SM s` and numbered from PID_BASE, clear of real process ids.
+Both write by the path's extension. Perfetto protobuf (.perfetto-trace, .pftrace), which the
+Perfetto UI shows GPU by GPU and SM by SM with the names as written (with torch.profiler's rows
+as track events beside them: torch_perfetto.py); or Chrome trace-event JSON (.json /
+.json.gz), whose processes the UI orders its own way and names with their pid appended: there
+torch's rows are kept as torch wrote them (moved by whole ns onto the file's own time origin,
+chrome.time_origin) and ours are added, processes named `GPU r · SM s` and numbered from
+PID_BASE, clear of real process ids.
 
 Time axis. Each capture's %globaltimer ns are mapped onto the host's CLOCK_REALTIME (the clock
 CUPTI and torch stamp with): t_host = t_gpu - offset, where the offset comes from, in order,
@@ -43,6 +44,7 @@ from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels: as before)
 )
 from ..report.alignment import alignment_error as _alignment_error
 from ..report.alignment import match_in_order as _match_in_order
+from ..text import plural
 from ..trace.auto_table import AutoTable, clock_offset_ns
 from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import TraceData
@@ -60,6 +62,7 @@ from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: a
     read_torch_doc,
 )
 from .chrome import PID_BASE, moved_rows, ranks_json, time_origin  # noqa: F401 (merge.PID_BASE)
+from .formats import FORMATS
 
 # -- inputs -----------------------------------------------------------------------------------
 
@@ -204,23 +207,78 @@ def rank_timelines(ranks) -> list[tuple[int, Timeline]]:
     ]
 
 
-def _drawings(timelines: list[tuple[int, Timeline]]) -> list[tuple[int, Drawing]]:
+def rank_drawings(timelines: list[tuple[int, Timeline]]) -> list[tuple[int, Drawing]]:
     """What the writers draw of each rank's timeline (trace.drawing), built once."""
     return [(r, drawing_of(tl)) for r, tl in timelines]
 
 
-PERFETTO_SUFFIXES = (".perfetto-trace", ".pftrace")
+# Merges write these two formats (each has a writer of several ranks: iter_ranks_chunks,
+# ranks_json; with torch.profiler's rows, torch_perfetto.write_merged and ranks_json).
+PERFETTO_SUFFIXES = FORMATS["perfetto"].extensions
+JSON_SUFFIXES = FORMATS["chrome"].extensions
+
+
+def torch_format(path) -> str:
+    """The format of a trace merged with torch.profiler's, by `path`'s extension: 'perfetto'
+    (.perfetto-trace, .pftrace) or 'chrome' (.json, .json.gz); ConfigError for any other."""
+    name = os.fspath(path).lower()
+    if name.endswith(PERFETTO_SUFFIXES):
+        return "perfetto"
+    if name.endswith(JSON_SUFFIXES):
+        return "chrome"
+    raise ConfigError(
+        "name a trace merged with torch.profiler's .perfetto-trace (Perfetto: SM tracks in "
+        "order, opening on the recorded steps) or .json / .json.gz (Chrome JSON, as torch "
+        f"writes), got {os.fspath(path)!r}"
+    )
+
+
+def recorded_steps(docs: list[dict], drawings: list[tuple[int, Drawing]]):
+    """The span a trace merged with torch's opens on (a drawing.Focus): the recorded steps,
+    torch's ProfilerStep#N rows of `docs` and our programs (the ranks' drawings), on torch's
+    clock; None where neither has any."""
+    from ..report.coverage import step_windows
+    from ..trace.drawing import Focus
+    from ..wire.auto_schedule import step_runs
+
+    lows, highs, steps = [], [], set()
+    for doc in docs:
+        w = step_windows(doc)
+        if len(w["step"]):
+            lows.append(int(w["start_ns"].min()))
+            highs.append(int(w["end_ns"].max()))
+            steps.update(w["step"].tolist())
+    ours = [d for _, d in drawings if len(d.launches["start_ns"])]
+    lows += [d.start_ns for d in ours]
+    highs += [d.end_ns for d in ours]
+    if not lows:
+        return None
+    label = f"the recorded steps ({step_runs(sorted(steps))})" if steps else "our programs"
+    return Focus(min(lows), max(highs), label, "the rest")
+
+
+def about_lines(info: dict) -> list[str]:
+    """How a torch merge put our programs on torch's clock, for a Perfetto trace's description
+    (a Chrome JSON trace keeps `info` as its sm_profiler_alignment)."""
+    line = f"our programs on torch.profiler's clock (the host's), aligned by {info['method']}"
+    if "offset_ns" in info:
+        line += f": %globaltimer - host clock = {info['offset_ns']:,} ns"
+    lines = [line]
+    for r, e in (info.get("error") or {}).items():
+        if e.get("matched"):
+            lines.append(
+                f"GPU {r}: {e['matched']} launches matched to torch's kernel rows; first and "
+                f"last stamps within {e['max_abs_ns']:,.0f} ns of CUPTI's start and end"
+            )
+    return lines
 
 
 def write_json(doc: dict, path) -> None:
     from ..paths import atomic_output, check_writable
     from .chrome import encode_json, write_json_bytes
 
-    if not os.fspath(path).lower().endswith((".json", ".json.gz")):
-        raise ConfigError(
-            "a trace merged into torch.profiler's is Chrome JSON, as torch's is: name the "
-            f"output .json or .json.gz, got {os.fspath(path)!r}"
-        )
+    if torch_format(path) != "chrome":
+        raise ConfigError(f"Chrome JSON is written to .json or .json.gz, not {os.fspath(path)!r}")
     check_writable(path)
     try:
         data = encode_json(doc)
@@ -348,7 +406,7 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     from ..paths import check_writable
 
     name = os.fspath(path).lower()
-    if not name.endswith((*PERFETTO_SUFFIXES, ".json", ".json.gz")):
+    if not name.endswith((*PERFETTO_SUFFIXES, *JSON_SUFFIXES)):
         raise ConfigError(
             "name the merged trace .perfetto-trace (Perfetto: GPU by GPU, SM by SM in the "
             f"Perfetto UI), .json or .json.gz (Chrome JSON), got {os.fspath(path)!r}"
@@ -356,7 +414,7 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     check_writable(path)
     ranks, info = align_ranks(sources, align)
     base = earliest_ns(ranks) or 0  # nothing recorded: any origin
-    drawings = _drawings(rank_timelines(ranks))
+    drawings = rank_drawings(rank_timelines(ranks))
     if name.endswith(PERFETTO_SUFFIXES):
         _write_perfetto(drawings, path, info)
         return info
@@ -374,8 +432,7 @@ def _write_perfetto(drawings: list[tuple[int, Drawing]], path, info: dict) -> No
 
     dropped = {r: d.dropped_total for r, d in drawings}
     about = [
-        f"{len(drawings)} rank{'s' if len(drawings) != 1 else ''} on one time axis, aligned "
-        f"by {info['method']}",
+        f"{plural(len(drawings), 'rank')} on one time axis, aligned by {info['method']}",
         f"records dropped: {sum(dropped.values()):,} ("
         + ", ".join(f"rank {r}: {n:,}" for r, n in dropped.items())
         + ")",
@@ -432,7 +489,13 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     offset_ns: %globaltimer - torch's clock, if known; else measured (see the module doc).
     Returns the alignment info, also written into the file as "sm_profiler_alignment". The
     file's times count from its own origin (baseTimeNanoseconds, chrome.time_origin), torch's
-    rows moved onto it by whole ns; "sm_profiler_time_origin" says from where."""
+    rows moved onto it by whole ns; "sm_profiler_time_origin" says from where.
+
+    `path`'s extension says the format: .perfetto-trace / .pftrace, native Perfetto
+    (torch_perfetto.py: torch's rows as track events, our SMs as a job's trace draws them, in SM
+    order, opening on the recorded steps; the info in the roots' description), or .json /
+    .json.gz, Chrome JSON as torch writes (the info as the keys above)."""
+    native = torch_format(path) == "perfetto"
     doc = read_torch_doc(torch_trace)
     from ..report.coverage import kernel_table
 
@@ -461,6 +524,13 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     info = dict(info, error=err)
     timelines = rank_timelines(ranks)
     cov, other = torch_coverage_bars(doc, table, ranks, timelines)
+    if native:
+        from .torch_perfetto import write_merged
+
+        drawings = rank_drawings(timelines)
+        focus = recorded_steps([doc], drawings)
+        write_merged(path, drawings, [(None, doc)], other, about_lines(info), focus)
+        return dict(info, coverage=cov)
     # One time origin near the rows, torch's moved onto it exactly (chrome.time_origin).
     base = int(doc.get("baseTimeNanoseconds", 0))
     origin = time_origin(earliest_ns(ranks), [doc])
@@ -469,7 +539,7 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     keys = {"sm_profiler_alignment": info, "sm_profiler_coverage": cov}
     keys["sm_profiler_time_origin"] = moved
     doc = dict(doc, traceEvents=events, baseTimeNanoseconds=origin)
-    out = ranks_json(_drawings(timelines), origin, doc, other=other, **keys)
+    out = ranks_json(rank_drawings(timelines), origin, doc, other=other, **keys)
     write_json(out, path)
     return dict(info, coverage=cov)
 

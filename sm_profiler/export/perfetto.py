@@ -27,8 +27,9 @@ Why the details:
     innermost open slice. So at one timestamp we emit: ends of slices begun earlier (innermost
     first), then begins in row order, each zero-length slice's end right after its begin. Slices
     that only partially overlap their enclosing slice cannot be drawn on one stack: the timeline
-    moves them to an extra "(overlap)" track (timeline.order_rows) instead of letting them be
-    closed by the wrong end.
+    moves them to an extra "(overlap)" track (timeline.order_rows, run by the drawing's
+    lane_rows, which gives the rows in that order) instead of letting them be closed by the
+    wrong end.
 
 The bytes are written by protobuf.py. Field numbers are from perfetto/protos/perfetto/trace/
 {trace_packet,track_event/*,clock_snapshot,interned_data/*}.proto.
@@ -37,12 +38,11 @@ The bytes are written by protobuf.py. Field numbers are from perfetto/protos/per
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from ..trace.drawing import LEVELS, SUMMARY_RANK0, Drawing, as_drawing, order_rows
-from ..trace.model import RANGE
+from ..trace.drawing import LEVELS, SUMMARY_RANK0, Drawing, Focus, as_drawing
 from .protobuf import (
     BOOTTIME,
     CLOCK_ID,
@@ -72,11 +72,19 @@ EXPLICIT = 3
 # TrackDescriptor.SiblingMergeBehavior.NONE: never merge two tracks because they share a name.
 MERGE_NONE = 2
 ROOT_UUID = 1
+# The clock a trace's times are read from, as the roots' description names it.
+GLOBALTIMER = "%globaltimer"
 
 
 def to_perfetto_bytes(tl: Drawing | Timeline) -> bytes:
     """The whole Perfetto trace of `tl` (a serialized `perfetto.protos.Trace`)."""
     return b"".join(iter_perfetto_chunks(tl))
+
+
+def write_trace(d: Drawing, f: BinaryIO) -> None:
+    """The Perfetto trace of `d` written to `f` (export's writer: sm_profiler.export.formats)."""
+    for chunk in iter_perfetto_chunks(d):
+        f.write(chunk)
 
 
 def iter_perfetto_chunks(tl: Drawing | Timeline) -> Iterator[bytes]:
@@ -92,24 +100,45 @@ def iter_ranks_chunks(
     .merge), as consecutive byte strings: per rank a root 'GPU r  · kernels' (its busy SMs, its
     launches) and its SMs 'GPU r · SM s', GPU by GPU and SM by SM in the UI's order (names
     sort so; a rank number is padded to the widest). The trace opens on the first rank's span;
-    `about`: lines for every root's description (how the ranks were aligned).
+    `about`: lines for every root's description (how the ranks were aligned)."""
+    yield from ranks_chunks(rank_writers(ranks), about)
 
-    The ranks are written one after another on one sequence, each from its own interned names
-    (the sequence's state cleared at its start). The importer takes clock snapshots in file
-    order and refuses a trace clock that goes backwards, so every block of every rank snapshots
-    the clock at one time, the ranks' earliest, where a single trace snapshots each lane's."""
+
+def rank_writers(ranks: list[tuple[int, Drawing | Timeline]]) -> list[_Writer]:
+    """The writers of iter_ranks_chunks, one per rank: rank i's uuids from i << 40."""
     width = max((len(str(r)) for r, _ in ranks), default=1)
-    writers = [
+    return [
         _Writer(
             as_drawing(d, "Perfetto", "to_perfetto_bytes"), f"GPU {str(r).rjust(width)}", i << 40
         )
         for i, (r, d) in enumerate(ranks)
     ]
-    origin = min((w.origin for w in writers), default=0)
-    opens = next((w for w in writers if w._window()), None)
+
+
+def ranks_chunks(
+    writers: list[_Writer],
+    about: Sequence[str] = (),
+    origin_ns: int | None = None,
+    focus: Focus | None = None,
+    clock: str = GLOBALTIMER,
+) -> Iterator[bytes]:
+    """The packets of rank_writers' `writers`, written from `origin_ns` (default: the ranks'
+    earliest time; at most that), opening on `focus` (default: the first rank's own span).
+
+    The ranks are written one after another on one sequence, each from its own interned names
+    (the sequence's state cleared at its start). The importer takes clock snapshots in file
+    order and refuses a trace clock that goes backwards, so every block of every rank snapshots
+    the clock at one time, the origin, where a single trace snapshots each lane's. `clock`
+    names the clock the times are of, in the roots' description."""
+    origin = min((w.origin for w in writers), default=0) if origin_ns is None else origin_ns
+    if focus is None:
+        opens = next((w for w in writers if w._window()), None)
+    else:
+        opens = writers[0] if writers else None
     for w in writers:
         w.origin = w.ref0 = origin
-        w.one_ref, w.window, w.about = True, w is opens, list(about)
+        w.one_ref, w.window, w.about, w.clock = True, w is opens, list(about), clock
+        w.focus = w.focus if focus is None else focus
     for w in writers:
         yield from w.chunks()
 
@@ -128,12 +157,10 @@ class _Writer:
     def __init__(self, d: Drawing, label: str | None = None, uuid_base: int = 0):
         self.d = d
         self.nl = len(d.lanes)
-        self.ev_lane = d.slices["lane"]
         self.lo, self.hi = d.lanes.lo, d.lanes.hi
         self.label = label
         self._names()
-        self._extras()
-        self._lane_index()
+        self.rows_per_lane = d.rows_per_lane
         self.sms = d.sms
         # Times are written from the origin; every block's clock snapshot is at ref0, or at the
         # lane's earliest time for a lane's block (unless one_ref: see iter_ranks_chunks).
@@ -143,6 +170,8 @@ class _Writer:
         self.origin = min(d.start_ns, self.ref0)
         self.one_ref = False
         self.window = True  # the span the UI opens on (one writer's, in a trace of several)
+        self.focus = d.focus  # that span, and what it is
+        self.clock = GLOBALTIMER
         self.about: list[str] = []  # more lines for the root's description
         # uuids: the root, one per launch, one per SM (its counter), then one per lane (its
         # row in the lanes table), then overlap tracks as they come.
@@ -169,24 +198,6 @@ class _Writer:
         self.mark_iid = np.array([iid(name) for name in d.mark_names], np.uint64)
         self.iid = iid
         self.names = names
-
-    # unmatched records and dropped counts become instants on their lane
-    def _extras(self):
-        m = self.d.marks
-        order = np.argsort(m["lane"], kind="stable")
-        self.x_lane, self.x_time = m["lane"][order], m["time_ns"][order]
-        self.x_iid = self.mark_iid[m["name"][order]]
-
-    def _lane_index(self):
-        ev_lane = self.ev_lane
-        self.ev_order = None
-        if len(ev_lane) > 1 and bool((ev_lane[1:] < ev_lane[:-1]).any()):
-            self.ev_order = np.argsort(ev_lane, kind="stable")
-        self.ev_count = np.bincount(ev_lane, minlength=self.nl)
-        self.ev_first = np.cumsum(self.ev_count) - self.ev_count
-        self.x_count = np.bincount(self.x_lane, minlength=self.nl)
-        self.x_first = np.cumsum(self.x_count) - self.x_count
-        self.rows_per_lane = self.ev_count + self.x_count
 
     def _uuid(self) -> int:
         self.next_uuid += 1
@@ -277,9 +288,10 @@ class _Writer:
         """The root's description: the timeline's notes, the time origin, the launch in view."""
         d = self.d
         lines = [*d.notes, *self.about]
-        lines.append(f"times are ns from the profile's start: %globaltimer {self.origin} ns")
-        if d.focus is not None:
-            lines.append(f"opens on {d.focus.label}; zoom out (or press w/s) for {d.focus.rest}")
+        lines.append(f"times are ns from the profile's start: {self.clock} {self.origin} ns")
+        if self.focus is not None:
+            f = self.focus
+            lines.append(f"opens on {f.label}; zoom out (or press w/s) for {f.rest}")
         return lines
 
     def _window(self) -> bytes:
@@ -287,7 +299,7 @@ class _Writer:
         on the trace's bounds clipped to the tracing_started / tracing_disabled service events
         (metadata tracing_started_ns / tracing_disabled_ns); they go on a sequence of their own
         with trace-clock timestamps."""
-        focus = self.d.focus
+        focus = self.focus
         if focus is None:
             return b""
         lo, hi = focus.start_ns - self.origin, focus.end_ns - self.origin
@@ -418,30 +430,16 @@ class _Writer:
         return b"".join(out)
 
     def _lane_chunk(self, lanes: np.ndarray) -> bytes:
-        ev = self.d.slices
-        # Gather this chunk's event rows and extra instants, lane by lane.
-        idx = _ranges(self.ev_first[lanes], self.ev_count[lanes])
-        if self.ev_order is not None:
-            idx = self.ev_order[idx]
-        xi = _ranges(self.x_first[lanes], self.x_count[lanes])
-        lane_pos = np.concatenate(
-            [
-                np.repeat(np.arange(len(lanes)), self.ev_count[lanes]),
-                np.repeat(np.arange(len(lanes)), self.x_count[lanes]),
-            ]
-        )
-        start = np.concatenate([ev["start_ns"][idx], self.x_time[xi]])
-        end = np.concatenate([ev["end_ns"][idx], self.x_time[xi]])
-        kind = ev["kind"][idx]
-        is_range = np.concatenate([kind == RANGE, np.zeros(len(xi), bool)])
-        iid = np.concatenate([self.ev_iid[ev["event"][idx]], self.x_iid[xi]])
-        del kind
+        # This chunk's slices and marks (unmatched and dropped records: instants on their
+        # lane), lane by lane, in the order the drawing lays them out.
+        d = self.d
         ref = np.full(len(lanes), self.ref0) if self.one_ref else self.lo[lanes]
-        event = np.concatenate([ev["event"][idx], np.zeros(len(xi), np.int32)])
-        pk = order_rows(start, end, is_range, lane_pos, ref, event)
-        del event
-        del start, end
-
+        rows = d.lane_rows(lanes, ref)
+        is_range = rows.is_range
+        iid = np.concatenate(
+            [self.ev_iid[d.slices["event"][rows.slice]], self.mark_iid[d.marks["name"][rows.mark]]]
+        )
+        pk = rows.packets
         row, is_end, block, time = pk["row"], pk["is_end"], pk["block"], pk["time_ns"]
         etype = np.where(is_end, SLICE_END, np.where(is_range[row], SLICE_BEGIN, TYPE_INSTANT))
         etype = etype.astype(np.uint8)
@@ -544,15 +542,6 @@ def sm_sort_name(d: Drawing, i: int) -> str:
     if sm < 0:
         return name
     return name.replace(f"SM {sm}", "SM " + str(sm).rjust(width), 1)
-
-
-def _ranges(first: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(first[i], first[i] + count[i]) for all i."""
-    total = int(count.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    starts = np.cumsum(count) - count
-    return np.arange(total) - np.repeat(starts - first, count)
 
 
 __all__ = ["to_perfetto_bytes", "iter_perfetto_chunks", "iter_ranks_chunks"]

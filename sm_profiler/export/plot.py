@@ -20,8 +20,8 @@ import numpy as np
 
 from ..errors import ConfigError, MissingDependencyError
 from ..paths import check_writable
-from ..trace.drawing import Drawing, drawing_of
-from ..trace.model import RANGE, TraceData
+from ..trace.drawing import Drawing, launch_drawings, picture_drawing
+from ..trace.model import TraceData
 from ..units import format_time, time_unit
 
 BLOCK_COLOR = "#d9d9d9"
@@ -39,33 +39,13 @@ class Panel:
     """One launch's panel: what the picture draws of it, all it reads."""
 
     drawing: Drawing  # the launch's timeline as data (sm_profiler.trace.drawing)
-    groups: np.ndarray  # groups per block of each capture of the drawing: a block's bands
     title: str  # 'gemm (launch 1) · 132 blocks' (the span is added when drawn)
 
 
 def panels(trace: TraceData, capture: int | None = None) -> list[Panel]:
     """The panels of `trace`, one per capture (launch), or of `capture` alone: each launch's
-    drawing, built once from its timeline."""
-    caps = list(range(len(trace.kernels))) if capture is None else [capture]
-    out = []
-    for c in caps:
-        part = trace.select_capture(c)
-        k = trace.kernels[c]
-        blocks = f"{k.num_blocks} block" + ("s" if k.num_blocks != 1 else "")
-        out.append(Panel(_drawing(part), _groups(part), f"{trace.capture_name(c)} · {blocks}"))
-    return out
-
-
-def _drawing(trace: TraceData) -> Drawing:
-    """The drawing of `trace`'s timeline as the picture takes it: every range (no summary), each
-    lane its own (no packing: a range's block is its lane's)."""
-    from ..trace.timeline import build
-
-    return drawing_of(build(trace, summary=False, pack=False))
-
-
-def _groups(trace: TraceData) -> np.ndarray:
-    return np.array([k.num_groups for k in trace.kernels], np.int64)
+    drawing and title, as trace/drawing.py lays them out (launch_drawings)."""
+    return [Panel(d, title) for title, d in launch_drawings(trace, capture)]
 
 
 def figure(
@@ -135,7 +115,7 @@ def draw_panels(
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    layouts = [layout(p.drawing, p.groups) for p in parts]
+    layouts = [layout(p.drawing) for p in parts]
     spans = [lay["t1_ns"] - lay["t0_ns"] for lay in layouts]
     unit, scale = time_unit(max(spans, default=0))
     rows = [max(len(lay["sm_ids"]), 1) for lay in layouts]
@@ -246,12 +226,12 @@ def occupancy_layout(trace: TraceData) -> dict:
     """Where everything goes, in data units (x: µs from kernel start, y: SM row), without
     matplotlib: {"sm_ids", "t0_ns", "t1_ns", "blocks": {x0,x1,y0,y1,sm,slot},
     "ranges": {x0,x1,y0,y1,event}}."""
-    return layout(_drawing(trace), _groups(trace))
+    return layout(picture_drawing(trace))
 
 
-def layout(d: Drawing, groups: np.ndarray) -> dict:
+def layout(d: Drawing) -> dict:
     """occupancy_layout of a drawing (which blocks were resident where, as the trace exports
-    show), `groups` per block of each of its captures."""
+    show; a block's groups its bands)."""
     b = d.blocks
     t0, t1 = d.start_ns, d.end_ns
     if len(b["sm"]):
@@ -272,7 +252,7 @@ def layout(d: Drawing, groups: np.ndarray) -> dict:
     }
 
     ev, lanes = d.slices, d.lanes
-    top = _top_level_ranges(ev)
+    top = d.top_level
     lane = ev["lane"][top]
     cap, blk, sm = (c[lane].astype(np.int64) for c in (lanes.capture, lanes.block, lanes.sm_id))
     # Find each range's block row by its (capture, block, sm) key.
@@ -284,7 +264,7 @@ def layout(d: Drawing, groups: np.ndarray) -> dict:
     order = np.argsort(bkey, kind="stable")
     pos = order[np.searchsorted(bkey[order], (cap * kb + blk) * ks + sm)] if len(cap) else cap
     g = lanes.group[lane].astype(np.int64)
-    sub = (blocks["y1"][pos] - blocks["y0"][pos]) / np.maximum(groups[cap], 1)
+    sub = (blocks["y1"][pos] - blocks["y0"][pos]) / np.maximum(d.groups[cap], 1)
     ry0 = blocks["y0"][pos] + g * sub + 0.1 * sub  # a margin keeps groups and blocks apart
     ranges = {
         "x0": (ev["start_ns"][top] - t0) / 1e3,
@@ -294,30 +274,6 @@ def layout(d: Drawing, groups: np.ndarray) -> dict:
         "event": ev["event"][top],
     }
     return {"sm_ids": sm_ids, "t0_ns": t0, "t1_ns": t1, "blocks": blocks, "ranges": ranges}
-
-
-def _top_level_ranges(ev: dict[str, np.ndarray]) -> np.ndarray:
-    """Indices of ranges not contained in an earlier-starting range of the same lane."""
-    idx = np.flatnonzero(ev["kind"] == RANGE)
-    if len(idx) == 0:
-        return idx
-    lane = ev["lane"][idx].astype(np.int64)
-    s, e = ev["start_ns"][idx], ev["end_ns"][idx]
-    order = np.lexsort((-e, s, lane))  # outer range first when two start together
-    idx, lane, s, e = idx[order], lane[order], s[order], e[order]
-    _, lane_rank = np.unique(lane, return_inverse=True)
-    # Running max of ends within each lane, in one accumulate: lift each lane above the last.
-    lo = int(min(s.min(), e.min()))
-    width = int(e.max()) - lo + 1
-    lift = lane_rank.astype(np.int64) * width - lo
-    run = np.maximum.accumulate(e + lift)
-    first = np.ones(len(idx), bool)
-    first[1:] = lane[1:] != lane[:-1]
-    prev_end = np.empty_like(run)
-    prev_end[1:] = run[:-1] - lift[1:]
-    top = first.copy()
-    top[~first] = e[~first] > prev_end[~first]
-    return np.sort(idx[top])
 
 
 def _add_rects(ax, PolyCollection, rects: dict[str, np.ndarray], color) -> None:

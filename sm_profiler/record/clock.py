@@ -21,6 +21,7 @@ import time
 import triton
 import triton.language as tl
 
+from ..errors import DeviceError
 from . import ptx
 
 _GLOBALTIMER = tl.constexpr(ptx.GLOBALTIMER)
@@ -81,7 +82,7 @@ def measure_clock(device=None, samples: int = 200) -> dict:
                 fnp[0] = k + 1
                 while onp[k] == 0:
                     if time.monotonic() > deadline:
-                        raise RuntimeError(
+                        raise DeviceError(
                             f"the clock probe on {dev} did not answer sample {k} within "
                             f"{PROBE_TIMEOUT_S} s (is the GPU busy with another kernel?)"
                         )
@@ -146,7 +147,10 @@ def compare_gpus(devices=None, samples: int = 200) -> dict:
             fnp[0] = k + 1
             while any(o[k] == 0 for o in onps):
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"a clock probe did not answer sample {k}")
+                    raise DeviceError(
+                        f"a clock probe did not answer sample {k} within {PROBE_TIMEOUT_S} s (is "
+                        "a GPU busy with another kernel?)"
+                    )
     finally:
         fnp[0] = samples + 1
         for d in devs:

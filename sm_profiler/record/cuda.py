@@ -55,7 +55,7 @@ def headers_digest(folder: str | None = None) -> str:
 def cuda_asm(llvm_text: str) -> str:
     """An LLVM inline-asm text (ptx.py's spelling) in CUDA's inline-asm spelling."""
     text = llvm_text.replace("_${:uid}", "")
-    if "${" in text:
+    if "${" in text:  # internal: ptx.py's texts, checked when the headers are generated
         raise ValueError(f"an LLVM asm modifier CUDA has no spelling for: {text!r}")
     text = text.replace("%", "%%")
     return re.sub(r"\$(\d+)", r"%\1", text)
@@ -134,7 +134,7 @@ def _own_indent(llvm_part: str) -> str:
 
     ptx.py ends a statement with the next one's indent (`...;\n\t`); a part here begins with
     its own, and the record's closing brace (`\t}`) carries the last part's."""
-    if not llvm_part.endswith("\n\t"):
+    if not llvm_part.endswith("\n\t"):  # internal: ptx.py's spelling of a part
         raise ValueError(f"a record part ends with a statement: {llvm_part!r}")
     text = llvm_part[:-1]
     return text if text.startswith("{") else "\t" + text
@@ -194,7 +194,7 @@ def ptx_header() -> str:
                     )
                     named = ptx.record_parts(after, mode=mode, vector=vector, ring=ring)
                     for part, text in named:
-                        if parts.setdefault(part, text) != text:
+                        if parts.setdefault(part, text) != text:  # internal: ptx.py's names
                             raise ValueError(f"ptx.record_parts names two texts {part}")
                     records.append((name, doc, [part for part, _ in named]))
     lines += ["// The records' parts (ptx.record_parts): each record below is a run of them.", ""]

@@ -21,6 +21,7 @@ import re
 import warnings
 from dataclasses import dataclass
 
+from ..errors import StageOccupancyWarning  # occupancy.StageOccupancyWarning, as before
 from . import ptx
 
 # The static stage the ops declare (ptx.init_staged): `.shared .align 16 .b8 smp_stage_<uid>[bytes]`.
@@ -30,10 +31,6 @@ RESERVED_SMEM_PER_BLOCK_BYTES = 1024
 # Registers are handed out to warps in units of this many (sm_70 and newer).
 REG_ALLOC_UNIT = 256
 MAX_BLOCKS_PER_SM = 32  # sm_80 .. sm_100
-
-
-class StageOccupancyWarning(UserWarning):
-    """A shared-memory stage lowers the kernel's resident blocks per SM."""
 
 
 @dataclass(frozen=True)

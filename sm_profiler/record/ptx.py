@@ -184,7 +184,7 @@ def record_parts(
 
     The parts are what the variants share: the CUDA C++ header defines each once and every
     record as their concatenation (sm_profiler.record.cuda). A name stands for one text."""
-    if mode not in RECORD_MODES:
+    if mode not in RECORD_MODES:  # internal: the ops and record/cuda.py pass their own modes
         raise ValueError(f"record mode {mode!r}: expected one of {RECORD_MODES}")
     ring_ = "RING_" if ring else ""
     spelling = "VECTOR" if vector else "PACKED"
@@ -336,7 +336,7 @@ def init_staged(num_warps: int, stage_events: int) -> str:
     Warp w records into region min(w, num_warps); the flag is 0 for w >= num_warps.
     """
     err = stage_error(num_warps, stage_events)
-    if err:
+    if err:  # internal: the ops refuse a bad STAGE with stage_error's text before asking
         raise ValueError(err)
     region = (fmt.LANE_HEADER_WORDS + stage_events) * fmt.WORD_BYTES
     nbytes = stage_bytes(num_warps, stage_events)
@@ -541,7 +541,7 @@ def auto_epilogue(per_warp: bool, index: int, area_param: str, tag: int) -> str:
     # slot = (z * nctaid.y + y) * nctaid.x + x  [per warp: slot * warps + warp]
     # record[area + slot] = {start, end.lo32, %smid, tag, warp << 16 | flags, ctaid.x,
     #                        ctaid.y | ctaid.z << 16}
-    if not 0 < tag <= fmt.LOW32:
+    if not 0 < tag <= fmt.LOW32:  # internal: auto_kernel_tag makes every tag
         raise ValueError(f"a kernel tag is a nonzero 32-bit value, got {tag!r}")
     done = f"$SMPA_DONE_{index}"
     if per_warp:

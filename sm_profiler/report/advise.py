@@ -4,16 +4,18 @@ ranked, with where and how (issue 45).
 From an AutoTable (one rank, or several joined by AutoTable.concat), over its recorded steps
 (the steps that compiled left out; without steps, the whole recording is one step):
 
-  partial_wave  a launch of more than one wave whose last wave leaves slots empty:
-                (1 - fill) x the last wave's time, fill = programs in the last wave / slots,
+  partial_wave  a launch of more than one wave whose last wave leaves slots empty: its span
+                (less the tail's part) less the same work spread evenly over every slot,
                 slots = SMs x resident programs per SM (the most seen on one SM at once, over
-                the kernel's launches on that GPU), the last wave's time = the median duration
-                of its programs (the last P mod slots programs to start)
+                the kernel's launches on that GPU), the work = the full waves' median program
+                (at full residency) x programs (issue 55: work-conserving, where a compute-bound
+                last wave's programs run faster than a full wave's)
   tail          the last SM's end after the median SM's end (SMs that ran a program), less the
-                last wave's time where the launch has a partial last wave (that part is the
-                wave's); the programs that ran long are the evidence
-  idle_sms      fewer programs than SMs: (SMs - SMs used) / SMs x (median SM end - launch start)
-                (the tail's part is the tail's)
+                last wave's median program where the launch has a partial last wave (that part
+                is the wave's), less the long programs' time beyond the median program split
+                over every slot; the programs that ran long are the evidence
+  idle_sms      fewer programs than SMs: the median SM's end less the programs' work (the
+                median program x programs) spread over every SM
   host_gaps     per step and GPU, the step's period (its first launch's start to the next
                 step's, as the report's share seen takes it) less the union of its launches:
                 time in which no instrumented kernel ran; with several ranks, less each GPU's
@@ -32,7 +34,9 @@ scaled by union / sum of spans, so that with its gaps they add to at most the st
 estimate is the mean per step over the steps the GPU recorded; a finding of a kernel is that
 kernel's launches summed, on the GPU where it is largest. The kernels CUPTI saw that auto mode
 does not instrument (cuBLAS, cuDNN, NCCL) are named with their time per step (Advice.cupti), as a
-note, never a finding: their time is not recoverable as such. docs/auto.md, "What to fix first".
+note (their time is not recoverable as such), and get partial-wave and idle-SM findings from
+their launch shape alone (grid, block, registers, shared memory: report/occupancy.py), marked
+`"source": "launch shape"`. docs/auto.md, "What to fix first".
 
 Layer: report (it reads an AutoTable and the report's helpers; nothing above).
 """
@@ -45,10 +49,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..text import metadata_count, number_runs, plural, printable, wrap
 from ..trace.auto_table import cell_bounds, pair_cells
+from ..units import format_time
 from ..wire.auto_file import jsonable
 from .stats import cell_periods, median_after, peak_per_group, union_length
-from .stats_table import format_time, number_runs, printable, wrap
 
 KINDS = ("partial_wave", "tail", "idle_sms", "host_gaps", "slow_rank")
 TITLES = {
@@ -141,7 +146,7 @@ def advise(table, cupti=None) -> Advice:
 
     cupti: torch.profiler's kernel rows of the same steps, for host gaps over every kernel the
     GPU ran: a torch trace (its dict, a stopped torch.profiler.profile, a JSON path; `run
-    --torch` stores one in each rank file: auto_mode/torch_parts.read) or its
+    --torch` stores one in each rank file: export/auto_torch_parts.read) or its
     coverage.kernel_table; for several ranks, {rank: either}. A trace that is not of these
     launches (another rank or GPU, other steps, clocks that do not line up) is left out, said
     in the notes: those GPUs' host gaps count the instrumented kernels only."""
@@ -168,7 +173,7 @@ def advise(table, cupti=None) -> Advice:
     ranks = table.ranks()
     for s, g in enumerate(gpu_of_session.tolist()[: len(table.sessions)]):
         rank_of_gpu[g] = ranks[s]
-        gpu_no[g] = _count(table.sessions[s].get("gpu"), 0) if table.sessions else 0
+        gpu_no[g] = metadata_count(table.sessions[s].get("gpu")) if table.sessions else 0
     several_ranks = len(np.unique(rank_of_gpu)) > 1
 
     la = _launch_columns(table, l_gpu, l_name)
@@ -210,12 +215,9 @@ def advise(table, cupti=None) -> Advice:
         return _done(
             findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table, every
         )
-    k = np.flatnonzero(keep)
-    scale = cells["scale"][la["cell"][k]]
-    for kind in ("partial_wave", "tail", "idle_sms"):
-        est = la[kind][k] * scale
-        where = (rank_of_gpu, gpu_no)
-        findings += _launch_findings(kind, est, k, la, table, uniq_names, cells, where)
+    findings += _kernel_findings(la, keep, table, uniq_names, cells, (rank_of_gpu, gpu_no))
+    if every is not None:
+        findings += _shape_findings(every, inputs, la, cells, (rank_of_gpu, gpu_no))
     findings += _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several_ranks, every)
     if several_ranks:
         findings += _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names)
@@ -303,26 +305,99 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
     the three launch estimates (partial_wave, tail, idle_sms), in ns. A chunk of whole launches
     at a time: the temporaries are a chunk's, whatever the table's size."""
     L = table.launches
-    n = table.num_launches
     start = np.asarray(L["start_ns"], np.int64)
     end = np.asarray(L["end_ns"], np.int64)
     span = (end - start).astype(np.float64)
+    sess = np.asarray(L["session"], np.int64)
+    n_sess = max(len(table.sessions), int(sess.max()) + 1)
+    on = _on_sms(table, start, sess, n_sess)
+    programs, used, median_end = on["programs"], on["used"], on["median_end"]
+    tail = np.maximum(span - median_end, 0.0)
+    # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
+    # the launch used.
+    known = np.array(
+        [metadata_count((s or {}).get("sm_count")) for s in table.sessions]
+        + [0] * (n_sess - len(table.sessions)),
+        np.int64,
+    )
+    sms = np.maximum(np.where(known > 0, known, on["seen"])[sess], used)
+    # Resident programs per SM: the most seen at once on one SM, over the kernel's launches on
+    # that GPU.
+    key, _, _ = pair_cells(l_gpu, l_name)
+    most = np.zeros(int(key.max()) + 1, np.int64)
+    np.maximum.at(most, key, on["peak"])
+    resident = np.maximum(most[key], 1)
+    slots = sms * resident
+    full = programs // slots
+    last_n = programs - full * slots
+    partial = (full >= 1) & (last_n > 0)
+    t_last, t_full = _wave_medians(table, programs, partial, full * slots)
+    fill = np.where(partial, last_n / np.maximum(slots, 1), 1.0)
+    # Work-conserving estimates (docs/auto.md, "What to fix first"): what the launch's work would
+    # take spread evenly over the slots, against the time it took. The tail's part of the span is
+    # the time after the median SM's end, less the last wave's own part.
+    tail_part = np.maximum(tail - np.where(partial, t_last, 0.0), 0.0)
+    # Tail: the long programs' work beyond the median program, split over every slot, would add
+    # extra / slots to the median SM's end instead of the tail.
+    est_tail = np.maximum(tail_part - on["extra"] / np.maximum(slots, 1), 0.0)
+    # Partial wave: the work at full residency (the full waves' median program x programs) over
+    # every slot, never less than one such program, against the span without the tail's part.
+    ideal = np.maximum(t_full * programs / np.maximum(slots, 1), t_full)
+    est_wave = np.where(partial, np.maximum(span - tail_part - ideal, 0.0), 0.0)
+    # Idle SMs: the programs' work (the median program's) spread over every SM.
+    few = programs < sms
+    spread = on["dur_med"] * programs / np.maximum(sms, 1)
+    est_idle = np.where(few, np.maximum(span - tail - spread, 0.0), 0.0)
+    return {
+        "start": start,
+        "end": end,
+        "span_ns": span,
+        "programs": programs,
+        "sms": sms,
+        "sm_count_known": (known > 0)[sess],
+        "sms_used": used,
+        "resident_per_sm": resident,
+        "slots": slots,
+        "waves": programs / np.maximum(slots, 1),
+        "full": full,
+        "last_n": last_n,
+        "last_wave_fill": fill,
+        "last_wave_ns": t_last,
+        "full_wave_program_ns": t_full,
+        "ideal_ns": np.where(partial, ideal, np.where(few, spread, 0.0)),
+        "tail_ns": tail,
+        "last_sm": on["last_sm"],
+        "median_end": median_end,
+        "program_median_ns": on["dur_med"],
+        "partial_wave": est_wave,
+        "tail": est_tail,
+        "idle_sms": est_idle,
+    }
+
+
+def _on_sms(table, start, sess, n_sess) -> dict[str, np.ndarray]:
+    """Per launch, what its programs did on the SMs: programs, SMs used, the most programs on
+    one SM at once (peak), the median SM's end and the last SM, the programs' median duration;
+    and per session the highest SM id + 1 it ran on (seen). A chunk of launches at a time."""
+    n = table.num_launches
     programs = np.zeros(n, np.int64)
     used = np.zeros(n, np.int64)
     peak = np.zeros(n, np.int64)
     median_end = np.zeros(n, np.float64)  # ns after the launch's start
     last_sm = np.zeros(n, np.int64)
     dur_med = np.zeros(n, np.float64)
-    sess = np.asarray(L["session"], np.int64)
-    n_sess = max(len(table.sessions), int(sess.max()) + 1)
-    seen = np.zeros(n_sess, np.int64)  # the highest SM id + 1 each session ran on
+    extra = np.zeros(n, np.float64)  # the long programs' time beyond the median program
+    seen = np.zeros(n_sess, np.int64)
     for k0, k1, a, b in _launch_chunks(table):
         p = _programs(table, a, b)
         loc = p["launch"] - k0
         m = k1 - k0
         programs[k0:k1] = np.bincount(loc, minlength=m)
         np.maximum.at(seen, sess[p["launch"]], p["sm"] + 1)
-        dur_med[k0:k1] = _group_median(loc, p["end"] - p["start"], m)
+        dur = p["end"] - p["start"]
+        dur_med[k0:k1] = _group_median(loc, dur, m)
+        after_start = p["end"] - start[p["launch"]]  # int64, ns after the launch's start
+        p_loc = loc
         # (launch, SM) groups, by start within each.
         o = np.lexsort((p["start"], p["sm"], loc))
         gl, gs, st, en = loc[o], p["sm"][o], p["start"][o], p["end"][o]
@@ -344,69 +419,55 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
         gf = np.cumsum(u) - u
         median_end[k0:k1] = median_after(g_last[o3], gf, u, start[k0:k1])
         last_sm[k0:k1] = g_sm[o3][gf + u - 1]
-    tail = np.maximum(span - median_end, 0.0)
-    # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
-    # the launch used.
-    known = np.array(
-        [_count((s or {}).get("sm_count"), 0) for s in table.sessions]
-        + [0] * (n_sess - len(table.sessions)),
-        np.int64,
-    )
-    sms = np.maximum(np.where(known > 0, known, seen)[sess], used)
-    # Resident programs per SM: the most seen at once on one SM, over the kernel's launches on
-    # that GPU.
-    key, _, _ = pair_cells(l_gpu, l_name)
-    most = np.zeros(int(key.max()) + 1, np.int64)
-    np.maximum.at(most, key, peak)
-    resident = np.maximum(most[key], 1)
-    slots = sms * resident
-    full = programs // slots
-    last_n = programs - full * slots
-    partial = (full >= 1) & (last_n > 0)
-    # The last wave: the last `last_n` programs to start; its time, their median duration.
-    t_last = np.zeros(n, np.float64)
-    if partial.any():
-        for k0, k1, a, b in _launch_chunks(table):
-            if not partial[k0:k1].any():
-                continue
-            p = _programs(table, a, b)
-            loc = p["launch"] - k0
-            m = k1 - k0
-            o4 = np.lexsort((p["start"], loc))
-            pl = loc[o4]
-            cnt = programs[k0:k1]
-            pos = np.arange(len(pl)) - (np.cumsum(cnt) - cnt)[pl]
-            sel = partial[k0:k1][pl] & (pos >= (full * slots)[k0:k1][pl])
-            dur = (p["end"] - p["start"])[o4][sel]
-            t_last[k0:k1] = _group_median(pl[sel], dur, m)
-    fill = np.where(partial, last_n / np.maximum(slots, 1), 1.0)
-    est_wave = np.where(partial, (1.0 - fill) * t_last, 0.0)
-    est_tail = np.maximum(tail - np.where(partial, t_last, 0.0), 0.0)
-    few = programs < sms
-    est_idle = np.where(few, (sms - used) / np.maximum(sms, 1) * np.maximum(span - tail, 0), 0.0)
+        extra[k0:k1] = _long_extra(p_loc, dur, after_start, dur_med[k0:k1], median_end[k0:k1])
     return {
-        "start": start,
-        "end": end,
-        "span_ns": span,
         "programs": programs,
-        "sms": sms,
-        "sm_count_known": (known > 0)[sess],
-        "sms_used": used,
-        "resident_per_sm": resident,
-        "slots": slots,
-        "waves": programs / np.maximum(slots, 1),
-        "full": full,
-        "last_n": last_n,
-        "last_wave_fill": fill,
-        "last_wave_ns": t_last,
-        "tail_ns": tail,
-        "last_sm": last_sm,
+        "used": used,
+        "peak": peak,
         "median_end": median_end,
-        "program_median_ns": dur_med,
-        "partial_wave": est_wave,
-        "tail": est_tail,
-        "idle_sms": est_idle,
+        "last_sm": last_sm,
+        "dur_med": dur_med,
+        "extra": extra,
+        "seen": seen,
     }
+
+
+def _long_extra(loc, dur, after_start, dur_med, median_end) -> np.ndarray:
+    """Per launch of a chunk, the time its long programs (those that ended after the median SM's
+    end and ran longer than the median program: the tail's evidence) ran beyond the median
+    program, summed."""
+    sel = (after_start > median_end[loc]) & (dur > dur_med[loc])
+    over = dur[sel] - dur_med[loc[sel]]
+    return np.bincount(loc[sel], weights=over, minlength=len(dur_med))
+
+
+def _wave_medians(table, programs, partial, first_of_last) -> tuple[np.ndarray, np.ndarray]:
+    """Per launch with a partial last wave (`partial`), the median duration of the last wave's
+    programs (those from the `first_of_last`-th to start on) and of the full waves' (those
+    before: programs that ran while their SM was full, the program at full residency); 0
+    elsewhere."""
+    t_last = np.zeros(table.num_launches, np.float64)
+    t_full = np.zeros(table.num_launches, np.float64)
+    if not partial.any():
+        return t_last, t_full
+    for k0, k1, a, b in _launch_chunks(table):
+        if not partial[k0:k1].any():
+            continue
+        p = _programs(table, a, b)
+        loc = p["launch"] - k0
+        m = k1 - k0
+        o4 = np.lexsort((p["start"], loc))
+        pl = loc[o4]
+        cnt = programs[k0:k1]
+        pos = np.arange(len(pl)) - (np.cumsum(cnt) - cnt)[pl]
+        mine = partial[k0:k1][pl]
+        last = pos >= first_of_last[k0:k1][pl]
+        dur = (p["end"] - p["start"])[o4]
+        sel = mine & last
+        t_last[k0:k1] = _group_median(pl[sel], dur[sel], m)
+        sel = mine & ~last
+        t_full[k0:k1] = _group_median(pl[sel], dur[sel], m)
+    return t_last, t_full
 
 
 def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.ndarray]:
@@ -447,6 +508,18 @@ def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.nda
         "n_steps": n_steps,
         "n_gpu": n_gpu,
     }
+
+
+def _kernel_findings(la, keep, table, uniq_names, cells, where) -> list[Finding]:
+    """The partial-wave, tail and idle-SM findings of the kept launches, each launch's
+    estimates scaled by its cell's union / sum of spans (streams)."""
+    k = np.flatnonzero(keep)
+    scale = cells["scale"][la["cell"][k]]
+    out = []
+    for kind in ("partial_wave", "tail", "idle_sms"):
+        est = la[kind][k] * scale
+        out += _launch_findings(kind, est, k, la, table, uniq_names, cells, where)
+    return out
 
 
 def _launch_findings(kind, est, k, la, table, uniq_names, cells, where) -> list[Finding]:
@@ -496,7 +569,15 @@ def _launch_findings(kind, est, k, la, table, uniq_names, cells, where) -> list[
 
 # The launch columns every launch finding's evidence carries, by type.
 _INT_EVIDENCE = ("programs", "sms", "sms_used", "resident_per_sm", "slots", "last_sm")
-_FLOAT_EVIDENCE = ("waves", "last_wave_fill", "last_wave_ns", "span_ns", "tail_ns")
+_FLOAT_EVIDENCE = (
+    "waves",
+    "last_wave_fill",
+    "last_wave_ns",
+    "full_wave_program_ns",
+    "ideal_ns",
+    "span_ns",
+    "tail_ns",
+)
 
 
 def _launch_evidence(la, i: int) -> dict:
@@ -859,6 +940,31 @@ def _every_kernel(inputs, table, la, keep, steps, cells, uniq_names, where) -> d
     }
 
 
+def _uninstrumented(kt, per_name, count_name, steps_used, un_ns, inst_ns, step_ns) -> dict:
+    """The uninstrumented kernels of one GPU's steps: their time per step against the
+    instrumented ones', and the longest UNINSTRUMENTED_SHOWN kernels (per_name: each name's time
+    summed over the steps, count_name: its launches)."""
+    top = [j for j in np.argsort(-per_name, kind="stable").tolist() if per_name[j] > 0]
+    return {
+        "ns_per_step": un_ns,
+        "share_of_step": un_ns / step_ns if step_ns > 0 else 0.0,
+        "instrumented_ns_per_step": inst_ns,
+        "step_ns": step_ns,
+        "steps": steps_used,
+        "dominant": un_ns > inst_ns,
+        "kernels": [
+            {
+                "kernel": str(kt["names"][j]),
+                "library": library_of(str(kt["names"][j])),
+                "ns_per_step": float(per_name[j]) / steps_used,
+                "share_of_step": float(per_name[j]) / steps_used / step_ns if step_ns > 0 else 0.0,
+                "launches_per_step": float(count_name[j]) / steps_used,
+            }
+            for j in top[:UNINSTRUMENTED_SHOWN]
+        ],
+    }
+
+
 def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
     """One GPU's steps over every kernel (see _every_kernel); None where none of its steps lies
     inside the profile's kernel rows."""
@@ -878,6 +984,7 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
     used, kernels = [], 0
     per_name = np.zeros(len(kt["names"]), np.float64)
     count_name = np.zeros(len(kt["names"]), np.int64)
+    sh_rows, sh_ns = [], []  # the uninstrumented rows: launch-shape findings
     for c in cells_of_g:
         a = int(cells["lo"][c]) - off
         b = a + int(round(cells["period"][c]))
@@ -902,6 +1009,8 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
         un = ~inst[j]
         np.add.at(per_name, cn[j][un], (e - s)[un].astype(np.float64))
         np.add.at(count_name, cn[j][un], 1)
+        sh_rows.append(o[j][un])
+        sh_ns.append((e - s)[un])
     if not used:
         return None
     c = np.concatenate(parts_c).astype(np.int64)
@@ -922,7 +1031,6 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
     inner = np.bincount(gap_cell, weights=gap, minlength=n_cells)
     steps_used = len(used)
     step_ns = float(cells["period"][sel].sum()) / steps_used
-    top = [j for j in np.argsort(-per_name, kind="stable").tolist() if per_name[j] > 0]
     un_ns = float(un_busy[sel].sum()) / steps_used
     inst_ns = float(cells["union"][sel].sum()) / steps_used
     return {
@@ -933,27 +1041,142 @@ def _gpu_cells(kt, dev, off, g, la, keep, cells, names) -> dict | None:
         "kernels": kernels,
         "steps": steps_used,
         "of": len(cells_of_g),
-        "uninstrumented": {
-            "ns_per_step": un_ns,
-            "share_of_step": un_ns / step_ns if step_ns > 0 else 0.0,
-            "instrumented_ns_per_step": inst_ns,
-            "step_ns": step_ns,
-            "steps": steps_used,
-            "dominant": un_ns > inst_ns,
-            "kernels": [
-                {
-                    "kernel": str(kt["names"][j]),
-                    "library": library_of(str(kt["names"][j])),
-                    "ns_per_step": float(per_name[j]) / steps_used,
-                    "share_of_step": float(per_name[j]) / steps_used / step_ns
-                    if step_ns > 0
-                    else 0.0,
-                    "launches_per_step": float(count_name[j]) / steps_used,
-                }
-                for j in top[:UNINSTRUMENTED_SHOWN]
-            ],
-        },
+        "uninstrumented": _uninstrumented(
+            kt, per_name, count_name, steps_used, un_ns, inst_ns, step_ns
+        ),
+        "shape_rows": {"row": np.concatenate(sh_rows), "ns": np.concatenate(sh_ns)},
     }
+
+
+# -- the kernels auto mode cannot see inside: their launch shape (issue 55) ------------------
+
+SHAPE_SOURCE = "launch shape"
+SHAPE_NOTE = "estimated from launch shape alone (CUPTI), never from per-SM records"
+
+
+def _shape_findings(every, inputs, la, cells, where) -> list[Finding]:
+    """Wave and idle-SM findings of the uninstrumented kernels CUPTI saw in the steps used
+    (every["aligned"]), from their grid, block, registers per thread and shared memory
+    (report/occupancy.py): per kernel name, its estimates per launch summed over the steps of
+    the GPU where the mean is largest, the evidence of its launch of the largest estimate."""
+    rank_of_gpu, gpu_no = where
+    best: dict[str, tuple] = {}
+    for g, got in every["aligned"].items():
+        kt, doc = inputs[int(rank_of_gpu[g])]
+        if doc is None:
+            continue  # a kernel table alone: no registers or shared memory
+        d = int(gpu_no[g])
+        sms_ours = int(la["sms"][la["gpu"] == g].max())
+        shape = _gpu_shapes(kt, doc, d, sms_ours, got["shape_rows"])
+        for name, (total, count, with_it, ev) in shape.items():
+            v = total / got["steps"]
+            if v > 0 and (name not in best or v > best[name][0]):
+                ev.update(launches=count, launches_with_it=with_it)
+                ev["launches_per_step"] = count / got["steps"]
+                best[name] = (v, g, ev)
+    out = []
+    for name, (v, g, ev) in best.items():
+        kind = ev.pop("kind")
+        step_ns = float(cells["period_mean"][g])
+        out.append(_finding(kind, name, rank_of_gpu[g], gpu_no[g], v, step_ns, ev))
+    return out
+
+
+def _gpu_shapes(kt, doc, device: int, sms_ours: int, rows: dict) -> dict:
+    """Per uninstrumented kernel name of one GPU: (estimate summed, launches, launches with an
+    estimate, the evidence of the largest), from its CUPTI rows `rows` (kernel-table row, its
+    time inside the step)."""
+    from .coverage import sm_counts
+    from .occupancy import SmLimits
+
+    props = _device_properties(doc, device)
+    limits, limits_from = SmLimits.of_device_properties(props)
+    sms = sm_counts(doc).get(device)
+    sms_from = "deviceProperties" if sms else "session"
+    sms = sms or sms_ours
+    out: dict[str, list] = {}
+    for row, ns in zip(rows["row"].tolist(), rows["ns"].tolist(), strict=True):
+        name = str(kt["names"][kt["name"][row]])
+        ev = _shape_evidence(kt, doc, row, sms, limits)
+        acc = out.setdefault(name, [0.0, 0, 0, None, -1.0])
+        acc[1] += 1
+        if ev is None:
+            continue
+        est = ev["estimate_share"] * ns
+        acc[0] += est
+        acc[2] += est > 0
+        if est > acc[4]:
+            ev.update(duration_ns=int(ns), sms_from=sms_from, limits_from=limits_from)
+            acc[3], acc[4] = ev, est
+    return {n: (a[0], a[1], a[2], a[3]) for n, a in out.items() if a[3] is not None}
+
+
+def _device_properties(doc, device: int) -> dict | None:
+    for k, p in enumerate(doc.get("deviceProperties") or []):
+        if isinstance(p, dict) and p.get("id", k) == device:
+            return p
+    return None
+
+
+def _arg_count(args: dict, key: str) -> int | None:
+    v = args.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**31 else None
+
+
+def _shape_evidence(kt, doc, row: int, sms: int, limits) -> dict | None:
+    """One CUPTI row's launch shape, residency and waves, and the share of its time a fix of
+    its grid would recover (`estimate_share`): for a partial last wave (1 - fill) / ceil(waves),
+    for fewer blocks than SMs (1 - blocks / SMs); None where the row does not say its shape."""
+    from .occupancy import resident_blocks, waves
+
+    grid, block = kt["grid"][row], kt["block"][row]
+    args = doc["traceEvents"][int(kt["event"][row])].get("args") or {}
+    regs, smem = _arg_count(args, "registers per thread"), _arg_count(args, "shared memory")
+    if (grid <= 0).any() or (block <= 0).any() or regs is None or smem is None or sms <= 0:
+        return None
+    blocks, threads = int(grid.prod()), int(block.prod())
+    res = resident_blocks(threads, regs, smem, limits)
+    if res.blocks == 0:
+        return None
+    w = waves(blocks, sms, res.blocks)
+    n = math.ceil(w)
+    fill = w - (n - 1)
+    per_sm = math.ceil(blocks / sms)  # the busiest SMs' blocks
+    if blocks < sms:
+        kind, share = "idle_sms", 1.0 - blocks / sms
+    elif n == 1:
+        # One wave: every block resides at once, so no wave waits for another; what is uneven
+        # is the SMs' blocks (per_sm on the busiest, blocks / SMs on the mean): with the SM's
+        # throughput shared by its blocks, the busiest SMs set the time.
+        kind, share = "partial_wave", 1.0 - blocks / sms / per_sm
+    else:
+        kind, share = "partial_wave", (1.0 - fill) / n
+    ev = {
+        "kind": kind,
+        "source": SHAPE_SOURCE,
+        "estimated_from": SHAPE_NOTE,
+        "library": library_of(str(kt["names"][kt["name"][row]])),
+        "grid": grid.tolist(),
+        "block": block.tolist(),
+        "blocks": blocks,
+        "threads_per_block": threads,
+        "registers_per_thread": regs,
+        "shared_memory_bytes": smem,
+        "resident_per_sm": res.blocks,
+        "limit_binds": res.binds,
+        "resident_by_limit": dict(res.by_limit),
+        "theoretical_occupancy": res.occupancy(threads, limits),
+        "sms": sms,
+        "slots": sms * res.blocks,
+        "waves": w,
+        "last_wave_fill": fill,
+        "blocks_on_busiest_sm": per_sm,
+        "estimate_share": share,
+    }
+    occ = args.get("est. achieved occupancy %")
+    if isinstance(occ, (int, float)) and not isinstance(occ, bool) and math.isfinite(occ):
+        ev["achieved_occupancy_pct_torch"] = float(occ)
+    return ev
 
 
 # -- words ------------------------------------------------------------------------------------
@@ -979,96 +1202,147 @@ def _finding(kind, kernel, rank, gpu, v: float, step_ns: float, ev: dict) -> Fin
 
 def _words(kind: str, ev: dict) -> tuple[str, str]:
     """(the evidence in words, the suggestion) of a finding."""
+    return _WORDS[kind](ev)
+
+
+def _shape_words(ev: dict) -> tuple[str, str]:
+    """A launch-shape finding's words (a kernel auto mode cannot see inside)."""
     t = format_time
-    if kind == "partial_wave":
-        opts = grid_options(ev["programs"], ev["slots"])
-        choices = " or ".join(
-            f"{n:,} programs ({w} wave{'s' if w > 1 else ''}) with {x:.2f}x the work each"
-            for n, w, x in opts
+    torch_occ = ev.get("achieved_occupancy_pct_torch")
+    occ = f"{100 * ev['theoretical_occupancy']:.0f}% occupancy" + (
+        f" (torch's estimate achieved: {torch_occ:.0f}%)" if torch_occ is not None else ""
+    )
+    shape = (
+        f"grid {'x'.join(map(str, ev['grid']))} = {plural(ev['blocks'], 'block')} of "
+        f"{ev['threads_per_block']} threads, {ev['registers_per_thread']} registers a thread, "
+        f"{ev['shared_memory_bytes']:,} B shared: {ev['resident_per_sm']} resident a SM "
+        f"({ev['limit_binds']} bind; {occ}), {ev['waves']:.2f} waves of {ev['sms']} SMs x "
+        f"{ev['resident_per_sm']} ({ev['slots']:,} slots)"
+    )
+    fix = (
+        "a shape whose blocks fill whole waves (pad or split the matmul's M/N, another "
+        "tile or split-K: torch.backends.cuda.matmul settings, a Triton template via "
+        "--via-triton)"
+    )
+    if ev["blocks"] < ev["sms"]:  # idle SMs
+        what = f"{ev['sms'] - ev['blocks']} SMs ran nothing for its {t(ev['duration_ns'])}"
+        fix = "more, smaller blocks (split-K, a smaller tile): another algorithm or shape"
+    elif ev["waves"] <= 1:
+        what = (
+            f"one wave: the busiest SMs hold {ev['blocks_on_busiest_sm']} blocks, the mean "
+            f"{ev['blocks'] / ev['sms']:.2f}, of its {t(ev['duration_ns'])}"
         )
-        detail = (
-            f"{ev['programs']:,} programs = {ev['waves']:.2f} waves of {ev['sms']} SMs x "
-            f"{ev['resident_per_sm']} resident ({ev['slots']:,} slots): the last wave's "
-            f"{_n(ev['last_wave_programs'], 'program')} fill{'s' if ev['last_wave_programs'] == 1 else ''} {100 * ev['last_wave_fill']:.0f}% of "
-            f"the slots for {t(ev['last_wave_ns'])}; {ev['launches_with_it']:,} of "
-            f"{ev['launches']:,} launches"
+    else:
+        what = (
+            f"the last of {math.ceil(ev['waves'])} waves fills {100 * ev['last_wave_fill']:.0f}% "
+            f"of the slots, a wave {t(ev['duration_ns'] / math.ceil(ev['waves']))}"
         )
-        suggestion = (
-            f"a grid of {choices} (block size scaled by that factor), or a persistent grid of "
-            f"{ev['slots']:,} programs looping over the work"
+    detail = (
+        f"{shape}; {what}; {ev['launches_with_it']:,} of {ev['launches']:,} launches; {SHAPE_NOTE}"
+    )
+    return detail, fix
+
+
+def _partial_wave_words(ev: dict) -> tuple[str, str]:
+    if ev.get("source") == SHAPE_SOURCE:
+        return _shape_words(ev)
+    t = format_time
+    opts = grid_options(ev["programs"], ev["slots"])
+    choices = " or ".join(
+        f"{n:,} programs ({plural(w, 'wave')}) with {x:.2f}x the work each" for n, w, x in opts
+    )
+    fills = "fills" if ev["last_wave_programs"] == 1 else "fill"
+    detail = (
+        f"{ev['programs']:,} programs = {ev['waves']:.2f} waves of {ev['sms']} SMs x "
+        f"{ev['resident_per_sm']} resident ({ev['slots']:,} slots): the last wave's "
+        f"{plural(ev['last_wave_programs'], 'program')} {fills} {100 * ev['last_wave_fill']:.0f}% "
+        f"of the slots for {t(ev['last_wave_ns'])}; spread over every slot at full residency "
+        f"({t(ev['full_wave_program_ns'])} a program) the work takes {t(ev['ideal_ns'])} of "
+        f"the {t(ev['span_ns'])} span; {ev['launches_with_it']:,} of {ev['launches']:,} launches"
+    )
+    suggestion = (
+        f"a grid of {choices} (block size scaled by that factor), or a persistent grid of "
+        f"{ev['slots']:,} programs looping over the work"
+    )
+    return detail, suggestion
+
+
+def _tail_words(ev: dict) -> tuple[str, str]:
+    t = format_time
+    longs = ev.get("long_programs") or []
+    who = ", ".join(
+        f"({p['program'][0]},{p['program'][1]},{p['program'][2]})"
+        if p["program"][1] or p["program"][2]
+        else str(p["program"][0])
+        for p in longs[:4]
+    )
+    ran = ""
+    if longs and longs[0]["x_median"]:
+        ran = (
+            f"; program{'s' if len(longs) > 1 else ''} {who} ran up to "
+            f"{longs[0]['x_median']:.1f}x the median program ({t(ev['program_median_ns'])})"
         )
-        return detail, suggestion
-    if kind == "tail":
-        longs = ev.get("long_programs") or []
-        who = ", ".join(
-            f"({p['program'][0]},{p['program'][1]},{p['program'][2]})"
-            if p["program"][1] or p["program"][2]
-            else str(p["program"][0])
-            for p in longs[:4]
-        )
-        ran = ""
-        if longs and longs[0]["x_median"]:
-            ran = (
-                f"; program{'s' if len(longs) > 1 else ''} {who} ran up to "
-                f"{longs[0]['x_median']:.1f}x the median program ({t(ev['program_median_ns'])})"
-            )
-        detail = (
-            f"SM {ev['last_sm']} ends {t(ev['tail_ns'])} after the median SM "
-            f"(span {t(ev['span_ns'])}, {ev['programs']:,} programs on {ev['sms_used']} SMs)"
-            f"{ran}; {ev['launches_with_it']:,} of {ev['launches']:,} launches"
-        )
-        suggestion = (
-            "even out the work per program: split the long programs' work over more programs "
-            "(or smaller tiles), start the longest first, or a persistent kernel that takes "
-            "work from a queue"
-        )
-        return detail, suggestion
-    if kind == "idle_sms":
-        k = max(2, math.ceil(ev["sms"] / max(ev["programs"], 1)))
-        detail = (
-            f"{ev['programs']:,} programs on {ev['sms']} SMs: {ev['sms'] - ev['sms_used']} SMs "
-            f"ran nothing for the launch's {t(ev['span_ns'])}; {ev['launches_with_it']:,} of "
-            f"{ev['launches']:,} launches"
-        )
-        suggestion = (
-            f"split each program's work {k} ways (split-K, or a split reduction and a small "
-            f"combining pass) to run at least {ev['sms']} programs, or smaller tiles"
-        )
-        return detail, suggestion
-    if kind == "host_gaps" and ev.get("source") == "cupti":
-        wait = ev["wait_for_other_ranks_ns"]
-        detail = (
-            f"GPU idle between kernels (CUPTI: every kernel): {ev['kernels_per_step']:.0f} "
-            f"kernels a step ({ev['launches_per_step']:.0f} instrumented), "
-            f"{ev['gaps_per_step']:.0f} gaps between them (median {t(ev['gap_median_ns'])}, "
-            f"largest {t(ev['gap_max_ns'])}) and {t(ev['between_steps_ns'])} between steps; "
-            f"the GPU ran kernels {t(ev['busy_ns'])} of a {t(ev['step_ns'])} step "
-            f"(instrumented ones {t(ev['instrumented_busy_ns'])})"
-            + (f" (waiting {t(wait)} for other ranks, not counted)" if wait > 0 else "")
-        )
-        suggestion = (
-            "the host sets the pace: capture the step in a CUDA graph (torch.compile "
-            "mode='reduce-overhead', torch.cuda.graph) or fuse launches into fewer, larger "
-            "kernels"
-        )
-        return detail, suggestion
-    if kind == "host_gaps":
-        wait = ev["wait_for_other_ranks_ns"]
-        detail = (
-            f"{ev['launches_per_step']:.0f} instrumented launches a step, "
-            f"{ev['gaps_per_step']:.0f} gaps between them (median "
-            f"{t(ev['gap_median_ns'])}, largest {t(ev['gap_max_ns'])}) and "
-            f"{t(ev['between_steps_ns'])} between steps; the GPU ran them "
-            f"{t(ev['busy_ns'])} of a {t(ev['step_ns'])} step"
-            + (f" (waiting {t(wait)} for other ranks, not counted)" if wait > 0 else "")
-        )
-        suggestion = (
-            "the host sets the pace: capture the step in a CUDA graph (torch.compile "
-            "mode='reduce-overhead', torch.cuda.graph) or fuse launches into fewer, larger "
-            "kernels; kernels auto mode does not see (cuBLAS, NCCL) may fill some gaps"
-        )
-        return detail, suggestion
-    # slow_rank
+    detail = (
+        f"SM {ev['last_sm']} ends {t(ev['tail_ns'])} after the median SM "
+        f"(span {t(ev['span_ns'])}, {ev['programs']:,} programs on {ev['sms_used']} SMs)"
+        f"{ran}; {ev['launches_with_it']:,} of {ev['launches']:,} launches"
+    )
+    suggestion = (
+        "even out the work per program: split the long programs' work over more programs "
+        "(or smaller tiles), start the longest first, or a persistent kernel that takes "
+        "work from a queue"
+    )
+    return detail, suggestion
+
+
+def _idle_sms_words(ev: dict) -> tuple[str, str]:
+    if ev.get("source") == SHAPE_SOURCE:
+        return _shape_words(ev)
+    k = max(2, math.ceil(ev["sms"] / max(ev["programs"], 1)))  # the split that fills them
+    suggestion = (
+        f"split each program's work {k} ways (split-K, or a split reduction and a small "
+        f"combining pass) to run at least {ev['sms']} programs, or smaller tiles"
+    )
+    idle = ev["sms"] - ev["sms_used"]
+    return (
+        f"{ev['programs']:,} programs on {ev['sms']} SMs: {idle} SMs ran nothing for the "
+        f"launch's {format_time(ev['span_ns'])}; {ev['launches_with_it']:,} of "
+        f"{ev['launches']:,} launches"
+    ), suggestion
+
+
+def _host_gaps_words(ev: dict) -> tuple[str, str]:
+    t = format_time
+    cupti = ev.get("source") == "cupti"  # CUPTI's rows: the gaps between every kernel
+    what = (
+        f"GPU idle between kernels (CUPTI: every kernel): {ev['kernels_per_step']:.0f} "
+        f"kernels a step ({ev['launches_per_step']:.0f} instrumented), "
+        if cupti
+        else f"{ev['launches_per_step']:.0f} instrumented launches a step, "
+    )
+    ran = (
+        f"the GPU ran kernels {t(ev['busy_ns'])} of a {t(ev['step_ns'])} step "
+        f"(instrumented ones {t(ev['instrumented_busy_ns'])})"
+        if cupti
+        else f"the GPU ran them {t(ev['busy_ns'])} of a {t(ev['step_ns'])} step"
+    )
+    wait = ev["wait_for_other_ranks_ns"]
+    detail = (
+        f"{what}{ev['gaps_per_step']:.0f} gaps between them (median {t(ev['gap_median_ns'])}, "
+        f"largest {t(ev['gap_max_ns'])}) and {t(ev['between_steps_ns'])} between steps; {ran}"
+        + (f" (waiting {t(wait)} for other ranks, not counted)" if wait > 0 else "")
+    )
+    suggestion = (
+        "the host sets the pace: capture the step in a CUDA graph (torch.compile "
+        "mode='reduce-overhead', torch.cuda.graph) or fuse launches into fewer, larger kernels"
+    )
+    if not cupti:
+        suggestion += "; kernels auto mode does not see (cuBLAS, NCCL) may fill some gaps"
+    return detail, suggestion
+
+
+def _slow_rank_words(ev: dict) -> tuple[str, str]:
+    t = format_time
     ks = ", ".join(
         f"{printable(k['kernel'])} +{t(k['delta_ns_per_step'])}" for k in ev["kernels"][:3]
     )
@@ -1086,6 +1360,16 @@ def _words(kind: str, ev: dict) -> tuple[str, str]:
     return detail, suggestion
 
 
+# The words of each kind of finding.
+_WORDS = {
+    "partial_wave": _partial_wave_words,
+    "tail": _tail_words,
+    "idle_sms": _idle_sms_words,
+    "host_gaps": _host_gaps_words,
+    "slow_rank": _slow_rank_words,
+}
+
+
 # -- the report's section ------------------------------------------------------------------------
 
 TOP = 5
@@ -1097,9 +1381,7 @@ def advise_lines(advice: Advice, width: int = 80, top: int = TOP) -> list[str]:
     width = max(width, 40)
     if advice.basis == "steps":
         which = number_runs(advice.steps, most=4)
-        over = (
-            f"mean over {len(advice.steps)} step{'s' if len(advice.steps) != 1 else ''} ({which})"
-        )
+        over = f"mean over {plural(len(advice.steps), 'step')} ({which})"
     elif advice.basis == "recording":
         over = "the whole recording as one step"
     else:
@@ -1186,17 +1468,6 @@ def _group_median(group: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     c, f = count[has], first[has]
     out[has] = (v[f + (c - 1) // 2] + v[f + c // 2]) / 2
     return out
-
-
-def _n(count: int, one: str) -> str:
-    return f"{count:,} {one if count == 1 else one + 's'}"
-
-
-def _count(v, default: int = 0) -> int:
-    """A non-negative int from metadata (a file may say anything), else `default`."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        return default
-    return int(v) if 0 <= v < 1 << 20 else default
 
 
 __all__ = ["Advice", "Finding", "advise", "advise_lines", "grid_options", "KINDS"]

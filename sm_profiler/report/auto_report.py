@@ -18,15 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..text import fit_table, metadata_count, middle, number_runs, plural, printable, wrap
 from ..trace import auto_table
 from ..trace.auto_table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells
-from ..trace.launches import metadata_count
 from ..trace.model import RANGE, TraceData
+from ..units import format_time
 from ..wire.auto_file import session_count
 from ..wire.auto_records import dense_ids
 from .stats import cell_periods, median_after, peak_per_group, union_length
-from .stats_table import fit_table, format_time, number_runs, plural, printable, wrap
-from .stats_table import middle as _middle
 
 
 @dataclass
@@ -411,8 +410,8 @@ def format_report(
     t, kernels, worst = parts.launches, parts.kernels, parts.worst
     sessions = _sessions(trace)
     lines = wrap(
-        f"sm_profiler auto: {_n(len(t['capture']), 'launch', 'launches')} of "
-        f"{_n(len(kernels), 'kernel')}, "
+        f"sm_profiler auto: {plural(len(t['capture']), 'launch', 'launches')} of "
+        f"{plural(len(kernels), 'kernel')}, "
         f"{parts.programs:,} programs on {_where(sessions)}",
         width,
     )
@@ -455,7 +454,7 @@ def format_report(
     # cut them in the middle to the room the numbers leave, never below 24 characters.
     others = sum(max([len(h)] + [len(r[i]) for r in rows]) + 2 for i, h in enumerate(headers) if i)
     room = max(24, width - others)
-    rows = [[_middle(r[0], room)] + r[1:] for r in rows]
+    rows = [[middle(r[0], room)] + r[1:] for r in rows]
     table, dropped = fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4))
     if any(len(line) > width for line in table):  # very narrow: names shorter still
         table, dropped = fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4), shrink=0)
@@ -511,10 +510,6 @@ def fix_first_lines(trace: TraceData, width: int, torch_trace=None) -> list[str]
         advice = advise(table)
         advice.notes.insert(0, f"the torch trace was left out: {e}")
     return advise_lines(advice, width)
-
-
-def _n(count: int, one: str, many: str = "") -> str:
-    return f"{count:,} {one if count == 1 else many or one + 's'}"
 
 
 def print_report(
@@ -655,7 +650,7 @@ def cupti_lines(cupti: dict, records: float | None, width: int) -> list[str]:
     """The share seen from CUPTI's kernel rows (coverage.report_share) and the largest kernels
     auto mode did not see inside; `records`: the records' own estimate, said beside it."""
     n, gpus = int(cupti["steps"]), int(cupti.get("gpus", 1))
-    over = f"median of {_n(n, 'step')}" + (f" over {gpus} GPUs" if gpus > 1 else "")
+    over = f"median of {plural(n, 'step')}" + (f" over {gpus} GPUs" if gpus > 1 else "")
     also = f"; by the records alone {100 * records:.0f}%" if records is not None else ""
     lines = wrap(
         f"seen, from CUPTI (torch.profiler, {over}): instrumented kernels ran "
@@ -668,7 +663,7 @@ def cupti_lines(cupti: dict, records: float | None, width: int) -> list[str]:
         lines.append("not seen inside (share of a step, launches, kernel):")
     for u in unseen[:UNSEEN_SHOWN]:
         head = f"  {100 * float(u['share']):5.1f}%  {int(u['launches']):>7,}x  "
-        lines.append(head + _middle(printable(str(u["name"])), max(width - len(head), 8)))
+        lines.append(head + middle(printable(str(u["name"])), max(width - len(head), 8)))
     return lines
 
 
@@ -709,7 +704,7 @@ def steps_side_by_side(
             if above[j, k] > 0:
                 name = names[k] if k < len(names) else f"kernel {k}"
                 delta = f" +{format_time(int(above[j, k]))}"
-                tail = _middle(printable(name), max(8, width - len(head) - len(delta))) + delta
+                tail = middle(printable(name), max(8, width - len(head) - len(delta))) + delta
         out.append(head + (tail or "-"))
     return out
 
@@ -775,7 +770,7 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
         lo = float(np.median(row))
         rows.append(
             [
-                _middle(printable(str(uniq_k[i])), 32),
+                middle(printable(str(uniq_k[i])), 32),
                 *[format_time(int(v)) for v in row[: len(shown_r)]],
                 f"rank {int(uniq_r[j])} ({100 * (row[j] / max(lo, 1) - 1):+.0f}%)",
             ]

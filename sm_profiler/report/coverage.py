@@ -29,8 +29,9 @@ import re
 import numpy as np
 
 from ..errors import CaptureError
+from ..text import middle, plural, printable, wrap
+from ..trace.timeline import assign_slots
 from .stats import step_periods, union_length
-from .stats_table import printable
 
 # A CPU-side annotation of torch.profiler's schedule: one per profiled step.
 STEP_NAME = re.compile(r"ProfilerStep#([0-9]+)\Z", re.ASCII)
@@ -401,7 +402,9 @@ def unseen_kernels(table: dict, rows: np.ndarray, n_sms: int | None, shown_sms, 
     time it took is shown right, where it ran is not known); without a grid, on every SM, named
     '(SMs unknown)'. Without an SM count, every SM is each of `shown_sms` (the SMs our programs
     ran on), and every kernel is '(SMs unknown)'. At most `cap` slices: the longest kernels.
-    kernels: name, start_ns, end_ns, n_sms (drawn on the first n of `sms`), args; sms."""
+    Kernels that overlap in time (concurrent streams) go on levels: each takes the lowest level
+    free when it starts (timeline.assign_slots).
+    kernels: name, start_ns, end_ns, n_sms (drawn on the first n of `sms`), level, args; sms."""
     idx = np.flatnonzero(rows)
     sms = np.arange(n_sms) if n_sms else np.unique(np.asarray(shown_sms, np.int64))
     grid = table["grid"][idx]
@@ -431,6 +434,8 @@ def unseen_kernels(table: dict, rows: np.ndarray, n_sms: int | None, shown_sms, 
         "n_sms": n_draw[keep],
         "sms": sms,
     }
+    start, end = kernels["start_ns"], kernels["end_ns"]  # in start order
+    kernels["level"] = assign_slots(np.zeros(len(start), np.int64), start, end, 1)[0]
     for k in keep.tolist():
         row = idx[k]
         name = table["names"][table["name"][row]]
@@ -464,13 +469,13 @@ def unseen_kernels(table: dict, rows: np.ndarray, n_sms: int | None, shown_sms, 
 def coverage_lines(cov: dict, width: int = 80, top: int = 5) -> list[str]:
     """What `sm-profiler merge --torch` prints of a coverage: per GPU the exact share (median over
     steps), the `top` unseen kernels with their share of a step, and what the trace draws."""
-    from .stats_table import middle as _middle
-    from .stats_table import wrap
 
     out, width = [], width - 2  # every line is indented by 2 below
     for d in cov["devices"]:
         n = len(d["steps"])
-        steps = f"median of {n} steps" if cov["steps_from"].startswith("ProfilerStep") else ""
+        steps = (
+            f"median of {plural(n, 'step')}" if cov["steps_from"].startswith("ProfilerStep") else ""
+        )
         steps = steps or "the whole profile as one step"
         out += wrap(
             f"cuda:{d['device']}, from CUPTI ({steps}): instrumented kernels ran "
@@ -482,7 +487,7 @@ def coverage_lines(cov: dict, width: int = 80, top: int = 5) -> list[str]:
             out.append("  not seen inside (share of a step, launches, kernel):")
         for u in d["unseen"][:top]:
             head = f"    {100 * u['share']:5.1f}%  {u['launches']:>7,}x  "
-            out.append(head + _middle(printable(u["name"]), max(width - len(head), 8)))
+            out.append(head + middle(printable(u["name"]), max(width - len(head), 8)))
     bars = cov.get("bars") or {}
     for b in bars.get("drawn", []):
         text = (

@@ -35,12 +35,14 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..errors import ConfigError, SmProfilerError
-from ..trace.auto_table import AutoTable, cell_bounds, jsonable, pair_cells
+from ..text import fit_table, middle, number_runs, plural, printable, wrap
+from ..trace.auto_table import AutoTable, cell_bounds, pair_cells
 from ..units import report_unit
+from ..wire.auto_file import jsonable
 from .advise import INSTRUMENTED_ONLY, TITLES, Advice, advise
 from .auto_report import kernel_reports, launch_table
 from .stats import cell_periods
-from .stats_table import fit_table, format_times, middle, number_runs, plural, printable, wrap
+from .stats_table import format_times
 
 DIFF_VERSION = 1
 SCHEMA = "sm_profiler.diff"

@@ -1,8 +1,8 @@
 """Statistics of a decoded trace: per-event durations, per-SM occupancy, load imbalance, warnings.
 
-`compute_stats` turns a TraceData into a `Stats` (plain data: dataclasses and numpy arrays);
-`format_stats` (sm_profiler.report.stats_table, importable from here) renders it as an aligned
-plain-text table; `print_stats` does both.
+`compute_stats` turns a TraceData into a `Stats` (plain data: dataclasses and numpy arrays, in
+stats_data.py); `format_stats` (sm_profiler.report.stats_table) renders it as an aligned
+plain-text table; `print_stats` does both. All are importable from here.
 
 Everything is vectorized over events, lanes and blocks. The only Python loops run over distinct
 event ids, captures and the handful of worst lanes named in a warning.
@@ -11,15 +11,26 @@ event ids, captures and the handful of worst lanes named in a warning.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from typing import TextIO
 
 import numpy as np
 
+from ..errors import ConfigError
+from ..text import plural, printable
 from ..trace.model import INSTANT, RANGE, UNMATCHED_BEGIN, UNMATCHED_END, KernelInfo, TraceData
 from ..trace.nesting import range_tree, waits
 from ..trace.timeline import block_intervals
 from ..wire.format import EMULATED_SM_COUNT
+from .stats_data import (  # noqa: F401 (importable from here, as before)
+    BreakdownRow,
+    EventStat,
+    Imbalance,
+    KernelLaunches,
+    SmTable,
+    Span,
+    Stats,
+    WaitStat,
+)
 from .stats_table import (  # noqa: F401 (the rendering, importable from sm_profiler.stats)
     MAX_CAPTURE_SECTIONS,
     MAX_WAIT_ROWS,
@@ -27,8 +38,6 @@ from .stats_table import (  # noqa: F401 (the rendering, importable from sm_prof
     format_stats,
     format_time,
     format_times,
-    plural,
-    printable,
     table_unit,
     time_unit,
 )
@@ -37,138 +46,6 @@ PERCENTILES = (50.0, 90.0, 99.0)
 
 # How many offenders a warning names before it says "and N more".
 _WORST = 3
-
-
-@dataclass
-class EventStat:
-    """Durations (ns) of one event's ranges, and how many instants it recorded."""
-
-    event: int
-    name: str
-    count: int  # ranges
-    total_ns: int
-    mean_ns: float
-    min_ns: int
-    p50_ns: float
-    p90_ns: float
-    p99_ns: float
-    max_ns: int
-    instants: int
-    # Total self (exclusive) time: total_ns minus what ranges nested directly inside took.
-    self_ns: int = 0
-
-
-@dataclass
-class WaitStat:
-    """Gaps on a lane from the end of a `before` range to the start of the next `after` range
-    with the same parent (the next sibling, or the next top-level range): the waits."""
-
-    before: str
-    after: str
-    count: int
-    total_ns: int
-    mean_ns: float
-    max_ns: int
-
-
-@dataclass
-class BreakdownRow:
-    """One event's ranges within one group, SM or launch (see `breakdown`)."""
-
-    key: str  # 'producer', 'SM 17', 'gemm (launch 2)'
-    event: str
-    count: int
-    total_ns: int
-    self_ns: int
-    mean_ns: float
-
-
-@dataclass
-class SmTable:
-    """One row per SM that ran at least one initialised lane, sorted by SM id. Times are absolute
-    %globaltimer ns; subtract `Span.start_ns` for times from kernel start."""
-
-    sm: np.ndarray  # int32
-    blocks: np.ndarray  # int64: distinct (capture, block) resident on this SM
-    busy_ns: np.ndarray  # int64: length of the union of resident intervals
-    busy_pct: np.ndarray  # float64: busy_ns / span duration * 100
-    first_start_ns: np.ndarray  # int64
-    last_end_ns: np.ndarray  # int64
-
-    def __len__(self) -> int:
-        return len(self.sm)
-
-
-@dataclass
-class Span:
-    start_ns: int
-    end_ns: int
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-
-@dataclass
-class Imbalance:
-    """How much later the last SM finishes than the average SM."""
-
-    last_sm: int
-    max_end_ns: int
-    mean_end_ns: float
-    excess_ns: float  # max_end_ns - mean_end_ns
-    pct_of_span: float
-
-
-@dataclass
-class KernelLaunches:
-    """All launches of one kernel name in a trace."""
-
-    kernel: str
-    captures: list[int]
-    span_ns: list[int]  # per launch: first stamp to last stamp
-    grids: list[str]
-    call_sites: list[str]
-    section: Stats | None = None
-    mixed: int = 0  # launches whose capture mixes launches: no span of theirs is in span_ns
-
-    @property
-    def count(self) -> int:
-        return len(self.captures)
-
-
-@dataclass
-class Stats:
-    """Statistics of a whole trace; `captures` holds one Stats per capture when there are several."""
-
-    label: str
-    kernels: list[KernelInfo]
-    span: Span
-    events: list[EventStat]  # by total range time, largest first; instant-only events last
-    sms: SmTable
-    imbalance: Imbalance | None
-    lanes_total: int
-    lanes_initialized: int
-    dropped_total: int
-    unmatched_begins: int
-    unmatched_ends: int
-    emulated: bool
-    warnings: list[str] = field(default_factory=list)
-    captures: list[Stats] = field(default_factory=list)
-    # One row per kernel name when a kernel was launched more than once (launch slots, or several
-    # snapshots): the launches table and one section per kernel replace the per-capture ones.
-    launches: list[KernelLaunches] = field(default_factory=list)
-    waits: list[WaitStat] = field(default_factory=list)  # by total gap, largest first
-    by_group: list[BreakdownRow] = field(default_factory=list)  # when blocks have several groups
-    # A capture here holds records of more than one launch (mixes_launches): its span, SM
-    # times and waits would measure the host time between them, so they are not printed.
-    mixed: bool = False
-
-    def event(self, name: str) -> EventStat:
-        for e in self.events:
-            if e.name == name:
-                return e
-        raise KeyError(f"no event named {name!r}; events: {[e.name for e in self.events]}")
 
 
 # -- computing --------------------------------------------------------------------------------
@@ -213,7 +90,7 @@ def _launches(trace: TraceData, per_capture: list[Stats]) -> list[KernelLaunches
         return []
     for r in rows:
         part = TraceData.concat([trace.select_capture(c) for c in r.captures])
-        r.section = _section(part, f"{r.kernel}: {r.count} launch{'es' if r.count > 1 else ''}")
+        r.section = _section(part, f"{r.kernel}: {plural(r.count, 'launch', 'launches')}")
         r.section.imbalance = None  # launches are separated by host time
     return rows
 
@@ -383,7 +260,7 @@ def breakdown(
     'group 2'), per SM ('SM 17') or per launch ('gemm (launch 2)'); in key order, then by total
     time, largest first."""
     if by not in BREAKDOWNS:
-        raise ValueError(f"breakdown by {by!r}: use one of {', '.join(BREAKDOWNS)}")
+        raise ConfigError(f"breakdown by {by!r}: use one of {', '.join(BREAKDOWNS)}")
     t = range_tree(trace) if tree is None else tree
     ev = trace.events
     rows = t["row"]
@@ -606,16 +483,26 @@ def _relaunch_warnings(trace: TraceData, several: bool) -> list[str]:
 def _warnings(trace: TraceData) -> list[str]:
     out: list[str] = []
     several = len(trace.kernels) > 1
-    lanes = trace.lanes
-
     if trace.emulated:
         out.append(
             "emulated trace (CPU interpreter): times are the host clock and SM ids are emulated "
             f"(program id modulo {EMULATED_SM_COUNT}); they say nothing about GPU timing"
         )
-
     # Lanes whose ring wrapped lost their oldest records; any other lane its newest.
     ring = trace.lanes_overwritten()
+    out += _ring_warnings(trace, several, ring)
+    out += _dropped_warnings(trace, several, ring)
+    out += _relaunch_warnings(trace, several)
+    out += _unmatched_warnings(trace)
+    out += _unnamed_warnings(trace)
+    out += _uninitialised_warnings(trace, several)
+    return out
+
+
+def _ring_warnings(trace: TraceData, several: bool, ring: np.ndarray) -> list[str]:
+    """Ring lanes that overwrote their oldest records (`ring`), and rings never closed."""
+    out: list[str] = []
+    lanes = trace.lanes
     dropped = lanes["dropped"]
     over = np.flatnonzero((dropped > 0) & ring)
     if len(over):
@@ -641,27 +528,36 @@ def _warnings(trace: TraceData) -> list[str]:
                 "decoded as holding their first records. Compile the ops with "
                 "profiler_init(..., RING=True) and call profiler_flush(ctx) after the last event"
             )
-    dropped = np.where(ring, 0, dropped)
+    return out
+
+
+def _dropped_warnings(trace: TraceData, several: bool, ring: np.ndarray) -> list[str]:
+    """Lanes (not a wrapped ring's) that filled up and dropped their newest records."""
+    lanes = trace.lanes
+    dropped = np.where(ring, 0, lanes["dropped"])
     bad = np.flatnonzero(dropped > 0)
-    if len(bad):
-        caps = np.array([trace.kernels[c].capacity for c in lanes["capture"][bad].tolist()])
-        need = int(lanes["attempted"][bad].max())
-        names, more = _worst_lanes(
-            bad,
-            dropped,
-            lambda i: (
-                f"{_lane_name(trace, i, several)}: {int(lanes['attempted'][i])} records for "
-                f"capacity {trace.kernels[int(lanes['capture'][i])].capacity} ({int(dropped[i])} "
-                "dropped)"
-            ),
-        )
-        out.append(
-            f"{int(dropped.sum())} records dropped in {len(bad)} lanes (capacity "
-            f"{int(caps.max())}): {names}{more}. Raise max_events_per_group to at least {need}"
-        )
+    if not len(bad):
+        return []
+    caps = np.array([trace.kernels[c].capacity for c in lanes["capture"][bad].tolist()])
+    need = int(lanes["attempted"][bad].max())
+    names, more = _worst_lanes(
+        bad,
+        dropped,
+        lambda i: (
+            f"{_lane_name(trace, i, several)}: {int(lanes['attempted'][i])} records for "
+            f"capacity {trace.kernels[int(lanes['capture'][i])].capacity} ({int(dropped[i])} "
+            "dropped)"
+        ),
+    )
+    return [
+        f"{int(dropped.sum())} records dropped in {len(bad)} lanes (capacity "
+        f"{int(caps.max())}): {names}{more}. Raise max_events_per_group to at least {need}"
+    ]
 
-    out.extend(_relaunch_warnings(trace, several))
 
+def _unmatched_warnings(trace: TraceData) -> list[str]:
+    """Begins without an end and ends without a begin, by event, the most frequent first."""
+    out = []
     um = trace.unmatched
     for kind, what, fix in (
         (UNMATCHED_BEGIN, "begins without an end", "a range_begin whose range_end never ran"),
@@ -682,20 +578,30 @@ def _warnings(trace: TraceData) -> list[str]:
             f"{n} range {what} ({parts}): {fix} on that lane{hint}; pair every begin with an end "
             "on the same lane, on every path (early exits, masked branches)"
         )
+    return out
 
+
+def _unnamed_warnings(trace: TraceData) -> list[str]:
+    """The event ids recorded that no name was given."""
+    um = trace.unmatched
     recorded = set(np.unique(trace.events["event"]).tolist()) | set(np.unique(um["event"]).tolist())
     unnamed = sorted(recorded - set(trace.event_names))
-    if unnamed:
-        ids = ", ".join(str(e) for e in unnamed[:8]) + (", ..." if len(unnamed) > 8 else "")
-        e0 = unnamed[0]
-        out.append(
-            f'{plural(len(unnamed), "event id")} without a name ({ids}; shown as "event {e0}"): '
-            f'name each id the kernel records, e.g. prof.register_event({e0}, "load")'
-        )
+    if not unnamed:
+        return []
+    ids = ", ".join(str(e) for e in unnamed[:8]) + (", ..." if len(unnamed) > 8 else "")
+    e0 = unnamed[0]
+    return [
+        f'{plural(len(unnamed), "event id")} without a name ({ids}; shown as "event {e0}"): '
+        f'name each id the kernel records, e.g. prof.register_event({e0}, "load")'
+    ]
 
+
+def _uninitialised_warnings(trace: TraceData, several: bool) -> list[str]:
+    """Captures some or all of whose lanes never ran profiler_init; launches of one kernel
+    that miss the same lanes share one warning."""
+    lanes = trace.lanes
     init = lanes["initialized"]
-    # Launches of one kernel that miss the same lanes share one warning: (kernel, text) -> captures
-    same: dict[tuple[str, str], list[int]] = {}
+    same: dict[tuple[str, str], list[int]] = {}  # (kernel, text) -> captures
     for c in range(len(trace.kernels)):
         m = lanes["capture"] == c
         n_init, n = int(init[m].sum()), int(m.sum())
@@ -718,6 +624,7 @@ def _warnings(trace: TraceData) -> list[str]:
         else:
             continue
         same.setdefault((trace.kernels[c].name, text), []).append(c)
+    out = []
     for (name, text), caps in same.items():
         where = ""
         if several:
@@ -732,7 +639,9 @@ def _worst_lanes(lanes: np.ndarray, dropped: np.ndarray, describe) -> tuple[str,
     more lanes" or "")."""
     worst = lanes[np.argsort(-dropped[lanes], kind="stable")][:_WORST]
     names = "; ".join(describe(i) for i in worst.tolist())
-    more = f"; and {len(lanes) - len(worst)} more lanes" if len(lanes) > len(worst) else ""
+    more = (
+        f"; and {plural(len(lanes) - len(worst), 'more lane')}" if len(lanes) > len(worst) else ""
+    )
     return names, more
 
 

@@ -1,5 +1,6 @@
 """How a `Stats` is drawn: the plain-text report of `sm_profiler.report.stats` (`format_stats`), its
-tables, the time units they use, and the text helpers that fit it all to a line width.
+tables and the time units they use; the text helpers that fit it all to a line width are
+sm_profiler/text.py's (importable from here as before).
 
 `sm_profiler.report.stats` computes the numbers; nothing here computes a statistic. Every line fits
 the width asked for: prose is wrapped, and tables leave out their least important columns,
@@ -8,43 +9,28 @@ saying which, before names are cut.
 
 from __future__ import annotations
 
-import re
 import shutil
-import textwrap
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..text import (  # noqa: F401 (importable from here as before)
+    fit,
+    fit_table,
+    join_wrapped,
+    middle,
+    number_runs,
+    plural,
+    printable,
+    wrap,
+)
 from ..units import (  # noqa: F401 (as before)
     UNITS,
     format_time,
-    plural,
     report_unit,
     table_unit,
     time_unit,
 )
-
-if TYPE_CHECKING:
-    from .stats import BreakdownRow, KernelLaunches, Stats, WaitStat
-
-
-def printable(text: str) -> str:
-    """`text` with every unprintable character escaped (\\x1b, \\n, \\ud800): what a capture file
-    holds must not reach the terminal as escape sequences, nor fail to encode."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
-
-
-# -- units (sm_profiler/units.py; importable from here as before) ------------------------
-
-
-def middle(name: str, room: int) -> str:
-    """`name` cut to `room` characters in the middle: 'triton_per_fused_nat…backward_view_7'."""
-    if len(name) <= room:
-        return name
-    tail = (room - 1) // 2
-    return name[: room - 1 - tail] + "…" + name[len(name) - tail :]
+from .stats_data import BreakdownRow, KernelLaunches, Stats, WaitStat
 
 
 def format_times(values: list[float], unit: tuple[str, float] | None = None) -> list[str]:
@@ -66,75 +52,6 @@ def _cells(values: list[float], unit: str, scale: float, top_ns: float | None = 
     top = top_ns / scale
     digits = 3 if top < 1 else 2 if top < 100 else 1 if top < 1000 else 0
     return [f"{v / scale:.{digits}f}" for v in values]
-
-
-def _fit(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
-
-
-_TIME_SPACE = re.compile(r"(\d) (ns|µs|ms|s)\b")
-
-
-def wrap(text: str, width: int, indent: str = "  ") -> list[str]:
-    """textwrap.wrap that never breaks a time from its unit ('800 ns')."""
-    glued = _TIME_SPACE.sub("\\1\0\\2", text)
-    lines = textwrap.wrap(glued, width=width, subsequent_indent=indent, break_on_hyphens=False)
-    return [line.replace("\0", " ") for line in lines]
-
-
-def _join_wrapped(parts: list[str], width: int, sep: str = " · ", indent: str = "  ") -> list[str]:
-    """`parts` joined by `sep`, broken between parts (never inside one unless it alone is too
-    long) so that every line fits `width`."""
-    lines: list[str] = []
-    cur = ""
-    for p in parts:
-        if cur and len(cur) + len(sep) + len(p) > width:
-            lines.append(cur + sep.rstrip())
-            cur = indent + p
-        else:
-            cur = cur + sep + p if cur else p
-    lines.append(cur)
-    return [w for line in lines for w in (wrap(line, width, indent) or [""])]
-
-
-def fit_table(
-    headers: list[str],
-    rows: list[list[str]],
-    width: int,
-    left: int = 1,
-    drop: tuple[int, ...] = (),
-    shrink: int | None = None,
-) -> tuple[list[str], list[str]]:
-    """Aligned table lines within `width` (the first `left` columns left-aligned, the rest
-    right-aligned), and the headers of the columns left out to fit.
-
-    Columns in `drop` go, in that order, while the table is too wide; then column `shrink` (the
-    names) is cut with an ellipsis, down to 8 characters.
-    """
-    keep = list(range(len(headers)))
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def total(cols: list[int]) -> int:
-        w = [min(widths[i], 8) if i == shrink else widths[i] for i in cols]
-        return sum(w) + 2 * (len(cols) - 1)
-
-    dropped: list[str] = []
-    for i in drop:
-        if total(keep) <= width:
-            break
-        keep.remove(i)
-        dropped.append(headers[i])
-    if shrink is not None:
-        room = width - (total(keep) - min(widths[shrink], 8))
-        widths[shrink] = max(min(widths[shrink], room), min(widths[shrink], 8))
-        rows = [r[:shrink] + [_fit(r[shrink], widths[shrink])] + r[shrink + 1 :] for r in rows]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            cells[i].ljust(widths[i]) if i < left else cells[i].rjust(widths[i]) for i in keep
-        ).rstrip()
-
-    return [line(headers)] + [line(r) for r in rows], dropped
 
 
 def _left_out(dropped: list[str], width: int) -> list[str]:
@@ -298,7 +215,7 @@ def _section_lines(
         plural(sum(e.count for e in stats.events), "range"),
         plural(sum(e.instants for e in stats.events), "instant"),
     ] + (["EMULATED"] if stats.emulated else [])
-    lines = _join_wrapped(parts, width)
+    lines = join_wrapped(parts, width)
     lines.append("")
     lines.extend(_event_lines(stats, width, unit))
     lines.append("")
@@ -466,7 +383,7 @@ def _sm_lines(stats: Stats, width: int, max_rows: int, report: tuple[str, float]
         f"blocks per SM {int(sms.blocks.min())}..{int(sms.blocks.max())}",
         f"busy % min {pct.min():.1f} / mean {pct.mean():.1f} / max {pct.max():.1f}",
     ]
-    lines = _join_wrapped(parts, width)
+    lines = join_wrapped(parts, width)
     late = np.argsort(-sms.last_end_ns, kind="stable")[:5].tolist()
     times = format_times([last[i] for i in late], report)
     lines.extend(
@@ -477,15 +394,3 @@ def _sm_lines(stats: Stats, width: int, max_rows: int, report: tuple[str, float]
         )
     )
     return lines
-
-
-def number_runs(values: list[int], most: int = 6) -> str:
-    """[1, 2, 3, 7] -> '1-3, 7': runs of consecutive numbers, at most `most` pieces shown."""
-    out, start = [], None
-    for k, v in enumerate(values):
-        if start is None:
-            start = v
-        if k + 1 == len(values) or values[k + 1] != v + 1:
-            out.append(f"{start}" if start == v else f"{start}-{v}")
-            start = None
-    return ", ".join(out[:most]) + (" ..." if len(out) > most else "")

@@ -15,6 +15,7 @@ import json
 import numpy as np
 
 from ..errors import ConfigError
+from ..text import metadata_count
 from ..wire import format as fmt
 from ..wire.auto_file import (
     AUTO_FILE_VERSION,
@@ -34,7 +35,7 @@ from ..wire.auto_file import (
 )
 from ..wire.auto_records import concat_rows, read_buffer, split_launches
 from ..wire.capture import FILE_READERS, Capture
-from .launches import KernelInfo, LaunchList, LaunchTable, metadata_count
+from .launches import KernelInfo, LaunchList, LaunchTable
 from .model import RANGE, TraceData
 
 # Block ids of a launch are linear program ids while the grid numbers them in int64 comfortably.
@@ -140,7 +141,7 @@ class AutoTable(AutoColumns, LaunchTable):
         """Tables of several ranks as one: kernels and sessions renumbered, launches in order of
         their first start (each launch stays as it was split)."""
         if not tables:
-            raise ValueError("concat needs at least one AutoTable")
+            raise ConfigError("AutoTable.concat needs at least one table; give a list of them")
         n_l = [t.num_launches for t in tables]
 
         def offsets(sizes):

@@ -17,6 +17,8 @@ levels instead.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import ConfigError, FormatError
@@ -53,32 +55,18 @@ def decode(capture) -> TraceData:
             f"decode takes a Capture, a list of them or a uint64 array, got "
             f"{type(capture).__name__}; use SmProfiler.capture() or sm_profiler.load(path)"
         )
+    return _decode_capture(capture)
+
+
+def _decode_capture(capture: Capture) -> TraceData:
+    """One capture's words as its tables: lanes, events (ranges and instants), unmatched."""
     words = capture.words
     layout = fmt.Layout.from_header(words)
     nl, cap = layout.num_lanes, layout.capacity
-    lane_words = words[fmt.HEADER_WORDS :].reshape(nl, layout.lane_words)
-    anchor = lane_words[:, fmt.LANE_ANCHOR]
-    sm_att = lane_words[:, fmt.LANE_SM_ATTEMPTED]
-    recs = lane_words[:, fmt.LANE_HEADER_WORDS :]  # (lanes, capacity) view, no copy
-
-    initialized = anchor != 0
-    ring_lanes: list[int] = []
-    unclosed: list[int] = []
-    ring_n = None
-    if layout.ring:
-        recs, sm_att, anchor, ring_lanes, unclosed, ring_n = _unroll_rings(
-            recs, sm_att, anchor, initialized, cap
-        )
-    _check_lane_headers(anchor, sm_att, initialized)
-    sm = np.where(initialized, (sm_att & _U64(fmt.LOW32)).astype(np.int64), -1).astype(_I32)
-    # The device stores the cursor of the latest record that did not fit (0: no overflow).
-    att_hdr = (sm_att >> _U64(32)).astype(np.int64)
-    att_hdr[att_hdr > 0] += 1
-    written, nonzero = _count_written(recs)
-    if ring_n is not None:
-        _check_ring_counts(written, ring_n, cap)
-    _check_lanes(written, att_hdr, initialized, sm_att, cap, fmt.header_version(words))
-    attempted = np.where(att_hdr > 0, att_hdr, written)
+    lanes = _LaneHeaders.read(words, layout)
+    recs, anchor, sm, written = lanes.recs, lanes.anchor, lanes.sm, lanes.written
+    nonzero = lanes.nonzero
+    lanes.nonzero = None  # freed below, once the records are gathered
 
     lane_ids = np.arange(nl, dtype=_I32)
     block = lane_ids // layout.num_groups
@@ -112,18 +100,9 @@ def decode(capture) -> TraceData:
     end_of[b_pos] = e_pos
     um_pos = _unmatched(kind, b_pos, e_pos)
     del b_pos, e_pos
-    um_lane = np.repeat(lane_ids, np.diff(np.searchsorted(um_pos, lane_start)))
-    unmatched = {
-        "capture": np.zeros(len(um_pos), _I32),
-        "lane": um_lane,
-        "sm": sm[um_lane],
-        "block": block[um_lane],
-        "group": group[um_lane],
-        "event": event[um_pos].astype(_I32),
-        "kind": kind[um_pos].astype(np.int8),
-        "time_ns": time_ns[um_pos],
-    }
-    del um_pos, um_lane
+    key = {"lane": lane_ids, "sm": sm, "block": block, "group": group}
+    unmatched = _unmatched_table(um_pos, lane_start, key, event, kind, time_ns)
+    del um_pos
     s_pos = np.flatnonzero(row).astype(pos_t, copy=False)
     del row
     rows_per_lane = np.diff(np.searchsorted(s_pos, lane_start))
@@ -138,10 +117,7 @@ def decode(capture) -> TraceData:
     del kind, s_pos
     events = {
         "capture": np.zeros(len(start_ns), _I32),
-        "lane": np.repeat(lane_ids, rows_per_lane),
-        "sm": np.repeat(sm, rows_per_lane),
-        "block": np.repeat(block, rows_per_lane),
-        "group": np.repeat(group, rows_per_lane),
+        **{k: np.repeat(v, rows_per_lane) for k, v in key.items()},
         "event": ev_event,
         "kind": ev_kind,
         "start_ns": start_ns,
@@ -149,34 +125,94 @@ def decode(capture) -> TraceData:
     }
     lanes_t = {
         "capture": np.zeros(nl, _I32),
-        "lane": lane_ids,
-        "sm": sm,
-        "block": block,
-        "group": group,
+        **key,
         "anchor_ns": anchor.astype(np.int64),
         "written": written,
-        "attempted": attempted,
-        "dropped": attempted - written,
-        "initialized": initialized,
+        "attempted": lanes.attempted,
+        "dropped": lanes.attempted - written,
+        "initialized": lanes.initialized,
     }
+    info = _kernel_info(capture, layout, stale, lanes)
+    return TraceData(events, lanes_t, unmatched, [info], dict(capture.event_names))
+
+
+@dataclass
+class _LaneHeaders:
+    """Each lane's header words, checked, and its records as written (a ring's unrolled)."""
+
+    recs: np.ndarray  # (lanes, capacity) record words, a view of the buffer where not a ring
+    anchor: np.ndarray
+    sm: np.ndarray  # SM id of each initialised lane, -1 for the others
+    written: np.ndarray  # records each lane holds
+    nonzero: np.ndarray | None  # (lanes, capacity): the slots that hold a record
+    attempted: np.ndarray  # records each lane tried to write (more than written: dropped)
+    initialized: np.ndarray
+    ring_lanes: list[int]  # ring lanes that wrapped
+    unclosed: list[int]  # ring lanes whose ring was not closed
+
+    @staticmethod
+    def read(words: np.ndarray, layout: fmt.Layout) -> _LaneHeaders:
+        nl, cap = layout.num_lanes, layout.capacity
+        lane_words = words[fmt.HEADER_WORDS :].reshape(nl, layout.lane_words)
+        anchor = lane_words[:, fmt.LANE_ANCHOR]
+        sm_att = lane_words[:, fmt.LANE_SM_ATTEMPTED]
+        recs = lane_words[:, fmt.LANE_HEADER_WORDS :]  # (lanes, capacity) view, no copy
+
+        initialized = anchor != 0
+        ring_lanes: list[int] = []
+        unclosed: list[int] = []
+        ring_n = None
+        if layout.ring:
+            recs, sm_att, anchor, ring_lanes, unclosed, ring_n = _unroll_rings(
+                recs, sm_att, anchor, initialized, cap
+            )
+        _check_lane_headers(anchor, sm_att, initialized)
+        sm = np.where(initialized, (sm_att & _U64(fmt.LOW32)).astype(np.int64), -1).astype(_I32)
+        # The device stores the cursor of the latest record that did not fit (0: no overflow).
+        att_hdr = (sm_att >> _U64(32)).astype(np.int64)
+        att_hdr[att_hdr > 0] += 1
+        written, nonzero = _count_written(recs)
+        if ring_n is not None:
+            _check_ring_counts(written, ring_n, cap)
+        _check_lanes(written, att_hdr, initialized, sm_att, cap, fmt.header_version(words))
+        attempted = np.where(att_hdr > 0, att_hdr, written)
+        return _LaneHeaders(
+            recs, anchor, sm, written, nonzero, attempted, initialized, ring_lanes, unclosed
+        )
+
+
+def _unmatched_table(um_pos, lane_start, key, event, kind, time_ns) -> dict[str, np.ndarray]:
+    """The unmatched table: the records at `um_pos` (flat positions) that pair with nothing."""
+    um_lane = np.repeat(key["lane"], np.diff(np.searchsorted(um_pos, lane_start)))
+    return {
+        "capture": np.zeros(len(um_pos), _I32),
+        **{k: v[um_lane] for k, v in key.items()},
+        "event": event[um_pos].astype(_I32),
+        "kind": kind[um_pos].astype(np.int8),
+        "time_ns": time_ns[um_pos],
+    }
+
+
+def _kernel_info(capture: Capture, layout: fmt.Layout, stale, lanes: _LaneHeaders) -> KernelInfo:
+    """What the capture says of its kernel and what its lanes say went wrong."""
+    words = capture.words
     scratch = int(words[fmt.HDR_SCRATCH]) if fmt.header_version(words) >= 2 else 0
     reopened = scratch & fmt.SCRATCH_REOPENED if layout.emulated else 0
-    info = KernelInfo(
+    return KernelInfo(
         name=capture.kernel_name,
         num_blocks=layout.num_blocks,
         num_groups=layout.num_groups,
-        capacity=cap,
+        capacity=layout.capacity,
         emulated=layout.emulated,
         group_names=dict(capture.group_names),
         metadata=dict(capture.metadata),
         stale_lanes=stale,
         ring=layout.ring,
-        ring_unclosed_lanes=unclosed,
-        ring_wrapped_lanes=ring_lanes,
+        ring_unclosed_lanes=lanes.unclosed,
+        ring_wrapped_lanes=lanes.ring_lanes,
         out_of_shape_writes=(scratch & ~reopened) != 0,
         reopened_lanes=reopened != 0,
     )
-    return TraceData(events, lanes_t, unmatched, [info], dict(capture.event_names))
 
 
 # -- ring buffers ---------------------------------------------------------------------------

@@ -16,7 +16,14 @@ TraceData; whatever it needs and does not find here belongs in the Timeline, the
                 dropped records (marks: lane, time_ns, name into mark_names, drop)
     launches    launch tracks (launch_tracks: name, rows in start order), each launch's span,
                 name and host-gap cut mark (launches, launch_names, launch_cuts)
-    GPU         busy SMs (busy), block residency (blocks, block_slots on use)
+    GPU         busy SMs (busy), block residency (blocks, block_slots on use), groups per
+                block of each launch (groups)
+
+The layout rules run here, once, and writers read their results: the overlap level of each
+slice (levels), the order a viewer must read a lane's rows in (lane_rows: timeline.order_rows),
+the slot of each resident block (block_slots: timeline.assign_slots) and the ranges no other
+range of their lane encloses (top_level). `launch_drawings` draws each launch on its own, named
+as the whole trace names it (the picture's panels).
 
 Columns are the Timeline's own arrays, not copies: building a drawing costs its names (one per
 SM, per launch drawn, per (launch, group) of the lanes that show something: a lane's name is
@@ -32,20 +39,31 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from .model import RANGE
-from .timeline import (  # noqa: F401 (what writers take with a drawing: its constants, layout rules)
+from ..text import plural
+from .model import RANGE, TraceData
+from .timeline import (  # noqa: F401 (what writers take with a drawing: its constants)
     LEVELS,
     OCCUPANCY_RANK,
     SUMMARY_RANK0,
     LaneNames,
     Timeline,
-    assign_slots,
     block_slots,
+    build,
     order_rows,
     overlap_name,
 )
 
-__all__ = ["Drawing", "Focus", "LaneNames", "Lanes", "drawing_of", "as_drawing"]
+__all__ = [
+    "Drawing",
+    "Focus",
+    "LaneNames",
+    "LaneRows",
+    "Lanes",
+    "drawing_of",
+    "as_drawing",
+    "launch_drawings",
+    "picture_drawing",
+]
 
 
 @dataclass(frozen=True)
@@ -113,6 +131,7 @@ class Drawing:
     launch_cuts: dict[int, str]  # row of `launches` -> 'host gap cut: 1.250 ms' before it
     launch_tracks: list[tuple[str, np.ndarray]]  # (name, rows of `launches` in start order)
     blocks: dict[str, np.ndarray]  # capture, block, sm, start_ns, end_ns (block_intervals)
+    groups: np.ndarray  # groups per block of each capture (launch): a block's bands
 
     @functools.cached_property
     def levels(self) -> np.ndarray:
@@ -133,6 +152,72 @@ class Drawing:
         """(index into `sms`, slot, slots of that SM) of each row of `blocks`."""
         return block_slots(self.sms, self.blocks)
 
+    @functools.cached_property
+    def top_level(self) -> np.ndarray:
+        """Rows of `slices` that are ranges no earlier-starting range of their lane encloses
+        (what a picture draws of a lane), ascending."""
+        return _top_level_ranges(self.slices)
+
+    @functools.cached_property
+    def rows_per_lane(self) -> np.ndarray:
+        """Slices and marks of each lane: a writer's chunks of lanes are sized by them."""
+        return self._by_lane[1] + self._by_lane[4]
+
+    @functools.cached_property
+    def _by_lane(self):
+        """The slices and marks grouped by lane: (slice order or None where the slices are in
+        lane order already, slices per lane, first of each lane in that order, marks in lane
+        order, marks per lane, first of each lane in that order)."""
+        nl = len(self.lanes)
+        ev_lane = self.slices["lane"]
+        ev_order = None
+        if len(ev_lane) > 1 and bool((ev_lane[1:] < ev_lane[:-1]).any()):
+            ev_order = np.argsort(ev_lane, kind="stable")
+        ev_count = np.bincount(ev_lane, minlength=nl)
+        mark_order = np.argsort(self.marks["lane"], kind="stable")
+        x_count = np.bincount(self.marks["lane"][mark_order], minlength=nl)
+        ev_first = np.cumsum(ev_count) - ev_count
+        x_first = np.cumsum(x_count) - x_count
+        return ev_order, ev_count, ev_first, mark_order, x_count, x_first
+
+    def lane_rows(self, lanes: np.ndarray, ref: np.ndarray) -> LaneRows:
+        """The slices and marks of `lanes` (rows of the lanes table), lane after lane, each on
+        its overlap track, and the order a viewer must read them in (timeline.order_rows: at
+        one time the ends of ranges begun earlier, innermost first, then begins in row order);
+        `ref` per lane: a time at or before each of its rows."""
+        ev_order, ev_count, ev_first, mark_order, x_count, x_first = self._by_lane
+        ev, m = self.slices, self.marks
+        idx = _ranges(ev_first[lanes], ev_count[lanes])
+        if ev_order is not None:
+            idx = ev_order[idx]
+        mark = mark_order[_ranges(x_first[lanes], x_count[lanes])]
+        lane_pos = np.concatenate(
+            [
+                np.repeat(np.arange(len(lanes)), ev_count[lanes]),
+                np.repeat(np.arange(len(lanes)), x_count[lanes]),
+            ]
+        )
+        start = np.concatenate([ev["start_ns"][idx], m["time_ns"][mark]])
+        end = np.concatenate([ev["end_ns"][idx], m["time_ns"][mark]])
+        is_range = np.concatenate([ev["kind"][idx] == RANGE, np.zeros(len(mark), bool)])
+        event = np.concatenate([ev["event"][idx], np.zeros(len(mark), np.int32)])
+        packets = order_rows(start, end, is_range, lane_pos, ref, event)
+        return LaneRows(idx, mark, is_range, packets)
+
+
+@dataclass(frozen=True, eq=False)
+class LaneRows:
+    """Drawing.lane_rows: a chunk of lanes' rows, the slices' then the marks', and their order.
+
+    Row i is slice `slice[i]` for i < len(slice), else mark `mark[i - len(slice)]`; `packets`
+    holds, per begin, end or instant in the order to write them: row, is_end, block (the lane's
+    position in the chunk * LEVELS + its overlap level) and time_ns."""
+
+    slice: np.ndarray  # rows of Drawing.slices
+    mark: np.ndarray  # rows of Drawing.marks
+    is_range: np.ndarray  # per row
+    packets: dict[str, np.ndarray]
+
 
 def as_drawing(tl, writer: str, facade: str) -> Drawing:
     """The drawing a writer reads: `tl` itself, or a Timeline's; anything else (a TraceData) is
@@ -151,13 +236,11 @@ def as_drawing(tl, writer: str, facade: str) -> Drawing:
 def drawing_of(tl: Timeline) -> Drawing:
     """The drawing of `tl`: every name asked of it once."""
     t = tl.trace
-    ev, um, lanes = t.events, t.unmatched, t.lanes
-    nl = len(lanes["lane"])
-    ev_lane, um_lane = tl.ev_lane, tl.um_lane
+    ev = t.events
 
     # Slices: the events table's own columns; their names by event id, ascending.
     slices = {
-        "lane": ev_lane,
+        "lane": tl.ev_lane,
         "start_ns": ev["start_ns"],
         "end_ns": ev["end_ns"],
         "kind": ev["kind"],
@@ -166,45 +249,9 @@ def drawing_of(tl: Timeline) -> Drawing:
     ids = np.flatnonzero(np.bincount(ev["event"], minlength=1)) if len(ev["event"]) else []
     slice_names = {int(e): t.event_name(e) for e in ids}
 
-    # Marks: unmatched records (their names by (kind, event), in that order), then dropped
-    # records (on their lane's first or last time).
-    mark_names: list[str] = []
-    um_kind, um_event = um["kind"].astype(np.int64), um["event"].astype(np.int64)
-    um_name = np.zeros(len(um_kind), np.int64)
-    if len(um_kind):
-        top = int(um_event.max()) + 1
-        keys, um_name = np.unique(um_kind * top + um_event, return_inverse=True)
-        um_name = um_name.reshape(-1)
-        for k in keys.tolist():
-            kind, e = divmod(k, top)
-            mark_names.append(tl.unmatched_name(kind, e))
-    d_lane, d_at, d_labels = tl.drop_marks()
-    label_id: dict[str, int] = {}
-    d_name = [label_id.setdefault(x, len(mark_names) + len(label_id)) for x in d_labels]
-    mark_names += list(label_id)
-    marks = {
-        "lane": np.concatenate([um_lane, d_lane]),
-        "time_ns": np.concatenate([um["time_ns"].astype(np.int64), d_at]),
-        "name": np.concatenate([um_name, np.asarray(d_name, np.int64)]),
-        "drop": np.concatenate([np.zeros(len(um_lane), bool), np.ones(len(d_lane), bool)]),
-    }
+    marks, mark_names = _marks(tl)
 
-    # Lanes: a name for each lane with a slice or a mark (made when a writer asks).
-    shows = np.bincount(ev_lane, minlength=nl) + np.bincount(marks["lane"], minlength=nl)
-    names = tl.lane_names(np.flatnonzero(shows))
-    lane_data = Lanes(
-        sm=tl.lane_sm_index,
-        lo=tl.lane_lo,
-        hi=tl.lane_hi,
-        initialized=lanes["initialized"].astype(bool),
-        rank=np.arange(nl, dtype=np.int64),  # tl.lane_rank: lanes-table order
-        names=names,
-        packed=tl.lane_labels is not None,
-        capture=lanes["capture"],
-        block=lanes["block"],
-        group=lanes["group"],
-        sm_id=lanes["sm"],
-    )
+    lane_data = _lanes(tl, marks)
 
     summary_names = {}
     if tl.summary is not None and len(tl.summary["event"]):
@@ -218,11 +265,6 @@ def drawing_of(tl: Timeline) -> Drawing:
             cut = tl.cut_name(r)
             if cut is not None:
                 launch_cuts[r] = cut
-    launches = {
-        "start_ns": L["start_ns"],
-        "end_ns": L["end_ns"],
-        "track": np.asarray(tl.launch_track, np.int64),
-    }
 
     return Drawing(
         root_name=tl.root_name,
@@ -244,12 +286,64 @@ def drawing_of(tl: Timeline) -> Drawing:
         busy=tl.busy,
         summary=tl.summary,
         summary_names=summary_names,
-        launches=launches,
+        launches={
+            "start_ns": L["start_ns"],
+            "end_ns": L["end_ns"],
+            "track": np.asarray(tl.launch_track, np.int64),
+        },
         launch_names=launch_names,
         launch_cuts=launch_cuts,
         launch_tracks=tl.launch_tracks(),
         blocks=tl.blocks,
+        groups=np.array([k.num_groups for k in t.kernels], np.int64),
     )
+
+
+def _lanes(tl: Timeline, marks: dict[str, np.ndarray]) -> Lanes:
+    """The lane tracks, a name for each lane with a slice or a mark (made when a writer asks)."""
+    lanes = tl.trace.lanes
+    nl = len(lanes["lane"])
+    shows = np.bincount(tl.ev_lane, minlength=nl) + np.bincount(marks["lane"], minlength=nl)
+    return Lanes(
+        sm=tl.lane_sm_index,
+        lo=tl.lane_lo,
+        hi=tl.lane_hi,
+        initialized=lanes["initialized"].astype(bool),
+        rank=np.arange(nl, dtype=np.int64),  # tl.lane_rank: lanes-table order
+        names=tl.lane_names(np.flatnonzero(shows)),
+        packed=tl.lane_labels is not None,
+        capture=lanes["capture"],
+        block=lanes["block"],
+        group=lanes["group"],
+        sm_id=lanes["sm"],
+    )
+
+
+def _marks(tl: Timeline) -> tuple[dict[str, np.ndarray], list[str]]:
+    """(marks, their names): unmatched records (their names by (kind, event), in that order),
+    then dropped records (on their lane's first or last time)."""
+    um = tl.trace.unmatched
+    mark_names: list[str] = []
+    um_kind, um_event = um["kind"].astype(np.int64), um["event"].astype(np.int64)
+    um_name = np.zeros(len(um_kind), np.int64)
+    if len(um_kind):
+        top = int(um_event.max()) + 1
+        keys, um_name = np.unique(um_kind * top + um_event, return_inverse=True)
+        um_name = um_name.reshape(-1)
+        for k in keys.tolist():
+            kind, e = divmod(k, top)
+            mark_names.append(tl.unmatched_name(kind, e))
+    d_lane, d_at, d_labels = tl.drop_marks()
+    label_id: dict[str, int] = {}
+    d_name = [label_id.setdefault(x, len(mark_names) + len(label_id)) for x in d_labels]
+    mark_names += list(label_id)
+    marks = {
+        "lane": np.concatenate([tl.um_lane, d_lane]),
+        "time_ns": np.concatenate([um["time_ns"].astype(np.int64), d_at]),
+        "name": np.concatenate([um_name, np.asarray(d_name, np.int64)]),
+        "drop": np.concatenate([np.zeros(len(tl.um_lane), bool), np.ones(len(d_lane), bool)]),
+    }
+    return marks, mark_names
 
 
 def _focus(tl: Timeline, launch_names: list[str]) -> Focus | None:
@@ -264,3 +358,55 @@ def _focus(tl: Timeline, launch_names: list[str]) -> Focus | None:
     f = tl.focus
     name = f"{launch_names[f]}, the longest launch"
     return Focus(int(L["start_ns"][f]), int(L["end_ns"][f]), name, "the others")
+
+
+def picture_drawing(trace: TraceData) -> Drawing:
+    """The drawing of `trace` as a picture of its SMs takes it: every range (no summary), each
+    lane its own (no packing: a range's block is its lane's)."""
+    return drawing_of(build(trace, summary=False, pack=False))
+
+
+def launch_drawings(trace: TraceData, capture: int | None = None) -> list[tuple[str, Drawing]]:
+    """(title, picture_drawing) of each launch (capture) of `trace`, or of `capture` alone: a
+    picture's panels, each on its own time axis, titled as the whole trace names the launch
+    ('gemm (launch 1) · 132 blocks')."""
+    caps = list(range(len(trace.kernels))) if capture is None else [capture]
+    out = []
+    for c in caps:
+        blocks = plural(trace.kernels[c].num_blocks, "block")
+        part = picture_drawing(trace.select_capture(c))
+        out.append((f"{trace.capture_name(c)} · {blocks}", part))
+    return out
+
+
+def _top_level_ranges(ev: dict[str, np.ndarray]) -> np.ndarray:
+    """Indices of ranges not contained in an earlier-starting range of the same lane."""
+    idx = np.flatnonzero(ev["kind"] == RANGE)
+    if len(idx) == 0:
+        return idx
+    lane = ev["lane"][idx].astype(np.int64)
+    s, e = ev["start_ns"][idx], ev["end_ns"][idx]
+    order = np.lexsort((-e, s, lane))  # outer range first when two start together
+    idx, lane, s, e = idx[order], lane[order], s[order], e[order]
+    _, lane_rank = np.unique(lane, return_inverse=True)
+    # Running max of ends within each lane, in one accumulate: lift each lane above the last.
+    lo = int(min(s.min(), e.min()))
+    width = int(e.max()) - lo + 1
+    lift = lane_rank.astype(np.int64) * width - lo
+    run = np.maximum.accumulate(e + lift)
+    first = np.ones(len(idx), bool)
+    first[1:] = lane[1:] != lane[:-1]
+    prev_end = np.empty_like(run)
+    prev_end[1:] = run[:-1] - lift[1:]
+    top = first.copy()
+    top[~first] = e[~first] > prev_end[~first]
+    return np.sort(idx[top])
+
+
+def _ranges(first: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(first[i], first[i] + count[i]) for all i."""
+    total = int(count.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    starts = np.cumsum(count) - count
+    return np.arange(total) - np.repeat(starts - first, count)

@@ -14,7 +14,7 @@ declared columns and methods, with the same meaning, so that no reader asks whic
                mode: one per (rank, GPU); captures: their first capture's device)
     metadata   of the whole recording (auto mode: schedule, via_triton)
 
-This module imports nothing of the package.
+This module imports only the basics (text.py's metadata_count).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..text import metadata_count
 
 # The columns of LaunchTable.launches that every table has (AutoTable has more).
 LAUNCH_COLUMNS = ("kernel", "session", "step")
@@ -244,11 +246,3 @@ def session_rank(s: dict) -> int:
     """A session's rank (0 where it names none that is a rank)."""
     r = s.get("rank") if isinstance(s, dict) else None
     return int(r) if isinstance(r, int) and not isinstance(r, bool) and 0 <= r < 2**31 else 0
-
-
-def metadata_count(v) -> int:
-    """A positive count from metadata (an SM count), or 0: a file may say anything there
-    ('many', a list, True, inf)."""
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        return 0
-    return int(v) if 0 < v < 1 << 20 else 0

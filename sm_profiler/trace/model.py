@@ -196,7 +196,9 @@ class TraceData:
         (past the largest id in use) so that no name is lost and no two names share an id.
         """
         if not parts:
-            raise ValueError("concat needs at least one TraceData")
+            from ..errors import ConfigError
+
+            raise ConfigError("TraceData.concat needs at least one TraceData; give a list of them")
         events, lanes, unmatched, kernels = [], [], [], []
         unattributed = sum(int(p.unattributed_dropped) for p in parts)
         event_names: dict[int, str] = {}

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ConfigError
+
 # Bins per launch: about one per pixel of a wide screen.
 SUMMARY_BINS = 1000
 
@@ -51,8 +53,12 @@ class ActiveRanges:
         # Bin edges relative to each group's lo: (G, bins + 1).
         self.edges = (width[:, None] * k[None, :]) // bins
         self.lift = int(width.max()) + 2
-        if self.lift * (n_groups + 1) >= 2**62:
-            raise ValueError("summary: too many groups for one pass over this time span")
+        if self.lift * (n_groups + 1) >= 2**62:  # int64 areas: a span of years, a bad clock
+            raise ConfigError(
+                f"cannot summarise {n_groups:,} counters over a span of {int(width.max()):,} ns "
+                "(more than int64 holds): export a window (window_ns=, --window-us) or every "
+                "range (summary=False, --no-summary)"
+            )
         self.area = np.zeros((n_groups, bins + 1), np.int64)  # ns x active ranges, to each edge
 
     def add(self, start: np.ndarray, end: np.ndarray, group: np.ndarray) -> None:

@@ -28,7 +28,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ConfigError
-from ..units import format_time, plural
+from ..text import plural
+from ..units import format_time
 from ..wire.format import MAX_EVENT_ID
 from .model import RANGE, UNMATCHED_BEGIN, TraceData
 from .summary import SUMMARY_BINS, ActiveRanges, drop_repeats
@@ -436,7 +437,7 @@ def _build_budgeted(trace: TraceData) -> Timeline:
     notes.append(
         f"summarised (more than {AUTO_DETAIL_ROWS:,} programs): {n_summ:,} programs "
         f"of {n_launches - n_caps:,} launches are shown as counters of {how}; full detail for "
-        f"{n_caps:,} launch{'es' if n_caps != 1 else ''}, from {label}. For the rest: pick "
+        f"{plural(n_caps, 'launch', 'launches')}, from {label}. For the rest: pick "
         "steps or a window (--steps, --window-us), SMs (--sms), or export everything with "
         "summary=False (--no-summary)"
     )

@@ -29,8 +29,9 @@ _COMPACT_MIN = 1 << 16  # launches held before the first look for overwritten on
 
 
 class Areas:
-    def __init__(self, slots: int, ring: bool):
+    def __init__(self, slots: int, ring: bool, compact_min: int = _COMPACT_MIN):
         self.slots, self.ring = int(slots), bool(ring)
+        self.compact_min = compact_min  # launches held before the first look, at least
         self.top = self.slots  # graph areas lie in [top, slots)
         self.next = 0  # the next free slot of the launch space [0, top)
         self.lap = 0  # ring: times the launch space was started over
@@ -45,7 +46,7 @@ class Areas:
         self.step_runs: list[tuple[int, int, int]] = [(0, 0, 0)]
         self.lap_runs: list[tuple[int, int]] = [(0, 0)]
         self.forgotten_claims = 0  # records of launch areas _compact forgot
-        self.compact_at = _COMPACT_MIN
+        self.compact_at = compact_min
         # Graph replays copied out: [first, span, step, tag, lap, (offsets, counts)], the
         # replay's launches as offsets from first and counts, shared by a graph's replays (a
         # replay costs one entry, not one a launch)
@@ -192,7 +193,7 @@ class Areas:
         self.step_runs = _runs(a[:, 2:4], (self.step, self.tag))
         self.lap_runs = _runs(a[:, 4:5], (self.lap,))
         self.copies = self._kept_copies()
-        self.compact_at = max(_COMPACT_MIN, 2 * max(len(self.counts), len(self.copies)))
+        self.compact_at = max(self.compact_min, 2 * max(len(self.counts), len(self.copies)))
 
     def _kept_copies(self) -> list[list]:
         if not self.copies:

@@ -8,6 +8,8 @@ import cuda_tools
 import pytest
 from auto_inputs import PTX
 
+from sm_profiler.auto_mode.state import DeviceBuffer
+
 
 def test_a_kernel_the_rewrite_does_not_know_runs_plain_with_a_warning():
     from types import SimpleNamespace
@@ -96,7 +98,7 @@ def test_the_static_launcher_passes_each_launch_its_area(monkeypatch):
     assert ours.metadata.profile_scratch_size == 32  # put back as it was
     areas = Areas(1000, ring=False)
     monkeypatch.setattr(binding.STATE, "on", True)
-    monkeypatch.setattr(binding.STATE, "single", (1 << 20, areas))
+    monkeypatch.setattr(binding.STATE, "single", DeviceBuffer(1 << 20, areas, None))
     a.run(3, 2, 1, 0, "x", "y", 5)
     a.run(4, 1, 1, 0, "x", "y", 5)
     p.run(4, 1, 1, 0, "x", "y", 5)
@@ -157,7 +159,7 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
         False,
         100,
     )
-    _, a1, buf1 = s.buffers[0]
+    a1, buf1 = s.buffers[0].areas, s.buffers[0].buffer
     g = cls()
     with pytest.warns(binding.AutoWarning, match="copied out one at a time .* no driver"):
         g.capture_begin()  # captured in a step that records nothing: the graph still gets areas
@@ -178,7 +180,7 @@ def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(m
     assert a1.areas().tolist() == [[0, 2, 3, 0], [2, 4, 3, 0]]  # its two launches, step 3
     # A later region (another buffer) records the replays of a graph captured before.
     a2 = Areas(50, ring=False)
-    s.buffers = {0: (5000, a2, object())}
+    s.buffers = {0: DeviceBuffer(5000, a2, object())}
     g.replay()
     assert copies[-1] == (5000, 1000 + 94 * 32, 6 * 32, 99)
     assert a2.claimed == 6 and a2.kept() == 6
@@ -218,7 +220,7 @@ def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True, sl
         recording=recording,
         on=recording,
         capturing=None,
-        buffers={0: (1000, Areas(slots, ring=False), object())},
+        buffers={0: DeviceBuffer(1000, Areas(slots, ring=False), object())},
         single=None,
         step_tag=3,
         tag=0,
@@ -236,7 +238,7 @@ def test_a_staged_graph_is_copied_out_once_every_k_recorded_replays(monkeypatch)
     cls, copies, launched, s = _fake_graphs(
         monkeypatch, lambda stream, areas, plain=None: _FakeSwitch((stream, areas))
     )
-    areas = s.buffers[0][1]
+    areas = s.buffers[0].areas
     g = cls()
     g.capture_begin()
     binding.area_for_launch(4 * 32, 32, 0)  # slots 996..999
@@ -286,7 +288,7 @@ def test_a_staged_graph_that_cannot_be_switched_keeps_only_its_recorded_replays(
         raise RuntimeError("no clone")
 
     cls, copies, _, s = _fake_graphs(monkeypatch, refuse)
-    areas = s.buffers[0][1]
+    areas = s.buffers[0].areas
     g = cls()
     g.capture_begin()
     binding.area_for_launch(2 * 32, 32, 0)
@@ -449,7 +451,7 @@ def _on_state(monkeypatch, on: bool):
     from sm_profiler.auto_mode import binding
     from sm_profiler.wire.auto_areas import Areas
 
-    buf = (1000, Areas(100, ring=False), object())
+    buf = DeviceBuffer(1000, Areas(100, ring=False), object())
     for k, v in dict(
         level="program",
         paused=0,

@@ -167,7 +167,7 @@ def test_torchrun_torch_every_rank_writes_torch_rows_with_its_programs(tmp_path)
 
     out = tmp_path / "prof"
     out.mkdir()
-    opts = ["--torch", "--steps", "5-7", "--width", "100"]
+    opts = ["--torch-json", "--steps", "5-7", "--width", "100"]
     r = _torchrun(29831, out, opts, "ddp", "default", ["none", "9"])
     print(r.stdout[-6000:])
     assert r.returncode == 0, r.stderr[-4000:]
@@ -223,5 +223,15 @@ def test_torchrun_torch_every_rank_writes_torch_rows_with_its_programs(tmp_path)
     copied.mkdir()
     for rank in (0, 1):
         shutil.copy(out / f"auto.rank{rank}.npz", copied)
-    assert main(["merge", str(copied)]) == 0
+    assert main(["merge", str(copied), "-o", str(copied / RANKS_TORCH_TRACE)]) == 0
     check_job(copied / RANKS_TORCH_TRACE)
+    # And as Perfetto, merge's default (issue 56, item 11): each rank's torch rows beside its SMs.
+    from trace_readers import read_trace
+
+    from sm_profiler.export.auto_torch_parts import RANKS_TORCH_PERFETTO
+
+    assert main(["merge", str(copied)]) == 0
+    tops = [d.name for d in read_trace((copied / RANKS_TORCH_PERFETTO).read_bytes()).top_level()]
+    for rank in (0, 1):
+        assert any(n.startswith(f"GPU {rank} · CPU · ") for n in tops), tops
+        assert any(n.startswith(f"GPU {rank} · SM ") for n in tops), tops

@@ -1,6 +1,7 @@
 """`sm-profiler run --torch` and `sm_profiler.auto(torch_profiler=True)` on one GPU (issue 45):
-torch.profiler records the steps we record, numbered as ours; the merged trace (Chrome JSON, read
-here without the perfetto package) holds CPU ops, CUPTI kernels that are not ours (cuBLAS's
+torch.profiler records the steps we record, numbered as ours; the merged trace (Perfetto by
+default, read back with trace_readers; with --torch-json Chrome JSON, read here without the
+perfetto package) holds CPU ops, CUPTI kernels that are not ours (cuBLAS's
 matmuls) and our per-SM programs; the report's share seen equals CUPTI's, computed here from the
 trace's kernel rows alone. Run with -s to see the report."""
 
@@ -21,15 +22,55 @@ pytestmark = [
 ]
 
 
-def test_run_torch_writes_one_trace_of_torch_rows_and_our_programs(tmp_path):
-    from sm_profiler.wire.capture import load
-
-    out = tmp_path / "prof"
-    cmd = [sys.executable, "-m", "sm_profiler", "run", "--torch", "--steps", "5-7"]
+def _run(out, flag: str) -> None:
+    """`sm-profiler run FLAG --steps 5-7` of auto_torch_train.py into `out`."""
+    cmd = [sys.executable, "-m", "sm_profiler", "run", flag, "--steps", "5-7"]
     cmd += ["--width", "100", "--out", str(out), "--", os.path.join(SUPPORT, "auto_torch_train.py")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=500)
     print(r.stdout[-6000:])
     assert r.returncode == 0, r.stderr[-4000:]
+
+
+def test_run_torch_writes_a_perfetto_trace_of_torch_rows_and_our_programs(tmp_path):
+    """Issue 56, item 11: by default the merged trace is native Perfetto: every torch row of
+    the trace inside auto.npz at its exact ns, its launch -> kernel arrows, SMs in order, the
+    window on the recorded steps."""
+    pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    from trace_readers import read_trace
+
+    from sm_profiler.export import auto_torch_parts as torch_parts
+    from sm_profiler.export.chrome import exact_ns
+
+    out = tmp_path / "prof"
+    _run(out, "--torch")
+    assert sorted(os.listdir(out)) == [
+        "auto.npz",
+        "auto.perfetto-trace",
+        "auto.torch.perfetto-trace",
+        "auto_stats.txt",
+    ]
+    doc = torch_parts.read(out / "auto.npz")
+    r = read_trace((out / "auto.torch.perfetto-trace").read_bytes())
+    base = doc["baseTimeNanoseconds"]
+    rows = {
+        (e["name"], base + exact_ns(e["ts"]), exact_ns(e["dur"]))
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X"
+    }
+    assert rows <= {s for slices in r.slices.values() for s in slices}
+    assert any(a[1].startswith("cudaLaunch") or a[1].startswith("cuLaunch") for a, _ in r.flows)
+    sms = [int(d.name.split()[-1]) for d in r.top_level() if " · SM " in d.name]
+    assert sms == sorted(set(sms)) and len(sms) > 1  # in SM order, each once
+    steps = [e for e in doc["traceEvents"] if str(e.get("name")).startswith("ProfilerStep#")]
+    first = min(base + exact_ns(e["ts"]) for e in steps) - r.origin
+    assert r.window["tracing_started"] <= first < r.window["tracing_disabled"]
+
+
+def test_run_torch_json_writes_one_trace_of_torch_rows_and_our_programs(tmp_path):
+    from sm_profiler.wire.capture import load
+
+    out = tmp_path / "prof"
+    _run(out, "--torch-json")
     assert sorted(os.listdir(out)) == [
         "auto.npz",
         "auto.perfetto-trace",

@@ -134,6 +134,18 @@ def drawn(png: bytes, box: dict, left: int) -> int:
     return int(((px.max(axis=2) - px.min(axis=2)) > 40).sum())
 
 
+def _moved(ui, page) -> dict:
+    """ui.timeline(page) once the UI has moved to the trace's window (a moment after it has
+    loaded; at most 3 s)."""
+    tl = ui.timeline(page)
+    for _ in range(30):
+        if tl["visible"][0] > 0:
+            break
+        page.wait_for_timeout(100)
+        tl = ui.timeline(page)
+    return tl
+
+
 def test_the_first_screen_shows_sm_occupancy_from_the_profiles_start(ui, demo_trace):
     """What a person sees on open, with no click: the busy-SMs row, then SM 0..7 in order, each
     drawing its occupancy; the clock at the profile's start; the longest launch in view."""
@@ -153,12 +165,7 @@ def test_the_first_screen_shows_sm_occupancy_from_the_profiles_start(ui, demo_tr
         assert box is not None and box["y"] + box["height"] <= 900, name
         assert drawn(png, box, left) > 50, f"{name}: nothing drawn"
     # The clock reads from the profile's start: the trace's times begin at 0.
-    tl = ui.timeline(page)
-    for _ in range(30):  # the UI moves to the trace's window a moment after it has loaded
-        if tl["visible"][0] > 0:
-            break
-        page.wait_for_timeout(100)
-        tl = ui.timeline(page)
+    tl = _moved(ui, page)
     assert tl["start"] == 0
     # In view: the longest launch (one_per_tile here), not the whole run with its gaps. This UI
     # build honours the trace's window on most loads, not all (measured: about half of the loads
@@ -234,3 +241,118 @@ def test_a_merged_torch_trace_loses_no_slice_in_the_ui(ui, tmp_path, t0):
     (count,) = ui.query(page, "select count(*) as n from slice")
     page.close()
     assert lost == [] and int(count["n"]) == written, (lost, count, written)
+
+
+def test_the_torch_trace_opens_on_the_recorded_steps_sm_by_sm_with_clean_names(ui, tmp_path):
+    """Issue 56, item 11: `run --torch`'s trace was Chrome JSON, which this UI showed as 'GPU 0
+    · SM 34 1879048227', its SMs in its own order, over the whole recording. The recorded H200
+    run's (examples/recordings/one_gpu, as the run writes it: torch_parts.merge_rank), in a
+    recording of 30 s (Kineto's 'PyTorch Profiler' span stretched, its three steps in the first
+    12 ms): before any click, torch's CPU process, our GPU, its CUDA streams and SMs 0..131 in
+    order, named as written; the window on the steps; every slice and flow kept."""
+    from repo_paths import ROOT
+    from trace_readers import read_trace
+
+    from sm_profiler.export import auto_torch_parts as torch_parts
+    from sm_profiler.wire.capture import load
+
+    path = os.path.join(ROOT, "examples", "recordings", "one_gpu", "auto.npz")
+    doc = torch_parts.read(path)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "Trace":  # Kineto's span of the whole profiler run
+            e["dur"] = 30e6
+    out = tmp_path / "auto.torch.perfetto-trace"
+    torch_parts.merge_rank(doc, load(path), out)
+    data = out.read_bytes()
+    r = read_trace(data)
+    page, _ = ui.open(data, "GPU 0 · CUDA streams", viewport={"width": 1400, "height": 900})
+    first = ui.tracks(page)  # before any click
+    tl = _moved(ui, page)
+    page.wait_for_timeout(1500)  # let the counters draw
+    if SHOTS:
+        page.screenshot(path=os.path.join(SHOTS, "torch.png"))
+    lost = ui.query(page, "select name, value from stats where value > 0 and severity != 'info'")
+    (slices,) = ui.query(page, "select count(*) as n from slice")
+    (flows,) = ui.query(page, "select count(*) as n from flow")
+    page.close()
+    (root,) = [d.name for d in r.tracks.values() if "host clock" in d.description]
+    assert first == [
+        (0, "System"),
+        (0, "Global Track Events"),  # the UI's group of tracks with nothing under them
+        (0, "CPU · python3 (pid 531)"),
+        (0, root),
+        (0, "GPU 0 · CUDA streams"),
+        *[(0, f"GPU 0 · SM {s}") for s in range(132)],
+        (0, "Spans"),
+    ]
+    # The window on the recorded steps (and our programs): about 12 ms of the 30 s.
+    assert tl["end"] - tl["start"] >= 30 * 10**9
+    assert tl["visible"] == (r.window["tracing_started"], r.window["tracing_disabled"])
+    assert tl["visible"][1] - tl["visible"][0] < 15 * 10**6
+    written = sum(map(len, r.slices.values())) + sum(map(len, r.instants.values()))
+    assert lost == [] and int(slices["n"]) == written and int(flows["n"]) == len(r.flows)
+
+
+def _kept(ui, data: bytes, expect: str):
+    """(tracks before any click, import errors, slices, flows) of `data` in the UI, and what the
+    file holds as trace_readers reads it (the UI counts an instant as a slice)."""
+    from trace_readers import read_trace
+
+    page, _ = ui.open(data, expect)
+    first = ui.tracks(page)
+    lost = ui.query(page, "select name, value from stats where value > 0 and severity != 'info'")
+    (slices,) = ui.query(page, "select count(*) as n from slice")
+    (flows,) = ui.query(page, "select count(*) as n from flow")
+    page.close()
+    r = read_trace(data)
+    written = sum(map(len, r.slices.values())) + sum(map(len, r.instants.values()))
+    return first, lost, (int(slices["n"]), int(flows["n"])), (written, len(r.flows))
+
+
+@pytest.mark.parametrize("t0", [0, 1_795_442_356_354_036_189])
+def test_a_native_torch_trace_loses_no_slice_or_flow_in_the_ui(ui, tmp_path, t0):
+    """Issue 56, item 11: torch's rows as track events beside our programs, at a real clock
+    reading, a slice that only partly overlaps another on its thread among them (beside it, on
+    an '(overlap)' track): the UI's trace processor keeps every slice and flow written and
+    reports no import error."""
+    from ui_inputs import back_to_back_table, kineto_doc
+
+    from sm_profiler.export.merge import merge_torch_trace
+
+    t = back_to_back_table(t0)
+    doc = kineto_doc(t)
+    out = tmp_path / "m.perfetto-trace"
+    merge_torch_trace(doc, [t], out)
+    first, lost, shown, written = _kept(ui, out.read_bytes(), "GPU 0 · CUDA streams")
+    arrows = sum(e.get("ph") == "s" for e in doc["traceEvents"])  # a launch's each
+    assert lost == [] and shown == written and written[1] == arrows, (lost, shown, written)
+
+
+def test_a_jobs_torch_trace_puts_each_ranks_torch_rows_beside_its_sms(ui, tmp_path):
+    """Issue 56, item 11: `merge DIR` of two rank files that carry torch traces: rank r's torch
+    tracks named 'GPU r · ...', between its root and its SMs, GPU by GPU; nothing lost."""
+    from auto_inputs import TorchRegion
+    from ui_inputs import back_to_back_table, kineto_doc
+
+    from sm_profiler.cli import main
+    from sm_profiler.export.auto_torch_parts import RANKS_TORCH_PERFETTO
+
+    arrows = 0
+    for r in (0, 1):
+        t = back_to_back_table(1_795_442_356_354_036_189 + 7_001 * r, r, 2)
+        doc = kineto_doc(t, r)
+        arrows += sum(e.get("ph") == "s" for e in doc["traceEvents"])
+        TorchRegion(t, doc).save(tmp_path / f"auto.rank{r}.npz")
+    assert main(["merge", str(tmp_path)]) == 0
+    data = (tmp_path / RANKS_TORCH_PERFETTO).read_bytes()
+    first, lost, shown, written = _kept(ui, data, "GPU 1 · CPU · python3 (pid 11)")
+    rank = [
+        (0, "GPU {r} · sq_relu_scale, mm_tail"),
+        (0, "GPU {r} · CPU · python3 (pid 11)"),
+        (0, "GPU {r} · GPU {r} · CUDA streams"),
+        (0, "GPU {r} · SM 0"),
+        (0, "GPU {r} · SM 1"),
+    ]
+    want = [(d, n.format(r=r)) for r in (0, 1) for d, n in rank]
+    assert first == [(0, "System"), (0, "Global Track Events"), *want]
+    assert lost == [] and shown == written and written[1] == arrows, (lost, shown, written)

@@ -192,6 +192,7 @@ def test_warp_specialized_compile_matrix_is_as_documented():
         ("cupy_rawkernel", "needs a CUDA GPU"),
         ("auto_torch_compile", "needs a CUDA GPU"),
         ("auto_torchrun", "needs 2 CUDA GPUs (found 0)"),
+        ("flight_recorder", "needs a CUDA GPU"),
         ("cute_regions", "needs "),  # CuteDSL first when it is not installed, else the GPU
     ],
 )

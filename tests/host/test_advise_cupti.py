@@ -1,14 +1,15 @@
 """What to fix first with torch.profiler's CUPTI kernel rows (`run --torch`, advise(cupti=)):
 host gaps over every kernel the GPU ran, ours and CUPTI's on one time axis (ours moved by the
 offset merge takes), so that cuBLAS-like kernels between our launches are not host gaps; the
-uninstrumented kernels named as a note, never a finding; the hostile cases (another rank's or
-GPU's trace, clocks that do not line up, no kernel rows, other steps) said, and the host gaps
-then the instrumented kernels' alone; `sm-profiler advise` / `stats` of a file that carries the
-trace use it."""
+uninstrumented kernels named as a note, their time never a finding (their launch shape gives
+one: issue 55); the hostile cases (another rank's or GPU's trace, clocks that do not line up,
+no kernel rows, other steps) said, and the host gaps then the instrumented kernels' alone;
+`sm-profiler advise` / `stats` of a file that carries the trace use it."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import advise_inputs as ai
 import numpy as np
@@ -49,7 +50,7 @@ def test_cupti_kernels_filling_the_gaps_rank_the_partial_wave_first():
     (g,) = a.cupti["gpus"]
     assert g["used"] and g["offset_ns"] == -(ai.CUPTI_BASE_NS + ai.CUPTI_LEAD_NS)
     assert g["error"]["matched"] == 3 and g["error"]["max_abs_ns"] == 0
-    # The uninstrumented kernel: a note with its time a step, never a finding.
+    # The uninstrumented kernel: a note with its time a step, its time never a finding (the fill rows say no shape).
     u = a.cupti["uninstrumented"]
     assert u["dominant"] and u["kernels"][0]["kernel"] == "nvjet_sm90_gemm_tn"
     assert u["kernels"][0]["library"] == "cuBLAS/CUTLASS matmul"
@@ -225,3 +226,106 @@ def test_a_damaged_torch_trace_in_the_report_is_said_and_left_out():
     assert "note: the torch trace was left out" in text
     assert "What to fix first" in text and "1. 6.53 µs" in text
     assert np.isfinite(advise(t).step_ns)
+
+
+# -- the kernels auto mode cannot see inside: findings from their launch shape (issue 55) -----
+
+# wave_with_gaps with its fill kernel (a cuBLAS-like gemm of 9,780 ns in steps 0 and 1, none in
+# step 2) given a shape: blocks of 128 threads, 32 registers a thread, no shared memory. On H100's
+# limits 16 blocks reside a SM: threads 2,048 // 128 = 16, registers 65,536 // (32 x 32) = 64
+# warps = 16 blocks (threads named first of equals), shared memory 228, the block limit 32. The
+# trace's deviceProperties give 10 SMs: 160 slots.
+FILL_NS = 9_780
+
+
+@pytest.mark.parametrize(
+    "blocks, kind, share",
+    [
+        # 208 blocks = 1.3 waves: the last of 2 fills 30 %: (1 - 0.3) x 9,780 / 2 a launch.
+        (208, "partial_wave", 0.7 / 2),
+        # 15 blocks on 10 SMs, one wave: the busiest SMs hold 2, the mean 1.5: 1 - 1.5 / 2.
+        (15, "partial_wave", 0.25),
+        # 4 blocks on 10 SMs: 6 idle for the kernel's time.
+        (4, "idle_sms", 0.6),
+    ],
+)
+def test_an_uninstrumented_kernel_gets_a_finding_from_its_launch_shape(blocks, kind, share):
+    t = ai.wave_with_gaps()
+    doc = ai.cupti_doc_of(t, fill_shape=([blocks, 1, 1], [128, 1, 1], 32, 0), num_sms=10)
+    a = advise(t, cupti=doc)
+    (f,) = [f for f in a.findings if f.kernel == "nvjet_sm90_gemm_tn"]
+    assert f.kind == kind
+    assert f.estimate_ns_per_step == pytest.approx(share * FILL_NS * 2 / 3)
+    ev = f.evidence
+    assert ev["source"] == "launch shape" and ev["sms_from"] == "deviceProperties"
+    assert (ev["resident_per_sm"], ev["limit_binds"], ev["slots"]) == (16, "threads", 160)
+    assert ev["waves"] == pytest.approx(blocks / 160) and ev["launches"] == 2
+    assert (ev["grid"], ev["block"], ev["registers_per_thread"]) == (
+        [blocks, 1, 1],
+        [128, 1, 1],
+        32,
+    )
+    assert "estimated from launch shape alone (CUPTI), never from per-SM records" in f.detail
+    assert f.to_dict()["evidence"]["source"] == "launch shape"
+    # Ranked beside ours: the 90 ns partial wave of wave_kernel is there too.
+    assert ("partial_wave", "wave_kernel") in [(g.kind, g.kernel) for g in a.findings]
+    assert [g.estimate_ns_per_step for g in a.findings] == sorted(
+        (g.estimate_ns_per_step for g in a.findings), reverse=True
+    )
+
+
+def test_rows_without_registers_or_a_grid_give_no_launch_shape_finding():
+    t = ai.wave_with_gaps()
+    shaped = ai.cupti_doc_of(t, fill_shape=([208, 1, 1], [128, 1, 1], 32, 0), num_sms=10)
+    for cupti in (ai.cupti_doc_of(t), kernel_table(shaped)):  # no shape; a kernel table alone
+        a = advise(t, cupti=cupti)
+        assert not [f for f in a.findings if f.evidence.get("source") == "launch shape"]
+
+
+def test_the_one_gpu_recording_names_its_cublas_gemms_from_their_launch_shape(capsys):
+    # examples/recordings/one_gpu: an H200 (132 SMs), a compiled MLP whose matmuls are cuBLAS
+    # sm80_xmma gemms, e.g. grid 4x32x2 of 128 threads, 121 registers, 12,672 B shared: 4
+    # resident a SM (registers: 3,872 -> 4,096 a warp, 16 warps), 256 / 528 = 0.48 waves.
+    from repo_paths import ROOT
+
+    from sm_profiler.cli import main
+
+    path = os.path.join(ROOT, "examples", "recordings", "one_gpu")
+    assert main(["advise", path, "--json", "--top", "100"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    shaped = [f for f in doc["findings"] if f["evidence"].get("source") == "launch shape"]
+    gemms = [f for f in shaped if "sm80_xmma_gemm" in f["kernel"]]
+    assert gemms
+    g = next(f for f in gemms if f["evidence"]["grid"] == [4, 32, 2])
+    ev = g["evidence"]
+    assert (ev["block"], ev["registers_per_thread"], ev["shared_memory_bytes"]) == (
+        [128, 1, 1],
+        121,
+        12672,
+    )
+    assert (ev["resident_per_sm"], ev["limit_binds"], ev["sms"]) == (4, "registers", 132)
+    assert ev["waves"] == pytest.approx(256 / 528)
+    # The text (top 5) shows one, with its evidence and where it came from.
+    assert main(["advise", path]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "sm80_xmma_gemm" in text and "registers bind" in text
+    assert "estimated from launch shape alone (CUPTI), never from per-SM records" in text
+
+
+@pytest.mark.parametrize(
+    "regs, smem, block",
+    [
+        ("many", 0, [128, 1, 1]),  # not a count
+        (True, 0, [128, 1, 1]),  # a bool is not a count
+        (-1, 0, [128, 1, 1]),
+        (2**40, 0, [128, 1, 1]),
+        (32, None, [128, 1, 1]),
+        (255, 0, [1024, 1, 1]),  # 32 warps of 8,192 registers: no block fits
+    ],
+)
+def test_a_launch_shape_that_cannot_be_read_or_run_gives_no_finding(regs, smem, block):
+    t = ai.wave_with_gaps()
+    doc = ai.cupti_doc_of(t, fill_shape=([208, 1, 1], block, regs, smem), num_sms=10)
+    a = advise(t, cupti=doc)
+    assert not [f for f in a.findings if f.evidence.get("source") == "launch shape"]
+    assert a.gaps_from == "cupti"  # the rows still count as kernels the GPU ran

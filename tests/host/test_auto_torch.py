@@ -295,7 +295,7 @@ def test_one_process_writes_its_torch_merged_trace_and_reports_cuptis_share(tmp_
     t = step_table(world=1)
     doc = step_doc(t)
     out = tmp_path / "out"
-    script.write_outputs(TorchRegion(t, doc), str(out), 100)
+    script.write_outputs(TorchRegion(t, doc), str(out), 100, torch_json=True)
     names = sorted(os.listdir(out))
     assert names == ["auto.npz", "auto.perfetto-trace", "auto.torch.json.gz", "auto_stats.txt"]
     printed = capsys.readouterr().out
@@ -329,8 +329,9 @@ def test_torchrun_ranks_write_torch_files_and_the_first_merges_them(tmp_path, ca
     monkeypatch.setenv("SM_PROFILER_MERGE_TIMEOUT_S", "5")
     out = str(tmp_path / "prof")
     regions = {r: TorchRegion(step_table(r), step_doc(step_table(r), r)) for r in (0, 1)}
-    script.write_rank_outputs(regions[1], out, 100, jobs.Job(1, 2, 1, 2), [0, 1])
-    script.write_rank_outputs(regions[0], out, 100, jobs.Job(0, 2, 0, 2), [0, 1])
+    for r in (1, 0):
+        job = jobs.Job(r, 2, r, 2)
+        script.write_rank_outputs(regions[r], out, 100, job, [0, 1], torch_json=True)
     assert sorted(os.listdir(out)) == sorted(
         [
             "auto.rank0.npz",
@@ -419,16 +420,17 @@ def test_merge_dir_of_rank_files_copied_from_several_nodes_brings_their_torch_ro
         "auto.rank0.npz",
         "auto.rank1.npz",
         "auto.ranks.perfetto-trace",
-        "auto.ranks.torch.json.gz",
+        "auto.ranks.torch.perfetto-trace",
     ]
     assert "torch.profiler's rows of 2 ranks" in printed
     assert "rank 1: aligned by kernels" in printed and "15.6% of a step" in printed
-    _check_job_trace(copied / "auto.ranks.torch.json.gz")
-    # -o NAME.json.gz: the one trace, with torch's rows; -o .perfetto-trace: ours, and a note.
+    # -o NAME.json.gz: the one trace with torch's rows as Chrome JSON; -o .perfetto-trace: as
+    # the folder's default is (test_torch_perfetto.py reads those).
     assert main(["merge", str(copied), "-o", str(tmp_path / "job.json.gz")]) == 0
     _check_job_trace(tmp_path / "job.json.gz")
     assert main(["merge", str(copied), "-o", str(tmp_path / "job.perfetto-trace")]) == 0
-    assert "-o NAME.json.gz merges them in" in capsys.readouterr().err
+    same = (tmp_path / "job.perfetto-trace").read_bytes()
+    assert same == (copied / "auto.ranks.torch.perfetto-trace").read_bytes()
     # Files given one by one work as the folder does.
     files = [str(copied / f"auto.rank{r}.npz") for r in (0, 1)]
     assert main(["merge", *files, "-o", str(tmp_path / "files.json")]) == 0
@@ -441,10 +443,10 @@ def test_merge_dir_where_a_rank_has_no_torch_trace_says_so(tmp_path, capsys):
     t0, t1 = step_table(0), step_table(1)
     TorchRegion(t0, step_doc(t0, 0)).save(d / "auto.rank0.npz")
     t1.save(d / "auto.rank1.npz")  # run without --torch, or its trace lost
-    assert main(["merge", str(d)]) == 0
+    assert main(["merge", str(d), "-o", str(d / "torch.json.gz")]) == 0
     err = capsys.readouterr().err
     assert "rank 1's file carries no torch.profiler trace" in err
-    doc = _json(d / "auto.ranks.torch.json.gz")
+    doc = _json(d / "torch.json.gz")
     procs = _processes(doc)
     assert {f"GPU {r} · SM {s}" for r in (0, 1) for s in range(4)} <= procs
     assert not any(p.startswith("rank 1 · ") for p in procs)
@@ -462,7 +464,7 @@ def test_steps_that_disagree_are_said_and_still_merged(tmp_path, capsys):
     err = " ".join(capsys.readouterr().err.split())
     assert "rank 1: torch.profiler's steps (2-4) are not the steps recorded (5-7)" in err
     assert "rank 0:" not in err
-    assert (d / "auto.ranks.torch.json.gz").exists()
+    assert (d / "auto.ranks.torch.perfetto-trace").exists()
 
 
 def test_a_damaged_torch_member_is_a_one_line_error(tmp_path, capsys):
@@ -503,8 +505,8 @@ def test_a_real_cpu_torch_profile_merges_with_a_rank_file(tmp_path, capsys):
     d.mkdir()
     for r in (0, 1):
         TorchRegion(step_table(r), doc).save(d / f"auto.rank{r}.npz")
-    assert main(["merge", str(d)]) == 0
-    merged = _json(d / "auto.ranks.torch.json.gz")
+    assert main(["merge", str(d), "-o", str(d / "torch.json.gz")]) == 0
+    merged = _json(d / "torch.json.gz")
     procs = _processes(merged)
     assert any(p.startswith("rank 0 · ") for p in procs) and any(
         p.startswith("rank 1 · ") for p in procs

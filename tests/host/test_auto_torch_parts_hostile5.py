@@ -50,7 +50,7 @@ def test_4_a_gzip_bomb_in_a_rank_file_is_left_out_said_and_the_rest_read(bombed,
     assert f"inflate past {limit / 2**20:.0f} MiB" in err and limit < 100 << 20, err
     assert "MAX_TORCH_RATIO" in err and "auto.rank1.npz" not in err  # rank 1's trace is read
     if command == "merge":  # rank 1's torch rows merged, rank 0's programs without theirs
-        assert (bombed / torch_parts.RANKS_TORCH_TRACE).exists()
+        assert (bombed / torch_parts.RANKS_TORCH_PERFETTO).exists()
         assert "rank 0's file carries no torch.profiler trace" in err
     else:  # rank 1's CUPTI rows used
         out = " ".join(r.stdout.split())

@@ -20,7 +20,7 @@ import sm_profiler.export.plot as plot_mod
 from sm_profiler.export import chrome, merge, perfetto, timeline
 from sm_profiler.export.chrome import encode_json
 from sm_profiler.trace.decode import decode
-from sm_profiler.trace.drawing import Drawing, drawing_of
+from sm_profiler.trace.drawing import Drawing, drawing_of, launch_drawings
 from sm_profiler.trace.model import TraceData
 from sm_profiler.trace.timeline import Timeline
 
@@ -219,6 +219,36 @@ def test_writers_import_the_drawing_not_the_timeline():
         ]
         assert "trace.timeline" not in modules, name
         assert "trace.drawing" in modules, name
+
+
+def test_writers_run_no_layout_rule():
+    """Issue 53, item 4: the Perfetto writer ran order_rows, the Chrome writer assign_slots, and
+    the picture split the trace into launches and found the top-level ranges itself; the
+    drawing decides all of it once (Drawing.lane_rows, levels, block_slots, top_level,
+    launch_drawings) and the writers read the results."""
+    rules = {"order_rows", "assign_slots", "block_slots", "build", "select_capture"}
+    for name in ("perfetto", "chrome", "plot"):
+        path = os.path.join(ROOT, "sm_profiler", "export", f"{name}.py")
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        # Read off the drawing (d.block_slots: its result), a rule is not called: trace.build.
+        used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} - {"block_slots"}
+        assert not used & rules, (name, sorted(used & rules))
+
+
+def test_the_drawing_lays_out_each_launch_as_the_whole_trace_names_it():
+    trace = _drop_and_unmatched()
+    parts = launch_drawings(trace)
+    assert [title for title, _ in parts] == [
+        "k · 3 blocks",
+        "kernel (launch 1) · 2 blocks",
+        "kernel (launch 2) · 2 blocks",
+    ]
+    for c, (_, d) in enumerate(parts):
+        assert d.groups.tolist() == [trace.kernels[c].num_groups]
+        assert d.summary is None  # every range: no summary, each lane its own
+    assert launch_drawings(trace, 1)[0][0] == parts[1][0]
 
 
 def test_a_drawing_is_plain_data():

@@ -66,7 +66,7 @@ def _ui_programs(path) -> Counter:
 def test_8_run_torch_keeps_every_program_at_its_ns(tmp_path, t0):
     t = _table(t0)
     out = tmp_path / "out"
-    script.write_outputs(TorchRegion(t, _doc(t)), str(out), 100)
+    script.write_outputs(TorchRegion(t, _doc(t)), str(out), 100, torch_json=True)
     assert _ui_programs(out / "auto.torch.json.gz") == _host_programs(t)
 
 
@@ -93,7 +93,7 @@ def test_8_the_job_trace_keeps_every_program_at_its_ns(tmp_path, t0):
     tables = [_table(t0 + 7_001 * r, r, 2) for r in (0, 1)]
     for r, t in enumerate(tables):
         TorchRegion(t, _doc(t, r)).save(d / f"auto.rank{r}.npz")
-    assert main(["merge", str(d)]) == 0
+    assert main(["merge", str(d), "-o", str(d / torch_parts.RANKS_TORCH_TRACE)]) == 0
     assert _ui_programs(d / torch_parts.RANKS_TORCH_TRACE) == sum(
         (_host_programs(t) for t in tables), Counter()
     )
@@ -140,9 +140,9 @@ def test_8_native_perfetto_traces_keep_every_program_at_its_ns(tmp_path, t0):
     tables = [_table(t0 + 7_001 * r, r, 2) for r in (0, 1)]
     for r, tr in enumerate(tables):
         TorchRegion(tr, _doc(tr, r)).save(d / f"auto.rank{r}.npz")
-    assert main(["merge", str(d), "-o", str(tmp_path / "ranks.perfetto-trace")]) == 0
+    assert main(["merge", str(d)]) == 0  # the job's trace: our programs, on %globaltimer
     both = sum((_host_programs(tr, 0) for tr in tables), Counter())
-    assert _native_programs(tmp_path / "ranks.perfetto-trace") == both
+    assert _native_programs(d / "auto.ranks.perfetto-trace") == both
 
 
 def _kineto_us(ns: int) -> float:

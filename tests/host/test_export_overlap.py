@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from reference_encoder import BEGIN, END, INSTANT, Lane, Stream, encode, examples
 from strategies import SETTINGS, event_ids, nested
 
-from sm_profiler.export import perfetto as pf
 from sm_profiler.export import to_chrome_json, to_perfetto_bytes
 from sm_profiler.trace.decode import decode
+from sm_profiler.trace.timeline import order_rows
 from sm_profiler.wire.capture import Capture
 
 pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
@@ -124,7 +124,7 @@ def test_levels_nest_on_every_level():
     start = np.sort(rng.integers(0, 50, 200))
     end = start + rng.integers(0, 30, 200)
     lane = np.zeros(200, np.int64)
-    lv = pf.order_rows(start, end, np.ones(200, bool), lane, np.zeros(1, np.int64), np.arange(200))[
+    lv = order_rows(start, end, np.ones(200, bool), lane, np.zeros(1, np.int64), np.arange(200))[
         "level"
     ]
     for a in range(200):

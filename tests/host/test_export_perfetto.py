@@ -20,6 +20,7 @@ from sm_profiler.errors import CaptureError, ConfigError
 from sm_profiler.export import export, to_perfetto_bytes
 from sm_profiler.export import perfetto as pf
 from sm_profiler.trace.decode import decode
+from sm_profiler.trace.timeline import order_rows
 from sm_profiler.wire import format as fmt
 from sm_profiler.wire.capture import Capture
 
@@ -150,7 +151,7 @@ def test_overlap_levels_separate_a_staircase():
     start = np.array([0, 5, 8, 100], np.int64)
     end = np.array([10, 15, 18, 110], np.int64)
     lane = np.zeros(4, np.int64)
-    lv = pf.order_rows(start, end, np.ones(4, bool), lane, np.zeros(1, np.int64), np.arange(4))[
+    lv = order_rows(start, end, np.ones(4, bool), lane, np.zeros(1, np.int64), np.arange(4))[
         "level"
     ]
     for a in range(4):

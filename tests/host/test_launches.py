@@ -113,9 +113,9 @@ def test_1_the_two_tables_implement_every_declared_method_alike():
 
 def _table_uses(tree: ast.AST) -> list[tuple[int, str]]:
     """(line, name) of each attribute the code reads on a trace's table: `x.table.name`, and
-    `t.name` where `t = x.table` in the same function."""
+    `t.name` where `t = x.table` in the same function (or one it is inside)."""
     out = set()
-    scopes = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Module))]
+    scopes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
     for scope in scopes:
         bound = {
             t.id

@@ -20,13 +20,15 @@ def test_6_a_failed_export_leaves_the_old_file(tmp_path, small_capture, monkeypa
     path = tmp_path / f"t{ext}"
     path.write_bytes(b"old trace")
     trace = decode(small_capture)
-    from sm_profiler.export import chrome, perfetto
+    from dataclasses import replace
+
+    from sm_profiler.export import FORMATS
 
     def full(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(perfetto, "iter_perfetto_chunks", full)
-    monkeypatch.setattr(chrome, "write_chrome_json", full)
+    for name, fmt in FORMATS.items():  # every format's writer fails part-way
+        monkeypatch.setitem(FORMATS, name, replace(fmt, write=full))
     with pytest.raises(CaptureError, match=f"cannot write .*t{ext}'.*No space left on device"):
         export(trace, path)
     assert path.read_bytes() == b"old trace"

@@ -88,6 +88,26 @@ def one_point_one_waves(steps=3):
     return make_table(out, sm_count=10)
 
 
+def compute_bound_waves(steps=3, alone_ns=1_000, sms=10, resident=16):
+    """1.10 waves of a compute-bound kernel (issue 55): an SM's throughput is shared by its
+    resident programs, so a program takes `alone_ns` alone and `resident` x that at full
+    residency. Each SM runs `resident` programs at once for resident x alone_ns (the full wave,
+    sms x resident programs); then the last wave's sms x resident / 10 programs, two at once on
+    the first SMs (2 x alone_ns each) and one on the rest (alone_ns). Steps back to back."""
+    full_ns = resident * alone_ns
+    last = sms * resident // 10
+    twos = last - sms  # SMs that run two of the last wave (the others run one)
+    out = []
+    for k in range(steps):
+        t = k * (full_ns + 2 * alone_ns)
+        progs = [(sm, t, t + full_ns) for sm in range(sms) for _ in range(resident)]
+        for sm in range(sms):
+            n = 2 if sm < twos else 1
+            progs += [(sm, t + full_ns, t + full_ns + n * alone_ns)] * n
+        out.append(launch(progs, "fma_kernel", step=k))
+    return make_table(out, sm_count=sms)
+
+
 def skewed_work(steps=3):
     """8 programs on 4 SMs (two full waves of 100 ns) but program 7 runs 500 ns: SM 3 ends at
     600 ns, the others at 200 ns. Steps back to back (600 ns)."""
@@ -161,12 +181,16 @@ def cupti_doc_of(
     steps=None,
     rank=None,
     session=0,
+    fill_shape=None,
+    num_sms=None,
 ):
     """torch.profiler's trace of `table`'s launches of one session: each launch's CUPTI row
     (its kernel's name, its span moved onto torch's clock; `jitter[i]` ns more for launch i),
     and a `fill` kernel (cuBLAS-like, not instrumented) from each launch's end to the next
     launch's start but `leave` ns (none after the last); ProfilerStep#N windows of `steps`
-    (default: the table's); distributedInfo naming `rank` where given."""
+    (default: the table's); distributedInfo naming `rank` where given. fill_shape: the fill
+    rows' launch shape (grid, block, registers per thread, shared memory bytes); num_sms:
+    deviceProperties' numSms."""
     from captures import cupti_doc
 
     L = table.launches
@@ -184,9 +208,12 @@ def cupti_doc_of(
         if fill and n + 1 < len(o):
             nxt = int(start[o[n + 1]]) + lead
             if nxt - leave > int(end[i]) + lead:
-                rows.append(
-                    dict(name=fill, start=int(end[i]) + lead, end=nxt - leave, device=device)
-                )
+                row = dict(name=fill, start=int(end[i]) + lead, end=nxt - leave, device=device)
+                if fill_shape is not None:
+                    grid, block, regs, smem = fill_shape
+                    row.update(grid=grid, block=block)
+                    row["args"] = {"registers per thread": regs, "shared memory": smem}
+                rows.append(row)
     step = np.asarray(L["step"])[mine]
     numbers = sorted(set(step[step >= 0].tolist())) if steps is None else list(steps)
     ours = sorted(set(step[step >= 0].tolist()))
@@ -195,7 +222,7 @@ def cupti_doc_of(
         marks.append((n, int(start[m].min()) + lead - 300, int(end[m].max()) + lead + 100))
     for r in rows:
         r["launch"] = r["start"] - 100
-    doc = cupti_doc(rows, steps=marks, base_ns=CUPTI_BASE_NS)
+    doc = cupti_doc(rows, steps=marks, base_ns=CUPTI_BASE_NS, num_sms=num_sms)
     if rank is not None:
         doc["distributedInfo"] = {"rank": rank, "world_size": rank + 1}
     return doc

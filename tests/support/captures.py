@@ -286,7 +286,8 @@ def torch_doc(parts, base_ns=EPOCH_T0 - 10**6, offset_ns=0, lead_ns=0, tail_ns=0
 def cupti_doc(kernels, steps=(), base_ns=EPOCH_T0, num_sms=None) -> dict:
     """A torch.profiler trace of CUPTI kernel rows only, times in ns since `base_ns`.
     kernels: dicts with name, start, end and optionally launch (the time of its
-    cudaLaunchKernel row: linked by correlation id), grid, block, device.
+    cudaLaunchKernel row: linked by correlation id), grid, block, device, args (more of the
+    row's args: "registers per thread", "shared memory", ...).
     steps: (N, start, end) of ProfilerStep#N annotations. num_sms: deviceProperties' numSms."""
     ev = []
     for i, k in enumerate(kernels):
@@ -294,6 +295,7 @@ def cupti_doc(kernels, steps=(), base_ns=EPOCH_T0, num_sms=None) -> dict:
         for key in ("grid", "block"):
             if key in k:
                 args[key] = list(k[key])
+        args.update(k.get("args", {}))  # registers per thread, shared memory, ...
         ev.append(
             {
                 "ph": "X",

@@ -2,7 +2,9 @@
 
 - `read_trace`: a Perfetto file replayed as trace processor reads it (incremental clock 64 reset
   by each ClockSnapshot, TracePacketDefaults giving the track, events sorted by (timestamp, file
-  order), SLICE_END closing the innermost open slice of its track), into a `Read`;
+  order), SLICE_END closing the innermost open slice of its track), into a `Read`; with
+  torch's rows of a merged trace (their own sequence: torch_perfetto.py), their args,
+  categories and flow arrows as trace processor's flow tracker draws them;
 - `read_perfetto`: a Perfetto file's process names, thread names and slice counts by name;
 - `slices_by_sm`: a `Read`'s slices grouped by SM track;
 - `expected_slices`: what a decoded trace says one lane's slices are, to compare with a `Read`;
@@ -22,6 +24,7 @@ import re
 from collections import Counter, defaultdict
 
 from sm_profiler.export import perfetto as pf
+from sm_profiler.export.torch_perfetto import TORCH_SEQ
 
 
 def has_perfetto() -> bool:
@@ -49,6 +52,10 @@ class Read:
         self.written_names = {}  # uuid -> name as written (SM names are padded to sort)
         self.origin = None  # %globaltimer ns of time 0, from the root's description
         self.window = {}  # service event (tracing_started, tracing_disabled) -> time_ns
+        # torch's rows (torch_perfetto.TORCH_SEQ), by (track uuid, name, begin ns) of a slice:
+        self.args = {}  # its debug annotations {name: value}
+        self.categories = {}  # its category
+        self.flows = []  # (from, to): arrows as trace processor draws them, in its order
 
     def thread(self, name: str):
         """The lane (or overlap) track named `name`."""
@@ -105,11 +112,15 @@ def read_trace(data: bytes) -> Read:
     r = Read()
     names, clock, track = {}, None, None
     raw = []
+    torch = _TorchSequence()
     for i, p in enumerate(trace.packet):
         if p.HasField("service_event"):  # the window the UI opens on, on a sequence of its own
             assert p.trusted_packet_sequence_id == pf.SEQ_ID + 1
             ((field, _),) = p.service_event.ListFields()
             r.window[field.name] = p.timestamp
+            continue
+        if p.trusted_packet_sequence_id == TORCH_SEQ:
+            torch.read(p, i, r, raw)
             continue
         assert p.trusted_packet_sequence_id == pf.SEQ_ID
         if p.sequence_flags & 1:  # SEQ_INCREMENTAL_STATE_CLEARED: names interned anew (a rank)
@@ -127,24 +138,24 @@ def read_trace(data: bytes) -> Read:
             assert p.trace_packet_defaults.timestamp_clock_id == 64
             track = p.trace_packet_defaults.track_event_defaults.track_uuid
         if p.HasField("track_descriptor"):
-            d = p.track_descriptor
-            assert d.uuid not in r.tracks
-            r.written_names[d.uuid] = d.name
-            d.name = " ".join(d.name.split(" ")[:1] + [w for w in d.name.split(" ")[1:] if w])
-            r.tracks[d.uuid] = d
-            if not d.HasField("parent_uuid") and "%globaltimer" in d.description:  # a root
-                r.origin = int(re.search(r"%globaltimer (\d+) ns", d.description).group(1))
+            _descriptor(r, p.track_descriptor)
         if p.HasField("track_event"):
             clock += p.timestamp
             assert track in r.tracks
             e = p.track_event  # its name as interned now (a rank of several interns anew)
             raw.append((clock, i, track, e, names.get(e.name_iid) if e.name_iid else None))
+    for (track, name, ts), args, cats in torch.pending:
+        key = (track, name, ts + r.origin)
+        r.args[key] = args
+        r.categories[key] = [torch.tables["event_categories"][c] for c in cats]
     raw.sort(key=lambda x: (x[0], x[1]))  # trace processor: by timestamp, then file order
     raw = [(ts + r.origin, *rest) for ts, *rest in raw]  # times are written from the origin
     stacks = defaultdict(list)
+    flows = {}  # flow id -> the slice it was last on
     for ts, _, track, e, name in raw:
         if e.type == pf.SLICE_BEGIN:
             stacks[track].append((name, ts))
+            _flows(r, flows, e, (track, name, ts))
         elif e.type == pf.SLICE_END:
             name, t = stacks[track].pop()
             r.slices[track].append((name, t, ts - t))
@@ -155,6 +166,66 @@ def read_trace(data: bytes) -> Read:
             r.counters[track].append((ts, v))
     assert not any(stacks.values()), "slices left open"
     return r
+
+
+def _descriptor(r: Read, d) -> None:
+    assert d.uuid not in r.tracks
+    r.written_names[d.uuid] = d.name
+    d.name = " ".join(d.name.split(" ")[:1] + [w for w in d.name.split(" ")[1:] if w])
+    r.tracks[d.uuid] = d
+    origin = re.search(r"(?:%globaltimer|host clock) (\d+) ns", d.description)
+    if not d.HasField("parent_uuid") and origin:  # a root
+        r.origin = int(origin.group(1))
+
+
+def _flows(r: Read, flows: dict, e, key) -> None:
+    """The arrows a slice's begin adds, as trace processor's flow tracker makes them: from the
+    slice each id was last on to this one (terminating ids end there)."""
+    for fid in e.flow_ids:
+        if fid in flows:
+            r.flows.append((flows[fid], key))
+        flows[fid] = key
+    for fid in e.terminating_flow_ids:
+        if fid in flows:
+            r.flows.append((flows.pop(fid), key))
+
+
+class _TorchSequence:
+    """torch's packets of a merged trace (torch_perfetto): names interned at the sequence's
+    start, times on the trace clock (ns from the origin), each event naming its track."""
+
+    def __init__(self):
+        self.tables = defaultdict(dict)
+        self.pending = []  # (slice or instant key, its args, its categories' iids)
+
+    def read(self, p, i: int, r: Read, raw: list) -> None:
+        if p.sequence_flags & 1:
+            self.tables.clear()
+        for table in ("event_names", "event_categories", "debug_annotation_names"):
+            for n in getattr(p.interned_data, table):
+                self.tables[table][n.iid] = n.name
+        for n in p.interned_data.debug_annotation_string_values:
+            self.tables["strings"][n.iid] = n.str.decode()
+        if p.HasField("track_descriptor"):
+            _descriptor(r, p.track_descriptor)
+        if not p.HasField("track_event"):
+            return
+        e = p.track_event
+        assert e.track_uuid in r.tracks
+        name = self.tables["event_names"].get(e.name_iid) if e.name_iid else None
+        raw.append((p.timestamp, i, e.track_uuid, e, name))
+        if e.type in (pf.SLICE_BEGIN, pf.TYPE_INSTANT):
+            key = (e.track_uuid, name, p.timestamp)  # the origin added below, in read_trace
+            self.pending.append((key, self._args(e), list(e.category_iids)))
+
+    def _args(self, e) -> dict:
+        out = {}
+        names, strings = self.tables["debug_annotation_names"], self.tables["strings"]
+        for a in e.debug_annotations:
+            kind = a.WhichOneof("value")
+            value = strings[a.string_value_iid] if kind == "string_value_iid" else getattr(a, kind)
+            out[names[a.name_iid]] = value
+        return out
 
 
 def expected_slices(trace, lane: int, capture: int = 0):

@@ -59,3 +59,66 @@ def torch_doc(table, rank: int = 0) -> dict:
     doc = cupti_doc(rows, base_ns=base, num_sms=2)
     doc["distributedInfo"] = {"rank": rank, "world_size": 2}
     return doc
+
+
+def kineto_doc(table, rank: int = 0, span_ns: int | None = None) -> dict:
+    """torch_doc's trace as Kineto writes a whole one (issue 56, item 11): its processes and
+    threads named, a ProfilerStep#0 around the launches, each cudaLaunchKernel inside an aten::mm
+    and joined to its kernel by an 'ac2g' flow, two CPU ops on a thread of their own that only
+    partly overlap (torch's rounding does that), an instant on a thread and a global one, a
+    memory counter, and a 'B'/'E' pair (no phase we draw). span_ns: Kineto's 'PyTorch Profiler'
+    span runs that long from the first row, the recorded steps at its start (a long recording)."""
+    doc = torch_doc(table, rank)
+    ev = doc["traceEvents"]
+    us = _us
+    kernels = [e for e in ev if e["cat"] == "kernel"]
+    launches = {e["args"]["correlation"]: e for e in ev if e["cat"] == "cuda_runtime"}
+    first = min(exact(e["ts"]) for e in ev) - 5_000
+    last = max(exact(e["ts"]) + exact(e["dur"]) for e in ev) + 5_000
+    cpu, gpu = 11, rank
+    for k in kernels:
+        c = k["args"]["correlation"]
+        t = exact(launches[c]["ts"])
+        ev.append(_x("aten::mm", "cpu_op", cpu, cpu, t - 200, 1_000))
+        ev.append(dict(ph="s", id=c, pid=cpu, tid=cpu, ts=us(t), cat="ac2g", name="ac2g"))
+        kt = exact(k["ts"])
+        ev.append(dict(ph="f", id=c, pid=gpu, tid=7, ts=us(kt), cat="ac2g", name="ac2g", bp="e"))
+    ev.append(_x("ProfilerStep#0", "user_annotation", cpu, 0x0FFF_FFF0, first, last - first))
+    ev.append(_x("aten::copy_", "cpu_op", cpu, 12, first + 1_000, 1_000))
+    ev.append(_x("aten::add", "cpu_op", cpu, 12, first + 1_500, 1_000))  # half inside copy_
+    ev.append(dict(ph="i", s="t", name="mark", pid=cpu, tid=cpu, ts=us(first + 2_000)))
+    ev.append(dict(ph="i", s="g", name="Iteration Start", pid="Traces", tid="t", ts=us(first)))
+    for k, t in enumerate((first, last)):
+        args = {"Total Allocated": 1024.5 * (k + 1)}
+        ev.append(dict(ph="C", name="[memory]", pid=cpu, tid=cpu, ts=us(t), args=args))
+    ev.append(dict(ph="B", name="open", pid=cpu, tid=cpu, ts=us(first + 3_000)))
+    ev.append(dict(ph="E", name="open", pid=cpu, tid=cpu, ts=us(first + 4_000)))
+    if span_ns is not None:
+        span = _x("PyTorch Profiler (0)", "Trace", "Spans", "PyTorch Profiler", first, span_ns)
+        ev.append(span)
+    meta = [
+        (cpu, 0, "process_name", {"name": "python3"}),
+        (gpu, 0, "process_name", {"name": "python3"}),
+        (cpu, cpu, "thread_name", {"name": f"thread {cpu} (python3)"}),
+        (cpu, 12, "thread_name", {"name": "thread 12 (pt_autograd_0)"}),
+        (cpu, 0x0FFF_FFF0, "thread_name", {"name": "steps (sm_profiler)"}),
+        (cpu, 0x0FFF_FFF0, "thread_sort_index", {"sort_index": -1}),
+        (gpu, 7, "thread_name", {"name": "stream 7 "}),
+    ]
+    ev[:0] = [dict(ph="M", pid=p, tid=t, name=n, args=a) for p, t, n, a in meta]
+    return doc
+
+
+def _us(ns: int) -> float:
+    """ns as Kineto writes them: µs with three decimals (json reads back the nearest double)."""
+    return float(f"{ns // 1000}.{ns % 1000:03d}")
+
+
+def exact(us: float) -> int:
+    from sm_profiler.export.chrome import exact_ns
+
+    return exact_ns(us)
+
+
+def _x(name: str, cat: str, pid, tid, start_ns: int, dur_ns: int) -> dict:
+    return dict(ph="X", name=name, cat=cat, pid=pid, tid=tid, ts=_us(start_ns), dur=_us(dur_ns))
