@@ -47,8 +47,8 @@ def run_child(args) -> dict:
 
     import sm_profiler
     from benchmarks import auto_overhead as ao
-    from sm_profiler.auto_mode.report import step_shares
     from sm_profiler.auto_mode.via_triton import ViaTriton
+    from sm_profiler.report.auto_report import step_shares
 
     via = args.route == "via_triton"
     res = {"model": args.model, "route": args.route, "device": torch.cuda.get_device_name(0)}

@@ -32,10 +32,10 @@ import warnings
 
 from benchmarks.captures import SYNTHETIC_AUTO_TAGS as TAGS
 from benchmarks.captures import synthetic_auto_buffer
-from sm_profiler.auto_mode.records import read_buffer
-from sm_profiler.auto_mode.report import format_report
-from sm_profiler.auto_mode.table import AutoTable
 from sm_profiler.export import export
+from sm_profiler.report.auto_report import format_report
+from sm_profiler.trace.auto_table import AutoTable
+from sm_profiler.wire.auto_records import read_buffer
 from sm_profiler.wire.capture import load
 
 SHAPES = {
@@ -84,10 +84,10 @@ def scaled(shape: dict, scale: float) -> dict:
 def parts(shape: dict) -> list[tuple[str, float, float]]:
     """(step, seconds, peak over the records' bytes) of the steps inside the stages, each from a
     table (or trace, or timeline) built before it is timed."""
-    from sm_profiler.auto_mode.records import split_launches
-    from sm_profiler.auto_mode.report import launch_table
     from sm_profiler.export.perfetto import iter_perfetto_chunks
+    from sm_profiler.report.auto_report import launch_table
     from sm_profiler.trace import timeline as tlm
+    from sm_profiler.wire.auto_records import split_launches
 
     recs = synthetic_auto_buffer(**shape)
     raw = recs.nbytes

@@ -85,10 +85,10 @@ def auto_default_traces(step_counts: list[int], timeout_s: float) -> None:
     import warnings
 
     from benchmarks.captures import SYNTHETIC_AUTO_TAGS, synthetic_auto_buffer
-    from sm_profiler.auto_mode.records import read_buffer
-    from sm_profiler.auto_mode.table import AutoTable
     from sm_profiler.export import timeline
     from sm_profiler.export.perfetto import to_perfetto_bytes as perfetto_bytes
+    from sm_profiler.trace.auto_table import AutoTable
+    from sm_profiler.wire.auto_records import read_buffer
 
     print(f"{'steps':>6} {'programs':>10} {'launches':>9} {'MiB':>7} {'export s':>9} {'open s':>8}")
     with perfetto_ui().PerfettoUI() as ui:

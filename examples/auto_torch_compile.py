@@ -62,7 +62,7 @@ def main():
     # launch, a fractional last wave (1.2 waves) leaves most SMs idle while a few finish; idle%
     # is that SM-time, and the tail says how long the last SM ran past the median one.
     prof.print_stats(width=100)
-    reports = sm_profiler.auto_mode.report.launch_reports(prof.decode())
+    reports = sm_profiler.report.auto_report.launch_reports(prof.decode())
     # The launch that leaves the most SM-time idle (idle share x span): where a better grid or a
     # fusion would pay most. Small grids (waves < 1) idle most SMs for the whole launch.
     worst = max(reports, key=lambda r: r.idle_pct * r.span_ns)

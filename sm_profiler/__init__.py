@@ -23,7 +23,7 @@ from .wire.capture import Capture, load, save_many
 # Auto files: their reader registers itself with `load` (capture.FILE_READERS); the table views
 # with TraceData.to_pandas / to_arrow (trace.TABLE_VIEWS).
 from .report import tables as _tables  # noqa: E402, F401  isort: skip
-from .auto_mode import table as _auto_table  # noqa: E402, F401  isort: skip
+from .trace import auto_table as _auto_table  # noqa: E402, F401  isort: skip
 
 __version__ = "0.1.0"
 
@@ -95,7 +95,7 @@ def auto(capacity: int | None = None, **options):
 def schedule(wait: int = 0, warmup: int = 0, active: int = 1, repeat: int = 0, skip_first: int = 0):
     """Which steps auto mode records, as torch.profiler.schedule: skip_first steps, then cycles
     of wait + warmup steps off and active steps recorded, repeat times (0: forever)."""
-    from .auto_mode.schedule import Schedule
+    from .wire.auto_schedule import Schedule
 
     return Schedule(wait, warmup, active, repeat, skip_first)
 

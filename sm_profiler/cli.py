@@ -44,6 +44,7 @@ from .export.ui_server import (  # noqa: F401 (cli.PERFETTO_UI)
 )
 from .progress import stage
 from .text import plural, printable
+from .trace.auto_table import AutoTable
 
 # How long `open` serves a trace that nothing fetches (no browser here, a URL not opened).
 OPEN_TIMEOUT_S = 600.0
@@ -532,8 +533,8 @@ def _commands_with(top: argparse.ArgumentParser, option: str) -> list[str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from . import auto
-    from .auto_mode import job as jobs
     from .auto_mode import script, session
+    from .export import auto_job as jobs
 
     # Everything is checked before anything is created; the folder only once there is output.
     program = script.find_program(args.command)
@@ -562,7 +563,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if job.rank not in ranks:  # --ranks leaves this one out: its kernels run plain
         return script.run_program(program, contextlib.nullcontext())
-    session._check_can_run()  # a GPU, Triton 3.6+, no interpreter
+    session.check_can_run()  # a GPU, Triton 3.6+, no interpreter
     if args.torch or args.torch_json:
         from .auto_mode.torch_profiler import check_torch_profiler
 
@@ -627,13 +628,13 @@ def _decoded(path: str, steps: str | None = None):
     from .trace.decode import decode
 
     if os.path.isdir(path):
-        from .auto_mode import job as jobs
+        from .export import auto_job as jobs
 
         caps = jobs.merged_table(jobs.load_ranks([path]))
     else:
         caps = _load(path)
     if steps is not None:
-        if not getattr(caps, "is_auto_table", False):
+        if not isinstance(caps, AutoTable):
             raise ConfigError(
                 f"--steps picks steps of an auto-mode file (sm-profiler run); {path!r} holds "
                 "captures: use --capture N or --window-us"
@@ -651,7 +652,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     caps = _load(args.capture)
     out = sys.stdout
-    if getattr(caps, "is_auto_table", False):
+    if isinstance(caps, AutoTable):
         return _info_auto(args.capture, caps, out)
     out.write(f"{args.capture}: {plural(len(caps), 'capture')}\n")
     # One column for every value of the file: the longest key, metadata keys included.
@@ -711,8 +712,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _info_auto(path: str, table, out) -> int:
     """`info` of an auto-mode file: its launches, kernels and each GPU's counts."""
-    from .auto_mode.table import session_count
     from .units import format_time
+    from .wire.auto_file import session_count
 
     c = table.counts()
     L = table.launches
@@ -761,7 +762,7 @@ def _info_auto(path: str, table, out) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     trace = _decoded(args.capture, args.steps)
-    from .auto_mode.report import is_auto, print_report
+    from .report.auto_report import is_auto, print_report
 
     if not is_auto(trace):
         from .report.stats import breakdown, compute_stats
@@ -773,7 +774,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0
     # auto mode: thousands of launches, per kernel; with the torch trace a `run --torch` file
     # carries, the share seen and the host gaps from CUPTI's rows
-    table = getattr(trace.kernels, "table", None)
+    table = trace.table
     cupti, docs = _stored_torch(args.capture, table if args.steps is None else None)
     from .report.dump import dump_lines  # a flight-recorder dump: why, and where each GPU was
 
@@ -796,7 +797,7 @@ def _stored_torch(path: str, table=None):
     folder carries (`run --torch`), or (None, None); the share only with `table` (its kernels
     are the instrumented ones). A trace that cannot be read is said on stderr and left out
     (one that inflates past its limit: that rank's alone)."""
-    from .auto_mode import torch_parts
+    from .export import auto_torch_parts as torch_parts
     from .report.coverage import report_share, torch_coverage
 
     try:
@@ -816,12 +817,12 @@ def cmd_advise(args: argparse.Namespace) -> int:
     from .report.advise import advise, advise_lines
 
     if os.path.isdir(args.capture):
-        from .auto_mode import job as jobs
+        from .export import auto_job as jobs
 
         table = jobs.merged_table(jobs.load_ranks([args.capture]))
     else:
         table = _load(args.capture)
-    if not getattr(table, "is_auto_table", False):
+    if not isinstance(table, AutoTable):
         raise ConfigError(
             f"advise reads auto-mode files (sm-profiler run, prof.save()); {args.capture!r} "
             "holds captures of the manual ops: use sm-profiler stats"
@@ -879,7 +880,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     tables = []
     for path in (args.before, args.after):
         if os.path.isdir(path):
-            from .auto_mode import job as jobs
+            from .export import auto_job as jobs
 
             table = jobs.merged_table(jobs.load_ranks([path]))
         else:
@@ -908,7 +909,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
     torch_out, docs = None, []
     if any(os.path.isdir(p) for p in args.captures):  # a run's folder: its ranks' tables
-        from .auto_mode import job as jobs
+        from .export import auto_job as jobs
 
         paths = jobs.rank_paths(args.captures)
         sources = jobs.load_ranks(paths)
@@ -917,12 +918,12 @@ def cmd_merge(args: argparse.Namespace) -> int:
             folder = next(p for p in args.captures if os.path.isdir(p))
             args.out = os.path.join(folder, jobs.MERGED_TRACE)
             if any(d is not None for d in docs):
-                from .auto_mode.torch_parts import RANKS_TORCH_PERFETTO
+                from .export.auto_torch_parts import RANKS_TORCH_PERFETTO
 
                 torch_out = os.path.join(folder, RANKS_TORCH_PERFETTO)
     else:
         sources = [_load(p) for p in args.captures]
-        if all(getattr(s, "is_auto_table", False) for s in sources):
+        if all(isinstance(s, AutoTable) for s in sources):
             docs = _torch_parts(args.captures, args)
     if args.out is None:
         raise ConfigError(
@@ -961,7 +962,7 @@ def _torch_parts(paths, args) -> list:
     with --torch (its trace is the one merged)."""
     if args.torch:
         return []
-    from .auto_mode import torch_parts
+    from .export import auto_torch_parts as torch_parts
 
     return [_noted(torch_parts.read, p) for p in paths]
 
@@ -980,7 +981,7 @@ def _merge_job_torch(sources, docs, out: str) -> None:
     """merge of rank files carrying torch traces: their rows and our programs in one trace
     (Perfetto or Chrome JSON, by `out`'s extension), what each rank's CUPTI rows say it saw, and
     the notes."""
-    from .auto_mode import torch_parts
+    from .export import auto_torch_parts as torch_parts
     from .report.coverage import coverage_lines
 
     with stage(f"writing {out}"):
@@ -1207,7 +1208,7 @@ def one_line(text: str) -> str:
 
 
 def _capture_mib(caps) -> float:
-    if getattr(caps, "is_auto_table", False):
+    if isinstance(caps, AutoTable):
         return sum(int(v.nbytes) for v in caps.rows.values()) / 2**20
     return sum(int(c.words.nbytes) for c in caps) / 2**20
 

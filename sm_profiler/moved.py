@@ -1,5 +1,7 @@
 """The module paths that moved into the layer folders (record/, wire/, trace/, report/,
-export/): `import sm_profiler.stats` still gives `sm_profiler.report.stats`, the same module.
+export/): `import sm_profiler.stats` still gives `sm_profiler.report.stats`, the same module, and
+`import sm_profiler.auto_mode.table` gives `sm_profiler.trace.auto_table` (issue 53: auto mode's
+parts that are not its recording front end went to their layers).
 
 The Triton and Gluon device APIs keep their short paths for good (`sm_profiler.triton_ops`,
 `sm_profiler.gluon_ops`: kernels import them by name). Every other old path warns
@@ -38,6 +40,10 @@ MOVED = {
     "plot": "export.plot",
     "merge": "export.merge",
     "ui_server": "export.ui_server",
+    # issue 53: the ones users and the docs imported; the rest of auto mode's just moved
+    "auto_mode.table": "trace.auto_table",
+    "auto_mode.report": "report.auto_report",
+    "auto_mode.schedule": "wire.auto_schedule",
 }
 # Not aliased: `sm_profiler.decode` is the function (the module is sm_profiler.trace.decode), and
 # `sm_profiler.trace` is now the folder, which holds what trace.py held (TraceData, RANGE, ...).
@@ -89,8 +95,7 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds `sm_profiler.<old>` and loads it as the module now at its new path."""
 
     def find_spec(self, fullname, path=None, target=None):
-        package, _, old = fullname.rpartition(".")
-        if package != PACKAGE or old not in MOVED:
+        if _old_path(fullname) not in MOVED:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
@@ -101,7 +106,7 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         alias's spec, which no exec_module follows, would leave it broken). exec_module puts the
         module itself in sys.modules, which the import statement returns; a stand-in kept from
         module_from_spec reads through to the module."""
-        module = resolve(spec.name.rpartition(".")[2])
+        module = resolve(_old_path(spec.name))
         stand_in = types.ModuleType(spec.name)
         stand_in.__getattr__ = functools.partial(getattr, module)
         stand_in.__dir__ = module.__dir__
@@ -109,8 +114,22 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def exec_module(self, module):
         # The module at the new path, imported (and run) by create_module's resolve.
-        new = MOVED[module.__name__.rpartition(".")[2]]
+        new = MOVED[_old_path(module.__name__)]
         sys.modules[module.__name__] = importlib.import_module(f"{PACKAGE}.{new}")
+
+
+def _old_path(fullname: str) -> str | None:
+    """`fullname` below the package ('stats', 'auto_mode.table'), None outside it."""
+    head = PACKAGE + "."
+    return fullname[len(head) :] if fullname.startswith(head) else None
+
+
+def moved_from(package: str, name: str):
+    """The module now at the old path `package.name`, for a folder's `__getattr__`
+    (`sm_profiler.auto_mode.report` after `import sm_profiler.auto_mode`); None where no
+    module moved from there."""
+    old = _old_path(f"{package}.{name}")
+    return resolve(old) if old in MOVED else None
 
 
 def install() -> None:

@@ -4,12 +4,12 @@ and the rest of a terminal's text are text.py's."""
 
 from __future__ import annotations
 
-_UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
+UNITS = (("s", 1e9), ("ms", 1e6), ("µs", 1e3), ("ns", 1.0))
 
 
 def time_unit(max_abs_ns: float) -> tuple[str, float]:
     """The largest unit in which `max_abs_ns` is at least 1 (ns for anything under 1 µs)."""
-    for name, scale in _UNITS:
+    for name, scale in UNITS:
         if max_abs_ns >= scale:
             return name, scale
     return "ns", 1.0
@@ -25,7 +25,7 @@ def table_unit(max_abs_ns: float) -> tuple[str, float]:
     """The unit of a table or list of times whose largest is `max_abs_ns`: the largest unit in
     which that is at least 10, so the table's numbers keep 3 to 4 significant digits ('180 ms',
     not '0.18 s') and its smaller numbers keep theirs too."""
-    for name, scale in _UNITS:
+    for name, scale in UNITS:
         if max_abs_ns >= 10 * scale:
             return name, scale
     return "ns", 1.0
@@ -40,7 +40,7 @@ def report_unit(tops_ns: list[float]) -> tuple[str, float]:
     if not tops:
         return "ns", 1.0
     _, top_scale = table_unit(max(tops))
-    for name, scale in _UNITS:
+    for name, scale in UNITS:
         if scale <= top_scale and min(tops) >= 0.1 * scale:
             return name, scale
     return "ns", 1.0

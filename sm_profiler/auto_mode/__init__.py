@@ -23,3 +23,12 @@ from __future__ import annotations
 from .session import DEFAULT_CAPACITY, AutoProfiler, current
 
 __all__ = ["AutoProfiler", "DEFAULT_CAPACITY", "current"]
+
+
+def __getattr__(name: str):  # the old paths of its parts that moved to their layers (moved.py)
+    from ..moved import moved_from
+
+    module = moved_from(__name__, name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return module

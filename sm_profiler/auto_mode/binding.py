@@ -33,7 +33,7 @@ from ..errors import AutoWarning, RewriteError
 from ..record import ptx
 from ..wire import format as fmt
 from . import registers
-from .driver import _check, _cuda, _stream, copy_device, module_of  # noqa: F401 (binding.*)
+from .driver import check_rc, copy_device, current_stream, libcuda, module_of  # noqa: F401 (binding.*)
 from .rewrite import LEVELS, instrument
 from .state import (  # noqa: F401 (binding.STATE, binding.copy_out, binding.KernelEntry)
     STATE,
@@ -580,7 +580,7 @@ def _wrap_capture_end(original):
         parts, STATE.capturing = STATE.capturing, None
         staged = switch = None
         if parts:
-            from .areas import Areas
+            from ..wire.auto_areas import Areas
 
             devices = sorted({p[0] for p in parts})
             # Each device's captured areas, as a replay's copy takes them.

@@ -9,10 +9,10 @@ import functools
 from ..errors import DeviceError
 
 
-def _cuda():
-    from ..record.occupancy import _libcuda
+def libcuda():
+    from ..record.occupancy import load_libcuda
 
-    lib = _libcuda()
+    lib = load_libcuda()
     if lib is None:
         raise DeviceError(
             "libcuda.so.1 (the NVIDIA driver's CUDA library) could not be loaded: auto mode "
@@ -22,7 +22,7 @@ def _cuda():
     return lib
 
 
-def _check(rc: int, what: str) -> None:
+def check_rc(rc: int, what: str) -> None:
     if rc != 0:
         raise DeviceError(
             f"{what} failed with CUDA error {rc}{_error_name(rc)}; check the GPU with "
@@ -34,7 +34,7 @@ def _error_name(rc: int) -> str:
     """' (CUDA_ERROR_...)': the driver's name of error `rc`, or '' where it cannot say."""
     try:
         name = ctypes.c_char_p()
-        if _cuda().cuGetErrorName(ctypes.c_int(rc), ctypes.byref(name)) == 0 and name.value:
+        if libcuda().cuGetErrorName(ctypes.c_int(rc), ctypes.byref(name)) == 0 and name.value:
             return f" ({name.value.decode()})"
     except (DeviceError, AttributeError, UnicodeDecodeError):
         pass
@@ -42,9 +42,9 @@ def _error_name(rc: int) -> str:
 
 
 def module_of(function: int) -> int:
-    cuda = _cuda()
+    cuda = libcuda()
     mod = ctypes.c_void_p(0)
-    _check(cuda.cuFuncGetModule(ctypes.byref(mod), ctypes.c_void_p(function)), "cuFuncGetModule")
+    check_rc(cuda.cuFuncGetModule(ctypes.byref(mod), ctypes.c_void_p(function)), "cuFuncGetModule")
     return mod.value or 0
 
 
@@ -52,7 +52,7 @@ def module_of(function: int) -> int:
 def _memcpy():
     """cuMemcpyDtoDAsync_v2 with its argument types, looked up once: a lookup costs more host
     time than the copy's own call, which counts in full on a step the host sets the pace of."""
-    f = _cuda().cuMemcpyDtoDAsync_v2
+    f = libcuda().cuMemcpyDtoDAsync_v2
     f.argtypes = (ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p)
     f.restype = ctypes.c_int
     return f
@@ -62,10 +62,10 @@ def copy_device(dst: int, src: int, nbytes: int, stream: int) -> None:
     """An asynchronous device-to-device copy in `stream`'s order."""
     rc = _memcpy()(dst, src, nbytes, stream)
     if rc:
-        _check(rc, "cuMemcpyDtoDAsync")
+        check_rc(rc, "cuMemcpyDtoDAsync")
 
 
-def _stream(device: int) -> int:
+def current_stream(device: int) -> int:
     """The device's current stream as a raw handle. torch's own raw getter where it has one:
     `torch.cuda.current_stream` builds a Stream object, ~15 us of host time a call."""
     import torch
@@ -110,7 +110,7 @@ class HostCopier:
     def __init__(self, address: int, chunk_bytes: int):
         import numpy as np
 
-        cuda = _cuda()
+        cuda = libcuda()
         self._f = {name: getattr(cuda, name) for name in self._NAMES}
         self._f["cuMemcpyDtoHAsync_v2"].argtypes = (
             ctypes.c_void_p,
@@ -134,7 +134,7 @@ class HostCopier:
     def _call(self, name: str, *args) -> int:
         rc = self._f[name](*args)
         if rc not in (0, _NOT_READY):
-            _check(rc, name)
+            check_rc(rc, name)
         return rc
 
     def bind(self) -> None:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import AutoWarning
+from ..export.auto_job import job_identity
 from ..text import printable
 from ..wire import format as fmt
 from . import binding
@@ -56,7 +57,6 @@ from .flight_triggers import (
     StepClock,
     stall_after_s,
 )
-from .job import job_identity
 
 LOG_LAUNCHES = 4096  # launches the binding logs (the newest); the tail of a stuck GPU's queue
 QUEUED_KEPT = 2048  # of them, the newest a dump keeps per GPU

@@ -27,7 +27,7 @@ import ctypes
 from ..record import ptx
 from ..wire import format as fmt
 from . import driver, state
-from .driver import _check, _cuda
+from .driver import check_rc, libcuda
 from .state import STATE
 
 STAGE_REPLAYS = 16  # K: replays staged before one copy-out (fewer where the buffer is small)
@@ -39,20 +39,20 @@ PENDING: list[Stage] = []  # stages holding recorded replays not yet copied out
 def load() -> tuple[int, int]:
     """(STAGE, BUMP) in the current context, loaded the first time. Called before a capture
     begins: loading a module while a stream captures may invalidate the capture."""
-    cuda = _cuda()
+    cuda = libcuda()
     ctx = ctypes.c_void_p(0)
-    _check(cuda.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    check_rc(cuda.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
     functions = _FUNCTIONS.get(ctx.value or 0)
     if functions is None:
         module = ctypes.c_void_p(0)
-        _check(
+        check_rc(
             cuda.cuModuleLoadData(ctypes.byref(module), ptx.AUTO_STAGE_PTX.encode() + b"\0"),
             "cuModuleLoadData",
         )
         handles = []
         for entry in (ptx.AUTO_STAGE_ENTRY, ptx.AUTO_BUMP_ENTRY):
             fn = ctypes.c_void_p(0)
-            _check(
+            check_rc(
                 cuda.cuModuleGetFunction(ctypes.byref(fn), module, entry.encode()),
                 "cuModuleGetFunction",
             )
@@ -76,14 +76,14 @@ def replays_to_stage(span: int, slots: int, graph_slots: int) -> int:
 def _launch(stream: int, function: int, grid: int, threads: int, args: list) -> None:
     values = [ctypes.c_uint64(a) for a in args]
     params = (ctypes.c_void_p * len(values))(*(ctypes.addressof(v) for v in values))
-    rc = _cuda().cuLaunchKernel(
+    rc = libcuda().cuLaunchKernel(
         ctypes.c_void_p(function),
         grid, 1, 1, threads, 1, 1, 0,
         ctypes.c_void_p(stream),
         params,
         None,
     )  # fmt: skip
-    _check(rc, "cuLaunchKernel")
+    check_rc(rc, "cuLaunchKernel")
 
 
 class Stage:
@@ -128,7 +128,7 @@ class Stage:
         """Before the first replay after a copy-out: where it runs on another stream, it first
         waits for the copy, which reads the slot it is about to overwrite."""
         copied_on, self.copied_on = self.copied_on, None
-        current = driver._stream(self.device)
+        current = driver.current_stream(self.device)
         if current != copied_on:
             import torch
 

@@ -29,7 +29,7 @@ import ctypes
 import time
 import weakref
 
-from .driver import _check, _cuda
+from .driver import check_rc, libcuda
 
 _CAPTURE_ACTIVE = 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
 _NODE_KERNEL = 0  # CU_GRAPH_NODE_TYPE_KERNEL
@@ -62,7 +62,7 @@ class _UpdateResult(ctypes.Structure):
 
 def captured_graph(stream: int) -> int | None:
     """The graph `stream` is capturing into now, or None."""
-    cuda = _cuda()
+    cuda = libcuda()
     status, ident, graph = ctypes.c_int(0), ctypes.c_uint64(0), ctypes.c_void_p(0)
     deps, count = ctypes.c_void_p(0), ctypes.c_size_t(0)
     rc = cuda.cuStreamGetCaptureInfo_v2(
@@ -73,30 +73,30 @@ def captured_graph(stream: int) -> int | None:
         ctypes.byref(deps),
         ctypes.byref(count),
     )
-    _check(rc, "cuStreamGetCaptureInfo")
+    check_rc(rc, "cuStreamGetCaptureInfo")
     return graph.value if status.value == _CAPTURE_ACTIVE and graph.value else None
 
 
 def _clone(graph: int) -> int:
     out = ctypes.c_void_p(0)
-    _check(_cuda().cuGraphClone(ctypes.byref(out), ctypes.c_void_p(graph)), "cuGraphClone")
+    check_rc(libcuda().cuGraphClone(ctypes.byref(out), ctypes.c_void_p(graph)), "cuGraphClone")
     return out.value
 
 
 def _kernel_nodes(graph: int) -> list[int]:
-    cuda = _cuda()
+    cuda = libcuda()
     count = ctypes.c_size_t(0)
-    _check(
+    check_rc(
         cuda.cuGraphGetNodes(ctypes.c_void_p(graph), None, ctypes.byref(count)), "cuGraphGetNodes"
     )
     nodes = (ctypes.c_void_p * count.value)()
-    _check(
+    check_rc(
         cuda.cuGraphGetNodes(ctypes.c_void_p(graph), nodes, ctypes.byref(count)), "cuGraphGetNodes"
     )
     kernels = []
     kind = ctypes.c_int(-1)
     for node in nodes[: count.value]:
-        _check(
+        check_rc(
             cuda.cuGraphNodeGetType(ctypes.c_void_p(node), ctypes.byref(kind)), "cuGraphNodeGetType"
         )
         if kind.value == _NODE_KERNEL:
@@ -106,7 +106,7 @@ def _kernel_nodes(graph: int) -> list[int]:
 
 def _last_param(func: int) -> tuple[int, int] | None:
     """(index, size) of a kernel's last parameter, from the driver (cuFuncGetParamInfo)."""
-    cuda = _cuda()
+    cuda = libcuda()
     offset, size, last = ctypes.c_size_t(0), ctypes.c_size_t(0), None
     for i in range(_MAX_PARAMS):
         if cuda.cuFuncGetParamInfo(
@@ -122,7 +122,7 @@ def null_areas(graph: int, areas: set[int], plain: dict | None = None) -> set[in
     `areas` (the addresses handed out while it was captured, and graph_stage's counter, the last
     parameter of its two kernels), and make the node run the kernel's plain binary where
     `plain` (instrumented CUfunction -> plain one) names it; the addresses found."""
-    cuda = _cuda()
+    cuda = libcuda()
     found: set[int] = set()
     # Per capture, not per process: a function handle of an unloaded module may come back as
     # another kernel's, with other parameters.
@@ -130,7 +130,7 @@ def null_areas(graph: int, areas: set[int], plain: dict | None = None) -> set[in
     for node in _kernel_nodes(graph):
         params = KernelNodeParams()
         rc = cuda.cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(node), ctypes.byref(params))
-        _check(rc, "cuGraphKernelNodeGetParams")
+        check_rc(rc, "cuGraphKernelNodeGetParams")
         if not params.func or not params.kernel_params:
             continue  # a kernel given by CUkernel or by `extra`: not one Triton launched
         if params.func not in last_params:
@@ -147,7 +147,7 @@ def null_areas(graph: int, areas: set[int], plain: dict | None = None) -> set[in
         params.kernel_params = ctypes.cast(values, ctypes.POINTER(ctypes.c_void_p))
         params.func = (plain or {}).get(params.func, params.func)  # same parameters
         rc = cuda.cuGraphKernelNodeSetParams_v2(ctypes.c_void_p(node), ctypes.byref(params))
-        _check(rc, "cuGraphKernelNodeSetParams")
+        check_rc(rc, "cuGraphKernelNodeSetParams")
         found.add(value)
     return found
 
@@ -171,7 +171,7 @@ class Switch:
             return
         info = _UpdateResult()
         t0 = time.perf_counter()
-        rc = _cuda().cuGraphExecUpdate_v2(
+        rc = libcuda().cuGraphExecUpdate_v2(
             ctypes.c_void_p(exec_handle), ctypes.c_void_p(self.graphs[on]), ctypes.byref(info)
         )
         UPDATES["count"] += 1
@@ -181,21 +181,21 @@ class Switch:
                 f"cuGraphExecUpdate failed with CUDA error {rc} (result {info.result})"
             )
         for node in self.nodes:
-            rc = _cuda().cuGraphNodeSetEnabled(
+            rc = libcuda().cuGraphNodeSetEnabled(
                 ctypes.c_void_p(exec_handle), ctypes.c_void_p(node), ctypes.c_uint(int(on))
             )
-            _check(rc, "cuGraphNodeSetEnabled")
+            check_rc(rc, "cuGraphNodeSetEnabled")
         self.on = on
         self.updates += 1
 
 
 def nodes_of(graph: int, functions: tuple[int, ...]) -> list[int]:
     """The kernel nodes of `graph` that launch one of `functions`."""
-    cuda, found = _cuda(), []
+    cuda, found = libcuda(), []
     for node in _kernel_nodes(graph):
         params = KernelNodeParams()
         rc = cuda.cuGraphKernelNodeGetParams_v2(ctypes.c_void_p(node), ctypes.byref(params))
-        _check(rc, "cuGraphKernelNodeGetParams")
+        check_rc(rc, "cuGraphKernelNodeGetParams")
         if params.func in functions:
             found.append(node)
     return found
@@ -203,7 +203,7 @@ def nodes_of(graph: int, functions: tuple[int, ...]) -> list[int]:
 
 def _destroy_both(on_graph: int, off_graph: int) -> None:
     try:
-        cuda = _cuda()
+        cuda = libcuda()
         cuda.cuGraphDestroy(ctypes.c_void_p(on_graph))
         cuda.cuGraphDestroy(ctypes.c_void_p(off_graph))
     except Exception:  # at interpreter exit the driver may be gone

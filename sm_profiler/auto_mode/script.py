@@ -224,7 +224,7 @@ def profile(
     """Run `program` in the auto region `prof`, then write what it recorded into `out_dir`;
     return the program's exit status (1 if it succeeded but nothing was recorded). Under
     torchrun (`job` of several ranks) each rank writes its own files and the first of `ranks`
-    merges them (job.py). torch_json: the traces merged with torch's as Chrome JSON."""
+    merges them (export/auto_job.py). torch_json: the traces merged with torch's as Chrome JSON."""
     several = job is not None and job.several
 
     def write(stopped: bool) -> None:
@@ -290,7 +290,7 @@ def _report(trace, out_dir: str, width: int | None, cupti: dict | None = None, d
     """Print the report of `trace` at `width` and write it at 100 columns to auto_stats.txt
     (`cupti`: the share seen from torch.profiler's CUPTI rows, coverage.report_share; `docs`:
     the torch trace, or {rank: trace}, whose kernel rows its host gaps take)."""
-    from .report import format_report, report_parts
+    from ..report.auto_report import format_report, report_parts
 
     with stage_for(f"reporting {len(trace):,} programs", len(trace)):
         parts = report_parts(trace)
@@ -304,7 +304,7 @@ def _merge_torch(prof, stem: str, torch_json: bool = False) -> dict | None:
     (`stem`.torch.json.gz with torch_json; torch_parts.merge_rank); returns its info, or None
     without a torch trace or when the merge failed (said on stderr: the rank's own files are
     written already)."""
-    from . import torch_parts
+    from ..export import auto_torch_parts as torch_parts
 
     doc = torch_parts.of(prof)
     if doc is None:
@@ -324,8 +324,10 @@ def _merge_torch(prof, stem: str, torch_json: bool = False) -> dict | None:
 
 def _torch_notes(prof) -> None:
     """Why a region started with torch.profiler has no torch trace (its notes), on stderr."""
-    meta = getattr(prof.captures(), "metadata", {}) or {}
-    about = meta.get("torch_profiler")
+    from ..trace.auto_table import AutoTable
+
+    caps = prof.captures()  # a region that recorded nothing may give no table
+    about = (caps.metadata or {}).get("torch_profiler") if isinstance(caps, AutoTable) else None
     if isinstance(about, dict):
         for note in about.get("notes") or []:
             print(f"sm-profiler run: torch.profiler: {note}", file=sys.stderr)
@@ -345,7 +347,7 @@ def _torch_written(info: dict | None, path: str) -> str:
 
 def _torch_suffix(torch_json: bool) -> str:
     """The suffix of a trace merged with torch's: Perfetto, or Chrome JSON with torch_json."""
-    from .torch_parts import TORCH_PERFETTO_SUFFIX, TORCH_SUFFIX
+    from ..export.auto_torch_parts import TORCH_PERFETTO_SUFFIX, TORCH_SUFFIX
 
     return TORCH_SUFFIX if torch_json else TORCH_PERFETTO_SUFFIX
 
@@ -355,7 +357,7 @@ def write_outputs(prof, out_dir: str, width: int | None, torch_json: bool = Fals
     here: only when there is something to write (with a torch trace, the trace merged with it:
     Perfetto, or Chrome JSON with torch_json)."""
 
-    from . import torch_parts
+    from ..export import auto_torch_parts as torch_parts
 
     trace = prof.decode()
     _make_folder(out_dir)
@@ -387,9 +389,9 @@ def merge_torch_job(
     or None without any torch trace or when the merge failed (said: the rank files are whole).
     got: filled with {rank: trace} of the ranks whose file carries one, for the report's host
     gaps."""
+    from ..export import auto_torch_parts as torch_parts
+    from ..export.auto_job import MERGED_TRACE
     from ..report.coverage import report_share
-    from . import torch_parts
-    from .job import MERGED_TRACE
 
     notes: list[str] = []
     try:
@@ -424,14 +426,14 @@ def write_rank_outputs(
     rank then waits (bounded) for the others' tables of this run and writes the job's report and
     trace (not with merge=False: a rank being stopped writes its own files alone). torch_json:
     the traces merged with torch's as Chrome JSON."""
-    from . import job as jobs
-    from . import torch_parts
-    from .report import format_report
+    from ..export import auto_job as jobs
+    from ..export import auto_torch_parts as torch_parts
+    from ..report.auto_report import format_report
 
     _make_folder(out_dir)
     stem = os.path.join(out_dir, job.stem())
     mine = jobs.job_identity()
-    prof.captures().metadata["job"] = mine  # which run the file is of (job.py)
+    prof.captures().metadata["job"] = mine  # which run the file is of (export/auto_job.py)
     prof.save(f"{stem}.npz")  # first (a killed rank's time is short); whole, then renamed
     merged = _merge_torch(prof, stem, torch_json) if merge else None
     doc = torch_parts.of(prof)

@@ -10,9 +10,9 @@ import numpy as np
 from ..errors import ConfigError
 from ..progress import stage_for
 from ..wire import format as fmt
+from ..wire.auto_areas import Areas
+from ..wire.auto_schedule import step_runs, whole_number
 from . import binding
-from .areas import Areas
-from .schedule import step_runs, whole_number
 from .state import DeviceBuffer
 from .stop_signals import OneReader
 
@@ -85,7 +85,7 @@ class AutoProfiler:
             raise ConfigError(f"ring must be True or False, got {ring!r}")
         if level not in binding.LEVELS:
             raise ConfigError(f"level must be one of {', '.join(binding.LEVELS)}, got {level!r}")
-        from .schedule import Schedule
+        from ..wire.auto_schedule import Schedule
 
         if isinstance(schedule, str):
             schedule = Schedule.parse(schedule)
@@ -128,7 +128,7 @@ class AutoProfiler:
     # -- the region ------------------------------------------------------------------------------
 
     def start(self) -> AutoProfiler:
-        _check_can_run()
+        check_can_run()
         if _active:
             raise ConfigError(
                 "sm_profiler.auto is already on in this process; one region at a time"
@@ -293,7 +293,7 @@ class AutoProfiler:
         kernels = {
             k: dict(name=e.name, **e.as_metadata()) for k, e in list(binding.STATE.kernels.items())
         }
-        from .table import AutoTable
+        from ..trace.auto_table import AutoTable
 
         if self._step_tags and prune:
             self._prune_step_tags()  # the file maps the steps it holds, no more
@@ -498,7 +498,7 @@ class AutoProfiler:
         """The report (cupti: the share seen from CUPTI; torch_trace: the trace whose kernel
         rows "What to fix first" takes its host gaps over; default for both: the region's
         torch trace where torch_profiler=True recorded one)."""
-        from .report import print_report
+        from ..report.auto_report import print_report
 
         cupti = self.cupti_summary() if cupti is None else cupti
         doc = self.torch_trace() if torch_trace is None else torch_trace
@@ -524,7 +524,7 @@ class AutoProfiler:
     def save(self, path) -> None:
         """The AutoTable to one file (sm-profiler stats / export / query / merge read it), with
         torch.profiler's trace inside where torch_profiler=True recorded one."""
-        from .torch_parts import members
+        from ..export.auto_torch_parts import members
 
         self.table().save(path, members(self.torch_trace()))
 
@@ -543,7 +543,7 @@ class AutoProfiler:
         if doc is None:
             return None
         if self._cupti is None:
-            from .torch_parts import rank_coverage
+            from ..export.auto_torch_parts import rank_coverage
 
             self._cupti = rank_coverage(doc, self.table())
         return self._cupti
@@ -559,7 +559,7 @@ class AutoProfiler:
                 "no torch.profiler trace: start the region with torch_profiler=True "
                 "(sm-profiler run --torch), and record at least one step"
             )
-        from .torch_parts import merge_rank
+        from ..export.auto_torch_parts import merge_rank
 
         info = merge_rank(doc, self.table(), path)
         self._cupti = info["coverage"]
@@ -861,7 +861,7 @@ def _check_flight(schedule, torch_profiler) -> None:
         )
 
 
-def _check_can_run() -> None:
+def check_can_run() -> None:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise ConfigError(
             "sm_profiler.auto instruments compiled kernels; under TRITON_INTERPRET=1 "

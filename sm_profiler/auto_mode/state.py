@@ -136,7 +136,7 @@ def copy_out(device: int, replay: tuple, src: int, n: int, kept: list) -> int | 
     first = b.areas.copy_of_many(replay, n, kept)
     if first is None:
         return None
-    stream = driver._stream(device)
+    stream = driver.current_stream(device)
     span_bytes = replay[1] * fmt.AUTO_RECORD_BYTES
     driver.copy_device(b.address + (first << fmt.AUTO_RECORD_SHIFT), src, n * span_bytes, stream)
     return stream

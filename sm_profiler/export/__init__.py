@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import os
+from dataclasses import replace
 
 from ..errors import ConfigError
 from ..paths import atomic_output, check_writable
@@ -89,7 +90,8 @@ def timeline(trace: TraceData, capture: int | None = None, **options) -> Timelin
 
         warnings.warn(tl.notes[-1], UserWarning, stacklevel=3)
     if capture is not None:
-        tl.notes.append(f"capture {capture} only: {len(trace):,} of {whole:,} ranges and instants")
+        only = f"capture {capture} only: {len(trace):,} of {whole:,} ranges and instants"
+        tl = replace(tl, notes=[*tl.notes, only])
     return tl
 
 

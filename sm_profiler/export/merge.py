@@ -35,10 +35,9 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import CaptureError, ConfigError, FormatError
-from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels, _best_window: as before)
+from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels: as before)
     PROFILE_MARGIN_NS,
     WINDOW_SAMPLES,
-    _best_window,
     cupti_kernels,
     kernel_offset_ns,
     match_nearest,
@@ -46,6 +45,7 @@ from ..report.alignment import (  # noqa: F401 (merge.cupti_kernels, _best_windo
 from ..report.alignment import alignment_error as _alignment_error
 from ..report.alignment import match_in_order as _match_in_order
 from ..text import plural
+from ..trace.auto_table import AutoTable, clock_offset_ns
 from ..trace.drawing import Drawing, drawing_of
 from ..trace.model import TraceData
 from ..trace.timeline import Timeline, with_sms
@@ -56,10 +56,10 @@ from ..wire.torch_trace import (  # noqa: F401 (merge.MAX_TORCH_*, kernel_key: a
     MAX_TORCH_RATIO,
     MAX_TORCH_SLACK,
     MAX_TORCH_US,
-    _check_torch_doc,
-    _torch_doc,
+    check_torch_doc,
     kernel_key,
     named_processes,
+    read_torch_doc,
 )
 from .chrome import PID_BASE, moved_rows, ranks_json, time_origin  # noqa: F401 (merge.PID_BASE)
 from .formats import FORMATS
@@ -198,7 +198,7 @@ def _has_time(t: TraceData) -> bool:
     return bool(len(t.events["kind"]) or len(t.unmatched["kind"]) or t.lanes["initialized"].any())
 
 
-def _timelines(ranks) -> list[tuple[int, Timeline]]:
+def rank_timelines(ranks) -> list[tuple[int, Timeline]]:
     """Each rank's captures as one timeline, laid out as a plain export would lay them out."""
     from ..trace.timeline import build
 
@@ -207,7 +207,7 @@ def _timelines(ranks) -> list[tuple[int, Timeline]]:
     ]
 
 
-def _drawings(timelines: list[tuple[int, Timeline]]) -> list[tuple[int, Drawing]]:
+def rank_drawings(timelines: list[tuple[int, Timeline]]) -> list[tuple[int, Drawing]]:
     """What the writers draw of each rank's timeline (trace.drawing), built once."""
     return [(r, drawing_of(tl)) for r, tl in timelines]
 
@@ -237,9 +237,9 @@ def recorded_steps(docs: list[dict], drawings: list[tuple[int, Drawing]]):
     """The span a trace merged with torch's opens on (a drawing.Focus): the recorded steps,
     torch's ProfilerStep#N rows of `docs` and our programs (the ranks' drawings), on torch's
     clock; None where neither has any."""
-    from ..auto_mode.schedule import step_runs
     from ..report.coverage import step_windows
     from ..trace.drawing import Focus
+    from ..wire.auto_schedule import step_runs
 
     lows, highs, steps = [], [], set()
     for doc in docs:
@@ -273,7 +273,7 @@ def about_lines(info: dict) -> list[str]:
     return lines
 
 
-def _write_json(doc: dict, path) -> None:
+def write_json(doc: dict, path) -> None:
     from ..paths import atomic_output, check_writable
     from .chrome import encode_json, write_json_bytes
 
@@ -303,7 +303,7 @@ def align_ranks(
     if align not in ("auto", "clock", "barrier", "none"):
         raise ConfigError(f"align={align!r}: use 'auto', 'clock', 'barrier' or 'none'")
     per_rank = [captures_of(s) for s in sources]
-    tables = [getattr(c, "is_auto_table", False) for c in per_rank]
+    tables = [isinstance(c, AutoTable) for c in per_rank]
     if any(tables):
         if not all(tables):
             raise ConfigError(
@@ -357,7 +357,6 @@ def align_ranks(
 def _align_tables(tables, align: str, per_launch: bool):
     """align_ranks of auto-mode tables: each decoded whole; 'clock' moves each onto the host
     clock by the samples its GPUs took when its region ended."""
-    from ..auto_mode.table import clock_offset_ns
 
     clocked = all(clock_offset_ns(s) is not None for t in tables for s in t.sessions)
     # One rank against torch's rows (per_launch): its launches are matched to their CUPTI rows
@@ -378,11 +377,11 @@ def _align_tables(tables, align: str, per_launch: bool):
             t = t.on_host_clock()
         info["ranks"][r] = {"method": method, "gpus": len(t.sessions), "launches": t.num_launches}
         trace = t.decode()
-        out.append((r, _launch_parts(trace) if per_launch else [trace]))
+        out.append((r, launch_parts(trace) if per_launch else [trace]))
     return out, info
 
 
-def _launch_parts(trace: TraceData) -> list[TraceData]:
+def launch_parts(trace: TraceData) -> list[TraceData]:
     """An auto trace (rows sorted by launch) as one TraceData per launch, by slicing."""
     out = []
     ev, ln = trace.events, trace.lanes
@@ -415,13 +414,13 @@ def merge_ranks(sources, path, align: str = "auto") -> dict:
     check_writable(path)
     ranks, info = align_ranks(sources, align)
     base = earliest_ns(ranks) or 0  # nothing recorded: any origin
-    drawings = _drawings(_timelines(ranks))
+    drawings = rank_drawings(rank_timelines(ranks))
     if name.endswith(PERFETTO_SUFFIXES):
         _write_perfetto(drawings, path, info)
         return info
     other = {"base_ns": base, "sm_profiler_alignment": info}
     doc = ranks_json(drawings, base, otherData=other)
-    _write_json(doc, path)
+    write_json(doc, path)
     return info
 
 
@@ -497,7 +496,7 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     order, opening on the recorded steps; the info in the roots' description), or .json /
     .json.gz, Chrome JSON as torch writes (the info as the keys above)."""
     native = torch_format(path) == "perfetto"
-    doc = _torch_doc(torch_trace)
+    doc = read_torch_doc(torch_trace)
     from ..report.coverage import kernel_table
 
     table = kernel_table(doc)  # read once: for the alignment and for the coverage
@@ -523,12 +522,12 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
                 }
     err = {r: alignment_error(parts, rows) for r, parts in ranks}
     info = dict(info, error=err)
-    timelines = _timelines(ranks)
-    cov, other = _coverage(doc, table, ranks, timelines)
+    timelines = rank_timelines(ranks)
+    cov, other = torch_coverage_bars(doc, table, ranks, timelines)
     if native:
         from .torch_perfetto import write_merged
 
-        drawings = _drawings(timelines)
+        drawings = rank_drawings(timelines)
         focus = recorded_steps([doc], drawings)
         write_merged(path, drawings, [(None, doc)], other, about_lines(info), focus)
         return dict(info, coverage=cov)
@@ -540,15 +539,15 @@ def merge_torch_trace(torch_trace, sources, path, offset_ns: int | None = None) 
     keys = {"sm_profiler_alignment": info, "sm_profiler_coverage": cov}
     keys["sm_profiler_time_origin"] = moved
     doc = dict(doc, traceEvents=events, baseTimeNanoseconds=origin)
-    out = ranks_json(_drawings(timelines), origin, doc, other=other, **keys)
-    _write_json(out, path)
+    out = ranks_json(rank_drawings(timelines), origin, doc, other=other, **keys)
+    write_json(out, path)
     return dict(info, coverage=cov)
 
 
 # -- what the instrumented kernels cover (sm_profiler.report.coverage) -------------------------------
 
 
-def _coverage(doc: dict, table: dict, ranks, timelines: list) -> tuple[dict, dict]:
+def torch_coverage_bars(doc: dict, table: dict, ranks, timelines: list) -> tuple[dict, dict]:
     """The torch trace's exact coverage by the ranks' kernels (`table`: its kernel_table), with
     what was drawn of the unseen kernels ("bars"); and {rank: unseen kernels} for ranks_json
     (`timelines` widened in place to every SM a kernel is drawn on, so that each has a track)."""

@@ -217,11 +217,11 @@ def check_regular_file(path: str) -> None:
 def _check_trace(path: str) -> None:
     """Refuse a file the Perfetto UI cannot open as a trace (a text file, a numpy array): by its
     first bytes, as `sm_profiler.load` tells a file that is not a capture."""
-    from ..wire.capture import _foreign_kind
+    from ..wire.capture import foreign_kind
 
     if os.path.getsize(path) == 0:
         raise CaptureError(f"{path!r} is empty, not a trace")
-    kind = _foreign_kind(path)
+    kind = foreign_kind(path)
     if kind is not None and not kind[1] and kind[0] != "a JSON file":
         raise CaptureError(
             f"{path!r} is {kind[0]}, not a trace: sm-profiler open serves Perfetto traces "

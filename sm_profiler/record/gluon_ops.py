@@ -176,19 +176,19 @@ def _disabled_context():
 @gluon.jit
 def profiler_event_start(ctx, event_id: gl.constexpr, after=None):
     """Begin a range of event `event_id` (constexpr, 0..4095). Returns the updated context."""
-    return _record(ctx, event_id, _KIND_BEGIN, after)
+    return record_event(ctx, event_id, _KIND_BEGIN, after)
 
 
 @gluon.jit
 def profiler_event_end(ctx, event_id: gl.constexpr, after=None):
     """End the innermost open range of `event_id`. `after=value` stamps only once value is ready."""
-    return _record(ctx, event_id, _KIND_END, after)
+    return record_event(ctx, event_id, _KIND_END, after)
 
 
 @gluon.jit
 def profiler_event_instant(ctx, event_id: gl.constexpr, after=None):
     """Record a point event."""
-    return _record(ctx, event_id, _KIND_INSTANT, after)
+    return record_event(ctx, event_id, _KIND_INSTANT, after)
 
 
 @gluon.jit
@@ -199,15 +199,15 @@ def profiler_flush(ctx):
 
 
 @gluon.jit
-def _record(ctx, event_id: gl.constexpr, kind: gl.constexpr, after):
-    # The Triton ops' event (triton_ops._record, which also turns a scalar `after` into the
+def record_event(ctx, event_id: gl.constexpr, kind: gl.constexpr, after):
+    # The Triton ops' event (triton_ops.record_event, which also turns a scalar `after` into the
     # dependency register); a tensor `after` is reduced here first, as Gluon's tensors need.
     records, cursor, capacity, leader, stage, last = ctx
     if cursor.dtype != gl.int8:
         if isinstance(after, gl.tensor):
             if len(after.shape) > 0:
                 after = _reduced(after)
-    return _triton_ops._record(ctx, event_id, kind, after)
+    return _triton_ops.record_event(ctx, event_id, kind, after)
 
 
 @gluon.jit

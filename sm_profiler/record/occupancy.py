@@ -134,7 +134,7 @@ _ATTR_NUM_REGS = 4  # CU_FUNC_ATTRIBUTE_NUM_REGS
 
 
 @functools.cache
-def _libcuda():
+def load_libcuda():
     try:
         return ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -143,7 +143,7 @@ def _libcuda():
 
 def _func_attribute(function: int, attribute: int) -> int | None:
     """An attribute of a loaded kernel from the driver, or None if the driver can't be asked."""
-    cuda = _libcuda()
+    cuda = load_libcuda()
     if cuda is None:
         return None
     try:

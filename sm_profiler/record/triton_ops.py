@@ -314,23 +314,23 @@ def _init_lane_asm(records, valid, PER_WARP: tl.constexpr):
 @triton.jit
 def profiler_event_start(ctx, event_id: tl.constexpr, after=None):
     """Begin a range of event `event_id` (constexpr, 0..4095). Returns the updated context."""
-    return _record(ctx, event_id, _KIND_BEGIN, after)
+    return record_event(ctx, event_id, _KIND_BEGIN, after)
 
 
 @triton.jit
 def profiler_event_end(ctx, event_id: tl.constexpr, after=None):
     """End the innermost open range of `event_id`. `after=value` stamps only once value is ready."""
-    return _record(ctx, event_id, _KIND_END, after)
+    return record_event(ctx, event_id, _KIND_END, after)
 
 
 @triton.jit
 def profiler_event_instant(ctx, event_id: tl.constexpr, after=None):
     """Record a point event."""
-    return _record(ctx, event_id, _KIND_INSTANT, after)
+    return record_event(ctx, event_id, _KIND_INSTANT, after)
 
 
 @triton.jit
-def _record(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
+def record_event(ctx, event_id: tl.constexpr, kind: tl.constexpr, after):
     """One event into the context's lane; the Gluon ops' events come here too (their contexts
     are these, with no stage), a tensor `after` already reduced by gluon_ops._reduced."""
     records, cursor, capacity, leader, stage, last = ctx

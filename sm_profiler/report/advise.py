@@ -49,9 +49,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..auto_mode.table import cell_bounds, jsonable, pair_cells
 from ..text import metadata_count, number_runs, plural, printable, wrap
+from ..trace.auto_table import cell_bounds, pair_cells
 from ..units import format_time
+from ..wire.auto_file import jsonable
 from .stats import cell_periods, median_after, peak_per_group, union_length
 
 KINDS = ("partial_wave", "tail", "idle_sms", "host_gaps", "slow_rank")
@@ -145,12 +146,12 @@ def advise(table, cupti=None) -> Advice:
 
     cupti: torch.profiler's kernel rows of the same steps, for host gaps over every kernel the
     GPU ran: a torch trace (its dict, a stopped torch.profiler.profile, a JSON path; `run
-    --torch` stores one in each rank file: auto_mode/torch_parts.read) or its
+    --torch` stores one in each rank file: export/auto_torch_parts.read) or its
     coverage.kernel_table; for several ranks, {rank: either}. A trace that is not of these
     launches (another rank or GPU, other steps, clocks that do not line up) is left out, said
     in the notes: those GPUs' host gaps count the instrumented kernels only."""
     if isinstance(table, (list, tuple)):
-        from ..auto_mode.table import AutoTable
+        from ..trace.auto_table import AutoTable
 
         table = AutoTable.concat([t.on_host_clock() for t in table])
     L = table.launches
@@ -783,9 +784,9 @@ def _one_input(x) -> tuple[dict, dict | None]:
 
     if _is_kernel_table(x):
         return x, None
-    from ..wire.torch_trace import _torch_doc
+    from ..wire.torch_trace import read_torch_doc
 
-    doc = _torch_doc(x)
+    doc = read_torch_doc(x)
     return kernel_table(doc), doc
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..wire.torch_trace import kernel_key
 
-# Launches sampled per window for the lower bounds of _best_window.
+# Launches sampled per window for the lower bounds of best_window.
 WINDOW_SAMPLES = 64
 # Launches further than this outside the profile's kernel rows were not profiled (the buffer ran
 # longer than torch.profiler): they are left out of the alignment figures.
@@ -106,10 +106,10 @@ def match_in_order(names, starts, rows) -> list[tuple[int, int, int]]:
         ours = _relative([first[i] for i in idx])
         starts_c = _relative([c[0] for c in cands])
         if len(cands) >= len(idx):
-            best = _best_window(ours, starts_c)
+            best = best_window(ours, starts_c)
             out += [(i, *cands[best + k]) for k, i in enumerate(idx)]
         else:  # the buffer holds launches the profile does not (it ran longer): slide the rows
-            best = _best_window(starts_c, ours)
+            best = best_window(starts_c, ours)
             out += [(idx[best + k], *c) for k, c in enumerate(cands)]
     return out
 
@@ -120,7 +120,7 @@ def _relative(times_ns: list[int]) -> np.ndarray:
     return (t - t[0]).astype(np.float64)
 
 
-def _best_window(ours: np.ndarray, starts: np.ndarray) -> int:
+def best_window(ours: np.ndarray, starts: np.ndarray) -> int:
     """The first j minimising ptp(ours - starts[j : j + len(ours)]), without evaluating every
     window in full: the spread over a sample of the launches is a lower bound of a window's
     spread, so windows are evaluated in full in order of their bound, until the best spread found

@@ -106,7 +106,7 @@ def _span_ns(base: int, e: dict, name: str, i: int) -> tuple[int, int]:
 
 
 def kernel_table(doc: dict, name: str = "the torch trace") -> dict:
-    """torch's CUPTI kernel rows (a doc torch_trace._check_torch_doc passed) as columns: `names` (each
+    """torch's CUPTI kernel rows (a doc torch_trace.check_torch_doc passed) as columns: `names` (each
     distinct name once) and per row `name` (index into names), `device`, `start_ns`, `end_ns`,
     `launch_ns` (its launch row's time, else its start), `grid` and `block` (n x 3; -1: not
     said), `event` (index into traceEvents). Malformed fields raise CaptureError naming the row."""
@@ -131,7 +131,7 @@ def kernel_table(doc: dict, name: str = "the torch trace") -> dict:
     for j, (i, e, a) in enumerate(rows):
         out["name"][j] = names.setdefault(str(e.get("name")), len(names))
         out["device"][j] = _device(e, a, name, i)
-        ts = float(e["ts"])  # checked by torch_trace._check_torch_doc
+        ts = float(e["ts"])  # checked by torch_trace.check_torch_doc
         out["start_ns"][j], out["end_ns"][j] = _span_ns(base, e, name, i)
         c = a.get("correlation")
         if c is not None and not _int(c):
@@ -315,9 +315,9 @@ def torch_coverage(torch_trace, instrumented, top: int = TOP_UNSEEN) -> dict:
     Returns {"source", "steps_from", "devices": [per device: device, share, share_of_busy,
     idle_share (medians over steps), steps (each step's figures), span_ns, unseen (the `top`
     largest unseen kernels), outside_steps (rows launched in no step)]}."""
-    from ..wire.torch_trace import _torch_doc
+    from ..wire.torch_trace import read_torch_doc
 
-    doc = _torch_doc(torch_trace)
+    doc = read_torch_doc(torch_trace)
     table = kernel_table(doc)
     return coverage(table, step_windows(doc), instrumented_mask(table, _names(instrumented)), top)
 
@@ -327,10 +327,11 @@ def _names(instrumented) -> list[str]:
         isinstance(n, str) for n in instrumented
     ):
         return list(instrumented)
+    from ..trace.auto_table import AutoTable
     from ..wire.capture import captures_of
 
     caps = captures_of(instrumented)
-    if getattr(caps, "is_auto_table", False):
+    if isinstance(caps, AutoTable):
         return list(caps.kernel_names())
     return [c.kernel_name for c in caps]
 

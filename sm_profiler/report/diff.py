@@ -34,12 +34,13 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..auto_mode.report import kernel_reports, launch_table
-from ..auto_mode.table import AutoTable, cell_bounds, jsonable, pair_cells
 from ..errors import ConfigError, SmProfilerError
 from ..text import fit_table, middle, number_runs, plural, printable, wrap
+from ..trace.auto_table import AutoTable, cell_bounds, pair_cells
 from ..units import report_unit
+from ..wire.auto_file import jsonable
 from .advise import INSTRUMENTED_ONLY, TITLES, Advice, advise
+from .auto_report import kernel_reports, launch_table
 from .stats import cell_periods
 from .stats_table import format_times
 
@@ -188,7 +189,7 @@ def check_auto(table, name: str) -> None:
     """A ConfigError unless `table` is an auto-mode recording (a list of manual captures is
     not: diff compares kernels, launches and steps, which only auto mode records) that holds
     a launch."""
-    if not getattr(table, "is_auto_table", False):
+    if not isinstance(table, AutoTable):
         raise ConfigError(
             f"diff compares auto-mode recordings; {name!r} holds captures of the manual ops: "
             "record both runs with sm-profiler run (or sm_profiler.auto() and prof.save()), "

@@ -143,7 +143,7 @@ def dump_report(table, width: int = 100) -> str:
     out = "\n".join(dump_lines(table, width)) + "\n\n"
     if not table.num_launches:
         return out + "No launch of the kept steps is in the ring.\n"
-    from ..auto_mode.report import format_report
+    from .auto_report import format_report
 
     return out + format_report(table.decode(), width=width)
 

@@ -24,7 +24,7 @@ from ..text import (  # noqa: F401 (importable from here as before)
     wrap,
 )
 from ..units import (  # noqa: F401 (as before)
-    _UNITS,
+    UNITS,
     format_time,
     report_unit,
     table_unit,

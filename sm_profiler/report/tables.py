@@ -59,36 +59,16 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
         lo, hi = lane_extent(trace, lane_row_of(trace, trace.events))
         used = trace.lanes["initialized"].astype(bool) | (hi > 0)
         k_lo, k_hi = launch_spans(trace, lo, hi, used)
-        ks = trace.kernels
-        n = len(ks)
-        auto = getattr(ks, "table", None)
-        if auto is not None:  # auto mode: the launch table's columns, no KernelInfo per launch
-            L = auto.launches
-            return {
-                "capture": np.arange(n, dtype=np.int32),
-                "name": (np.arange(n, dtype=np.int32), [trace.capture_name(c) for c in range(n)]),
-                "kernel": (L["kernel"].astype(np.int32), auto.kernel_names()),
-                "num_blocks": L["grid_x"] * L["grid_y"] * L["grid_z"],
-                "num_groups": np.ones(n, np.int64),
-                "capacity": np.full(n, 2, np.int64),
-                "emulated": np.zeros(n, bool),
-                "start_ns": k_lo,
-                "end_ns": k_hi,
-                "gpu": L["gpu"].astype(np.int32),
-                "rank": auto.ranks()[L["session"]].astype(np.int32),
-                "step": L["step"].astype(np.int64),
-                "programs": L["rows"].astype(np.int64),
-            }
+        n = len(trace.kernels)
+        cols = trace.table.launch_columns()  # the recording's own columns follow the times
+        shape = ("kernel", "num_blocks", "num_groups", "capacity", "emulated")
         return {
             "capture": np.arange(n, dtype=np.int32),
             "name": (np.arange(n, dtype=np.int32), [trace.capture_name(c) for c in range(n)]),
-            "kernel": (np.arange(n, dtype=np.int32), [k.name for k in ks]),
-            "num_blocks": np.array([k.num_blocks for k in ks], np.int64),
-            "num_groups": np.array([k.num_groups for k in ks], np.int64),
-            "capacity": np.array([k.capacity for k in ks], np.int64),
-            "emulated": np.array([k.emulated for k in ks], bool),
+            **{k: cols.pop(k) for k in shape},
             "start_ns": k_lo,
             "end_ns": k_hi,
+            **cols,
         }
     if table == "unmatched":
         um = trace.unmatched

@@ -1,9 +1,11 @@
-"""The decoded trace: the model (model.py: TraceData, RANGE, ...), decoding a capture into it,
-range nesting, summary counters, the timeline every viewer shows and its drawing (drawing.py:
-the timeline as plain data, what every writer reads). Imports wire/ and basics.
+"""The decoded trace: the model (model.py: TraceData, RANGE, ...; launches.py: its launches as one
+table, whatever recorded them), decoding a capture into it, range nesting, summary counters, the
+timeline every viewer shows and its drawing (drawing.py: the timeline as plain data, what every
+writer reads). Imports wire/ and basics.
 
 `sm_profiler.trace.TraceData` and the other names of the model are importable from here too."""
 
+from .launches import CaptureTable, LaunchTable  # noqa: F401
 from .model import (  # noqa: F401 (sm_profiler.trace.X, as before the folders)
     EVENT_COLUMNS,
     INSTANT,
@@ -15,8 +17,6 @@ from .model import (  # noqa: F401 (sm_profiler.trace.X, as before the folders)
     UNMATCHED_END,
     KernelInfo,
     TraceData,
-    is_auto,
-    kernel_names,
 )
 
 

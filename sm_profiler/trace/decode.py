@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import ConfigError, FormatError
 from ..wire import format as fmt
 from ..wire.capture import Capture
+from .auto_table import AutoTable
 from .model import INSTANT, RANGE, KernelInfo, TraceData
 
 _I32 = np.int32
@@ -35,12 +36,13 @@ _MAX_LEVEL_PASSES = 16
 _MAX_EVENT_PASSES = 16
 
 
-def decode(capture: Capture | list[Capture] | np.ndarray) -> TraceData:
-    """Decode one capture, or several onto one time axis (one `capture` index each).
+def decode(capture) -> TraceData:
+    """Decode one capture (a Capture), or several onto one time axis (a list of them: one
+    `capture` index each), or auto mode's table (an AutoTable).
 
     A bare uint64/int64 array is decoded as a capture with no names.
     """
-    if getattr(capture, "is_auto_table", False):
+    if isinstance(capture, AutoTable):
         return capture.decode()  # auto mode's table: one pass over its rows, no lane buffers
     if isinstance(capture, (list, tuple)):
         if not capture:

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..text import plural
-from .model import RANGE, TraceData, kernel_names
+from .model import RANGE, TraceData
 from .timeline import (  # noqa: F401 (what writers take with a drawing: its constants)
     LEVELS,
     OCCUPANCY_RANK,
@@ -274,7 +274,7 @@ def drawing_of(tl: Timeline) -> Drawing:
         end_ns=int(t.end_ns),
         emulated=bool(t.emulated),
         dropped_total=int(t.dropped_total),
-        kernel_names=kernel_names(t.kernels),
+        kernel_names=t.table.launch_names(),
         sms=tl.sms,
         sm_names=[tl.sm_name(i) for i in range(len(tl.sms))],
         lanes=lane_data,

@@ -1,14 +1,18 @@
 """Decoded trace data: columnar numpy tables that stats, exporters and plots read.
 
 Data flows one way: format -> decode -> TraceData -> stats / exporters / CLI. Nothing here touches
-a device or a raw buffer.
+a device or a raw buffer. What is known of the launches, whatever recorded them, is
+`TraceData.table` (launches.py); this module imports nothing else of the package.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+
+from .launches import KernelInfo, LaunchTable, table_of
 
 # Values of TraceData.events["kind"].
 RANGE = 0
@@ -40,35 +44,6 @@ TABLE_VIEWS: dict = {}
 
 
 @dataclass
-class KernelInfo:
-    """What is known about one capture (one kernel launch) in a trace."""
-
-    name: str
-    num_blocks: int
-    num_groups: int
-    capacity: int
-    emulated: bool
-    group_names: dict[int, str] = field(default_factory=dict)
-    metadata: dict = field(default_factory=dict)
-    # Lanes whose records step back in time by more than STALE_STEP_NS: records left by an
-    # earlier launch into the same buffer (see decode._stale_lanes).
-    stale_lanes: list[int] = field(default_factory=list)
-    # The header's scratch word was written: programs outside the buffer's shape ran the ops.
-    out_of_shape_writes: bool = False
-    # Emulated buffers only: a lane was opened twice (format.SCRATCH_REOPENED), by a second
-    # launch into the same buffer or by two programs given one lane.
-    reopened_lanes: bool = False
-    # Ring buffer (format.FLAG_RING): a lane's `dropped` are its oldest records, overwritten.
-    ring: bool = False
-    # Full lanes of a ring buffer that profiler_flush never closed: their order is unknown
-    # (compiled without RING=True, or no flush), decoded as the first records.
-    ring_unclosed_lanes: list[int] = field(default_factory=list)
-    # Lanes of a ring buffer that wrapped (closed with a count above capacity): their `dropped`
-    # are their oldest records, overwritten. Any other lane's drops are its newest records.
-    ring_wrapped_lanes: list[int] = field(default_factory=list)
-
-
-@dataclass
 class TraceData:
     """Decoded events of one or more captures, on one `%globaltimer` time axis (ns).
 
@@ -78,12 +53,15 @@ class TraceData:
                dropped, initialized (False: the lane never ran profiler_init)
     unmatched  begins with no end and ends with no begin: capture, lane, sm, block, group,
                event, kind (UNMATCHED_BEGIN/END), time_ns
+    kernels    one KernelInfo per capture (auto mode's: a LaunchList, built when asked)
+    table      the captures as launches: kernels, sessions, steps (launches.LaunchTable), the
+               same questions whatever recorded them
     """
 
     events: dict[str, np.ndarray]
     lanes: dict[str, np.ndarray]
     unmatched: dict[str, np.ndarray]
-    kernels: list[KernelInfo]
+    kernels: Sequence[KernelInfo]
     event_names: dict[int, str]
     # Records dropped that belong to no lane of `lanes`: auto mode's (a program whose record did
     # not fit has no row at all). dropped_total counts them.
@@ -117,10 +95,13 @@ class TraceData:
         return int(self.lanes["dropped"].sum()) + int(self.unattributed_dropped)
 
     @property
+    def table(self) -> LaunchTable:
+        """The launches as one table (launches.py), whatever recorded them."""
+        return table_of(self.kernels)
+
+    @property
     def emulated(self) -> bool:
-        if getattr(self.kernels, "auto", False):
-            return False  # auto mode runs on a GPU only
-        return any(k.emulated for k in self.kernels)
+        return self.table.emulated
 
     @property
     def start_ns(self) -> int:
@@ -144,12 +125,9 @@ class TraceData:
         """Per lane (row of `lanes`): whether its drops are its oldest records, overwritten by
         a ring that wrapped (else they are its newest, dropped because the lane was full)."""
         out = np.zeros(len(self.lanes["lane"]), bool)
-        if getattr(self.kernels, "auto", False):
-            return out  # auto mode: no lane overwrites another's records
         cap, lane = self.lanes["capture"], self.lanes["lane"]
-        for c, k in enumerate(self.kernels):
-            if k.ring and k.ring_wrapped_lanes:
-                out |= (cap == c) & np.isin(lane, k.ring_wrapped_lanes)
+        for c, wrapped in self.table.wrapped_lanes().items():
+            out |= (cap == c) & np.isin(lane, wrapped)
         return out
 
     def group_name(self, capture: int, group: int) -> str | None:
@@ -160,7 +138,7 @@ class TraceData:
         capture of this trace has the same name: 'persistent (launch 1)', 'one_per_tile'."""
         cached = self.__dict__.get("_names")
         if cached is None or cached[0] != len(self.kernels):  # exporters ask once per lane
-            cached = self.__dict__["_names"] = (len(self.kernels), *_name_lookup(self.kernels))
+            cached = self.__dict__["_names"] = (len(self.kernels), *_name_lookup(self.table))
         name = cached[1](int(capture))
         if cached[2][name] > 1:
             return f"{name} (launch {int(capture)})"
@@ -245,35 +223,17 @@ class TraceData:
         )
 
 
-def _name_lookup(kernels):
-    """(capture -> its kernel name, name -> how many captures have it). An auto trace's come
-    from its table's kernels, not a name per launch."""
+def _name_lookup(table: LaunchTable):
+    """(capture -> its kernel name, name -> how many captures have it), found per kernel of the
+    table, not per launch."""
     from collections import Counter
 
-    table = getattr(kernels, "table", None)
-    if table is None:
-        names = kernel_names(kernels)
-        return names.__getitem__, Counter(names)
     knames, launch_kernel = table.kernel_names(), table.launches["kernel"]
     per_kernel = np.bincount(launch_kernel, minlength=len(knames)).tolist()
     counts: Counter = Counter()
     for name, c in zip(knames, per_kernel, strict=False):
         counts[name] += c
     return (lambda c: knames[int(launch_kernel[c])]), counts
-
-
-def kernel_names(kernels) -> list[str]:
-    """The name of each capture's kernel (auto mode's LaunchList answers without building each
-    launch's KernelInfo)."""
-    names = getattr(kernels, "names", None)
-    return names() if callable(names) else [k.name for k in kernels]
-
-
-def is_auto(trace: TraceData) -> bool:
-    """Whether every capture of `trace` is an auto-mode launch."""
-    if getattr(trace.kernels, "auto", False):
-        return True
-    return bool(trace.kernels) and all(k.metadata.get("auto") for k in trace.kernels)
 
 
 def _ids_in(part: TraceData) -> set[int]:

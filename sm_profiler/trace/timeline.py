@@ -31,7 +31,7 @@ from ..errors import ConfigError
 from ..text import plural
 from ..units import format_time
 from ..wire.format import MAX_EVENT_ID
-from .model import RANGE, UNMATCHED_BEGIN, TraceData, is_auto, kernel_names
+from .model import RANGE, UNMATCHED_BEGIN, TraceData
 from .summary import SUMMARY_BINS, ActiveRanges, drop_repeats
 
 # What is left of a cut host gap: enough to see the launches apart at any zoom that shows both.
@@ -70,36 +70,39 @@ LEVELS = 1 << 12
 _MOVE_PASSES = 4
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True, eq=False)
 class Timeline:
+    """Made whole by `build`, by keyword, and never changed after: a step that changes what is
+    shown (packing, summarising, more SMs) makes a new one (dataclasses.replace)."""
+
     trace: TraceData  # the trace shown (its times shifted when host gaps were cut)
     ev_lane: np.ndarray  # lanes-table row of each event row
     um_lane: np.ndarray  # lanes-table row of each unmatched row
     lane_lo: np.ndarray  # earliest time of each lane (anchor, events, unmatched)
     lane_hi: np.ndarray  # latest time of each lane
     lane_used: np.ndarray  # bool: the lane ran (initialised) or recorded something
+    # Lanes that get their own tracks: lane_used less the summarised SMs' lanes.
+    lane_shown: np.ndarray
     sms: np.ndarray  # SM ids shown, ascending (SM -1 = unknown first)
     lane_sm_index: np.ndarray  # index into `sms` of each lane (meaningful where lane_used)
     blocks: dict[str, np.ndarray]  # residency per (capture, block, sm); see block_intervals
     occupancy: dict[str, np.ndarray]  # sm_index, time_ns, value: 'resident blocks' steps
+    # GPU-wide 'busy SMs' steps (time_ns, value: SMs with a resident block).
+    busy: dict[str, np.ndarray]
     launches: dict[str, np.ndarray]  # capture, start_ns, end_ns of captures with a span
+    # The launch track of each `launches` row, and the tracks' names: one track per launch, or
+    # (packed) launches share as few tracks as do not overlap.
+    launch_track: np.ndarray
+    launch_track_names: list[str]
+    # The launch the viewer opens on (row of `launches`: the longest; None without launches).
+    focus: int | None
     cuts: list[tuple[int, int]] = field(default_factory=list)  # (time_ns after cut, cut ns)
     notes: list[str] = field(default_factory=list)  # what the viewer should be told
-    # Lanes that get their own tracks: lane_used less the summarised SMs' lanes.
-    lane_shown: np.ndarray | None = None
     # Summary counters (None: no summary): sm_index, event, time_ns, value (mean active ranges).
     summary: dict[str, np.ndarray] | None = None
     # Packed lanes (auto mode: a lane per program, far too many for a track each): the lanes
     # table of `trace` is then one row per track, 'slot k' of an SM, and these are its names.
     lane_labels: list[str] | None = None
-    # The launch track of each `launches` row, and the tracks' names: one track per launch, or
-    # (packed) launches share as few tracks as do not overlap.
-    launch_track: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    launch_track_names: list[str] = field(default_factory=list)
-    # GPU-wide 'busy SMs' steps (time_ns, value: SMs with a resident block), and the launch the
-    # viewer opens on (row of `launches`: the longest; None without launches).
-    busy: dict[str, np.ndarray] = field(default_factory=dict)
-    focus: int | None = None
     # The span the trace opens on, when not the focus launch's (auto mode: the first step drawn
     # in full), and what to call it.
     focus_ns: tuple[int, int] | None = None
@@ -109,7 +112,7 @@ class Timeline:
 
     @property
     def root_name(self) -> str:
-        names = list(dict.fromkeys(kernel_names(self.trace.kernels)))
+        names = list(dict.fromkeys(self.trace.table.launch_names()))
         return "GPU: " + ", ".join(names) if names else "GPU"
 
     def sm_name(self, i: int) -> str:
@@ -294,7 +297,7 @@ def build(
     whole = len(trace)
     unfiltered = all(v is None for v in (sms, blocks, groups, events, window_ns, detail_sms))
     if summary is None and unfiltered and not cut_gaps and pack is not False:
-        if whole > AUTO_DETAIL_ROWS and is_auto(trace):
+        if whole > AUTO_DETAIL_ROWS and trace.table.auto:
             return _build_budgeted(trace)
     trace, lane_keep = _filtered(trace, sms, blocks, groups, events, window_ns)
     filters = {
@@ -330,36 +333,35 @@ def build(
         notes.append(
             f"filtered ({', '.join(named)}): {len(trace):,} of {whole:,} ranges and instants kept"
         )
-    lane_sm_index = np.searchsorted(sms_shown, lane_sm)
+    # The longest launch (the first of equals): where the GPU time went.
+    focus = int(np.argmax(launches["end_ns"] - launches["start_ns"])) if len(caps) else None
     tl = Timeline(
-        trace,
-        ev_lane,
-        um_lane,
-        lo,
-        hi,
-        used,
-        sms_shown,
-        lane_sm_index,
-        blocks_,
-        occ,
-        launches,
-        cuts,
-        notes,
+        trace=trace,
+        ev_lane=ev_lane,
+        um_lane=um_lane,
+        lane_lo=lo,
+        lane_hi=hi,
+        lane_used=used,
         lane_shown=used.copy(),
+        sms=sms_shown,
+        lane_sm_index=np.searchsorted(sms_shown, lane_sm),
+        blocks=blocks_,
+        occupancy=occ,
+        busy=busy_sms(occ),
+        launches=launches,
+        launch_track=np.arange(len(caps)),
+        launch_track_names=[trace.capture_name(c) for c in caps.tolist()],
+        focus=focus,
+        cuts=cuts,
+        notes=notes,
     )
-    tl.busy = busy_sms(occ)
-    tl.launch_track = np.arange(len(caps))
-    tl.launch_track_names = [tl.launch_name(c) for c in caps.tolist()]
-    if len(caps):
-        # The longest launch (the first of equals): where the GPU time went.
-        tl.focus = int(np.argmax(launches["end_ns"] - launches["start_ns"]))
     if pack is None:
-        pack = is_auto(trace)
+        pack = trace.table.auto
     if pack and used.any():
-        _pack(tl)
+        tl = _pack(tl)
     rows = len(trace.events["kind"])
     if summary or (summary is None and rows > SUMMARY_ROWS):
-        _summarise(tl, k_lo, k_hi, detail_sms, auto=summary is None)
+        tl = _summarise(tl, k_lo, k_hi, detail_sms, auto=summary is None)
     return tl
 
 
@@ -401,8 +403,7 @@ def _build_budgeted(trace: TraceData) -> Timeline:
             },
         )
     )
-    tl = build(sub, summary=False, pack=False)
-    tl.launches = launches
+    tl = replace(build(sub, summary=False, pack=False), launches=launches)
     # Parts of SUMMARY_PART_ROWS: the summary's sort and look-ups hold about five words a row of
     # a part, on top of the timeline already built (host memory, issue 30).
     n_rows = len(ev["sm"])
@@ -410,10 +411,7 @@ def _build_budgeted(trace: TraceData) -> Timeline:
     all_sms = _unique(
         np.concatenate([_unique(ev["sm"][a:b]) for a, b in chunks] or [np.zeros(0, np.int64)])
     ).astype(np.int64)
-    tl = with_sms(tl, all_sms)  # every SM that ran a program gets its track
-    _pack(tl)
-    tl.focus_ns, tl.focus_label = focus, label
-    tl.focus = None
+    tl = _pack(with_sms(tl, all_sms))  # every SM that ran a program gets its track
 
     def summarised():  # the ranges not drawn in full, a chunk of rows at a time
         for a, b in chunks:
@@ -428,21 +426,22 @@ def _build_budgeted(trace: TraceData) -> Timeline:
 
     n_summ = sum(int((~keep["ev"][a:b] & (ev["kind"][a:b] == RANGE)).sum()) for a, b in chunks)
     lo, hi = _launch_extents(ev, n)
-    tl.summary, how = _summary_counters_of(summarised, lo, hi, len(all_sms))
+    counters, how = _summary_counters_of(summarised, lo, hi, len(all_sms))
     n_caps = int(detail.sum())
+    notes = list(tl.notes)
     if len(shown) < n_launches:
-        tl.notes.append(
+        notes.append(
             f"the launches track holds the {len(shown):,} launches drawn in full, not all "
             f"{n_launches:,} (more than {MAX_LAUNCH_SLICES:,}: `sm-profiler stats` sums them)"
         )
-    tl.notes.append(
+    notes.append(
         f"summarised (more than {AUTO_DETAIL_ROWS:,} programs): {n_summ:,} programs "
         f"of {n_launches - n_caps:,} launches are shown as counters of {how}; full detail for "
         f"{plural(n_caps, 'launch', 'launches')}, from {label}. For the rest: pick "
         "steps or a window (--steps, --window-us), SMs (--sms), or export everything with "
         "summary=False (--no-summary)"
     )
-    return tl
+    return replace(tl, summary=counters, focus=None, focus_ns=focus, focus_label=label, notes=notes)
 
 
 def _launch_extents(ev: dict[str, np.ndarray], n: int):
@@ -511,8 +510,8 @@ def _detail_launches(trace: TraceData, rows: np.ndarray, lo: np.ndarray, hi: np.
     launches that fit; at least the first step's (or launch's) first AUTO_DETAIL_ROWS
     programs."""
     n = len(rows)
-    table = getattr(trace.kernels, "table", None)
-    step = table.launches["step"] if table is not None else np.full(n, -1)
+    table = trace.table
+    step = table.launches["step"]
     order = np.argsort(lo, kind="stable")
     order = order[rows[order] > 0]
     chosen = np.zeros(n, bool)
@@ -614,8 +613,9 @@ def _unique(a: np.ndarray) -> np.ndarray:
     return a[np.r_[True, a[1:] != a[:-1]]] if len(a) else a
 
 
-def _pack(tl: Timeline) -> None:
-    """Lanes onto per-SM slot tracks and launches onto shared tracks, in place (see build)."""
+def _pack(tl: Timeline) -> Timeline:
+    """`tl` with its lanes on per-SM slot tracks and its launches on shared tracks (see
+    build)."""
     t = tl.trace
     lanes = t.lanes
     b = tl.blocks
@@ -644,8 +644,7 @@ def _pack(tl: Timeline) -> None:
     np.maximum.at(hi, packed, tl.lane_hi[used])
     written = np.bincount(packed, weights=lanes["written"][used], minlength=n).astype(np.int64)
     # A packed row holds lanes of every launch: a group's name only where all launches agree.
-    kinds = getattr(t.kernels, "representatives", None)
-    ks = [t.kernels[i] for i in kinds()] if kinds else t.kernels
+    ks = [t.kernels[i] for i in t.table.representatives()]
     names = {g: {k.group_names.get(g) for k in ks} for g in range(n_grp)}
     gname = {
         g: (v.pop() if len(v) == 1 and None not in v else f"group {g}") for g, v in names.items()
@@ -667,23 +666,30 @@ def _pack(tl: Timeline) -> None:
         "dropped": z,
         "initialized": np.ones(n, bool),
     }
-    tl.trace = replace(t, lanes=packed_lanes)
-    tl.ev_lane, tl.um_lane = lane_to[tl.ev_lane], lane_to[tl.um_lane]
-    tl.lane_lo, tl.lane_hi = lo, hi
-    tl.lane_used, tl.lane_shown = np.ones(n, bool), np.ones(n, bool)
-    tl.lane_sm_index = p_row
-    tl.lane_labels = labels
     L = tl.launches
     o = np.argsort(L["start_ns"], kind="stable")
     track = np.zeros(len(o), np.int64)
     if len(o):
         track[o] = assign_slots(np.zeros(len(o), np.int64), L["start_ns"][o], L["end_ns"][o], 1)[0]
     n_tracks = int(track.max(initial=0)) + 1
-    tl.launch_track = track
-    tl.launch_track_names = ["launches"] + [f"launches (overlap {k})" for k in range(1, n_tracks)]
-    tl.notes.append(
-        f"packed: {len(used):,} programs on {n:,} slot tracks (a program takes the "
-        "lowest slot of its SM free when it starts)"
+    return replace(
+        tl,
+        trace=replace(t, lanes=packed_lanes),
+        ev_lane=lane_to[tl.ev_lane],
+        um_lane=lane_to[tl.um_lane],
+        lane_lo=lo,
+        lane_hi=hi,
+        lane_used=np.ones(n, bool),
+        lane_shown=np.ones(n, bool),
+        lane_sm_index=p_row,
+        lane_labels=labels,
+        launch_track=track,
+        launch_track_names=["launches"] + [f"launches (overlap {k})" for k in range(1, n_tracks)],
+        notes=[
+            *tl.notes,
+            f"packed: {len(used):,} programs on {n:,} slot tracks (a program takes the "
+            "lowest slot of its SM free when it starts)",
+        ],
     )
 
 
@@ -801,8 +807,8 @@ def _event_ids(trace: TraceData, events) -> np.ndarray:
     return np.asarray(ids, np.int64)
 
 
-def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
-    """Replace the ranges of every SM but `detail_sms` by active-range counters (in place)."""
+def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> Timeline:
+    """`tl` with the ranges of every SM but `detail_sms` replaced by active-range counters."""
     t = tl.trace
     ev = t.events
     if detail_sms is None:
@@ -815,7 +821,7 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
     is_range = ev["kind"] == RANGE
     summ = ~ev_detail & is_range
     smi = tl.lane_sm_index[tl.ev_lane[summ]].astype(np.int64)
-    tl.summary, how = _summary_counters(
+    counters, how = _summary_counters(
         ev["start_ns"][summ],
         ev["end_ns"][summ],
         ev["capture"][summ].astype(np.int64),
@@ -829,13 +835,6 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
     # Detail SMs keep everything; elsewhere instants and unmatched records go too.
     keep_ev = ev_detail
     keep_um = lane_detail[tl.um_lane]
-    tl.trace = replace(
-        t,
-        events={k: v[keep_ev] for k, v in ev.items()},
-        unmatched={k: v[keep_um] for k, v in t.unmatched.items()},
-    )
-    tl.ev_lane, tl.um_lane = tl.ev_lane[keep_ev], tl.um_lane[keep_um]
-    tl.lane_shown &= lane_detail
     why = (
         f"more than {SUMMARY_ROWS:,} trace rows (what the Perfetto UI opens in about "
         f"{SUMMARY_UI_SECONDS} s)"
@@ -843,12 +842,25 @@ def _summarise(tl: Timeline, k_lo, k_hi, detail_sms, auto: bool) -> None:
         else "summary asked for"
     )
     shown = ", ".join(f"SM {s}" for s in detail.tolist()) or "none"
-    tl.notes.append(
+    note = (
         f"summarised ({why}): {n_ranges:,} ranges on {n_sms} SMs are shown as counters of "
         f"{how}; full detail for {shown}. "
         "For the rest: choose SMs with detail_sms= (--detail-sms), filter with sms=, blocks=, "
         "groups=, events=, window_ns= (--sms, --blocks, --groups, --events, --window-us), or "
         "export everything with summary=False (--no-summary)"
+    )
+    return replace(
+        tl,
+        summary=counters,
+        trace=replace(
+            t,
+            events={k: v[keep_ev] for k, v in ev.items()},
+            unmatched={k: v[keep_um] for k, v in t.unmatched.items()},
+        ),
+        ev_lane=tl.ev_lane[keep_ev],
+        um_lane=tl.um_lane[keep_um],
+        lane_shown=tl.lane_shown & lane_detail,
+        notes=[*tl.notes, note],
     )
 
 

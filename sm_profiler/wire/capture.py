@@ -11,6 +11,7 @@ import os
 import stat
 import zipfile
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,10 +22,10 @@ from . import format as fmt
 from .format import Layout
 
 CAPTURE_FILE_VERSION = 1
-AUTO_FILE_VERSION = 2  # an auto-mode table (sm_profiler.auto_mode.table), not captures
+AUTO_FILE_VERSION = 2  # an auto-mode table (wire/auto_file.py), not captures
 # Readers of the files whose meta names another "kind" than captures, (zip, meta, name) -> what
 # `load` returns: the layer that owns such a file registers its reader here
-# (auto_mode/table.py: "auto"; sm_profiler/__init__.py imports it), so that this module imports
+# (trace/auto_table.py: "auto"; sm_profiler/__init__.py imports it), so that this module imports
 # nothing above it.
 FILE_READERS: dict = {}
 # Names and metadata of real captures take kilobytes; a `meta` entry claiming more is not ours,
@@ -68,12 +69,12 @@ class Capture:
         self.group_names = _int_keyed(self.group_names, "group_names", fmt.MAX_GROUPS - 1)
         problem = name_problem(self.kernel_name)
         if problem:
-            raise FormatError(f"kernel_name {problem}, got {_short(self.kernel_name)}")
+            raise FormatError(f"kernel_name {problem}, got {shortened(self.kernel_name)}")
         meta = self.metadata
         if not isinstance(meta, dict) or not all(isinstance(k, str) for k in meta):
             raise FormatError(
                 f"capture metadata must be a dict with string keys, got "
-                f"{type(meta).__name__} {_short(meta)}"
+                f"{type(meta).__name__} {shortened(meta)}"
             )
 
     @property
@@ -92,6 +93,12 @@ class Capture:
     def save(self, path: str | os.PathLike) -> None:
         """Write this capture alone to `path` (see `save_many`)."""
         save_many([self], path)
+
+
+class CaptureSequence(Sequence):
+    """Captures built when asked: a recording read as one Capture per launch but not held as a
+    list of them (auto mode's table, wire/auto_file.py: a million launches are columns, not a
+    million buffers). `captures_of` passes one on whole."""
 
 
 def name_problem(name) -> str | None:
@@ -113,21 +120,21 @@ def _int_keyed(names, what: str, top: int) -> dict[int, str]:
     try:
         out = {int(k): str(v) for k, v in dict(names).items()}
     except (TypeError, ValueError, OverflowError) as e:
-        raise FormatError(f"{what} must map integer ids to names, got {_short(names)}") from e
+        raise FormatError(f"{what} must map integer ids to names, got {shortened(names)}") from e
     seen: dict[str, int] = {}
     for k, v in out.items():
         if not 0 <= k <= top:
             raise FormatError(f"{what} has id {k}, out of range: ids are 0..{top}")
         problem = name_problem(v)
         if problem:
-            raise FormatError(f"{what}[{k}] {problem}, got {_short(v)}")
+            raise FormatError(f"{what}[{k}] {problem}, got {shortened(v)}")
         # One name, one id (as register_event insists): merging captures by name relies on it.
         if seen.setdefault(v, k) != k:
             raise FormatError(f"{what} gives the name {v!r} to ids {seen[v]} and {k}")
     return out
 
 
-def _short(value, limit: int = 60) -> str:
+def shortened(value, limit: int = 60) -> str:
     """repr(value), cut to one short line: the value may be a large or hostile file's content."""
     try:
         text = ascii(value)
@@ -164,7 +171,7 @@ def save_many(captures: list[Capture], path: str | os.PathLike) -> None:
     except (TypeError, ValueError, RecursionError) as e:
         raise CaptureError(
             f"cannot save {str(path)!r}: names and metadata must be JSON-serialisable and nested "
-            f"less deeply ({type(e).__name__}: {_short(str(e), 120)})"
+            f"less deeply ({type(e).__name__}: {shortened(str(e), 120)})"
         ) from e
     check_writable(path)
     arrays = {f"words_{i}": c.words for i, c in enumerate(captures)}
@@ -186,7 +193,7 @@ def is_capture_file(path: str | os.PathLike) -> bool:
         return False
 
 
-def _foreign_kind(path: str | os.PathLike) -> tuple[str, bool] | None:
+def foreign_kind(path: str | os.PathLike) -> tuple[str, bool] | None:
     """What a file that is not a zip archive looks like ('a Chrome JSON trace', ...) and whether
     that is a trace; None for a zip archive, or a file that cannot be read or is empty (np.load
     then says why)."""
@@ -226,7 +233,7 @@ def load(path: str | os.PathLike) -> list[Capture]:
     """
     name = _path_text(path)
     with _open_regular(path, name) as f:
-        foreign = _foreign_kind(path)  # a regular file by now: reading its first bytes returns
+        foreign = foreign_kind(path)  # a regular file by now: reading its first bytes returns
         if foreign:
             what, is_trace = foreign
             fix = "; to view a trace, run sm-profiler open on it" if is_trace else ""
@@ -242,9 +249,9 @@ def load(path: str | os.PathLike) -> list[Capture]:
                         "'meta' entry); capture files are the .npz files that "
                         "SmProfiler.save(path) writes"
                     )
-                meta = _read_meta(z, name)
+                meta = read_meta(z, name)
                 reader = FILE_READERS.get(meta.get("kind"))
-                if reader is not None:  # an auto file (auto_mode/table.py registers it)
+                if reader is not None:  # an auto file (trace/auto_table.py registers it)
                     return reader(z, meta, name)
                 words = [_read_words(z, f"words_{i}", name) for i in range(len(meta["captures"]))]
         except (CaptureError, FormatError):
@@ -252,7 +259,7 @@ def load(path: str | os.PathLike) -> list[Capture]:
         except _READ_ERRORS as e:
             raise CaptureError(
                 f"{name} is not a readable sm_profiler capture (truncated, damaged or another "
-                f"format): {type(e).__name__}: {_short(str(e), 160)}"
+                f"format): {type(e).__name__}: {shortened(str(e), 160)}"
             ) from e
     caps = []
     for i, (w, m) in enumerate(zip(words, meta["captures"], strict=True)):
@@ -278,7 +285,7 @@ def _path_text(path) -> str:
     try:
         return repr(os.fspath(path))
     except TypeError as e:
-        raise CaptureError(f"a capture path must be a str or os.PathLike: {_short(path)}") from e
+        raise CaptureError(f"a capture path must be a str or os.PathLike: {shortened(path)}") from e
 
 
 def _open_regular(path, name: str):
@@ -304,22 +311,22 @@ def _open_regular(path, name: str):
         raise
 
 
-def _read_meta(z: zipfile.ZipFile, name: str) -> dict:
-    raw = _read_member(z, "meta", name, MAX_META_BYTES, uint8=True)
+def read_meta(z: zipfile.ZipFile, name: str) -> dict:
+    raw = read_member(z, "meta", name, MAX_META_BYTES, uint8=True)
     meta = json.loads(raw.tobytes().decode())
     version = meta.get("capture_file_version") if isinstance(meta, dict) else None
     if version == AUTO_FILE_VERSION and meta.get("kind") == "auto":
         return meta
     if version != CAPTURE_FILE_VERSION or not isinstance(meta.get("captures"), list):
         raise CaptureError(
-            f"{name}: unsupported capture file version {_short(version)}; this sm_profiler "
+            f"{name}: unsupported capture file version {shortened(version)}; this sm_profiler "
             f"reads capture files of version {CAPTURE_FILE_VERSION} and auto files of version "
             f"{AUTO_FILE_VERSION}: read it with the sm_profiler that wrote it, or upgrade"
         )
     return meta
 
 
-def _read_column(z: zipfile.ZipFile, member: str, name: str, dtype) -> np.ndarray:
+def read_column(z: zipfile.ZipFile, member: str, name: str, dtype) -> np.ndarray:
     """One 1-D column of an auto file, of exactly `dtype`, its size checked before inflating."""
     dtype = np.dtype(dtype)
     try:
@@ -345,10 +352,10 @@ def _read_column(z: zipfile.ZipFile, member: str, name: str, dtype) -> np.ndarra
 
 
 def _read_words(z: zipfile.ZipFile, member: str, name: str) -> np.ndarray:
-    return _read_member(z, member, name, fmt.MAX_BUFFER_BYTES, uint8=False)
+    return read_member(z, member, name, fmt.MAX_BUFFER_BYTES, uint8=False)
 
 
-def _read_member(z: zipfile.ZipFile, member: str, name: str, limit: int, uint8: bool):
+def read_member(z: zipfile.ZipFile, member: str, name: str, limit: int, uint8: bool):
     """One .npy member, its sizes checked before its data is inflated.
 
     uint8: a byte array of at most `limit` bytes (the JSON). Otherwise a buffer of 64-bit words
@@ -402,7 +409,7 @@ def _npy_header(m, name: str, member: str) -> tuple[tuple, np.dtype]:
     except Exception as e:  # noqa: BLE001 - see the docstring
         raise CaptureError(
             f"{name}: the .npy header of {member} is damaged: {type(e).__name__}: "
-            f"{_short(str(e), 160)}"
+            f"{shortened(str(e), 160)}"
         ) from e
     return shape, dtype
 
@@ -425,10 +432,10 @@ def captures_of(source) -> list[Capture]:
     instrumented kernel's capture of the same process then share its GPU's tracks)."""
     if hasattr(source, "captures") and callable(source.captures):
         caps = source.captures()
-        return caps if getattr(caps, "is_auto_table", False) else list(caps)
+        return caps if isinstance(caps, CaptureSequence) else list(caps)
     if isinstance(source, Capture):
         return [source]
-    if getattr(source, "is_auto_table", False):
+    if isinstance(source, CaptureSequence):
         return source
     if isinstance(source, (str, os.PathLike)):
         return load(source)

@@ -31,9 +31,9 @@ def inflation_limit(stored_bytes: int) -> int:
     return min(MAX_TORCH_BYTES, MAX_TORCH_RATIO * max(int(stored_bytes), 0) + MAX_TORCH_SLACK)
 
 
-def _torch_doc(torch_trace) -> dict:
+def read_torch_doc(torch_trace) -> dict:
     if isinstance(torch_trace, dict):
-        return _check_torch_doc(torch_trace, "the torch trace")
+        return check_torch_doc(torch_trace, "the torch trace")
     if hasattr(torch_trace, "export_chrome_trace"):
         import tempfile
 
@@ -52,7 +52,7 @@ def _torch_doc(torch_trace) -> dict:
 def _read_json(path) -> dict:
     """A torch trace file, read like a capture file: a regular file only (a FIFO is refused at
     once), at most MAX_TORCH_BYTES inflated (a .gz at most MAX_TORCH_RATIO times its size), JSON
-    that parses within Python's nesting limit, then checked by _check_torch_doc."""
+    that parses within Python's nesting limit, then checked by check_torch_doc."""
     try:
         name = repr(os.fspath(path))
     except TypeError as e:
@@ -75,23 +75,23 @@ def _read_json(path) -> dict:
         gz = os.fspath(path).lower().endswith(".gz")
         limit = inflation_limit(st.st_size) if gz else MAX_TORCH_BYTES
         try:
-            data = _read_bounded(f, gz, limit, name)
+            data = read_bounded(f, gz, limit, name)
             doc = json.loads(data)
         except (CaptureError, MemoryError):
             raise
         except (OSError, EOFError, ValueError, zlib.error) as e:
             raise CaptureError(
-                f"cannot read the torch trace {name}: {type(e).__name__}: {_short(str(e))}"
+                f"cannot read the torch trace {name}: {type(e).__name__}: {shortened(str(e))}"
             ) from e
         except RecursionError as e:
             raise CaptureError(
                 f"the torch trace {name} nests its JSON too deeply to be a "
                 "trace torch.profiler wrote"
             ) from e
-    return _check_torch_doc(doc, f"the torch trace {name}")
+    return check_torch_doc(doc, f"the torch trace {name}")
 
 
-def _read_bounded(f, gz: bool, limit: int, name: str) -> bytes:
+def read_bounded(f, gz: bool, limit: int, name: str) -> bytes:
     """The file's bytes (inflated when gz), refusing more than `limit` before holding them."""
     src = gzip.GzipFile(fileobj=f, mode="rb") if gz else f
     chunks, total = [], 0
@@ -112,12 +112,12 @@ def _read_bounded(f, gz: bool, limit: int, name: str) -> bytes:
     return b"".join(chunks)
 
 
-def _short(text: str, limit: int = 120) -> str:
+def shortened(text: str, limit: int = 120) -> str:
     text = ascii(text)[1:-1]
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _check_torch_doc(doc, name: str) -> dict:
+def check_torch_doc(doc, name: str) -> dict:
     """A Chrome trace torch.profiler could have written, as far as the merge reads it: an object
     with a traceEvents list of objects, whose kernel rows have finite ts and dur (µs) and whose
     baseTimeNanoseconds is an integer; anything else raises CaptureError naming the row."""
@@ -127,7 +127,7 @@ def _check_torch_doc(doc, name: str) -> dict:
     base = doc.get("baseTimeNanoseconds", 0)
     if isinstance(base, bool) or not isinstance(base, int) or not 0 <= base < 2**62:
         raise CaptureError(
-            f"{name}: baseTimeNanoseconds is {_short(repr(base), 40)}, not an "
+            f"{name}: baseTimeNanoseconds is {shortened(repr(base), 40)}, not an "
             f"integer number of ns; {fix}"
         )
     for i, e in enumerate(doc["traceEvents"]):
@@ -149,7 +149,7 @@ def _check_torch_doc(doc, name: str) -> dict:
                 ):
                     raise CaptureError(
                         f"{name}: kernel row traceEvents[{i}] has {key} "
-                        f"{_short(repr(v), 40) if key in e else 'missing'}, not a finite "
+                        f"{shortened(repr(v), 40) if key in e else 'missing'}, not a finite "
                         f"{'duration' if key == 'dur' else 'time'} in µs; {fix}"
                     )
     return doc
@@ -167,13 +167,13 @@ def _check_fields(e: dict, i: int, name: str, fix: str) -> None:
     args = e.get("args")
     if args is not None and not isinstance(args, dict):
         raise CaptureError(
-            f"{name}: traceEvents[{i}] ({_short(str(e.get('name')), 40)}) has args "
-            f"{_short(repr(args), 40)}, not an object; {fix}"
+            f"{name}: traceEvents[{i}] ({shortened(str(e.get('name')), 40)}) has args "
+            f"{shortened(repr(args), 40)}, not an object; {fix}"
         )
     for key in _SCALAR_FIELDS:
         if isinstance(e.get(key), (list, dict)):
             raise CaptureError(
-                f"{name}: traceEvents[{i}] has {key} {_short(repr(e[key]), 40)}, not a "
+                f"{name}: traceEvents[{i}] has {key} {shortened(repr(e[key]), 40)}, not a "
                 f"number or text; {fix}"
             )
 

@@ -33,7 +33,7 @@ def test_a_kernel_the_rewrite_does_not_know_runs_plain_with_a_warning():
 
 def test_partitions_of_a_warp_specialized_kernel_name_its_warps():
     from sm_profiler.auto_mode.binding import partitions_of
-    from sm_profiler.auto_mode.table import _warp_names
+    from sm_profiler.trace.auto_table import _warp_names
 
     ttgir = """module attributes {"ttg.num-ctas" = 1 : i32, "ttg.num-warps" = 4 : i32} {
     ttg.warp_specialize(%out, %iters) attributes {requestedRegisters = array<i32: 48, 24>}
@@ -86,7 +86,7 @@ def test_the_static_launcher_passes_each_launch_its_area(monkeypatch):
     from collections import namedtuple
 
     from sm_profiler.auto_mode import binding
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     Meta = namedtuple("Meta", "instrumentation_mode profile_scratch_size num_warps shared hash")
     cls = type("Launcher", (_FakeStaticLauncher,), {})
@@ -147,7 +147,7 @@ class _FakeSwitch:
 
 def test_a_graph_replay_is_copied_out_when_recorded_into_the_region_of_the_day(monkeypatch):
     from sm_profiler.auto_mode import binding
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     def no_driver():
         raise RuntimeError("no driver")
@@ -196,7 +196,7 @@ def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True, sl
     graph_stage's `load` and the driver calls faked, K = 3, one buffer of `slots` at 1000:
     (class, copies made, kernels launched, the State)."""
     from sm_profiler.auto_mode import binding, driver, graph_stage, graph_switch
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     cls = type("Graph", (_FakeGraph,), {})
     cls.capture_begin = binding._wrap_capture_begin(cls.capture_begin)
@@ -208,7 +208,7 @@ def _fake_graphs(monkeypatch, prepare, load=lambda: (11, 12), recording=True, sl
     monkeypatch.setattr(graph_stage, "load", load)
     monkeypatch.setattr(graph_stage, "_launch", lambda *a: launched.append(a))
     monkeypatch.setattr(driver, "copy_device", lambda *a: copies.append(a))
-    monkeypatch.setattr(driver, "_stream", lambda device: 99)
+    monkeypatch.setattr(driver, "current_stream", lambda device: 99)
     monkeypatch.setattr(binding, "_capture_stream", lambda: 98)
     monkeypatch.setattr(graph_switch, "prepare", prepare)
     monkeypatch.setattr(binding, "_current_device", lambda: 0)
@@ -392,7 +392,7 @@ def test_a_switch_disables_the_staging_nodes_off_and_enables_them_on(monkeypatch
             calls.append(("enabled", exec_handle.value, node.value, on.value))
             return 0
 
-    monkeypatch.setattr(graph_switch, "_cuda", lambda: Driver())
+    monkeypatch.setattr(graph_switch, "libcuda", lambda: Driver())
     monkeypatch.setattr(graph_switch, "_destroy_both", lambda *a: None)
     switch = graph_switch.Switch(101, 102)
     switch.nodes = [7, 8]
@@ -449,7 +449,7 @@ def test_the_staging_kernels_read_the_counter_once_and_copy_16_bytes_a_unit(arch
 def _on_state(monkeypatch, on: bool):
     """The binding's state with one buffer of 100 slots at 1000 (no GPU), recording or not."""
     from sm_profiler.auto_mode import binding
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     buf = DeviceBuffer(1000, Areas(100, ring=False), object())
     for k, v in dict(

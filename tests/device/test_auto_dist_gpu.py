@@ -51,7 +51,7 @@ def _cupti_launches(path) -> Counter:
     [("ddp", "default"), ("fsdp2", "default"), ("ddp", "reduce-overhead")],
 )
 def test_torchrun_every_rank_records_its_launches_and_rank0_merges(tmp_path, mode, compile_mode):
-    from sm_profiler.auto_mode.job import MERGED_TRACE
+    from sm_profiler.export.auto_job import MERGED_TRACE
     from sm_profiler.wire.capture import load
 
     out = tmp_path / "prof"
@@ -161,8 +161,8 @@ def test_torchrun_torch_every_rank_writes_torch_rows_with_its_programs(tmp_path)
         report_share,
     )
 
-    from sm_profiler.auto_mode.torch_parts import RANKS_TORCH_TRACE
     from sm_profiler.cli import main
+    from sm_profiler.export.auto_torch_parts import RANKS_TORCH_TRACE
     from sm_profiler.wire.capture import load
 
     out = tmp_path / "prof"
@@ -228,7 +228,7 @@ def test_torchrun_torch_every_rank_writes_torch_rows_with_its_programs(tmp_path)
     # And as Perfetto, merge's default (issue 56, item 11): each rank's torch rows beside its SMs.
     from trace_readers import read_trace
 
-    from sm_profiler.auto_mode.torch_parts import RANKS_TORCH_PERFETTO
+    from sm_profiler.export.auto_torch_parts import RANKS_TORCH_PERFETTO
 
     assert main(["merge", str(copied)]) == 0
     tops = [d.name for d in read_trace((copied / RANKS_TORCH_PERFETTO).read_bytes()).top_level()]

@@ -16,7 +16,7 @@ from auto_models import Block, train_step
 from repo_paths import SUPPORT
 
 import sm_profiler
-import sm_profiler.auto_mode.report
+import sm_profiler.report.auto_report
 from sm_profiler.auto_mode import binding
 
 pytestmark = [
@@ -256,7 +256,7 @@ def test_an_off_launch_and_an_off_graph_replay_run_the_plain_binary():
         assert not switch.on and not _graph_area_bytes(g).any()
     assert seen == [plain, instr, plain]
     # The off clone's kernel nodes launch the plain binaries, through the driver's eyes.
-    cuda = binding._cuda()
+    cuda = binding.libcuda()
     funcs = {True: [], False: []}
     for on in (True, False):
         for node in graph_switch._kernel_nodes(switch.graphs[on]):
@@ -389,7 +389,7 @@ def test_a_limit_buffer_keeps_the_first_whole_launches_that_fit():
     assert counts["dropped"] == grid
     assert np.bincount(rows["x"], minlength=grid).tolist() == [3] * grid
     assert len(np.unique(rows["sm"])) == _sm_count()  # the programs ran on every SM
-    text = sm_profiler.auto_mode.report.format_report(prof.decode(), width=100)
+    text = sm_profiler.report.auto_report.format_report(prof.decode(), width=100)
     assert f"kept the first {3 * grid:,} of capacity {capacity:,}" in " ".join(text.split())
 
 
@@ -461,7 +461,7 @@ def test_torch_compile_model_every_kernel_and_bit_identical():
     assert all(v % 2 == 0 for v in counts.values()), counts
     origins = [k.metadata.get("origins", "") for k in trace.kernels]
     assert any("aten" in o.lower() or "Source Nodes" in o for o in origins), origins[:3]
-    text = sm_profiler.auto_mode.report.format_report(trace, width=80)
+    text = sm_profiler.report.auto_report.format_report(trace, width=80)
     print(text)
     assert all(len(line) <= 80 for line in text.splitlines())
     assert "triton_" in text
@@ -742,7 +742,7 @@ def test_a_schedule_records_exactly_its_active_steps():
     trace = prof.decode()
     for c in range(len(trace.kernels)):
         _check_launch(trace, c, trace.kernels[c].metadata["grid"])
-    text = sm_profiler.auto_mode.report.format_report(trace, width=100)
+    text = sm_profiler.report.auto_report.format_report(trace, width=100)
     assert "steps: 4 recorded (3-4, 6-7)" in " ".join(text.split())
 
 
@@ -754,7 +754,7 @@ def test_a_schedule_records_the_launches_cupti_saw_in_its_active_steps():
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler import schedule as torch_schedule
 
-    from sm_profiler.export.merge import _torch_doc, kernel_key
+    from sm_profiler.export.merge import kernel_key, read_torch_doc
     from sm_profiler.report.coverage import instrumented_mask, kernel_table, step_of, step_windows
 
     torch.manual_seed(0)
@@ -782,7 +782,7 @@ def test_a_schedule_records_the_launches_cupti_saw_in_its_active_steps():
             torch.cuda.synchronize()
     table = prof.table()
     names = table.kernel_names()
-    doc = _torch_doc(tp)
+    doc = read_torch_doc(tp)
     rows = kernel_table(doc)
     windows = step_windows(doc)
     assert len(windows["step"]) == profiled, windows

@@ -38,7 +38,7 @@ def test_run_torch_writes_a_perfetto_trace_of_torch_rows_and_our_programs(tmp_pa
     pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
     from trace_readers import read_trace
 
-    from sm_profiler.auto_mode import torch_parts
+    from sm_profiler.export import auto_torch_parts as torch_parts
     from sm_profiler.export.chrome import exact_ns
 
     out = tmp_path / "prof"

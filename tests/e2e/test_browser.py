@@ -183,8 +183,8 @@ def test_the_jobs_trace_shows_gpu_by_gpu_sm_by_sm_with_clean_names(ui, tmp_path)
     'GPU 0 · SM 34 ...': its own process order, a pid after every name."""
     from auto_inputs import AUTO_T0, table_of
 
-    from sm_profiler.auto_mode import job as jobs
     from sm_profiler.cli import main
+    from sm_profiler.export import auto_job as jobs
 
     for r, sms in enumerate([[125, 8, 34, 124, 49], [34, 49, 2, 131]]):
         recs = [(AUTO_T0 + 100 * p + 50 * r, 5000, sm, 1, 1, p, 0, 0) for p, sm in enumerate(sms)]
@@ -253,7 +253,7 @@ def test_the_torch_trace_opens_on_the_recorded_steps_sm_by_sm_with_clean_names(u
     from repo_paths import ROOT
     from trace_readers import read_trace
 
-    from sm_profiler.auto_mode import torch_parts
+    from sm_profiler.export import auto_torch_parts as torch_parts
     from sm_profiler.wire.capture import load
 
     path = os.path.join(ROOT, "examples", "recordings", "one_gpu", "auto.npz")
@@ -334,8 +334,8 @@ def test_a_jobs_torch_trace_puts_each_ranks_torch_rows_beside_its_sms(ui, tmp_pa
     from auto_inputs import TorchRegion
     from ui_inputs import back_to_back_table, kineto_doc
 
-    from sm_profiler.auto_mode.torch_parts import RANKS_TORCH_PERFETTO
     from sm_profiler.cli import main
+    from sm_profiler.export.auto_torch_parts import RANKS_TORCH_PERFETTO
 
     arrows = 0
     for r in (0, 1):

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from strategies import SETTINGS
 from strategies import advise_tables as tables
 
-from sm_profiler.auto_mode.report import format_report
 from sm_profiler.report.advise import advise, advise_lines, grid_options
+from sm_profiler.report.auto_report import format_report
 
 # -- the five planted defects -------------------------------------------------------------------
 
@@ -237,7 +237,7 @@ def test_a_warp_level_launch_counts_programs_not_warps():
     L["per_warp"] = np.ones(len(L["rows"]), bool)
     L["rows"] = L["rows"] * 2
     L["first_row"] = L["first_row"] * 2
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     w = AutoTable(rep, L, t.kernels, t.sessions, {})
     f = advise(w).findings[0]

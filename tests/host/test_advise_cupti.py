@@ -168,8 +168,8 @@ def test_estimates_with_cupti_never_exceed_the_step():
 
 
 def test_advise_and_stats_of_a_file_with_its_torch_trace(tmp_path, capsys):
-    from sm_profiler.auto_mode import torch_parts
     from sm_profiler.cli import main
+    from sm_profiler.export import auto_torch_parts as torch_parts
 
     t = ai.wave_with_gaps()
     doc = ai.cupti_doc_of(t)
@@ -196,8 +196,8 @@ def test_advise_and_stats_of_a_file_with_its_torch_trace(tmp_path, capsys):
 
 
 def test_advise_of_a_run_folder_takes_each_ranks_trace(tmp_path, capsys):
-    from sm_profiler.auto_mode import torch_parts
     from sm_profiler.cli import main
+    from sm_profiler.export import auto_torch_parts as torch_parts
 
     for r in (0, 1):
         launches = [
@@ -215,7 +215,7 @@ def test_advise_of_a_run_folder_takes_each_ranks_trace(tmp_path, capsys):
 
 
 def test_a_damaged_torch_trace_in_the_report_is_said_and_left_out():
-    from sm_profiler.auto_mode.report import format_report
+    from sm_profiler.report.auto_report import format_report
 
     t = ai.wave_with_gaps()
     doc = ai.cupti_doc_of(t)

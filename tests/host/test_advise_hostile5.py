@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import SETTINGS, advise_tables
 
-from sm_profiler.auto_mode.report import format_report, launch_table
 from sm_profiler.report.advise import advise
+from sm_profiler.report.auto_report import format_report, launch_table
 
 # %globaltimer reads about 1.7e18 ns, where a float64 steps by 256 ns.
 ORIGINS_NS = (0, 10**12, 17 * 10**17)

@@ -1,4 +1,4 @@
-"""Areas (auto_mode/areas.py) against a plain model of what it must keep: every launch area and
+"""Areas (wire/auto_areas.py) against a plain model of what it must keep: every launch area and
 copy in a list, the ones a ring overwrites dropped as soon as they are. Areas keeps the sizes and
 runs only and works out what was overwritten when read (and forgets it every so often); whatever
 the sequence of launches, steps, captures and copies, both must keep the same areas and claims."""
@@ -9,8 +9,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sm_profiler.auto_mode import areas as areas_module
-from sm_profiler.auto_mode.areas import Areas
+from sm_profiler.wire import auto_areas as areas_module
+from sm_profiler.wire.auto_areas import Areas
 
 
 class Model:

@@ -17,7 +17,7 @@ from sm_profiler.trace.timeline import build
 def _steps(n_steps=5, launches=4, programs=6, first_gap=2_000):
     """Steps 10.. of `launches` launches 2 µs apart (the first step's `first_gap` apart)."""
     tables = []
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     for s in range(n_steps):
         gap = first_gap if s == 0 else 2_000
@@ -83,7 +83,7 @@ def test_the_first_steps_that_fit_are_drawn_and_opened_on(small_budget):
 def test_a_step_that_compiled_is_named_and_the_trace_opens_on_the_first_steady_one(small_budget):
     # Issue 46, item 6: the report's longest step and slowest steps led with step 0, which
     # compiled (2.49 s where a steady step took 9.4 ms), and the trace opened on it.
-    from sm_profiler.auto_mode.report import format_report
+    from sm_profiler.report.auto_report import format_report
 
     table = _steps(first_gap=2_000_000)  # step 10's launches 2 ms apart: compiling between
     assert table.compile_steps().tolist() == [10]
@@ -152,7 +152,7 @@ def test_representatives_are_each_kernel_and_levels_first_launch_across_parts():
     part of the launches at a time: pairs first seen in a later part, or in several, count once."""
     from types import SimpleNamespace
 
-    from sm_profiler.auto_mode.table import LaunchList
+    from sm_profiler.trace.auto_table import AutoTable
 
     rng = np.random.default_rng(7)
     n = 200_000  # more than three parts of 65,536
@@ -161,8 +161,8 @@ def test_representatives_are_each_kernel_and_levels_first_launch_across_parts():
     kernel[150_000] = 77  # only in the third part
     kernel[70_000] = kernel[190_000] = 78  # in the second and the fourth
     per_warp[[150_000, 70_000, 190_000]] = 1
-    got = LaunchList(SimpleNamespace(launches={"kernel": kernel, "per_warp": per_warp}))
+    table = SimpleNamespace(launches={"kernel": kernel, "per_warp": per_warp})
     key = kernel.astype(np.int64) * 2 + per_warp
     want = np.unique(key, return_index=True)[1].tolist()
-    assert got.representatives() == want
+    assert AutoTable.representatives(table) == want
     assert 150_000 in want and 70_000 in want and 190_000 not in want

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 from auto_inputs import AUTO_T0, KERNELS, auto_buffer, table_of, two_kernels
 
-from sm_profiler.auto_mode.records import read_buffer
-from sm_profiler.auto_mode.report import format_report, launch_table
-from sm_profiler.auto_mode.table import AutoTable, LaunchList
 from sm_profiler.errors import ConfigError, FormatError
 from sm_profiler.export import to_chrome_json
+from sm_profiler.report.auto_report import format_report, launch_table
+from sm_profiler.trace.auto_table import AutoTable
 from sm_profiler.trace.decode import decode
+from sm_profiler.trace.launches import LaunchList
 from sm_profiler.wire import format as fmt
+from sm_profiler.wire.auto_records import read_buffer
 from sm_profiler.wire.capture import load
 
 
@@ -259,7 +260,7 @@ def test_8_9_bad_session_metadata_prints_a_report_not_a_traceback(sm_count):
 
 
 def test_8_an_old_auto_file_with_bad_metadata_still_reports():
-    from sm_profiler.auto_mode.report import format_report as fr
+    from sm_profiler.report.auto_report import format_report as fr
 
     caps = list(table_of(two_kernels()))
     for c in caps:
@@ -278,7 +279,7 @@ def test_a_table_per_rank_concatenates_in_time_order():
     assert both.num_launches == 5 and both.num_rows == 19
     assert (np.diff(both.launches["start_ns"]) >= 0).all()
     assert both.launches["session"].tolist().count(1) == 1
-    names = decode(both).kernels.names()
+    names = decode(both).table.launch_names()
     # Kernel 1 of both ranks is one kernel: one entry, named once.
     assert names.count("triton_poi_fused_add_0") == 3 and len(both.kernels) == 2
     assert KERNELS[1]["name"] in both.kernel_names()

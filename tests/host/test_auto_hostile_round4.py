@@ -105,8 +105,8 @@ def test_a_saved_table_still_loads_whole(tmp_path):
 
 @pytest.mark.parametrize("steps", ["²", "1-²", "active=²", "٣", "1-٣"])
 def test_6_digits_int_refuses_are_not_steps(steps):
-    from sm_profiler.auto_mode.schedule import Schedule
     from sm_profiler.errors import ConfigError
+    from sm_profiler.wire.auto_schedule import Schedule
 
     with pytest.raises(ConfigError, match="--steps"):
         Schedule.parse(steps)
@@ -125,9 +125,9 @@ def test_6_cli_steps_of_other_digits_is_a_clear_error(tmp_path):
 
 @pytest.mark.parametrize("key", ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"])
 def test_6_torchrun_numbers_of_other_digits_are_refused(key):
-    from sm_profiler.auto_mode.job import Job
     from sm_profiler.auto_mode.session import rank_info
     from sm_profiler.errors import ConfigError
+    from sm_profiler.export.auto_job import Job
 
     env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2", key: "²"}
     with pytest.raises(ConfigError, match=f"{key}='²' is not a number"):
@@ -161,7 +161,7 @@ def test_7_steps_past_65535_recorded_keep_their_own_numbers():
 def test_7_the_region_numbers_each_recorded_step_once(monkeypatch):
     import sm_profiler
     from sm_profiler.auto_mode import binding, session
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     monkeypatch.setattr(binding, "set_recording", lambda on: None)
     monkeypatch.setattr(binding, "set_step", lambda step_tag, tag: areas.mark(step_tag, tag))
@@ -178,7 +178,7 @@ def test_7_the_region_numbers_each_recorded_step_once(monkeypatch):
     assert len(kept) == 16
     assert [prof._step_tags[int(t)] for t in kept[:, 2]] == list(range(69_995, 70_011))
     words = areas.header_and_areas()
-    from sm_profiler.auto_mode.records import read_header
+    from sm_profiler.wire.auto_records import read_header
 
     d = words[fmt.AUTO_HEADER_WORDS :].reshape(-1, 2)
     assert fmt.auto_label_parts(d[:, 1])[0].tolist() == kept[:, 2].tolist()
@@ -186,7 +186,7 @@ def test_7_the_region_numbers_each_recorded_step_once(monkeypatch):
 
 
 def test_5_stats_escapes_kernel_names_in_the_kernel_table_and_per_rank_lines(tmp_path):
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     evil = "evil\x1b[2J\x1b]0;pwned\x07kernel"
     kernels = {1: {"name": evil, "num_warps": 4}, 2: {"name": "gemm", "num_warps": 8}}
@@ -204,7 +204,7 @@ def test_5_stats_escapes_kernel_names_in_the_kernel_table_and_per_rank_lines(tmp
 
 
 def test_8_interleaved_steps_give_each_step_its_own_union():
-    from sm_profiler.auto_mode.report import step_shares
+    from sm_profiler.report.auto_report import step_shares
 
     # Two streams: step 1's long launch [0, 400) with a short one [300, 350) inside it, step
     # 2's launches [10, 30) and [20, 40) in between: in launch order the steps interleave.
@@ -223,8 +223,8 @@ def test_8_interleaved_steps_give_each_step_its_own_union():
 
 
 def test_8_lagging_ranks_with_identical_steps_report_identical_shares():
-    from sm_profiler.auto_mode.report import step_shares
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.report.auto_report import step_shares
+    from sm_profiler.trace.auto_table import AutoTable
 
     def rank(r, lag):
         recs, labels = [], {}
@@ -244,7 +244,7 @@ def test_8_lagging_ranks_with_identical_steps_report_identical_shares():
 
 
 def _rank_table(rank, run_id="run-a"):
-    from sm_profiler.auto_mode import job as jobs
+    from sm_profiler.export import auto_job as jobs
 
     t = table_of(two_kernels(), session={"rank": rank, "world_size": 3})
     t.metadata["job"] = dict(jobs.job_identity(), run_id=run_id)
@@ -253,8 +253,8 @@ def _rank_table(rank, run_id="run-a"):
 
 @pytest.mark.parametrize("odd", ["auto.rank01.npz", "auto.rank\u0661.npz", "auto.rank+1.npz"])
 def test_9_a_rank_file_of_another_spelling_is_named_not_dropped(tmp_path, odd):
-    from sm_profiler.auto_mode import job as jobs
     from sm_profiler.cli import main
+    from sm_profiler.export import auto_job as jobs
 
     for r in (0, 1, 2):
         _rank_table(r).save(tmp_path / f"auto.rank{r}.npz")
@@ -268,8 +268,8 @@ def test_9_a_rank_file_of_another_spelling_is_named_not_dropped(tmp_path, odd):
 
 
 def test_10_a_recent_file_of_another_run_is_never_merged(tmp_path, capsys, monkeypatch):
-    from sm_profiler.auto_mode import job as jobs
     from sm_profiler.auto_mode import script
+    from sm_profiler.export import auto_job as jobs
 
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "run-b")
     monkeypatch.setenv("SM_PROFILER_MERGE_TIMEOUT_S", "0.3")
@@ -286,8 +286,8 @@ def test_10_a_recent_file_of_another_run_is_never_merged(tmp_path, capsys, monke
 
 
 def test_10_merge_dir_says_when_files_of_several_runs_are_mixed(tmp_path):
-    from sm_profiler.auto_mode import job as jobs
     from sm_profiler.cli import main
+    from sm_profiler.export import auto_job as jobs
 
     _rank_table(0, "run-a").save(tmp_path / "auto.rank0.npz")
     _rank_table(1, "run-b").save(tmp_path / "auto.rank1.npz")
@@ -298,7 +298,7 @@ def test_10_merge_dir_says_when_files_of_several_runs_are_mixed(tmp_path):
 
 
 def test_10_same_run_needs_the_run_id_or_else_the_agent():
-    from sm_profiler.auto_mode.job import same_run
+    from sm_profiler.export.auto_job import same_run
 
     a = {"run_id": "u1", "restart": "0", "master": "h:1", "agent": "n0:5:9"}
     assert same_run(a, dict(a, agent="n1:7:3"))  # another node of one run
@@ -365,8 +365,8 @@ def test_merged_traces_carry_the_dropped_records(tmp_path):
 
     from trace_readers import read_trace
 
-    from sm_profiler.auto_mode import job as jobs
     from sm_profiler.cli import main
+    from sm_profiler.export import auto_job as jobs
 
     recs = [(AUTO_T0 + 100 * p, 50, p % 2, 1, 1, p, 0, 0) for p in range(3)]
     recs += [(AUTO_T0 + 2000 + 100 * p, 50, 1, 3, 1, p, 0, 0) for p in range(4)]

@@ -1,4 +1,4 @@
-"""Auto mode under torchrun on the CPU (sm_profiler/auto_mode/job.py, script.py): each rank's
+"""Auto mode under torchrun on the CPU (sm_profiler/export/auto_job.py, script.py): each rank's
 files under its own name, the first profiled rank merging them after a bounded wait, `merge DIR`
 and `stats DIR` for ranks of several nodes, and the per-rank report."""
 
@@ -10,11 +10,11 @@ import time
 import pytest
 from auto_inputs import AUTO_T0, TableRegion, table_of, two_kernels
 
-from sm_profiler.auto_mode import job as jobs
 from sm_profiler.auto_mode import script
-from sm_profiler.auto_mode.report import format_report
 from sm_profiler.cli import main
 from sm_profiler.errors import ConfigError
+from sm_profiler.export import auto_job as jobs
+from sm_profiler.report.auto_report import format_report
 
 
 class RankRegion(TableRegion):

@@ -1,4 +1,4 @@
-"""Hostile input, round 5 (issue 52): the files of a run folder (auto_mode/job.py), as `advise
+"""Hostile input, round 5 (issue 52): the files of a run folder (export/auto_job.py), as `advise
 DIR`, `stats DIR` and `merge DIR` read them. Each test names the item of the issue it keeps
 fixed; each failed on the main of 2026-11-29."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from auto_inputs import table_of, two_kernels
 
-from sm_profiler.auto_mode import job as jobs
 from sm_profiler.cli import main
+from sm_profiler.export import auto_job as jobs
 
 HOUR_NS = 3600 * 10**9
 

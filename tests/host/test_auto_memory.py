@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from auto_inputs import AUTO_T0, KERNELS, table_of, two_kernels
 
-from sm_profiler.auto_mode import table as table_mod
+from sm_profiler.trace import auto_table as table_mod
+from sm_profiler.wire import auto_file
 from sm_profiler.wire import format as fmt
 
 
@@ -76,7 +77,7 @@ def _shuffled(trace, seed=0):
 
 @pytest.mark.parametrize("chunk", [1, 2, 5, 1 << 18])
 def test_launch_table_in_place_and_a_chunk_of_groups_at_a_time(monkeypatch, chunk):
-    from sm_profiler.auto_mode.report import format_report, kernel_reports, launch_table
+    from sm_profiler.report.auto_report import format_report, kernel_reports, launch_table
 
     _, tr = _decoded(monkeypatch, 1 << 18)
     ref = launch_table(_shuffled(tr))  # the sorting path, whole
@@ -92,13 +93,12 @@ def test_launch_table_in_place_and_a_chunk_of_groups_at_a_time(monkeypatch, chun
 
 
 def test_kernel_names_of_an_auto_trace_match_its_launches_names(monkeypatch):
-    from sm_profiler.auto_mode.report import kernel_name_ids
-    from sm_profiler.trace.model import kernel_names
+    from sm_profiler.report.auto_report import kernel_name_ids
 
     _, tr = _decoded(monkeypatch, 1 << 18)
     caps = np.array([3, 0, 3, 1])
     uniq, inv = kernel_name_ids(tr, caps)
-    names = kernel_names(tr.kernels)
+    names = tr.table.launch_names()
     assert [str(uniq[i]) for i in inv] == [names[c] for c in caps]
     assert list(uniq) == sorted(set(uniq))
 
@@ -176,7 +176,7 @@ def _rows_wide(recs):
 
 
 def test_narrow_row_columns_hold_every_value_a_record_can_say():
-    from sm_profiler.auto_mode.records import ROW_COLUMNS, rows_of
+    from sm_profiler.wire.auto_records import ROW_COLUMNS, rows_of
 
     top = 2**32 - 1
     recs = np.zeros(6, fmt.AUTO_RECORD_DTYPE)
@@ -196,7 +196,7 @@ def test_narrow_row_columns_hold_every_value_a_record_can_say():
 
 
 def test_a_table_holds_narrow_columns_and_saves_its_file_dtypes(tmp_path):
-    from sm_profiler.auto_mode.table import LAUNCH_DTYPES, NARROW_DTYPES, ROW_DTYPES
+    from sm_profiler.trace.auto_table import LAUNCH_DTYPES, NARROW_DTYPES, ROW_DTYPES
     from sm_profiler.wire.capture import load
 
     recs = [
@@ -235,7 +235,7 @@ def test_a_table_holds_narrow_columns_and_saves_its_file_dtypes(tmp_path):
 
 
 def test_values_a_narrow_column_cannot_hold_keep_the_file_dtype():
-    from sm_profiler.auto_mode.table import AutoTable, narrow
+    from sm_profiler.trace.auto_table import AutoTable, narrow
 
     assert narrow("x", np.array([-1, 5])).dtype == np.int64
     assert narrow("y", np.array([0, 65536])).dtype == np.int64
@@ -249,7 +249,7 @@ def test_values_a_narrow_column_cannot_hold_keep_the_file_dtype():
 
 
 def test_kernel_sums_added_a_chunk_at_a_time_are_one_bincount():
-    from sm_profiler.auto_mode.report import KernelSums
+    from sm_profiler.report.auto_report import KernelSums
 
     rng = np.random.default_rng(3)
     n = 5_000
@@ -283,7 +283,7 @@ def test_kernel_sums_added_a_chunk_at_a_time_are_one_bincount():
 
 @pytest.mark.parametrize("chunk", [1, 4])
 def test_report_parts_a_chunk_of_launches_at_a_time(monkeypatch, chunk):
-    from sm_profiler.auto_mode.report import launch_table, report_parts
+    from sm_profiler.report.auto_report import launch_table, report_parts
 
     recs = [
         (AUTO_T0 + 1000 * i, 900 - 37 * (i % 5), i % 3, 20 + i, 1 + i % 2, 0, 0, 0)
@@ -346,12 +346,10 @@ def test_trace_written_in_parts_is_the_same_trace(monkeypatch):
 def test_capture_names_of_an_auto_trace_are_those_of_its_launches():
     from collections import Counter
 
-    from sm_profiler.trace.model import kernel_names
-
     lonely = [(AUTO_T0 + 20_000, 100, 1, 99, 3, 0, 0, 0)]
     kernels = {**KERNELS, 3: {"name": "lonely"}}
     tr = table_of(mixed_records() + lonely, kernels=kernels, sm_count=256).decode()
-    names = kernel_names(tr.kernels)
+    names = tr.table.launch_names()
     count = Counter(names)
     want = [f"{n} (launch {c})" if count[n] > 1 else n for c, n in enumerate(names)]
     assert [tr.capture_name(c) for c in range(len(names))] == want
@@ -365,8 +363,9 @@ def _bench_table(compact, monkeypatch, **shape):
     from benchmarks.captures import synthetic_auto_buffer
 
     with monkeypatch.context() as m:
-        if not compact:
-            m.setattr(table_mod, "compact", table_mod.narrow)
+        if not compact:  # where the table's columns are made, and where its file's are read
+            for module in (table_mod, auto_file):
+                m.setattr(module, "compact", auto_file.narrow)
         return _table(synthetic_auto_buffer(**shape))
 
 
@@ -379,8 +378,8 @@ def _bench_table(compact, monkeypatch, **shape):
     ],
 )
 def test_columns_of_one_value_are_views_and_change_no_result(tmp_path, monkeypatch, shape):
-    from sm_profiler.auto_mode.report import format_report
     from sm_profiler.export import export
+    from sm_profiler.report.auto_report import format_report
 
     t = _bench_table(True, monkeypatch, **shape)
     ref = _bench_table(False, monkeypatch, **shape)
@@ -406,7 +405,7 @@ def test_columns_of_one_value_are_views_and_change_no_result(tmp_path, monkeypat
 
 
 def test_launch_steps_by_table_are_the_steps_mapped_one_by_one():
-    from sm_profiler.auto_mode.table import _launch_steps
+    from sm_profiler.trace.auto_table import _launch_steps
 
     rng = np.random.default_rng(5)
     tags = rng.integers(0, 1 << 16, 4000).astype(np.uint16)
@@ -419,19 +418,22 @@ def test_launch_steps_by_table_are_the_steps_mapped_one_by_one():
     ]
     for session in (
         rng.integers(0, len(sessions), len(tags)).astype(np.int16),
-        table_mod._constant(1, np.int16, len(tags)),
-        table_mod._constant(2, np.int16, len(tags)),
+        auto_file.constant_column(1, np.int16, len(tags)),
+        auto_file.constant_column(2, np.int16, len(tags)),
     ):
         got = _launch_steps(tags, session, sessions)
         want = _launch_steps(tags.astype(np.int64), np.asarray(session), sessions)  # one by one
         assert want.dtype == np.int64
         assert got.tolist() == want.tolist()
-    assert _launch_steps(tags, table_mod._constant(0, np.int16, len(tags)), [{}]).dtype == np.int32
+    assert (
+        _launch_steps(tags, auto_file.constant_column(0, np.int16, len(tags)), [{}]).dtype
+        == np.int32
+    )
     assert _launch_steps(tags[:0], np.zeros(0, np.int16), [{}]).tolist() == []
 
 
 def test_narrow_launch_columns_at_their_limits():
-    from sm_profiler.auto_mode.table import compact, narrow
+    from sm_profiler.trace.auto_table import compact, narrow
 
     for k in ("first_row", "rows", "step"):
         assert narrow(k, np.array([-1, 2**31 - 1])).dtype == np.int32

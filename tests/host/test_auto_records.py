@@ -1,4 +1,4 @@
-"""Auto mode's records on the host (sm_profiler/auto_mode/records.py, table.py): a row per
+"""Auto mode's records on the host (sm_profiler/wire/auto_records.py, trace/auto_table.py): a row per
 program, launches as groupings of rows (apart by grid id and by CUDA graph replay, drops counted,
 tags kept), and the packed trace they make. The PTX rewrite is tested in
 tests/device/test_auto_rewrite.py; hostile buffers and files in test_auto_hostile.py."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 from auto_inputs import AUTO_T0, auto_buffer, table_of, two_kernels
 
-from sm_profiler.auto_mode.records import read_buffer
-from sm_profiler.auto_mode.report import format_report, launch_reports
+from sm_profiler.report.auto_report import format_report, launch_reports
 from sm_profiler.trace.decode import decode
 from sm_profiler.trace.timeline import build
 from sm_profiler.wire import format as fmt
+from sm_profiler.wire.auto_records import read_buffer
 
 
 def test_records_become_one_launch_per_grid_id_and_replay():
@@ -65,7 +65,7 @@ def test_drops_are_counted_exactly_in_both_modes():
 
 
 def test_a_ring_overwrites_the_oldest_areas_only():
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     a = Areas(10, ring=True)
     assert [a.take(n) for n in (4, 4)] == [0, 4]
@@ -80,7 +80,7 @@ def test_a_ring_overwrites_the_oldest_areas_only():
 
 
 def test_a_graph_replay_is_copied_into_a_launch_area_of_its_own():
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     a = Areas(16, ring=False)
     g1, g2 = a.take_graph(3), a.take_graph(2)  # two captured launches, from the top down

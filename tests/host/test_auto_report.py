@@ -1,11 +1,11 @@
-"""Auto mode's report (sm_profiler/auto_mode/report.py) of records read from a hand-made buffer."""
+"""Auto mode's report (sm_profiler/report/auto_report.py) of records read from a hand-made buffer."""
 
 from __future__ import annotations
 
 import numpy as np
 from auto_inputs import table_of, two_kernels
 
-from sm_profiler.auto_mode.report import format_report
+from sm_profiler.report.auto_report import format_report
 from sm_profiler.trace.decode import decode
 
 
@@ -23,7 +23,7 @@ def test_report_fits_80_columns_and_sorts_by_time():
 def test_a_via_triton_table_says_its_kernels_stand_in_for_the_production_ones():
     from auto_inputs import table_of, two_kernels
 
-    from sm_profiler.auto_mode.report import format_report
+    from sm_profiler.report.auto_report import format_report
 
     table = table_of(two_kernels())
     assert "via_triton" not in format_report(table.decode(), width=80)
@@ -38,8 +38,8 @@ def test_step_shares_and_compile_steps_of_gpus_that_skip_and_share_steps():
     GPU, each GPU's period over its own steps, and the step that compiled."""
     from auto_inputs import AUTO_T0, table_of
 
-    from sm_profiler.auto_mode.report import step_shares
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.report.auto_report import step_shares
+    from sm_profiler.trace.auto_table import AutoTable
 
     def rank(r, skip, slow_first):
         recs, labels = [], {}
@@ -64,7 +64,7 @@ def test_step_shares_and_compile_steps_of_gpus_that_skip_and_share_steps():
 
 
 def test_median_with_zeros_is_the_median_over_every_rank():
-    from sm_profiler.auto_mode.report import median_with_zeros
+    from sm_profiler.report.auto_report import median_with_zeros
 
     rng = np.random.default_rng(3)
     for n in (1, 2, 5, 6):

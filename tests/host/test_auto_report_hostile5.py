@@ -15,7 +15,7 @@ import pytest
 from auto_inputs import many_cells_file
 from cli_runs import run_cli
 
-from sm_profiler.auto_mode.report import format_report, launch_table, step_shares
+from sm_profiler.report.auto_report import format_report, launch_table, step_shares
 
 YEARS_NS = 2**61  # 73 years: a step of it is within an auto file's span (less than 2**62 ns)
 

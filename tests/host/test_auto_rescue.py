@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from sm_profiler.auto_mode import binding
-from sm_profiler.auto_mode.areas import Areas
 from sm_profiler.auto_mode.rescue import Copied, read_device
 from sm_profiler.auto_mode.session import AutoProfiler
 from sm_profiler.wire import format as fmt
+from sm_profiler.wire.auto_areas import Areas
 
 STALL_S = 0.2
 

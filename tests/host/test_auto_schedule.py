@@ -1,4 +1,4 @@
-"""Auto mode over a long run (sm_profiler/auto_mode/schedule.py, session.py): the steps recorded
+"""Auto mode over a long run (sm_profiler/wire/auto_schedule.py, session.py): the steps recorded
 follow torch.profiler.schedule exactly, steps turn recording on and off and tag each step's
 records, and the report names the steps. The GPU side is tests/device/test_auto_gpu.py."""
 
@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 import sm_profiler
 from sm_profiler.auto_mode import binding, session
-from sm_profiler.auto_mode.report import format_report
-from sm_profiler.auto_mode.schedule import Schedule
 from sm_profiler.errors import ConfigError
+from sm_profiler.report.auto_report import format_report
+from sm_profiler.wire.auto_schedule import Schedule
 
 
 @settings(max_examples=200, deadline=None)
@@ -119,7 +119,7 @@ def test_each_launch_carries_its_step_and_the_report_names_them():
         tables.append(table_of(recs, step_tag=tag, session={"step_tags": {"1": 1000, "2": 1001}}))
     assert set(tables[0].launches["step"].tolist()) == {1000}
     assert set(tables[1].launches["step"].tolist()) == {1001}
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     both = AutoTable.concat(tables)
     both.metadata["schedule"] = "steps 1000-1001"
@@ -131,8 +131,8 @@ def test_each_launch_carries_its_step_and_the_report_names_them():
 
 
 def test_export_and_stats_pick_steps_of_an_auto_file(tmp_path, capsys):
-    from sm_profiler.auto_mode.table import AutoTable
     from sm_profiler.cli import main
+    from sm_profiler.trace.auto_table import AutoTable
 
     recs = [(AUTO_T0 + 1000 * i, 400, p, 10 + i, 1, p, 0, 0) for i in range(3) for p in range(2)]
     tags = {"1": 1000, "2": 1001}
@@ -153,7 +153,7 @@ def test_export_and_stats_pick_steps_of_an_auto_file(tmp_path, capsys):
 def test_the_report_says_what_share_of_a_step_instrumented_kernels_ran():
     # Two steps, each two 100 ns launches 300 ns apart; step 1000's period runs to step 1001's
     # first launch (1,000 ns): 20 % seen; the last step's period is its span (400 ns): 50 %.
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     def step(t0, first_grid):
         return [(t0 + off, 100, 0, first_grid + k, 1, 0, 0, 0) for k, off in enumerate((0, 300))]
@@ -172,7 +172,7 @@ def test_the_report_says_what_share_of_a_step_instrumented_kernels_ran():
 def test_the_report_sets_the_slowest_steps_side_by_side_with_the_kernel_that_made_them_slow():
     # Three steps, each one launch of kernel 1 (100 ns) then one of kernel 2 (200 ns); in step
     # 1001 kernel 2 takes 900 ns: the slowest step, 700 ns above kernel 2's median.
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     tags = {"1": 1000, "2": 1001, "3": 1002}
     tables = []

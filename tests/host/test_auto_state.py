@@ -11,9 +11,9 @@ import pytest
 from repo_paths import ROOT
 
 from sm_profiler.auto_mode import binding
-from sm_profiler.auto_mode.areas import Areas
 from sm_profiler.auto_mode.state import STATE, DeviceBuffer
 from sm_profiler.wire import format as fmt
+from sm_profiler.wire.auto_areas import Areas
 
 
 def test_a_buffer_and_the_state_are_named_and_slotted():

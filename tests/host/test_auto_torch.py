@@ -18,12 +18,13 @@ import pytest
 from auto_inputs import AUTO_T0, TorchRegion, table_of
 from captures import cupti_doc
 
-from sm_profiler.auto_mode import job as jobs
-from sm_profiler.auto_mode import script, torch_parts
-from sm_profiler.auto_mode.schedule import Schedule
+from sm_profiler.auto_mode import script
 from sm_profiler.cli import main
 from sm_profiler.errors import ConfigError
+from sm_profiler.export import auto_job as jobs
+from sm_profiler.export import auto_torch_parts as torch_parts
 from sm_profiler.report.coverage import report_share, torch_coverage
+from sm_profiler.wire.auto_schedule import Schedule
 
 torch = pytest.importorskip("torch")
 from torch.profiler import ProfilerActivity  # noqa: E402
@@ -171,7 +172,7 @@ def test_run_torch_without_a_gpu_is_refused_before_anything_is_written(
 ):
     from sm_profiler.auto_mode import session
 
-    monkeypatch.setattr(session, "_check_can_run", lambda: None)  # as if auto mode could run
+    monkeypatch.setattr(session, "check_can_run", lambda: None)  # as if auto mode could run
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     script_path = tmp_path / "s.py"
     script_path.write_text("raise SystemExit('the script must not run')\n")

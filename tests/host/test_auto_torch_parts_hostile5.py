@@ -1,5 +1,5 @@
 """Hostile input, round 5 (issue 52): the torch.profiler trace a rank file carries
-(auto_mode/torch_parts.py), read by `advise`, `stats` and `merge DIR`. Each test names the item
+(export/auto_torch_parts.py), read by `advise`, `stats` and `merge DIR`. Each test names the item
 of the issue it keeps fixed; each failed on the main of 2026-11-29."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from auto_inputs import json_bomb, save_with_member, table_of, two_kernels
 from captures import cupti_doc
 from cli_runs import run_cli
 
-from sm_profiler.auto_mode import job as jobs
-from sm_profiler.auto_mode import torch_parts
 from sm_profiler.errors import InflationError
+from sm_profiler.export import auto_job as jobs
+from sm_profiler.export import auto_torch_parts as torch_parts
 from sm_profiler.wire import torch_trace
 
 MEMORY_BYTES = 2 << 30  # parsing the 300 MiB trace takes several times this
@@ -72,7 +72,7 @@ def test_4_the_member_is_held_to_the_limit_of_a_gz_given_to_merge_torch(tmp_path
     gz.write_bytes(blob)
     limit = torch_trace.inflation_limit(len(blob))
     with pytest.raises(InflationError, match=f"more than {limit:,} bytes"):
-        torch_trace._torch_doc(str(gz))  # merge --torch t.json.gz
+        torch_trace.read_torch_doc(str(gz))  # merge --torch t.json.gz
     path = tmp_path / "auto.npz"
     save_with_member(path, _rank(0), torch_parts.MEMBER, [blob])
     with zipfile.ZipFile(path) as z:  # the member's stored bytes: its .npy header and the gzip

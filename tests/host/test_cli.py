@@ -475,7 +475,7 @@ def test_cli_run_checks_everything_before_creating_the_out_folder(tmp_path, monk
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "s.py").write_text("raise SystemExit('the script ran')\n")
-    monkeypatch.setattr(session, "_check_can_run", no_gpu)
+    monkeypatch.setattr(session, "check_can_run", no_gpu)
     assert main(["run", "--out", "new/deeper", "--", "s.py"]) == 2
     assert "needs an NVIDIA GPU (test)" in capsys.readouterr().err
     assert main(["run", "--out", "new", "--capacity", "0", "--", "s.py"]) == 2
@@ -506,7 +506,7 @@ def test_cli_run_names_a_misspelled_module_before_anything_else(tmp_path, monkey
         raise ConfigError("sm_profiler.auto needs an NVIDIA GPU (test)")
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(session, "_check_can_run", no_gpu)
+    monkeypatch.setattr(session, "check_can_run", no_gpu)
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("raise SystemExit('pkg was imported')\n")
     (tmp_path / "pkg" / "train.py").write_text("")
@@ -661,7 +661,7 @@ def test_13_info_lists_a_kernel_once_with_all_its_launches(tmp_path, capsys):
     # twice, once with "(0)" launches, where the report counts it once.
     from auto_inputs import KERNELS, auto_buffer, two_kernels
 
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     kernels = {**KERNELS, 3: dict(KERNELS[2], kernel_tag=3), 4: {"name": "only_autotuned"}}
     gpu0 = two_kernels()

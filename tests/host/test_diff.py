@@ -17,10 +17,10 @@ import pytest
 from captures import tiny_capture
 from repo_paths import ROOT
 
-from sm_profiler.auto_mode.table import AutoTable
 from sm_profiler.cli import main
 from sm_profiler.errors import ConfigError
 from sm_profiler.report.diff import DIFF_VERSION, diff, diff_lines
+from sm_profiler.trace.auto_table import AutoTable
 
 # %globaltimer reads about 1.7e18 ns, where a float64 steps by 256 ns.
 ORIGINS_NS = (0, 10**12, 17 * 10**17)

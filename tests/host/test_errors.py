@@ -34,8 +34,8 @@ ALLOWED = {
     ("trace/model.py", "TraceData.select_capture", "IndexError"): (
         "a sequence's index out of range: Python's own protocol (docs/api.md)"
     ),
-    ("auto_mode/table.py", "AutoTable.capture", "IndexError"): "a sequence's index, as above",
-    ("auto_mode/table.py", "LaunchList.__getitem__", "IndexError"): (
+    ("trace/auto_table.py", "AutoTable.capture", "IndexError"): "a sequence's index, as above",
+    ("trace/launches.py", "LaunchList.__getitem__", "IndexError"): (
         "a sequence's index, as above (list(trace.kernels) stops on it)"
     ),
     ("report/stats_data.py", "Stats.event", "KeyError"): (
@@ -44,7 +44,7 @@ ALLOWED = {
     ("trace/timeline.py", "LaneNames.__getitem__", "KeyError"): (
         "internal: every lane a writer asks for was named by the timeline"
     ),
-    ("auto_mode/torch_parts.py", "merge_job", "ValueError"): (
+    ("export/auto_torch_parts.py", "merge_job", "ValueError"): (
         "internal: the CLI passes one torch trace (or None) per rank file"
     ),
     ("auto_mode/registers.py", "usage", "ValueError"): (
@@ -128,7 +128,7 @@ def test_the_warnings_and_the_rewrite_error_live_in_errors_and_import_as_before(
 
 
 def test_concat_of_nothing_says_what_to_give():
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
     from sm_profiler.trace.model import TraceData
 
     for concat in (TraceData.concat, AutoTable.concat):
@@ -156,9 +156,9 @@ def test_no_driver_is_a_device_error_saying_what_to_check(monkeypatch):
     from sm_profiler.auto_mode import driver
     from sm_profiler.record import occupancy
 
-    monkeypatch.setattr(occupancy, "_libcuda", lambda: None)
+    monkeypatch.setattr(occupancy, "load_libcuda", lambda: None)
     with pytest.raises(errors.DeviceError, match="nvidia-smi") as e:
-        driver._cuda()
+        driver.libcuda()
     assert isinstance(e.value, RuntimeError) and isinstance(e.value, errors.SmProfilerError)
     with pytest.raises(errors.DeviceError, match="CUDA error 700; check the GPU"):
-        driver._check(700, "cuMemcpyDtoDAsync")  # no driver to name it: the number alone
+        driver.check_rc(700, "cuMemcpyDtoDAsync")  # no driver to name it: the number alone

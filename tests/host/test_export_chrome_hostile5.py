@@ -24,8 +24,9 @@ from ui_inputs import ORIGINS, SKEW_NS
 from ui_inputs import back_to_back_table as _table
 from ui_inputs import torch_doc as _doc
 
-from sm_profiler.auto_mode import script, torch_parts
+from sm_profiler.auto_mode import script
 from sm_profiler.cli import main
+from sm_profiler.export import auto_torch_parts as torch_parts
 from sm_profiler.export import export
 from sm_profiler.export.merge import merge_ranks
 

@@ -13,8 +13,9 @@ from repo_paths import ROOT
 
 PACKAGE = os.path.join(ROOT, "sm_profiler")
 
-# Lower layers never import higher ones. A module's layer is its folder's; the files at the top
-# and auto mode's (one feature across the layers, beside record/) are placed by name here.
+# Lower layers never import higher ones. A module's layer is its folder's, whatever its name;
+# the package's root holds the basics, and the entry points above everything: the package itself
+# and profiler.py (the API), the command line.
 LAYERS = ("basics", "wire", "record", "trace", "report", "export", "api", "cli")
 FOLDERS = {
     "wire": "wire",
@@ -22,41 +23,18 @@ FOLDERS = {
     "trace": "trace",
     "report": "report",
     "export": "export",
+    "auto_mode": "api",  # the recording front end: binding, rewrite, graphs, session, script
 }
-BY_NAME = {
-    "basics": (
-        "errors", "paths", "progress", "units", "text", "moved",
-        "auto_mode.registers", "auto_mode.stop_signals", "auto_mode.via_triton",
-        "auto_mode.flight_triggers",
-    ),
-    "wire": ("auto_mode.records", "auto_mode.areas", "auto_mode.schedule"),
-    "record": (
-        "auto_mode.driver", "auto_mode.state", "auto_mode.graph_switch", "auto_mode.graph_stage",
-        "auto_mode.rewrite", "auto_mode.binding", "auto_mode.rescue",
-    ),
-    "trace": ("auto_mode.table",),
-    "report": ("auto_mode.report",),
-    "export": ("auto_mode.job", "auto_mode.torch_parts"),
-    "api": (
-        "", "profiler", "auto_mode", "auto_mode.session", "auto_mode.script", "auto_mode.flight",
-        "auto_mode.torch_profiler",
-    ),
-    "cli": ("cli", "__main__"),
-}  # fmt: skip
+ENTRY_POINTS = {"": "api", "profiler": "api", "cli": "cli", "__main__": "cli"}
 
 
 def layer_of(module: str) -> int | None:
-    """The layer's index of a module (dotted below sm_profiler), None where it has none."""
-    for layer, names in BY_NAME.items():
-        if module in names:
-            return LAYERS.index(layer)
-    folder = module.split(".")[0]
-    if folder in FOLDERS and module not in BY_NAME["api"]:
-        return LAYERS.index(FOLDERS[folder])
-    return None
-
-
-LAYER_NAMES = LAYERS
+    """The layer's index of a module (dotted below sm_profiler), None where it has none (a
+    folder no layer owns)."""
+    folder, _, rest = module.partition(".")
+    if rest or folder in FOLDERS:  # a folder's module, or the folder's __init__
+        return LAYERS.index(FOLDERS[folder]) if folder in FOLDERS else None
+    return LAYERS.index(ENTRY_POINTS.get(module, "basics"))
 
 
 def _modules() -> dict[str, str]:
@@ -171,9 +149,7 @@ def test_the_reader_finds_what_it_should():
     # import, relative and absolute forms, and leave TYPE_CHECKING imports out.
     graph = _graph()
     assert "wire.capture" in graph["trace.decode"]  # from ..wire.capture import ...
-    assert (
-        "auto_mode.table" in graph["export.merge"]
-    )  # inside a function: from .auto_mode.table import
+    assert "export.merge" in graph["cli"]  # inside a function: from .export import merge
     assert "trace.timeline" not in graph["export.chrome"]  # under TYPE_CHECKING only
     assert "trace.timeline" in _graph(typing=True)["export.chrome"]  # ... unless asked
     assert "auto_mode.session" in graph["auto_mode"]  # the package's __init__
@@ -210,6 +186,108 @@ import sm_profiler.triton_ops as ops
 import sm_profiler.record.triton_ops
 assert ops is sm_profiler.record.triton_ops
 print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_uses(name: str, path: str, modules) -> list[str]:
+    """Where `name` takes a private name (`_x`) of another module of the package: `from .m
+    import _x`, or `m._x` of a module `m` it imported."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    is_pkg = path.endswith("__init__.py")
+    here = name.split(".") if name else []
+    package = here if is_pkg else here[:-1]
+    found, bound = [], {}  # bound: local name -> the package's module it names
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+            elif (node.module or "").split(".")[0] == "sm_profiler":
+                base = []
+            else:
+                continue
+            mod = ".".join(base + (node.module.split(".") if node.module else []))
+            mod = mod.removeprefix("sm_profiler").lstrip(".") if not node.level else mod
+            for a in node.names:
+                sub = f"{mod}.{a.name}".lstrip(".")
+                if sub in modules:
+                    bound[a.asname or a.name] = sub
+                elif _is_private(a.name):
+                    found.append(
+                        f"{name}:{node.lineno}: from {mod or 'sm_profiler'} import {a.name}"
+                    )
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "sm_profiler" and a.asname:
+                    bound[a.asname] = a.name.removeprefix("sm_profiler").lstrip(".")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and _is_private(node.attr)
+            and isinstance(node.value, ast.Name)
+            and bound.get(node.value.id, name) != name
+        ):
+            found.append(f"{name}:{node.lineno}: {bound[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_takes_another_module_s_private_name():
+    """Issue 53, item 2: 13 imports took a private name of another module (torch_parts took
+    merge's _coverage, _timelines and _write_json): what a module shares is public, so that
+    its author knows who reads it."""
+    modules = _modules()
+    found = [u for m, p in sorted(modules.items()) for u in _private_uses(m, p, modules)]
+    assert not found, "private names taken across modules:\n" + "\n".join(found)
+
+
+def test_the_private_name_reader_finds_both_forms(tmp_path):
+    # `from .m import _x` and `m._x` are found; a module's own, public and dunder names are not.
+    mod = tmp_path / "x.py"
+    mod.write_text(
+        "from .wire import capture\nfrom .wire.capture import _short, load\n"
+        "capture._read_meta(1)\ncapture.__name__\nimport os\nos._exit\n"
+    )
+    modules = {"x": str(mod), "wire": "", "wire.capture": ""}
+    assert _private_uses("x", str(mod), modules) == [
+        "x:2: from wire.capture import _short",
+        "x:3: wire.capture._read_meta",
+    ]
+
+
+def test_auto_mode_s_old_paths_are_the_moved_modules():
+    """Issue 53, item 2: auto mode's table, report and schedule moved to their layers; the old
+    paths that users and the docs imported still give the same modules, with a
+    DeprecationWarning, by import and by attribute. A fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = """
+import warnings
+warnings.simplefilter("error", DeprecationWarning)
+import sm_profiler.auto_mode
+try:
+    import sm_profiler.auto_mode.table
+except DeprecationWarning as w:
+    assert "sm_profiler.auto_mode.table moved to sm_profiler.trace.auto_table" in str(w), w
+else:
+    raise AssertionError("no warning")
+warnings.simplefilter("ignore", DeprecationWarning)
+import sm_profiler.auto_mode.table as old
+import sm_profiler.trace.auto_table as new
+from sm_profiler.auto_mode.schedule import Schedule
+assert old is new and Schedule.__module__ == "sm_profiler.wire.auto_schedule"
+assert sm_profiler.auto_mode.report.launch_reports.__module__ == "sm_profiler.report.auto_report"
+try:
+    sm_profiler.auto_mode.records  # moved too, but no one imported it: no old path
+except AttributeError:
+    print("ok")
 """
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120

@@ -289,7 +289,7 @@ def test_13_window_search_is_the_exhaustive_one_and_cheap():
     twice as many CUPTI rows as launches, in time far below the exhaustive search's."""
     import time
 
-    from sm_profiler.export.merge import _best_window
+    from sm_profiler.report.alignment import best_window
 
     rng = np.random.default_rng(5)
     for n, extra in ((1, 3), (5, 0), (40, 37), (300, 300)):
@@ -297,13 +297,13 @@ def test_13_window_search_is_the_exhaustive_one_and_cheap():
         j0 = int(rng.integers(0, extra + 1))
         ours = starts[j0 : j0 + n] + 123_456 + rng.integers(0, 500, n)
         full = min(range(extra + 1), key=lambda j: float(np.ptp(ours - starts[j : j + n])))
-        assert _best_window(ours, starts) == full
+        assert best_window(ours, starts) == full
         assert n == 1 or full == j0  # one launch fits every window equally: the first wins
     n = 5_000
     starts = np.cumsum(rng.integers(1_000, 50_000, 2 * n)).astype(np.float64)
     ours = starts[1234 : 1234 + n] + 99.0
     t = time.perf_counter()
-    assert _best_window(ours, starts) == 1234
+    assert best_window(ours, starts) == 1234
     assert time.perf_counter() - t < 2.0  # every window in full: 5,001 x 5,000 differences
 
 

@@ -17,9 +17,9 @@ import sm_profiler.report.stats
 from sm_profiler.trace.decode import decode
 
 torch = pytest.importorskip("torch")
-from sm_profiler.auto_mode.report import print_report  # noqa: E402
 from sm_profiler.auto_mode.session import AutoProfiler  # noqa: E402
 from sm_profiler.profiler import SmProfiler  # noqa: E402
+from sm_profiler.report.auto_report import print_report  # noqa: E402
 
 # method name -> the function it wraps, whose first parameter is the trace.
 WRAPPED = {

@@ -402,3 +402,30 @@ def test_summary_counters_give_up_per_launch_keys_exactly_past_the_bins_they_all
 
     assert run(most).startswith("active ranges per event")
     assert run(most + 1).startswith("each SM's programs of all kernels")
+
+
+@pytest.mark.parametrize("how", ["plain", "packed", "summarised", "budgeted"])
+def test_5_a_timeline_is_made_whole_by_keyword_and_never_changed(how, monkeypatch):
+    """Issue 53, item 5: Timeline(...) took 13 positional arguments and build() filled in six
+    more fields afterwards (packing and summarising changed it in place). Every field is now
+    passed once, by keyword; a built timeline cannot be changed, whichever way it was built."""
+    import dataclasses
+
+    from auto_inputs import table_of, two_kernels
+
+    from sm_profiler.trace.timeline import Timeline, build
+
+    if how == "budgeted":  # a long run's default: the first programs, the rest in counters
+        monkeypatch.setattr(timeline, "AUTO_DETAIL_ROWS", 4)
+    trace = decode(kernel_capture()) if how == "plain" else table_of(two_kernels()).decode()
+    options = {"summarised": {"summary": True}}.get(how, {})
+    tl = build(trace, **options)
+    assert (tl.lane_labels is not None) == (how != "plain")
+    assert (tl.summary is not None) == (how in ("summarised", "budgeted"))
+    assert (tl.focus_ns is not None) == (how == "budgeted")
+    given = {f.name: getattr(tl, f.name) for f in dataclasses.fields(Timeline)}
+    with pytest.raises(TypeError):
+        Timeline(*given.values())
+    assert Timeline(**given).notes == tl.notes
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tl.focus = 0

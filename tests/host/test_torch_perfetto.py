@@ -20,8 +20,9 @@ from repo_paths import ROOT
 from trace_readers import read_trace
 from ui_inputs import ORIGINS, SKEW_NS, back_to_back_table, exact, kineto_doc
 
-from sm_profiler.auto_mode import script, torch_parts
+from sm_profiler.auto_mode import script
 from sm_profiler.cli import main
+from sm_profiler.export import auto_torch_parts as torch_parts
 from sm_profiler.export.chrome import MAX_LEAD_NS
 from sm_profiler.export.merge import merge_torch_trace
 from sm_profiler.wire.capture import load

@@ -14,8 +14,8 @@ import numpy as np
 from auto_inputs import table_of, torch_doc_of, two_kernels
 from reference_encoder import examples
 
-from sm_profiler.auto_mode import torch_parts
 from sm_profiler.cli import main
+from sm_profiler.export import auto_torch_parts as torch_parts
 
 VALUES = [
     None, "abc", "", 1e300, -1e300, float("nan"), float("inf"), [], {}, [1, [2]], True, False,

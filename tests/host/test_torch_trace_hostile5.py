@@ -9,10 +9,10 @@ import json
 import pytest
 from auto_inputs import table_of, torch_doc_of, two_kernels
 
-from sm_profiler.auto_mode import torch_parts
 from sm_profiler.cli import main
 from sm_profiler.errors import CaptureError
-from sm_profiler.wire.torch_trace import _check_torch_doc
+from sm_profiler.export import auto_torch_parts as torch_parts
+from sm_profiler.wire.torch_trace import check_torch_doc
 
 NOT_AN_OBJECT = [["python"], "python", 7, 2.5, True]
 
@@ -86,7 +86,7 @@ def test_other_fields_that_are_lists_or_objects_are_refused_too(key, value):
         if e.get("ph") == "M":
             e[key] = value
     with pytest.raises(CaptureError, match=f"has {key} .*, not a number or text; re-export it"):
-        _check_torch_doc(doc, "the torch trace")
+        check_torch_doc(doc, "the torch trace")
 
 
 def test_null_args_are_taken_as_none(tmp_path):

@@ -14,7 +14,7 @@ def launch(programs, kernel="k", step=0, session=0):
 def make_table(launches, sm_count=4, ranks=(0,), metadata=None):
     """The AutoTable of `launches` (in the order given), one session per rank (GPU 0 of each),
     kernels named as the launches name them."""
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     names = list(dict.fromkeys(la["kernel"] for la in launches)) or ["k"]
     rows = {k: [] for k in ("launch", "sm", "start_ns", "end_ns", "x", "y", "z", "warp")}
@@ -42,7 +42,7 @@ def make_table(launches, sm_count=4, ranks=(0,), metadata=None):
     m = len(launches)
     cols["grid_y"] = [1] * m
     cols["grid_z"] = [1] * m
-    from sm_profiler.auto_mode.table import LAUNCH_DTYPES, ROW_DTYPES
+    from sm_profiler.trace.auto_table import LAUNCH_DTYPES, ROW_DTYPES
 
     R = {k: np.array(rows[k], ROW_DTYPES[k]) for k in ROW_DTYPES}
     L = {k: np.array(cols[k], LAUNCH_DTYPES[k]) for k in LAUNCH_DTYPES}
@@ -55,7 +55,7 @@ def make_table(launches, sm_count=4, ranks=(0,), metadata=None):
 
 def ranks_table(per_rank, sm_count=4):
     """Several ranks' tables joined (AutoTable.concat): per_rank[r] is rank r's launches."""
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     return AutoTable.concat(
         [make_table(launches, sm_count, ranks=(r,)) for r, launches in enumerate(per_rank)]
@@ -65,7 +65,7 @@ def ranks_table(per_rank, sm_count=4):
 def shifted(table, delta_ns: int):
     """`table` with every time (rows' and launches' starts and ends) moved by `delta_ns`: the same
     recording at another clock origin (%globaltimer reads about 1.7e18 ns)."""
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     rows, launches = dict(table.rows), dict(table.launches)
     for cols in (rows, launches):

@@ -48,7 +48,7 @@ def auto_buffer(records, capacity=256 * 16, ring=False, step_tag=0, tag=0, label
     (ptx.auto_epilogue; here in the order given). Areas record `step_tag` and `tag`, or
     labels[launch] = (step tag, tag) for that launch. The table numbers launches by their areas
     (`grid_id`), not by `launch`."""
-    from sm_profiler.auto_mode.areas import Areas
+    from sm_profiler.wire.auto_areas import Areas
 
     areas = Areas(capacity, ring)
     slots = np.zeros(capacity, fmt.AUTO_RECORD_DTYPE)
@@ -103,7 +103,7 @@ KERNELS = {
 def table_of(records, kernels=None, sm_count=4, session=None, **buffer_options):
     """The AutoTable of one GPU's buffer holding `records` (as auto_buffer takes them);
     `session`: more of what the region knew of that GPU (step_tags, rank, clock)."""
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     session = {
         "gpu": 0,
@@ -166,7 +166,7 @@ class TorchRegion(TableRegion):
         return self.doc
 
     def save(self, path):
-        from sm_profiler.auto_mode import torch_parts
+        from sm_profiler.export import auto_torch_parts as torch_parts
 
         self.table.save(path, torch_parts.members(self.doc))
 

@@ -74,7 +74,7 @@ def patch_auto(make=FakeRegion, setattr=setattr) -> list:
         return regions[-1]
 
     setattr(sm_profiler, "auto", auto)
-    setattr(session, "_check_can_run", lambda: None)
+    setattr(session, "check_can_run", lambda: None)
     return regions
 
 

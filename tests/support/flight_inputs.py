@@ -63,8 +63,8 @@ def flight_words(launches, capacity=4096, t0_ns=0):
     1. Returns (words, the Areas)."""
     import numpy as np
 
-    from sm_profiler.auto_mode.areas import Areas
     from sm_profiler.wire import format as fmt
+    from sm_profiler.wire.auto_areas import Areas
 
     areas = Areas(capacity, ring=True)
     slots = np.zeros(capacity, fmt.AUTO_RECORD_DTYPE)
@@ -80,7 +80,7 @@ def flight_table(launches, info, rank=0, t0_ns=0, queued_at_ns=None, kernels=Non
     """The table of a dump of one GPU whose host queued `launches` (as flight_words takes them),
     with the session's `flight` info: `info` and the launches queued, [grid_id, kernel, step,
     records, queued_ns] each, queued 1 ms apart from `queued_at_ns`."""
-    from sm_profiler.auto_mode.table import AutoTable
+    from sm_profiler.trace.auto_table import AutoTable
 
     kernels = FLIGHT_KERNELS if kernels is None else kernels
     words, _ = flight_words(launches, t0_ns=t0_ns)
@@ -142,9 +142,9 @@ class SimGpu:
         import numpy as np
 
         from sm_profiler.auto_mode import binding, session
-        from sm_profiler.auto_mode.areas import Areas
         from sm_profiler.auto_mode.flight import FlightRecorder
         from sm_profiler.wire import format as fmt
+        from sm_profiler.wire.auto_areas import Areas
 
         self.fmt = fmt
         self.prof = prof = session.AutoProfiler(capacity, flight_recorder=config)
@@ -289,5 +289,5 @@ def patch_flight_auto(monkeypatch) -> list:
         return regions[-1]
 
     monkeypatch.setattr(sm_profiler, "auto", auto)
-    monkeypatch.setattr(session, "_check_can_run", lambda: None)
+    monkeypatch.setattr(session, "check_can_run", lambda: None)
     return regions

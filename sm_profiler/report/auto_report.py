@@ -18,14 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..report.stats import cell_periods, median_after, peak_per_group, union_length
 from ..text import fit_table, metadata_count, middle, number_runs, plural, printable, wrap
-from ..trace.model import RANGE, TraceData, kernel_names
-from ..trace.model import is_auto as _is_auto
+from ..trace import auto_table
+from ..trace.auto_table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells
+from ..trace.model import RANGE, TraceData
 from ..units import format_time
-from . import table as auto_table
-from .records import _dense
-from .table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells, session_count
+from ..wire.auto_file import session_count
+from ..wire.auto_records import dense_ids
+from .stats import cell_periods, median_after, peak_per_group, union_length
 
 
 @dataclass
@@ -197,7 +197,7 @@ def _programs(ev: dict[str, np.ndarray]):
             np.maximum.reduceat(end, cuts),
         )
     del same_cap
-    prog = _dense((blk, cap))
+    prog = dense_ids((blk, cap))
     o = np.argsort(prog, kind="stable")
     cuts = np.flatnonzero(np.r_[True, prog[o][1:] != prog[o][:-1]])
     del prog
@@ -230,7 +230,7 @@ def _group_busy_and_peak(g_first: np.ndarray, st: np.ndarray, en: np.ndarray, wh
 def launch_reports(trace: TraceData, sm_count: int | None = None) -> list[LaunchReport]:
     """One LaunchReport per capture with any program (see launch_table)."""
     t = launch_table(trace, sm_count)
-    names = kernel_names(trace.kernels)
+    names = trace.table.launch_names()
     cols = [t[k].tolist() for k in _LAUNCH_FIELDS]
     return [
         LaunchReport(c, names[c], *rest)
@@ -325,13 +325,8 @@ class KernelSums:
 
 def _name_ids_of(trace: TraceData):
     """(every kernel name of `trace`, sorted and unique; a function: captures -> their names'
-    indices). An auto trace's are found per kernel of its table, not per launch."""
-    table = getattr(trace.kernels, "table", None)
-    if table is None:
-        names = np.array(kernel_names(trace.kernels), dtype=object).astype(str)
-        uniq, inv = np.unique(names, return_inverse=True)
-        inv = inv.reshape(-1)
-        return uniq, lambda caps: inv[caps]
+    indices), found per kernel of its table, not per launch."""
+    table = trace.table
     k_names = np.array(table.kernel_names() or [""], dtype=object).astype(str)
     k_uniq, k_inv = np.unique(k_names, return_inverse=True)
     k_inv = k_inv.reshape(-1)
@@ -351,13 +346,7 @@ def _sm_counts(trace: TraceData, caps: np.ndarray, sm_count: int | None) -> np.n
     """The GPU's SM count of each launch (0 where unknown): `sm_count`, else its metadata's."""
     if sm_count:
         return np.full(len(caps), int(sm_count), np.int64)
-    table = getattr(trace.kernels, "table", None)
-    if table is not None:  # auto mode: per session, not per launch
-        per = np.array([metadata_count(s.get("sm_count")) for s in table.sessions] or [0], np.int64)
-        return per[table.launches["session"][caps]]
-    return np.array(
-        [metadata_count(trace.kernels[c].metadata.get("sm_count")) for c in caps.tolist()], np.int64
-    )
+    return trace.table.sm_counts(caps)
 
 
 @dataclass
@@ -438,8 +427,7 @@ def format_report(
             f"of capacity {counts['capacity']:,}): raise capacity=",
             width,
         )
-    table_meta = getattr(getattr(trace.kernels, "table", None), "metadata", {}) or {}
-    if table_meta.get("via_triton"):
+    if trace.table.metadata.get("via_triton"):
         lines += wrap(
             "via_triton: matmuls and attention ran as Triton kernels (Inductor's templates, "
             "FlexAttention) in place of cuBLAS/cuDNN; their times are the Triton kernels', not "
@@ -510,11 +498,11 @@ def fix_first_lines(trace: TraceData, width: int, torch_trace=None) -> list[str]
     recorded steps, its host gaps over every kernel where `torch_trace` (advise's `cupti`)
     holds CUPTI's rows; none otherwise. A torch trace that cannot be read is said, and left
     out."""
-    table = getattr(trace.kernels, "table", None)
-    if table is None or not table.num_launches or not (table.launches["step"] >= 0).any():
-        return []
+    table = trace.table
+    if not table.num_launches or not (table.launches["step"] >= 0).any():
+        return []  # only auto mode's AutoTable records steps
     from ..errors import SmProfilerError
-    from ..report.advise import advise, advise_lines
+    from .advise import advise, advise_lines
 
     try:
         advice = advise(table, cupti=torch_trace)
@@ -537,10 +525,8 @@ def print_report(
 
 
 def launch_ranks(trace: TraceData, caps: np.ndarray) -> np.ndarray | None:
-    """The rank of each launch in `caps` (an auto table's sessions say), or None for one rank."""
-    table = getattr(trace.kernels, "table", None)
-    if table is None:
-        return None
+    """The rank of each launch in `caps` (its session's), or None for one rank."""
+    table = trace.table
     ranks = table.ranks()[table.launches["session"][caps]]
     return ranks if len(np.unique(ranks)) > 1 else None
 
@@ -551,8 +537,8 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     instrumented kernels' share of the step: on each GPU their launches' union over the step's
     period (its first launch to the next recorded step's first, when that follows at once),
     summed over the GPUs. None without steps. t: launch_table(trace), if made."""
-    table = getattr(trace.kernels, "table", None)
-    if table is None:
+    table = trace.table
+    if not (table.launches["step"] >= 0).any():
         return None
     t = launch_table(trace) if t is None else t
     if not len(t["capture"]):
@@ -597,7 +583,7 @@ def step_lines(trace: TraceData, t: dict, width: int, cupti: dict | None = None)
     that compiled (AutoTable.compile_steps: a first step of seconds where a steady one takes
     milliseconds) are named and left out of the median, the longest step and the slowest
     steps."""
-    table = getattr(trace.kernels, "table", None)
+    table = trace.table
     got = step_shares(trace, t)
     if got is None:
         return []
@@ -817,9 +803,8 @@ def _shared_steps(trace: TraceData, t: dict, ranks: np.ndarray, n_ranks: int):
     """(which launches to compare the ranks over, how many steps that is): with recorded steps,
     the launches of the steps that every rank kept (ranks that kept different steps, with a
     ring or dropped records, are compared over the same work); else every launch and 0."""
-    table = getattr(trace.kernels, "table", None)
-    step = table.launches["step"][t["capture"]] if table is not None else None
-    if step is None or not (step >= 0).any():
+    step = trace.table.launches["step"][t["capture"]]
+    if not (step >= 0).any():
         return slice(None), 0
     pairs = np.unique(np.stack([step, ranks])[:, step >= 0], axis=1)
     steps, kept_by = np.unique(pairs[0], return_counts=True)
@@ -830,15 +815,9 @@ def _shared_steps(trace: TraceData, t: dict, ranks: np.ndarray, n_ranks: int):
 
 
 def _sessions(trace: TraceData) -> list[dict]:
-    """The GPU buffers behind a trace: an AutoTable's sessions, else what the first launch's
-    metadata says (files of earlier versions). Entries are dicts; values may be anything."""
-    table = getattr(trace.kernels, "table", None)
-    if table is not None:
-        return [s if isinstance(s, dict) else {} for s in table.sessions]
-    meta = trace.kernels[0].metadata if len(trace.kernels) else {}
-    sess = meta.get("auto_session")
-    sess = sess if isinstance(sess, dict) else {}
-    return [{**sess, **{k: meta.get(k) for k in ("device_name", "sm_count", "rank", "gpu")}}]
+    """The GPU buffers behind a trace (LaunchTable.sessions). Entries are dicts; values may be
+    anything."""
+    return [s if isinstance(s, dict) else {} for s in trace.table.sessions]
 
 
 def _where(sessions: list[dict]) -> str:
@@ -858,4 +837,5 @@ def _where(sessions: list[dict]) -> str:
 
 
 def is_auto(trace: TraceData) -> bool:
-    return _is_auto(trace)
+    """Whether the report of `trace` is this one (auto mode's recording), not the statistics'."""
+    return trace.table.auto

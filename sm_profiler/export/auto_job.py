@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import CaptureError, ConfigError
-from .schedule import whole_number
+from ..wire.auto_schedule import whole_number
 
 # The names rank files have: auto.rank0.npz, auto.rank12.npz (ASCII digits, no leading zero).
 RANK_FILE = re.compile(r"^auto\.rank(0|[1-9][0-9]*)\.npz$", re.ASCII)
@@ -177,11 +177,11 @@ def file_identity(path: str):
     """The job identity written in a rank file (its metadata "job"), or None."""
     import zipfile
 
-    from ..wire.capture import _read_meta
+    from ..wire.capture import read_meta
 
     try:
         with zipfile.ZipFile(path) as z:
-            meta = _read_meta(z, path)
+            meta = read_meta(z, path)
     except Exception:  # noqa: BLE001 - a file being replaced, or not ours: not this run's
         return None
     md = meta.get("metadata") if isinstance(meta, dict) else None
@@ -220,13 +220,14 @@ def load_ranks(paths) -> list:
     """The AutoTables of rank files (or folders of them), by rank: what `advise DIR`, `stats
     DIR` and `merge DIR` read (the torch traces inside: torch_parts, from the same files).
     Files of several runs, or two files of one rank, are a CaptureError saying which."""
+    from ..trace.auto_table import AutoTable
     from ..wire.capture import load
 
     files = rank_paths(paths)
     tables = []
     for f in files:
         t = load(f)
-        if not getattr(t, "is_auto_table", False):
+        if not isinstance(t, AutoTable):
             raise CaptureError(f"{f!r} is not an auto-mode file (sm-profiler run / prof.save)")
         tables.append(t)
     _check_one_run(files, tables)
@@ -330,6 +331,6 @@ def _check_a_rank_each(files: list[str], tables: list) -> None:
 def merged_table(tables):
     """One AutoTable of several ranks' tables, each moved onto the host clock where its
     sessions carry clock samples (sm_profiler.record.clock), so that ranks of several nodes line up."""
-    from .table import AutoTable
+    from ..trace.auto_table import AutoTable
 
     return AutoTable.concat([t.on_host_clock() for t in tables])

@@ -59,7 +59,7 @@ def members(doc: dict | None) -> dict[str, bytes]:
     """The file members that carry `doc` (AutoTable.save's `members`); none without one."""
     if doc is None:
         return {}
-    from ..export.chrome import encode_json
+    from .chrome import encode_json
 
     return {MEMBER: gzip.compress(encode_json(doc), compresslevel=6)}
 
@@ -71,8 +71,8 @@ def read(path, notes: list[str] | None = None) -> dict | None:
     what its stored bytes may inflate to, as a .gz given to `merge --torch` is
     (inflation_limit): a gzip bomb is refused while it inflates. notes: where given, a trace
     past that limit is left out (None) and said there, so that the rest is read without it."""
-    from ..wire.capture import _read_member
-    from ..wire.torch_trace import _check_torch_doc, _read_bounded, inflation_limit
+    from ..wire.capture import read_member
+    from ..wire.torch_trace import check_torch_doc, inflation_limit, read_bounded
 
     name = repr(os.fspath(path))
     try:
@@ -87,8 +87,8 @@ def read(path, notes: list[str] | None = None) -> dict | None:
         try:
             if z.getinfo(f"{MEMBER}.npy").file_size > limit:
                 raise InflationError(f"{name}: {_too_large(stored_bytes, limit)}")
-            raw = _read_member(z, MEMBER, name, limit, uint8=True)
-            data = _read_bounded(io.BytesIO(raw.tobytes()), True, limit, name)
+            raw = read_member(z, MEMBER, name, limit, uint8=True)
+            data = read_bounded(io.BytesIO(raw.tobytes()), True, limit, name)
             del raw
             doc = json.loads(data)
         except InflationError:
@@ -109,7 +109,7 @@ def read(path, notes: list[str] | None = None) -> dict | None:
             ) from e
         except RecursionError as e:
             raise CaptureError(f"{name}: its torch.profiler trace nests too deeply") from e
-    return _check_torch_doc(doc, f"the torch trace in {name}")
+    return check_torch_doc(doc, f"the torch trace in {name}")
 
 
 def _too_large(stored_bytes: int, limit: int) -> str:
@@ -132,7 +132,7 @@ def stored(path, notes: list[str] | None = None) -> dict | None:
     none does. notes: as read's."""
     if not os.path.isdir(path):
         return read(path, notes)
-    from .job import folder_files
+    from .auto_job import folder_files
 
     found = folder_files(os.fspath(path))
     if os.path.basename(found.get(0, "")) == "auto.npz":
@@ -167,7 +167,7 @@ def rank_coverage(doc: dict, table) -> dict:
 def merge_rank(doc: dict, table, path) -> dict:
     """One process's torch trace and table as one Chrome JSON trace (merge_torch_trace);
     returns its info (alignment, coverage) with `notes` (steps that disagree)."""
-    from ..export.merge import merge_torch_trace
+    from .merge import merge_torch_trace
 
     info = merge_torch_trace(doc, [table], path)
     note = step_note(doc, table)
@@ -191,7 +191,7 @@ def step_note(doc: dict, table, who: str = "") -> str | None:
 
 
 def _steps(values: list[int]) -> str:
-    from .schedule import step_runs
+    from ..wire.auto_schedule import step_runs
 
     return step_runs(values) if values else "no ProfilerStep#N"
 
@@ -205,9 +205,9 @@ def merge_job(tables: list, docs: list, path) -> dict:
     (`GPU r · SM s`, the kernels it did not record drawn on them); or native Perfetto
     (.perfetto-trace, export.torch_perfetto: rank r's torch tracks `GPU r · ...` beside its
     SMs). See the module doc for the time axis. Returns {"ranks": {rank: alignment}, "coverage": {rank: coverage}, "notes"}."""
-    from ..export.chrome import moved_rows, ranks_json, time_origin
-    from ..export.merge import _coverage, _timelines, _write_json, earliest_ns, torch_format
     from ..report.coverage import kernel_table
+    from .chrome import moved_rows, ranks_json, time_origin
+    from .merge import earliest_ns, rank_timelines, torch_coverage_bars, torch_format, write_json
 
     if len(tables) != len(docs):  # internal: the CLI reads one per rank file
         raise ValueError("one torch trace (or None) per table")
@@ -219,7 +219,7 @@ def merge_job(tables: list, docs: list, path) -> dict:
         seen.add(r)
         placed.append((r, t, doc, *_place(t, doc)))
     ranks = [(r, parts) for r, _, _, parts, _ in placed]
-    timelines = _timelines(ranks)
+    timelines = rank_timelines(ranks)
     # One time origin near the rows, every rank's torch rows moved onto it exactly.
     base = time_origin(earliest_ns(ranks), [d for d in docs if d is not None])
     torch_doc: dict = {"traceEvents": [], "displayTimeUnit": "ms", "baseTimeNanoseconds": base}
@@ -236,7 +236,7 @@ def merge_job(tables: list, docs: list, path) -> dict:
             continue
         table = kernel_table(doc)
         one = [timelines[k]]
-        cov, drawn = _coverage(doc, table, [(r, parts)], one)
+        cov, drawn = torch_coverage_bars(doc, table, [(r, parts)], one)
         timelines[k] = one[0]
         covs[r] = cov
         other.update(drawn)
@@ -256,11 +256,11 @@ def merge_job(tables: list, docs: list, path) -> dict:
         if note:
             notes.append(note)
     if native:
-        from ..export.merge import _drawings, recorded_steps
-        from ..export.torch_perfetto import write_merged
+        from .merge import rank_drawings, recorded_steps
+        from .torch_perfetto import write_merged
 
         lines = [f"rank {r}: aligned by {a['method']}" for r, a in infos.items()]
-        drawings = _drawings(timelines)
+        drawings = rank_drawings(timelines)
         focus = recorded_steps([d for _, d in rank_docs], drawings)
         if len(timelines) == 1:  # one rank: its tracks named as `run --torch` names them
             rank_docs = [(None, d) for _, d in rank_docs]
@@ -273,27 +273,27 @@ def merge_job(tables: list, docs: list, path) -> dict:
         "sm_profiler_time_origin": moved,
     }
     out = ranks_json(timelines, base, torch_doc, other=other, **keys)
-    _write_json(out, path)
+    write_json(out, path)
     return {"ranks": infos, "coverage": covs, "notes": notes}
 
 
 def _place(table, doc):
     """(the table's per-launch parts on the host clock of its torch trace, how) of one rank:
     by its kernels' CUPTI rows, else its clock samples, else as recorded."""
-    from ..export.merge import _launch_parts, alignment_error, cupti_kernels, kernels_offset, shift
-    from .table import clock_offset_ns
+    from ..trace.auto_table import clock_offset_ns
+    from .merge import alignment_error, cupti_kernels, kernels_offset, launch_parts, shift
 
     clocked = bool(table.sessions) and all(clock_offset_ns(s) is not None for s in table.sessions)
     info: dict = {"torch": doc is not None}
     if doc is not None:
         rows = cupti_kernels(doc)
-        parts = _launch_parts(table.decode())
+        parts = launch_parts(table.decode())
         off = kernels_offset(parts, rows)
         if off is not None:
             parts = [shift(p, -off) for p in parts]
             info.update(method="kernels", offset_ns=off)
         elif clocked:
-            parts = _launch_parts(table.on_host_clock().decode())
+            parts = launch_parts(table.on_host_clock().decode())
             info.update(method="clock")
         else:
             info.update(method="none")

@@ -2,7 +2,7 @@
 
 `read_buffer` checks a GPU's buffer (format.py, "auto mode") and returns its written records as
 columns (`ROW_COLUMNS`), with the counts its header and areas prove (claimed, kept, dropped). `split_launches`
-groups rows into launches: a launch is its rows, never its grid (AutoTable, table.py, holds both).
+groups rows into launches: a launch is its rows, never its grid (AutoTable, trace/auto_table.py, holds both).
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import FormatError
-from ..wire import format as fmt
+from . import format as fmt
 
 LOW32 = fmt.LOW32
 
 # One row per program (per warp at level="warp"), as read from the device, each column in the
-# narrowest dtype that holds what a record can say (the table widens what it keeps: table.py).
+# narrowest dtype that holds what a record can say (the table widens what it keeps: trace/auto_table.py).
 ROW_COLUMNS = {
     "gpu": np.int32,
     "sm": np.uint16,  # 16 bits of the record's sm word
@@ -229,8 +229,8 @@ def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     start, end = rows["start_ns"], rows["end_ns"]
-    key = _dense((rows["gpu"], rows["grid_id"], rows["kernel"]))
-    prog = _dense((rows["x"], rows["y"], rows["z"], rows["warp"]))
+    key = dense_ids((rows["gpu"], rows["grid_id"], rows["kernel"]))
+    prog = dense_ids((rows["x"], rows["y"], rows["z"], rows["warp"]))
     # Keys in which some program recurs: graph replays.
     o = np.lexsort((prog, key))
     ko, po = key[o], prog[o]
@@ -267,7 +267,7 @@ def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     occ[o2] = idx - last_head
     del last_head
     del o2, head, idx
-    launch_key = _dense((occ, seg))
+    launch_key = dense_ids((occ, seg))
     del occ, seg
     # Launches numbered by their first start (ties: by key).
     first_t = np.full(int(launch_key.max()) + 1, np.iinfo(np.int64).max, np.int64)
@@ -286,7 +286,7 @@ def split_launches(rows: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]
     return order, launch[by_launch]
 
 
-def _dense(cols: tuple) -> np.ndarray:
+def dense_ids(cols: tuple) -> np.ndarray:
     """Dense ids (0..k-1, in sorted order of the columns, the last column most significant);
     int32 below 2**31 rows."""
     n = len(cols[0])

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..wire import format as fmt
+from . import format as fmt
 
 _COMPACT_MIN = 1 << 16  # launches held before the first look for overwritten ones
 
