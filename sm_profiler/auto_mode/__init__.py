@@ -1,6 +1,9 @@
 """Auto mode: every Triton and Gluon kernel of a region, instrumented by the compiler, no source
-change (docs/auto.md). One feature across the layers, beside record/: each module's layer is
-placed by name in tests/host/test_layers.py (docs/architecture.md).
+change (docs/auto.md). The recording front end, one layer at the API's level (it may import
+everything below; nothing below imports it): what it records is read by the layers, its buffer
+and file in wire/ (auto_records.py, auto_areas.py, auto_schedule.py, auto_file.py), its table in
+trace/auto_table.py, its report in report/auto_report.py, its rank files in export/auto_job.py
+and export/auto_torch_parts.py (docs/architecture.md).
 `sm_profiler.auto()` makes an AutoProfiler::
 
     with sm_profiler.auto() as prof:
@@ -10,12 +13,12 @@ placed by name in tests/host/test_layers.py (docs/architecture.md).
 
 binding.py meets Triton, Inductor and the driver (driver.py: the libcuda calls; state.py: what is
 on, the buffers, the copy-out; graph_switch.py and graph_stage.py: a CUDA graph's off clone and
-its staged replays); rewrite.py splices the record into PTX (the text is ptx.py's); records.py reads a GPU's buffer into rows and groups them into launches;
-table.py holds rows, launches, kernels and GPUs (AutoTable: save, load, decode); report.py the
-report; schedule.py the steps recorded; job.py the ranks of a torchrun job; script.py runs a
-script under `sm-profiler run`, stop_signals.py its stop signals, rescue.py the read of a
-stopped run's buffers while its GPU is stuck; flight.py the flight recorder (every step in the
-ring, the last steps written when something goes wrong), flight_triggers.py when it writes.
+its staged replays); rewrite.py splices the record into PTX (the text is ptx.py's); registers.py
+keeps the record's registers; session.py is the AutoProfiler; script.py runs a script under
+`sm-profiler run`, stop_signals.py its stop signals, rescue.py the read of a stopped run's
+buffers while its GPU is stuck; torch_profiler.py torch.profiler beside the recorded steps;
+flight.py the flight recorder (every step in the ring, the last steps written when something
+goes wrong), flight_triggers.py when it writes.
 """
 
 from __future__ import annotations

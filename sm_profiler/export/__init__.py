@@ -1,5 +1,6 @@
-"""Writers: Perfetto and Chrome JSON traces (by name or file extension), PNG, merged ranks.
-May import report/, trace/, wire/ and the basics; never record/ or the CLI.
+"""Writers: Perfetto and Chrome JSON traces (by name or file extension), PNG, merged ranks (and
+auto mode's rank files: auto_job.py, auto_torch_parts.py). May import report/, trace/, wire/
+and the basics; never record/, auto_mode/ or the CLI.
 
 Data flows one way: a decoded `TraceData` -> its `Timeline` (sm_profiler.trace.timeline: every
 track, its order, name and contents, built here with the user's options) -> its `Drawing`

@@ -176,19 +176,19 @@ def _disabled_context():
 @gluon.jit
 def profiler_event_start(ctx, event_id: gl.constexpr, after=None):
     """Begin a range of event `event_id` (constexpr, 0..4095). Returns the updated context."""
-    return record_event(ctx, event_id, _KIND_BEGIN, after)
+    return _record(ctx, event_id, _KIND_BEGIN, after)
 
 
 @gluon.jit
 def profiler_event_end(ctx, event_id: gl.constexpr, after=None):
     """End the innermost open range of `event_id`. `after=value` stamps only once value is ready."""
-    return record_event(ctx, event_id, _KIND_END, after)
+    return _record(ctx, event_id, _KIND_END, after)
 
 
 @gluon.jit
 def profiler_event_instant(ctx, event_id: gl.constexpr, after=None):
     """Record a point event."""
-    return record_event(ctx, event_id, _KIND_INSTANT, after)
+    return _record(ctx, event_id, _KIND_INSTANT, after)
 
 
 @gluon.jit
@@ -199,7 +199,7 @@ def profiler_flush(ctx):
 
 
 @gluon.jit
-def record_event(ctx, event_id: gl.constexpr, kind: gl.constexpr, after):
+def _record(ctx, event_id: gl.constexpr, kind: gl.constexpr, after):
     # The Triton ops' event (triton_ops.record_event, which also turns a scalar `after` into the
     # dependency register); a tensor `after` is reduced here first, as Gluon's tensors need.
     records, cursor, capacity, leader, stage, last = ctx
