@@ -1112,7 +1112,10 @@ def _gpu_shapes(kt, doc, device: int, sms_ours: int, rows: dict) -> dict:
 
 
 def _device_properties(doc, device: int) -> dict | None:
-    for k, p in enumerate(doc.get("deviceProperties") or []):
+    """The trace's deviceProperties entry of `device`, None where the trace holds none (or not
+    a list of objects: a hand-edited or damaged trace, as the fuzz test makes)."""
+    props = doc.get("deviceProperties")
+    for k, p in enumerate(props if isinstance(props, list) else []):
         if isinstance(p, dict) and p.get("id", k) == device:
             return p
     return None
