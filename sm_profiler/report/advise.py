@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -141,7 +143,7 @@ class Advice:
 # -- the computation ----------------------------------------------------------------------------
 
 
-def advise(table, cupti=None) -> Advice:
+def advise(table, cupti=None, measures: LaunchMeasures | None = None) -> Advice:
     """The ranked findings of an AutoTable (or a list of them: several ranks, joined).
 
     cupti: torch.profiler's kernel rows of the same steps, for host gaps over every kernel the
@@ -149,7 +151,9 @@ def advise(table, cupti=None) -> Advice:
     --torch` stores one in each rank file: export/auto_torch_parts.read) or its
     coverage.kernel_table; for several ranks, {rank: either}. A trace that is not of these
     launches (another rank or GPU, other steps, clocks that do not line up) is left out, said
-    in the notes: those GPUs' host gaps count the instrumented kernels only."""
+    in the notes: those GPUs' host gaps count the instrumented kernels only.
+    measures: launch_measures(table) where they were found already (a job's ranks, each from its
+    summary: then the table's rows are not read)."""
     if isinstance(table, (list, tuple)):
         from ..trace.auto_table import AutoTable
 
@@ -159,26 +163,13 @@ def advise(table, cupti=None) -> Advice:
     if n_launch == 0:
         return Advice([], "empty", notes=["no launch was recorded: nothing to rank"])
     inputs, input_notes = ({}, []) if cupti is None else cupti_inputs(cupti, table)
-    names = np.array(table.kernel_names() or ["kernel 0"], dtype=object).astype(str)
-    uniq_names, name_of_kernel = np.unique(names, return_inverse=True)
-    name_of_kernel = name_of_kernel.reshape(-1)
-    n_names = len(uniq_names)
-    l_name = name_of_kernel[np.asarray(L["kernel"], np.int64)]
-    gpu_of_session = table.gpu_ids()
-    l_session = np.asarray(L["session"], np.int64)
-    l_gpu = gpu_of_session[l_session]
-    n_gpu = int(gpu_of_session.max()) + 1
-    rank_of_gpu = np.zeros(n_gpu, np.int64)
-    gpu_no = np.zeros(n_gpu, np.int64)
-    ranks = table.ranks()
-    for s, g in enumerate(gpu_of_session.tolist()[: len(table.sessions)]):
-        rank_of_gpu[g] = ranks[s]
-        gpu_no[g] = metadata_count(table.sessions[s].get("gpu")) if table.sessions else 0
+    keys = _launch_keys(table)
+    uniq_names, n_gpu, rank_of_gpu, gpu_no = keys.names, keys.n_gpu, keys.rank_of_gpu, keys.gpu_no
     several_ranks = len(np.unique(rank_of_gpu)) > 1
-
-    la = _launch_columns(table, l_gpu, l_name)
-    la["gpu"], la["name"] = l_gpu, l_name
-
+    if measures is None:
+        measures = launch_measures(table, keys)
+    la = dict(measures.columns)
+    la["gpu"], la["name"] = keys.gpu, keys.name
     # Steps: the recorded ones, less those that compiled; else the whole recording as one.
     step = np.asarray(L["step"], np.int64)
     notes: list[str] = []
@@ -206,7 +197,7 @@ def advise(table, cupti=None) -> Advice:
     cells = _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis)
     every = None
     if cupti is not None:
-        where = (rank_of_gpu, gpu_no, gpu_of_session)
+        where = (rank_of_gpu, gpu_no, table.gpu_ids())
         every = _every_kernel(inputs, table, la, keep, steps, cells, uniq_names, where)
         notes += input_notes + every["notes"]
     findings: list[Finding] = []
@@ -215,15 +206,97 @@ def advise(table, cupti=None) -> Advice:
         return _done(
             findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table, every
         )
-    findings += _kernel_findings(la, keep, table, uniq_names, cells, (rank_of_gpu, gpu_no))
+    where = (rank_of_gpu, gpu_no)
+    findings += _kernel_findings(la, keep, measures.long_programs, uniq_names, cells, where)
     if every is not None:
-        findings += _shape_findings(every, inputs, la, cells, (rank_of_gpu, gpu_no))
+        findings += _shape_findings(every, inputs, la, cells, where)
     findings += _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several_ranks, every)
     if several_ranks:
-        findings += _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, n_names)
+        findings += _rank_finding(cells, la, keep, uniq_names, rank_of_gpu, gpu_no, len(uniq_names))
     findings = [f for f in findings if f.estimate_ns_per_step > 0]
     findings.sort(key=lambda f: (-f.estimate_ns_per_step, KINDS.index(f.kind), f.kernel or ""))
     return _done(findings, basis, steps, left_out, cells, n_gpu, rank_of_gpu, notes, table, every)
+
+
+class LaunchKeys(NamedTuple):
+    """Each launch's GPU and kernel name as advise numbers them: names (sorted, unique), name
+    (per launch, its index into names), gpu (per launch, table.gpu_ids()'s number of its (rank,
+    GPU)), n_gpu, and per GPU its rank and GPU number (metadata)."""
+
+    names: np.ndarray
+    name: np.ndarray
+    gpu: np.ndarray
+    n_gpu: int
+    rank_of_gpu: np.ndarray
+    gpu_no: np.ndarray
+
+
+def _launch_keys(table) -> LaunchKeys:
+    L = table.launches
+    names = np.array(table.kernel_names() or ["kernel 0"], dtype=object).astype(str)
+    uniq_names, name_of_kernel = np.unique(names, return_inverse=True)
+    l_name = name_of_kernel.reshape(-1)[np.asarray(L["kernel"], np.int64)]
+    gpu_of_session = table.gpu_ids()
+    l_gpu = gpu_of_session[np.asarray(L["session"], np.int64)]
+    n_gpu = int(gpu_of_session.max()) + 1
+    rank_of_gpu = np.zeros(n_gpu, np.int64)
+    gpu_no = np.zeros(n_gpu, np.int64)
+    ranks = table.ranks()
+    for s, g in enumerate(gpu_of_session.tolist()[: len(table.sessions)]):
+        rank_of_gpu[g] = ranks[s]
+        gpu_no[g] = metadata_count(table.sessions[s].get("gpu")) if table.sessions else 0
+    return LaunchKeys(uniq_names, l_name, l_gpu, n_gpu, rank_of_gpu, gpu_no)
+
+
+@dataclass
+class LaunchMeasures:
+    """What advise reads of a table's programs: per launch, _launch_columns' columns (programs,
+    SMs, waves, the tail, the last wave, the three launch estimates, ...); and the long programs
+    (the tail's evidence) of a launch, by its index: from the rows when asked (ProgramsOf), or
+    of the launches tail_candidates names (a dict). With these, advise reads the launches alone:
+    a job's ranks joined from their summaries (issue 57)."""
+
+    columns: dict[str, np.ndarray]
+    long_programs: Mapping[int, list[dict]]
+
+
+class ProgramsOf(Mapping):
+    """The long programs of a table's launch i (_long_programs), read from its rows when asked."""
+
+    def __init__(self, table, la: dict[str, np.ndarray]):
+        self.table, self.la = table, la
+
+    def __getitem__(self, i: int) -> list[dict]:
+        return _long_programs(self.table, self.la, int(i))
+
+    def __iter__(self):
+        return iter(range(self.table.num_launches))
+
+    def __len__(self) -> int:
+        return self.table.num_launches
+
+
+def launch_measures(table, keys: LaunchKeys | None = None) -> LaunchMeasures:
+    """The LaunchMeasures of an AutoTable, from its rows."""
+    keys = _launch_keys(table) if keys is None else keys
+    la = _launch_columns(table, keys.gpu, keys.name)
+    return LaunchMeasures(la, ProgramsOf(table, la))
+
+
+def tail_candidates(table, la: dict[str, np.ndarray]) -> np.ndarray:
+    """The launches a tail finding may take its evidence from, whichever steps are kept: the
+    launch of its (GPU, kernel) with the largest estimate over the steps kept (the last of
+    equals in launch order). Within a (step, GPU) the estimates are one scale of the launches'
+    tails, so that launch is one of the (GPU, kernel, step)'s largest tails (the last of equals
+    in the order AutoTable.concat gives a job's launches: by start, then index)."""
+    keys = _launch_keys(table)
+    tail = la["tail"]
+    step = np.asarray(table.launches["step"], np.int64)
+    key, _, _ = pair_cells(keys.gpu * (len(keys.names) + 1) + keys.name, step + 1)
+    o = np.lexsort((np.arange(len(tail)), la["start"], tail, key))
+    last = np.r_[key[o][1:] != key[o][:-1], True] if len(o) else np.zeros(0, bool)
+    picks = o[last]
+    return np.sort(picks[tail[picks] > 0])
 
 
 # The note that host gaps are the instrumented kernels' only (the report's fix text says it).
@@ -510,7 +583,7 @@ def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.nda
     }
 
 
-def _kernel_findings(la, keep, table, uniq_names, cells, where) -> list[Finding]:
+def _kernel_findings(la, keep, long_programs, uniq_names, cells, where) -> list[Finding]:
     """The partial-wave, tail and idle-SM findings of the kept launches, each launch's
     estimates scaled by its cell's union / sum of spans (streams)."""
     k = np.flatnonzero(keep)
@@ -518,14 +591,15 @@ def _kernel_findings(la, keep, table, uniq_names, cells, where) -> list[Finding]
     out = []
     for kind in ("partial_wave", "tail", "idle_sms"):
         est = la[kind][k] * scale
-        out += _launch_findings(kind, est, k, la, table, uniq_names, cells, where)
+        out += _launch_findings(kind, est, k, la, long_programs, uniq_names, cells, where)
     return out
 
 
-def _launch_findings(kind, est, k, la, table, uniq_names, cells, where) -> list[Finding]:
+def _launch_findings(kind, est, k, la, long_programs, uniq_names, cells, where) -> list[Finding]:
     """One finding per kernel name with a positive estimate of `kind`: on the GPU where its mean
     per step is largest; its evidence from the launch of that GPU with the largest estimate.
-    where: (rank, GPU number) of each GPU."""
+    where: (rank, GPU number) of each GPU; long_programs: the tail's evidence, by launch
+    (LaunchMeasures)."""
     rank_of_gpu, gpu_no = where
     if not len(k):
         return []
@@ -562,7 +636,7 @@ def _launch_findings(kind, est, k, la, table, uniq_names, cells, where) -> list[
         }
         ev.update(_launch_evidence(la, i))
         if kind == "tail":
-            ev["long_programs"] = _long_programs(table, la, i)
+            ev["long_programs"] = long_programs[i]
         out.append(_finding(kind, str(uniq_names[j]), rank_of_gpu[g], gpu_no[g], v, step_ns, ev))
     return out
 

@@ -364,14 +364,16 @@ _WORST = 3  # launches of the longest tails the report names
 _KEPT = ("capture", "start_ns", "span_ns")
 
 
-def report_parts(trace: TraceData) -> ReportParts:
+def report_parts(trace: TraceData, chunks=None) -> ReportParts:
     """ReportParts of `trace`, from launch_table a chunk of launches at a time: what the
-    report keeps of each launch is three columns, not the table's eleven."""
+    report keeps of each launch is three columns, not the table's eleven. chunks: the launch
+    table's chunks where they were found already (a job's ranks, from their summaries: then the
+    trace's programs are not read)."""
     sums = KernelSums(trace)
     kept = {k: [] for k in _KEPT}
     worst: dict[str, np.ndarray] | None = None
     programs, base = 0, 0
-    for t in launch_chunks(trace):
+    for t in launch_chunks(trace) if chunks is None else chunks:
         sums.add(t)
         programs += int(t["programs"].sum())
         for k in _KEPT:
@@ -396,13 +398,15 @@ def format_report(
     parts: ReportParts | None = None,
     cupti: dict | None = None,
     torch_trace=None,
+    measures=None,
 ) -> str:
     """The auto-mode report of `trace` at `width` columns (default: the terminal's); `parts`:
     report_parts(trace) when it was found already (one report at two widths); `cupti`: the
     share seen from torch.profiler's CUPTI rows (coverage.report_share), which then replaces
     the records' own estimate and names the largest kernels not seen inside; `torch_trace`:
     torch.profiler's trace of the steps (or {rank: trace}), whose kernel rows "What to fix
-    first" takes its host gaps over (advise's `cupti`)."""
+    first" takes its host gaps over (advise's `cupti`); `measures`: advise's launch measures
+    where they were found already."""
     if width is None:
         width = shutil.get_terminal_size((100, 24)).columns
     width = max(width, 40)
@@ -434,6 +438,30 @@ def format_report(
             "the production ones'",
             width,
         )
+    lines += kernel_lines(kernels, width, top)
+    steps = step_lines(trace, t, width, cupti)
+    if cupti is not None and not steps:
+        steps = ["", *cupti_lines(cupti, None, width)]
+    lines += steps
+    lines += rank_lines(trace, t, width)
+    if len(worst["capture"]):
+        lines += ["", *wrap("longest tails:", width)]
+        t = worst
+        for i in range(len(worst["capture"])):
+            lines += wrap(
+                f"  {printable(trace.capture_name(int(t['capture'][i])))}: SM "
+                f"{int(t['last_sm'][i])} ends {format_time(int(t['tail_ns'][i]))} after the "
+                f"median SM (span {format_time(int(t['span_ns'][i]))}, "
+                f"{float(t['waves'][i]):.1f} waves, idle {float(t['idle_pct'][i]):.0f}%)",
+                width,
+            )
+    lines += fix_first_lines(trace, width, torch_trace, measures)
+    return "\n".join(lines) + "\n"
+
+
+def kernel_lines(kernels: list[KernelReport], width: int, top: int) -> list[str]:
+    """The report's kernel table (the `top` kernels by time) and what its columns mean."""
+    lines: list[str] = []
     total = sum(k.total_ns for k in kernels) or 1
     rows = [
         [
@@ -473,31 +501,14 @@ def format_report(
         "mean SM busy time",
         width,
     )
-    steps = step_lines(trace, t, width, cupti)
-    if cupti is not None and not steps:
-        steps = ["", *cupti_lines(cupti, None, width)]
-    lines += steps
-    lines += rank_lines(trace, t, width)
-    if len(worst["capture"]):
-        lines += ["", *wrap("longest tails:", width)]
-        t = worst
-        for i in range(len(worst["capture"])):
-            lines += wrap(
-                f"  {printable(trace.capture_name(int(t['capture'][i])))}: SM "
-                f"{int(t['last_sm'][i])} ends {format_time(int(t['tail_ns'][i]))} after the "
-                f"median SM (span {format_time(int(t['span_ns'][i]))}, "
-                f"{float(t['waves'][i]):.1f} waves, idle {float(t['idle_pct'][i]):.0f}%)",
-                width,
-            )
-    lines += fix_first_lines(trace, width, torch_trace)
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def fix_first_lines(trace: TraceData, width: int, torch_trace=None) -> list[str]:
+def fix_first_lines(trace: TraceData, width: int, torch_trace=None, measures=None) -> list[str]:
     """The "What to fix first" section (sm_profiler/advise.py) of an auto trace whose table
     recorded steps, its host gaps over every kernel where `torch_trace` (advise's `cupti`)
     holds CUPTI's rows; none otherwise. A torch trace that cannot be read is said, and left
-    out."""
+    out. measures: advise's, where they were found already."""
     table = trace.table
     if not table.num_launches or not (table.launches["step"] >= 0).any():
         return []  # only auto mode's AutoTable records steps
@@ -505,9 +516,9 @@ def fix_first_lines(trace: TraceData, width: int, torch_trace=None) -> list[str]
     from .advise import advise, advise_lines
 
     try:
-        advice = advise(table, cupti=torch_trace)
+        advice = advise(table, cupti=torch_trace, measures=measures)
     except SmProfilerError as e:
-        advice = advise(table)
+        advice = advise(table, measures=measures)
         advice.notes.insert(0, f"the torch trace was left out: {e}")
     return advise_lines(advice, width)
 

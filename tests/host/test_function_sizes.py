@@ -16,11 +16,6 @@ MAX_LINES = 80
 # qualified name -> (lines it may have at most, why it is one function). By name alone, so that
 # a module moving to another folder keeps its entry.
 ALLOWED = {
-    "format_report": (
-        103,
-        "auto mode's report: its sections in one pass over the model, in print order "
-        "(moving to report/ with issue 53's items 1 and 2, which rebuild it)",
-    ),
     "build": (
         96,
         "trace/timeline.py: the order of the timeline's steps (filters, cut gaps, packing, "
@@ -35,11 +30,6 @@ ALLOWED = {
         91,
         "advise: CUPTI's kernel rows per GPU matched onto our clock, then gaps per cell; one "
         "pass whose steps share the alignment",
-    ),
-    "advise": (
-        86,
-        "the advisor's entry: its findings gathered in ranking order, each computed by a "
-        "function of its own",
     ),
     "profiler_init": (
         83,
