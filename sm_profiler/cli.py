@@ -10,6 +10,8 @@
     sm-profiler open TRACE                serve a trace (or a capture, exported first) to
                                           ui.perfetto.dev from 127.0.0.1
     sm-profiler advise FILE [--json]      what to fix first: recoverable time per step, ranked
+    sm-profiler summarize FILE...         each auto-mode file's summary beside it, which
+                                          stats DIR and advise DIR read of a rank
     sm-profiler diff BEFORE AFTER         what changed between two auto-mode runs, and what
                                           BEFORE's advice recovered
     sm-profiler run -- SCRIPT [ARGS]      run a Python program in auto mode: every Triton and
@@ -94,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     _info_parser(sub)
     _stats_parser(sub)
     _advise_parser(sub)
+    _summarize_parser(sub)
     _export_parser(sub)
     _merge_parser(sub)
     _query_parser(sub)
@@ -163,6 +166,30 @@ def _advise_parser(sub) -> None:
     c.add_argument("--steps", default=None, metavar="STEPS", help="these steps only")
     c.set_defaults(func=cmd_advise)
     _add_diff(sub)
+
+
+def _summarize_parser(sub) -> None:
+    """`sm-profiler summarize FILE...`: each rank file's summary beside it (issue 57)."""
+    c = sub.add_parser(
+        "summarize",
+        help="write each auto-mode file's summary beside it, for stats DIR and advise DIR",
+        description="Write the summary of each auto-mode file (a rank file, auto.npz; a run's "
+        "folder: each of its rank files) beside it as FILE.summary.json: what `stats DIR` and "
+        "`advise DIR` read of a rank instead of its records (`sm-profiler run` writes it; this "
+        'writes it for files recorded before, or again). docs/format.md, "Rank summaries".',
+    )
+    c.add_argument(
+        "files", nargs="+", metavar="FILE", help="auto-mode files, or run folders of rank files"
+    )
+    c.set_defaults(func=cmd_summarize)
+
+
+def cmd_summarize(args: argparse.Namespace) -> int:
+    from .export.job_summaries import write_summaries
+
+    for path, size in write_summaries(args.files):
+        print(f"sm-profiler summarize: wrote {path} ({size / 1024:,.0f} KiB)")
+    return 0
 
 
 def _export_parser(sub) -> None:
@@ -761,6 +788,8 @@ def _info_auto(path: str, table, out) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    if args.by is None and _job_folder(args.capture):
+        return _stats_job(args)
     trace = _decoded(args.capture, args.steps)
     from .report.auto_report import is_auto, print_report
 
@@ -816,6 +845,8 @@ def _stored_torch(path: str, table=None):
 def cmd_advise(args: argparse.Namespace) -> int:
     from .report.advise import advise, advise_lines
 
+    if _job_folder(args.capture):
+        return _advise_job(args)
     if os.path.isdir(args.capture):
         from .export import auto_job as jobs
 
@@ -836,6 +867,83 @@ def cmd_advise(args: argparse.Namespace) -> int:
         except SmProfilerError as e:  # a torch trace whose rows cannot be read: without it
             print(f"note: the torch trace was left out: {e}", file=sys.stderr)
             advice = advise(table)
+    if args.json:
+        print(advice.to_json(args.top))
+        return 0
+    width = args.width or shutil.get_terminal_size((100, 24)).columns
+    print("\n".join(advise_lines(advice, width, args.top)[1:]))  # [0]: the blank line before it
+    return 0
+
+
+# -- a job's answer from its ranks' summaries (issue 57) -----------------------------------------
+
+
+def _job_folder(path: str) -> bool:
+    """Whether `path` is a run's folder that `stats` and `advise` answer from its ranks'
+    summaries (export/job_summaries.py)."""
+    if not os.path.isdir(path):
+        return False
+    from .export.job_summaries import summary_folder
+
+    return summary_folder(path)
+
+
+def _job(args: argparse.Namespace):
+    """(the JobInputs of the run folder args.capture, the trace of its launches, the torch
+    traces its rank files carry or None); what was read from records and which ranks are
+    missing said on stderr."""
+    from .export.job_summaries import load_job
+
+    with stage("reading the ranks' summaries"):
+        job = load_job(args.capture, args.steps)
+    if job.from_records:
+        n, total = len(job.from_records), len(job.paths)
+        print(
+            f"note: {n} of {total} rank files had no summary and were read whole (slower): "
+            f"`sm-profiler summarize {os.path.join(args.capture, 'auto.rank*.npz')}` writes them",
+            file=sys.stderr,
+        )
+    for note in job.notes:
+        print(f"note: {note}", file=sys.stderr)
+    docs = _stored_torch(args.capture)[1] if job.torch_trace else None
+    return job, job.launches.job_table.decode(), docs
+
+
+def _stats_job(args: argparse.Namespace) -> int:
+    """`stats DIR`: the report of every rank, from the ranks' summaries."""
+    from .report.auto_report import format_report, report_parts
+
+    job, trace, docs = _job(args)
+    table = trace.table
+    cupti = (
+        _stored_torch(args.capture, table)[0] if docs is not None and args.steps is None else None
+    )
+    parts = report_parts(trace, chunks=[job.launches.report])
+    text = format_report(
+        trace,
+        width=args.width,
+        parts=parts,
+        cupti=cupti,
+        torch_trace=docs,
+        measures=job.launches.measures,
+    )
+    print(text, end="")
+    return 0
+
+
+def _advise_job(args: argparse.Namespace) -> int:
+    """`advise DIR`: what to fix first over every rank, from the ranks' summaries."""
+    from .report.advise import advise, advise_lines
+
+    job, trace, docs = _job(args)
+    measures = job.launches.measures
+    with stage("advising"):
+        try:
+            advice = advise(trace.table, cupti=docs, measures=measures)
+        except SmProfilerError as e:  # a torch trace whose rows cannot be read: without it
+            print(f"note: the torch trace was left out: {e}", file=sys.stderr)
+            advice = advise(trace.table, measures=measures)
+    advice.notes += job.notes
     if args.json:
         print(advice.to_json(args.top))
         return 0

@@ -23,7 +23,8 @@ from ..paths import atomic_output, check_writable
 from ..progress import stage_for
 from .stop_signals import Stopped, StopSignals
 
-OUTPUTS = ("auto.npz", "auto.perfetto-trace", "auto_stats.txt")
+# auto.npz.summary.json: its summary, what `stats DIR` and `advise DIR` read (issue 57).
+OUTPUTS = ("auto.npz", "auto.npz.summary.json", "auto.perfetto-trace", "auto_stats.txt")
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,16 @@ def write_known(prof, out_dir: str, job=None) -> None:
     print(f"sm-profiler run: wrote {stem}.npz (no record read: what the host knows)")
 
 
+def _write_summary(prof, path: str, doc) -> None:
+    """The summary of the records just written to `path`, beside it (path.summary.json): what
+    `stats DIR` and `advise DIR` read of this rank (issue 57)."""
+    from ..report.rank_summary import summarize
+    from ..wire.summary_file import write_summary
+
+    with stage_for("writing its summary", prof.captures().num_rows):
+        write_summary(path, summarize(prof.captures(), doc))
+
+
 def _make_folder(out_dir: str) -> None:
     try:
         os.makedirs(out_dir, exist_ok=True)
@@ -363,6 +374,7 @@ def write_outputs(prof, out_dir: str, width: int | None, torch_json: bool = Fals
     _make_folder(out_dir)
     with stage_for("writing auto.npz", len(trace)):  # first: a stopped run's time is short
         prof.save(os.path.join(out_dir, "auto.npz"))
+    _write_summary(prof, os.path.join(out_dir, "auto.npz"), torch_parts.of(prof))
     merged = _merge_torch(prof, os.path.join(out_dir, "auto"), torch_json)
     _report(trace, out_dir, width, _cupti(merged), torch_parts.of(prof))
     with stage_for("writing auto.perfetto-trace", len(trace)):
@@ -435,8 +447,9 @@ def write_rank_outputs(
     mine = jobs.job_identity()
     prof.captures().metadata["job"] = mine  # which run the file is of (export/auto_job.py)
     prof.save(f"{stem}.npz")  # first (a killed rank's time is short); whole, then renamed
-    merged = _merge_torch(prof, stem, torch_json) if merge else None
     doc = torch_parts.of(prof)
+    _write_summary(prof, f"{stem}.npz", doc)
+    merged = _merge_torch(prof, stem, torch_json) if merge else None
     text = format_report(prof.decode(), width=100, cupti=_cupti(merged), torch_trace=doc)
     _write_text(f"{stem}_stats.txt", text)
     torch_file = os.path.basename(stem) + _torch_suffix(torch_json)

@@ -230,8 +230,8 @@ def load_ranks(paths) -> list:
         if not isinstance(t, AutoTable):
             raise CaptureError(f"{f!r} is not an auto-mode file (sm-profiler run / prof.save)")
         tables.append(t)
-    _check_one_run(files, tables)
-    _check_a_rank_each(files, tables)
+    check_one_run(files, tables)
+    check_a_rank_each(files, tables)
     return tables
 
 
@@ -287,7 +287,7 @@ def _no_rank_files(folder: str) -> str:
     )
 
 
-def _check_one_run(files: list[str], tables: list) -> None:
+def check_one_run(files: list[str], tables: list) -> None:
     """A CaptureError where the files name several runs (files without a run, written before
     runs were named, are taken as they are)."""
     runs: dict[str, tuple[dict, list[str]]] = {}  # run key -> (its identity, its files)
@@ -308,7 +308,7 @@ def _check_one_run(files: list[str], tables: list) -> None:
         )
 
 
-def _check_a_rank_each(files: list[str], tables: list) -> None:
+def check_a_rank_each(files: list[str], tables: list) -> None:
     """A CaptureError where two files hold the recording of one rank: a job's ranks each write
     their own, so these are of two runs (every process `sm-profiler run` profiles alone is rank
     0), which read as one would fuse two recordings into one GPU. Sessions that name no rank

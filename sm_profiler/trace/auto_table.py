@@ -163,7 +163,7 @@ class AutoTable(AutoColumns, LaunchTable):
         rows = {k: np.concatenate([t.rows[k] for t in tables]) for k in ROW_DTYPES}
         launch_base = np.cumsum([0] + n_l[:-1])
         rows["launch"] = rows["launch"] + np.repeat(launch_base, [t.num_rows for t in tables])
-        order = np.lexsort((np.arange(len(L["start_ns"])), L["start_ns"]))
+        order = launch_order(L["start_ns"])
         new_id = np.empty(len(order), np.int64)
         new_id[order] = np.arange(len(order))
         row_launch = new_id[rows["launch"]]
@@ -175,6 +175,19 @@ class AutoTable(AutoColumns, LaunchTable):
         sessions = [dict(s) for t in tables for s in t.sessions]
         check_times(*time_bounds(L["start_ns"], L["end_ns"]), f"{len(tables)} tables joined")
         return AutoTable(rows, L, kernels, sessions, dict(tables[0].metadata))
+
+    @classmethod
+    def of_launches(cls, launches, kernels, sessions, metadata) -> AutoTable:
+        """A table of launches without their programs' rows: a rank's launches as its summary
+        holds them (report/rank_summary.py). What reads launches alone reads it (concat,
+        compile_steps, gpu_ids; advise given its LaunchMeasures, the report given its launch
+        table); it has no row to decode or draw."""
+        L = {
+            k: np.asarray(launches[k], LAUNCH_DTYPES[k]) for k in LAUNCH_DTYPES if k != "first_row"
+        }
+        L["first_row"] = np.cumsum(L["rows"]) - L["rows"]
+        rows = {k: np.zeros(0, t) for k, t in ROW_DTYPES.items()}
+        return cls(rows, L, kernels, sessions, metadata)
 
     def on_host_clock(self) -> AutoTable:
         """The table with each session's times moved onto the host's CLOCK_REALTIME, where the
@@ -472,6 +485,11 @@ class AutoTable(AutoColumns, LaunchTable):
             group_names=groups,
             metadata=meta,
         )
+
+
+def launch_order(start_ns: np.ndarray) -> np.ndarray:
+    """The order AutoTable.concat gives launches: by their first start, then as given."""
+    return np.lexsort((np.arange(len(start_ns)), start_ns))
 
 
 def clock_offset_ns(session: dict) -> int | None:

@@ -63,14 +63,20 @@ def test_each_rank_writes_its_own_files_and_the_first_merges_them(tmp_path, caps
     out = str(tmp_path / "prof")
     # Rank 1 finishes first; rank 0 then finds its file and merges.
     script.write_rank_outputs(RankRegion(1, slower_ns=200), out, 100, _job(1), [0, 1])
-    assert sorted(os.listdir(out)) == ["auto.rank1.npz", "auto.rank1_stats.txt"]
+    assert sorted(os.listdir(out)) == [
+        "auto.rank1.npz",
+        "auto.rank1.npz.summary.json",  # what stats DIR and advise DIR read (issue 57)
+        "auto.rank1_stats.txt",
+    ]
     script.write_rank_outputs(RankRegion(0), out, 100, _job(0), [0, 1])
     names = sorted(os.listdir(out))
     assert names == sorted(
         [
             "auto.rank0.npz",
+            "auto.rank0.npz.summary.json",
             "auto.rank0_stats.txt",
             "auto.rank1.npz",
+            "auto.rank1.npz.summary.json",
             "auto.rank1_stats.txt",
             "auto_stats.txt",
             jobs.MERGED_TRACE,

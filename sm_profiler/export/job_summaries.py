@@ -1,0 +1,190 @@
+"""A job's answer from its ranks' summaries (issue 57, item 2): what `stats DIR` and `advise DIR`
+read of a run's folder.
+
+Each rank file's summary (auto.rank3.npz.summary.json: wire/summary_file.py, written by `run`
+and by `sm-profiler summarize FILE`) is read and checked against the file beside it; a rank
+file without one is summarized from its records in a worker process, whose records are dropped
+once it is done (its summary is not written: `sm-profiler summarize` writes it). The ranks go
+through a pool of one process per core this process may run on (os.sched_getaffinity), a rank
+at a time in each: at most that many ranks' records are ever held, however many ranks the job
+has. What is kept of a rank is its launches and what its programs said of each
+(report/rank_summary.py), joined into one table of the job's launches from which the report and
+the advisor say what they say of every rank's records loaded and joined (AutoTable.concat).
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from itertools import repeat
+
+from ..errors import CaptureError, ConfigError
+from ..report.rank_summary import JobLaunches, RankPart, join_ranks, rank_part, summarize
+from ..text import number_runs, plural
+from ..wire.summary_file import read_summary, rebuild, summary_path, write_summary
+from .auto_job import RANK_FILE, check_a_rank_each, check_one_run, folder_files
+
+
+@dataclass
+class JobInputs:
+    """A run folder's ranks, joined: their launches (JobLaunches), their files, those read from
+    records (no summary), whether any carries a torch trace, and notes (ranks missing)."""
+
+    launches: JobLaunches
+    paths: list[str]
+    from_records: list[str] = field(default_factory=list)
+    torch_trace: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def summary_folder(folder: str) -> bool:
+    """Whether `folder` is a run's folder of rank files (or its one auto.npz), which the job's
+    answer reads from summaries; a folder of flight-recorder dumps is not (read as it was)."""
+    found = folder_files(folder)
+    return all(
+        RANK_FILE.match(os.path.basename(p)) or os.path.basename(p) == "auto.npz"
+        for p in found.values()
+    )
+
+
+def load_job(folder: str, steps: str | None = None, workers: int | None = None) -> JobInputs:
+    """The JobInputs of a run's folder: each rank's summary, or (none, or `steps` given: these
+    steps only) its records summarized in a worker; `workers` processes (default: the cores this
+    process may run on). A CaptureError where a summary disagrees with its records, is damaged
+    or of a newer version, where the files are of several runs or two hold one rank."""
+    files = folder_files(folder)
+    paths = list(files.values())
+    parts, from_records = [], []
+    for part, read in _parts(paths, steps, workers):
+        parts.append(part)
+        if read:
+            from_records.append(part.name)
+    if steps is not None and not any(p.table.num_launches for p in parts):
+        raise ConfigError(f"no launch of {folder!r} is in steps {steps}")
+    tables = [p.table for p in parts]
+    check_one_run(paths, tables)
+    check_a_rank_each(paths, tables)
+    notes = missing_ranks(tables, folder)
+    launches = join_ranks(parts)
+    torch = any(p.torch_trace for p in parts)
+    return JobInputs(launches, paths, from_records, torch, notes)
+
+
+def missing_ranks(tables: list, folder: str) -> list[str]:
+    """A note naming the ranks of the job (WORLD_SIZE, as the sessions say it) that have no file
+    in `folder`, and what the answer is then over; none where every rank is there."""
+    world, present = 0, set()
+    for t in tables:
+        for s in t.sessions:
+            w, r = s.get("world_size"), s.get("rank")
+            if type(w) is int and 0 < w <= 1 << 24:
+                world = max(world, w)
+            if type(r) is int:
+                present.add(r)
+    missing = sorted(set(range(world)) - present)
+    if not missing:
+        return []
+    return [
+        f"rank{'s' if len(missing) > 1 else ''} {number_runs(missing)} of the job's {world} "
+        f"(WORLD_SIZE) {'have' if len(missing) > 1 else 'has'} no file in {folder}: this is "
+        f"the answer of the {plural(len(present), 'rank')} found; copy the missing ranks' "
+        "auto.rankN.npz (or their .summary.json) here for the whole job"
+    ]
+
+
+def _parts(paths: list[str], steps: str | None, workers: int | None):
+    """(RankPart, whether it was read from records) of each rank file, in order."""
+    return _each(rank_of_file, paths, workers, steps)
+
+
+def _each(fn, paths: list[str], workers: int | None, *args):
+    """fn(path, *args) of each path, in order: in a pool of `workers` processes (default: one
+    per core this process may run on) where there are several paths and cores, a path at a
+    time in each for what is slow (records), a few for what is quick (summaries)."""
+    n = workers if workers is not None else len(os.sched_getaffinity(0))
+    n = max(1, min(n, len(paths)))
+    if n == 1:
+        yield from map(fn, paths, *(repeat(a) for a in args))
+        return
+    chunk = max(1, min(16, len(paths) // (8 * n)))
+    pool = ProcessPoolExecutor(n)
+    try:
+        yield from pool.map(fn, paths, *(repeat(a) for a in args), chunksize=chunk)
+    finally:
+        # On an error, the paths not begun are not read (a summary that disagrees stops all).
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def write_summaries(paths, workers: int | None = None):
+    """Write the summary of each auto-mode file in `paths` (a run folder: each of its rank
+    files) beside it; yields (its path, its size in bytes) as each is written."""
+    files: list[str] = []
+    for p in paths:
+        p = os.fspath(p)
+        files += list(folder_files(p).values()) if os.path.isdir(p) else [p]
+    yield from _each(summary_of_file, files, workers)
+
+
+def summary_of_file(path: str) -> tuple[str, int]:
+    """Write the summary of the auto-mode file `path` beside it (with its torch trace, its own
+    findings over every kernel CUPTI saw); returns (the summary's path, its size)."""
+    from .auto_torch_parts import read
+
+    table = _auto_table(path)
+    notes: list[str] = []
+    doc = summarize(table, read(path, notes))
+    spath = write_summary(path, doc)
+    return spath, os.path.getsize(spath)
+
+
+def _auto_table(path: str):
+    from ..trace.auto_table import AutoTable
+    from ..wire.capture import load
+
+    table = load(path)
+    if not isinstance(table, AutoTable):
+        raise CaptureError(
+            f"{path!r} holds captures of the manual ops, not an auto-mode recording: only "
+            "sm-profiler run's files (auto.npz, auto.rankN.npz) have a summary"
+        )
+    return table
+
+
+def rank_of_file(path: str, steps: str | None = None) -> tuple[RankPart, bool]:
+    """A rank file's RankPart: from its summary where it has one (and no `steps` are asked for),
+    checked against it; else from its records (those steps only), which are then dropped.
+    Returns (the part, whether it was read from records)."""
+    spath = summary_path(path)
+    if steps is None and os.path.exists(spath):
+        return rank_part(
+            read_summary(spath, path), spath, f"rebuild it with `{rebuild(path)}`"
+        ), False
+    table = _auto_table(path)
+    if steps is not None:
+        table = _steps_of(table, steps)
+    part = rank_part(summarize(table, reader=False), path, "record it again")
+    part.torch_trace = _has_torch_trace(path)
+    return part, True
+
+
+def _steps_of(table, steps: str):
+    """The launches of `steps` of one rank's table: none (its sessions kept) where it has none
+    of them, as a job's table joined and then selected keeps every rank's sessions."""
+    try:
+        return table.select_steps(steps)
+    except ConfigError:
+        import numpy as np
+
+        return table.select(np.zeros(table.num_launches, bool))
+
+
+def _has_torch_trace(path: str) -> bool:
+    from .auto_torch_parts import MEMBER
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return f"{MEMBER}.npy" in z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
