@@ -14,6 +14,7 @@ the advisor say what they say of every rank's records loaded and joined (AutoTab
 
 from __future__ import annotations
 
+import glob
 import os
 import zipfile
 from concurrent.futures import ProcessPoolExecutor
@@ -23,8 +24,8 @@ from itertools import repeat
 from ..errors import CaptureError, ConfigError
 from ..report.rank_summary import JobLaunches, RankPart, join_ranks, rank_part, summarize
 from ..text import number_runs, plural
-from ..wire.summary_file import read_summary, rebuild, summary_path, write_summary
-from .auto_job import RANK_FILE, check_a_rank_each, check_one_run, folder_files
+from ..wire.summary_file import SUFFIX, read_summary, rebuild, summary_path, write_summary
+from .auto_job import RANK_FILE, check_a_rank_each, check_one_run, folder_files, rank_files
 
 
 @dataclass
@@ -40,8 +41,11 @@ class JobInputs:
 
 
 def summary_folder(folder: str) -> bool:
-    """Whether `folder` is a run's folder of rank files (or its one auto.npz), which the job's
-    answer reads from summaries; a folder of flight-recorder dumps is not (read as it was)."""
+    """Whether `folder` is a run's folder of rank files (or its one auto.npz), or of their
+    summaries alone, which the job's answer reads from summaries; a folder of flight-recorder
+    dumps is not (read as it was)."""
+    if _summaries_alone(folder):
+        return True
     found = folder_files(folder)
     return all(
         RANK_FILE.match(os.path.basename(p)) or os.path.basename(p) == "auto.npz"
@@ -49,13 +53,35 @@ def summary_folder(folder: str) -> bool:
     )
 
 
+def rank_entries(folder: str) -> dict[int, str]:
+    """{rank: its rank file's path} of a run's folder (folder_files), and of the ranks whose
+    summary alone was copied there (auto.rank3.npz.summary.json without auto.rank3.npz: a job's
+    answer needs no rank's records), the path their records would have."""
+    alone = _summaries_alone(folder)
+    if not alone:
+        return folder_files(folder)
+    found = rank_files(folder, strict=True)
+    found.update({r: p for r, p in alone.items() if r not in found})
+    return dict(sorted(found.items()))
+
+
+def _summaries_alone(folder: str) -> dict[int, str]:
+    """{rank: the records' path} of the rank summaries in `folder` whose rank file is not."""
+    out = {}
+    for path in glob.glob(os.path.join(glob.escape(folder), "auto.rank*.npz" + SUFFIX)):
+        records = path[: -len(SUFFIX)]
+        m = RANK_FILE.match(os.path.basename(records))
+        if m and not os.path.exists(records):
+            out[int(m.group(1))] = records
+    return out
+
+
 def load_job(folder: str, steps: str | None = None, workers: int | None = None) -> JobInputs:
     """The JobInputs of a run's folder: each rank's summary, or (none, or `steps` given: these
     steps only) its records summarized in a worker; `workers` processes (default: the cores this
     process may run on). A CaptureError where a summary disagrees with its records, is damaged
     or of a newer version, where the files are of several runs or two hold one rank."""
-    files = folder_files(folder)
-    paths = list(files.values())
+    paths = list(rank_entries(folder).values())
     parts, from_records = [], []
     for part, read in _parts(paths, steps, workers):
         parts.append(part)

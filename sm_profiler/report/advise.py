@@ -666,6 +666,15 @@ def _launch_evidence(la, i: int) -> dict:
 def _long_programs(table, la, i: int) -> list[dict]:
     """The programs of launch i that ended after its median SM's end and ran longer than its
     median program, longest first (at most LONG_PROGRAMS_SHOWN): id, SM, duration."""
+    return _program_dicts(_long_program_rows(table, la, i), la["program_median_ns"][i])
+
+
+# A long program's columns (ProgramColumns): its id (x, y, z), its SM, its duration.
+PROGRAM_COLUMNS = ("x", "y", "z", "sm", "duration_ns")
+
+
+def _long_program_rows(table, la, i: int) -> dict[str, np.ndarray]:
+    """_long_programs of launch i as PROGRAM_COLUMNS (int64), longest first."""
     first = int(table.launches["first_row"][i])
     prog = _programs(table, first, first + int(table.launches["rows"][i]))
     dur = prog["end"] - prog["start"]
@@ -675,15 +684,57 @@ def _long_programs(table, la, i: int) -> list[dict]:
     sel = sel[np.argsort(-dur[sel], kind="stable")[:LONG_PROGRAMS_SHOWN]]
     rows = prog["row"][sel]
     r = table.rows
+    cols = {c: np.asarray(r[c][rows], np.int64) for c in ("x", "y", "z")}
+    return dict(cols, sm=np.asarray(prog["sm"][sel], np.int64), duration_ns=dur[sel])
+
+
+def _program_dicts(cols: dict[str, np.ndarray], med: float) -> list[dict]:
     return [
         {
-            "program": [int(r["x"][j]), int(r["y"][j]), int(r["z"][j])],
-            "sm": int(prog["sm"][s]),
-            "duration_ns": int(dur[s]),
-            "x_median": float(dur[s] / med) if med > 0 else None,
+            "program": [int(x), int(y), int(z)],
+            "sm": int(sm),
+            "duration_ns": int(d),
+            "x_median": float(d / med) if med > 0 else None,
         }
-        for s, j in zip(sel.tolist(), rows.tolist(), strict=True)
+        for x, y, z, sm, d in zip(*(cols[c] for c in PROGRAM_COLUMNS), strict=True)
     ]
+
+
+def long_program_columns(table, la, launches) -> dict[str, np.ndarray]:
+    """The long programs of `launches` (tail_candidates) as columns: "launch" (each program's)
+    and PROGRAM_COLUMNS, launch by launch in the order given, each longest first."""
+    parts = [_long_program_rows(table, la, int(i)) for i in launches]
+    cols = {
+        c: np.concatenate([p[c] for p in parts] or [np.zeros(0, np.int64)]) for c in PROGRAM_COLUMNS
+    }
+    sizes = [len(p["sm"]) for p in parts]
+    return dict(cols, launch=np.repeat(np.asarray(launches, np.int64), sizes))
+
+
+class ProgramColumns(Mapping):
+    """The long programs of the launches `launches`, by launch, from long_program_columns'
+    columns (a job's launches joined from its ranks' summaries); la: the launch columns (their
+    median program)."""
+
+    def __init__(self, launches, cols: dict[str, np.ndarray], la: dict[str, np.ndarray]):
+        self.launches = set(np.asarray(launches, np.int64).tolist())
+        o = np.argsort(cols["launch"], kind="stable")  # each launch's programs stay in order
+        self.cols = {c: np.asarray(v)[o] for c, v in cols.items()}
+        self.la = la
+
+    def __getitem__(self, i: int) -> list[dict]:
+        if int(i) not in self.launches:
+            raise KeyError(i)  # internal: advise asks only for tail_candidates' launches
+        at = self.cols["launch"]
+        a, b = np.searchsorted(at, i, "left"), np.searchsorted(at, i, "right")
+        part = {c: v[a:b] for c, v in self.cols.items()}
+        return _program_dicts(part, self.la["program_median_ns"][i])
+
+    def __iter__(self):
+        return iter(sorted(self.launches))
+
+    def __len__(self) -> int:
+        return len(self.launches)
 
 
 def _gap_finding(cells, la, keep, rank_of_gpu, gpu_no, several, every=None) -> list[Finding]:

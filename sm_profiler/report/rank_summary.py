@@ -27,7 +27,15 @@ from ..errors import CaptureError, SmProfilerError
 from ..trace.auto_table import AutoTable, launch_order
 from ..wire.auto_file import LAUNCH_DTYPES, check_times, jsonable, time_bounds
 from ..wire.capture import shortened
-from .advise import LaunchMeasures, advise, launch_measures, tail_candidates
+from .advise import (
+    PROGRAM_COLUMNS,
+    LaunchMeasures,
+    ProgramColumns,
+    advise,
+    launch_measures,
+    long_program_columns,
+    tail_candidates,
+)
 from .auto_report import launch_table, report_parts, step_shares
 
 # A launch's columns in a summary (its first row follows from the rows before it).
@@ -94,10 +102,18 @@ def summarize(table: AutoTable, torch_doc: dict | None = None, reader: bool = Tr
         "launches": {k: np.asarray(L[k]).tolist() for k in LAUNCH_COLUMNS},
         "report": {k: np.asarray(t[k]).tolist() for k in REPORT_COLUMNS},
         "advice": {k: np.asarray(measures.columns[k]).tolist() for k in ADVICE_COLUMNS},
-        "long_programs": {"launch": picks, "programs": [measures.long_programs[i] for i in picks]},
+        "long_programs": _long_programs(table, measures, picks),
         "torch_trace": torch_doc is not None,
         **(_for_a_reader(table, trace, t, measures, torch_doc) if reader else {}),
     }
+
+
+def _long_programs(table, measures, picks: list[int]) -> dict:
+    """The long programs of the launches a tail finding may name (advise.tail_candidates), as
+    columns: "launches" (those launches), then per program its launch, id, SM and duration."""
+    cols = long_program_columns(table, measures.columns, picks) if picks else {}
+    empty = {c: [] for c in ("launch", *PROGRAM_COLUMNS)}
+    return {"launches": picks, **empty, **{c: v.tolist() for c, v in cols.items()}}
 
 
 def _rank(table: AutoTable) -> int | None:
@@ -140,7 +156,8 @@ class RankPart:
     table: AutoTable
     report: dict[str, np.ndarray]
     advice: dict[str, np.ndarray]
-    long_programs: dict[int, list]
+    long_launches: np.ndarray
+    long_programs: dict[str, np.ndarray]
     torch_trace: bool
 
 
@@ -178,38 +195,29 @@ def _rank_part(doc: dict, name: str) -> RankPart:
     if [int(s) for s in np.unique(step[step >= 0])] != doc["steps"]:
         raise CaptureError("its steps are not its launches' steps")
     longs = doc["long_programs"]
-    picks = [int(i) for i in longs["launch"]]
-    _in_range(np.array(picks, np.int64), n, "long-program launch")
-    if len(picks) != len(longs["programs"]) or not all(
-        isinstance(p, list) and all(isinstance(x, dict) for x in p) for p in longs["programs"]
-    ):
-        raise CaptureError("its long programs are not a list per launch")
+    picks = _column(longs, "launches", np.int64)
+    m = len(longs["launch"])
+    cols = {c: _column(longs, c, np.int64, m) for c in ("launch", *PROGRAM_COLUMNS)}
+    _in_range(picks, n, "long-program launch")
+    if not np.isin(cols["launch"], picks).all():
+        raise CaptureError("a long program's launch is not one of its launches")
     table = AutoTable.of_launches(L, kernels, sessions, doc["metadata"])
-    return RankPart(
-        name,
-        table,
-        report,
-        adv,
-        dict(zip(picks, longs["programs"], strict=True)),
-        bool(doc["torch_trace"]),
-    )
+    return RankPart(name, table, report, adv, picks, cols, bool(doc["torch_trace"]))
 
 
 def _column(cols: dict, key: str, dtype, n: int | None = None) -> np.ndarray:
     """A summary's column `key` as a 1-D array of `dtype` (of n values, where given); a
-    CaptureError where its values are not such numbers."""
+    CaptureError where its values are not such numbers (integers, for an integer column)."""
     v = cols[key]
-    if not isinstance(v, list) or not all(
-        type(x) in (int, float, bool) for x in v
-    ):  # no nested lists or strings; ints of floats' columns are fine
+    if not isinstance(v, list):
         raise CaptureError(f"its column {key} is not a list of numbers")
-    kind = np.dtype(dtype).kind
-    if kind in "ib" and not all(type(x) in (int, bool) for x in v):
-        raise CaptureError(f"its column {key} holds a non-integer")
-    a = np.array(v, dtype)
+    a = np.array(v) if v else np.zeros(0, dtype)  # strings, None, nesting: not numbers
+    kinds = "ib" if np.dtype(dtype).kind in "ib" else "ifb"
+    if a.ndim != 1 or a.dtype.kind not in kinds:
+        raise CaptureError(f"its column {key} is not a list of numbers ({a.dtype} values)")
     if n is not None and len(a) != n:
         raise CaptureError(f"its column {key} has {len(a)} values, not {n}")
-    return a
+    return a.astype(dtype, copy=False)
 
 
 def _in_range(v: np.ndarray, n: int, what: str) -> None:
@@ -245,9 +253,11 @@ def join_ranks(parts: list[RankPart]) -> JobLaunches:
     t = {"capture": np.arange(len(order), dtype=np.int64), "start_ns": start, **t}
     t["span_ns"] = np.maximum(end - start, 1)
     t = {k: t[k] for k in ("capture", "start_ns", "span_ns", *REPORT_COLUMNS)}
-    longs = {
-        int(new_id[b + i]): v
-        for p, b in zip(parts, base.tolist(), strict=True)
-        for i, v in p.long_programs.items()
+    picks = np.concatenate([new_id[b + p.long_launches] for p, b in zip(parts, base, strict=True)])
+    cols = {
+        c: np.concatenate([p.long_programs[c] for p in parts]) for c in ("launch", *PROGRAM_COLUMNS)
     }
-    return JobLaunches(table, LaunchMeasures(la, longs), t)
+    cols["launch"] = new_id[
+        np.repeat(base, [len(p.long_programs["launch"]) for p in parts]) + cols["launch"]
+    ]
+    return JobLaunches(table, LaunchMeasures(la, ProgramColumns(picks, cols, la)), t)

@@ -144,3 +144,21 @@ def test_run_writes_each_ranks_summary_beside_its_file(tmp_path, monkeypatch):
     doc = read_summary(summary_path(os.path.join(out, "auto.rank1.npz")))  # checked against it
     assert doc["rank"] == 1 and doc["launches"]["step"][-1] == 3
     assert {"run_id", "restart", "master", "agent"} <= set(doc["metadata"]["job"])  # its run's
+
+
+def test_a_folder_of_the_ranks_summaries_alone_gives_the_same_answer(tmp_path, capsys):
+    """Item 2: the job's answer needs no rank's records: the ranks' summaries copied from their
+    nodes into a folder of their own (kilobytes a rank) give what the rank files give."""
+    import shutil
+
+    folder, alone = tmp_path / "run", tmp_path / "summaries"
+    write_rank_folder(folder, ranks=3, origin_ns=ORIGINS[2], slow_rank=2)
+    _cli(capsys, "summarize", folder)
+    alone.mkdir()
+    for r in range(3):
+        shutil.copy(summary_path(folder / f"auto.rank{r}.npz"), alone)
+    want = format_report(_full(folder).decode(), width=100)
+    assert _cli(capsys, "stats", alone, "--width", 100).out == want
+    assert _cli(capsys, "advise", alone, "--json").out == advise(_full(folder)).to_json(10) + "\n"
+    assert main(["stats", str(alone), "--steps", "1"]) == 2  # --steps reads records
+    assert "--steps reads each rank's records" in capsys.readouterr().err

@@ -130,7 +130,7 @@ def test_4_a_summary_of_a_newer_version_is_refused_saying_what_to_do(folder, cap
         (lambda d: d["launches"]["step"].__setitem__(0, 9), "not its launches' steps"),
         (lambda d: d.pop("advice"), "KeyError"),
         (lambda d: d["launches"]["end_ns"].__setitem__(0, 0), "ends before it starts"),
-        (lambda d: d["long_programs"].update(launch=[99]), "long-program launch number"),
+        (lambda d: d["long_programs"].update(launches=[99]), "long-program launch number"),
     ],
 )
 def test_5_a_damaged_summary_is_refused_saying_what_and_how_to_rebuild_it(
