@@ -183,10 +183,15 @@ def rank_of_file(path: str, steps: str | None = None) -> tuple[RankPart, bool]:
     checked against it; else from its records (those steps only), which are then dropped.
     Returns (the part, whether it was read from records)."""
     spath = summary_path(path)
-    if steps is None and os.path.exists(spath):
-        return rank_part(
-            read_summary(spath, path), spath, f"rebuild it with `{rebuild(path)}`"
-        ), False
+    alone = not os.path.exists(path)  # its summary copied without it
+    if alone and steps is not None:
+        raise CaptureError(
+            f"--steps reads each rank's records, and {path} is not there (only its summary): "
+            "copy it there, or leave --steps out"
+        )
+    if alone or (steps is None and os.path.exists(spath)):
+        fix = f"rebuild it with `{rebuild(path)}`"
+        return rank_part(read_summary(spath, path), spath, fix), False
     table = _auto_table(path)
     if steps is not None:
         table = _steps_of(table, steps)
