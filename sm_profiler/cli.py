@@ -827,16 +827,33 @@ def _stored_torch(path: str, table=None):
     are the instrumented ones). A trace that cannot be read is said on stderr and left out
     (one that inflates past its limit: that rank's alone)."""
     from .export import auto_torch_parts as torch_parts
-    from .report.coverage import report_share, torch_coverage
 
     try:
         docs = _noted(torch_parts.stored, path)
         if docs is None or table is None:
             return None, docs
-        names = torch_parts.instrumented_names(table)
-        many = all(isinstance(k, int) for k in docs)
-        covs = [torch_coverage(d, names) for d in (docs.values() if many else [docs])]
-        return report_share(covs), docs
+        return _share_of(docs, table), docs
+    except SmProfilerError as e:
+        print(f"note: the torch trace was left out: {e}", file=sys.stderr)
+        return None, None
+
+
+def _share_of(docs, table) -> dict | None:
+    """The report's share seen (coverage.report_share) of a torch trace, or {rank: trace}, by
+    the instrumented kernels of `table`."""
+    from .export import auto_torch_parts as torch_parts
+    from .report.coverage import report_share, torch_coverage
+
+    names = torch_parts.instrumented_names(table)
+    many = all(isinstance(k, int) for k in docs)
+    return report_share([torch_coverage(d, names) for d in (docs.values() if many else [docs])])
+
+
+def _torch_share(docs, table):
+    """(_share_of, docs), or where a trace cannot be read, (None, None), said on stderr (as
+    _stored_torch leaves it out)."""
+    try:
+        return _share_of(docs, table), docs
     except SmProfilerError as e:
         print(f"note: the torch trace was left out: {e}", file=sys.stderr)
         return None, None
@@ -903,10 +920,9 @@ def _job(args: argparse.Namespace):
             f"`sm-profiler summarize {os.path.join(args.capture, 'auto.rank*.npz')}` writes them",
             file=sys.stderr,
         )
-    for note in job.notes:
+    for note in job.notes + job.torch_notes:
         print(f"note: {note}", file=sys.stderr)
-    docs = _stored_torch(args.capture)[1] if job.torch_trace else None
-    return job, job.launches.job_table.decode(), docs
+    return job, job.launches.job_table.decode(), job.torch_docs
 
 
 def _stats_job(args: argparse.Namespace) -> int:
@@ -914,10 +930,9 @@ def _stats_job(args: argparse.Namespace) -> int:
     from .report.auto_report import format_report, report_parts
 
     job, trace, docs = _job(args)
-    table = trace.table
-    cupti = (
-        _stored_torch(args.capture, table)[0] if docs is not None and args.steps is None else None
-    )
+    cupti = None
+    if docs is not None and args.steps is None:
+        cupti, docs = _torch_share(docs, trace.table)
     parts = report_parts(trace, chunks=[job.launches.report])
     text = format_report(
         trace,

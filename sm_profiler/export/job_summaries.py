@@ -16,28 +16,31 @@ from __future__ import annotations
 
 import glob
 import os
-import zipfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import repeat
 
-from ..errors import CaptureError, ConfigError
+from ..errors import CaptureError, ConfigError, SmProfilerError
 from ..report.rank_summary import JobLaunches, RankPart, join_ranks, rank_part, summarize
 from ..text import number_runs, plural
 from ..wire.summary_file import SUFFIX, read_summary, rebuild, summary_path, write_summary
+from . import auto_torch_parts as torch_parts
 from .auto_job import RANK_FILE, check_a_rank_each, check_one_run, folder_files, rank_files
 
 
 @dataclass
 class JobInputs:
     """A run folder's ranks, joined: their launches (JobLaunches), their files, those read from
-    records (no summary), whether any carries a torch trace, and notes (ranks missing)."""
+    records (no summary), notes (ranks missing); their torch traces' kernel rows as advise's
+    `cupti` takes them ({rank: doc}, one process's folder its doc; None without), and notes on
+    those (a trace left out, and why)."""
 
     launches: JobLaunches
     paths: list[str]
     from_records: list[str] = field(default_factory=list)
-    torch_trace: bool = False
     notes: list[str] = field(default_factory=list)
+    torch_docs: dict | None = None
+    torch_notes: list[str] = field(default_factory=list)
 
 
 def summary_folder(folder: str) -> bool:
@@ -81,7 +84,8 @@ def load_job(folder: str, steps: str | None = None, workers: int | None = None) 
     steps only) its records summarized in a worker; `workers` processes (default: the cores this
     process may run on). A CaptureError where a summary disagrees with its records, is damaged
     or of a newer version, where the files are of several runs or two hold one rank."""
-    paths = list(rank_entries(folder).values())
+    entries = rank_entries(folder)
+    paths = list(entries.values())
     parts, from_records = [], []
     for part, read in _parts(paths, steps, workers):
         parts.append(part)
@@ -93,9 +97,24 @@ def load_job(folder: str, steps: str | None = None, workers: int | None = None) 
     check_one_run(paths, tables)
     check_a_rank_each(paths, tables)
     notes = missing_ranks(tables, folder)
-    launches = join_ranks(parts)
-    torch = any(p.torch_trace for p in parts)
-    return JobInputs(launches, paths, from_records, torch, notes)
+    docs, torch_notes = _torch_docs(list(entries), parts)
+    return JobInputs(join_ranks(parts), paths, from_records, notes, docs, torch_notes)
+
+
+def _torch_docs(ranks: list[int], parts: list[RankPart]):
+    """(advise's `cupti` of the ranks' torch traces, notes), as the rank files' traces read whole
+    give it (auto_torch_parts.stored): {rank: doc} of those that carry one, one process's folder
+    its doc, None without; where one could not be read, none (as then), and a note why."""
+    notes = [n for p in parts for n in p.notes]
+    errors = [p.torch_error for p in parts if p.torch_error]
+    if errors:
+        return None, [*notes, f"the torch trace was left out: {errors[0]}"]
+    docs = {r: p.torch_doc for r, p in zip(ranks, parts, strict=True) if p.torch_doc is not None}
+    if not docs:
+        return None, notes
+    if len(parts) == 1 and os.path.basename(parts[0].name).startswith("auto.npz"):
+        return docs[ranks[0]], notes
+    return docs, notes
 
 
 def missing_ranks(tables: list, folder: str) -> list[str]:
@@ -195,8 +214,13 @@ def rank_of_file(path: str, steps: str | None = None) -> tuple[RankPart, bool]:
     table = _auto_table(path)
     if steps is not None:
         table = _steps_of(table, steps)
-    part = rank_part(summarize(table, reader=False), path, "record it again")
-    part.torch_trace = _has_torch_trace(path)
+    doc, error, notes = None, None, []
+    try:
+        doc = torch_parts.read(path, notes)
+    except SmProfilerError as e:
+        error = str(e)
+    part = rank_part(summarize(table, doc, reader=False), path, "record it again")
+    part.torch_error, part.notes = error, notes
     return part, True
 
 
@@ -209,13 +233,3 @@ def _steps_of(table, steps: str):
         import numpy as np
 
         return table.select(np.zeros(table.num_launches, bool))
-
-
-def _has_torch_trace(path: str) -> bool:
-    from .auto_torch_parts import MEMBER
-
-    try:
-        with zipfile.ZipFile(path) as z:
-            return f"{MEMBER}.npy" in z.namelist()
-    except (OSError, zipfile.BadZipFile):
-        return False

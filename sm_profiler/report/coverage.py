@@ -145,6 +145,39 @@ def kernel_table(doc: dict, name: str = "the torch trace") -> dict:
     return out
 
 
+def kernel_rows_doc(doc: dict) -> dict:
+    """What the report's share seen and the advisor read of a torch trace (one check_torch_doc
+    passed): its kernel rows, the launch rows of their correlation ids (the first of each),
+    its ProfilerStep#N annotations, and its baseTimeNanoseconds, deviceProperties and
+    distributedInfo: a trace whose kernel_table, step_windows and sm_counts are the whole one's,
+    and each kernel row's args, in kilobytes where the whole trace's CPU ops are megabytes (a
+    rank's summary carries it: report/rank_summary.py)."""
+    events = doc["traceEvents"]
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    wanted = {
+        c
+        for e in kernels
+        if isinstance(e.get("args"), dict)
+        for c in [e["args"].get("correlation")]
+    }
+    kept, seen = [], set()
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        cat = e.get("cat")
+        if cat in LAUNCH_CATS:
+            c = (e.get("args") or {}).get("correlation")
+            if _int(c) and c in wanted and c not in seen:
+                seen.add(c)
+                kept.append(e)
+        elif cat == "kernel" or (
+            cat != "gpu_user_annotation" and STEP_NAME.match(str(e.get("name", "")))
+        ):
+            kept.append(e)
+    keys = ("baseTimeNanoseconds", "deviceProperties", "distributedInfo")
+    return {**{k: doc[k] for k in keys if k in doc}, "traceEvents": kept}
+
+
 def _device(e: dict, a: dict, name: str, i: int) -> int:
     """CUPTI's device id: args.device, else the row's pid (Kineto's GPU rows use the device id)."""
     d = a.get("device", _MISSING)

@@ -19,7 +19,7 @@ Layer: report. Its file: wire/summary_file.py; a job's folder of them: export/jo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ..errors import CaptureError, SmProfilerError
 from ..trace.auto_table import AutoTable, launch_order
 from ..wire.auto_file import LAUNCH_DTYPES, check_times, jsonable, time_bounds
 from ..wire.capture import shortened
+from ..wire.torch_trace import check_torch_doc
 from .advise import (
     PROGRAM_COLUMNS,
     LaunchMeasures,
@@ -37,6 +38,7 @@ from .advise import (
     tail_candidates,
 )
 from .auto_report import launch_table, report_parts, step_shares
+from .coverage import kernel_rows_doc
 
 # A launch's columns in a summary (its first row follows from the rows before it).
 LAUNCH_COLUMNS = tuple(k for k in LAUNCH_DTYPES if k != "first_row")
@@ -103,7 +105,8 @@ def summarize(table: AutoTable, torch_doc: dict | None = None, reader: bool = Tr
         "report": {k: np.asarray(t[k]).tolist() for k in REPORT_COLUMNS},
         "advice": {k: np.asarray(measures.columns[k]).tolist() for k in ADVICE_COLUMNS},
         "long_programs": _long_programs(table, measures, picks),
-        "torch_trace": torch_doc is not None,
+        # What the report and the advisor read of its torch trace (`run --torch`): its kernel rows.
+        "torch_trace": None if torch_doc is None else kernel_rows_doc(torch_doc),
         **(_for_a_reader(table, trace, t, measures, torch_doc) if reader else {}),
     }
 
@@ -149,8 +152,10 @@ def _for_a_reader(table, trace, t, measures, torch_doc) -> dict:
 @dataclass
 class RankPart:
     """One rank's summary, read: its launches as a table without rows (on the host's clock),
-    the report's and the advisor's columns per launch, the long programs by launch, and whether
-    its rank file carries a torch trace."""
+    the report's and the advisor's columns per launch, the long programs of the launches a tail
+    finding may name, and its torch trace's kernel rows (coverage.kernel_rows_doc), or None;
+    torch_error: why its rank file's torch trace could not be read (then None); notes: what was
+    left out of it (one too large to read)."""
 
     name: str
     table: AutoTable
@@ -158,7 +163,9 @@ class RankPart:
     advice: dict[str, np.ndarray]
     long_launches: np.ndarray
     long_programs: dict[str, np.ndarray]
-    torch_trace: bool
+    torch_doc: dict | None
+    torch_error: str | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def rank_part(doc: dict, name: str, fix: str) -> RankPart:
@@ -202,7 +209,10 @@ def _rank_part(doc: dict, name: str) -> RankPart:
     if not np.isin(cols["launch"], picks).all():
         raise CaptureError("a long program's launch is not one of its launches")
     table = AutoTable.of_launches(L, kernels, sessions, doc["metadata"])
-    return RankPart(name, table, report, adv, picks, cols, bool(doc["torch_trace"]))
+    torch_doc = doc["torch_trace"]
+    if torch_doc is not None:
+        torch_doc = check_torch_doc(torch_doc, "its torch trace")
+    return RankPart(name, table, report, adv, picks, cols, torch_doc)
 
 
 def _column(cols: dict, key: str, dtype, n: int | None = None) -> np.ndarray:

@@ -297,7 +297,13 @@ def test_one_process_writes_its_torch_merged_trace_and_reports_cuptis_share(tmp_
     out = tmp_path / "out"
     script.write_outputs(TorchRegion(t, doc), str(out), 100, torch_json=True)
     names = sorted(os.listdir(out))
-    assert names == ["auto.npz", "auto.perfetto-trace", "auto.torch.json.gz", "auto_stats.txt"]
+    assert names == [
+        "auto.npz",
+        "auto.npz.summary.json",  # its summary, which stats DIR and advise DIR read (issue 57)
+        "auto.perfetto-trace",
+        "auto.torch.json.gz",
+        "auto_stats.txt",
+    ]
     printed = capsys.readouterr().out
     assert "auto.torch.json.gz" in printed
     # The file carries torch's trace, as torch wrote it.
@@ -335,9 +341,11 @@ def test_torchrun_ranks_write_torch_files_and_the_first_merges_them(tmp_path, ca
     assert sorted(os.listdir(out)) == sorted(
         [
             "auto.rank0.npz",
+            "auto.rank0.npz.summary.json",
             "auto.rank0.torch.json.gz",
             "auto.rank0_stats.txt",
             "auto.rank1.npz",
+            "auto.rank1.npz.summary.json",
             "auto.rank1.torch.json.gz",
             "auto.rank1_stats.txt",
             "auto.ranks.perfetto-trace",

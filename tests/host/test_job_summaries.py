@@ -162,3 +162,32 @@ def test_a_folder_of_the_ranks_summaries_alone_gives_the_same_answer(tmp_path, c
     assert _cli(capsys, "advise", alone, "--json").out == advise(_full(folder)).to_json(10) + "\n"
     assert main(["stats", str(alone), "--steps", "1"]) == 2  # --steps reads records
     assert "--steps reads each rank's records" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("summaries", [True, False])
+def test_ranks_that_carry_torch_traces_give_what_the_full_analysis_gives(
+    tmp_path, capsys, summaries
+):
+    """`run --torch` rank files: the share seen from CUPTI, host gaps over every kernel and the
+    launch-shape findings of the kernels auto mode cannot see inside, from each summary's
+    kernel rows of its torch trace (or each rank file's trace read in its worker), as from every
+    rank's whole trace read at once."""
+    from rank_folders import write_torch_rank_folder
+
+    from sm_profiler.export import auto_torch_parts as torch_parts
+    from sm_profiler.report.coverage import report_share, torch_coverage
+
+    folder = tmp_path / "run"
+    write_torch_rank_folder(folder, ranks=3, origin_ns=ORIGINS[2], slow_rank=1)
+    full = _full(folder)
+    docs = torch_parts.stored(str(folder))
+    names = torch_parts.instrumented_names(full)
+    share = report_share([torch_coverage(d, names) for d in docs.values()])
+    want = format_report(full.decode(), width=100, cupti=share, torch_trace=docs)
+    want_advice = advise(full, cupti=docs).to_json(10)
+    assert json.loads(want_advice)["gaps_from"] == "cupti" and "from CUPTI" in want
+    assert '"source": "launch shape"' in want_advice
+    if summaries:
+        _cli(capsys, "summarize", folder)
+    assert _cli(capsys, "stats", folder, "--width", 100).out == want
+    assert _cli(capsys, "advise", folder, "--json").out == want_advice + "\n"

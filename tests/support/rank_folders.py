@@ -67,3 +67,19 @@ def write_rank_folder(folder, ranks: int = 4, origin_ns: int = 0, slow_rank: int
         rank_table(r, ranks, origin_ns, slow=r == slow_rank).save(path)
         paths.append(path)
     return paths
+
+
+def write_torch_rank_folder(folder, ranks: int = 3, origin_ns: int = 0, slow_rank: int = 1):
+    """write_rank_folder's ranks, each file carrying torch.profiler's trace of its steps (as
+    `run --torch` stores it: auto_torch_parts.members): each launch's CUPTI row, a cuBLAS-like
+    kernel (with its launch shape) between launches, ProfilerStep#N windows, the rank named."""
+    from advise_inputs import cupti_doc_of
+
+    from sm_profiler.export import auto_torch_parts as torch_parts
+
+    os.makedirs(folder, exist_ok=True)
+    for r in range(ranks):
+        table = rank_table(r, ranks, origin_ns, slow=r == slow_rank)
+        shape = ([66, 1, 1], [128, 1, 1], 168, 100_000)
+        doc = cupti_doc_of(table, rank=r, fill_shape=shape, num_sms=SM_COUNT)
+        table.save(os.path.join(folder, f"auto.rank{r}.npz"), torch_parts.members(doc))
