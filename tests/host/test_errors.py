@@ -41,6 +41,10 @@ ALLOWED = {
     ("report/stats_data.py", "Stats.event", "KeyError"): (
         "a lookup by name: Python's own protocol (docs/api.md says KeyError)"
     ),
+    ("report/advise.py", "ProgramColumns.__getitem__", "KeyError"): (
+        "a Mapping's lookup (Python's protocol); internal: advise asks only for the launches "
+        "tail_candidates named, whose long programs a summary carries"
+    ),
     ("trace/timeline.py", "LaneNames.__getitem__", "KeyError"): (
         "internal: every lane a writer asks for was named by the timeline"
     ),
