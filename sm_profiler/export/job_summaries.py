@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 
 from ..errors import CaptureError, ConfigError, SmProfilerError
-from ..report.rank_summary import JobLaunches, RankPart, join_ranks, rank_part, summarize
+from ..report.rank_summary import JobBuilder, JobLaunches, RankPart, rank_part, summarize
 from ..text import number_runs, plural
 from ..wire.summary_file import SUFFIX, read_summary, rebuild, summary_path, write_summary
 from . import auto_torch_parts as torch_parts
@@ -86,19 +86,19 @@ def load_job(folder: str, steps: str | None = None, workers: int | None = None) 
     or of a newer version, where the files are of several runs or two hold one rank."""
     entries = rank_entries(folder)
     paths = list(entries.values())
-    parts, from_records = [], []
+    job, parts, from_records = JobBuilder(), [], []
     for part, read in _parts(paths, steps, workers):
+        job.add(part)  # its columns taken: what is kept of it is its sessions and metadata
         parts.append(part)
         if read:
             from_records.append(part.name)
-    if steps is not None and not any(p.table.num_launches for p in parts):
+    if steps is not None and not any(p.num_launches for p in parts):
         raise ConfigError(f"no launch of {folder!r} is in steps {steps}")
-    tables = [p.table for p in parts]
-    check_one_run(paths, tables)
-    check_a_rank_each(paths, tables)
-    notes = missing_ranks(tables, folder)
+    check_one_run(paths, parts)
+    check_a_rank_each(paths, parts)
+    notes = missing_ranks(parts, folder)
     docs, torch_notes = _torch_docs(list(entries), parts)
-    return JobInputs(join_ranks(parts), paths, from_records, notes, docs, torch_notes)
+    return JobInputs(job.finish(), paths, from_records, notes, docs, torch_notes)
 
 
 def _torch_docs(ranks: list[int], parts: list[RankPart]):

@@ -151,14 +151,18 @@ def _for_a_reader(table, trace, t, measures, torch_doc) -> dict:
 
 @dataclass
 class RankPart:
-    """One rank's summary, read: its launches as a table without rows (on the host's clock),
-    the report's and the advisor's columns per launch, the long programs of the launches a tail
-    finding may name, and its torch trace's kernel rows (coverage.kernel_rows_doc), or None;
-    torch_error: why its rank file's torch trace could not be read (then None); notes: what was
-    left out of it (one too large to read)."""
+    """One rank's summary, read: its launches' columns (on the host's clock), its kernels,
+    sessions and metadata, the report's and the advisor's columns per launch, the long programs
+    of the launches a tail finding may name, and its torch trace's kernel rows
+    (coverage.kernel_rows_doc), or None; torch_error: why its rank file's torch trace could not
+    be read (then None); notes: what was left out of it (one too large to read). JobBuilder.add
+    takes its columns (launches, report, advice, long programs), leaving the rest."""
 
     name: str
-    table: AutoTable
+    launches: dict[str, np.ndarray]
+    kernels: list[dict]
+    sessions: list[dict]
+    metadata: dict
     report: dict[str, np.ndarray]
     advice: dict[str, np.ndarray]
     long_launches: np.ndarray
@@ -166,6 +170,7 @@ class RankPart:
     torch_doc: dict | None
     torch_error: str | None = None
     notes: list[str] = field(default_factory=list)
+    num_launches: int = 0
 
 
 def rank_part(doc: dict, name: str, fix: str) -> RankPart:
@@ -208,11 +213,13 @@ def _rank_part(doc: dict, name: str) -> RankPart:
     _in_range(picks, n, "long-program launch")
     if not np.isin(cols["launch"], picks).all():
         raise CaptureError("a long program's launch is not one of its launches")
-    table = AutoTable.of_launches(L, kernels, sessions, doc["metadata"])
     torch_doc = doc["torch_trace"]
     if torch_doc is not None:
         torch_doc = check_torch_doc(torch_doc, "its torch trace")
-    return RankPart(name, table, report, adv, picks, cols, torch_doc)
+    meta = doc["metadata"]
+    return RankPart(
+        name, L, kernels, sessions, meta, report, adv, picks, cols, torch_doc, num_launches=n
+    )
 
 
 def _column(cols: dict, key: str, dtype, n: int | None = None) -> np.ndarray:
@@ -246,28 +253,76 @@ class JobLaunches:
     report: dict[str, np.ndarray]
 
 
-def join_ranks(parts: list[RankPart]) -> JobLaunches:
-    """The JobLaunches of ranks' parts, in the order given (by rank): the table AutoTable.concat
-    makes of their tables, and their columns in its launch order."""
-    table = AutoTable.concat([p.table for p in parts])
-    starts = np.concatenate([np.asarray(p.table.launches["start_ns"], np.int64) for p in parts])
-    order = launch_order(starts)  # as concat ordered them: position -> launch given
-    new_id = np.empty(len(order), np.int64)
-    new_id[order] = np.arange(len(order))
-    base = np.cumsum([0] + [p.table.num_launches for p in parts[:-1]])
-    L = table.launches
-    start, end = np.asarray(L["start_ns"], np.int64), np.asarray(L["end_ns"], np.int64)
-    la = {k: np.concatenate([p.advice[k] for p in parts])[order] for k in ADVICE_COLUMNS}
-    la.update(start=start, end=end, span_ns=(end - start).astype(np.float64))
-    t = {k: np.concatenate([p.report[k] for p in parts])[order] for k in REPORT_COLUMNS}
-    t = {"capture": np.arange(len(order), dtype=np.int64), "start_ns": start, **t}
-    t["span_ns"] = np.maximum(end - start, 1)
-    t = {k: t[k] for k in ("capture", "start_ns", "span_ns", *REPORT_COLUMNS)}
-    picks = np.concatenate([new_id[b + p.long_launches] for p, b in zip(parts, base, strict=True)])
-    cols = {
-        c: np.concatenate([p.long_programs[c] for p in parts]) for c in ("launch", *PROGRAM_COLUMNS)
-    }
-    cols["launch"] = new_id[
-        np.repeat(base, [len(p.long_programs["launch"]) for p in parts]) + cols["launch"]
-    ]
-    return JobLaunches(table, LaunchMeasures(la, ProgramColumns(picks, cols, la)), t)
+# Ranks whose columns JobBuilder gathers before joining them into one block each: a block of a
+# few MiB, so that a job's columns are held once, in few pieces, however many ranks it has.
+RANKS_A_BLOCK = 64
+
+
+class JobBuilder:
+    """The JobLaunches of ranks' parts given one at a time, by rank (add), as AutoTable.concat
+    joins the ranks' tables (finish): each part's columns taken as it comes, the part's own
+    arrays then let go."""
+
+    def __init__(self):
+        self.cols: dict[str, list[np.ndarray]] = {}
+        self.pending = 0
+        self.kernels: list[dict] = []
+        self.sessions: list[dict] = []
+        self.metadata: dict | None = None
+        self.n = 0
+        self.long_launches: list[np.ndarray] = []
+
+    def add(self, part: RankPart) -> None:
+        L = part.launches
+        L["kernel"] = L["kernel"].astype(np.int64) + len(self.kernels)
+        L["session"] = L["session"].astype(np.int64) + len(self.sessions)
+        part.long_programs["launch"] = part.long_programs["launch"] + self.n
+        self.long_launches.append(part.long_launches + self.n)
+        for prefix, cols in (
+            ("L", L),
+            ("la", part.advice),
+            ("t", part.report),
+            ("lp", part.long_programs),
+        ):
+            for k, v in cols.items():
+                self.cols.setdefault(f"{prefix}.{k}", []).append(v)
+            cols.clear()
+        self.kernels += part.kernels
+        part.kernels = []  # concat keeps one entry per kernel of the job
+        self.sessions += part.sessions
+        if self.metadata is None:
+            self.metadata = part.metadata
+        self.n += part.num_launches
+        self.pending += 1
+        if self.pending >= RANKS_A_BLOCK:
+            self._block()
+
+    def _block(self) -> None:
+        for k, parts in self.cols.items():
+            self.cols[k] = [np.concatenate(parts)] if len(parts) > 1 else parts
+        self.pending = 0
+
+    def _take(self, key: str) -> np.ndarray:
+        return np.concatenate(self.cols.pop(key))
+
+    def finish(self) -> JobLaunches:
+        """The JobLaunches of the parts added."""
+        L = {k: self._take(f"L.{k}") for k in LAUNCH_COLUMNS}
+        table = AutoTable.of_launches(L, self.kernels, self.sessions, self.metadata or {})
+        table = AutoTable.concat([table])  # kernels of one name and level made one; by start
+        order = launch_order(L["start_ns"])  # as concat ordered them: position -> launch given
+        del L
+        new_id = np.empty(len(order), np.int64)
+        new_id[order] = np.arange(len(order))
+        start = np.asarray(table.launches["start_ns"], np.int64)
+        end = np.asarray(table.launches["end_ns"], np.int64)
+        la = {k: self._take(f"la.{k}")[order] for k in ADVICE_COLUMNS}
+        la.update(start=start, end=end, span_ns=(end - start).astype(np.float64))
+        t = {k: self._take(f"t.{k}")[order] for k in REPORT_COLUMNS}
+        t = {"capture": np.arange(len(order), dtype=np.int64), "start_ns": start, **t}
+        t["span_ns"] = np.maximum(end - start, 1)
+        t = {k: t[k] for k in ("capture", "start_ns", "span_ns", *REPORT_COLUMNS)}
+        picks = new_id[np.concatenate(self.long_launches)]
+        cols = {c: self._take(f"lp.{c}") for c in ("launch", *PROGRAM_COLUMNS)}
+        cols["launch"] = new_id[cols["launch"]]
+        return JobLaunches(table, LaunchMeasures(la, ProgramColumns(picks, cols, la)), t)
