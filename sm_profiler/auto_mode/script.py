@@ -446,6 +446,7 @@ def write_rank_outputs(
     stem = os.path.join(out_dir, job.stem())
     mine = jobs.job_identity()
     prof.captures().metadata["job"] = mine  # which run the file is of (export/auto_job.py)
+    prof.captures().metadata[jobs.PROFILED_RANKS] = list(ranks)
     prof.save(f"{stem}.npz")  # first (a killed rank's time is short); whole, then renamed
     doc = torch_parts.of(prof)
     _write_summary(prof, f"{stem}.npz", doc)

@@ -28,6 +28,9 @@ from ..wire.auto_schedule import whole_number
 # The names rank files have: auto.rank0.npz, auto.rank12.npz (ASCII digits, no leading zero).
 RANK_FILE = re.compile(r"^auto\.rank(0|[1-9][0-9]*)\.npz$", re.ASCII)
 MERGED_TRACE = "auto.ranks.perfetto-trace"
+# A rank file's metadata key: the ranks `run --ranks` profiled (every rank by default), so that
+# a job's answer names those of them without a file, not the ranks left out on purpose.
+PROFILED_RANKS = "profiled_ranks"
 # How long rank 0 waits for the other ranks' files after its own (SM_PROFILER_MERGE_TIMEOUT_S).
 DEFAULT_WAIT_S = 120.0
 

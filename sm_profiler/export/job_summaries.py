@@ -25,7 +25,14 @@ from ..report.rank_summary import JobBuilder, JobLaunches, RankPart, rank_part, 
 from ..text import number_runs, plural
 from ..wire.summary_file import SUFFIX, read_summary, rebuild, summary_path, write_summary
 from . import auto_torch_parts as torch_parts
-from .auto_job import RANK_FILE, check_a_rank_each, check_one_run, folder_files, rank_files
+from .auto_job import (
+    PROFILED_RANKS,
+    RANK_FILE,
+    check_a_rank_each,
+    check_one_run,
+    folder_files,
+    rank_files,
+)
 
 
 @dataclass
@@ -118,9 +125,10 @@ def _torch_docs(ranks: list[int], parts: list[RankPart]):
 
 
 def missing_ranks(tables: list, folder: str) -> list[str]:
-    """A note naming the ranks of the job (WORLD_SIZE, as the sessions say it) that have no file
-    in `folder`, and what the answer is then over; none where every rank is there."""
-    world, present = 0, set()
+    """A note naming the ranks of the job that have no file in `folder` (those `run --ranks`
+    profiled, as the files' metadata says; else every rank of WORLD_SIZE, as the sessions say
+    it) and what the answer is then over; none where every rank is there."""
+    world, present, profiled = 0, set(), set()
     for t in tables:
         for s in t.sessions:
             w, r = s.get("world_size"), s.get("rank")
@@ -128,14 +136,23 @@ def missing_ranks(tables: list, folder: str) -> list[str]:
                 world = max(world, w)
             if type(r) is int:
                 present.add(r)
-    missing = sorted(set(range(world)) - present)
+        got = t.metadata.get(PROFILED_RANKS)
+        if isinstance(got, list) and all(type(r) is int for r in got):
+            profiled.update(got)
+    expected = profiled or set(range(world))
+    missing = sorted(expected - present)
     if not missing:
         return []
+    of = (
+        f"the {len(expected)} profiled (run --ranks {number_runs(sorted(expected))})"
+        if profiled
+        else f"the job's {world} (WORLD_SIZE)"
+    )
     return [
-        f"rank{'s' if len(missing) > 1 else ''} {number_runs(missing)} of the job's {world} "
-        f"(WORLD_SIZE) {'have' if len(missing) > 1 else 'has'} no file in {folder}: this is "
-        f"the answer of the {plural(len(present), 'rank')} found; copy the missing ranks' "
-        "auto.rankN.npz (or their .summary.json) here for the whole job"
+        f"rank{'s' if len(missing) > 1 else ''} {number_runs(missing)} of {of} "
+        f"{'have' if len(missing) > 1 else 'has'} no file in {folder}: this is the answer of "
+        f"the {plural(len(present), 'rank')} found; copy the missing ranks' auto.rankN.npz (or "
+        "their .summary.json) here for the whole job"
     ]
 
 

@@ -144,6 +144,7 @@ def test_run_writes_each_ranks_summary_beside_its_file(tmp_path, monkeypatch):
     doc = read_summary(summary_path(os.path.join(out, "auto.rank1.npz")))  # checked against it
     assert doc["rank"] == 1 and doc["launches"]["step"][-1] == 3
     assert {"run_id", "restart", "master", "agent"} <= set(doc["metadata"]["job"])  # its run's
+    assert doc["metadata"]["profiled_ranks"] == [0, 1]  # the ranks --ranks profiled
 
 
 def test_a_folder_of_the_ranks_summaries_alone_gives_the_same_answer(tmp_path, capsys):

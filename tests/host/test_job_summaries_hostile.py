@@ -165,3 +165,22 @@ def test_summarize_refuses_a_file_of_the_manual_ops(tmp_path, capsys):
     err = _fails(capsys, "summarize", path)
     assert "holds captures of the manual ops, not an auto-mode recording" in err
     assert not os.path.exists(summary_path(path))
+
+
+def test_3_ranks_left_out_by_run_ranks_are_not_missing(tmp_path, capsys):
+    """`run --ranks 0,2` of a job of 3: rank 1 wrote nothing on purpose; no note. Rank 2's
+    files gone: it is named, as one of the ranks profiled."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for r in (0, 2):
+        table = rank_table(r, 3, T0)
+        table.metadata["profiled_ranks"] = [0, 2]  # as run --ranks 0,2 writes it
+        table.save(folder / f"auto.rank{r}.npz")
+    assert main(["stats", str(folder)]) == 0
+    assert "no file" not in capsys.readouterr().err
+    os.remove(folder / "auto.rank2.npz")
+    assert main(["stats", str(folder)]) == 0
+    assert (
+        f"note: rank 2 of the 2 profiled (run --ranks 0, 2) has no file in {folder}"
+        in capsys.readouterr().err
+    )
