@@ -128,7 +128,7 @@ def check_records(doc: dict, path: str, records: str) -> None:
     if said.get("bytes") != now["bytes"]:
         raise CaptureError(
             f"{path} disagrees with its records: it summarizes a file of "
-            f"{_count(said.get('bytes'))} bytes, {name} has {now['bytes']:,}; {fix}"
+            f"{_bytes_text(said.get('bytes'))} bytes, {name} has {now['bytes']:,}; {fix}"
         )
     if said.get("members_sha256") != now["members_sha256"]:
         raise CaptureError(
@@ -143,7 +143,7 @@ def check_records(doc: dict, path: str, records: str) -> None:
         )
 
 
-def _count(v) -> str:
+def _bytes_text(v) -> str:
     return f"{v:,}" if type(v) is int else shortened(v, 40)
 
 

@@ -81,6 +81,12 @@ def test_torchrun_every_rank_records_its_launches_and_rank0_merges(tmp_path, mod
         assert table.counts()["dropped"] == 0
     report = (out / "auto_stats.txt").read_text()
     assert "2 GPUs of 2 ranks" in report and "per rank (2 ranks" in report
+    # Issue 57: each rank wrote its summary; the job's report from them is rank 0's, of every
+    # rank's records joined, line for line.
+    cmd = [sys.executable, "-m", "sm_profiler", "stats", str(out), "--width", "100"]
+    from_summaries = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert from_summaries.stdout == report, from_summaries.stderr[-2000:]
+    assert "no summary" not in from_summaries.stderr
     assert (out / MERGED_TRACE).stat().st_size > 0  # the job's trace (Perfetto)
     # The same ranks as Chrome JSON (merge -o), read here without the perfetto package.
     from sm_profiler.cli import main
@@ -101,6 +107,7 @@ def test_ranks_option_profiles_some_ranks_only(tmp_path):
     names = sorted(p.name for p in out.iterdir() if p.name.startswith("auto"))
     assert names == [
         "auto.rank1.npz",
+        "auto.rank1.npz.summary.json",  # its summary (issue 57)
         "auto.rank1_stats.txt",
         "auto.ranks.perfetto-trace",
         "auto_stats.txt",

@@ -45,6 +45,7 @@ def test_run_torch_writes_a_perfetto_trace_of_torch_rows_and_our_programs(tmp_pa
     _run(out, "--torch")
     assert sorted(os.listdir(out)) == [
         "auto.npz",
+        "auto.npz.summary.json",  # its summary (issue 57)
         "auto.perfetto-trace",
         "auto.torch.perfetto-trace",
         "auto_stats.txt",
@@ -73,6 +74,7 @@ def test_run_torch_json_writes_one_trace_of_torch_rows_and_our_programs(tmp_path
     _run(out, "--torch-json")
     assert sorted(os.listdir(out)) == [
         "auto.npz",
+        "auto.npz.summary.json",  # its summary (issue 57)
         "auto.perfetto-trace",
         "auto.torch.json.gz",
         "auto_stats.txt",

@@ -105,6 +105,7 @@ def test_11_run_torch_writes_every_torch_row_flow_and_program_at_its_ns(tmp_path
     script.write_outputs(TorchRegion(t, doc), str(out), 100)
     assert sorted(os.listdir(out)) == [
         "auto.npz",
+        "auto.npz.summary.json",  # its summary (issue 57)
         "auto.perfetto-trace",
         "auto.torch.perfetto-trace",
         "auto_stats.txt",
