@@ -1056,7 +1056,13 @@ def run_flight(model: str, scenario: str, args, plain_step, prepare, res: dict) 
         try:
             prepare(plain_step)
             shared.picks.update(shared.made)
-            config = sm_profiler.flight_recorder(steps=8, out=os.path.join(tmp, "dumps"))
+            # The normal course: no dump. Between two flight steps the plain model's repeat runs
+            # on the same stream, so the step the events time spans it (10x a step): the
+            # default 1.5x would take that for a slow step and write a dump into the timing
+            # (a run of 2026-11-29 did, once per case). A factor above it is judged all the same.
+            config = sm_profiler.flight_recorder(
+                steps=8, slow_factor=100.0, out=os.path.join(tmp, "dumps")
+            )
             with sm_profiler.auto(flight_recorder=config) as prof:
                 inst = make_step(model, scenario, args)
 
