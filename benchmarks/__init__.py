@@ -8,8 +8,8 @@ A benchmark is a module of this package with its own command line and `main()`; 
 below is what the runner (benchmarks/runner.py) reads to list it, check what it needs and run it.
 The shared modules hold what more than one benchmark uses: `timing` (kernel timing, medians,
 percent over a baseline), `env` (the device and version record of a run), `captures` (synthetic
-captures built with numpy), `triton_kernels` and `gluon_kernels` (device code several
-benchmarks time). A benchmark imports shared modules only, never another benchmark.
+captures built with numpy), `job_folders` (folders of rank files of a job of R ranks, one
+slow), `triton_kernels` and `gluon_kernels` (device code several benchmarks time). A benchmark imports shared modules only, never another benchmark.
 
 Importing this package imports nothing heavy: `list` works without torch or a GPU.
 """
@@ -173,6 +173,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "ranks merge of the same captures",
     ),
     Benchmark(
+        "job_scale",
+        "host",
+        "a job of R ranks (8 .. 8,192 generated rank files, one slow): wall time and peak memory "
+        "of stats, advise, merge and query over the folder, the trace's size, the slow rank named",
+        json_option=True,
+    ),
+    Benchmark(
         "ui_load",
         "host",
         "seconds the Perfetto UI takes to open traces of growing size in headless Chromium",
@@ -181,4 +188,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
 )
 
 # The modules of this package that are not benchmarks: what the benchmarks share, and the runner.
-SHARED = ("timing", "env", "captures", "triton_kernels", "gluon_kernels", "runner")
+SHARED = (
+    "timing",
+    "env",
+    "captures",
+    "job_folders",
+    "triton_kernels",
+    "gluon_kernels",
+    "runner",
+)
