@@ -5,7 +5,13 @@ renders it at each width asked. Before, `run` formatted its report twice (the te
 and auto_stats.txt's 100 columns), running the advisor and every section twice; `stats` and
 the run's report found each (launch, SM) group's peak residency twice (the report's launch
 table, then the advisor's launch columns); a flight-recorder dump's report called the run
-report's renderer after its own opening."""
+report's renderer after its own opening.
+
+And docs/architecture.md's recipe for a report (issue 53, the recipes checked by a test), run
+as written: its toy report reads nothing but the trace's LaunchTable, and the section it
+registers ends the run's report of manual captures and of auto mode's table, and `sm-profiler
+stats` of an auto file (the recipe said a report is called by the CLI and the run's report,
+which had no place for one)."""
 
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import pytest
 from flight_inputs import flight_table
 from repo_paths import ROOT
 
+import sm_profiler
 from sm_profiler.cli import main
 from sm_profiler.trace.model import RANGE
 
@@ -135,3 +142,99 @@ def test_a_dump_s_report_is_the_run_s_report_with_its_opening_computed_once(call
     assert _quiet(lambda: main(["stats", str(tmp_path / "d.npz"), "--width", "80"])) == report
     assert calls.count["gpu_state"] == 2 and calls.count["advise"] == 2
     assert "in flight: spin_kernel" in report
+
+
+# -- docs/architecture.md's recipe for a report, run as written --------------------------------
+
+
+def _report_recipe() -> str:
+    """The python block of docs/architecture.md's "Adding a report"."""
+    import re
+
+    text = open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8").read()
+    section = text.split("## Adding a report", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    return block
+
+
+@pytest.fixture
+def recipe(monkeypatch):
+    """The recipe's block run, its section registered in the run's report until the test ends."""
+    from sm_profiler.report import auto_report
+
+    monkeypatch.setattr(auto_report, "SECTIONS", list(auto_report.SECTIONS))
+    names: dict = {}
+    exec(compile(_report_recipe(), "toy_report.py", "exec"), names)
+    return names
+
+
+def _capture(kernel: str):
+    from captures import build_capture
+
+    lane = {"sm": 0, "anchor": 1000, "records": [("B", 0, 1100), ("E", 0, 1600)]}
+    return build_capture({0: lane}, num_blocks=1, event_names={0: "load"}, kernel_name=kernel)
+
+
+def test_the_report_recipe_reads_only_the_launch_table_and_the_basics(recipe):
+    import ast
+    import types
+
+    from auto_inputs import table_of, two_kernels
+
+    imports = [n for n in ast.walk(ast.parse(_report_recipe())) if isinstance(n, ast.ImportFrom)]
+    assert sorted(n.module for n in imports) == [
+        "sm_profiler.report.auto_report",
+        "sm_profiler.text",
+    ]
+    # Its numbers need nothing of the trace but its LaunchTable, whatever recorded it.
+    manual = sm_profiler.decode([_capture("b"), _capture("a"), _capture("b")])
+    auto = table_of(two_kernels()).decode()
+    for trace, want in (
+        (manual, [("b", 2), ("a", 1)]),
+        (auto, [("gemm", 2), ("triton_poi_fused_add_0", 2)]),
+    ):
+        only_table = types.SimpleNamespace(trace=types.SimpleNamespace(table=trace.table))
+        assert recipe["launch_counts"](only_table) == want
+
+
+def test_the_report_recipe_s_section_ends_the_run_s_report_of_either_trace(recipe):
+    from auto_inputs import table_of, two_kernels
+
+    from sm_profiler.report.auto_report import format_report
+
+    manual = sm_profiler.decode([_capture("b"), _capture("a"), _capture("b")])
+    assert format_report(manual, width=80).endswith("\n\nlaunches per kernel: b x2, a x1\n")
+    text = format_report(table_of(two_kernels()).decode(), width=40)
+    assert text.endswith("\nlaunches per kernel: gemm x2,\n  triton_poi_fused_add_0 x2\n")
+
+
+def test_the_report_recipe_s_section_is_in_sm_profiler_stats_of_an_auto_file(tmp_path):
+    import subprocess
+
+    from auto_inputs import table_of, two_kernels
+
+    table_of(two_kernels()).save(tmp_path / "auto.npz")
+    code = (
+        _report_recipe()
+        + "\nimport sys\nfrom sm_profiler.cli import main\nsys.exit(main(sys.argv[1:]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, "stats", str(tmp_path / "auto.npz"), "--width", "100"],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=ROOT),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("sm_profiler auto: 4 launches of 2 kernels")
+    assert out.stdout.endswith("\nlaunches per kernel: gemm x2, triton_poi_fused_add_0 x2\n")
+
+
+def test_a_section_s_name_is_its_own(recipe):
+    from sm_profiler.errors import ConfigError
+    from sm_profiler.report.auto_report import SECTIONS, Section, register_section
+
+    with pytest.raises(ConfigError, match="'launches per kernel' is there already"):
+        register_section(Section("launches per kernel", len, list))
+    assert [s.name for s in SECTIONS][-2:] == ["what to fix first", "launches per kernel"]
