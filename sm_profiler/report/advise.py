@@ -149,11 +149,9 @@ def advise(table, cupti=None, peaks=None) -> Advice:
     --torch` stores one in each rank file: export/auto_torch_parts.read) or its
     coverage.kernel_table; for several ranks, {rank: either}. A trace that is not of these
     launches (another rank or GPU, other steps, clocks that do not line up) is left out, said
-    in the notes: those GPUs' host gaps count the instrumented kernels only.
-
-    peaks: per launch of `table` (one table), the most of its programs resident on one SM at
-    once, where the caller found them already (the run's report: its launch table's `peak`);
-    found here otherwise."""
+    in the notes: those GPUs' host gaps count the instrumented kernels only. peaks: each
+    launch's peak residency (of one table), where the caller has it (the run's report's launch
+    table); found here otherwise."""
     if isinstance(table, (list, tuple)):
         from ..trace.auto_table import AutoTable
 
