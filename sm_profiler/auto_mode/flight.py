@@ -673,7 +673,7 @@ def write_dump(table, folder: str, trigger: str, written_ns: int, width: int = 1
     """The dump's table, report and trace into `folder` (made here); returns the table's path."""
     from ..export import export
     from ..paths import atomic_output
-    from ..report.dump import dump_report
+    from ..report.auto_report import dump_report
 
     os.makedirs(folder, exist_ok=True)
     rank = next((s.get("rank") for s in table.sessions if isinstance(s.get("rank"), int)), 0)

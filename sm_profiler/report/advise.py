@@ -141,7 +141,7 @@ class Advice:
 # -- the computation ----------------------------------------------------------------------------
 
 
-def advise(table, cupti=None) -> Advice:
+def advise(table, cupti=None, peaks=None) -> Advice:
     """The ranked findings of an AutoTable (or a list of them: several ranks, joined).
 
     cupti: torch.profiler's kernel rows of the same steps, for host gaps over every kernel the
@@ -149,7 +149,9 @@ def advise(table, cupti=None) -> Advice:
     --torch` stores one in each rank file: export/auto_torch_parts.read) or its
     coverage.kernel_table; for several ranks, {rank: either}. A trace that is not of these
     launches (another rank or GPU, other steps, clocks that do not line up) is left out, said
-    in the notes: those GPUs' host gaps count the instrumented kernels only."""
+    in the notes: those GPUs' host gaps count the instrumented kernels only. peaks: each
+    launch's peak residency (of one table), where the caller has it (the run's report's launch
+    table); found here otherwise."""
     if isinstance(table, (list, tuple)):
         from ..trace.auto_table import AutoTable
 
@@ -176,7 +178,7 @@ def advise(table, cupti=None) -> Advice:
         gpu_no[g] = metadata_count(table.sessions[s].get("gpu")) if table.sessions else 0
     several_ranks = len(np.unique(rank_of_gpu)) > 1
 
-    la = _launch_columns(table, l_gpu, l_name)
+    la = _launch_columns(table, l_gpu, l_name, peaks)
     la["gpu"], la["name"] = l_gpu, l_name
 
     # Steps: the recorded ones, less those that compiled; else the whole recording as one.
@@ -300,17 +302,17 @@ def _launch_chunks(table):
         k = k2
 
 
-def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
+def _launch_columns(table, l_gpu, l_name, peaks=None) -> dict[str, np.ndarray]:
     """Per launch: programs, SMs, SMs used, resident, slots, waves, the tail, the last wave and
     the three launch estimates (partial_wave, tail, idle_sms), in ns. A chunk of whole launches
-    at a time: the temporaries are a chunk's, whatever the table's size."""
+    at a time: the temporaries are a chunk's, whatever the table's size. peaks: advise's."""
     L = table.launches
     start = np.asarray(L["start_ns"], np.int64)
     end = np.asarray(L["end_ns"], np.int64)
     span = (end - start).astype(np.float64)
     sess = np.asarray(L["session"], np.int64)
     n_sess = max(len(table.sessions), int(sess.max()) + 1)
-    on = _on_sms(table, start, sess, n_sess)
+    on = _on_sms(table, start, sess, n_sess, peaks)
     programs, used, median_end = on["programs"], on["used"], on["median_end"]
     tail = np.maximum(span - median_end, 0.0)
     # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
@@ -375,14 +377,16 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
     }
 
 
-def _on_sms(table, start, sess, n_sess) -> dict[str, np.ndarray]:
+def _on_sms(table, start, sess, n_sess, peaks=None) -> dict[str, np.ndarray]:
     """Per launch, what its programs did on the SMs: programs, SMs used, the most programs on
-    one SM at once (peak), the median SM's end and the last SM, the programs' median duration;
-    and per session the highest SM id + 1 it ran on (seen). A chunk of launches at a time."""
+    one SM at once (peak; `peaks` where the caller found them), the median SM's end and the
+    last SM, the programs' median duration; and per session the highest SM id + 1 it ran on
+    (seen). A chunk of launches at a time."""
     n = table.num_launches
     programs = np.zeros(n, np.int64)
     used = np.zeros(n, np.int64)
-    peak = np.zeros(n, np.int64)
+    found = peaks is None
+    peak = np.zeros(n, np.int64) if found else np.asarray(peaks, np.int64)
     median_end = np.zeros(n, np.float64)  # ns after the launch's start
     last_sm = np.zeros(n, np.int64)
     dur_med = np.zeros(n, np.float64)
@@ -407,13 +411,14 @@ def _on_sms(table, start, sess, n_sess) -> dict[str, np.ndarray]:
         g_first = np.flatnonzero(new)
         g_launch, g_sm = gl[g_first], gs[g_first]
         g_last = np.maximum.reduceat(en, g_first)
-        g_peak = peak_per_group(np.cumsum(new) - 1, st, en, len(g_first))
+        if found:
+            g_peak = peak_per_group(np.cumsum(new) - 1, st, en, len(g_first))
+            pk = np.zeros(m, np.int64)
+            np.maximum.at(pk, g_launch, g_peak)
+            peak[k0:k1] = pk
         del gl, gs, st, en, new
         u = np.bincount(g_launch, minlength=m)
         used[k0:k1] = u
-        pk = np.zeros(m, np.int64)
-        np.maximum.at(pk, g_launch, g_peak)
-        peak[k0:k1] = pk
         # Each launch's median SM end (SMs that ran), its last SM.
         o3 = np.lexsort((g_last, g_launch))
         gf = np.cumsum(u) - u
