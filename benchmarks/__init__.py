@@ -181,4 +181,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
 )
 
 # The modules of this package that are not benchmarks: what the benchmarks share, and the runner.
-SHARED = ("timing", "env", "captures", "triton_kernels", "gluon_kernels", "runner")
+SHARED = (
+    "timing",
+    "env",
+    "captures",
+    "triton_kernels",
+    "gluon_kernels",
+    "plant_kernels",
+    "runner",
+)
