@@ -188,5 +188,6 @@ SHARED = (
     "triton_kernels",
     "gluon_kernels",
     "plant_kernels",
+    "plant_model",
     "runner",
 )
