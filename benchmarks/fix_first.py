@@ -76,6 +76,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 
 from benchmarks.env import add_model_shape_args, no_cuda_gpu
@@ -134,11 +135,21 @@ IDLE_UNITS = 48  # fma_idle: units of each of the S / 4 programs
 # advisor rightly ranked first when the difference was 0.13 ms.
 RANK_CHAINS = (400, 1000)
 # The matmul sweep: (dtype, N, K) and the row counts M tried for each (multiples of 128).
-MATMUL_SHAPES = (("bfloat16", 4096, 4096), ("float32", 4096, 1024), ("float32", 2048, 2048))
+MATMUL_SHAPES = (
+    ("bfloat16", 4096, 4096),
+    ("float16", 8192, 2048),
+    ("float32", 4096, 1024),
+    ("float32", 2048, 2048),
+    ("float32", 1024, 4096),
+)
 MATMUL_ROWS = tuple(128 * j for j in range(1, 49))
 MATMUL_PLANT_WAVES = (1.1, 1.35)  # the planted chunk's grid
 MATMUL_FIX_FILL = 0.9  # the fixed chunk's blocks fill at least this share of its waves' slots
-MATMUL_MAX_CHUNKS = 8  # chunks a step, planted or fixed
+MATMUL_MAX_CHUNKS = 8  # chunks of M_total rows, planted or fixed
+# A recorded step's GPU time at least this (M_total rows done as many times as it takes, by the
+# sweep's times): longer than the host's own time a step with torch.profiler on (its step(),
+# the launches), so that the GPU never waits for the host and host gaps stay below the plant.
+MATMUL_MIN_STEP_NS = 600_000
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -320,7 +331,8 @@ def choose_matmul(swept: dict, sms: int, limits=None) -> tuple[dict | None, list
     rows (sweep_rows). The plant: a chunk of M_p rows whose one kernel's grid is
     MATMUL_PLANT_WAVES waves; the fix: chunks of M_f rows run by the same kernel (name, block,
     registers, shared memory) whose grid fills at least MATMUL_FIX_FILL of its last wave; both
-    a whole number of chunks of M_total = lcm(M_p, M_f) rows, at most MATMUL_MAX_CHUNKS.
+    a whole number of chunks of lcm(M_p, M_f) rows, at most MATMUL_MAX_CHUNKS, and M_total that
+    many rows times what makes the planted step MATMUL_MIN_STEP_NS (the sweep's times).
     Preferred: fewer resident blocks a SM (a lone last-wave block then runs as long as a full
     wave's, as the launch-shape estimate takes it), then waves nearest 1.2, then the fix's
     fuller waves, then fewer chunks.
@@ -351,8 +363,10 @@ def choose_matmul(swept: dict, sms: int, limits=None) -> tuple[dict | None, list
             a, b = total // mp, total // mf
             if max(a, b) > MATMUL_MAX_CHUNKS:
                 continue
+            rounds = max(1, math.ceil(MATMUL_MIN_STEP_NS / max(a * sp["dur_ns"], 1)))
+            a, b, total = a * rounds, b * rounds, total * rounds
             fill = sf["waves"] / math.ceil(sf["waves"])
-            key = (sp["resident_per_sm"], abs(sp["waves"] - 1.2), -round(fill, 2), a + b, mp)
+            key = (sp["resident_per_sm"], abs(sp["waves"] - 1.2), -round(fill, 2), a + b, mp, mf)
             if best_key is None or key < best_key:
                 best_key = key
                 best = {
@@ -533,10 +547,10 @@ class Gpu:
         mark = kernel("mark")
         marks = torch.zeros(2, dtype=torch.int32, device="cuda")
 
-        def bracketed():
-            mark[(1,)](marks, 1, num_warps=1)
+        def bracketed():  # values neither 1 nor multiples of 16: one specialization
+            mark[(1,)](marks, 3, num_warps=1)
             planted()
-            mark[(1,)](marks, 2, num_warps=1)
+            mark[(1,)](marks, 5, num_warps=1)
 
         return planted, fix, bracketed
 
@@ -685,7 +699,9 @@ class Model:
             for m in MATMUL_ROWS:
                 grid = [math.ceil(n / 128), math.ceil(m / 128), 1]
                 row = {"name": name, "grid": grid, "block": list(block), "registers": regs}
-                out[(dt, n, k, m)] = [dict(row, shared=smem, dur_ns=MODEL_GEMM_BLOCK_NS)]
+                waves = math.ceil(math.prod(grid) / self.sms)  # one block a SM
+                dur = waves * MODEL_GEMM_BLOCK_NS * k // 1024
+                out[(dt, n, k, m)] = [dict(row, shared=smem, dur_ns=dur)]
         return out
 
     def _gemm(self, plan: dict, rows: int) -> tuple:
@@ -827,8 +843,9 @@ def format_table(rows: list[dict], dry: bool = False) -> list[str]:
         f"{'recovered':>11}{'rec./est.':>10}"
     ]
     for r in rows:
-        if r.get("skipped"):
-            out.append(f"{r['case']:<11}skipped: {r['skipped'][:70]}")
+        if r.get("skipped") or r.get("error"):
+            why = f"skipped: {r['skipped']}" if r.get("skipped") else f"ERROR: {r['error']}"
+            out.append(f"{r['case']:<11}{why[:79]}")
             continue
         first = "yes" if r["ranked_first"] else f"NO: {r['first']}"
         if "estimate_us" not in r:
@@ -967,17 +984,31 @@ def run_models(args) -> list[dict]:
 # -- the command line -------------------------------------------------------------------------
 
 
-def run_cases(cases: list[str], backend, out_dir: str) -> list[dict]:
-    """Every case in order, its progress printed as it goes; the rows worst case first."""
+def run_cases(cases: list[str], backend, out_dir: str, save=None) -> list[dict]:
+    """Every case in order, its progress printed as it goes, the rows so far given to `save`
+    after each (a run cut short keeps what it measured); a case that raises is a row with its
+    error, and the next runs. The rows worst case first."""
     rows = []
     t0 = time.perf_counter()
     for i, case in enumerate(cases, 1):
         t = time.perf_counter()
         print(f"[{i}/{len(cases)}] {case}: {PLANTS[case].planted} ...", flush=True)
-        row = run_case(case, backend, out_dir)
+        try:
+            row = run_case(case, backend, out_dir)
+        except Exception as e:  # one case's failure (a CUDA error, a shape) is its row's
+            trace = traceback.format_exc()
+            print(trace[-3000:], flush=True)
+            row = {"case": case, "error": f"{type(e).__name__}: {e}"[:500], "ranked_first": False}
+            row["traceback"] = trace[-3000:]
         rows.append(row)
-        what = row.get("skipped") or (
-            f"first: {row['first']} ({'the plant' if row['ranked_first'] else 'NOT the plant'})"
+        if save is not None:
+            save(worst_first(rows))
+        what = (
+            row.get("skipped")
+            or row.get("error")
+            or (
+                f"first: {row['first']} ({'the plant' if row['ranked_first'] else 'NOT the plant'})"
+            )
         )
         print(
             f"[{i}/{len(cases)}] {case}: {what}; {time.perf_counter() - t:.1f} s "
@@ -1027,8 +1058,15 @@ def main(argv=None) -> int:
         ap.error(f"no case named {', '.join(unknown)}; choose from {', '.join(CASES)}")
     out_dir = args.out_dir or (os.path.dirname(os.path.abspath(args.json)) if args.json else None)
     out_dir = out_dir or "fix_first_out"
+
+    def save(rows):
+        if args.json:
+            with open(args.json, "w") as f:
+                doc = {"config": vars(args), "dry_run": args.dry_run, "rows": rows}
+                json.dump(doc, f, indent=1)
+
     if args.dry_run:
-        rows = run_cases(cases, Model(), out_dir)
+        rows = run_cases(cases, Model(), out_dir, save)
     else:
         if no_cuda_gpu("fix_first"):
             return 0
@@ -1045,7 +1083,7 @@ def main(argv=None) -> int:
                 return 0
         else:
             os.makedirs(out_dir, exist_ok=True)
-            rows = run_cases(cases, Gpu(args.reps, args.repeats), out_dir)
+            rows = run_cases(cases, Gpu(args.reps, args.repeats), out_dir, save)
     print("\n".join(format_table(rows, args.dry_run)))
     for r in rows:
         if r.get("findings"):
@@ -1055,9 +1093,7 @@ def main(argv=None) -> int:
         line = diff_line(r)
         if line:
             print(line)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"config": vars(args), "dry_run": args.dry_run, "rows": rows}, f, indent=1)
+    save(rows)
     ran = [r for r in rows if not r.get("skipped")]
     return 0 if all(r["ranked_first"] for r in ran) else 1
 

@@ -282,3 +282,20 @@ def test_the_table_says_what_was_ranked_first_instead_and_puts_it_first():
     assert text[1].startswith("skew") and "NO: host_gaps" in text[1]
     assert text[2].split()[-1] == "50%" and text[3].split()[-1] == "90%"
     assert "skipped: needs 2 GPUs" in text[4]
+
+
+def test_a_case_that_raises_is_a_row_with_its_error_and_the_next_case_runs(tmp_path, capsys):
+    class Broken(ff.Model):
+        def step(self, config, launches, graph=False, fresh=False):
+            if config.name == "fma16":
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+            return super().step(config, launches, graph, fresh)
+
+    saved = []
+    rows = ff.run_cases(["fma_wave16", "skew"], Broken(), str(tmp_path), saved.append)
+    assert [r["case"] for r in rows] == ["fma_wave16", "skew"]  # the failure first: the worst
+    assert rows[0]["error"].startswith("RuntimeError: CUDA error") and not rows[0]["ranked_first"]
+    assert rows[1]["ranked_first"]
+    assert [len(s) for s in saved] == [1, 2]  # the JSON is written after every case
+    assert "ERROR: RuntimeError: CUDA error" in ff.format_table(rows)[1]
+    assert "Traceback" in capsys.readouterr().out
