@@ -459,9 +459,10 @@ def time_steps(fns: dict, reps: int, repeats: int, after=None) -> dict[str, floa
 
 
 class Gpu:
-    """The cases on this process's GPU: steps of a config's kernel, recorded, checked and
-    timed. Kernels are fresh per case (plant_kernels.Tiles): each is compiled inside the auto
-    region that records it."""
+    """The cases on this process's GPU: steps of a config's kernel, checked against torch,
+    recorded and timed. Each case builds its own kernels and inputs (plant_kernels.Tiles): run
+    outside an auto region (the check, the timing) they run their plain build, inside one
+    (the recording) their instrumented build."""
 
     dry = False
 
@@ -479,7 +480,7 @@ class Gpu:
 
     def resident(self, config) -> int:
         """The programs of `config`'s kernel one SM holds at once, from a probe launch of more
-        programs than fit (its own kernel: the case's is compiled in the case's region)."""
+        programs than fit (recorded once per config: the same build as the case's)."""
         from benchmarks.plant_kernels import Tiles
 
         if config.name not in self._resident:

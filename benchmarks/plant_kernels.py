@@ -14,16 +14,17 @@ two compute the same output.
            registers bind). A program that shares its SM with others runs several times longer
            than one nearly alone: fma16's last-wave program (one warp a sub-partition, each FMA
            waiting on the last) runs about 4x faster than a full wave's (16 warps a
-           sub-partition, the FMA pipe full)
-  stream   a unit is a tile of 512 floats read from HBM and written back plus one (16 bytes a
-           thread): a full wave (16 resident a SM) is bound by the memory's bandwidth, a last
-           wave of a program or two a SM by its latency
+           sub-partition, the FMA pipe full). The `stream` config is the same kernel at one FMA an element (x + 1), 4 warps and 4
+           elements a thread (16 bytes): a unit is a tile of 512 floats read from HBM and
+           written back, memory-bound: a full wave (16 resident a SM) presses on the memory's
+           bandwidth, a last wave of a program or two a SM waits on its latency
   mark     one program that stores a value: the instrumented kernel that marks a step around
            the cuBLAS matmuls (auto mode cannot see inside cuBLAS; its steps need a launch of
            ours)
 
-`Tiles(config)` holds one kernel (a fresh JIT function: auto mode instruments what compiles
-inside its region) and its input; `variant(counts)` makes a launch function over programs with
+`Tiles(config)` holds one kernel (a JIT function of its own: launched inside an auto region it
+runs its instrumented build, outside one its plain build, which the timing measures) and its
+input; `variant(counts)` makes a launch function over programs with
 those unit counts, `check(launch)` compares its output with torch's. `MatmulChunks` is the
 cuBLAS plant: a matmul of M_total rows done in chunks of rows, small integers in and out so that
 every algorithm's fp32 sums are exact.
@@ -65,8 +66,6 @@ class Config:
             return {"STEPS": STEPS, "MASK": TABLE - 1}
         if self.kernel == "fma":
             return {"N": self.fmas, "BLOCK": self.block}
-        if self.kernel == "stream":
-            return {"BLOCK": self.block}
         return {}
 
 
@@ -77,7 +76,7 @@ CONFIGS = {
         Config("fma16", "fma", 4, fmas=1024, resident=16, bound="compute"),
         Config("fma4", "fma", 16, fmas=1024, resident=4, bound="compute"),
         Config("fma1", "fma", 16, chains=32, fmas=64, resident=1, bound="compute"),
-        Config("stream", "stream", 4, chains=4, resident=16, bound="memory"),
+        Config("stream", "fma", 4, chains=4, fmas=1, resident=16, bound="memory"),
         Config("mark", "mark", 1, resident=32, bound="latency"),
     )
 }
@@ -102,20 +101,14 @@ SIGNATURES = {
         "N": "constexpr",
         "BLOCK": "constexpr",
     },
-    "stream": {
-        "x": "*fp32",
-        "first": "*i32",
-        "count": "*i32",
-        "out": "*fp32",
-        "BLOCK": "constexpr",
-    },
     "mark": {"out": "*i32", "value": "i32"},
 }
 
 
 def kernel(name: str):
-    """A fresh JIT function of kernel `name` (chase, fma, stream, mark): compiled in the auto
-    region that first launches it, so that auto mode instruments it."""
+    """A JIT function of its own of kernel `name` (chase, fma, mark): auto mode's level is part
+    of Triton's compile options, so a launch inside an auto region runs an instrumented build
+    and one outside it the plain build."""
     import triton
     import triton.language as tl
 
@@ -149,19 +142,6 @@ def kernel(name: str):
                 tl.store(out + o, v)
 
         return fma_kernel
-    if name == "stream":
-
-        @triton.jit
-        def stream_kernel(x, first, count, out, BLOCK: tl.constexpr):
-            p = tl.program_id(0)
-            t0 = tl.load(first + p)
-            n = tl.load(count + p)
-            offs = tl.arange(0, BLOCK)
-            for t in range(t0, t0 + n):
-                o = t.to(tl.int64) * BLOCK + offs
-                tl.store(out + o, tl.load(x + o) + 1.0)
-
-        return stream_kernel
     if name == "mark":
 
         @triton.jit
@@ -228,7 +208,7 @@ class Tiles:
         else:
             x = self._input(units)
             out = torch.full((max(units, 1) * c.block,), -1.0, device="cuda")
-            args = (x, first_d, count_d, out) + ((FMA_A, FMA_B) if c.kernel == "fma" else ())
+            args = (x, first_d, count_d, out, FMA_A, FMA_B)
 
             def launch():
                 k[grid](*args, num_warps=c.num_warps, **c.constexprs())
@@ -251,8 +231,6 @@ class Tiles:
                 idx = tab[idx]
             return idx.to(torch.int32)
         v = launch.x[: launch.units * c.block].clone()
-        if c.kernel == "stream":
-            return v + 1.0
         for _ in range(c.fmas):
             v = v * FMA_A + FMA_B
         return v
@@ -276,10 +254,10 @@ class MatmulChunks:
         import torch
 
         self.torch = torch
-        g = torch.Generator().manual_seed(seed)
+        g = torch.Generator(device="cuda").manual_seed(seed)
         dt = getattr(torch, dtype)
-        self.a = torch.randint(-1, 2, (m_total, k), generator=g).to(dt).cuda()
-        self.b = torch.randint(-1, 2, (k, n), generator=g).to(dt).cuda()
+        self.a = torch.randint(-1, 2, (m_total, k), generator=g, device="cuda").to(dt)
+        self.b = torch.randint(-1, 2, (k, n), generator=g, device="cuda").to(dt)
         self.m_total, self.n, self.k, self.dtype = m_total, n, k, dt
 
     def variant(self, rows: int):
