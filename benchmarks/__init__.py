@@ -143,9 +143,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "fix_first",
         "auto mode",
-        "what to fix first: kernels with a planted defect each (1.1-wave grid, skewed work, too "
-        "few programs, host gaps; one slow rank of two under torchrun) ranked first by the "
-        "advisor, and the time its suggestion recovers against its estimate",
+        "what to fix first: planted defects (partial waves of compute-, memory- and latency-bound "
+        "programs at 1-32 resident a SM, tails, idle SMs, host gaps, a cuBLAS matmul of 1.1-1.35 "
+        "waves seen through CUPTI; a slow rank where 2 GPUs are visible) ranked first by the "
+        "advisor, and the time its suggestion recovers against its estimate, worst case first",
         ("gpu",),
         json_option=True,
     ),
@@ -195,5 +196,7 @@ SHARED = (
     "job_folders",
     "triton_kernels",
     "gluon_kernels",
+    "plant_kernels",
+    "plant_model",
     "runner",
 )
