@@ -7,8 +7,8 @@ From an AutoTable (one rank, or several joined by AutoTable.concat), over its re
   partial_wave  a launch of more than one wave whose last wave leaves slots empty: its span
                 (less the tail's part) less the same work spread evenly over every slot,
                 slots = SMs x resident programs per SM (the most seen on one SM at once, over
-                the kernel's launches on that GPU), the work = the full waves' median program
-                (at full residency) x programs (issue 55: work-conserving, where a compute-bound
+                the kernel's launches on that GPU), the work = a program's time at full residency
+                (per SM, its full waves' span over their programs, x R; the median SM) x programs (issue 55: work-conserving, where a compute-bound
                 last wave's programs run faster than a full wave's)
   tail          the last SM's end after the median SM's end (SMs that ran a program), less the
                 last wave's median program where the launch has a partial last wave (that part
@@ -333,7 +333,7 @@ def _launch_columns(table, l_gpu, l_name, peaks=None) -> dict[str, np.ndarray]:
     full = programs // slots
     last_n = programs - full * slots
     partial = (full >= 1) & (last_n > 0)
-    t_last, t_full = _wave_medians(table, programs, partial, full * slots)
+    t_last, t_full = _wave_medians(table, programs, partial, full * slots, resident)
     fill = np.where(partial, last_n / np.maximum(slots, 1), 1.0)
     # Work-conserving estimates (docs/auto.md, "What to fix first"): what the launch's work would
     # take spread evenly over the slots, against the time it took. The tail's part of the span is
@@ -342,7 +342,7 @@ def _launch_columns(table, l_gpu, l_name, peaks=None) -> dict[str, np.ndarray]:
     # Tail: the long programs' work beyond the median program, split over every slot, would add
     # extra / slots to the median SM's end instead of the tail.
     est_tail = np.maximum(tail_part - on["extra"] / np.maximum(slots, 1), 0.0)
-    # Partial wave: the work at full residency (the full waves' median program x programs) over
+    # Partial wave: the work at full residency (a program slot's time in the full waves x programs) over
     # every slot, never less than one such program, against the span without the tail's part.
     ideal = np.maximum(t_full * programs / np.maximum(slots, 1), t_full)
     est_wave = np.where(partial, np.maximum(span - tail_part - ideal, 0.0), 0.0)
@@ -446,11 +446,17 @@ def _long_extra(loc, dur, after_start, dur_med, median_end) -> np.ndarray:
     return np.bincount(loc[sel], weights=over, minlength=len(dur_med))
 
 
-def _wave_medians(table, programs, partial, first_of_last) -> tuple[np.ndarray, np.ndarray]:
+def _wave_medians(
+    table, programs, partial, first_of_last, resident
+) -> tuple[np.ndarray, np.ndarray]:
     """Per launch with a partial last wave (`partial`), the median duration of the last wave's
-    programs (those from the `first_of_last`-th to start on) and of the full waves' (those
-    before: programs that ran while their SM was full, the program at full residency); 0
-    elsewhere."""
+    programs (those from the `first_of_last`-th to start on), and the time a program takes at
+    full residency: per SM, the full waves' programs (those before) from the first's start to
+    the last's end, per `resident` of them; the median over SMs. Not the median program's
+    duration: an SM shares its throughput unfairly (H200, 16 compute-bound programs an SM: four
+    end after 90 us, the last four after 330 us; the median program, 200 us, took the wave for
+    shorter than it was and the estimate was 4.7x what a fix recovered). Where the programs
+    wait alike (latency-bound), the same as the median program. 0 elsewhere."""
     t_last = np.zeros(table.num_launches, np.float64)
     t_full = np.zeros(table.num_launches, np.float64)
     if not partial.any():
@@ -471,8 +477,35 @@ def _wave_medians(table, programs, partial, first_of_last) -> tuple[np.ndarray, 
         sel = mine & last
         t_last[k0:k1] = _group_median(pl[sel], dur[sel], m)
         sel = mine & ~last
-        t_full[k0:k1] = _group_median(pl[sel], dur[sel], m)
+        t_full[k0:k1] = _full_residency(
+            pl[sel], p["sm"][o4][sel], p["start"][o4][sel], p["end"][o4][sel], resident[k0:k1], m
+        )
     return t_last, t_full
+
+
+def _full_residency(loc, sm, start, end, resident, m) -> np.ndarray:
+    """Per launch of a chunk, from its full waves' programs: per (launch, SM), the first start
+    to the last end times `resident` over the programs; the median over the SMs that ran at
+    least `resident` of them (the others: the median program's duration)."""
+    if not len(loc):
+        return np.zeros(m, np.float64)
+    o = np.lexsort((sm, loc))
+    gl, gs = loc[o], sm[o]
+    new = np.ones(len(gl), bool)
+    new[1:] = (gl[1:] != gl[:-1]) | (gs[1:] != gs[:-1])
+    first = np.flatnonzero(new)
+    g_loc = gl[first]
+    count = np.diff(np.append(first, len(gl)))
+    span = (np.maximum.reduceat(end[o], first) - np.minimum.reduceat(start[o], first)).astype(
+        np.float64
+    )
+    r = resident[g_loc]
+    whole = count >= r
+    per = span * r / count
+    out = _group_median(g_loc[whole], per[whole], m)
+    fallback = _group_median(loc, (end - start).astype(np.float64), m)
+    has = np.bincount(g_loc[whole], minlength=m) > 0
+    return np.where(has, out, fallback)
 
 
 def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.ndarray]:
