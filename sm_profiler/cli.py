@@ -805,11 +805,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     # carries, the share seen and the host gaps from CUPTI's rows
     table = trace.table
     cupti, docs = _stored_torch(args.capture, table if args.steps is None else None)
-    from .report.dump import dump_lines  # a flight-recorder dump: why, and where each GPU was
-
-    opening = dump_lines(table, args.width or shutil.get_terminal_size((100, 24)).columns)
-    if opening:
-        print("\n".join(opening) + "\n")
+    # One report, built in one pass (a flight-recorder dump's opens with why it was written)
     print_report(trace, width=args.width, cupti=cupti, torch_trace=docs)
     if args.by:
         from .report.stats import breakdown

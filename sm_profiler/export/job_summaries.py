@@ -23,6 +23,7 @@ from itertools import repeat
 from ..errors import CaptureError, ConfigError, SmProfilerError
 from ..report.rank_summary import JobBuilder, JobLaunches, RankPart, rank_part, summarize
 from ..text import number_runs, plural
+from ..wire.auto_schedule import whole_number
 from ..wire.summary_file import SUFFIX, read_summary, rebuild, summary_path, write_summary
 from . import auto_torch_parts as torch_parts
 from .auto_job import (
@@ -33,6 +34,8 @@ from .auto_job import (
     folder_files,
     rank_files,
 )
+
+WORKERS_ENV = "SM_PROFILER_WORKERS"
 
 
 @dataclass
@@ -165,7 +168,7 @@ def _each(fn, paths: list[str], workers: int | None, *args):
     """fn(path, *args) of each path, in order: in a pool of `workers` processes (default: one
     per core this process may run on) where there are several paths and cores, a path at a
     time in each for what is slow (records), a few for what is quick (summaries)."""
-    n = workers if workers is not None else len(os.sched_getaffinity(0))
+    n = workers if workers is not None else default_workers()
     n = max(1, min(n, len(paths)))
     if n == 1:
         yield from map(fn, paths, *(repeat(a) for a in args))
@@ -177,6 +180,21 @@ def _each(fn, paths: list[str], workers: int | None, *args):
     finally:
         # On an error, the paths not begun are not read (a summary that disagrees stops all).
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def default_workers() -> int:
+    """The processes that read a job's ranks: SM_PROFILER_WORKERS where set (1: in this process),
+    else one per core this process may run on."""
+    v = os.environ.get(WORKERS_ENV, "")
+    if not v:
+        return len(os.sched_getaffinity(0))
+    n = whole_number(v)
+    if n is None or n < 1:
+        raise ConfigError(
+            f"{WORKERS_ENV}={v!r} is not a number of processes: give 1 or more, or unset it "
+            "(one per core)"
+        )
+    return n
 
 
 def write_summaries(paths, workers: int | None = None):

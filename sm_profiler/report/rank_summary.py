@@ -52,6 +52,7 @@ REPORT_COLUMNS = {
     "last_sm": np.int64,
     "tail_ns": np.int64,
     "imbalance": np.float64,
+    "peak": np.int64,
 }
 # advise's launch measures per launch (its start, end and span follow from the launch's).
 ADVICE_COLUMNS = {
@@ -89,7 +90,7 @@ def summarize(table: AutoTable, torch_doc: dict | None = None, reader: bool = Tr
     t = launch_table(trace)
     L, n = table.launches, table.num_launches
     if n:
-        measures = launch_measures(table)
+        measures = launch_measures(table, peaks=t["peak"])  # each launch's, as the report found
         picks = tail_candidates(table, measures.columns).tolist()
     else:
         measures = LaunchMeasures({k: np.zeros(0, v) for k, v in ADVICE_COLUMNS.items()}, {})

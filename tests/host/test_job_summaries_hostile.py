@@ -184,3 +184,12 @@ def test_3_ranks_left_out_by_run_ranks_are_not_missing(tmp_path, capsys):
         f"note: rank 2 of the 2 profiled (run --ranks 0, 2) has no file in {folder}"
         in capsys.readouterr().err
     )
+
+
+def test_a_workers_setting_that_is_not_a_count_is_refused(folder, capsys, monkeypatch):
+    monkeypatch.setenv("SM_PROFILER_WORKERS", "two")
+    capsys.readouterr()
+    err = _fails(capsys, "stats", folder)
+    assert "SM_PROFILER_WORKERS='two' is not a number of processes: give 1 or more" in err
+    monkeypatch.setenv("SM_PROFILER_WORKERS", "1")
+    assert main(["advise", str(folder)]) == 0
