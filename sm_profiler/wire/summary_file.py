@@ -2,7 +2,7 @@
 (auto.rank3.npz.summary.json beside auto.rank3.npz), written by `sm-profiler run` at the end of
 each rank and by `sm-profiler summarize FILE` for older files; docs/format.md, "Rank summaries".
 
-    {"summary_version": 1, "kind": "sm_profiler.rank_summary",
+    {"summary_version": 1, "kind": "sm_profiler.rank_summary", "written_by": "sm_profiler 0.x",
      "records": {"file": "auto.rank3.npz", "bytes": 7812345, "members_sha256": "9f1c...",
                  "steps": [0, 1, 2]},
      ...}     what report/rank_summary.py's summarize() holds: the rank's launches, what its
@@ -11,8 +11,9 @@ each rank and by `sm-profiler summarize FILE` for older files; docs/format.md, "
 A summary is of the records it names: their size and the digest of their zip directory (each
 member's name, CRC-32 and size, which the zip stores: read without reading the columns) and
 their steps. `stats DIR` and `advise DIR` check these against the file beside it and refuse a
-summary that disagrees (a rank file written again after it), or one of a newer version, saying
-how to rebuild it. This module reads and writes the file; what it means is the report layer's.
+summary that disagrees (a rank file written again after it), or one of another version (its
+numbers are those its sm_profiler's analysis found: a version comes with each change of what they
+mean), saying how to rebuild it. This module reads and writes the file; what it means is the report layer's.
 """
 
 from __future__ import annotations
@@ -74,7 +75,13 @@ def write_summary(records: str, doc: dict) -> str:
     from ..paths import atomic_output
 
     path = summary_path(records)
-    head = {"summary_version": SUMMARY_VERSION, "kind": SUMMARY_KIND}
+    from .. import __version__
+
+    head = {
+        "summary_version": SUMMARY_VERSION,
+        "kind": SUMMARY_KIND,
+        "written_by": f"sm_profiler {__version__}",
+    }
     ident = dict(records_identity(records), steps=doc.get("steps", []))
     text = json.dumps({**head, "records": ident, **doc}, separators=(",", ":"))
     with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
@@ -108,8 +115,11 @@ def read_summary(path: str, records: str | None = None) -> dict:
             f"{path} is a summary of version {version}, newer than this sm_profiler reads "
             f"({SUMMARY_VERSION}): upgrade sm_profiler, or {fix}"
         )
-    if version < 1:
-        raise CaptureError(f"{path} has summary_version {version}, which none has: {fix}")
+    if version < SUMMARY_VERSION:  # its numbers are an earlier analysis's
+        raise CaptureError(
+            f"{path} is a summary of version {version}, made by an earlier sm_profiler (this one "
+            f"reads {SUMMARY_VERSION}, whose numbers mean what they mean now): {fix}"
+        )
     if os.path.exists(records):
         check_records(doc, path, records)
     return doc

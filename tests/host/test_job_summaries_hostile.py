@@ -120,6 +120,21 @@ def test_4_a_summary_of_a_newer_version_is_refused_saying_what_to_do(folder, cap
     assert f"upgrade sm_profiler, or rebuild it with `sm-profiler summarize {folder}" in err
 
 
+def test_4_a_summary_of_an_earlier_version_is_refused_saying_to_rebuild_it(
+    folder, capsys, monkeypatch
+):
+    """Its numbers are an earlier analysis's: never joined with this one's."""
+    import sm_profiler.wire.summary_file as summary_file
+
+    monkeypatch.setattr(summary_file, "SUMMARY_VERSION", 2)  # as a later sm_profiler reads
+    monkeypatch.setenv("SM_PROFILER_WORKERS", "1")  # read here, where the patch is
+    capsys.readouterr()
+    err = _fails(capsys, "advise", folder)
+    path = summary_path(folder / "auto.rank0.npz")
+    assert f"{path} is a summary of version 1, made by an earlier sm_profiler" in err
+    assert f"rebuild it with `sm-profiler summarize {folder / 'auto.rank0.npz'}`" in err
+
+
 @pytest.mark.parametrize(
     "damage, says",
     [
