@@ -1,0 +1,60 @@
+"""Folders of rank files for `sm-profiler query DIR` (issue 57, item 4): a few ranks of a small
+job, each built through auto_inputs' table_of, one rank slower than the others in one kernel."""
+
+from __future__ import annotations
+
+import os
+
+from auto_inputs import table_of
+
+# The job's kernels, numbered as the binding numbers them.
+JOB_KERNELS = {
+    1: {"name": "gemm", "num_warps": 8},
+    2: {"name": "triton_poi_fused_add_0", "num_warps": 4},
+    3: {"name": "triton_red_fused_softmax_1", "num_warps": 4},
+}
+STEPS = (1, 2, 3)
+PROGRAMS = 6  # per launch, on 4 SMs
+# Each kernel's program time (ns), and what the slow rank takes in kernel 2 instead.
+PROGRAM_NS = {1: 900, 2: 400, 3: 250}
+SLOW_FACTOR = 3
+JOB = {"run_id": "job-57", "restart": "0", "master": "node0:29500", "agent": "node0:1:1"}
+
+
+def rank_records(rank: int, t0_ns: int, slow: bool = False) -> tuple[list, dict]:
+    """(records as auto_buffer takes them, labels: launch -> (step tag, tag)) of one rank: per
+    step, each kernel launched once, its programs back to back on 4 SMs; the rank's own offset
+    and per-program jitter make every launch's time distinct."""
+    recs, labels = [], {}
+    at = t0_ns + 37 * rank
+    for step in STEPS:
+        for kid in JOB_KERNELS:
+            launch = 10 * step + kid
+            labels[launch] = (step, 0)
+            base = PROGRAM_NS[kid] * (SLOW_FACTOR if slow and kid == 2 else 1)
+            for p in range(PROGRAMS):
+                dur = base + 11 * p + 3 * rank + step
+                recs.append((at + 5 * p, dur, p % 4, launch, kid, p, 0, 0))
+            at += base + 11 * PROGRAMS + 3 * rank + 1000
+        at += 5000
+    return recs, labels
+
+
+def rank_table(rank: int, t0_ns: int, slow: bool = False, job: dict | None = JOB):
+    """Rank `rank`'s AutoTable (its session names the rank; its metadata the run `job`)."""
+    recs, labels = rank_records(rank, t0_ns, slow)
+    table = table_of(recs, kernels=JOB_KERNELS, session={"rank": rank}, labels=labels)
+    if job is not None:
+        table.metadata["job"] = dict(job)
+    return table
+
+
+def job_folder(folder, ranks: int = 4, slow_rank: int = 2, t0_ns: int = 1_700_000_000 * 10**9):
+    """`folder` holding auto.rank0.npz .. auto.rank{ranks-1}.npz of one run, rank `slow_rank`
+    slow; returns {rank: its AutoTable} as saved."""
+    os.makedirs(folder, exist_ok=True)
+    tables = {}
+    for r in range(ranks):
+        tables[r] = rank_table(r, t0_ns, slow=r == slow_rank)
+        tables[r].save(os.path.join(folder, f"auto.rank{r}.npz"))
+    return tables
