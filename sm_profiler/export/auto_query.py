@@ -9,10 +9,11 @@ every rank, read as a query scans it: no rank's records are held whole, however 
         launches/rank3.parquet
         unmatched/rank3.parquet
         rank3.json                    what the Parquet was made from: the rank file's name,
-                                      size and mtime, its run; written last
+                                      size and mtime, its run; the Parquet's own sizes and
+                                      mtimes; written last
 
-A rank's Parquet is reused while its rank file keeps its size and modification time, and
-written again (one rank at a time) when either changes. Times are each rank's on the host
+A rank's Parquet is reused while its rank file keeps its size and modification time (and the
+Parquet theirs), and written again (one rank at a time) when either changes. Times are each rank's on the host
 clock where its file carries clock samples, as `merge DIR` lines ranks up.
 """
 
@@ -196,8 +197,8 @@ def refresh(sources: list[RankSource], cache: str) -> dict[str, list[str]]:
 
 
 def _read_key(cache: str, src: RankSource) -> dict | None:
-    """The key of rank `src.rank`'s cache entry where it names this very file and every table
-    of it is there, else None (written again)."""
+    """The key of rank `src.rank`'s cache entry where it names this very file and its tables'
+    Parquet are as written, else None (written again)."""
     try:
         with open(entry_path(cache, src.rank), encoding="utf-8") as f:
             kept = json.load(f)
@@ -205,9 +206,21 @@ def _read_key(cache: str, src: RankSource) -> dict | None:
         return None
     if not isinstance(kept, dict) or any(kept.get(k) != v for k, v in src.key().items()):
         return None
-    if not all(os.path.isfile(entry_path(cache, src.rank, t)) for t in TABLES):
-        return None
+    if kept.get("parquet") != _parquet_stamps(cache, src.rank):
+        return None  # a table's file gone, or changed since (by hand, by another program)
     return kept
+
+
+def _parquet_stamps(cache: str, rank: int) -> dict[str, list[int] | None]:
+    """{table: [size, mtime_ns] of rank `rank`'s Parquet of it, None where there is none}."""
+    out = {}
+    for t in TABLES:
+        try:
+            st = os.stat(entry_path(cache, rank, t))
+            out[t] = [st.st_size, st.st_mtime_ns]
+        except OSError:
+            out[t] = None
+    return out
 
 
 def write_rank(src: RankSource, cache: str) -> None:
@@ -223,7 +236,8 @@ def write_rank(src: RankSource, cache: str) -> None:
     del trace
     with atomic_output(entry_path(cache, src.rank)) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({**src.key(), "job": table.metadata.get("job")}, f)
+            stamps = _parquet_stamps(cache, src.rank)
+            json.dump({**src.key(), "parquet": stamps, "job": table.metadata.get("job")}, f)
 
 
 def _rank_table(src: RankSource):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from cli_runs import run_cli
 from extras import need
-from query_inputs import JOB, job_folder, rank_table
+from query_inputs import JOB, job_folder, rank_table, wide_rank_table
 
 from sm_profiler.export import auto_query
 from sm_profiler.report.tables import TABLES
@@ -127,6 +127,11 @@ def test_4_the_cache_is_reused_and_written_again_when_a_rank_file_changes(tmp_pa
     key.write_text(key.read_text().replace('"version": 1', '"version": 0'))
     auto_query.query_job(str(tmp_path), SLOWEST)
     assert (cache / "rank2.json").read_text().count('"version": 1') == 1
+    # So is a rank whose Parquet changed after it was written (cut short here).
+    events = cache / "events" / "rank1.parquet"
+    events.write_bytes(events.read_bytes()[:100])
+    assert auto_query.query_job(str(tmp_path), SLOWEST)[1] == _slowest(tables, ADD, 10)
+    assert events.stat().st_size > 100
 
 
 def test_4_query_file_reads_the_file_alone_and_writes_nothing(tmp_path):
@@ -165,6 +170,39 @@ def test_4_a_query_reads_the_ranks_tables_only(tmp_path, sql):
         auto_query.query_job(str(tmp_path), sql.format(target=target, folder=tmp_path))
     assert target.read_bytes() == before
     assert auto_query.query_job(str(tmp_path), "select count(*) from events")[1] == [(108,)]
+
+
+def _peak_mib(folder, sql: str) -> float:
+    """The peak resident memory of `sm-profiler query FOLDER SQL` in a process of its own."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, sys; from sm_profiler.cli import main; "
+        "assert main(['query', sys.argv[1], sys.argv[2]]) == 0; "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(folder), sql], check=True, capture_output=True, text=True
+    ).stdout
+    return int(out.splitlines()[-1]) / 1024
+
+
+def test_4_memory_stays_flat_as_ranks_grow(tmp_path):
+    """Ranks of 150,000 programs each: the Parquet written one rank at a time, then SQL over all
+    of them, in the memory of two ranks. On main, `query DIR` joined every rank's records into
+    one table: 10 ranks took 175 MiB more than 2."""
+    few, many = tmp_path / "few", tmp_path / "many"
+    few.mkdir()
+    many.mkdir()
+    for r in range(10):
+        wide_rank_table(r, 150_000, slow=r == 7).save(many / f"auto.rank{r}.npz")
+        if r < 2:
+            os.link(many / f"auto.rank{r}.npz", few / f"auto.rank{r}.npz")
+    busiest = "select sm, sum(duration_ns) as busy from events group by all order by 2 desc"
+    for what in ("writing the Parquet", "reading it"):
+        small, big = _peak_mib(few, busiest), _peak_mib(many, busiest)
+        assert big - small < 40, (what, small, big)
 
 
 # -- hostile folders: one line each (issue 57, item 4) -----------------------------------------

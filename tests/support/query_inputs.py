@@ -58,3 +58,43 @@ def job_folder(folder, ranks: int = 4, slow_rank: int = 2, t0_ns: int = 1_700_00
         tables[r] = rank_table(r, t0_ns, slow=r == slow_rank)
         tables[r].save(os.path.join(folder, f"auto.rank{r}.npz"))
     return tables
+
+
+def wide_rank_table(rank: int, programs: int, slow: bool = False, sms: int = 132):
+    """A rank of a realistic shape built from numpy columns (no record written one by one): 3
+    steps of 60 launches of 20 kernels, about `programs` programs in waves over `sms` SMs,
+    each program 20-41 µs (5 % longer on a slow rank), at a real clock reading."""
+    import numpy as np
+
+    from sm_profiler.trace.auto_table import AutoTable
+
+    rng = np.random.default_rng(rank)
+    steps, per_step, n_kernels = 3, 60, 20
+    n_launch = steps * per_step
+    mean = max(programs // n_launch, 2)
+    per = rng.integers(mean // 2, mean * 3 // 2, n_launch).astype(np.int64)
+    first = np.cumsum(per) - per
+    launch = np.repeat(np.arange(n_launch), per)
+    x = np.arange(int(per.sum())) - first[launch]
+    kernel = np.tile(np.arange(per_step) % n_kernels, steps)
+    stretch = 1.05 if slow else 1.0
+    wave_ns = int(24_000 * stretch)
+    waves = (per + sms - 1) // sms
+    launch_at = 1_700_000_000 * 10**9 + 37 * rank + np.cumsum(waves * wave_ns + 5_000)
+    start = launch_at[launch] + (x // sms) * wave_ns + rng.integers(0, 500, len(x))
+    dur = ((20_000 + 1_000 * kernel[launch] + rng.integers(0, 2_000, len(x))) * stretch).astype(
+        np.int64
+    )
+    zeros = np.zeros(len(x), np.int32)
+    rows = dict(launch=launch, sm=(x % sms).astype(np.int32), start_ns=start)
+    rows.update(end_ns=start + dur, x=x, y=zeros, z=zeros, warp=zeros)
+    ones = np.ones(n_launch, np.int64)
+    launches = dict(gpu=0 * ones, session=0 * ones, kernel=kernel, grid_id=np.arange(n_launch))
+    launches.update(step=np.repeat(np.arange(steps), per_step), tag=0 * ones)
+    launches.update(per_warp=np.zeros(n_launch, bool), first_row=first, rows=per)
+    launches.update(start_ns=np.minimum.reduceat(start, first))
+    launches.update(end_ns=np.maximum.reduceat(start + dur, first))
+    launches.update(grid_x=per, grid_y=ones, grid_z=ones)
+    kernels = [{"name": f"triton_kernel_{k}", "num_warps": 4, "kernel_id": k} for k in range(20)]
+    session = {"gpu": 0, "rank": rank, "sm_count": sms, "device_name": "synthetic"}
+    return AutoTable(rows, launches, kernels, [session], {"job": dict(JOB)})
