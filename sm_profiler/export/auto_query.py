@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CaptureError, MissingDependencyError
+from ..errors import CaptureError, ConfigError, MissingDependencyError
 from ..paths import atomic_output
 from ..report.tables import TABLES, run_sql, to_arrow
 from . import auto_job as jobs
@@ -81,7 +81,12 @@ def query_job(
     where, notes = cache_folder(folder, cache)
     paths = refresh(sources, where)
     spill = os.path.join(where, "duckdb.tmp")
-    return (*run_sql(paths, sql, max_rows, memory_mb, usable_cores(), spill), notes)
+    try:
+        return (*run_sql(paths, sql, max_rows, memory_mb, usable_cores(), spill), notes)
+    except ConfigError as e:
+        if "Out of Memory" not in str(e):
+            raise
+        raise ConfigError(f"{e} (--memory-mb {memory_mb}: give more)") from None
 
 
 def _need_pyarrow() -> None:

@@ -286,3 +286,10 @@ def test_4_a_cache_that_cannot_be_written_is_one_line(tmp_path):
     (tmp_path / "file").write_text("x\n")
     r = run_cli("query", tmp_path / "run", "select 1", "--cache", tmp_path / "file" / "sub")
     _one_line_error(r, "cannot write the Parquet cache", "--cache DIR")
+
+
+def test_4_a_query_past_its_memory_says_how_to_give_more(tmp_path):
+    job_folder(tmp_path, ranks=2, slow_rank=1)
+    big = "select string_agg(repeat('x', 100000) || rank::varchar, ',') from range(2000), events"
+    r = run_cli("query", tmp_path, big, "--memory-mb", "64")
+    _one_line_error(r, "Out of Memory", "--memory-mb 64: give more")
