@@ -41,16 +41,8 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
         }
     if table == "lanes":
         ln = trace.lanes
-        keys = [(int(c), int(g)) for c, g in zip(ln["capture"], ln["group"], strict=True)]
-        labels = [trace.group_name(c, g) or f"group {g}" for c, g in sorted(set(keys))]
-        lookup = {k: i for i, k in enumerate(sorted(set(keys)))}
-        codes = np.array([lookup[k] for k in keys], np.int32)
-        cats, inv = np.unique(np.array(labels, object), return_inverse=True)
         out = {k: ln[k] for k in ("capture", "lane", "sm", "block", "group")}
-        out["group_name"] = (
-            inv.reshape(-1)[codes].astype(np.int32) if len(codes) else codes,
-            list(cats),
-        )
+        out["group_name"] = _group_names(trace, ln["capture"], ln["group"])
         out.update(
             {k: ln[k] for k in ("anchor_ns", "written", "attempted", "dropped", "initialized")}
         )
@@ -79,6 +71,21 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
             "time_ns": um["time_ns"],
         }
     raise ConfigError(f"no table {table!r}; tables: {', '.join(TABLES)}")
+
+
+def _group_names(trace: TraceData, capture: np.ndarray, group: np.ndarray):
+    """Each lane's group name as (codes, names), each (capture, group) pair named once (a
+    million lanes of a few pairs: no Python object per lane)."""
+    # A pair as one int64 (captures and groups are below 2**31): one sort of numbers.
+    key = (capture.astype(np.int64) << 32) | group.astype(np.int64)
+    pairs, of_lane = np.unique(key, return_inverse=True)
+    labels = [
+        trace.group_name(k >> 32, k & 0xFFFFFFFF) or f"group {k & 0xFFFFFFFF}"
+        for k in pairs.tolist()
+    ]
+    cats, of_pair = np.unique(np.array(labels, object), return_inverse=True)
+    codes = of_pair.reshape(-1).astype(np.int32)[of_lane.reshape(-1)]
+    return codes, list(cats)
 
 
 def _names(trace: TraceData, ids: np.ndarray):
