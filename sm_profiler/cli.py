@@ -1091,10 +1091,12 @@ def _query_rows(args: argparse.Namespace, max_rows: int) -> tuple[list, list]:
     """(column names, rows) of `query`'s SQL: over a folder's ranks from their Parquet (notes
     on stderr), else over the capture's decoded tables."""
     if os.path.isdir(args.capture):
-        from .export.auto_query import DEFAULT_MEMORY_MB, query_job
+        from .export.auto_query import DEFAULT_MEMORY_MB, query_job, writers
 
         memory_mb = DEFAULT_MEMORY_MB if args.memory_mb is None else args.memory_mb
-        names, rows, notes = query_job(args.capture, args.sql, max_rows, memory_mb, args.cache)
+        names, rows, notes = query_job(
+            args.capture, args.sql, max_rows, memory_mb, args.cache, writers(memory_mb)
+        )
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
         return names, rows

@@ -5,6 +5,7 @@ reused and written again when a rank file changes, and hostile folders in one li
 from __future__ import annotations
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -134,6 +135,24 @@ def test_4_the_cache_is_reused_and_written_again_when_a_rank_file_changes(tmp_pa
     assert events.stat().st_size > 100
 
 
+def test_4_ranks_written_by_several_processes_answer_alike(tmp_path):
+    """Where many ranks are stale, processes of their own (one per core, as many as
+    --memory-mb holds) write them: the same answers; a rank that fails is named."""
+    from sm_profiler.errors import CaptureError
+
+    tables = job_folder(tmp_path, ranks=8, slow_rank=5)
+    assert auto_query.query_job(str(tmp_path), SLOWEST, workers=2)[1] == _slowest(tables, ADD, 10)
+    assert auto_query.query_job(str(tmp_path), STEP_TIMES)[1] == _step_times(tables)
+    # A damaged rank among them: the first failure in the ranks' order, as one process says it.
+    for r in (3, 6):
+        (tmp_path / f"auto.rank{r}.npz").write_bytes(b"PK\x03\x04 cut short")
+    shutil.rmtree(tmp_path / auto_query.CACHE_NAME)  # every rank stale: two processes
+    with pytest.raises(CaptureError, match=r"auto\.rank3\.npz' is not a readable"):
+        auto_query.query_job(str(tmp_path), "select 1", workers=2)
+    assert auto_query.writers(2048) == min(auto_query.usable_cores(), 8)
+    assert auto_query.writers(64) == 1
+
+
 def test_4_query_file_reads_the_file_alone_and_writes_nothing(tmp_path):
     job_folder(tmp_path, ranks=2, slow_rank=1)
     path = tmp_path / "auto.rank1.npz"
@@ -173,14 +192,15 @@ def test_4_a_query_reads_the_ranks_tables_only(tmp_path, sql):
 
 
 def _peak_mib(folder, sql: str) -> float:
-    """The peak resident memory of `sm-profiler query FOLDER SQL` in a process of its own."""
+    """The peak resident memory of `sm-profiler query FOLDER SQL` in a process of its own, or of
+    the largest of the processes it started to write the Parquet."""
     import subprocess
     import sys
 
     code = (
-        "import resource, sys; from sm_profiler.cli import main; "
+        "import resource as r, sys; from sm_profiler.cli import main; "
         "assert main(['query', sys.argv[1], sys.argv[2]]) == 0; "
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        "print(max(r.getrusage(w).ru_maxrss for w in (r.RUSAGE_SELF, r.RUSAGE_CHILDREN)))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(folder), sql], check=True, capture_output=True, text=True
