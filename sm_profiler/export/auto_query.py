@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import CaptureError, ConfigError, MissingDependencyError
 from ..paths import atomic_output
 from ..report.tables import TABLES, run_sql, to_arrow
+from ..text import plural
 from . import auto_job as jobs
 
 CACHE_NAME = "auto.parquet"
@@ -41,6 +42,8 @@ DEFAULT_MEMORY_MB = 1024
 # (a process takes about a second to start, a rank 0.2-0.4 s to write).
 WRITER_MB = 256
 RANKS_PER_WRITER = 4
+# A world size past this is not a job's (a damaged session): no rank is said missing from it.
+MAX_WORLD_SIZE = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,9 @@ def query_job(
     _need_pyarrow()
     sources = [RankSource.of(r, p) for r, p in jobs.folder_files(folder).items()]
     where, notes = cache_folder(folder, cache)
-    paths = refresh(sources, where, workers)
+    keys = refresh(sources, where, workers)
+    notes += missing_ranks(sources, keys)
+    paths = table_files(sources, where)
     spill = os.path.join(where, "duckdb.tmp")
     try:
         return (*run_sql(paths, sql, max_rows, memory_mb, usable_cores(), spill), notes)
@@ -193,43 +198,61 @@ def entry_path(cache: str, rank: int, table: str | None = None) -> str:
     return os.path.join(cache, table, f"rank{rank}.parquet")
 
 
-def refresh(sources: list[RankSource], cache: str, workers: int = 1) -> dict[str, list[str]]:
-    """{table: the Parquet files of every rank}: the entries whose key matches their rank file
-    reused, the others written one rank at a time by each of `workers` processes at most. The
-    ranks must be of one run: checked from the entries' keys and the stale files' metadata
-    before anything is written."""
-    stale, runs = [], []
-    for src in sources:
-        kept = _read_key(cache, src)
-        if kept is None:
-            stale.append(src)
-            runs.append(jobs.file_identity(src.path))
-        else:
-            runs.append(kept.get("job"))
+def refresh(sources: list[RankSource], cache: str, workers: int = 1) -> list[dict]:
+    """Each rank's cache key, in the order of `sources`: the entries whose key matches their
+    rank file reused, the others written one rank at a time by each of `workers` processes at
+    most. The ranks must be of one run: checked from the entries' keys and the stale files'
+    metadata before anything is written."""
+    keys = [_read_key(cache, src) for src in sources]
+    runs = [
+        jobs.file_identity(s.path) if k is None else k.get("job")
+        for s, k in zip(sources, keys, strict=True)
+    ]
     jobs.check_one_run([s.path for s in sources], runs)
+    stale = [i for i, k in enumerate(keys) if k is None]
     if stale:
         from ..progress import stage
 
         with stage(f"writing the Parquet of {len(stale)} of {len(sources)} rank files"):
-            write_ranks(stale, cache, min(workers, len(stale) // RANKS_PER_WRITER))
+            workers = min(workers, len(stale) // RANKS_PER_WRITER)
+            written = write_ranks([sources[i] for i in stale], cache, workers)
+        for i, key in zip(stale, written, strict=True):
+            keys[i] = key
+    return keys
+
+
+def table_files(sources: list[RankSource], cache: str) -> dict[str, list[str]]:
+    """{table: its Parquet file of each rank}."""
     return {t: [entry_path(cache, s.rank, t) for s in sources] for t in TABLES}
 
 
-def write_ranks(stale: list[RankSource], cache: str, workers: int) -> None:
-    """write_rank for each of `stale`, in this process or (workers > 1) in as many of their
-    own; the first failure, in the ranks' order, is raised and the ranks not begun are left."""
+def missing_ranks(sources: list[RankSource], keys: list[dict]) -> list[str]:
+    """A note naming the ranks of the job (its world size, as its sessions say) that have no
+    file in the folder (left out by `run --ranks`, failed, or not copied in), else none."""
+    world = max((k.get("world_size") or 0 for k in keys), default=0)
+    missing = sorted(set(range(world)) - {s.rank for s in sources})
+    if not missing:
+        return []
+    shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+    return [
+        f"{plural(len(missing), 'rank')} of the job's {world} ha{'s' if len(missing) == 1 else 've'} "
+        f"no file here ({shown}): the tables hold the other {world - len(missing)}"
+    ]
+
+
+def write_ranks(stale: list[RankSource], cache: str, workers: int) -> list[dict]:
+    """write_rank for each of `stale` (their keys), in this process or (workers > 1) in as many
+    of their own; the first failure, in the ranks' order, is raised and the ranks not begun are
+    left."""
     if workers <= 1:
-        for src in stale:
-            write_rank(src, cache)
-        return
+        return [write_rank(src, cache) for src in stale]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     # Spawned, not forked: pyarrow's and DuckDB's threads in this process do not survive a fork.
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        for _ in pool.map(write_rank, stale, [cache] * len(stale)):
-            pass
+        return list(pool.map(write_rank, stale, [cache] * len(stale)))
     finally:
         pool.shutdown(cancel_futures=True)
 
@@ -261,9 +284,9 @@ def _parquet_stamps(cache: str, rank: int) -> dict[str, list[int] | None]:
     return out
 
 
-def write_rank(src: RankSource, cache: str) -> None:
+def write_rank(src: RankSource, cache: str) -> dict:
     """Rank `src`'s tables as Parquet in `cache`, then its key (so an entry cut short is never
-    taken for a whole one)."""
+    taken for a whole one), which it returns."""
     import pyarrow.parquet as pq
 
     table = _rank_table(src)
@@ -272,10 +295,19 @@ def write_rank(src: RankSource, cache: str) -> None:
         with atomic_output(entry_path(cache, src.rank, name)) as tmp:
             pq.write_table(rank_columns(to_arrow(trace, name), src.rank), tmp, compression="zstd")
     del trace
+    key = {**src.key(), "parquet": _parquet_stamps(cache, src.rank)}
+    key.update(job=table.metadata.get("job"), world_size=_world_size(table))
     with atomic_output(entry_path(cache, src.rank)) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
-            stamps = _parquet_stamps(cache, src.rank)
-            json.dump({**src.key(), "parquet": stamps, "job": table.metadata.get("job")}, f)
+            json.dump(key, f)
+    return key
+
+
+def _world_size(table) -> int | None:
+    """The job's number of ranks as the table's sessions name it (torchrun's WORLD_SIZE)."""
+    sizes = [s.get("world_size") for s in table.sessions]
+    sizes = [n for n in sizes if type(n) is int and 0 < n <= MAX_WORLD_SIZE]
+    return max(sizes, default=None)
 
 
 def _rank_table(src: RankSource):

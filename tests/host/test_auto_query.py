@@ -228,6 +228,20 @@ def test_4_memory_stays_flat_as_ranks_grow(tmp_path):
 # -- hostile folders: one line each (issue 57, item 4) -----------------------------------------
 
 
+def test_4_a_missing_rank_is_noted_and_the_others_answer(tmp_path):
+    tables = job_folder(tmp_path, ranks=5, slow_rank=1)
+    for r in (2, 4):
+        os.remove(tmp_path / f"auto.rank{r}.npz")
+        del tables[r]
+    r = run_cli("query", tmp_path, STEP_TIMES)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.splitlines() == [
+        "note: 2 ranks of the job's 5 have no file here (2, 4): the tables hold the other 3"
+    ]
+    got = [tuple(int(v) for v in line.split()) for line in r.stdout.splitlines()[1:]]
+    assert got == _step_times(tables)
+
+
 def _one_line_error(r, *words):
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()

@@ -40,10 +40,14 @@ def rank_records(rank: int, t0_ns: int, slow: bool = False) -> tuple[list, dict]
     return recs, labels
 
 
-def rank_table(rank: int, t0_ns: int, slow: bool = False, job: dict | None = JOB):
-    """Rank `rank`'s AutoTable (its session names the rank; its metadata the run `job`)."""
+def rank_table(
+    rank: int, t0_ns: int, slow: bool = False, job: dict | None = JOB, world_size: int = 4
+):
+    """Rank `rank`'s AutoTable (its session names the rank and the job's size; its metadata
+    the run `job`)."""
     recs, labels = rank_records(rank, t0_ns, slow)
-    table = table_of(recs, kernels=JOB_KERNELS, session={"rank": rank}, labels=labels)
+    session = {"rank": rank, "world_size": world_size}
+    table = table_of(recs, kernels=JOB_KERNELS, session=session, labels=labels)
     if job is not None:
         table.metadata["job"] = dict(job)
     return table
@@ -55,7 +59,7 @@ def job_folder(folder, ranks: int = 4, slow_rank: int = 2, t0_ns: int = 1_700_00
     os.makedirs(folder, exist_ok=True)
     tables = {}
     for r in range(ranks):
-        tables[r] = rank_table(r, t0_ns, slow=r == slow_rank)
+        tables[r] = rank_table(r, t0_ns, slow=r == slow_rank, world_size=ranks)
         tables[r].save(os.path.join(folder, f"auto.rank{r}.npz"))
     return tables
 
