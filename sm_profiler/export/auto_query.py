@@ -13,8 +13,9 @@ every rank, read as a query scans it: no rank's records are held whole, however 
                                       mtimes; written last
 
 A rank's Parquet is reused while its rank file keeps its size and modification time (and the
-Parquet theirs), and written again (one rank at a time) when either changes. Times are each rank's on the host
-clock where its file carries clock samples, as `merge DIR` lines ranks up.
+Parquet theirs), and written again (one rank at a time per process) when either changes. Times
+are each rank's on the host clock where its file carries clock samples, as `merge DIR` lines
+ranks up.
 """
 
 from __future__ import annotations
@@ -176,13 +177,13 @@ def _temporary_cache(folder: str) -> str:
         st = os.lstat(mine)
     except OSError as e:
         raise CaptureError(
-            f"{folder} is not writable and neither is {mine!r} ({e.strerror or e}): give "
-            "--cache DIR, a folder you can write"
+            f"cannot write the Parquet cache of {folder} beside its rank files, nor in {mine!r} "
+            f"({e.strerror or e}): give --cache DIR, a folder you can write"
         ) from e
     if st.st_uid != os.getuid() or st.st_mode & 0o077 or not os.path.isdir(mine):
         raise CaptureError(
-            f"{folder} is not writable and {mine!r} is not a private folder of yours: give "
-            "--cache DIR, a folder you can write"
+            f"cannot write the Parquet cache of {folder} beside its rank files, and {mine!r} is "
+            "not a private folder of yours: give --cache DIR, a folder you can write"
         )
     digest = hashlib.sha256(os.path.realpath(folder).encode()).hexdigest()[:16]
     return _writable_cache(os.path.join(mine, f"parquet-{digest}"), folder)
@@ -234,9 +235,10 @@ def missing_ranks(sources: list[RankSource], keys: list[dict]) -> list[str]:
     if not missing:
         return []
     shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+    have = "has" if len(missing) == 1 else "have"
     return [
-        f"{plural(len(missing), 'rank')} of the job's {world} ha{'s' if len(missing) == 1 else 've'} "
-        f"no file here ({shown}): the tables hold the other {world - len(missing)}"
+        f"{plural(len(missing), 'rank')} of the job's {world} {have} no file here ({shown}): "
+        f"the tables hold the other {world - len(missing)}"
     ]
 
 
