@@ -1177,7 +1177,7 @@ _WIDTH = _whole(1, None, "a line width in columns, 1 or more (narrower than 40 p
 _TOP = _whole(0, None, "how many findings to show, 0 or more")
 # DuckDB's LIMIT is an int64, and one row more is fetched to tell whether there are more.
 _MAX_ROWS = _whole(0, 2**62, "how many rows to print, 0 to 2**62")
-_MEMORY_MB = _whole(64, 1 << 30, "DuckDB's memory in MiB, 64 or more")
+_MEMORY_MB = _whole(64, 1 << 30, "DuckDB's memory in MiB, 64 to 2**30")
 _PORT = _whole(
     0,
     65535,

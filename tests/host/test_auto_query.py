@@ -327,3 +327,15 @@ def test_4_a_query_past_its_memory_says_how_to_give_more(tmp_path):
     big = "select string_agg(repeat('x', 100000) || rank::varchar, ',') from range(2000), events"
     r = run_cli("query", tmp_path, big, "--memory-mb", "64")
     _one_line_error(r, "Out of Memory", "--memory-mb 64: give more")
+
+
+@pytest.mark.parametrize("value", ["63", "0", "-1", "1e3", "99999999999999999999"])
+def test_4_a_memory_bound_duckdb_cannot_take_is_one_line(value, capsys):
+    from sm_profiler.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["query", "DIR", "select 1", f"--memory-mb={value}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and err[-1].endswith(
+        f"argument --memory-mb: '{value}': give DuckDB's memory in MiB, 64 to 2**30"
+    ), err
