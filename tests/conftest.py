@@ -73,6 +73,9 @@ SLOW = {
     "e2e/test_examples_gluon.py": "the Gluon examples compiled for Hopper and Blackwell",
     "e2e/test_user_errors.py": "a new user's mistakes, each in a Python process of its own",
     "e2e/test_browser.py": "the Perfetto UI in headless Chromium",
+    "host/test_auto_query.py::test_4_memory_stays_flat_as_ranks_grow": (
+        "10 ranks of 150,000 programs written as Parquet, in processes of their own"
+    ),
     "e2e/test_examples.py::test_warp_specialized_compile_matrix_is_as_documented": (
         "the example's compile matrix for sm_90 and sm_100"
     ),

