@@ -75,18 +75,23 @@ def write_summary(records: str, doc: dict) -> str:
     from ..paths import atomic_output
 
     path = summary_path(records)
-    from .. import __version__
-
-    head = {
-        "summary_version": SUMMARY_VERSION,
-        "kind": SUMMARY_KIND,
-        "written_by": f"sm_profiler {__version__}",
-    }
+    head = {"summary_version": SUMMARY_VERSION, "kind": SUMMARY_KIND, "written_by": _writer()}
     ident = dict(records_identity(records), steps=doc.get("steps", []))
     text = json.dumps({**head, "records": ident, **doc}, separators=(",", ":"))
     with atomic_output(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
     return path
+
+
+def _writer() -> str:
+    """'sm_profiler 0.1.0': the installed package's version (the package's root, which says it
+    too, is a layer above this one)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"sm_profiler {version('sm_profiler')}"
+    except PackageNotFoundError:  # a checkout run without installing it
+        return "sm_profiler"
 
 
 def read_summary(path: str, records: str | None = None) -> dict:
