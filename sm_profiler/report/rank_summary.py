@@ -265,7 +265,8 @@ class JobBuilder:
     arrays then let go."""
 
     def __init__(self):
-        self.cols: dict[str, list[np.ndarray]] = {}
+        self.blocks: dict[str, list[np.ndarray]] = {}  # per column: its blocks, in rank order
+        self.cols: dict[str, list[np.ndarray]] = {}  # per column: the ranks' since the last block
         self.pending = 0
         self.kernels: list[dict] = []
         self.sessions: list[dict] = []
@@ -300,11 +301,14 @@ class JobBuilder:
 
     def _block(self) -> None:
         for k, parts in self.cols.items():
-            self.cols[k] = [np.concatenate(parts)] if len(parts) > 1 else parts
+            self.blocks.setdefault(k, []).append(np.concatenate(parts))
+        self.cols = {}
         self.pending = 0
 
     def _take(self, key: str) -> np.ndarray:
-        return np.concatenate(self.cols.pop(key))
+        if self.pending:
+            self._block()
+        return np.concatenate(self.blocks.pop(key))
 
     def finish(self) -> JobLaunches:
         """The JobLaunches of the parts added."""
