@@ -80,6 +80,19 @@ def parse_ranks(text: str | None, job: Job) -> list[int]:
     """`--ranks 0,3` -> [0, 3], checked against the job; None -> every rank."""
     if text is None:
         return list(range(job.world_size))
+    ranks = rank_numbers(text)
+    bad = [r for r in ranks if not 0 <= r < job.world_size]
+    if bad:
+        raise ConfigError(
+            f"--ranks {text!r}: rank {bad[0]} is not in this job of {job.world_size} rank"
+            f"{'s' if job.world_size != 1 else ''} (0..{job.world_size - 1})"
+        )
+    return ranks
+
+
+def rank_numbers(text: str) -> list[int]:
+    """`--ranks 0,3` -> [0, 3] (sorted, each once): a ConfigError for anything but rank numbers
+    separated by commas."""
     try:
         ranks = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError as e:
@@ -88,12 +101,6 @@ def parse_ranks(text: str | None, job: Job) -> list[int]:
         ) from e
     if not ranks:
         raise ConfigError(f"--ranks {text!r}: name at least one rank, e.g. --ranks 0")
-    bad = [r for r in ranks if not 0 <= r < job.world_size]
-    if bad:
-        raise ConfigError(
-            f"--ranks {text!r}: rank {bad[0]} is not in this job of {job.world_size} rank"
-            f"{'s' if job.world_size != 1 else ''} (0..{job.world_size - 1})"
-        )
     return ranks
 
 
@@ -230,8 +237,8 @@ def load_ranks(paths) -> list:
         if not isinstance(t, AutoTable):
             raise CaptureError(f"{f!r} is not an auto-mode file (sm-profiler run / prof.save)")
         tables.append(t)
-    _check_one_run(files, tables)
-    _check_a_rank_each(files, tables)
+    check_one_run(files, tables)
+    check_a_rank_each(files, tables)
     return tables
 
 
@@ -287,7 +294,7 @@ def _no_rank_files(folder: str) -> str:
     )
 
 
-def _check_one_run(files: list[str], tables: list) -> None:
+def check_one_run(files: list[str], tables: list) -> None:
     """A CaptureError where the files name several runs (files without a run, written before
     runs were named, are taken as they are)."""
     runs: dict[str, tuple[dict, list[str]]] = {}  # run key -> (its identity, its files)
@@ -308,7 +315,7 @@ def _check_one_run(files: list[str], tables: list) -> None:
         )
 
 
-def _check_a_rank_each(files: list[str], tables: list) -> None:
+def check_a_rank_each(files: list[str], tables: list) -> None:
     """A CaptureError where two files hold the recording of one rank: a job's ranks each write
     their own, so these are of two runs (every process `sm-profiler run` profiles alone is rank
     0), which read as one would fuse two recordings into one GPU. Sessions that name no rank
