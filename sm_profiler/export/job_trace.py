@@ -325,7 +325,7 @@ def write_job_trace(
     if reserve >= max_bytes:
         raise ConfigError(
             f"the other {plural(len(others), 'rank')}' busy-SM counters need "
-            f"{reserve / MB:.1f} MB at their coarsest ({MIN_JOB_BINS} bins), more than "
+            f"{size_text(reserve)} at their coarsest ({MIN_JOB_BINS} bins), more than "
             f"--max-mb {max_bytes / MB:g}: raise --max-mb to {math.ceil(reserve / MB) + 1} or more"
         )
     # The slowest rank first: the trace opens on its span.
@@ -354,6 +354,11 @@ def _job_span(facts: list[RankFacts], shift: bool) -> tuple[int, int]:
                 los.append(a + d)
                 his.append(b + d)
     return (min(los), max(his)) if los else (0, 1)
+
+
+def size_text(n_bytes: float) -> str:
+    """'12.3 MB', or '4.1 kB' below a tenth of a MB."""
+    return f"{n_bytes / MB:.1f} MB" if n_bytes >= MB / 10 else f"{n_bytes / 1000:.1f} kB"
 
 
 def _varint_len(v: int) -> int:
@@ -396,20 +401,21 @@ def _too_big(sizes: dict[int, int], order: list[int], info: dict, reserve: int) 
     """Why the ranks in full do not fit (the last of `sizes` went past), and what to do."""
     *fit, last = list(sizes)
     limit = f"--max-mb {info['max_bytes'] / MB:g}"
-    counters = f" with {reserve / MB:.1f} MB kept for the other ranks' counters" if reserve else ""
+    counters = f" with {size_text(reserve)} kept for the other ranks' counters" if reserve else ""
     if not fit:
         need = sizes[last] + reserve
         return (
-            f"rank {last} alone takes {sizes[last] / MB:.1f} MB drawn in full, more than "
+            f"rank {last} alone takes {size_text(sizes[last])} drawn in full, more than "
             f"{limit} allows{counters}: raise --max-mb to {math.ceil(need / MB) + 1} or more"
         )
     done = sum(sizes[r] for r in fit)
     mean = (done + sizes[last]) / len(sizes)
     need = done + sizes[last] + mean * (len(order) - len(sizes)) + reserve
     return (
-        f"the {len(order)} ranks drawn in full do not fit in {limit}{counters}: ranks "
-        f"{', '.join(map(str, fit))} take {done / MB:.1f} MB, rank {last} "
-        f"{sizes[last] / MB:.1f} MB more; draw fewer (--ranks {','.join(map(str, fit))}) or "
+        f"the {len(order)} ranks drawn in full do not fit in {limit}{counters}: "
+        f"{'rank' if len(fit) == 1 else 'ranks'} {', '.join(map(str, fit))} "
+        f"take{'s' if len(fit) == 1 else ''} {size_text(done)}, rank {last} "
+        f"{size_text(sizes[last])} more; draw fewer (--ranks {','.join(map(str, fit))}) or "
         f"raise --max-mb to about {math.ceil(need / MB * 1.05) + 1}"
     )
 
@@ -505,7 +511,7 @@ def job_lines(info: dict, path: str) -> list[str]:
     """What write_job_trace wrote, for the command line: the file, the ranks in full and why,
     those left out as counters and the command that draws them."""
     lines = [
-        f"wrote {path} ({info['bytes'] / MB:.1f} MB of the {info['max_bytes'] / MB:g} MB "
+        f"wrote {path} ({size_text(info['bytes'])} of the {info['max_bytes'] / MB:g} MB "
         f"budget): {plural(len(info['ranks']), 'rank')}, aligned by {info['method']}",
         f"  in full: {_drawn(info)}",
     ]

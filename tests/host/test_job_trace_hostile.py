@@ -1,0 +1,77 @@
+"""Hostile input of the job's trace (`merge DIR`, sm_profiler/export/job_trace.py; issue 57, item
+3): ranks that are not there, budgets too small, options that do not apply. Each gets one line
+naming the problem and the fix, and nothing is written."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from auto_inputs import job_folder
+
+from sm_profiler.cli import main
+from sm_profiler.export import auto_job as jobs
+
+
+def _error(capsys, folder, *args) -> str:
+    """The one line `merge` says on stderr where it fails (exit status 2), having written no
+    trace, not even a temporary one."""
+    before = set(os.listdir(folder))
+    assert main(["merge", str(folder), *map(str, args)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert set(os.listdir(folder)) == before
+    return err
+
+
+@pytest.fixture
+def job(tmp_path):
+    job_folder(tmp_path)  # 12 ranks, rank 7 slow
+    return tmp_path
+
+
+def test_3_ranks_naming_a_rank_with_no_file_names_it_and_the_ranks_there(job, capsys):
+    err = _error(capsys, job, "--ranks", "0,5,17")
+    assert "holds no file of rank 17; its ranks are 0-11" in err
+    assert "--ranks '0,5,x': give rank numbers" in _error(capsys, job, "--ranks", "0,5,x")
+
+
+def test_3_a_budget_too_small_for_one_rank_says_what_one_rank_takes(job, capsys):
+    err = _error(capsys, job, "--all-ranks", "--max-mb", "0.001")
+    assert "rank 7 alone takes" in err and "drawn in full, more than --max-mb 0.001" in err
+    assert "raise --max-mb to" in err
+    # With the other ranks as counters: their room is kept first, and said.
+    err = _error(capsys, job, "--max-mb", "0.001")
+    assert "the other 9 ranks' busy-SM counters need" in err and "raise --max-mb to" in err
+
+
+def test_3_ranks_in_full_past_the_budget_name_those_that_fit(job, capsys):
+    # Each rank in full is about 4 kB, the counters' room about 19 kB: two fit in 0.0275 MB.
+    err = _error(capsys, job, "--max-mb", "0.0275")
+    assert "the 3 ranks drawn in full do not fit in --max-mb 0.0275" in err
+    assert "ranks 7, 5 take 8.4 kB, rank 0 4.2 kB more" in err
+    assert "draw fewer (--ranks 7,5) or raise --max-mb to about" in err
+
+
+@pytest.mark.parametrize("mb", ["0", "-1", "nan", "inf"])
+def test_3_a_budget_that_is_no_size_is_refused(job, capsys, mb):
+    assert f"--max-mb {mb}: give a size in MB above 0" in _error(capsys, job, "--max-mb", mb)
+
+
+def test_3_options_that_do_not_apply_are_refused(job, capsys, tmp_path):
+    assert "give one" in _error(capsys, job, "--ranks", "1", "--all-ranks")
+    err = _error(capsys, job, "-o", tmp_path / "job.json", "--ranks", "1")
+    assert "--ranks chooses the ranks of a run's folder merged to a .perfetto-trace" in err
+
+
+def test_3_a_missing_rank_is_named_in_one_line_and_the_others_merged(tmp_path, capsys):
+    job_folder(tmp_path, skip=(3,))
+    assert main(["merge", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("note: no file of rank 3 (a job of 12 ranks)")
+    assert "copy the missing auto.rankN.npz files into the folder" in err
+    from trace_readers import has_perfetto, read_trace
+
+    if has_perfetto():
+        r = read_trace((tmp_path / jobs.MERGED_TRACE).read_bytes())
+        assert any("no file of rank 3" in d.description for d in r.top_level())
