@@ -122,22 +122,27 @@ def union_segments(
     """The union of the [start, end) intervals of each group as disjoint segments (group,
     start, end), sorted by group then start; intervals that touch are one segment.
 
-    The furthest end so far within each group is found for all groups in one
-    np.maximum.accumulate, each group lifted above the previous one (a group's times taken from
-    the earliest start), where int64 holds the lifted times; else a group at a time."""
+    Where int64 holds each group's times lifted above the previous group's (times taken from
+    the earliest start), one stable sort of the lifted starts orders them (a few times faster
+    than a sort by two keys: rows come nearly sorted) and one np.maximum.accumulate of the
+    lifted ends gives the furthest end so far within each group; else a group at a time."""
     if len(group) == 0:
         z = np.zeros(0, np.int64)
         return z, z, z
-    order = np.lexsort((start, group))
-    g = group[order].astype(np.int64)
-    s = start[order].astype(np.int64)
-    e = end[order].astype(np.int64)
-    del order
-    lo = int(s.min())
-    width = int(e.max()) - lo + 1
-    runs = np.empty_like(e)  # the furthest end of the group's intervals up to each
-    if width * (int(g.max()) + 2) < 2**62:
+    g = group.astype(np.int64)
+    lo = int(start.min())
+    width = int(end.max()) - lo + 1
+    lifted = width * (int(g.max()) + 2) < 2**62
+    if lifted:
         lift = g * width - lo
+        order = np.argsort(start + lift, kind="stable")
+        lift = lift[order]
+    else:
+        order = np.lexsort((start, g))
+    g, s, e = g[order], start[order].astype(np.int64), end[order].astype(np.int64)
+    del order
+    runs = np.empty_like(e)  # the furthest end of the group's intervals up to each
+    if lifted:
         np.maximum.accumulate(e + lift, out=runs)
         runs -= lift
         del lift
