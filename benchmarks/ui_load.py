@@ -177,7 +177,7 @@ def job_traces(
                     out = os.path.join(folder, "job.perfetto-trace")
                     t0 = time.perf_counter()
                     info = write_job_trace(
-                        {r: files[r] for r in range(ranks)}, out, max_bytes=10**12, all_ranks=every
+                        {r: files[r] for r in range(ranks)}, out, max_mb=10**6, all_ranks=every
                     )
                     export_s = time.perf_counter() - t0
                     with open(out, "rb") as f:

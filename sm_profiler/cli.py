@@ -998,8 +998,6 @@ def _job_folder(args: argparse.Namespace) -> str | None:
     if not more and os.path.isdir(folder) and not args.torch and out.endswith(PERFETTO_SUFFIXES):
         if args.ranks is not None and args.all_ranks:
             raise ConfigError("--ranks and --all-ranks: give one (--all-ranks draws every rank)")
-        if args.max_mb is not None and not (math.isfinite(args.max_mb) and args.max_mb > 0):
-            raise ConfigError(f"--max-mb {args.max_mb:g}: give a size in MB above 0, e.g. 256")
         return folder
     given = [
         o
@@ -1038,12 +1036,11 @@ def _merge_job(args: argparse.Namespace, folder: str) -> int:
     command = f"sm-profiler merge {shlex.quote(folder)}" + (
         f" -o {shlex.quote(args.out)}" if args.out else ""
     )
-    mb = job_trace.DEFAULT_MAX_MB if args.max_mb is None else args.max_mb
     with stage(f"writing {out}"):
         info = job_trace.write_job_trace(
             files,
             out,
-            max_bytes=int(mb * job_trace.MB),
+            max_mb=job_trace.DEFAULT_MAX_MB if args.max_mb is None else args.max_mb,
             ranks=args.ranks,
             all_ranks=args.all_ranks,
             command=command,

@@ -3,7 +3,8 @@
 Every rank drawn in full costs about 10 MB of trace (the rank's default timeline: 100,000
 programs in full and its summary counters), so a job of 128 ranks made 1 GB and one of 1,024
 ranks 8 GB, which no browser opens. The job's trace holds instead, within a size budget
-(`max_bytes`, DEFAULT_MAX_MB; what the Perfetto UI opens: BENCHMARKS.md, "A job's trace"):
+(`max_bytes`, DEFAULT_MAX_MB; what the Perfetto UI opens: BENCHMARKS.md, "A job's trace in the
+Perfetto UI"):
 
     in full     the ranks that matter (choose_ranks): the slowest, the fastest and a median
                 one by their time per step, and those where the advisor's first findings are
@@ -37,9 +38,12 @@ from ..errors import CaptureError, ConfigError
 from ..text import number_runs, plural
 from ..units import format_time
 
-# The budget by default, in MB (10**6 bytes): BENCHMARKS.md, "A job's trace", says what the
-# Perfetto UI opened.
-DEFAULT_MAX_MB = 256
+# The budget by default, in MB (10**6 bytes). The Perfetto UI (v52, headless Chromium 156)
+# opened a job's trace of 83 MB of ranks in full in 25 s, the browser's memory 2.5 GB and
+# growing 22 bytes for each byte of such a trace (6.6 for the counters'): about 2.9 GB at 100 MB,
+# and the in-browser trace processor's 4 GB (wasm32) at about 150 MB (BENCHMARKS.md, "A job's
+# trace in the Perfetto UI").
+DEFAULT_MAX_MB = 100
 MB = 1_000_000
 # The counters' bins: at most this many over the job's span (about a pixel each on a wide
 # screen, twice over), at least MIN_JOB_BINS (coarser than that says nothing of a step).
@@ -265,14 +269,14 @@ def write_job_trace(
     files: dict[int, str],
     out,
     *,
-    max_bytes: int = DEFAULT_MAX_MB * MB,
+    max_mb: float = DEFAULT_MAX_MB,
     ranks: str | None = None,
     all_ranks: bool = False,
     command: str = "sm-profiler merge DIR",
     folder: str = "the folder",
 ) -> dict:
     """Write the job's trace of the rank files `files` ({rank: path}) to `out` (a
-    .perfetto-trace) within `max_bytes`; see the module doc. ranks: '0,5,17', the ranks drawn in
+    .perfetto-trace) within `max_mb` MB; see the module doc. ranks: '0,5,17', the ranks drawn in
     full (each must have a file); all_ranks: every rank in full. command: how the user merged,
     for the commands the trace and the result name. Returns what was written (job_lines say it).
     A ConfigError where the ranks in full do not fit, raised before `out` is touched."""
@@ -280,8 +284,11 @@ def write_job_trace(
     from .auto_job import check_a_rank_each, check_one_run
 
     check_writable(out)
-    if max_bytes <= 0:
-        raise ConfigError(f"--max-mb {max_bytes / MB:g}: give a size in MB above 0, e.g. 256")
+    if not (isinstance(max_mb, (int, float)) and math.isfinite(max_mb) and max_mb > 0):
+        raise ConfigError(
+            f"--max-mb {max_mb}: give a size in MB above 0, e.g. {DEFAULT_MAX_MB} (the default)"
+        )
+    max_bytes = int(max_mb * MB)
     picked_text = ranks
     paths = list(files.values())
     advised = picked_text is None and not all_ranks

@@ -55,7 +55,8 @@ def test_3_ranks_in_full_past_the_budget_name_those_that_fit(job, capsys):
 
 @pytest.mark.parametrize("mb", ["0", "-1", "nan", "inf"])
 def test_3_a_budget_that_is_no_size_is_refused(job, capsys, mb):
-    assert f"--max-mb {mb}: give a size in MB above 0" in _error(capsys, job, "--max-mb", mb)
+    err = _error(capsys, job, "--max-mb", mb)
+    assert f"--max-mb {float(mb)}: give a size in MB above 0, e.g. 100" in err
 
 
 def test_3_options_that_do_not_apply_are_refused(job, capsys, tmp_path):
