@@ -60,6 +60,8 @@ BUSY_SMS = "busy SMs"
 # but its name (clock snapshot, descriptor, defaults).
 SAMPLE_BYTES = 19
 TRACK_BYTES = 120
+# Ranks whose dropped records the descriptions list by rank, at most.
+DROPS_LISTED = 16
 # Ranks from which the passes over every rank run on several cores.
 POOL_MIN_RANKS = 8
 
@@ -322,7 +324,7 @@ def write_job_trace(
         "asked": not advised,
         "max_bytes": max_bytes,
         "command": command,
-        "dropped": sum(f.dropped for f in facts),
+        "dropped": {f.rank: f.dropped for f in facts},
     }
     tracks = sum(len(by_rank[r].gpus) for r in others)
     span_ns = max(hi - lo, 1)
@@ -335,11 +337,12 @@ def write_job_trace(
             f"{size_text(reserve)} at their coarsest ({MIN_JOB_BINS} bins), more than "
             f"--max-mb {max_bytes / MB:g}: raise --max-mb to {math.ceil(reserve / MB) + 1} or more"
         )
+    info["counters_room"] = reserve  # kept for the counters at their coarsest
     # The slowest rank first: the trace opens on its span.
     order = sorted(full, key=lambda r: (-times.get(r, 0), r))
     with atomic_output(out) as tmp, open(tmp, "wb") as f:
         sink = _Output(f, max_bytes - reserve)
-        info["full_bytes"] = _write_full(sink, order, by_rank, shift, lo, info, reserve)
+        info["full_bytes"] = _write_full(sink, order, by_rank, shift, lo, info)
         sink.cap = max_bytes
         if others:
             room = (max_bytes - sink.size - 4096) // tracks - per_track
@@ -372,7 +375,7 @@ def _varint_len(v: int) -> int:
     return max(1, -(-int(v).bit_length() // 7))
 
 
-def _write_full(sink: _Output, order, by_rank, shift: bool, lo: int, info: dict, reserve: int):
+def _write_full(sink: _Output, order, by_rank, shift: bool, lo: int, info: dict):
     """The ranks of `order` drawn in full, one at a time, as `merge` draws a rank; {rank: its
     bytes}. A ConfigError where they do not fit under the sink's cap (what each takes said)."""
     from ..trace.drawing import drawing_of
@@ -399,13 +402,14 @@ def _write_full(sink: _Output, order, by_rank, shift: bool, lo: int, info: dict,
         for chunk in chunks:
             if not sink.write(chunk):
                 sizes[r] += len(chunk) + sum(len(c) for c in chunks)
-                raise ConfigError(_too_big(sizes, order, info, reserve))
+                raise ConfigError(_too_big(sizes, order, info))
             sizes[r] += len(chunk)
     return sizes
 
 
-def _too_big(sizes: dict[int, int], order: list[int], info: dict, reserve: int) -> str:
+def _too_big(sizes: dict[int, int], order: list[int], info: dict) -> str:
     """Why the ranks in full do not fit (the last of `sizes` went past), and what to do."""
+    reserve = info["counters_room"]
     *fit, last = list(sizes)
     limit = f"--max-mb {info['max_bytes'] / MB:g}"
     counters = f" with {size_text(reserve)} kept for the other ranks' counters" if reserve else ""
@@ -477,7 +481,7 @@ def _about(info: dict) -> list[str]:
     lines = [
         f"{plural(n, 'rank')} on one time axis, aligned by {info['method']}; drawn in full: "
         f"{_drawn(info)}{_basis(info)}",
-        f"records dropped: {info['dropped']:,}",
+        _dropped_line(info),
     ]
     if info["counters"]:
         lines.append(
@@ -488,6 +492,16 @@ def _about(info: dict) -> list[str]:
     if info["missing"]:
         lines.append(missing_note(info))
     return lines
+
+
+def _dropped_line(info: dict) -> str:
+    """'records dropped: 4 (rank 0: 0, rank 1: 4)': every rank's count in a job of a few
+    (DROPS_LISTED), else those of the ranks that dropped any, the first DROPS_LISTED."""
+    per = info["dropped"]
+    shown = [(r, n) for r, n in per.items() if n or len(per) <= DROPS_LISTED]
+    more = " ..." if len(shown) > DROPS_LISTED else ""
+    listed = ", ".join(f"rank {r}: {n:,}" for r, n in shown[:DROPS_LISTED])
+    return f"records dropped: {sum(per.values()):,}" + (f" ({listed}{more})" if shown else "")
 
 
 def _counter_about(info: dict) -> list[str]:

@@ -229,3 +229,29 @@ def test_rank_time_is_per_step_over_the_steps_every_rank_recorded(tmp_path):
     facts = [job_trace.rank_facts(str(tmp_path / f"{x}.npz"), advised=False) for x in "ab"]
     times, what = job_trace.rank_times(facts)
     assert times == {0: 900.0, 1: 300.0} and "over the 1 step every rank recorded" in what
+
+
+def test_the_first_rank_of_a_run_writes_the_jobs_trace_so_too(tmp_path, monkeypatch, capsys):
+    """Issue 57, item 3: at the end of `sm-profiler run` under torchrun, the first rank merged
+    every rank in full; it writes the job's trace as `merge DIR` does."""
+    from auto_inputs import TableRegion
+
+    from sm_profiler.auto_mode import script
+
+    out, alone = tmp_path / "prof", tmp_path / "rank0"
+    out.mkdir()
+    alone.mkdir()
+    job_folder(out, ranks=6, slow=4, skip=(0,))  # ranks 1-5 wrote theirs
+    job_folder(alone, ranks=6, slow=4, skip=(1, 2, 3, 4, 5))
+    env = {"TORCHELASTIC_RUN_ID": "job57", "TORCHELASTIC_RESTART_COUNT": "0"}
+    env.update(MASTER_ADDR="m", MASTER_PORT="29500", SM_PROFILER_MERGE_TIMEOUT_S="1")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    region = TableRegion(load(alone / "auto.rank0.npz"))
+    script.write_rank_outputs(region, str(out), 100, jobs.Job(0, 6, 0, 6), list(range(6)))
+    assert "merged 6 of 6 ranks" in capsys.readouterr().out
+    r = _read(out)
+    assert _drawn(r) == {"GPU 0", "GPU 2", "GPU 4"}  # fastest, median, slowest
+    (group,) = [d for d in r.top_level() if d.name == job_trace.COUNTER_GROUP]
+    names = [d.name for d in r.tracks.values() if d.parent_uuid == group.uuid]
+    assert sorted(names) == [f"GPU {k} · busy SMs" for k in (1, 3, 5)]

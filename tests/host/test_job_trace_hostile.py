@@ -46,11 +46,19 @@ def test_3_a_budget_too_small_for_one_rank_says_what_one_rank_takes(job, capsys)
 
 
 def test_3_ranks_in_full_past_the_budget_name_those_that_fit(job, capsys):
-    # Each rank in full is about 4 kB, the counters' room about 19 kB: two fit in 0.0275 MB.
-    err = _error(capsys, job, "--max-mb", "0.0275")
-    assert "the 3 ranks drawn in full do not fit in --max-mb 0.0275" in err
-    assert "ranks 7, 5 take 8.4 kB, rank 0 4.2 kB more" in err
-    assert "draw fewer (--ranks 7,5) or raise --max-mb to about" in err
+    # A budget that holds the counters' room and the first two ranks in full (7, 5: slowest
+    # first) but not the third.
+    from sm_profiler.export.job_trace import MB, write_job_trace
+
+    files = jobs.folder_files(str(job))
+    info = write_job_trace(files, job / "probe.perfetto-trace")
+    os.remove(job / "probe.perfetto-trace")
+    size = info["full_bytes"]
+    assert list(size) == [7, 5, 0]
+    mb = (info["counters_room"] + size[7] + size[5] + size[0] // 2) / MB
+    err = _error(capsys, job, "--max-mb", mb)
+    assert f"the 3 ranks drawn in full do not fit in --max-mb {mb:g} with" in err
+    assert "ranks 7, 5 take" in err and "draw fewer (--ranks 7,5) or raise --max-mb to" in err
 
 
 @pytest.mark.parametrize("mb", ["0", "-1", "nan", "inf"])
