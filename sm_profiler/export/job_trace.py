@@ -80,6 +80,7 @@ class RankFacts(NamedTuple):
     step_ns: dict[int, int]  # per recorded step, the GPU time (launches' union; slowest GPU)
     whole_ns: int  # the same over the whole recording
     dropped: int  # records its buffers dropped
+    launches: int  # launches recorded (none: no time to rank it by)
     findings: list[tuple[str, str | None, float]]  # its own advice: kind, kernel, ns per step
     job: object  # its run's identity (metadata "job"), for export/auto_job's checks
 
@@ -139,6 +140,7 @@ def rank_facts(path: str, advised: bool = True) -> RankFacts:
         },
         whole_ns=int(whole.max(initial=0)),
         dropped=int(table.counts()["dropped"]),
+        launches=table.num_launches,
         findings=findings,
         job=table.metadata.get("job"),
     )
@@ -150,7 +152,8 @@ def rank_facts(path: str, advised: bool = True) -> RankFacts:
 def rank_times(facts: list[RankFacts]) -> tuple[dict[int, float], str]:
     """Each rank's time per step: its GPU time (the union of its launches, its slowest GPU's)
     per step over the steps every rank recorded, else over its whole recording; and what that
-    is, in words."""
+    is, in words. Ranks that recorded no launch have no time."""
+    facts = [f for f in facts if f.launches]
     shared = set.intersection(*(set(f.step_ns) for f in facts)) if facts else set()
     if shared:
         what = f"GPU time per step, over the {plural(len(shared), 'step')} every rank recorded"
@@ -392,9 +395,11 @@ def _write_full(sink: _Output, order, by_rank, shift: bool, lo: int, info: dict)
         if shift:
             table = table.on_host_clock()
         w = rank_writer(r, drawing_of(build(table.decode())), i, width)
-        del table
-        if w.origin < lo:  # an internal invariant: every rank's start is in its facts
+        # An internal invariant: every rank's start is in its facts (one that recorded nothing
+        # has no time to write).
+        if w.origin < lo and table.num_rows:
             raise ValueError(f"rank {r} starts at {w.origin} ns, before the job's {lo} ns")
+        del table
         opens = not opened and w.focus is not None
         opened |= opens
         chunks = join(w, lo, opens, about).chunks()

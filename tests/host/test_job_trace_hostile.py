@@ -84,3 +84,15 @@ def test_3_a_missing_rank_is_named_in_one_line_and_the_others_merged(tmp_path, c
     if has_perfetto():
         r = read_trace((tmp_path / jobs.MERGED_TRACE).read_bytes())
         assert any("no file of rank 3" in d.description for d in r.top_level())
+
+
+def test_3_a_rank_that_recorded_nothing_is_not_the_fastest_and_draws_if_asked(tmp_path, capsys):
+    from auto_inputs import table_of
+
+    job_folder(tmp_path, ranks=4, slow=1)
+    table_of([], session={"rank": 4, "world_size": 5}).save(tmp_path / "auto.rank4.npz")
+    assert main(["merge", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "rank 0 (fastest" in out and "2 ranks (3-4)" in out
+    assert main(["merge", str(tmp_path), "--ranks", "4"]) == 0  # before: a ValueError
+    assert "in full: rank 4 (asked for)" in capsys.readouterr().out
