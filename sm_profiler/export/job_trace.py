@@ -60,6 +60,7 @@ BUSY_SMS = "busy SMs"
 # but its name (clock snapshot, descriptor, defaults).
 SAMPLE_BYTES = 19
 TRACK_BYTES = 120
+GROUP_BYTES = 4096  # the counters' group track and its description, at most
 # Ranks whose dropped records the descriptions list by rank, at most.
 DROPS_LISTED = 16
 # Ranks from which the passes over every rank run on several cores.
@@ -286,74 +287,95 @@ def write_job_trace(
     for the commands the trace and the result name. Returns what was written (job_lines say it).
     A ConfigError where the ranks in full do not fit, raised before `out` is touched."""
     from ..paths import atomic_output, check_writable
-    from .auto_job import check_a_rank_each, check_one_run
 
     check_writable(out)
     if not (isinstance(max_mb, (int, float)) and math.isfinite(max_mb) and max_mb > 0):
         raise ConfigError(
             f"--max-mb {max_mb}: give a size in MB above 0, e.g. {DEFAULT_MAX_MB} (the default)"
         )
-    max_bytes = int(max_mb * MB)
-    picked_text = ranks
+    info, by_rank = _plan(files, ranks, all_ranks, folder)
+    info.update(max_bytes=int(max_mb * MB), command=command)
+    counters = _CounterSizes(info, by_rank)
+    room = counters.bytes(MIN_JOB_BINS)  # kept for the counters at their coarsest
+    info["counters_room"] = room
+    if room >= info["max_bytes"]:
+        raise ConfigError(
+            f"the other {plural(len(info['counters']), 'rank')}' busy-SM counters need "
+            f"{size_text(room)} at their coarsest ({MIN_JOB_BINS} bins), more than --max-mb "
+            f"{max_mb:g}: raise --max-mb to {math.ceil(room / MB) + 1} or more"
+        )
+    # The slowest rank first: the trace opens on its span.
+    order = sorted(info["full"], key=lambda r: (-info["times_ns"].get(r, 0), r))
+    with atomic_output(out) as tmp, open(tmp, "wb") as f:
+        sink = _Output(f, info["max_bytes"] - room)
+        info["full_bytes"] = _write_full(sink, order, by_rank, info)
+        sink.cap = info["max_bytes"]
+        if info["counters"]:
+            bins = counters.bins(sink.cap - sink.size)
+            info["bins"], info["bin_ns"] = bins, counters.span_ns / bins
+            _write_counters(sink, by_rank, bins, len(order), info)
+        info["bytes"] = sink.size
+    return info
+
+
+def _plan(files: dict[int, str], ranks: str | None, all_ranks: bool, folder: str):
+    """(what write_job_trace writes, {rank: RankFacts}): every rank's facts (checked as one
+    run, a file a rank), the ranks drawn in full and why, the others, the ranks missing, the
+    time axis."""
+    from .auto_job import check_a_rank_each, check_one_run
+
     paths = list(files.values())
-    advised = picked_text is None and not all_ranks
+    advised = ranks is None and not all_ranks
     facts = list(_each(rank_facts, [(p, advised) for p in paths]))
     check_one_run(paths, facts)
     check_a_rank_each(paths, facts)
-    facts.sort(key=lambda f: f.rank)
-    by_rank = {f.rank: f for f in facts}
+    by_rank = {f.rank: f for f in sorted(facts, key=lambda f: f.rank)}
     present = list(by_rank)
     times, time_basis = rank_times(facts)
     if all_ranks:
         full = {r: ["every rank"] for r in present}
-    elif picked_text is not None:
-        full = picked_ranks(picked_text, present, folder)
+    elif ranks is not None:
+        full = picked_ranks(ranks, present, folder)
     else:
         named = advised_ranks((f.rank, *x) for f in facts for x in f.findings)
         full = choose_ranks(times, named)
-    others = [r for r in present if r not in full]
     shift = all(o is not None for f in facts for o in f.offsets_ns)
-    lo, hi = _job_span(facts, shift)
     world = max([f.world_size for f in facts], default=0)
-    missing = [r for r in range(max(world, max(present) + 1)) if r not in by_rank]
     info = {
         "method": "clock" if shift else "none",
+        "span": _job_span(facts, shift),
         "ranks": present,
-        "missing": missing,
+        "missing": [r for r in range(max(world, max(present) + 1)) if r not in by_rank],
         "full": full,
-        "counters": others,
+        "counters": [r for r in present if r not in full],
         "times_ns": times,
         "time_basis": time_basis,
         "asked": not advised,
-        "max_bytes": max_bytes,
-        "command": command,
         "dropped": {f.rank: f.dropped for f in facts},
     }
-    tracks = sum(len(by_rank[r].gpus) for r in others)
-    span_ns = max(hi - lo, 1)
-    per_track = TRACK_BYTES + len(COUNTER_GROUP) + 40  # the longest name, with its rank's
-    sample = SAMPLE_BYTES + _varint_len(span_ns)
-    reserve = (tracks * (per_track + (MIN_JOB_BINS + 2) * sample) + 4096) if tracks else 0
-    if reserve >= max_bytes:
-        raise ConfigError(
-            f"the other {plural(len(others), 'rank')}' busy-SM counters need "
-            f"{size_text(reserve)} at their coarsest ({MIN_JOB_BINS} bins), more than "
-            f"--max-mb {max_bytes / MB:g}: raise --max-mb to {math.ceil(reserve / MB) + 1} or more"
-        )
-    info["counters_room"] = reserve  # kept for the counters at their coarsest
-    # The slowest rank first: the trace opens on its span.
-    order = sorted(full, key=lambda r: (-times.get(r, 0), r))
-    with atomic_output(out) as tmp, open(tmp, "wb") as f:
-        sink = _Output(f, max_bytes - reserve)
-        info["full_bytes"] = _write_full(sink, order, by_rank, shift, lo, info)
-        sink.cap = max_bytes
-        if others:
-            room = (max_bytes - sink.size - 4096) // tracks - per_track
-            bins = int(min(JOB_BINS, span_ns, room // sample - 2))
-            info["bins"], info["bin_ns"] = bins, span_ns / bins
-            _write_counters(sink, others, by_rank, (shift, lo, hi, bins), len(order), info)
-        info["bytes"] = sink.size
-    return info
+    return info, by_rank
+
+
+class _CounterSizes:
+    """The most bytes the other ranks' counters take at a number of bins, and the bins that
+    fit in a number of bytes: a track's header and name, and a sample (SAMPLE_BYTES and its
+    time delta, at most the job's span) per bin and two more (the first, the last at 0)."""
+
+    def __init__(self, info: dict, by_rank: dict[int, RankFacts]):
+        lo, hi = info["span"]
+        self.span_ns = max(hi - lo, 1)
+        self.tracks = sum(len(by_rank[r].gpus) for r in info["counters"])
+        self.per_track = TRACK_BYTES + len(COUNTER_GROUP) + 40  # the longest name, its rank's
+        self.sample = SAMPLE_BYTES + _varint_len(self.span_ns)
+
+    def bytes(self, bins: int) -> int:
+        if not self.tracks:
+            return 0
+        return self.tracks * (self.per_track + (bins + 2) * self.sample) + GROUP_BYTES
+
+    def bins(self, room: int) -> int:
+        per_track = (room - GROUP_BYTES) // self.tracks - self.per_track
+        return int(min(JOB_BINS, self.span_ns, per_track // self.sample - 2))
 
 
 def _job_span(facts: list[RankFacts], shift: bool) -> tuple[int, int]:
@@ -378,7 +400,7 @@ def _varint_len(v: int) -> int:
     return max(1, -(-int(v).bit_length() // 7))
 
 
-def _write_full(sink: _Output, order, by_rank, shift: bool, lo: int, info: dict):
+def _write_full(sink: _Output, order, by_rank, info: dict):
     """The ranks of `order` drawn in full, one at a time, as `merge` draws a rank; {rank: its
     bytes}. A ConfigError where they do not fit under the sink's cap (what each takes said)."""
     from ..trace.drawing import drawing_of
@@ -388,6 +410,7 @@ def _write_full(sink: _Output, order, by_rank, shift: bool, lo: int, info: dict)
 
     width = len(str(max(info["ranks"])))
     about = _about(info)
+    shift, lo = info["method"] == "clock", info["span"][0]
     sizes: dict[int, int] = {}
     opened = False
     for i, r in enumerate(order):
@@ -436,16 +459,17 @@ def _too_big(sizes: dict[int, int], order: list[int], info: dict) -> str:
     )
 
 
-def _write_counters(sink: _Output, others, by_rank, span: tuple, n_full: int, info: dict):
-    """The busy-SM counters of the ranks `others`, a rank at a time, under COUNTER_GROUP
-    (after the `n_full` ranks' uuids); span: (shift, lo, hi, bins) of _counters."""
+def _write_counters(sink: _Output, by_rank, bins: int, n_full: int, info: dict):
+    """The busy-SM counters of the ranks not drawn in full, a rank at a time, in `bins` bins,
+    under COUNTER_GROUP (after the `n_full` ranks' uuids)."""
     from .perfetto import counter_group, counter_tracks
 
     group = (n_full + 1) << 40
     if not sink.write(counter_group(group, COUNTER_GROUP, _counter_about(info))):
         raise ValueError("the counters' group does not fit the room kept for it")
     uuid = group + 1
-    args = [(by_rank[r].path, *span) for r in others]
+    others, (lo, hi) = info["counters"], info["span"]
+    args = [(by_rank[r].path, info["method"] == "clock", lo, hi, bins) for r in others]
     for r, table in zip(others, _each(_counters, args), strict=True):
         gpus = by_rank[r].gpus
         at = np.searchsorted(table["group"], np.arange(len(gpus) + 1))
@@ -458,7 +482,7 @@ def _write_counters(sink: _Output, others, by_rank, span: tuple, n_full: int, in
             for k, g in enumerate(gpus)
         ]
         # An internal invariant: the bins were chosen so that every track fits.
-        if not sink.write(counter_tracks(group, uuid, tracks, span[1], BUSY_SMS)):
+        if not sink.write(counter_tracks(group, uuid, tracks, lo, BUSY_SMS)):
             raise ValueError(f"rank {r}'s counters do not fit the room kept for them")
         uuid += len(tracks)
 
