@@ -3,7 +3,7 @@
 Every rank drawn in full costs about 10 MB of trace (the rank's default timeline: 100,000
 programs in full and its summary counters), so a job of 128 ranks made 1 GB and one of 1,024
 ranks 8 GB, which no browser opens. The job's trace holds instead, within a size budget
-(`max_bytes`, DEFAULT_MAX_MB; what the Perfetto UI opens: BENCHMARKS.md, "A job's trace in the
+(`max_mb`, DEFAULT_MAX_MB; what the Perfetto UI opens: BENCHMARKS.md, "A job's trace in the
 Perfetto UI"):
 
     in full     the ranks that matter (choose_ranks): the slowest, the fastest and a median
@@ -71,7 +71,8 @@ class RankFacts(NamedTuple):
     """What the job's trace needs of one rank before drawing any: read from its file, held
     for every rank (a few hundred bytes each)."""
 
-    rank: int
+    rank: int  # its sessions' (the file name's where they name none)
+    named_ranks: list[int]  # the ranks its sessions name
     path: str
     gpus: list[str]  # a label per session (GPU): its counter's name
     world_size: int  # the job's size its sessions name (0: none)
@@ -88,16 +89,16 @@ class RankFacts(NamedTuple):
     # What auto_job's checks of several files read of a table.
     @property
     def sessions(self) -> list[dict]:
-        return [{"rank": self.rank}]
+        return [{"rank": r} for r in self.named_ranks]
 
     @property
     def metadata(self) -> dict:
         return {} if self.job is None else {"job": self.job}
 
 
-def rank_facts(path: str, advised: bool = True) -> RankFacts:
+def rank_facts(path: str, advised: bool = True, file_rank: int = 0) -> RankFacts:
     """The facts of the rank file at `path` (its whole table read and checked; its advice where
-    `advised`)."""
+    `advised`); `file_rank`: its rank where its sessions name none (its file name's)."""
     from ..report.stats import union_length
     from ..trace.auto_table import AutoTable, clock_offset_ns
     from ..wire.capture import load
@@ -120,7 +121,7 @@ def rank_facts(path: str, advised: bool = True) -> RankFacts:
     recorded = step >= 0
     busy = union_length(cell[recorded], start[recorded], end[recorded], len(steps) * n_s)
     whole = union_length(sess, start, end, n_s)
-    ranks = table.ranks()
+    named = [s["rank"] for s in table.sessions if type(s.get("rank")) is int]
     worlds = [s.get("world_size") for s in table.sessions]
     findings = []
     if advised:
@@ -129,7 +130,8 @@ def rank_facts(path: str, advised: bool = True) -> RankFacts:
         a = advise(table)
         findings = [(f.kind, f.kernel, float(f.estimate_ns_per_step)) for f in a.findings]
     return RankFacts(
-        rank=int(ranks[0]),
+        rank=named[0] if named else file_rank,
+        named_ranks=sorted(set(named)),
         path=path,
         gpus=[str(s.get("gpu", i)) for i, s in enumerate(table.sessions)],
         world_size=max([w for w in worlds if type(w) is int and 0 < w < 1 << 20], default=0),
@@ -326,10 +328,18 @@ def _plan(files: dict[int, str], ranks: str | None, all_ranks: bool, folder: str
 
     paths = list(files.values())
     advised = ranks is None and not all_ranks
-    facts = list(_each(rank_facts, [(p, advised) for p in paths]))
+    facts = list(_each(rank_facts, [(p, advised, r) for r, p in files.items()]))
     check_one_run(paths, facts)
     check_a_rank_each(paths, facts)
-    by_rank = {f.rank: f for f in sorted(facts, key=lambda f: f.rank)}
+    by_rank: dict[int, RankFacts] = {}
+    for f in sorted(facts, key=lambda f: f.rank):
+        if f.rank in by_rank:  # a file whose sessions name no rank, numbered as another's
+            a, b = (os.path.basename(x.path) for x in (by_rank[f.rank], f))
+            raise CaptureError(
+                f"{a} and {b} are both rank {f.rank} (one names no rank, its file name says "
+                f"{f.rank}): move one out of the folder"
+            )
+        by_rank[f.rank] = f
     present = list(by_rank)
     times, time_basis = rank_times(facts)
     if all_ranks:

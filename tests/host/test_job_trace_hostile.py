@@ -96,3 +96,17 @@ def test_3_a_rank_that_recorded_nothing_is_not_the_fastest_and_draws_if_asked(tm
     assert "rank 0 (fastest" in out and "2 ranks (3-4)" in out
     assert main(["merge", str(tmp_path), "--ranks", "4"]) == 0  # before: a ValueError
     assert "in full: rank 4 (asked for)" in capsys.readouterr().out
+
+
+def test_3_a_file_that_names_no_rank_numbered_as_another_is_refused(tmp_path, capsys):
+    # auto.rank1.npz's sessions name no rank (its file name's is taken), auto.rank0.npz's say 1.
+    from auto_inputs import AUTO_T0, table_of
+
+    table_of([(AUTO_T0, 100, 0, 1, 1, 0, 0, 0)], session={"rank": 1}).save(
+        tmp_path / "auto.rank0.npz"
+    )
+    t = table_of([(AUTO_T0, 100, 0, 1, 1, 0, 0, 0)])
+    del t.sessions[0]["rank"]
+    t.save(tmp_path / "auto.rank1.npz")
+    err = _error(capsys, tmp_path)
+    assert "auto.rank0.npz and auto.rank1.npz are both rank 1" in err
