@@ -176,26 +176,20 @@ def test_ranks_are_read_one_at_a_time(tmp_path, monkeypatch):
     assert most[0] == 1
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: the passes run here")
 def test_the_pool_of_processes_writes_the_same_trace(tmp_path, monkeypatch):
-    import concurrent.futures
+    # In a process of its own, which runs no thread but its own, twelve ranks on two cores or
+    # more: the passes run on a pool of forked processes; here, one after another.
+    from cli_runs import run_cli
 
     job_folder(tmp_path)
-    out_a, out_b = tmp_path / "a.perfetto-trace", tmp_path / "b.perfetto-trace"
-    files = jobs.folder_files(str(tmp_path))
-    monkeypatch.setattr(job_trace, "POOL_MIN_RANKS", 2)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    pools, real = [], concurrent.futures.ProcessPoolExecutor
-
-    def pool(*args, **kwargs):
-        pools.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", pool)
-    job_trace.write_job_trace(files, out_a)
-    assert pools == [(2,), (2,)]  # the facts, then the counters
+    out = tmp_path / "job.perfetto-trace"
+    r = run_cli("merge", tmp_path, "-o", out)
+    assert r.returncode == 0, r.stderr
+    pooled = out.read_bytes()
     monkeypatch.setattr(job_trace, "POOL_MIN_RANKS", 10**9)
-    job_trace.write_job_trace(files, out_b)
-    assert out_a.read_bytes() == out_b.read_bytes()
+    assert _merge(tmp_path, "-o", out) == 0
+    assert out.read_bytes() == pooled
 
 
 def test_the_advisor_names_the_rank_where_its_first_findings_are_largest():
