@@ -1045,6 +1045,7 @@ def _merge_job(args: argparse.Namespace, folder: str) -> int:
             all_ranks=args.all_ranks,
             command=command,
             folder=folder,
+            align=args.align,
         )
     print("\n".join(job_trace.job_lines(info, out)))
     if info["missing"]:

@@ -282,11 +282,14 @@ def write_job_trace(
     all_ranks: bool = False,
     command: str = "sm-profiler merge DIR",
     folder: str = "the folder",
+    align: str = "auto",
 ) -> dict:
     """Write the job's trace of the rank files `files` ({rank: path}) to `out` (a
     .perfetto-trace) within `max_mb` MB; see the module doc. ranks: '0,5,17', the ranks drawn in
     full (each must have a file); all_ranks: every rank in full. command: how the user merged,
-    for the commands the trace and the result name. Returns what was written (job_lines say it).
+    for the commands the trace and the result name. align: 'auto' (each rank on the host clock
+    where every rank has clock samples), 'clock' or 'none', as merge's. Returns what was written
+    (job_lines say it).
     A ConfigError where the ranks in full do not fit, raised before `out` is touched."""
     from ..paths import atomic_output, check_writable
 
@@ -295,7 +298,9 @@ def write_job_trace(
         raise ConfigError(
             f"--max-mb {max_mb}: give a size in MB above 0, e.g. {DEFAULT_MAX_MB} (the default)"
         )
-    info, by_rank = _plan(files, ranks, all_ranks, folder)
+    if align not in ("auto", "clock", "none"):
+        raise ConfigError(f"--align {align}: a run's folder is aligned by 'clock' or 'none'")
+    info, by_rank = _plan(files, ranks, all_ranks, folder, align)
     info.update(max_bytes=int(max_mb * MB), command=command)
     counters = _CounterSizes(info, by_rank)
     room = counters.bytes(MIN_JOB_BINS)  # kept for the counters at their coarsest
@@ -320,7 +325,7 @@ def write_job_trace(
     return info
 
 
-def _plan(files: dict[int, str], ranks: str | None, all_ranks: bool, folder: str):
+def _plan(files: dict[int, str], ranks: str | None, all_ranks: bool, folder: str, align: str):
     """(what write_job_trace writes, {rank: RankFacts}): every rank's facts (checked as one
     run, a file a rank), the ranks drawn in full and why, the others, the ranks missing, the
     time axis."""
@@ -349,7 +354,10 @@ def _plan(files: dict[int, str], ranks: str | None, all_ranks: bool, folder: str
     else:
         named = advised_ranks((f.rank, *x) for f in facts for x in f.findings)
         full = choose_ranks(times, named)
-    shift = all(o is not None for f in facts for o in f.offsets_ns)
+    clocked = all(o is not None for f in facts for o in f.offsets_ns)
+    if align == "clock" and not clocked:
+        raise ConfigError("--align clock: a rank's file has no clock samples; use --align none")
+    shift = clocked and align != "none"
     world = max([f.world_size for f in facts], default=0)
     info = {
         "method": "clock" if shift else "none",

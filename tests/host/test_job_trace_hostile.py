@@ -110,3 +110,11 @@ def test_3_a_file_that_names_no_rank_numbered_as_another_is_refused(tmp_path, ca
     t.save(tmp_path / "auto.rank1.npz")
     err = _error(capsys, tmp_path)
     assert "auto.rank0.npz and auto.rank1.npz are both rank 1" in err
+
+
+def test_3_align_is_honoured_and_barrier_refused(job, capsys):
+    assert main(["merge", str(job), "--align", "none"]) == 0
+    assert "aligned by none" in capsys.readouterr().out
+    assert "--align barrier: a run's folder is aligned by" in _error(
+        capsys, job, "--align", "barrier"
+    )
