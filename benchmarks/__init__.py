@@ -8,8 +8,8 @@ A benchmark is a module of this package with its own command line and `main()`; 
 below is what the runner (benchmarks/runner.py) reads to list it, check what it needs and run it.
 The shared modules hold what more than one benchmark uses: `timing` (kernel timing, medians,
 percent over a baseline), `env` (the device and version record of a run), `captures` (synthetic
-captures built with numpy), `triton_kernels` and `gluon_kernels` (device code several
-benchmarks time). A benchmark imports shared modules only, never another benchmark.
+captures built with numpy), `job_folders` (folders of rank files of a job of R ranks, one
+slow), `triton_kernels` and `gluon_kernels` (device code several benchmarks time). A benchmark imports shared modules only, never another benchmark.
 
 Importing this package imports nothing heavy: `list` works without torch or a GPU.
 """
@@ -143,9 +143,10 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "fix_first",
         "auto mode",
-        "what to fix first: kernels with a planted defect each (1.1-wave grid, skewed work, too "
-        "few programs, host gaps; one slow rank of two under torchrun) ranked first by the "
-        "advisor, and the time its suggestion recovers against its estimate",
+        "what to fix first: planted defects (partial waves of compute-, memory- and latency-bound "
+        "programs at 1-32 resident a SM, tails, idle SMs, host gaps, a cuBLAS matmul of 1.1-1.35 "
+        "waves seen through CUPTI; a slow rank where 2 GPUs are visible) ranked first by the "
+        "advisor, and the time its suggestion recovers against its estimate, worst case first",
         ("gpu",),
         json_option=True,
     ),
@@ -173,6 +174,13 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "ranks merge of the same captures",
     ),
     Benchmark(
+        "job_scale",
+        "host",
+        "a job of R ranks (8 .. 8,192 generated rank files, one slow): wall time and peak memory "
+        "of stats, advise, merge and query over the folder, the trace's size, the slow rank named",
+        json_option=True,
+    ),
+    Benchmark(
         "ui_load",
         "host",
         "seconds the Perfetto UI takes to open traces of growing size in headless Chromium",
@@ -181,4 +189,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
 )
 
 # The modules of this package that are not benchmarks: what the benchmarks share, and the runner.
-SHARED = ("timing", "env", "captures", "triton_kernels", "gluon_kernels", "runner")
+SHARED = (
+    "timing",
+    "env",
+    "captures",
+    "job_folders",
+    "triton_kernels",
+    "gluon_kernels",
+    "plant_kernels",
+    "plant_model",
+    "runner",
+)

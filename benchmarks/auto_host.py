@@ -16,8 +16,14 @@ Issue 30 asks for at most about 3x in build, report and export. `--parts` also p
 of each step inside the stages (rows, launches split, decode, report, default timeline, the
 Perfetto writer), to find what to cut; `--scale 0.2` runs the shapes at a fifth of their size.
 
+`--launch-path` times instead the host's part of an instrumented kernel's launch (issue 53:
+its per-GPU state made a slotted DeviceBuffer; issue 54: the flight recorder's launch log):
+Triton's launcher as auto mode wraps it, around a launcher that does nothing, with a real
+Areas and DeviceBuffer (no GPU needed): recording off (the plain binary), on, and on with the
+flight recorder's log; the minimum of 7 repeats of 200,000 launches, ns a launch.
+
 Run:  python -m benchmarks run auto_host [--shapes one_launch,launches,replays,steps10,...]
-                                         [--scale F] [--parts]
+                                         [--scale F] [--parts] [--launch-path]
 """
 
 # %%
@@ -149,6 +155,46 @@ def report(rows: list[dict]) -> str:
 
 
 # %%
+def launch_path(launches: int = 200_000, repeats: int = 7) -> dict[str, float]:
+    """ns a launch of the wrapped launcher: off, on, and on with the flight recorder's log."""
+    import collections
+    import timeit
+
+    from sm_profiler.auto_mode import binding
+    from sm_profiler.auto_mode.state import STATE, DeviceBuffer
+    from sm_profiler.wire.auto_areas import Areas
+
+    class Launcher:  # Triton's CudaLauncher, doing nothing: what is left is ours
+        num_ctas, profile_scratch_size = 1, 8
+
+        def __call__(self, gx, gy, gz, stream, function, *args):
+            return None
+
+    call = binding._wrap_launcher_call(Launcher.__call__)
+    launcher, function, plain = Launcher(), 0x1000, 0x2000
+    saved = {k: getattr(STATE, k) for k in ("buffers", "single", "plain", "on", "launch_log")}
+    out = {}
+    try:
+        areas = Areas(1 << 26, ring=True)
+        STATE.buffers = {0: DeviceBuffer(1 << 40, areas, None)}
+        STATE.single, STATE.plain = STATE.buffers[0], {function: plain}
+        for name, on, log in (("off", False, None), ("on", True, None), ("flight", True, 4096)):
+            STATE.on = on
+            STATE.launch_log = None if log is None else collections.deque(maxlen=log)
+
+            def launch():
+                call(launcher, 132, 1, 1, 0, function, 1, 2, 3)
+
+            best = min(timeit.repeat(launch, number=launches, repeat=repeats))
+            out[name] = 1e9 * best / launches
+            areas.next = 0  # the ring's launch space from the start again
+            areas.counts.clear()
+    finally:
+        for k, v in saved.items():
+            setattr(STATE, k, v)
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument(
@@ -156,7 +202,20 @@ def main(argv=None) -> None:
     )
     ap.add_argument("--scale", type=float, default=1.0, help="records of each shape, times this")
     ap.add_argument("--parts", action="store_true", help="also each step's seconds and peak")
+    ap.add_argument(
+        "--launch-path", action="store_true", help="time an instrumented launch's host part"
+    )
     a = ap.parse_args(argv)
+    if a.launch_path:
+        ns = launch_path()
+        print("host time of an instrumented kernel's launch (the wrapped launcher), ns a launch:")
+        for name, what in (
+            ("off", "recording off (the plain binary)"),
+            ("on", "recording on (an area taken)"),
+            ("flight", "recording on, flight recorder's launch log"),
+        ):
+            print(f"  {what:<44}{ns[name]:>8.0f}")
+        return
     rows = []
     for name in a.shapes.split(","):
         shape = scaled(SHAPES[name], a.scale)

@@ -61,6 +61,14 @@ default) keeps its pick and every later process launches that config (SharedAuto
                    of picks, alternating repeats, each against the plain repeat before it (use
                    many short repeats: --steps 10 --repeats 40). Its row's ms/step is the
                    instrumented model recording
+  auto_flight      the flight recorder (issue 54): plain and a copy compiled inside
+                   `sm_profiler.auto(flight_recorder=8)` in one process (the plain compile's
+                   autotune picks), prof.step() after each of its steps (every step recorded
+                   into the ring, one CUDA event a step), `--repeats` repeats of each
+                   alternating, each after an untimed step of its own: the flight recorder's
+                   cost over plain, median of the pairs and their middle half; the process's
+                   peak RSS before and after the timed steps (the ring copies nothing to the
+                   host a step) and the dumps written (none expected)
   auto_torch       `sm-profiler run --torch`'s region: `sm_profiler.auto(ring=True,
                    torch_profiler=True)` around compile + warmup + the timed steps, `prof.step()`
                    after each step, recording nothing until the timed steps (a schedule that
@@ -129,6 +137,7 @@ MODES = (
     "auto",
     "auto_off",
     "auto_ab",
+    "auto_flight",
     "auto_torch",
     "torch_profiler",
     "proton",
@@ -915,6 +924,9 @@ def run_case(model: str, scenario: str, args) -> dict:
     if mode == "auto_ab":
         return run_ab(model, scenario, args, step, prepare, res)
 
+    if mode == "auto_flight":
+        return run_flight(model, scenario, args, step, prepare, res)
+
     if mode == "plain":
         timed(step)
     elif mode == "torch_profiler":
@@ -1026,6 +1038,59 @@ def run_ab(model: str, scenario: str, args, plain_step, prepare, res: dict) -> d
             shared.uninstall()
     res["ab"]["picks_taken"] = shared.taken
     res["ms_per_step_repeats"] = res["ab"]["on_ms"]
+    return res
+
+
+def run_flight(model: str, scenario: str, args, plain_step, prepare, res: dict) -> dict:
+    """auto_flight: the plain model compiled and warmed, then a second copy compiled inside a
+    flight-recorder region with the plain compile's autotune picks, then plain and flight
+    repeats alternating (time_ab's rotation, two keys), paired."""
+    import resource
+    import tempfile
+
+    import sm_profiler
+
+    with tempfile.TemporaryDirectory() as tmp:
+        shared = SharedAutotune(os.path.join(tmp, "picks.json"))
+        shared.install()
+        try:
+            prepare(plain_step)
+            shared.picks.update(shared.made)
+            # The normal course: no dump. Between two flight steps the plain model's repeat runs
+            # on the same stream, so the step the events time spans it (10x a step): the
+            # default 1.5x would take that for a slow step and write a dump into the timing
+            # (a run of 2026-11-29 did, once per case). A factor above it is judged all the same.
+            config = sm_profiler.flight_recorder(
+                steps=8, slow_factor=100.0, out=os.path.join(tmp, "dumps")
+            )
+            with sm_profiler.auto(flight_recorder=config) as prof:
+                inst = make_step(model, scenario, args)
+
+                def flight_step():
+                    inst()
+                    prof.step()
+
+                flight_step()  # compiles inside the region: instrumented
+                warm_up(flight_step, args.warmup, args.max_timed_s / 2)
+                rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                out = {"plain_ms": [], "flight_ms": []}
+                for r in range(args.repeats):
+                    pair = (("plain_ms", plain_step), ("flight_ms", flight_step))
+                    for key, run in pair if r % 2 == 0 else pair[::-1]:
+                        run()  # untimed: the first step after the other model ran is slower
+                        out[key] += time_steps(run, res["steps"], 1)
+                out["rss_kb_before"] = rss_kb
+                out["rss_kb_after"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                out["steps_in_region"] = prof.step_num
+            out["dumps"] = list(prof.flight.written) if prof.flight else []
+        finally:
+            shared.uninstall()
+    pairs = [100.0 * (f / p - 1.0) for f, p in zip(out["flight_ms"], out["plain_ms"], strict=True)]
+    out["flight_pct"] = statistics.median(pairs)
+    q = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else [pairs[0]] * 3
+    out["flight_iqr"] = (q[0], q[2])
+    res["flight"] = out
+    res["ms_per_step_repeats"] = out["flight_ms"]
     return res
 
 
@@ -1226,6 +1291,15 @@ def summarize(runs: list[dict], models, scenarios, modes) -> list[dict]:
                         each = [e for e in each if e is not None]
                         if each:
                             row["ab"]["switch_ms_each"] = statistics.median(each)
+                    if mode == "auto_flight":
+                        f = ok[-1]["flight"]
+                        row["flight"] = {
+                            "pct": [r["flight"]["flight_pct"] for r in ok],
+                            "iqr": f["flight_iqr"],
+                            "rss_mb": (f["rss_kb_before"] / 1024, f["rss_kb_after"] / 1024),
+                            "steps": f["steps_in_region"],
+                            "dumps": len(f["dumps"]),
+                        }
                     if mode == "auto" and all("on_off" in r for r in ok):
                         row["on_off_pct"] = [r["on_off"]["added_pct"] for r in ok]
                     if mode == "proton":
@@ -1302,6 +1376,14 @@ def format_table(rows: list[dict], header: str) -> list[str]:
             )
             if ab.get("switch_ms_each") is not None:
                 notes.append(f"graphs switched in {ab['switch_ms_each']:.3f} ms each")
+        if "flight" in r:
+            f = r["flight"]
+            lo, hi = f["iqr"]
+            notes.append(
+                f"in one process over plain: {statistics.median(f['pct']):+.2f}% [{lo:+.1f}.."
+                f"{hi:+.1f}]; peak RSS {f['rss_mb'][0]:,.0f} -> {f['rss_mb'][1]:,.0f} MB over "
+                f"{f['steps']:,} steps; {f['dumps']} dump(s)"
+            )
         if "auto_torch" in r:
             a = r["auto_torch"]
             notes.append(

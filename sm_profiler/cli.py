@@ -336,13 +336,31 @@ def _query_parser(sub) -> None:
         "query",
         help="SQL over the events, lanes, launches and unmatched tables (DuckDB)",
         description="Run SQL over a capture's tables with DuckDB (the query extra: pip install "
-        "-e '.[query]'); columns are listed in docs/query.md.",
+        "-e '.[query]'); columns are listed in docs/query.md. Given a run's folder, over every "
+        "rank's tables (a rank column added), read from Parquet written once beside the rank "
+        "files, in bounded memory.",
     )
-    c.add_argument("capture", metavar="CAPTURE", help="file written by SmProfiler.save")
+    c.add_argument(
+        "capture",
+        metavar="CAPTURE",
+        help="file written by SmProfiler.save, or a run's folder of rank files (sm-profiler run)",
+    )
     c.add_argument(
         "sql", metavar="SQL", help='e.g. "select name, sum(self_ns) from events group by name"'
     )
     c.add_argument("--max-rows", type=_MAX_ROWS, default=50, help="rows printed (default 50)")
+    c.add_argument(
+        "--memory-mb",
+        type=_MEMORY_MB,
+        default=None,
+        help="a folder's query: the most memory DuckDB holds, MiB (default 1024)",
+    )
+    c.add_argument(
+        "--cache",
+        default=None,
+        help="a folder's query: where its Parquet goes (default DIR/auto.parquet; a temporary "
+        "folder where DIR is not writable)",
+    )
     c.set_defaults(func=cmd_query)
 
 
@@ -803,11 +821,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     # carries, the share seen and the host gaps from CUPTI's rows
     table = trace.table
     cupti, docs = _stored_torch(args.capture, table if args.steps is None else None)
-    from .report.dump import dump_lines  # a flight-recorder dump: why, and where each GPU was
-
-    opening = dump_lines(table, args.width or shutil.get_terminal_size((100, 24)).columns)
-    if opening:
-        print("\n".join(opening) + "\n")
+    # One report, built in one pass (a flight-recorder dump's opens with why it was written)
     print_report(trace, width=args.width, cupti=cupti, torch_trace=docs)
     if args.by:
         from .report.stats import breakdown
@@ -1142,11 +1156,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .report.tables import query
-
-    trace = _decoded(args.capture)
     # Fetch what is printed, plus one row to tell whether there are more.
-    names, rows = query(trace, args.sql, max_rows=args.max_rows + 1)
+    names, rows = _query_rows(args, args.max_rows + 1)
     if not names:
         return 0
     shown = rows[: args.max_rows]
@@ -1166,6 +1177,30 @@ def cmd_query(args: argparse.Namespace) -> int:
     if len(rows) > len(shown):
         print("(more rows; --max-rows to see them)")
     return 0
+
+
+def _query_rows(args: argparse.Namespace, max_rows: int) -> tuple[list, list]:
+    """(column names, rows) of `query`'s SQL: over a folder's ranks from their Parquet (notes
+    on stderr), else over the capture's decoded tables."""
+    if os.path.isdir(args.capture):
+        from .export.auto_query import DEFAULT_MEMORY_MB, query_job, writers
+
+        memory_mb = DEFAULT_MEMORY_MB if args.memory_mb is None else args.memory_mb
+        names, rows, notes = query_job(
+            args.capture, args.sql, max_rows, memory_mb, args.cache, writers(memory_mb)
+        )
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        return names, rows
+    for option in ("memory_mb", "cache"):
+        if getattr(args, option) is not None:
+            raise ConfigError(
+                f"--{option.replace('_', '-')} is for a run's folder; {args.capture!r} is a "
+                "file, read whole: leave it out"
+            )
+    from .report.tables import query
+
+    return query(_decoded(args.capture), args.sql, max_rows=max_rows)
 
 
 def _cell(v) -> str:
@@ -1234,6 +1269,7 @@ _WIDTH = _whole(1, None, "a line width in columns, 1 or more (narrower than 40 p
 _TOP = _whole(0, None, "how many findings to show, 0 or more")
 # DuckDB's LIMIT is an int64, and one row more is fetched to tell whether there are more.
 _MAX_ROWS = _whole(0, 2**62, "how many rows to print, 0 to 2**62")
+_MEMORY_MB = _whole(64, 1 << 30, "DuckDB's memory in MiB, 64 to 2**30")
 _PORT = _whole(
     0,
     65535,

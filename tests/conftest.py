@@ -63,9 +63,19 @@ SLOW = {
     "e2e/test_auto_overhead.py": "the auto-mode benchmark's models and processes on the CPU",
     "e2e/test_benchmarks.py": "the benchmark runner and a host benchmark, end to end",
     "e2e/test_benchmark_gluon_matmul.py": "the Gluon matmul benchmark's variants compiled",
+    "e2e/test_benchmark_fix_first.py::"
+    "test_every_plant_kernel_compiles_for_sm90_at_the_residency_its_case_needs": (
+        "fix_first's planted-defect kernels compiled, plain and instrumented"
+    ),
+    "e2e/test_benchmark_fix_first.py::test_the_fma_kernels_keep_every_dependent_fma": (
+        "fix_first's planted-defect kernels compiled, plain and instrumented"
+    ),
     "e2e/test_examples_gluon.py": "the Gluon examples compiled for Hopper and Blackwell",
     "e2e/test_user_errors.py": "a new user's mistakes, each in a Python process of its own",
     "e2e/test_browser.py": "the Perfetto UI in headless Chromium",
+    "host/test_auto_query.py::test_4_memory_stays_flat_as_ranks_grow": (
+        "10 ranks of 150,000 programs written as Parquet, in processes of their own"
+    ),
     "e2e/test_examples.py::test_warp_specialized_compile_matrix_is_as_documented": (
         "the example's compile matrix for sm_90 and sm_100"
     ),

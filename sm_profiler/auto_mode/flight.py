@@ -163,6 +163,7 @@ class FlightRecorder:
         if kernels != self._kernels_at_step:  # the step that ended compiled: not judged
             self._kernels_at_step = kernels
             self._not_judged.add(step - 1)
+            self._rearm()
         else:
             self._steps_s.append(took_s)
         # A dump's read and write hold the host up (and the GIL): the steps they overlap are
@@ -281,6 +282,18 @@ class FlightRecorder:
                 continue  # the program's own abort handler decides
             self._handlers[signum] = old
             signal.signal(signum, ours)
+
+    def _rearm(self) -> None:
+        """Ours set again where a compile hid it. Triton's libtriton.so (LLVM) installs its own
+        handlers the first time it compiles in a process, SIGUSR1 among them (LLVM's "info"
+        signal, which it swallows), with sigaction: Python's view (signal.getsignal) still says
+        ours, and a SIGUSR1 after a kernel compiled in the region was lost (H200, 2026-11-29).
+        Only where Python's view is still ours: a handler the program set since is left alone.
+        (LLVM's SIGABRT, SIGTERM, ... handlers pass the signal on to ours: left as they are.)
+        Called once a step that compiled ends (a few microseconds)."""
+        main = threading.current_thread() is threading.main_thread()
+        if main and ON_DEMAND in self._handlers and signal.getsignal(ON_DEMAND) == self._on_demand:
+            signal.signal(ON_DEMAND, self._on_demand)
 
     def _restore_handlers(self) -> None:
         for signum, old in self._handlers.items():
@@ -660,7 +673,7 @@ def write_dump(table, folder: str, trigger: str, written_ns: int, width: int = 1
     """The dump's table, report and trace into `folder` (made here); returns the table's path."""
     from ..export import export
     from ..paths import atomic_output
-    from ..report.dump import dump_report
+    from ..report.auto_report import dump_report
 
     os.makedirs(folder, exist_ok=True)
     rank = next((s.get("rank") for s in table.sessions if isinstance(s.get("rank"), int)), 0)

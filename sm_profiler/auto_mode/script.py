@@ -291,13 +291,13 @@ def _report(trace, out_dir: str, width: int | None, cupti: dict | None = None, d
     """Print the report of `trace` at `width` and write it at 100 columns to auto_stats.txt
     (`cupti`: the share seen from torch.profiler's CUPTI rows, coverage.report_share; `docs`:
     the torch trace, or {rank: trace}, whose kernel rows its host gaps take)."""
-    from ..report.auto_report import format_report, report_parts
+    from ..report.auto_report import run_report
 
+    # One report, each section computed once, drawn at the terminal's width and at the file's.
     with stage_for(f"reporting {len(trace):,} programs", len(trace)):
-        parts = report_parts(trace)
-    kw = {"parts": parts, "cupti": cupti, "torch_trace": docs}
-    print(format_report(trace, width=width, **kw), end="")
-    _write_text(os.path.join(out_dir, "auto_stats.txt"), format_report(trace, width=100, **kw))
+        report = run_report(trace, cupti=cupti, torch_trace=docs)
+    print(report.text(width), end="")
+    _write_text(os.path.join(out_dir, "auto_stats.txt"), report.text(100))
 
 
 def _merge_torch(prof, stem: str, torch_json: bool = False) -> dict | None:

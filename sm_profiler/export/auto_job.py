@@ -237,7 +237,7 @@ def load_ranks(paths) -> list:
         if not isinstance(t, AutoTable):
             raise CaptureError(f"{f!r} is not an auto-mode file (sm-profiler run / prof.save)")
         tables.append(t)
-    check_one_run(files, tables)
+    _check_one_run(files, tables)
     check_a_rank_each(files, tables)
     return tables
 
@@ -294,12 +294,15 @@ def _no_rank_files(folder: str) -> str:
     )
 
 
-def check_one_run(files: list[str], tables: list) -> None:
-    """A CaptureError where the files name several runs (files without a run, written before
-    runs were named, are taken as they are)."""
+def _check_one_run(files: list[str], tables: list) -> None:
+    check_one_run(files, [t.metadata.get("job") for t in tables])
+
+
+def check_one_run(files: list[str], identities: list) -> None:
+    """A CaptureError where the files' job identities (file_identity) name several runs (files
+    without a run, written before runs were named, are taken as they are)."""
     runs: dict[str, tuple[dict, list[str]]] = {}  # run key -> (its identity, its files)
-    for f, t in zip(files, tables, strict=True):
-        ident = t.metadata.get("job")
+    for f, ident in zip(files, identities, strict=True):
         key = run_key(ident)
         if key is not None:
             runs.setdefault(key, (ident, []))[1].append(os.path.basename(f))

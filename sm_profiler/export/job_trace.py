@@ -86,14 +86,10 @@ class RankFacts(NamedTuple):
     findings: list[tuple[str, str | None, float]]  # its own advice: kind, kernel, ns per step
     job: object  # its run's identity (metadata "job"), for export/auto_job's checks
 
-    # What auto_job's checks of several files read of a table.
+    # What auto_job.check_a_rank_each reads of a table.
     @property
     def sessions(self) -> list[dict]:
         return [{"rank": r} for r in self.named_ranks]
-
-    @property
-    def metadata(self) -> dict:
-        return {} if self.job is None else {"job": self.job}
 
 
 def rank_facts(path: str, advised: bool = True, file_rank: int = 0) -> RankFacts:
@@ -334,7 +330,7 @@ def _plan(files: dict[int, str], ranks: str | None, all_ranks: bool, folder: str
     paths = list(files.values())
     advised = ranks is None and not all_ranks
     facts = list(_each(rank_facts, [(p, advised, r) for r, p in files.items()]))
-    check_one_run(paths, facts)
+    check_one_run(paths, [f.job for f in facts])
     check_a_rank_each(paths, facts)
     by_rank: dict[int, RankFacts] = {}
     for f in sorted(facts, key=lambda f: f.rank):

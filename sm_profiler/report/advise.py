@@ -7,8 +7,8 @@ From an AutoTable (one rank, or several joined by AutoTable.concat), over its re
   partial_wave  a launch of more than one wave whose last wave leaves slots empty: its span
                 (less the tail's part) less the same work spread evenly over every slot,
                 slots = SMs x resident programs per SM (the most seen on one SM at once, over
-                the kernel's launches on that GPU), the work = the full waves' median program
-                (at full residency) x programs (issue 55: work-conserving, where a compute-bound
+                the kernel's launches on that GPU), the work = a program's time at full residency
+                (per SM, its full waves' span over their programs, x R; the median SM) x programs (issue 55: work-conserving, where a compute-bound
                 last wave's programs run faster than a full wave's)
   tail          the last SM's end after the median SM's end (SMs that ran a program), less the
                 last wave's median program where the launch has a partial last wave (that part
@@ -141,7 +141,7 @@ class Advice:
 # -- the computation ----------------------------------------------------------------------------
 
 
-def advise(table, cupti=None) -> Advice:
+def advise(table, cupti=None, peaks=None) -> Advice:
     """The ranked findings of an AutoTable (or a list of them: several ranks, joined).
 
     cupti: torch.profiler's kernel rows of the same steps, for host gaps over every kernel the
@@ -149,7 +149,9 @@ def advise(table, cupti=None) -> Advice:
     --torch` stores one in each rank file: export/auto_torch_parts.read) or its
     coverage.kernel_table; for several ranks, {rank: either}. A trace that is not of these
     launches (another rank or GPU, other steps, clocks that do not line up) is left out, said
-    in the notes: those GPUs' host gaps count the instrumented kernels only."""
+    in the notes: those GPUs' host gaps count the instrumented kernels only. peaks: each
+    launch's peak residency (of one table), where the caller has it (the run's report's launch
+    table); found here otherwise."""
     if isinstance(table, (list, tuple)):
         from ..trace.auto_table import AutoTable
 
@@ -176,7 +178,7 @@ def advise(table, cupti=None) -> Advice:
         gpu_no[g] = metadata_count(table.sessions[s].get("gpu")) if table.sessions else 0
     several_ranks = len(np.unique(rank_of_gpu)) > 1
 
-    la = _launch_columns(table, l_gpu, l_name)
+    la = _launch_columns(table, l_gpu, l_name, peaks)
     la["gpu"], la["name"] = l_gpu, l_name
 
     # Steps: the recorded ones, less those that compiled; else the whole recording as one.
@@ -300,17 +302,17 @@ def _launch_chunks(table):
         k = k2
 
 
-def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
+def _launch_columns(table, l_gpu, l_name, peaks=None) -> dict[str, np.ndarray]:
     """Per launch: programs, SMs, SMs used, resident, slots, waves, the tail, the last wave and
     the three launch estimates (partial_wave, tail, idle_sms), in ns. A chunk of whole launches
-    at a time: the temporaries are a chunk's, whatever the table's size."""
+    at a time: the temporaries are a chunk's, whatever the table's size. peaks: advise's."""
     L = table.launches
     start = np.asarray(L["start_ns"], np.int64)
     end = np.asarray(L["end_ns"], np.int64)
     span = (end - start).astype(np.float64)
     sess = np.asarray(L["session"], np.int64)
     n_sess = max(len(table.sessions), int(sess.max()) + 1)
-    on = _on_sms(table, start, sess, n_sess)
+    on = _on_sms(table, start, sess, n_sess, peaks)
     programs, used, median_end = on["programs"], on["used"], on["median_end"]
     tail = np.maximum(span - median_end, 0.0)
     # The GPU's SMs: the session's sm_count, else the highest SM id seen + 1; never fewer than
@@ -331,7 +333,7 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
     full = programs // slots
     last_n = programs - full * slots
     partial = (full >= 1) & (last_n > 0)
-    t_last, t_full = _wave_medians(table, programs, partial, full * slots)
+    t_last, t_full = _wave_medians(table, programs, partial, full * slots, resident)
     fill = np.where(partial, last_n / np.maximum(slots, 1), 1.0)
     # Work-conserving estimates (docs/auto.md, "What to fix first"): what the launch's work would
     # take spread evenly over the slots, against the time it took. The tail's part of the span is
@@ -340,7 +342,7 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
     # Tail: the long programs' work beyond the median program, split over every slot, would add
     # extra / slots to the median SM's end instead of the tail.
     est_tail = np.maximum(tail_part - on["extra"] / np.maximum(slots, 1), 0.0)
-    # Partial wave: the work at full residency (the full waves' median program x programs) over
+    # Partial wave: the work at full residency (a program slot's time in the full waves x programs) over
     # every slot, never less than one such program, against the span without the tail's part.
     ideal = np.maximum(t_full * programs / np.maximum(slots, 1), t_full)
     est_wave = np.where(partial, np.maximum(span - tail_part - ideal, 0.0), 0.0)
@@ -375,14 +377,16 @@ def _launch_columns(table, l_gpu, l_name) -> dict[str, np.ndarray]:
     }
 
 
-def _on_sms(table, start, sess, n_sess) -> dict[str, np.ndarray]:
+def _on_sms(table, start, sess, n_sess, peaks=None) -> dict[str, np.ndarray]:
     """Per launch, what its programs did on the SMs: programs, SMs used, the most programs on
-    one SM at once (peak), the median SM's end and the last SM, the programs' median duration;
-    and per session the highest SM id + 1 it ran on (seen). A chunk of launches at a time."""
+    one SM at once (peak; `peaks` where the caller found them), the median SM's end and the
+    last SM, the programs' median duration; and per session the highest SM id + 1 it ran on
+    (seen). A chunk of launches at a time."""
     n = table.num_launches
     programs = np.zeros(n, np.int64)
     used = np.zeros(n, np.int64)
-    peak = np.zeros(n, np.int64)
+    found = peaks is None
+    peak = np.zeros(n, np.int64) if found else np.asarray(peaks, np.int64)
     median_end = np.zeros(n, np.float64)  # ns after the launch's start
     last_sm = np.zeros(n, np.int64)
     dur_med = np.zeros(n, np.float64)
@@ -407,13 +411,14 @@ def _on_sms(table, start, sess, n_sess) -> dict[str, np.ndarray]:
         g_first = np.flatnonzero(new)
         g_launch, g_sm = gl[g_first], gs[g_first]
         g_last = np.maximum.reduceat(en, g_first)
-        g_peak = peak_per_group(np.cumsum(new) - 1, st, en, len(g_first))
+        if found:
+            g_peak = peak_per_group(np.cumsum(new) - 1, st, en, len(g_first))
+            pk = np.zeros(m, np.int64)
+            np.maximum.at(pk, g_launch, g_peak)
+            peak[k0:k1] = pk
         del gl, gs, st, en, new
         u = np.bincount(g_launch, minlength=m)
         used[k0:k1] = u
-        pk = np.zeros(m, np.int64)
-        np.maximum.at(pk, g_launch, g_peak)
-        peak[k0:k1] = pk
         # Each launch's median SM end (SMs that ran), its last SM.
         o3 = np.lexsort((g_last, g_launch))
         gf = np.cumsum(u) - u
@@ -441,11 +446,17 @@ def _long_extra(loc, dur, after_start, dur_med, median_end) -> np.ndarray:
     return np.bincount(loc[sel], weights=over, minlength=len(dur_med))
 
 
-def _wave_medians(table, programs, partial, first_of_last) -> tuple[np.ndarray, np.ndarray]:
+def _wave_medians(
+    table, programs, partial, first_of_last, resident
+) -> tuple[np.ndarray, np.ndarray]:
     """Per launch with a partial last wave (`partial`), the median duration of the last wave's
-    programs (those from the `first_of_last`-th to start on) and of the full waves' (those
-    before: programs that ran while their SM was full, the program at full residency); 0
-    elsewhere."""
+    programs (those from the `first_of_last`-th to start on), and the time a program takes at
+    full residency: per SM, the full waves' programs (those before) from the first's start to
+    the last's end, per `resident` of them; the median over SMs. Not the median program's
+    duration: an SM shares its throughput unfairly (H200, 16 compute-bound programs an SM: four
+    end after 90 us, the last four after 330 us; the median program, 200 us, took the wave for
+    shorter than it was and the estimate was 4.7x what a fix recovered). Where the programs
+    wait alike (latency-bound), the same as the median program. 0 elsewhere."""
     t_last = np.zeros(table.num_launches, np.float64)
     t_full = np.zeros(table.num_launches, np.float64)
     if not partial.any():
@@ -466,8 +477,35 @@ def _wave_medians(table, programs, partial, first_of_last) -> tuple[np.ndarray, 
         sel = mine & last
         t_last[k0:k1] = _group_median(pl[sel], dur[sel], m)
         sel = mine & ~last
-        t_full[k0:k1] = _group_median(pl[sel], dur[sel], m)
+        t_full[k0:k1] = _full_residency(
+            pl[sel], p["sm"][o4][sel], p["start"][o4][sel], p["end"][o4][sel], resident[k0:k1], m
+        )
     return t_last, t_full
+
+
+def _full_residency(loc, sm, start, end, resident, m) -> np.ndarray:
+    """Per launch of a chunk, from its full waves' programs: per (launch, SM), the first start
+    to the last end times `resident` over the programs; the median over the SMs that ran at
+    least `resident` of them (the others: the median program's duration)."""
+    if not len(loc):
+        return np.zeros(m, np.float64)
+    o = np.lexsort((sm, loc))
+    gl, gs = loc[o], sm[o]
+    new = np.ones(len(gl), bool)
+    new[1:] = (gl[1:] != gl[:-1]) | (gs[1:] != gs[:-1])
+    first = np.flatnonzero(new)
+    g_loc = gl[first]
+    count = np.diff(np.append(first, len(gl)))
+    span = (np.maximum.reduceat(end[o], first) - np.minimum.reduceat(start[o], first)).astype(
+        np.float64
+    )
+    r = resident[g_loc]
+    whole = count >= r
+    per = span * r / count
+    out = _group_median(g_loc[whole], per[whole], m)
+    fallback = _group_median(loc, (end - start).astype(np.float64), m)
+    has = np.bincount(g_loc[whole], minlength=m) > 0
+    return np.where(has, out, fallback)
 
 
 def _cells(la, keep, step_idx, steps, n_steps, n_gpu, basis) -> dict[str, np.ndarray]:

@@ -1,5 +1,12 @@
-"""The auto-mode report: per launch, how the grid filled the GPU; per kernel, the launches
-summed, sorted by time.
+"""The auto-mode report, the run's report: per launch, how the grid filled the GPU; per kernel,
+the launches summed, sorted by time; the steps, the ranks, the longest tails, what to fix first.
+
+The report is its SECTIONS, in order (a flight-recorder dump's opening, the head, the kernels,
+the steps, the ranks, the longest tails, what to fix first, then any register_section added):
+`run_report` computes each section's numbers once from the trace, and `RunReport.text` draws
+them at a width, as often as asked (`run` prints its report and writes auto_stats.txt from one
+pass). A section reads the trace's launches through `trace.table`; "What to fix first" takes
+each launch's peak residency from the launch table rather than finding it again.
 
 For one launch (one capture of an auto trace; a program is one lane's range):
   span        first program start to last program end
@@ -14,10 +21,12 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ConfigError, SmProfilerError
 from ..text import fit_table, metadata_count, middle, number_runs, plural, printable, wrap
 from ..trace import auto_table
 from ..trace.auto_table import COMPILE_STEP_FACTOR, cell_bounds, pair_cells
@@ -25,6 +34,8 @@ from ..trace.model import RANGE, TraceData
 from ..units import format_time
 from ..wire.auto_file import session_count
 from ..wire.auto_records import dense_ids
+from .advise import advise, advise_lines
+from .dump import DumpOpening, dump_lines, dump_opening, opening_lines
 from .stats import cell_periods, median_after, peak_per_group, union_length
 
 
@@ -160,6 +171,7 @@ def _launch_rows(trace, c, sm, st, en, sm_count, whole=False) -> dict[str, np.nd
         "last_sm": last_sm,
         "tail_ns": ((last_end - lo) - median).astype(np.int64),
         "imbalance": busy_max / np.maximum(busy_sum / np.maximum(sms_used, 1), 1),
+        "peak": peak,
     }
 
 
@@ -361,7 +373,7 @@ class ReportParts:
 
 
 _WORST = 3  # launches of the longest tails the report names
-_KEPT = ("capture", "start_ns", "span_ns")
+_KEPT = ("capture", "start_ns", "span_ns", "peak")
 
 
 def report_parts(trace: TraceData) -> ReportParts:
@@ -389,6 +401,66 @@ def report_parts(trace: TraceData) -> ReportParts:
     return ReportParts(launches, sums.reports(), worst, programs)
 
 
+# -- the run's report: its sections, each computed once and drawn at any width ---------------
+
+
+@dataclass
+class ReportInputs:
+    """What every section of the run's report is computed from, once: the trace (its launches
+    through `trace.table`, whatever recorded them), the launch table's parts, CUPTI's share of
+    the steps (coverage.report_share) and torch.profiler's trace of them (advise's `cupti`),
+    and how many kernels the kernel table shows."""
+
+    trace: TraceData
+    parts: ReportParts
+    cupti: dict | None = None
+    torch_trace: object = None
+    top: int = 20
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section of the run's report: `numbers(inputs)` computes what it says, once per report
+    (None: the section is left out); `lines(numbers, width)` draws it at `width` columns (its
+    lines, the blank line that opens it included)."""
+
+    name: str
+    numbers: Callable[[ReportInputs], object]
+    lines: Callable[[object, int], list[str]]
+
+
+@dataclass
+class RunReport:
+    """The run's report of a trace: each section's numbers, computed once (`run_report`);
+    `text(width)` draws them at a width, as often as asked (a terminal's and a file's)."""
+
+    sections: list[tuple[Section, object]]
+
+    def text(self, width: int | None = None) -> str:
+        if width is None:
+            width = shutil.get_terminal_size((100, 24)).columns
+        width = max(width, 40)
+        lines: list[str] = []
+        for section, numbers in self.sections:
+            lines += section.lines(numbers, width)
+        return "\n".join(lines) + "\n"
+
+
+def run_report(
+    trace: TraceData,
+    top: int = 20,
+    parts: ReportParts | None = None,
+    cupti: dict | None = None,
+    torch_trace=None,
+) -> RunReport:
+    """The run's report of `trace`: every section of SECTIONS computed once, in order (format_
+    report's arguments say what each input is)."""
+    parts = report_parts(trace) if parts is None else parts
+    inputs = ReportInputs(trace, parts, cupti, torch_trace, top)
+    computed = ((s, s.numbers(inputs)) for s in SECTIONS)
+    return RunReport([(s, n) for s, n in computed if n is not None])
+
+
 def format_report(
     trace: TraceData,
     width: int | None = None,
@@ -398,42 +470,107 @@ def format_report(
     torch_trace=None,
 ) -> str:
     """The auto-mode report of `trace` at `width` columns (default: the terminal's); `parts`:
-    report_parts(trace) when it was found already (one report at two widths); `cupti`: the
-    share seen from torch.profiler's CUPTI rows (coverage.report_share), which then replaces
-    the records' own estimate and names the largest kernels not seen inside; `torch_trace`:
-    torch.profiler's trace of the steps (or {rank: trace}), whose kernel rows "What to fix
-    first" takes its host gaps over (advise's `cupti`)."""
-    if width is None:
-        width = shutil.get_terminal_size((100, 24)).columns
-    width = max(width, 40)
-    parts = report_parts(trace) if parts is None else parts
-    t, kernels, worst = parts.launches, parts.kernels, parts.worst
-    sessions = _sessions(trace)
-    lines = wrap(
-        f"sm_profiler auto: {plural(len(t['capture']), 'launch', 'launches')} of "
-        f"{plural(len(kernels), 'kernel')}, "
-        f"{parts.programs:,} programs on {_where(sessions)}",
-        width,
+    report_parts(trace) when it was found already; `cupti`: the share seen from torch.profiler's
+    CUPTI rows (coverage.report_share), which then replaces the records' own estimate and names
+    the largest kernels not seen inside; `torch_trace`: torch.profiler's trace of the steps (or
+    {rank: trace}), whose kernel rows "What to fix first" takes its host gaps over (advise's
+    `cupti`). One report at several widths: run_report once, then its text at each."""
+    return run_report(trace, top, parts, cupti, torch_trace).text(width)
+
+
+def print_report(
+    trace: TraceData,
+    file=None,
+    width: int | None = None,
+    cupti: dict | None = None,
+    torch_trace=None,
+) -> None:
+    (sys.stdout if file is None else file).write(
+        format_report(trace, width=width, cupti=cupti, torch_trace=torch_trace)
     )
+
+
+def dump_report(table, width: int = 100) -> str:
+    """A flight-recorder dump's report (its _stats.txt): the run's report of its table, which
+    opens with what the dump says (report/dump.py); a dump without a launch says so instead."""
+    if not table.num_launches:
+        opening = "\n".join(dump_lines(table, width))
+        return opening + "\n\nNo launch of the kept steps is in the ring.\n"
+    return format_report(table.decode(), width=width)
+
+
+# The flight recorder's opening: why the dump was written, what each GPU was doing.
+
+
+def _opening_lines(opening: DumpOpening, width: int) -> list[str]:
+    return [*opening_lines(opening, width), ""]
+
+
+# The head: launches, kernels, programs, where; dropped records; via_triton.
+
+
+@dataclass(frozen=True)
+class Head:
+    launches: int
+    kernels: int
+    programs: int
+    where: str
+    counts: dict[str, int]
+    ring: bool
+    via_triton: bool
+
+
+def _head(inputs: ReportInputs) -> Head:
+    sessions = _sessions(inputs.trace)
     counts = {
         k: sum(session_count(s.get(k)) for s in sessions)
         for k in ("claimed", "kept", "dropped", "capacity")
     }
-    if counts["dropped"]:
-        kept = "newest" if any(s.get("ring") is True for s in sessions) else "first"
+    return Head(
+        len(inputs.parts.launches["capture"]),
+        len(inputs.parts.kernels),
+        inputs.parts.programs,
+        _where(sessions),
+        counts,
+        any(s.get("ring") is True for s in sessions),
+        bool(inputs.trace.table.metadata.get("via_triton")),
+    )
+
+
+def _head_lines(h: Head, width: int) -> list[str]:
+    lines = wrap(
+        f"sm_profiler auto: {plural(h.launches, 'launch', 'launches')} of "
+        f"{plural(h.kernels, 'kernel')}, {h.programs:,} programs on {h.where}",
+        width,
+    )
+    c = h.counts
+    if c["dropped"]:
+        kept = "newest" if h.ring else "first"
         lines += wrap(
-            f"warning: {counts['dropped']:,} of {counts['claimed']:,} program records "
-            f"dropped (kept the {kept} {counts['kept'] or counts['claimed'] - counts['dropped']:,} "
-            f"of capacity {counts['capacity']:,}): raise capacity=",
+            f"warning: {c['dropped']:,} of {c['claimed']:,} program records "
+            f"dropped (kept the {kept} {c['kept'] or c['claimed'] - c['dropped']:,} "
+            f"of capacity {c['capacity']:,}): raise capacity=",
             width,
         )
-    if trace.table.metadata.get("via_triton"):
+    if h.via_triton:
         lines += wrap(
             "via_triton: matmuls and attention ran as Triton kernels (Inductor's templates, "
             "FlexAttention) in place of cuBLAS/cuDNN; their times are the Triton kernels', not "
             "the production ones'",
             width,
         )
+    return lines
+
+
+# The kernel table: per kernel, its launches summed, largest first.
+
+
+def _kernels(inputs: ReportInputs) -> tuple[list[KernelReport], int]:
+    return inputs.parts.kernels, inputs.top
+
+
+def _kernel_lines(numbers: tuple[list[KernelReport], int], width: int) -> list[str]:
+    kernels, top = numbers
     total = sum(k.total_ns for k in kernels) or 1
     rows = [
         [
@@ -458,7 +595,7 @@ def format_report(
     table, dropped = fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4))
     if any(len(line) > width for line in table):  # very narrow: names shorter still
         table, dropped = fit_table(headers, rows, width, drop=(8, 3, 1, 7, 4), shrink=0)
-    lines += ["", *table]
+    lines = ["", *table]
     if len(kernels) > top:
         lines.append(f"... {len(kernels) - top} more kernels")
     if dropped:
@@ -473,55 +610,52 @@ def format_report(
         "mean SM busy time",
         width,
     )
-    steps = step_lines(trace, t, width, cupti)
-    if cupti is not None and not steps:
-        steps = ["", *cupti_lines(cupti, None, width)]
-    lines += steps
-    lines += rank_lines(trace, t, width)
-    if len(worst["capture"]):
-        lines += ["", *wrap("longest tails:", width)]
-        t = worst
-        for i in range(len(worst["capture"])):
-            lines += wrap(
-                f"  {printable(trace.capture_name(int(t['capture'][i])))}: SM "
-                f"{int(t['last_sm'][i])} ends {format_time(int(t['tail_ns'][i]))} after the "
-                f"median SM (span {format_time(int(t['span_ns'][i]))}, "
-                f"{float(t['waves'][i]):.1f} waves, idle {float(t['idle_pct'][i]):.0f}%)",
-                width,
-            )
-    lines += fix_first_lines(trace, width, torch_trace)
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def fix_first_lines(trace: TraceData, width: int, torch_trace=None) -> list[str]:
-    """The "What to fix first" section (sm_profiler/advise.py) of an auto trace whose table
-    recorded steps, its host gaps over every kernel where `torch_trace` (advise's `cupti`)
-    holds CUPTI's rows; none otherwise. A torch trace that cannot be read is said, and left
-    out."""
-    table = trace.table
+# The longest tails.
+
+
+def _tails(inputs: ReportInputs) -> tuple[dict, list[str]] | None:
+    worst = inputs.parts.worst
+    if not len(worst["capture"]):
+        return None
+    names = [printable(inputs.trace.capture_name(int(c))) for c in worst["capture"]]
+    return worst, names
+
+
+def _tail_lines(numbers: tuple[dict, list[str]], width: int) -> list[str]:
+    t, names = numbers
+    lines = ["", *wrap("longest tails:", width)]
+    for i, name in enumerate(names):
+        lines += wrap(
+            f"  {name}: SM {int(t['last_sm'][i])} ends {format_time(int(t['tail_ns'][i]))} "
+            f"after the median SM (span {format_time(int(t['span_ns'][i]))}, "
+            f"{float(t['waves'][i]):.1f} waves, idle {float(t['idle_pct'][i]):.0f}%)",
+            width,
+        )
+    return lines
+
+
+# What to fix first (report/advise.py), from the launch table's peaks.
+
+
+def _fix_first(inputs: ReportInputs):
+    """The advice of an auto trace whose table recorded steps, its host gaps over every kernel
+    where the torch trace holds CUPTI's rows; None otherwise. A torch trace that cannot be read
+    is said, and left out. Each launch's peak residency is the launch table's (found once)."""
+    table = inputs.trace.table
     if not table.num_launches or not (table.launches["step"] >= 0).any():
-        return []  # only auto mode's AutoTable records steps
-    from ..errors import SmProfilerError
-    from .advise import advise, advise_lines
-
+        return None  # only auto mode's AutoTable records steps
+    t = inputs.parts.launches
+    peaks = np.zeros(table.num_launches, np.int64)
+    peaks[t["capture"]] = t["peak"]
     try:
-        advice = advise(table, cupti=torch_trace)
+        advice = advise(table, cupti=inputs.torch_trace, peaks=peaks)
     except SmProfilerError as e:
-        advice = advise(table)
+        advice = advise(table, peaks=peaks)
         advice.notes.insert(0, f"the torch trace was left out: {e}")
-    return advise_lines(advice, width)
-
-
-def print_report(
-    trace: TraceData,
-    file=None,
-    width: int | None = None,
-    cupti: dict | None = None,
-    torch_trace=None,
-) -> None:
-    (sys.stdout if file is None else file).write(
-        format_report(trace, width=width, cupti=cupti, torch_trace=torch_trace)
-    )
+    return advice
 
 
 def launch_ranks(trace: TraceData, caps: np.ndarray) -> np.ndarray | None:
@@ -577,32 +711,61 @@ def step_shares(trace: TraceData, t: dict | None = None) -> dict | None:
     return {"steps": steps, "span_ns": span_of_step, "share": share}
 
 
-def step_lines(trace: TraceData, t: dict, width: int, cupti: dict | None = None) -> list[str]:
+# The steps recorded: their GPU time, the share seen, the slowest side by side.
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """What the steps section says: each recorded step (`steps`) with its GPU time, the share
+    of it seen (CUPTI's where it holds the step; `records_share` the records' own), which
+    compiled, the recording's schedule, and the slowest steps side by side (`slowest`: (step
+    index, the kernel most above its median step or None, by how much in ns); None with fewer
+    than two steady steps). `steps` None: no steps to show, only CUPTI's share (`cupti`)."""
+
+    steps: np.ndarray | None
+    span_ns: np.ndarray | None = None
+    share: np.ndarray | None = None
+    records_share: np.ndarray | None = None
+    compiled: np.ndarray | None = None
+    schedule: object = None
+    cupti: dict | None = None
+    slowest: list[tuple[int, str | None, int]] | None = None
+
+
+def _steps(inputs: ReportInputs) -> StepFigures | None:
     """The steps recorded (prof.step(), or the optimizer's under `sm-profiler run`): which, and
     how long each took on the GPU (its first launch's start to its last launch's end). Steps
     that compiled (AutoTable.compile_steps: a first step of seconds where a steady one takes
     milliseconds) are named and left out of the median, the longest step and the slowest
-    steps."""
+    steps. Without two steps (or a schedule), CUPTI's share alone where there is one."""
+    trace, t, cupti = inputs.trace, inputs.parts.launches, inputs.cupti
     table = trace.table
     got = step_shares(trace, t)
-    if got is None:
-        return []
+    if got is None or (len(got["steps"]) < 2 and not table.metadata.get("schedule")):
+        return None if cupti is None else StepFigures(None, cupti=cupti)
     steps, span, share = got["steps"], got["span_ns"], got["share"]
-    if len(steps) < 2 and not table.metadata.get("schedule"):
-        return []
     records_share = share
     if cupti is not None and cupti.get("per_step"):  # CUPTI's share of each step it holds
         exact = cupti["per_step"]
         share = np.array([exact.get(int(k), float(v)) for k, v in zip(steps, share, strict=True)])
-        got = dict(got, share=share)
+    compiled = np.isin(steps, table.compile_steps())
+    slowest = _slowest_steps(table, t, steps, span, ~compiled) if len(steps) else None
+    schedule = table.metadata.get("schedule")
+    return StepFigures(steps, span, share, records_share, compiled, schedule, cupti, slowest)
+
+
+def _step_lines(f: StepFigures, width: int) -> list[str]:
+    if f.steps is None:
+        return ["", *cupti_lines(f.cupti, None, width)]
+    steps, span, share = f.steps, f.span_ns, f.share
     which = number_runs(steps.tolist())
-    sched = table.metadata.get("schedule")
+    sched = f.schedule
     head = f"steps: {len(steps)} recorded ({which})" + (
         f" by {printable(str(sched))}" if sched else ""
     )
     if not len(steps):
         return ["", *wrap(head, width)]
-    compiled = np.isin(steps, table.compile_steps())
+    compiled = f.compiled
     steady = ~compiled
     j = int(np.flatnonzero(steady)[np.argmax(span[steady])])
     median = np.median(span[steady])
@@ -626,21 +789,18 @@ def step_lines(trace: TraceData, t: dict, width: int, cupti: dict | None = None)
             "median, the longest step, the share seen and the slowest steps",
             width,
         )
-    if cupti is not None:
-        seen = cupti_lines(cupti, float(np.median(records_share[steady])), width)
-        return [*lines, *seen, *steps_side_by_side(table, t, got, width, compiled)]
-    return [
-        *lines,
-        *wrap(
+    if f.cupti is not None:
+        lines += cupti_lines(f.cupti, float(np.median(f.records_share[steady])), width)
+    else:
+        lines += wrap(
             f"seen: instrumented kernels ran {100 * float(np.median(share[steady])):.0f}% of a step "
             "(median; their launches' union over the step's period); the rest ran kernels "
             "auto mode cannot see inside (cuBLAS, cuDNN, NCCL, ...) or left the GPU idle "
             '(docs/auto.md, "What auto mode sees"; --via-triton routes torch.compile\'d '
             "matmuls and attention through Triton)",
             width,
-        ),
-        *steps_side_by_side(table, t, got, width, compiled),
-    ]
+        )
+    return lines + _side_by_side_lines(f, width)
 
 
 UNSEEN_SHOWN = 5  # the largest kernels not seen inside, of a CUPTI share
@@ -671,16 +831,12 @@ STEPS_SHOWN = 6  # the slowest steps the report sets side by side
 MAX_STEP_KERNEL_CELLS = 10_000_000  # steps x kernels summed for "which kernel made it slow"
 
 
-def steps_side_by_side(
-    table, t: dict, got: dict, width: int, left_out: np.ndarray | None = None
-) -> list[str]:
-    """The slowest recorded steps side by side (in step order): GPU time, the share seen, and the
-    kernel whose time in that step stands furthest above its median step's. `left_out`: steps
-    (a mask of got's) neither shown nor in the medians (the steps that compiled)."""
-    steps, span, share = got["steps"], got["span_ns"], got["share"]
-    steady = np.ones(len(steps), bool) if left_out is None else ~left_out
+def _slowest_steps(table, t: dict, steps, span, steady) -> list[tuple[int, str | None, int]] | None:
+    """The slowest steady steps (`steady`: a mask of `steps`; in step order) with the kernel
+    whose time in that step stands furthest above its median steady step's, and by how much
+    (None and 0 where none stands above); None with fewer than two steady steps."""
     if steady.sum() < 2:
-        return []
+        return None
     step = table.launches["step"][t["capture"]]
     keep = step >= 0
     kernel = table.launches["kernel"][t["capture"]][keep].astype(np.int64)
@@ -695,27 +851,62 @@ def steps_side_by_side(
     names = table.kernel_names()
     candidates = np.flatnonzero(steady)
     shown = np.sort(candidates[np.argsort(-span[candidates], kind="stable")[:STEPS_SHOWN]])
-    out = ["", f"{'step':>8}  {'GPU time':>10}  {'seen':>5}  kernel most above its median step"]
-    for j in shown:
-        head = f"{int(steps[j]):>8}  {format_time(int(span[j])):>10}  {100 * share[j]:>4.0f}%  "
-        tail = ""
-        if above is not None:
-            k = int(np.argmax(above[j]))
-            if above[j, k] > 0:
-                name = names[k] if k < len(names) else f"kernel {k}"
-                delta = f" +{format_time(int(above[j, k]))}"
-                tail = middle(printable(name), max(8, width - len(head) - len(delta))) + delta
-        out.append(head + (tail or "-"))
+    out = []
+    for j in shown.tolist():
+        k = int(np.argmax(above[j])) if above is not None else 0
+        if above is not None and above[j, k] > 0:
+            out.append((j, names[k] if k < len(names) else f"kernel {k}", int(above[j, k])))
+        else:
+            out.append((j, None, 0))
     return out
 
 
-def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]:
-    """The per-rank view of a job: each rank's time (its launches' spans summed; per step where
-    steps were recorded), the straggler and the kernels that make its difference, and for the
-    largest kernels their time on each rank and the slowest rank."""
+def _side_by_side_lines(f: StepFigures, width: int) -> list[str]:
+    """The slowest steps side by side: GPU time, the share seen, and the kernel most above its
+    median step."""
+    if f.slowest is None:
+        return []
+    out = ["", f"{'step':>8}  {'GPU time':>10}  {'seen':>5}  kernel most above its median step"]
+    for j, name, above_ns in f.slowest:
+        head = (
+            f"{int(f.steps[j]):>8}  {format_time(int(f.span_ns[j])):>10}  "
+            f"{100 * f.share[j]:>4.0f}%  "
+        )
+        tail = "-"
+        if name is not None:
+            delta = f" +{format_time(above_ns)}"
+            tail = middle(printable(name), max(8, width - len(head) - len(delta))) + delta
+        out.append(head + tail)
+    return out
+
+
+# The ranks of a job side by side: the straggler, and the kernels that make its difference.
+
+RANK_KERNELS = 8  # the largest kernels whose time on each rank the table shows
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    """What the per-rank section says: the ranks, each one's time (per step over the steps
+    every rank kept, `shared`; else its launches' spans summed), the slowest, the median, the
+    kernels that make its difference (`why`, in words) and the largest kernels as (name, time
+    on each rank, the slowest rank's index, the median over the ranks)."""
+
+    ranks: np.ndarray
+    total_ns: np.ndarray
+    slow: int
+    median_ns: float
+    shared: int
+    why: str
+    kernels: list[tuple[str, np.ndarray, int, float]]
+
+
+def _ranks(inputs: ReportInputs) -> RankFigures | None:
+    """The per-rank view of a job (None for one rank)."""
+    trace, t = inputs.trace, inputs.parts.launches
     ranks = launch_ranks(trace, t["capture"])
     if ranks is None:
-        return []
+        return None
     uniq_r = np.unique(ranks)
     uniq_k, kinv = kernel_name_ids(trace, t["capture"])
     keep, shared = _shared_steps(trace, t, ranks, len(uniq_r))
@@ -730,20 +921,6 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
         per /= shared  # time per step, over the steps every rank kept
     rank_total = np.bincount(of_r, weights=per, minlength=len(uniq_r))
     slow = int(np.argmax(rank_total))
-    med = float(np.median(rank_total))
-    what = (
-        f"launches' spans summed per step, over the {plural(shared, 'step')} every rank kept"
-        if shared
-        else "launches' spans summed"
-    )
-    lines = ["", *wrap(f"per rank ({len(uniq_r)} ranks; time: {what}):", width)]
-    lines += wrap(
-        "  "
-        + ", ".join(
-            f"rank {int(r)} {format_time(int(v))}" for r, v in zip(uniq_r, rank_total, strict=True)
-        ),
-        width,
-    )
     at_slow = np.zeros(len(uniq_k))
     at_slow[of_k[of_r == slow]] = per[of_r == slow]
     diff = at_slow - median_with_zeros(of_k, per, len(uniq_k), len(uniq_r))
@@ -752,31 +929,71 @@ def rank_lines(trace: TraceData, t: dict, width: int, top: int = 8) -> list[str]
         ", ".join(f"{printable(str(uniq_k[i]))} +{format_time(int(diff[i]))}" for i in worst)
         or "no kernel stands out"
     )
-    lines += wrap(
-        f"  slowest: rank {int(uniq_r[slow])}, {format_time(int(rank_total[slow]))} "
-        f"({100 * (rank_total[slow] / max(med, 1) - 1):+.1f} % over the median rank); "
-        f"most of the difference: {why}",
-        width,
-    )
-    order = np.argsort(-np.bincount(of_k, weights=per, minlength=len(uniq_k)))[:top]
-    # A rank column is at least "rank N" and its gap wide: those past width // 8 never fit.
-    shown_r = uniq_r[: max(width // 8, 1)]
-    headers = ["kernel", *[f"rank {int(r)}" for r in shown_r], "slowest"]
-    rows = []
-    for i in order.tolist():
+    kernels = []
+    for i in np.argsort(-np.bincount(of_k, weights=per, minlength=len(uniq_k)))[:RANK_KERNELS]:
         row = np.zeros(len(uniq_r))
         row[of_r[of_k == i]] = per[of_k == i]
-        j = int(np.argmax(row))
-        lo = float(np.median(row))
-        rows.append(
-            [
-                middle(printable(str(uniq_k[i])), 32),
-                *[format_time(int(v)) for v in row[: len(shown_r)]],
-                f"rank {int(uniq_r[j])} ({100 * (row[j] / max(lo, 1) - 1):+.0f}%)",
-            ]
-        )
+        kernels.append((str(uniq_k[i]), row, int(np.argmax(row)), float(np.median(row))))
+    median = float(np.median(rank_total))
+    return RankFigures(uniq_r, rank_total, slow, median, shared, why, kernels)
+
+
+def _rank_lines(f: RankFigures, width: int) -> list[str]:
+    what = (
+        f"launches' spans summed per step, over the {plural(f.shared, 'step')} every rank kept"
+        if f.shared
+        else "launches' spans summed"
+    )
+    lines = ["", *wrap(f"per rank ({len(f.ranks)} ranks; time: {what}):", width)]
+    lines += wrap(
+        "  "
+        + ", ".join(
+            f"rank {int(r)} {format_time(int(v))}" for r, v in zip(f.ranks, f.total_ns, strict=True)
+        ),
+        width,
+    )
+    slow_ns = f.total_ns[f.slow]
+    lines += wrap(
+        f"  slowest: rank {int(f.ranks[f.slow])}, {format_time(int(slow_ns))} "
+        f"({100 * (slow_ns / max(f.median_ns, 1) - 1):+.1f} % over the median rank); "
+        f"most of the difference: {f.why}",
+        width,
+    )
+    # A rank column is at least "rank N" and its gap wide: those past width // 8 never fit.
+    shown_r = f.ranks[: max(width // 8, 1)]
+    headers = ["kernel", *[f"rank {int(r)}" for r in shown_r], "slowest"]
+    rows = [
+        [
+            middle(printable(name), 32),
+            *[format_time(int(v)) for v in row[: len(shown_r)]],
+            f"rank {int(f.ranks[j])} ({100 * (row[j] / max(lo, 1) - 1):+.0f}%)",
+        ]
+        for name, row, j, lo in f.kernels
+    ]
     table, _ = fit_table(headers, rows, width, drop=tuple(range(len(headers) - 2, 0, -1)))
     return lines + ["", *table]
+
+
+# The run's report, in order; register_section adds to it.
+SECTIONS: list[Section] = [
+    Section("flight recorder", lambda inputs: dump_opening(inputs.trace.table), _opening_lines),
+    Section("head", _head, _head_lines),
+    Section("kernels", _kernels, _kernel_lines),
+    Section("steps", _steps, _step_lines),
+    Section("ranks", _ranks, _rank_lines),
+    Section("longest tails", _tails, _tail_lines),
+    Section("what to fix first", _fix_first, advise_lines),
+]
+
+
+def register_section(section: Section) -> None:
+    """Add `section` to the run's report, after those before it (docs/architecture.md, "Adding
+    a report"): `sm-profiler stats` of an auto file, `run`'s report and a dump's show it."""
+    if any(s.name == section.name for s in SECTIONS):
+        raise ConfigError(
+            f"a report section named {section.name!r} is there already: pick another name"
+        )
+    SECTIONS.append(section)
 
 
 def median_with_zeros(group: np.ndarray, values: np.ndarray, n_groups: int, n: int) -> np.ndarray:

@@ -1,9 +1,11 @@
 """What a flight-recorder dump says (auto_mode/flight.py writes dumps; docs/auto.md, "Flight
-recorder"): why it was written, then, for each GPU, what it was doing, then the kernel report
-of the steps it keeps.
+recorder"): why it was written and, for each GPU, what it was doing. This is the opening of the
+dump's report, the first section of the run's report of the steps it keeps (report/
+auto_report.py: `dump_report`, `sm-profiler stats` of a dump).
 
-    print(dump_report(table, width=80))       # a dump's _stats.txt
-    dump_lines(table, 80)                     # its opening alone (`sm-profiler stats` too)
+    opening = dump_opening(table)             # its numbers, found once (None: not a dump)
+    opening_lines(opening, 80)                # drawn at 80 columns
+    dump_lines(table, 80)                     # both at once
     gpu_state(table, session)                 # one GPU's last step and kernel, what is queued
 
 Each GPU's buffer (a session of the table) carries what its dump knew (`flight`): the trigger,
@@ -138,29 +140,54 @@ def gpu_state(table, session: int) -> GpuState:
 # -- the text --------------------------------------------------------------------------------
 
 
-def dump_report(table, width: int = 100) -> str:
-    """A dump's report: its opening (dump_lines), then the kernel report of its steps."""
-    out = "\n".join(dump_lines(table, width)) + "\n\n"
-    if not table.num_launches:
-        return out + "No launch of the kept steps is in the ring.\n"
-    from .auto_report import format_report
+@dataclass(frozen=True)
+class DumpOpening:
+    """What a dump's opening says, found once (dump_opening): its table, each rank's sessions
+    (in order), the state of each GPU its lines name, and per rank of a slow step the kernels
+    that grew."""
 
-    return out + format_report(table.decode(), width=width)
+    table: object
+    by_rank: dict[int, list[int]]
+    states: dict[int, GpuState]
+    grown: dict[int, list[tuple[str, int, int]]]
+
+
+def dump_opening(table) -> DumpOpening | None:
+    """The numbers of a dump's opening (None for a table no flight recorder wrote): the GPUs'
+    states where several ranks stand side by side or the ring was read live, the kernels that
+    grew in a slow step."""
+    sessions = flight_sessions(table)
+    if not sessions:
+        return None
+    by_rank: dict[int, list[int]] = {}
+    for i in sessions:
+        by_rank.setdefault(_rank(table.sessions[i]), []).append(i)
+    needed = [mine[0] for mine in by_rank.values()] if len(by_rank) > 1 else []
+    grown = {}
+    for rank, mine in by_rank.items():
+        info = table.sessions[mine[0]]["flight"]
+        if info.get("trigger") == "slow":
+            grown[rank] = grown_kernels(table, _whole(info, "step", -1))
+        elif info.get("live"):
+            needed += mine
+    states = {i: gpu_state(table, i) for i in dict.fromkeys(needed)}
+    return DumpOpening(table, by_rank, states, grown)
 
 
 def dump_lines(table, width: int) -> list[str]:
     """Why the dump (or each rank's, in a table of several) was written, what each GPU was
     doing, what grew in a slow step; the ranks side by side by step where there are several."""
-    sessions = flight_sessions(table)
-    if not sessions:
-        return []
+    opening = dump_opening(table)
+    return [] if opening is None else opening_lines(opening, width)
+
+
+def opening_lines(opening: DumpOpening, width: int) -> list[str]:
+    """dump_lines of the numbers dump_opening found."""
+    table, by_rank = opening.table, opening.by_rank
     lines: list[str] = []
-    by_rank: dict[int, list[int]] = {}
-    for i in sessions:
-        by_rank.setdefault(_rank(table.sessions[i]), []).append(i)
     several = len(by_rank) > 1
     if several:
-        lines += ranks_lines(table, by_rank, width) + [""]
+        lines += ranks_lines(opening, width) + [""]
     for rank, mine in by_rank.items():
         if several and rank != next(iter(by_rank)):
             lines.append("")
@@ -169,18 +196,18 @@ def dump_lines(table, width: int) -> list[str]:
         lines += _wrap(head, width, 0)
         lines += _wrap(_written(table, info), width, 2)
         if info.get("trigger") == "slow":
-            lines += grown_lines(table, info, width)
+            lines += grown_lines(table, info, opening.grown[rank], width)
         elif info.get("live"):  # read while the GPUs ran (a stall, on demand, a blocked stop)
             for i in mine:
-                lines += state_lines(table, i, width)
+                lines += state_lines(table, i, opening.states[i], width)
         lines += _notes(table, mine, width)
     return lines
 
 
-def ranks_lines(table, by_rank: dict[int, list[int]], width: int) -> list[str]:
+def ranks_lines(opening: DumpOpening, width: int) -> list[str]:
     """The ranks side by side by step: 'rank 1 is one step behind (its last step ended: 88;
     rank 0's: 89); last kernel ended: X'."""
-    states = {r: gpu_state(table, mine[0]) for r, mine in by_rank.items()}
+    states = {r: opening.states[mine[0]] for r, mine in opening.by_rank.items()}
     lead = max(s.last_step_ended for s in states.values())
     leaders = [r for r, s in states.items() if s.last_step_ended == lead]
     lines = [f"Flight recorder: {plural(len(states), 'rank')} side by side by step"]
@@ -200,9 +227,9 @@ def ranks_lines(table, by_rank: dict[int, list[int]], width: int) -> list[str]:
     return lines
 
 
-def state_lines(table, session: int, width: int) -> list[str]:
-    """One GPU's state: the host's step, its last step and kernel ended, the launches after."""
-    s = gpu_state(table, session)
+def state_lines(table, session: int, s: GpuState, width: int) -> list[str]:
+    """One GPU's state (`s`, its gpu_state): the host's step, its last step and kernel ended,
+    the launches after."""
     written_ns = _whole(table.sessions[session]["flight"], "written_ns", 0)
     lines = _wrap(
         f"cuda:{s.gpu}: the host is in step {s.host_step}; the last step ended on the GPU: "
@@ -240,11 +267,10 @@ def state_lines(table, session: int, width: int) -> list[str]:
     return lines
 
 
-def grown_lines(table, info: dict, width: int) -> list[str]:
-    """The kernels whose GPU time grew most in the slow step, beside the median of the steps
-    kept before it."""
+def grown_lines(table, info: dict, grown: list[tuple[str, int, int]], width: int) -> list[str]:
+    """The kernels whose GPU time grew most in the slow step (`grown`: grown_kernels), beside
+    the median of the steps kept before it."""
     step = _whole(info, "step", -1)
-    grown = grown_kernels(table, step)
     before = sorted({int(x) for x in np.asarray(table.launches["step"]).tolist()} - {step})
     if not grown:
         return _wrap(f"no kernel took longer in step {step} than in the steps before", width, 2)

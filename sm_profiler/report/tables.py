@@ -41,16 +41,8 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
         }
     if table == "lanes":
         ln = trace.lanes
-        keys = [(int(c), int(g)) for c, g in zip(ln["capture"], ln["group"], strict=True)]
-        labels = [trace.group_name(c, g) or f"group {g}" for c, g in sorted(set(keys))]
-        lookup = {k: i for i, k in enumerate(sorted(set(keys)))}
-        codes = np.array([lookup[k] for k in keys], np.int32)
-        cats, inv = np.unique(np.array(labels, object), return_inverse=True)
         out = {k: ln[k] for k in ("capture", "lane", "sm", "block", "group")}
-        out["group_name"] = (
-            inv.reshape(-1)[codes].astype(np.int32) if len(codes) else codes,
-            list(cats),
-        )
+        out["group_name"] = _group_names(trace, ln["capture"], ln["group"])
         out.update(
             {k: ln[k] for k in ("anchor_ns", "written", "attempted", "dropped", "initialized")}
         )
@@ -79,6 +71,21 @@ def columns(trace: TraceData, table: str) -> dict[str, np.ndarray | tuple]:
             "time_ns": um["time_ns"],
         }
     raise ConfigError(f"no table {table!r}; tables: {', '.join(TABLES)}")
+
+
+def _group_names(trace: TraceData, capture: np.ndarray, group: np.ndarray):
+    """Each lane's group name as (codes, names), each (capture, group) pair named once (a
+    million lanes of a few pairs: no Python object per lane)."""
+    # A pair as one int64 (captures and groups are below 2**31): one sort of numbers.
+    key = (capture.astype(np.int64) << 32) | group.astype(np.int64)
+    pairs, of_lane = np.unique(key, return_inverse=True)
+    labels = [
+        trace.group_name(k >> 32, k & 0xFFFFFFFF) or f"group {k & 0xFFFFFFFF}"
+        for k in pairs.tolist()
+    ]
+    cats, of_pair = np.unique(np.array(labels, object), return_inverse=True)
+    codes = of_pair.reshape(-1).astype(np.int32)[of_lane.reshape(-1)]
+    return codes, list(cats)
 
 
 def _names(trace: TraceData, ids: np.ndarray):
@@ -131,22 +138,42 @@ def query(trace: TraceData, sql: str, max_rows: int | None = None):
     locked, and the tables are read-only views of the trace. For more, connect DuckDB yourself
     and register `trace.to_arrow(name)` for each table (docs/query.md).
     """
+    return run_sql({name: to_arrow(trace, name) for name in TABLES}, sql, max_rows)
+
+
+def run_sql(
+    sources: dict,
+    sql: str,
+    max_rows: int | None = None,
+    memory_mb: int | None = None,
+    threads: int | None = None,
+    temp_dir: str | None = None,
+):
+    """`sql` over `sources` as `query` runs it: (column names, at most `max_rows` rows), DuckDB
+    shut off from files, extensions and its own settings. A source is a pyarrow Table
+    (registered), or a list of Parquet files: a view over them, read as the query scans them,
+    the only files DuckDB may open; the SQL may then only read (SELECT, EXPLAIN: no COPY over
+    them). `memory_mb`, `threads` and `temp_dir` (where DuckDB spills what does not fit) where
+    given, DuckDB's defaults elsewhere."""
     try:
         import duckdb
     except ImportError as e:
         raise MissingDependencyError("duckdb", "query", extra="query") from e
-    con = duckdb.connect(
-        config={
-            "enable_external_access": False,
-            "autoinstall_known_extensions": False,
-            "autoload_known_extensions": False,
-        }
-    )
+    con = duckdb.connect(config=_config(memory_mb, threads))
     try:
-        for name in TABLES:
-            con.register(name, to_arrow(trace, name))
+        files = {n: v for n, v in sources.items() if isinstance(v, list)}
+        if files:
+            _allow_reading(con, [p for v in files.values() for p in v], temp_dir)
+        con.execute("SET enable_external_access = false")
+        for name, src in sources.items():
+            if name in files:
+                con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet({_list(src)})')
+            else:
+                con.register(name, src)
         con.execute("SET lock_configuration = true")
         try:
+            if files:
+                _only_reading(con, sql)
             rel = con.sql(sql)
             if rel is None:  # a statement with no result
                 return [], []
@@ -156,13 +183,61 @@ def query(trace: TraceData, sql: str, max_rows: int | None = None):
         except duckdb.Error as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ConfigError(
-                f"query failed: {first}; tables: {', '.join(TABLES)} (columns: docs/query.md)"
+                f"query failed: {first}; tables: {', '.join(sources)} (columns: docs/query.md)"
             ) from None
     finally:
         con.close()
 
 
-__all__ = ["TABLES", "columns", "to_pandas", "to_arrow", "query"]
+def _config(memory_mb: int | None, threads: int | None) -> dict:
+    """DuckDB's configuration at connection: no extension installed or loaded behind our back,
+    and the bounds asked for."""
+    config = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    if memory_mb is not None:
+        config["memory_limit"] = f"{int(memory_mb)}MB"
+    if threads is not None:
+        config["threads"] = int(threads)
+    return config
+
+
+def _allow_reading(con, paths: list[str], temp_dir: str | None) -> None:
+    """Let DuckDB read the folders of `paths` once external access is off (DuckDB 1.2's
+    allowed_directories), and spill to `temp_dir`."""
+    import os
+
+    dirs = sorted({os.path.join(os.path.dirname(os.path.abspath(p)), "") for p in paths})
+    try:
+        con.execute(f"SET allowed_directories = {_list(dirs)}")
+    except Exception as e:  # noqa: BLE001 - an older DuckDB names no such setting
+        raise MissingDependencyError("duckdb>=1.2", "query DIR", extra="query") from e
+    if temp_dir is not None:
+        con.execute(f"SET temp_directory = {_literal(temp_dir)}")
+
+
+def _only_reading(con, sql: str) -> None:
+    """A ConfigError unless every statement of `sql` only reads (the SQL may open our Parquet
+    files: no COPY, INSERT or CREATE may write them)."""
+    import duckdb
+
+    reading = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
+    for stmt in con.extract_statements(sql):
+        if stmt.type not in reading:
+            kind = str(stmt.type).rsplit(".", 1)[-1]
+            raise ConfigError(
+                f"query failed: a {kind} statement; a folder's query runs SELECT (and EXPLAIN) "
+                "statements only"
+            )
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _list(texts: list[str]) -> str:
+    return "[" + ", ".join(_literal(t) for t in texts) + "]"
+
+
+__all__ = ["TABLES", "columns", "to_pandas", "to_arrow", "query", "run_sql"]
 
 
 # TraceData.to_pandas() and .to_arrow() (trace.py imports nothing above it: these register here).

@@ -162,12 +162,6 @@ def test_sigusr1_writes_the_ring_and_the_run_finishes(tmp_path):
     assert whole(table.select(steps < 50))  # step 50 was running while the ring was read
 
 
-@pytest.mark.xfail(
-    reason="issue 54, open: on an H200 (2026-11-29) the example wrote its slow and stall dumps "
-    "but no SIGUSR1 dump after the stall, with nothing on stderr; "
-    "test_sigusr1_writes_the_ring_and_the_run_finishes (no stall before it) passes",
-    strict=False,
-)
 def test_the_example_writes_the_slow_step_the_stall_and_sigusr1(tmp_path):
     from repo_paths import ROOT
 

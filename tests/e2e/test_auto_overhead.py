@@ -387,3 +387,19 @@ def test_shared_autotune_hands_the_first_processes_picks_to_the_next(tmp_path, m
     monkeypatch.setenv(ao.PICKS_ENV, "/elsewhere")
     assert ao.PICKS_ENV not in ao.child_env("auto", str(tmp_path))
     assert ao.child_env("auto", str(tmp_path), str(tmp_path))[ao.PICKS_ENV] == str(tmp_path)
+
+
+def test_auto_flight_row_says_its_paired_cost_memory_and_dumps():
+    """Issue 54, item 4: the flight recorder's cost, paired with plain in one process."""
+    flight = {"flight_pct": 0.8, "flight_iqr": (0.2, 1.4), "rss_kb_before": 2048 * 1024}
+    flight.update(rss_kb_after=2048 * 1024, steps_in_region=412, dumps=[])
+    run = fake_run("moe", "train_graphs", "auto_flight", 0, [10.08], flight=flight)
+    rows = ao.summarize(
+        [fake_run("moe", "train_graphs", "plain", 0, [10.0]), run],
+        ["moe"],
+        ["train_graphs"],
+        ("plain", "auto_flight"),
+    )
+    line = next(ln for ln in ao.format_table(rows, "h") if " auto_flight " in ln)
+    assert "over plain: +0.80% [+0.2..+1.4]; peak RSS 2,048 -> 2,048 MB over 412 steps" in line
+    assert line.endswith("0 dump(s)")

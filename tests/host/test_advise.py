@@ -68,6 +68,18 @@ def test_a_compute_bound_partial_wave_estimates_what_one_wave_of_more_work_recov
     assert f.evidence["last_wave_ns"] == 2_000  # what the old estimate scaled
 
 
+def test_an_unfairly_shared_sm_is_timed_by_its_wave_not_its_median_program():
+    # Issue 55, as the H200 ran fix_first's fma_wave16 (2026-11-29): 16 programs an SM end in
+    # fours (4a .. 16a), the median program 10a; the SM ends the last wave's 1-2 programs at
+    # 17a-18a. The fix (one wave of 1.1x the work) ends at 17.6a: 0.4a recovered. Timed by the
+    # median program the estimate was 18a - 1.1 x 10a = 7a, 17x the truth.
+    truth_ns = 18_000 - 1.1 * 16_000
+    f = advise(ai.unfair_compute_bound_waves()).findings[0]
+    assert (f.kind, f.kernel) == ("partial_wave", "fma_kernel")
+    assert f.evidence["full_wave_program_ns"] == 16_000
+    assert 0.7 <= f.estimate_ns_per_step / truth_ns <= 1.3
+
+
 @pytest.mark.parametrize("resident", [1, 4, 16])
 def test_a_time_based_partial_wave_estimates_as_before(resident):
     # Programs that wait a fixed time (the time-based plants of BENCHMARKS.md, recovered 111 %

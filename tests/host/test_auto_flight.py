@@ -220,6 +220,61 @@ def test_2_sigusr1_writes_the_ring_and_the_job_goes_on_after_the_programs_own_ha
         signal.signal(signal.SIGUSR1, old)
 
 
+def _native_ignore(signum: int) -> None:
+    """What libtriton.so's LLVM does at its first compile in a process: a handler set with
+    sigaction behind Python's back (here SIG_IGN; LLVM's swallows SIGUSR1 the same way), so that
+    signal.getsignal still names Python's."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+    libc.signal(signum, 1)  # SIG_IGN
+
+
+def test_2_sigusr1_still_writes_after_a_compile_hid_its_handler(sim, monkeypatch):
+    """Issue 54 (H200, 2026-11-29): Triton's LLVM replaced the SIGUSR1 handler at the first
+    compile in the region, and `kill -USR1` wrote nothing, silently. A step that compiled now
+    sets ours again."""
+    gpu = sim(steps=4)
+    for _ in range(5):
+        steady_step(gpu)
+    _native_ignore(signal.SIGUSR1)
+    from sm_profiler.auto_mode import binding
+
+    kernels = dict(binding.STATE.kernels)
+    kernels[99] = next(iter(kernels.values()))  # a kernel compiled in this step
+    monkeypatch.setattr(binding.STATE, "kernels", kernels)
+    steady_step(gpu)  # its end: ours again
+    os.kill(os.getpid(), signal.SIGUSR1)
+    for _ in range(5):
+        steady_step(gpu)
+    written = gpu.wait_for_dumps(1)
+    gpu.close()
+    assert len(written) == 1 and NAME.match(os.path.basename(written[0])).group(1) == "SIGUSR1"
+
+
+def test_2_a_compile_leaves_a_handler_the_program_set_since_alone(sim, monkeypatch):
+    theirs = []
+    gpu = sim(steps=4)
+    steady_step(gpu)
+    old = signal.signal(signal.SIGUSR1, lambda *a: theirs.append(a[0]))
+    try:
+        from sm_profiler.auto_mode import binding
+
+        kernels = dict(binding.STATE.kernels)
+        kernels[99] = next(iter(kernels.values()))
+        monkeypatch.setattr(binding.STATE, "kernels", kernels)
+        steady_step(gpu)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        steady_step(gpu)
+        gpu.close()  # the thread writes what was asked before it ends
+        assert theirs == [signal.SIGUSR1] and gpu.prof.flight.written == []
+    finally:
+        gpu.close()
+        signal.signal(signal.SIGUSR1, old)
+
+
 def test_2_a_bad_end_writes_the_last_steps_of_the_regions_table(sim, tmp_path):
     gpu = sim(steps=3)
     for _ in range(12):

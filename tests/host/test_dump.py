@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from flight_inputs import flight_table
 
-from sm_profiler.report.dump import dump_lines, dump_report, gpu_state, grown_kernels
+from sm_profiler.report.auto_report import dump_report
+from sm_profiler.report.dump import dump_lines, gpu_state, grown_kernels
 from sm_profiler.trace.auto_table import AutoTable
 from sm_profiler.wire.capture import load
 

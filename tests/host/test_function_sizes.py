@@ -16,11 +16,6 @@ MAX_LINES = 80
 # qualified name -> (lines it may have at most, why it is one function). By name alone, so that
 # a module moving to another folder keeps its entry.
 ALLOWED = {
-    "format_report": (
-        103,
-        "auto mode's report: its sections in one pass over the model, in print order "
-        "(moving to report/ with issue 53's items 1 and 2, which rebuild it)",
-    ),
     "build": (
         96,
         "trace/timeline.py: the order of the timeline's steps (filters, cut gaps, packing, "

@@ -108,6 +108,27 @@ def compute_bound_waves(steps=3, alone_ns=1_000, sms=10, resident=16):
     return make_table(out, sm_count=sms)
 
 
+def unfair_compute_bound_waves(steps=3, alone_ns=1_000, sms=10, resident=16):
+    """compute_bound_waves as an H200 ran it (2026-11-29): the SM's throughput is shared
+    unfairly, four programs at a time, so the full wave's programs end in fours at 4, 8, 12 and
+    16 x alone_ns (the median program 10 x, the wave 16 x); the last wave's programs start as
+    slots free and are served last: the SM ends at 16 + n x alone_ns for n of them."""
+    full_ns = resident * alone_ns
+    last = sms * resident // 10
+    twos = last - sms
+    out = []
+    for k in range(steps):
+        t = k * (full_ns + 2 * alone_ns)
+        progs = [
+            (sm, t, t + (1 + j // 4) * 4 * alone_ns) for sm in range(sms) for j in range(resident)
+        ]
+        for sm in range(sms):
+            n = 2 if sm < twos else 1
+            progs += [(sm, t + 4 * alone_ns, t + full_ns + n * alone_ns)] * n
+        out.append(launch(progs, "fma_kernel", step=k))
+    return make_table(out, sm_count=sms)
+
+
 def skewed_work(steps=3):
     """8 programs on 4 SMs (two full waves of 100 ns) but program 7 runs 500 ns: SM 3 ends at
     600 ns, the others at 200 ns. Steps back to back (600 ns)."""

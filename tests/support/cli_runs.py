@@ -9,15 +9,16 @@ import sys
 
 
 def run_cli(
-    *args, timeout: float = 60, memory_bytes: int | None = None
+    *args, timeout: float = 60, memory_bytes: int | None = None, env: dict | None = None
 ) -> subprocess.CompletedProcess:
     """`python -m sm_profiler ARGS` (each argument str()'d); its returncode, stdout, stderr.
     memory_bytes: the process's address space (RLIMIT_AS), numpy's threads one: a MemoryError
-    there is a traceback in its stderr, not the test's."""
-    env, limit = None, None
+    there is a traceback in its stderr, not the test's. env: variables set for it."""
+    limit = None
+    env = None if env is None else dict(os.environ, **env)
     if memory_bytes is not None:
         one = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-        env = dict(os.environ, **dict.fromkeys(one, "1"))
+        env = dict(env or os.environ, **dict.fromkeys(one, "1"))
 
         def limit() -> None:
             import resource
