@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import math
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -327,7 +328,33 @@ def _merge_parser(sub) -> None:
         help="how ranks are put on one time axis (default: clock samples if every rank has "
         "them, else barrier stamps, else none)",
     )
+    _job_trace_options(c)
     c.set_defaults(func=cmd_merge)
+
+
+def _job_trace_options(c) -> None:
+    """merge DIR's choice of the ranks drawn in full and its size budget (export/job_trace.py)."""
+    from .export.job_trace import DEFAULT_MAX_MB
+
+    c.add_argument(
+        "--ranks",
+        default=None,
+        help="a run's folder: draw these ranks in full, e.g. 0,5,17 (default: the slowest, the "
+        "fastest, a median one and those the advisor names; every other rank as busy-SM "
+        "counters)",
+    )
+    c.add_argument(
+        "--all-ranks",
+        action="store_true",
+        help="a run's folder: draw every rank in full (within --max-mb)",
+    )
+    c.add_argument(
+        "--max-mb",
+        type=float,
+        default=None,
+        help=f"a run's folder: the trace's size budget in MB (default {DEFAULT_MAX_MB}, what the "
+        "Perfetto UI opens)",
+    )
 
 
 def _query_parser(sub) -> None:
@@ -1044,6 +1071,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from .export import merge
 
+    folder = _job_folder(args)
+    if folder is not None:
+        return _merge_job(args, folder)
     torch_out, docs = None, []
     if any(os.path.isdir(p) for p in args.captures):  # a run's folder: its ranks' tables
         from .export import auto_job as jobs
@@ -1091,6 +1121,72 @@ def cmd_merge(args: argparse.Namespace) -> int:
         from .report.coverage import coverage_lines
 
         print("\n".join(coverage_lines(info["coverage"], width=78)))
+    return 0
+
+
+def _job_folder(args: argparse.Namespace) -> str | None:
+    """The run's folder whose job trace `merge` writes (export/job_trace.py): one folder merged
+    to a Perfetto trace, without --torch; None for the other merges, which take none of
+    --ranks, --all-ranks and --max-mb."""
+    from .export.merge import PERFETTO_SUFFIXES
+
+    (folder, *more) = args.captures
+    out = args.out or ".perfetto-trace"
+    if not more and os.path.isdir(folder) and not args.torch and out.endswith(PERFETTO_SUFFIXES):
+        if args.ranks is not None and args.all_ranks:
+            raise ConfigError("--ranks and --all-ranks: give one (--all-ranks draws every rank)")
+        return folder
+    given = [
+        o
+        for o, v in (
+            ("--ranks", args.ranks),
+            ("--all-ranks", args.all_ranks),
+            ("--max-mb", args.max_mb),
+        )
+        if v not in (None, False)
+    ]
+    if given:
+        raise ConfigError(
+            f"{given[0]} chooses the ranks of a run's folder merged to a .perfetto-trace "
+            "(sm-profiler merge DIR), without --torch: leave it out here"
+        )
+    return None
+
+
+def _merge_job(args: argparse.Namespace, folder: str) -> int:
+    """merge DIR: the job's trace (the ranks that matter in full, the others as counters,
+    within the budget), and where the rank files carry torch traces, the job's torch trace."""
+    from .export import auto_job as jobs
+    from .export import job_trace
+
+    files = jobs.folder_files(folder)
+    docs = _torch_parts(list(files.values()), args)
+    out = args.out or os.path.join(folder, jobs.MERGED_TRACE)
+    if any(d is not None for d in docs):
+        from .export.auto_torch_parts import RANKS_TORCH_PERFETTO
+
+        if args.out is not None:  # OUT holds torch's rows too: every rank, as merge --torch
+            _merge_job_torch(jobs.load_ranks(list(files.values())), docs, args.out)
+            return 0
+        torch_out = os.path.join(folder, RANKS_TORCH_PERFETTO)
+        _merge_job_torch(jobs.load_ranks(list(files.values())), docs, torch_out)
+    command = f"sm-profiler merge {shlex.quote(folder)}" + (
+        f" -o {shlex.quote(args.out)}" if args.out else ""
+    )
+    with stage(f"writing {out}"):
+        info = job_trace.write_job_trace(
+            files,
+            out,
+            max_mb=job_trace.DEFAULT_MAX_MB if args.max_mb is None else args.max_mb,
+            ranks=args.ranks,
+            all_ranks=args.all_ranks,
+            command=command,
+            folder=folder,
+            align=args.align,
+        )
+    print("\n".join(job_trace.job_lines(info, out)))
+    if info["missing"]:
+        print(f"note: {job_trace.missing_note(info)}", file=sys.stderr)
     return 0
 
 

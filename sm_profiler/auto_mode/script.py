@@ -13,6 +13,7 @@ import contextlib
 import importlib.util
 import os
 import runpy
+import shlex
 import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -431,6 +432,25 @@ def merge_torch_job(
     return report_share(list(info["coverage"].values()))
 
 
+def _job_trace(found: dict[int, str], out_dir: str) -> None:
+    """The job's trace of the rank files `found` (export/job_trace.py: the ranks that matter in
+    full, the others as counters, within the default budget); where they do not fit, said on
+    stderr, the rank files whole (`sm-profiler merge DIR --max-mb` draws them)."""
+    from ..errors import ConfigError
+    from ..export import auto_job as jobs
+    from ..export.job_trace import write_job_trace
+
+    try:
+        write_job_trace(
+            found,
+            os.path.join(out_dir, jobs.MERGED_TRACE),
+            folder=out_dir,
+            command=f"sm-profiler merge {shlex.quote(out_dir)}",
+        )
+    except ConfigError as e:
+        print(f"sm-profiler run: the job's trace was not written: {e}", file=sys.stderr)
+
+
 def write_rank_outputs(
     prof, out_dir: str, width, job, ranks: list[int], merge: bool = True, torch_json=False
 ) -> None:
@@ -486,9 +506,7 @@ def write_rank_outputs(
     docs: dict = {}
     job_torch = merge_torch_job(paths, tables, out_dir, docs, torch_json)
     _report(trace, out_dir, width, job_torch, docs or None)
-    from ..export.merge import merge_ranks
-
-    merge_ranks(tables, os.path.join(out_dir, jobs.MERGED_TRACE))
+    _job_trace(found, out_dir)
     print(
         f"sm-profiler run: merged {len(found)} of {len(ranks)} ranks into "
         f"{out_dir}/{jobs.MERGED_TRACE}"

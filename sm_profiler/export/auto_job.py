@@ -83,6 +83,19 @@ def parse_ranks(text: str | None, job: Job) -> list[int]:
     """`--ranks 0,3` -> [0, 3], checked against the job; None -> every rank."""
     if text is None:
         return list(range(job.world_size))
+    ranks = rank_numbers(text)
+    bad = [r for r in ranks if not 0 <= r < job.world_size]
+    if bad:
+        raise ConfigError(
+            f"--ranks {text!r}: rank {bad[0]} is not in this job of {job.world_size} rank"
+            f"{'s' if job.world_size != 1 else ''} (0..{job.world_size - 1})"
+        )
+    return ranks
+
+
+def rank_numbers(text: str) -> list[int]:
+    """`--ranks 0,3` -> [0, 3] (sorted, each once): a ConfigError for anything but rank numbers
+    separated by commas."""
     try:
         ranks = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError as e:
@@ -91,12 +104,6 @@ def parse_ranks(text: str | None, job: Job) -> list[int]:
         ) from e
     if not ranks:
         raise ConfigError(f"--ranks {text!r}: name at least one rank, e.g. --ranks 0")
-    bad = [r for r in ranks if not 0 <= r < job.world_size]
-    if bad:
-        raise ConfigError(
-            f"--ranks {text!r}: rank {bad[0]} is not in this job of {job.world_size} rank"
-            f"{'s' if job.world_size != 1 else ''} (0..{job.world_size - 1})"
-        )
     return ranks
 
 

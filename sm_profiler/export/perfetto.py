@@ -107,12 +107,14 @@ def iter_ranks_chunks(
 def rank_writers(ranks: list[tuple[int, Drawing | Timeline]]) -> list[_Writer]:
     """The writers of iter_ranks_chunks, one per rank: rank i's uuids from i << 40."""
     width = max((len(str(r)) for r, _ in ranks), default=1)
-    return [
-        _Writer(
-            as_drawing(d, "Perfetto", "to_perfetto_bytes"), f"GPU {str(r).rjust(width)}", i << 40
-        )
-        for i, (r, d) in enumerate(ranks)
-    ]
+    return [rank_writer(r, d, i, width) for i, (r, d) in enumerate(ranks)]
+
+
+def rank_writer(rank: int, d: Drawing | Timeline, index: int, width: int) -> _Writer:
+    """The writer of rank `rank`, the `index`-th of a trace of several: labelled 'GPU r' (r
+    padded to `width` digits, so that names sort in rank order), its uuids from index << 40."""
+    label = f"GPU {str(rank).rjust(width)}"
+    return _Writer(as_drawing(d, "Perfetto", "to_perfetto_bytes"), label, index << 40)
 
 
 def ranks_chunks(
@@ -136,11 +138,27 @@ def ranks_chunks(
     else:
         opens = writers[0] if writers else None
     for w in writers:
-        w.origin = w.ref0 = origin
-        w.one_ref, w.window, w.about, w.clock = True, w is opens, list(about), clock
-        w.focus = w.focus if focus is None else focus
+        join(w, origin, w is opens, about, clock, focus)
     for w in writers:
         yield from w.chunks()
+
+
+def join(
+    w: _Writer,
+    origin_ns: int,
+    opens: bool,
+    about: Sequence[str] = (),
+    clock: str = GLOBALTIMER,
+    focus: Focus | None = None,
+) -> _Writer:
+    """`w` made one rank of a trace of several (ranks_chunks, or a job's trace written a rank
+    at a time: export/job_trace.py): its times from `origin_ns`, every block's clock snapshot
+    there (at or before its own earliest time); `opens`: the trace opens on its span (`focus`,
+    default its own); `about`, `clock`: as ranks_chunks'. Returns `w`."""
+    w.origin = w.ref0 = origin_ns
+    w.one_ref, w.window, w.about, w.clock = True, opens, list(about), clock
+    w.focus = w.focus if focus is None else focus
+    return w
 
 
 # Events encoded at a time by the writer's blocks (counters, launches, summaries).
@@ -389,45 +407,7 @@ class _Writer:
     _sent_names = 0
 
     def _encode_blocks(self, blocks, ref0: int, double: bool = False) -> bytes:
-        if not blocks:
-            return b""
-        headers, times, types, iids, ctr, bidx = [], [], [], [], [], []
-        for i, (desc, u, tm, ty, ii, cv) in enumerate(blocks):
-            headers.append(block_header(ref0 - self.origin, u, desc))
-            times.append(np.asarray(tm, np.int64))
-            types.append(np.asarray(ty, np.uint8))
-            iids.append(np.zeros(len(tm), np.uint64) if ii is None else ii)
-            ctype = np.float64 if double else np.int64
-            ctr.append(np.zeros(len(tm), ctype) if cv is None else np.asarray(cv, ctype))
-            bidx.append(np.full(len(tm), i))
-        tm = np.concatenate(times)
-        del times
-        block = np.concatenate(bidx)
-        del bidx
-        prev = np.empty_like(tm)
-        prev[1:] = tm[:-1]
-        starts = np.searchsorted(block, np.arange(len(blocks)))
-        prev[starts] = ref0
-        dt = (tm - prev).astype(np.uint64)
-        del tm, prev
-        types, iids, ctr = np.concatenate(types), np.concatenate(iids), np.concatenate(ctr)
-        n = len(dt)
-        if n <= ENCODE_EVENTS:
-            return encode_events(dt, types, iids, block, headers, counter=ctr)
-        # ENCODE_EVENTS events at a time (encode_events' temporaries are some 100 bytes an
-        # event): each part holds the headers of the blocks that start in it, the same bytes.
-        out, lo = [], 0
-        for a in range(0, n, ENCODE_EVENTS):
-            b = min(n, a + ENCODE_EVENTS)
-            hi = len(blocks) - 1 if b == n else int(block[b - 1])
-            hdr = [headers[i] if starts[i] >= a else b"" for i in range(lo, hi + 1)]
-            out.append(
-                encode_events(
-                    dt[a:b], types[a:b], iids[a:b], block[a:b] - lo, hdr, counter=ctr[a:b]
-                )
-            )
-            lo = min(hi + 1, int(block[b])) if b < n else hi + 1  # a block may go on
-        return b"".join(out)
+        return encode_blocks(blocks, ref0, ref0 - self.origin, double)
 
     def _lane_chunk(self, lanes: np.ndarray) -> bytes:
         # This chunk's slices and marks (unmatched and dropped records: instants on their
@@ -530,6 +510,77 @@ class _Writer:
             if k % LEVELS and g not in self.declared:
                 out += packet(_fb(60, self._lane_descriptor(g, 0)[1]))
         return out
+
+
+def encode_blocks(blocks, ref0: int, snapshot_ns: int, double: bool = False) -> bytes:
+    """Blocks (descriptor, track uuid, times, types, name iids or None, counter values or None)
+    as packets: each block its clock snapshot (at `snapshot_ns`, the trace clock's reading of
+    `ref0`) and track defaults, then its events, their times as deltas from `ref0` on. double:
+    counter values as doubles."""
+    if not blocks:
+        return b""
+    headers, times, types, iids, ctr, bidx = [], [], [], [], [], []
+    for i, (desc, u, tm, ty, ii, cv) in enumerate(blocks):
+        headers.append(block_header(snapshot_ns, u, desc))
+        times.append(np.asarray(tm, np.int64))
+        types.append(np.asarray(ty, np.uint8))
+        iids.append(np.zeros(len(tm), np.uint64) if ii is None else ii)
+        ctype = np.float64 if double else np.int64
+        ctr.append(np.zeros(len(tm), ctype) if cv is None else np.asarray(cv, ctype))
+        bidx.append(np.full(len(tm), i))
+    tm = np.concatenate(times)
+    del times
+    block = np.concatenate(bidx)
+    del bidx
+    prev = np.empty_like(tm)
+    prev[1:] = tm[:-1]
+    starts = np.searchsorted(block, np.arange(len(blocks)))
+    prev[starts] = ref0
+    dt = (tm - prev).astype(np.uint64)
+    del tm, prev
+    types, iids, ctr = np.concatenate(types), np.concatenate(iids), np.concatenate(ctr)
+    n = len(dt)
+    if n <= ENCODE_EVENTS:
+        return encode_events(dt, types, iids, block, headers, counter=ctr)
+    # ENCODE_EVENTS events at a time (encode_events' temporaries are some 100 bytes an
+    # event): each part holds the headers of the blocks that start in it, the same bytes.
+    out, lo = [], 0
+    for a in range(0, n, ENCODE_EVENTS):
+        b = min(n, a + ENCODE_EVENTS)
+        hi = len(blocks) - 1 if b == n else int(block[b - 1])
+        hdr = [headers[i] if starts[i] >= a else b"" for i in range(lo, hi + 1)]
+        out.append(
+            encode_events(dt[a:b], types[a:b], iids[a:b], block[a:b] - lo, hdr, counter=ctr[a:b])
+        )
+        lo = min(hi + 1, int(block[b])) if b < n else hi + 1  # a block may go on
+    return b"".join(out)
+
+
+def counter_group(uuid: int, name: str, about: Sequence[str]) -> bytes:
+    """The descriptor of a top-level track `name` (description: the lines of `about`) whose
+    children (counter_tracks) are in explicit order."""
+    return packet(
+        _fb(60, _fv(1, uuid) + _fb(2, name) + _fb(14, "\n".join(about)) + _fv(11, EXPLICIT))
+    )
+
+
+def counter_tracks(
+    parent: int,
+    uuid0: int,
+    tracks: Sequence[tuple[str, np.ndarray, np.ndarray]],
+    origin_ns: int,
+    share: str,
+) -> bytes:
+    """Counter tracks under `parent`, one per (name, time_ns, value) of `tracks`, uuids and
+    ranks among its children from uuid0 on, values as doubles on one y-axis scale (`share`):
+    each its descriptor, then its samples, times from `origin_ns` (at or before each)."""
+    blocks = []
+    for k, (name, times, values) in enumerate(tracks):
+        u = uuid0 + k
+        desc = _fv(1, u) + _fv(5, parent) + _fb(2, name) + _fb(8, _fb(7, share))
+        desc += _fv(12, u - parent) + _fv(15, MERGE_NONE)
+        blocks.append((desc, u, times, np.full(len(times), TYPE_COUNTER), None, values))
+    return encode_blocks(blocks, origin_ns, 0, double=True)
 
 
 def sm_sort_name(d: Drawing, i: int) -> str:

@@ -356,3 +356,55 @@ def test_a_jobs_torch_trace_puts_each_ranks_torch_rows_beside_its_sms(ui, tmp_pa
     want = [(d, n.format(r=r)) for r in (0, 1) for d, n in rank]
     assert first == [(0, "System"), (0, "Global Track Events"), *want]
     assert lost == [] and shown == written and written[1] == arrows, (lost, shown, written)
+
+
+@pytest.mark.parametrize("t0", [0, T0])
+def test_the_jobs_trace_opens_with_the_ranks_that_matter_and_the_others_counters(ui, tmp_path, t0):
+    """Issue 57, item 3: `merge DIR` of twelve ranks (rank 7 slow) under a small budget: the UI
+    opens it with the slowest, fastest and median ranks' roots and SMs, and one group of the
+    other nine ranks' busy SMs; each counter's samples are in the UI's trace processor as
+    written (none dropped or moved), at a clock reading of 0 and a real one."""
+    from auto_inputs import job_folder
+    from trace_readers import read_trace
+
+    from sm_profiler.cli import main
+    from sm_profiler.export import auto_job as jobs
+    from sm_profiler.export.job_trace import COUNTER_GROUP
+
+    job_folder(tmp_path, t0=t0)
+    assert main(["merge", str(tmp_path), "--max-mb", "0.2"]) == 0
+    data = (tmp_path / jobs.MERGED_TRACE).read_bytes()
+    page, _ = ui.open(data, COUNTER_GROUP)
+    first = ui.tracks(page)
+    if SHOTS:
+        page.screenshot(path=os.path.join(SHOTS, "job_counters.png"))
+    roots = [n for _, n in first if " · SM " not in n]
+    assert roots == [
+        "System",
+        "GPU 0 · triton_poi_fused_add_0, gemm",
+        "GPU 5 · triton_poi_fused_add_0, gemm",
+        "GPU 7 · triton_poi_fused_add_0, gemm",
+        COUNTER_GROUP,
+    ]
+    assert {n.split(" · ")[0] for _, n in first if " · SM " in n} == {"GPU 0", "GPU 5", "GPU 7"}
+    ui.expand_all(page)
+    others = [1, 2, 3, 4, 6, 8, 9, 10, 11]
+    under = [n for d, n in ui.tracks(page) if n.endswith("busy SMs") and d == 1]
+    assert under == [f"GPU {k} · busy SMs" for k in others]
+    page.close()
+    written = read_trace(data)
+    page = ui.open_loaded(data)
+    rows = ui.query(
+        page,
+        "select t.name as name, c.ts as ts, c.value as value from counter c join track t "
+        "on c.track_id = t.id where t.name like 'GPU % · busy SMs' order by t.name, c.ts",
+    )
+    page.close()
+    shown = sorted((r["name"], int(r["ts"]) + written.origin, float(r["value"])) for r in rows)
+    want = sorted(
+        (d.name, ts, v)
+        for d in written.tracks.values()
+        if d.name.endswith("· busy SMs")
+        for ts, v in written.counters[d.uuid]
+    )
+    assert shown == want and len({n for n, _, _ in want}) == 9

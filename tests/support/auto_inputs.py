@@ -279,3 +279,35 @@ def torch_doc_of(table) -> dict:
     ]  # fmt: skip
     doc["distributedInfo"] = {"rank": 0, "world_size": 1}
     return doc
+
+
+def job_folder(folder, ranks: int = 12, slow: int = 7, t0: int = AUTO_T0, skip=()) -> None:
+    """A run's folder of `ranks` rank files (auto.rankN.npz, all but `skip`), as `sm-profiler
+    run` writes them under torchrun: each rank 2 recorded steps of 3 launches of 6 programs on
+    4 SMs (kernels 1 and 2 of KERNELS), launches back to back from t0; rank r's programs take
+    1000 + 10 r ns, rank `slow`'s half as long again. Each rank's GPU clock is behind the host's
+    by 100 r ns (its clock sample), so that ranks line up only once moved onto the host clock."""
+    import os
+
+    for r in range(ranks):
+        if r in skip:
+            continue
+        dur = (1000 + 10 * r) * (3 if r == slow else 2) // 2
+        recs, labels, t = [], {}, t0 + 100 * r  # on its GPU's clock: the host's less 100 r ns
+        for launch in range(6):
+            labels[launch] = (1 + launch // 3, 0)
+            for p in range(6):
+                # 6 programs on 4 SMs: two waves, the second on SMs 0 and 1
+                recs.append(
+                    (t + (p // 4) * dur, dur - 20 * (p % 3), p % 4, launch, 1 + launch % 2, p, 0, 0)
+                )
+            t += 2 * dur + 100
+        session = {
+            "rank": r,
+            "world_size": ranks,
+            "step_tags": {"1": 0, "2": 1},
+            "clock": [{"host_ns": t0, "offset_ns": -100 * r, "error_ns": 10}],
+        }
+        table = table_of(recs, sm_count=4, session=session, labels=labels)
+        table.metadata["job"] = {"run_id": "job57", "restart": "0", "master": "m:29500"}
+        table.save(os.path.join(folder, f"auto.rank{r}.npz"))
