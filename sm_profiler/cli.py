@@ -833,7 +833,7 @@ def _info_auto(path: str, table, out) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    if args.by is None and _job_folder(args.capture):
+    if args.by is None and _summaries_folder(args.capture):
         return _stats_job(args)
     trace = _decoded(args.capture, args.steps)
     from .report.auto_report import is_auto, print_report
@@ -903,7 +903,7 @@ def _torch_share(docs, table):
 def cmd_advise(args: argparse.Namespace) -> int:
     from .report.advise import advise, advise_lines
 
-    if _job_folder(args.capture):
+    if _summaries_folder(args.capture):
         return _advise_job(args)
     if os.path.isdir(args.capture):
         from .export import auto_job as jobs
@@ -936,7 +936,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
 # -- a job's answer from its ranks' summaries (issue 57) -----------------------------------------
 
 
-def _job_folder(path: str) -> bool:
+def _summaries_folder(path: str) -> bool:
     """Whether `path` is a run's folder that `stats` and `advise` answer from its ranks'
     summaries (export/job_summaries.py)."""
     if not os.path.isdir(path):
