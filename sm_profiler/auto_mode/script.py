@@ -298,15 +298,20 @@ def _write_text(path: str, text: str) -> None:
         f.write(text)
 
 
-def _report(trace, out_dir: str, width: int | None, cupti: dict | None = None, docs=None) -> None:
+def _report(
+    trace, out_dir: str, width: int | None, cupti: dict | None = None, docs=None, job=None
+) -> None:
     """Print the report of `trace` at `width` and write it at 100 columns to auto_stats.txt
     (`cupti`: the share seen from torch.profiler's CUPTI rows, coverage.report_share; `docs`:
-    the torch trace, or {rank: trace}, whose kernel rows its host gaps take)."""
-    from ..report.auto_report import run_report
+    the torch trace, or {rank: trace}, whose kernel rows its host gaps take; `job`: the
+    JobLaunches `trace` is of, from the ranks' summaries)."""
+    from ..report.auto_report import report_parts, run_report
 
     # One report, each section computed once, drawn at the terminal's width and at the file's.
     with stage_for(f"reporting {len(trace):,} programs", len(trace)):
-        report = run_report(trace, cupti=cupti, torch_trace=docs)
+        parts = report_parts(trace, chunks=[job.report]) if job is not None else None
+        measures = job.measures if job is not None else None
+        report = run_report(trace, parts=parts, cupti=cupti, torch_trace=docs, measures=measures)
     print(report.text(width), end="")
     _write_text(os.path.join(out_dir, "auto_stats.txt"), report.text(100))
 
@@ -432,6 +437,28 @@ def merge_torch_job(
     return report_share(list(info["coverage"].values()))
 
 
+def _job_report(found: dict[int, str], out_dir: str, width, torch_json: bool) -> dict | None:
+    """The job's report (auto_stats.txt) of the rank files `found`: from the summaries each rank
+    wrote beside its file (issue 57: never every rank's records at once); with torch traces
+    (`run --torch`), from every rank's table, which the job's torch trace joins too. Returns
+    the report's CUPTI figures over the ranks, or None."""
+    from ..export import auto_job as jobs
+    from ..export.job_summaries import carry_torch_traces, load_ranks_of
+
+    paths = [found[r] for r in sorted(found)]
+    if not carry_torch_traces(paths):
+        # Read here, not by forked workers: this process ran the job (CUDA, its threads).
+        job = load_ranks_of(dict(sorted(found.items())), out_dir, workers=1).launches
+        _report(job.job_table.decode(), out_dir, width, job=job)
+        return None
+    tables = jobs.load_ranks(paths)
+    trace = jobs.merged_table(tables).decode()
+    docs: dict = {}
+    job_torch = merge_torch_job(paths, tables, out_dir, docs, torch_json)
+    _report(trace, out_dir, width, job_torch, docs or None)
+    return job_torch
+
+
 def _job_trace(found: dict[int, str], out_dir: str) -> None:
     """The job's trace of the rank files `found` (export/job_trace.py: the ranks that matter in
     full, the others as counters, within the default budget); where they do not fit, said on
@@ -499,13 +526,7 @@ def write_rank_outputs(
             "without a torchrun run id)",
             file=sys.stderr,
         )
-    paths = [found[r] for r in sorted(found)]
-    tables = jobs.load_ranks(paths)
-    merged = jobs.merged_table(tables)
-    trace = merged.decode()
-    docs: dict = {}
-    job_torch = merge_torch_job(paths, tables, out_dir, docs, torch_json)
-    _report(trace, out_dir, width, job_torch, docs or None)
+    job_torch = _job_report(found, out_dir, width, torch_json)
     _job_trace(found, out_dir)
     print(
         f"sm-profiler run: merged {len(found)} of {len(ranks)} ranks into "

@@ -15,6 +15,7 @@ the advisor say what they say of every rank's records loaded and joined (AutoTab
 from __future__ import annotations
 
 import glob
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -95,6 +96,13 @@ def load_job(folder: str, steps: str | None = None, workers: int | None = None) 
     process may run on). A CaptureError where a summary disagrees with its records, is damaged
     or of a newer version, where the files are of several runs or two hold one rank."""
     entries = rank_entries(folder)
+    return load_ranks_of(entries, folder, steps, workers)
+
+
+def load_ranks_of(
+    entries: dict[int, str], folder: str, steps: str | None = None, workers: int | None = None
+) -> JobInputs:
+    """load_job of the rank files `entries` ({rank: path}) of the run folder `folder`."""
     paths = list(entries.values())
     job, parts, from_records = JobBuilder(), [], []
     for part, read in _parts(paths, steps, workers):
@@ -109,6 +117,21 @@ def load_job(folder: str, steps: str | None = None, workers: int | None = None) 
     notes = missing_ranks(parts, folder)
     docs, torch_notes = _torch_docs(list(entries), parts)
     return JobInputs(job.finish(), paths, from_records, notes, docs, torch_notes)
+
+
+def carry_torch_traces(paths: list[str]) -> bool:
+    """Whether any of these rank files carries a torch trace (`run --torch`), read from their
+    zip directories alone."""
+    import zipfile
+
+    for path in paths:
+        try:
+            with zipfile.ZipFile(path) as z:
+                if f"{torch_parts.MEMBER}.npy" in z.namelist():
+                    return True
+        except (OSError, zipfile.BadZipFile):
+            continue
+    return False
 
 
 def _torch_docs(ranks: list[int], parts: list[RankPart]):
@@ -174,7 +197,8 @@ def _each(fn, paths: list[str], workers: int | None, *args):
         yield from map(fn, paths, *(repeat(a) for a in args))
         return
     chunk = max(1, min(16, len(paths) // (8 * n)))
-    pool = ProcessPoolExecutor(n)
+    # Started from a clean server process, not forked from this one (its threads, its state).
+    pool = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("forkserver"))
     try:
         yield from pool.map(fn, paths, *(repeat(a) for a in args), chunksize=chunk)
     finally:

@@ -193,3 +193,29 @@ def test_ranks_that_carry_torch_traces_give_what_the_full_analysis_gives(
         _cli(capsys, "summarize", folder)
     assert _cli(capsys, "stats", folder, "--width", 100).out == want
     assert _cli(capsys, "advise", folder, "--json").out == want_advice + "\n"
+
+
+def test_the_first_rank_writes_the_jobs_report_from_the_ranks_summaries(tmp_path, monkeypatch):
+    """At the end of `run` under torchrun, the first rank's auto_stats.txt comes from the
+    summaries the ranks wrote (no rank's records joined with the others'), and is the full
+    analysis' report of every rank's records, line for line."""
+    from auto_inputs import TableRegion
+    from rank_folders import rank_table
+
+    from sm_profiler.auto_mode import script
+
+    monkeypatch.setenv("SM_PROFILER_MERGE_TIMEOUT_S", "5")
+    out = tmp_path / "prof"
+    real = jobs.load_ranks
+
+    def refuse(paths):
+        raise AssertionError(f"every rank's records loaded: {paths}")
+
+    monkeypatch.setattr(jobs, "load_ranks", refuse)
+    for r in (1, 0):
+        region = TableRegion(rank_table(r, 2, ORIGINS[2], slow=r == 1))
+        script.write_rank_outputs(region, str(out), 100, jobs.Job(r, 2, r, 2), [0, 1])
+    report = (out / "auto_stats.txt").read_text()
+    full = jobs.merged_table(real([str(out)]))
+    assert report == format_report(full.decode(), width=100)
+    assert "slowest: rank 1" in " ".join(report.split())
