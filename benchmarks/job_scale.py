@@ -14,7 +14,12 @@ benchmarks/job_folders.py writes (realistic rank files: 132 SMs, 3 steps, 60 lau
              "rank N" anywhere in what it prints; query: the first row of QUERY, each rank's
              launches' time, largest first)
 
-A command that fails (or, for query, is not there yet) shows its first line of error instead.
+Each folder's ranks are summarized first (`sm-profiler summarize DIR`, what each rank's `run`
+writes beside its file on its own node; timed apart), so stats and advise read the summaries;
+--no-summaries leaves them out (the records path: each rank's records read in a worker).
+Peak memory is the child's own (wait4: the largest process of its tree it waited for, not their
+sum). A command that fails (or, for query, is not there yet) shows its first line of error
+instead.
 Folders are written under --workdir and deleted after each R unless --keep; --dir measures a
 folder made before (its job_folders.json says which rank is slow) instead of writing one.
 
@@ -192,7 +197,17 @@ def generate(ranks: int, a) -> tuple[str, dict]:
         folder, ranks, programs_scale=a.programs_scale, seed=a.seed, workers=a.workers
     )
     print(made.describe(), flush=True)
+    summarize_s = None
+    if not a.no_summaries:
+        # What each rank's `sm-profiler run` writes beside its file on its own node (timed
+        # apart: here one machine does every rank's).
+        t0 = time.perf_counter()
+        cmd = [sys.executable, "-m", "sm_profiler", "summarize", folder]
+        subprocess.run(cmd, check=True, capture_output=True)
+        summarize_s = time.perf_counter() - t0
+        print(f"  summarized every rank in {summarize_s:.1f} s", flush=True)
     info = {
+        "summarize_s": summarize_s,
         "ranks": ranks,
         "slow_rank": made.slow_rank,
         "slow_kernels": list(made.slow_kernels),
@@ -272,6 +287,11 @@ def main(argv=None) -> None:
     ap.add_argument("--workdir", default=None, help="where folders go (default: the temp dir)")
     ap.add_argument("--dir", default=None, help="measure this folder (made with --keep) only")
     ap.add_argument("--keep", action="store_true", help="keep the folders (printed)")
+    ap.add_argument(
+        "--no-summaries",
+        action="store_true",
+        help="leave the ranks' summaries out (run writes them; without, records are read)",
+    )
     ap.add_argument("--sql", default=QUERY, help="the query DIR question")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds a command may take")
     ap.add_argument("--json", default=None, help="write the results here")
