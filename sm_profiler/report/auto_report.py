@@ -466,23 +466,16 @@ def run_report(
     return RunReport([(s, n) for s, n in computed if n is not None])
 
 
-def format_report(
-    trace: TraceData,
-    width: int | None = None,
-    top: int = 20,
-    parts: ReportParts | None = None,
-    cupti: dict | None = None,
-    torch_trace=None,
-    measures=None,
-) -> str:
+def format_report(trace: TraceData, width: int | None = None, top: int = 20, **inputs) -> str:
     """The auto-mode report of `trace` at `width` columns (default: the terminal's); `parts`:
     report_parts(trace) when it was found already; `cupti`: the share seen from torch.profiler's
     CUPTI rows (coverage.report_share), which then replaces the records' own estimate and names
     the largest kernels not seen inside; `torch_trace`: torch.profiler's trace of the steps (or
     {rank: trace}), whose kernel rows "What to fix first" takes its host gaps over (advise's
-    `cupti`); `measures`: advise's launch measures where they were found already. One report at
-    several widths: run_report once, then its text at each."""
-    return run_report(trace, top, parts, cupti, torch_trace, measures).text(width)
+    `cupti`); `measures`: advise's launch measures where they were found already (`inputs`:
+    these by keyword, run_report's). One report at several widths: run_report once, then its
+    text at each."""
+    return run_report(trace, top, **inputs).text(width)
 
 
 def print_report(
