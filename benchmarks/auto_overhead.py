@@ -691,23 +691,24 @@ def time_ab(plain, instrumented, steps: int, repeats: int) -> dict:
                 binding.set_recording(key == "on_ms")
                 instrumented()  # the edge: untimed
                 out[key] += time_steps(instrumented, steps, 1)
-    # Paired: each repeat against the plain repeat of its round, then the median. The GPU's
-    # clock drifts by up to 3 % a minute within a process (H200, BENCHMARKS.md); a drift shared
-    # by neighbouring repeats cancels in the pair, where it would not between medians.
     for k in ("off", "on"):
-        pairs = [
-            100.0 * (x / p - 1.0) for x, p in zip(out[f"{k}_ms"], out["plain_ms"], strict=True)
-        ]
-        out[f"{k}_pct"] = statistics.median(pairs)
-        # The middle half of the pairs: on a step the host sets the pace of, the host's own
-        # noise is several percent a repeat, and a median alone does not say so.
-        q = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else [pairs[0]] * 3
-        out[f"{k}_iqr"] = (q[0], q[2])
+        out[f"{k}_pct"], out[f"{k}_iqr"] = paired_pct(out[f"{k}_ms"], out["plain_ms"])
     count = graph_switch.UPDATES["count"] - before["count"]
     seconds = graph_switch.UPDATES["seconds"] - before["seconds"]
     out["switch_updates"] = count
     out["switch_ms_each"] = 1e3 * seconds / count if count else None
     return out
+
+
+def paired_pct(ms: list[float], plain_ms: list[float]) -> tuple[float, tuple[float, float]]:
+    """Each repeat against the plain repeat of its round, in percent: their median and middle
+    half. The GPU's clock drifts by up to 3 % a minute within a process (H200, BENCHMARKS.md);
+    a drift shared by neighbouring repeats cancels in the pair, where it would not between
+    medians. The middle half: on a step the host sets the pace of, the host's own noise is
+    several percent a repeat, and a median alone does not say so."""
+    pairs = [100.0 * (x / p - 1.0) for x, p in zip(ms, plain_ms, strict=True)]
+    q = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else [pairs[0]] * 3
+    return statistics.median(pairs), (q[0], q[2])
 
 
 def time_on_off(step, steps: int, repeats: int) -> dict:
@@ -1085,10 +1086,7 @@ def run_flight(model: str, scenario: str, args, plain_step, prepare, res: dict) 
             out["dumps"] = list(prof.flight.written) if prof.flight else []
         finally:
             shared.uninstall()
-    pairs = [100.0 * (f / p - 1.0) for f, p in zip(out["flight_ms"], out["plain_ms"], strict=True)]
-    out["flight_pct"] = statistics.median(pairs)
-    q = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else [pairs[0]] * 3
-    out["flight_iqr"] = (q[0], q[2])
+    out["flight_pct"], out["flight_iqr"] = paired_pct(out["flight_ms"], out["plain_ms"])
     res["flight"] = out
     res["ms_per_step_repeats"] = out["flight_ms"]
     return res
