@@ -232,6 +232,15 @@ def _native_ignore(signum: int) -> None:
     libc.signal(signum, 1)  # SIG_IGN
 
 
+def _a_kernel_compiles(monkeypatch) -> None:
+    """The binding loads one more kernel in the step now running (a compile)."""
+    from sm_profiler.auto_mode import binding
+
+    kernels = dict(binding.STATE.kernels)
+    kernels[99] = next(iter(kernels.values()))
+    monkeypatch.setattr(binding.STATE, "kernels", kernels)
+
+
 def test_2_sigusr1_still_writes_after_a_compile_hid_its_handler(sim, monkeypatch):
     """Issue 54 (H200, 2026-11-29): Triton's LLVM replaced the SIGUSR1 handler at the first
     compile in the region, and `kill -USR1` wrote nothing, silently. A step that compiled now
@@ -240,11 +249,7 @@ def test_2_sigusr1_still_writes_after_a_compile_hid_its_handler(sim, monkeypatch
     for _ in range(5):
         steady_step(gpu)
     _native_ignore(signal.SIGUSR1)
-    from sm_profiler.auto_mode import binding
-
-    kernels = dict(binding.STATE.kernels)
-    kernels[99] = next(iter(kernels.values()))  # a kernel compiled in this step
-    monkeypatch.setattr(binding.STATE, "kernels", kernels)
+    _a_kernel_compiles(monkeypatch)
     steady_step(gpu)  # its end: ours again
     os.kill(os.getpid(), signal.SIGUSR1)
     for _ in range(5):
@@ -260,11 +265,7 @@ def test_2_a_compile_leaves_a_handler_the_program_set_since_alone(sim, monkeypat
     steady_step(gpu)
     old = signal.signal(signal.SIGUSR1, lambda *a: theirs.append(a[0]))
     try:
-        from sm_profiler.auto_mode import binding
-
-        kernels = dict(binding.STATE.kernels)
-        kernels[99] = next(iter(kernels.values()))
-        monkeypatch.setattr(binding.STATE, "kernels", kernels)
+        _a_kernel_compiles(monkeypatch)
         steady_step(gpu)
         os.kill(os.getpid(), signal.SIGUSR1)
         steady_step(gpu)
