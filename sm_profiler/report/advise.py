@@ -478,8 +478,7 @@ def _on_sms(table, start, sess, n_sess, peaks=None) -> dict[str, np.ndarray]:
         o = np.lexsort((p["start"], p["sm"], loc))
         gl, gs, st, en = loc[o], p["sm"][o], p["start"][o], p["end"][o]
         del o, p
-        new = np.ones(len(gl), bool)
-        new[1:] = (gl[1:] != gl[:-1]) | (gs[1:] != gs[:-1])
+        new = _new_group(gl, gs)
         g_first = np.flatnonzero(new)
         g_launch, g_sm = gl[g_first], gs[g_first]
         g_last = np.maximum.reduceat(en, g_first)
@@ -555,6 +554,13 @@ def _wave_medians(
     return t_last, t_full
 
 
+def _new_group(gl: np.ndarray, gs: np.ndarray) -> np.ndarray:
+    """Where each (launch, SM) group begins, in programs sorted by launch and SM."""
+    new = np.ones(len(gl), bool)
+    new[1:] = (gl[1:] != gl[:-1]) | (gs[1:] != gs[:-1])
+    return new
+
+
 def _full_residency(loc, sm, start, end, resident, m) -> np.ndarray:
     """Per launch of a chunk, from its full waves' programs: per (launch, SM), the first start
     to the last end times `resident` over the programs; the median over the SMs that ran at
@@ -563,9 +569,7 @@ def _full_residency(loc, sm, start, end, resident, m) -> np.ndarray:
         return np.zeros(m, np.float64)
     o = np.lexsort((sm, loc))
     gl, gs = loc[o], sm[o]
-    new = np.ones(len(gl), bool)
-    new[1:] = (gl[1:] != gl[:-1]) | (gs[1:] != gs[:-1])
-    first = np.flatnonzero(new)
+    first = np.flatnonzero(_new_group(gl, gs))
     g_loc = gl[first]
     count = np.diff(np.append(first, len(gl)))
     span = (np.maximum.reduceat(end[o], first) - np.minimum.reduceat(start[o], first)).astype(
