@@ -144,8 +144,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "fix_first",
         "auto mode",
         "what to fix first: planted defects (partial waves of compute-, memory- and latency-bound "
-        "programs at 1-32 resident a SM, tails, idle SMs, host gaps, a cuBLAS matmul of 1.1-1.35 "
-        "waves seen through CUPTI; a slow rank where 2 GPUs are visible) ranked first by the "
+        "programs at 1-32 resident a SM, tails, idle SMs, host gaps, a cuBLAS matmul whose last "
+        "wave is under 40 % full, seen through CUPTI; a slow rank where 2 GPUs are visible) ranked first by the "
         "advisor, and the time its suggestion recovers against its estimate, worst case first",
         ("gpu",),
         json_option=True,

@@ -15,17 +15,22 @@ registers allow: chase 32, fma16 16, fma4 4, fma1 1, stream 16). The cases:
   fma_wave4   the same at R = 4 (16 warps a program)
   fma_wave1   the same at R = 1 (a program fills its SM: the last wave's run as long as a full
               wave's); 30 tiles a program
-  mem_wave    ceil(1.1 x S x R) programs of 60 tiles streamed from HBM (R = 16: a full wave is
-              bound by bandwidth, the last by latency); fixed as fma_wave16
+  mem_wave    a control, not a defect: ceil(1.1 x S x R) programs of 60 tiles streamed from
+              HBM (R = 16); the GPU's bandwidth binds the whole launch, so one wave of 1.1x the
+              bytes each takes as long (H200, 2026-11-29: 9 us slower). The advisor must not
+              promise time here: its partial-wave estimate (0 if none) at most twice what the
+              fix recovered plus 2 % of the step (CONTROL_SLACK)
+  mem_tail    S x R programs of 8 streamed tiles but one program in 64 of 64: while the long
+              programs run alone, HBM waits on a few programs' latency; fixed as fma_tail
   fma_tail    S x R programs of 8 fma4 tiles (one wave) but one program in 64 of 64 tiles: a tail
               from skewed work; fixed: the same tiles spread evenly over the same programs
   fma_idle    S / 4 programs of 48 fma4 tiles (a quarter of the SMs used); fixed: each program
               split the number of ways the advisor says (ceil(S / P)), one program each
   matmul      torch.matmul (cuBLAS, which auto mode cannot see inside) of M_total rows in chunks
-              whose grid is 1.1-1.35 waves, recorded with torch.profiler beside auto mode
-              (`--torch`): the advisor's finding from CUPTI's launch shape; fixed: chunks of a
-              row count whose grid is (nearly) one whole wave, the same M_total rows (a different
-              M split). The shapes are chosen on the GPU from a sweep of shapes (CUPTI's grid,
+              whose grid's last wave is at most 40 % full, recorded with torch.profiler beside
+              auto mode (`--torch`): the advisor's finding from CUPTI's launch shape; fixed:
+              chunks of a row count whose grid (nearly) fills its waves, the same M_total rows
+              (a different M split). The shapes are chosen on the GPU from a sweep of shapes (CUPTI's grid,
               block, registers and shared memory of each, resident blocks from the device's
               limits: report/occupancy.py), preferring kernels of one block a SM
   wave        (pointer chase, latency-bound) ceil(1.1 x S x R) programs of 40 chains; fixed as
@@ -91,6 +96,7 @@ class Plant:
     expected: str
     planted: str
     fix: str
+    control: bool = False  # not a defect: the advisor must not promise what no fix recovers
 
 
 PLANTS = {
@@ -104,16 +110,23 @@ PLANTS = {
         "fma1", "partial_wave", "dependent FMAs, 1.1 waves, 1 resident", "whole waves"
     ),
     "mem_wave": Plant(
-        "stream", "partial_wave", "HBM streaming, 1.1 waves, 16 resident", "whole waves"
+        "stream",
+        "partial_wave",
+        "HBM streaming, 1.1 waves, 16 resident (a control)",
+        "whole waves",
+        control=True,
     ),
     "fma_tail": Plant(
         "fma4", "tail", "dependent FMAs, 1 program in 64 of 8x the work", "even split"
+    ),
+    "mem_tail": Plant(
+        "stream", "tail", "HBM streaming, 1 program in 64 of 8x the work", "even split"
     ),
     "fma_idle": Plant(
         "fma4", "idle_sms", "dependent FMAs, a quarter of the SMs used", "split each"
     ),
     "matmul": Plant(
-        "", "partial_wave", "cuBLAS matmul chunks of 1.1-1.35 waves", "whole-wave chunks"
+        "", "partial_wave", "cuBLAS matmul chunks, a last wave under 40 % full", "whole-wave chunks"
     ),
     "wave": Plant("chase", "partial_wave", "pointer chase, 1.1 waves", "whole waves"),
     "skew": Plant("chase", "tail", "pointer chase, 4 programs of 10x the work", "even split"),
@@ -143,7 +156,10 @@ MATMUL_SHAPES = (
     ("float32", 1024, 4096),
 )
 MATMUL_ROWS = tuple(128 * j for j in range(1, 49))
-MATMUL_PLANT_WAVES = (1.1, 1.35)  # the planted chunk's grid
+# The planted chunk's grid: at least two waves, the last at most this full (1.1-1.4, 2.1-2.4, ...
+# waves). A run of 2026-11-29 (H200, fp32) found no cuBLAS kernel of 1.1-1.35 waves whose own
+# shape also filled whole waves at another M; its one-block-a-SM fp32 kernel does at 3.4 and 4.4.
+MATMUL_PLANT_FILL = (0.05, 0.4)
 MATMUL_FIX_FILL = 0.9  # the fixed chunk's blocks fill at least this share of its waves' slots
 MATMUL_MAX_CHUNKS = 8  # chunks of M_total rows, planted or fixed
 # A recorded step's GPU time at least this (M_total rows done as many times as it takes, by the
@@ -166,7 +182,7 @@ def planted_counts(case: str, sms: int, resident: int, rank: int = 0) -> list[li
     """The planted step: per launch, each program's units."""
     if case in WAVE_UNITS:
         return [[WAVE_UNITS[case]] * math.ceil(round(WAVES * sms * resident, 6))]
-    if case == "fma_tail":
+    if case in ("fma_tail", "mem_tail"):
         units, factor, every = TAIL
         return [
             [units * factor if p % every == every - 1 else units for p in range(sms * resident)]
@@ -194,7 +210,7 @@ def fixed_counts(case: str, evidence: dict, planted: list[list[int]]) -> list[li
 
         n, _, _ = grid_options(evidence["programs"], evidence["slots"])[0]  # whole waves below
         return [even(total, n)]
-    if case in ("fma_tail", "skew"):
+    if case in ("fma_tail", "mem_tail", "skew"):
         return [even(total, len(counts))]
     if case in ("fma_idle", "few"):
         k = max(2, math.ceil(evidence["sms"] / evidence["programs"]))  # the suggestion's split
@@ -219,9 +235,28 @@ def recovered(estimate_ns: float, t: dict[str, float]) -> dict:
     }
 
 
+CONTROL_SLACK = 0.02  # a control's estimate may exceed what its fix recovers by this share
+
+
+def control_holds(row: dict) -> bool:
+    """A control (no defect a fix recovers) holds where the advisor's estimate for it is at
+    most twice what its fix recovered (nothing, if the fix was slower) plus CONTROL_SLACK of
+    the step: it promised no time that is not there."""
+    got = max(row["recovered_us"], 0.0)
+    return row["estimate_us"] <= 2 * got + CONTROL_SLACK * row["planted_us"]
+
+
+def row_ok(row: dict) -> bool:
+    """A plant ranked first, or a control that holds."""
+    return bool(row.get("ok") if row.get("control") else row.get("ranked_first"))
+
+
 def badness(row: dict) -> float:
     """How far a row is from a fix that recovers its estimate: inf where the plant was not
-    ranked first (or not run), else |ln(recovered / estimate)| (inf for nothing recovered)."""
+    ranked first (or not run) or a control does not hold (0 where it does), else
+    |ln(recovered / estimate)| (inf for nothing recovered)."""
+    if row.get("control"):
+        return 0.0 if row_ok(row) else math.inf
     frac = row.get("recovered_of_estimate")
     if not row.get("ranked_first") or frac is None:
         return math.inf
@@ -326,16 +361,21 @@ def shape_of(rows: list[dict], sms: int, limits) -> dict | None:
     }
 
 
+def last_fill(waves: float) -> float:
+    """The share of its slots a launch's last wave fills."""
+    return waves - (math.ceil(waves) - 1)
+
+
 def choose_matmul(swept: dict, sms: int, limits=None) -> tuple[dict | None, list[str]]:
     """The matmul plant and its fix from a sweep: `swept` maps (dtype, N, K, M) to its kernel
-    rows (sweep_rows). The plant: a chunk of M_p rows whose one kernel's grid is
-    MATMUL_PLANT_WAVES waves; the fix: chunks of M_f rows run by the same kernel (name, block,
+    rows (sweep_rows). The plant: a chunk of M_p rows whose one kernel's grid is more than a
+    wave, its last wave filled within MATMUL_PLANT_FILL; the fix: chunks of M_f rows run by the same kernel (name, block,
     registers, shared memory) whose grid fills at least MATMUL_FIX_FILL of its last wave; both
     a whole number of chunks of lcm(M_p, M_f) rows, at most MATMUL_MAX_CHUNKS, and M_total that
     many rows times what makes the planted step MATMUL_MIN_STEP_NS (the sweep's times).
     Preferred: fewer resident blocks a SM (a lone last-wave block then runs as long as a full
-    wave's, as the launch-shape estimate takes it), then waves nearest 1.2, then the fix's
-    fuller waves, then fewer chunks.
+    wave's, as the launch-shape estimate takes it), then the larger share of the plant's time
+    its last wave wastes ((1 - fill) / waves), then the fix's fuller waves, then fewer chunks.
     Returns (the plan or None, what the sweep saw, in words)."""
     from sm_profiler.report.occupancy import SmLimits
 
@@ -352,7 +392,9 @@ def choose_matmul(swept: dict, sms: int, limits=None) -> tuple[dict | None, list
     ]
     best, best_key = None, None
     for (dt, n, k, mp), sp in shapes.items():
-        if sp is None or not MATMUL_PLANT_WAVES[0] <= sp["waves"] <= MATMUL_PLANT_WAVES[1]:
+        if sp is None or sp["waves"] <= 1:
+            continue
+        if not MATMUL_PLANT_FILL[0] <= last_fill(sp["waves"]) <= MATMUL_PLANT_FILL[1]:
             continue
         for (dt2, n2, k2, mf), sf in shapes.items():
             if (dt2, n2, k2) != (dt, n, k) or sf is None or sf["key"] != sp["key"]:
@@ -366,7 +408,8 @@ def choose_matmul(swept: dict, sms: int, limits=None) -> tuple[dict | None, list
             rounds = max(1, math.ceil(MATMUL_MIN_STEP_NS / max(a * sp["dur_ns"], 1)))
             a, b, total = a * rounds, b * rounds, total * rounds
             fill = sf["waves"] / math.ceil(sf["waves"])
-            key = (sp["resident_per_sm"], abs(sp["waves"] - 1.2), -round(fill, 2), a + b, mp, mf)
+            share = (1 - last_fill(sp["waves"])) / math.ceil(sp["waves"])  # the plant's waste
+            key = (sp["resident_per_sm"], -round(share, 3), -round(fill, 2), a + b, mp, mf)
             if best_key is None or key < best_key:
                 best_key = key
                 best = {
@@ -482,12 +525,16 @@ class Gpu:
         """The programs of `config`'s kernel one SM holds at once, from a probe launch of more
         programs than fit (recorded once per config: the same build as the case's)."""
         from benchmarks.plant_kernels import Tiles
+        from sm_profiler.report.advise import resident_limit
 
         if config.name not in self._resident:
             per_sm = max(1, min(32, 2048 // (32 * config.num_warps)))
             table = record(Tiles(config).probe(4 * self.sms * per_sm, units=4))
             seen = max(peak_resident(table, i) for i in range(table.num_launches))
-            self._resident[config.name] = max(1, seen)
+            # Records may overlap past what the SM holds (a program's record ends with its first
+            # warp): never more than its registers, warps and shared memory allow.
+            limit = int(resident_limit(table).max(initial=0))
+            self._resident[config.name] = max(1, min(seen, limit) if limit > 0 else seen)
         return self._resident[config.name]
 
     def step(self, config, launches: list[list[int]], graph: bool = False, fresh: bool = False):
@@ -772,29 +819,57 @@ def run_case(case: str, backend, out_dir: str) -> dict:
     advice = advise(table)
     row = first_row(case, advice, backend.sms, step.programs)
     row.update(resident=resident, resident_by_registers=config.resident)
-    if not row["ranked_first"]:
+    if PLANTS[case].control:
+        top = next((f for f in advice.findings if f.kind == EXPECTED[case]), None)
+        evidence = {"programs": len(plant[0]), "slots": backend.sms * resident}
+        fix = fixed_counts(case, top.evidence if top else evidence, plant)
+    elif not row["ranked_first"]:
         return row
-    top = advice.findings[0]
-    fix = fixed_counts(case, top.evidence, plant)
+    else:
+        top = advice.findings[0]
+        fix = fixed_counts(case, top.evidence, plant)
     fixed = backend.step(config, fix, graph=case == "gaps")
+    estimate_ns = top.estimate_ns_per_step if top is not None else 0.0
     row.update(
-        recovered(top.estimate_ns_per_step, backend.time({"planted": step, "fixed": fixed})),
+        recovered(estimate_ns, backend.time({"planted": step, "fixed": fixed})),
         fixed_programs=max(len(c) for c in fix),
     )
+    if PLANTS[case].control:
+        row.update(control=True, ok=control_holds(row))
+    # The fix recorded too (a kernel of its own: another region), both saved: the recorded
+    # spans beside the plain timing show where the instrumented build ran otherwise.
+    fix_table = backend.record(backend.step(config, fix, fresh=True))
+    row.update(
+        plant_recorded_us=recorded_span_us(table), fix_recorded_us=recorded_span_us(fix_table)
+    )
+    save_recordings(case, table, fix_table, out_dir)
     if case == DIFF_CASE:
-        again = backend.step(config, fix, fresh=True)
-        row["diff"] = diff_recordings(table, backend.record(again), top, out_dir)
+        row["diff"] = diff_recordings(table, fix_table, top, out_dir)
     return row
+
+
+def recorded_span_us(table) -> float | None:
+    """The median recorded launch's span (µs), where a step is one launch; None otherwise."""
+    L = table.launches
+    if table.num_launches == 0 or table.num_launches > RECORDED:
+        return None
+    return float(statistics.median((L["end_ns"] - L["start_ns"]).tolist())) / 1e3
+
+
+def save_recordings(case: str, plant, fix, out_dir: str) -> list[str]:
+    """The plant's and the fix's recordings under `out_dir`, as fix_first.CASE.{plant,fix}.npz."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = [os.path.join(out_dir, f"fix_first.{case}.{w}.npz") for w in ("plant", "fix")]
+    plant.save(paths[0])
+    fix.save(paths[1])
+    return paths
 
 
 def diff_recordings(before, after, finding, out_dir: str) -> dict:
     """Both recordings saved under `out_dir` and compared by `sm-profiler diff --json` (a
     process of its own, as a user runs it): the diff's file, and its line for `finding`
     (the estimate beside what AFTER's recording shows recovered)."""
-    os.makedirs(out_dir, exist_ok=True)
-    paths = [os.path.join(out_dir, f"fix_first.{DIFF_CASE}.{w}.npz") for w in ("plant", "fix")]
-    before.save(paths[0])
-    after.save(paths[1])
+    paths = save_recordings(DIFF_CASE, before, after, out_dir)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "sm_profiler", "diff", *paths, "--json"]
@@ -849,6 +924,8 @@ def format_table(rows: list[dict], dry: bool = False) -> list[str]:
             out.append(f"{r['case']:<11}{why[:79]}")
             continue
         first = "yes" if r["ranked_first"] else f"NO: {r['first']}"
+        if r.get("control"):
+            first = "control: " + ("holds" if r.get("ok") else "FALSE PROMISE")
         if "estimate_us" not in r:
             out.append(f"{r['case']:<11}{first[:21]:<22}")
             continue
@@ -861,7 +938,8 @@ def format_table(rows: list[dict], dry: bool = False) -> list[str]:
     out.append(
         "estimate: the advisor's first line, per step; planted, fixed: a step's median time "
         + ("(the dry run's model, not measured)" if dry else "without recording (CUDA events)")
-        + "; recovered: planted - fixed; worst case first"
+        + "; recovered: planted - fixed; worst case first; a control: no defect a fix "
+        "recovers, its estimate must stay within 2x recovered + 2 % of the step"
     )
     return out
 
@@ -1008,7 +1086,11 @@ def run_cases(cases: list[str], backend, out_dir: str, save=None) -> list[dict]:
             row.get("skipped")
             or row.get("error")
             or (
-                f"first: {row['first']} ({'the plant' if row['ranked_first'] else 'NOT the plant'})"
+                f"control: estimate {row['estimate_us']:.1f} us, recovered "
+                f"{row['recovered_us']:.1f} us ({'holds' if row['ok'] else 'FALSE PROMISE'})"
+                if row.get("control")
+                else f"first: {row['first']} "
+                f"({'the plant' if row['ranked_first'] else 'NOT the plant'})"
             )
         )
         print(
@@ -1096,7 +1178,7 @@ def main(argv=None) -> int:
             print(line)
     save(rows)
     ran = [r for r in rows if not r.get("skipped")]
-    return 0 if all(r["ranked_first"] for r in ran) else 1
+    return 0 if all(row_ok(r) for r in ran) else 1
 
 
 if __name__ == "__main__":

@@ -168,8 +168,11 @@ def _current_device() -> int:
     return torch.cuda.current_device()
 
 
-def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: str = "") -> None:
-    """A module was loaded: if instrumented, give its kernel an id, known by its records' tag."""
+def register_loaded(
+    module: int, name: str, meta: dict, src_fn=None, call_site: str = "", registers=None
+) -> None:
+    """A module was loaded: if instrumented, give its kernel an id, known by its records' tag;
+    `registers`: a thread's, as loaded (the advisor's bound on the programs an SM holds)."""
     level = level_of(meta.get("instrumentation_mode"))
     if level is None:
         if STATE.level is not None:
@@ -207,6 +210,7 @@ def register_loaded(module: int, name: str, meta: dict, src_fn=None, call_site: 
                 call_site,
             )
             entry.tag = tag
+            entry.registers = int(registers) if registers else None
             STATE.kernels[kid] = entry
             STATE.by_tag[tag] = kid
         STATE.by_module[module] = kid
@@ -225,7 +229,8 @@ def _on_triton_load(module, function, name, metadata_group, hash):  # noqa: A002
         kernel = frame.f_locals.get("self") if frame is not None else None
         meta = kernel.metadata._asdict() if kernel is not None else _json_of(metadata_group)
         src_fn = getattr(getattr(kernel, "src", None), "fn", None)
-        register_loaded(module, name, meta, src_fn, _user_call_site(sys._getframe(1)))
+        regs = getattr(kernel, "n_regs", None)  # load_binary's, set before this hook runs
+        register_loaded(module, name, meta, src_fn, _user_call_site(sys._getframe(1)), regs)
         kid = STATE.by_module.get(module)
         if kid is not None and kernel is not None and not STATE.kernels[kid].partitions:
             STATE.kernels[kid].partitions = partitions_of(str(kernel.asm.get("ttgir", "")))
@@ -412,7 +417,9 @@ def _wrap_static_load(original):
             try:
                 meta, (source, origins) = info
                 module = module_of(self.function)
-                register_loaded(module, self.name, meta)
+                from ..record.occupancy import regs_per_thread
+
+                register_loaded(module, self.name, meta, registers=regs_per_thread(self.function))
                 self._sm_profiler_module = module
                 STATE.static_loaded += 1
                 plain = getattr(self, "_sm_profiler_plain", None)

@@ -182,6 +182,14 @@ class StepClock:
         event.record()
         self._marks.append((step, event))
 
+    def close(self) -> None:
+        """The events given back (those that can be: destroy(), as the driver's events)."""
+        pool, self._pool, self._marks = self._pool, [], deque()
+        for event in pool:
+            destroy = getattr(event, "destroy", None)
+            if destroy is not None:
+                destroy()
+
     def ready(self) -> list[tuple[int, int]]:
         """(step, its GPU time in ns) of each step whose end event has completed since the last
         call, oldest first; steps whose boundaries were not both recorded are left out."""

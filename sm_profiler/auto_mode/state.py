@@ -30,10 +30,11 @@ class KernelEntry:
     partitions: list = field(default_factory=list)
     tag: int = 0  # what its records say (ptx.auto_kernel_tag of its cache hash)
     devices: set = field(default_factory=set)  # where it was loaded
+    registers: int | None = None  # a thread's, as loaded (the driver's CU_FUNC_ATTRIBUTE_NUM_REGS)
 
     def as_metadata(self) -> dict:
         meta = {"kernel_id": self.kid, "level": self.level, "kernel_tag": self.tag}
-        for k in ("num_warps", "num_stages", "shared_bytes"):
+        for k in ("num_warps", "num_stages", "shared_bytes", "registers"):
             v = getattr(self, k)
             if v is not None:
                 meta[k] = int(v)

@@ -155,7 +155,7 @@ def _func_attribute(function: int, attribute: int) -> int | None:
     return None
 
 
-def _regs_per_thread(function: int) -> int:
+def regs_per_thread(function: int) -> int:
     """CU_FUNC_ATTRIBUTE_NUM_REGS of a loaded kernel (0 if the driver can't be asked)."""
     return _func_attribute(function, _ATTR_NUM_REGS) or 0
 
@@ -185,7 +185,7 @@ def _on_kernel_load(module, function, name, metadata_group, hash):  # noqa: A002
             text,
             int(meta.get("shared", 0)),
             int(meta["num_warps"]),
-            _regs_per_thread(function),
+            regs_per_thread(function),
             SmLimits.of_device(),
         )
     except (OSError, ValueError, KeyError, RuntimeError):

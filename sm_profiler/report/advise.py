@@ -401,6 +401,12 @@ def _launch_columns(table, l_gpu, l_name, peaks=None) -> dict[str, np.ndarray]:
     most = np.zeros(int(key.max()) + 1, np.int64)
     np.maximum.at(most, key, on["peak"])
     resident = np.maximum(most[key], 1)
+    # Never more than the kernel's registers, warps and shared memory let an SM hold: a program's
+    # record ends when its first warp does, and the warps that ended before it may already have
+    # made room for the next program (H200: 3 seen at once of a kernel that fits 2, 20 of one
+    # that fits 16).
+    limit = resident_limit(table)
+    resident = np.where(limit > 0, np.minimum(resident, limit), resident)
     slots = sms * resident
     full = programs // slots
     last_n = programs - full * slots
@@ -447,6 +453,25 @@ def _launch_columns(table, l_gpu, l_name, peaks=None) -> dict[str, np.ndarray]:
         "tail": est_tail,
         "idle_sms": est_idle,
     }
+
+
+def resident_limit(table) -> np.ndarray:
+    """Per launch, the programs of its kernel an SM can hold at most, from the kernel's warps,
+    registers a thread and shared memory (its metadata; report/occupancy.py with H100/H200's
+    limits, which no other GPU's exceed: an upper bound anywhere); 0 where not known."""
+    from .occupancy import resident_blocks
+
+    per_kernel = np.zeros(max(len(table.kernels), 1), np.int64)
+    for i, k in enumerate(table.kernels):
+        if not isinstance(k, dict):
+            continue
+        warps, regs = metadata_count(k.get("num_warps")), metadata_count(k.get("registers"))
+        if warps > 0 and regs > 0:
+            smem = max(metadata_count(k.get("shared_bytes")), 0)
+            per_kernel[i] = resident_blocks(32 * warps, regs, smem).blocks
+    kernel = np.asarray(table.launches["kernel"], np.int64)
+    ok = (kernel >= 0) & (kernel < len(per_kernel))
+    return np.where(ok, per_kernel[np.clip(kernel, 0, len(per_kernel) - 1)], 0)
 
 
 def _on_sms(table, start, sess, n_sess, peaks=None) -> dict[str, np.ndarray]:
@@ -547,9 +572,18 @@ def _wave_medians(
         dur = (p["end"] - p["start"])[o4]
         sel = mine & last
         t_last[k0:k1] = _group_median(pl[sel], dur[sel], m)
+        sm = p["sm"][o4].astype(np.int64)
+        cell = pl * (int(sm.max(initial=0)) + 1) + sm  # (launch, SM)
+        shared = np.isin(cell, cell[mine & last])  # an SM that also ran last-wave programs
         sel = mine & ~last
         t_full[k0:k1] = _full_residency(
-            pl[sel], p["sm"][o4][sel], p["start"][o4][sel], p["end"][o4][sel], resident[k0:k1], m
+            pl[sel],
+            sm[sel],
+            p["start"][o4][sel],
+            p["end"][o4][sel],
+            resident[k0:k1],
+            m,
+            shared[sel],
         )
     return t_last, t_full
 
@@ -561,12 +595,18 @@ def _new_group(gl: np.ndarray, gs: np.ndarray) -> np.ndarray:
     return new
 
 
-def _full_residency(loc, sm, start, end, resident, m) -> np.ndarray:
+def _full_residency(loc, sm, start, end, resident, m, shared=None) -> np.ndarray:
     """Per launch of a chunk, from its full waves' programs: per (launch, SM), the first start
     to the last end times `resident` over the programs; the median over the SMs that ran at
-    least `resident` of them (the others: the median program's duration)."""
+    least `resident` of them (the others: the median program's duration). Where some of those
+    SMs ran no last-wave program (`shared` is False for their programs), the median over those
+    alone: on the others the last wave's programs share the SM with the full wave's and stretch
+    it (H200, fma_wave16: an SM's 16 programs end at 337 us alone, 350-405 us beside 1-3 of the
+    last wave; the fix's one wave of 1.1x the work ended at 372 us)."""
     if not len(loc):
         return np.zeros(m, np.float64)
+    if shared is None:
+        shared = np.zeros(len(loc), bool)
     o = np.lexsort((sm, loc))
     gl, gs = loc[o], sm[o]
     first = np.flatnonzero(_new_group(gl, gs))
@@ -575,10 +615,15 @@ def _full_residency(loc, sm, start, end, resident, m) -> np.ndarray:
     span = (np.maximum.reduceat(end[o], first) - np.minimum.reduceat(start[o], first)).astype(
         np.float64
     )
+    g_shared = np.logical_or.reduceat(shared[o], first)
     r = resident[g_loc]
     whole = count >= r
     per = span * r / count
     out = _group_median(g_loc[whole], per[whole], m)
+    alone = whole & ~g_shared
+    out_alone = _group_median(g_loc[alone], per[alone], m)
+    has_alone = np.bincount(g_loc[alone], minlength=m) > 0
+    out = np.where(has_alone, out_alone, out)
     fallback = _group_median(loc, (end - start).astype(np.float64), m)
     has = np.bincount(g_loc[whole], minlength=m) > 0
     return np.where(has, out, fallback)

@@ -2,7 +2,8 @@
 benchmarks/fix_first.py (latency-, compute- and memory-bound programs, partial waves at 32, 16,
 4 and 1 resident a SM, tails, idle SMs, host gaps, a cuBLAS matmul of a poor wave count seen
 through CUPTI) recorded in auto mode, the advisor ranks its defect first, and its suggestion
-applied recovers time; each variant's output equals torch's (the benchmark checks it before
+applied recovers time (the control, a bandwidth-bound partial wave no fix recovers: the advisor
+promises no time that is not there); each variant's output equals torch's (the benchmark checks it before
 timing); the slow rank of two under torchrun. Run with -s to see the figures (BENCHMARKS.md,
 "What to fix first", has the full run)."""
 
@@ -21,19 +22,8 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-# Open (issue 55), as an H200 ran them on 2026-11-29 (BENCHMARKS.md, "What to fix first"): the
-# memory-bound plant's fix (one wave, 1.32x the bytes each) was 9 us slower than the plant, so
-# the advisor's 20 us partial-wave finding is one a fix does not recover; the matmul sweep found
-# no cuBLAS shape of 1.1-1.35 waves to plant.
-_OPEN = {
-    "mem_wave": "issue 55, open: a bandwidth-bound partial wave's fix recovered nothing (H200)",
-    "matmul": "issue 55, open: no swept cuBLAS shape fits the plant (H200)",
-}
-ONE_GPU = [
-    pytest.param(c, marks=pytest.mark.xfail(reason=_OPEN[c], strict=False)) if c in _OPEN else c
-    for c in ("fma_wave16", "fma_wave4", "fma_wave1", "mem_wave", "fma_tail")
-    + ("fma_idle", "matmul", "wave", "skew", "few", "gaps")
-]
+ONE_GPU = ("fma_wave16", "fma_wave4", "fma_wave1", "mem_wave", "fma_tail", "mem_tail")
+ONE_GPU += ("fma_idle", "matmul", "wave", "skew", "few", "gaps")
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +41,9 @@ def test_the_planted_defect_ranks_first_and_its_fix_recovers_time(case, gpu, tmp
     print(json.dumps({k: v for k, v in row.items() if k not in ("findings", "sweep")}))
     print(row["findings"][0]["detail"] if row.get("findings") else "no finding")
     assert not row.get("skipped"), row.get("sweep")
+    if row.get("control"):  # no defect: the advisor promised no time the fix did not recover
+        assert row["ok"], (row["estimate_us"], row["recovered_us"], row["planted_us"])
+        return
     assert row["ranked_first"], [(f["kind"], f["estimate_ns_per_step"]) for f in row["findings"]]
     assert row["recovered_us"] > 0  # the fix is faster; BENCHMARKS.md has by how much
     if case == fix_first.DIFF_CASE:

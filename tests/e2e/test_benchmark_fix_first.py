@@ -21,7 +21,8 @@ from benchmarks import plant_kernels as pk
 from sm_profiler.report.occupancy import SmLimits
 
 H200_SMS = 132
-UNIT_CASES = ("fma_wave16", "fma_wave4", "fma_wave1", "mem_wave", "fma_tail", "fma_idle")
+UNIT_CASES = ("fma_wave16", "fma_wave4", "fma_wave1", "mem_wave", "fma_tail", "mem_tail")
+UNIT_CASES += ("fma_idle",)
 UNIT_CASES += ("wave", "skew", "few")
 
 
@@ -77,6 +78,15 @@ def test_dry_run_ranks_every_plant_first_and_measures_its_fix(dry_run):
         assert r["recovered_of_estimate"] == pytest.approx(r["recovered_us"] / r["estimate_us"])
     assert rows["matmul"]["findings"][0]["evidence"]["source"] == "launch shape"
     assert rows["rank"]["findings"][0]["rank"] == 1
+
+
+def test_a_control_holds_only_where_its_estimate_was_recovered():
+    row = {"estimate_us": 19.8, "recovered_us": -9.4, "planted_us": 224.3, "control": True}
+    assert not ff.control_holds(row)  # the H200's mem_wave of 2026-11-29: a false promise
+    assert ff.control_holds(dict(row, estimate_us=4.0))  # within 2 % of the step
+    assert ff.control_holds(dict(row, estimate_us=30.0, recovered_us=15.0))
+    assert not ff.control_holds(dict(row, estimate_us=40.0, recovered_us=15.0))
+    assert ff.badness(dict(row, ok=False)) == math.inf and ff.badness(dict(row, ok=True)) == 0
 
 
 def test_dry_run_rows_are_worst_case_first(dry_run):
@@ -177,18 +187,32 @@ def sweep_of(tiles_m, **kw):
     return {("float32", 4096, 1024, 128 * t): [gemm(grid=(32, t, 1), **kw)] for t in tiles_m}
 
 
-def test_the_matmul_plant_is_a_grid_of_1_1_to_1_35_waves_and_its_fix_fills_its_waves():
+def test_the_matmul_plant_has_a_last_wave_under_40_percent_full_and_its_fix_fills_its_waves():
     # 168 registers x 256 threads: one block a SM; 132 slots. 5 tiles of M: 160 blocks, 1.21
-    # waves; 4 tiles: 128 blocks, 0.97 waves; 3 tiles 0.73 (too empty to be the fix).
+    # waves; 4 tiles: 128 blocks, 0.97 waves; 3 tiles 0.73 (too empty to be the fix); 6 and 7
+    # tiles: 1.45 and 1.70 waves (last waves too full to be the plant).
     plan, seen = ff.choose_matmul(sweep_of(range(1, 9)), H200_SMS)
     assert plan["m_planted"] == 640 and plan["planted_shape"]["blocks"] == 160
     assert plan["planted_shape"]["resident_per_sm"] == 1
-    assert 1.1 <= plan["planted_shape"]["waves"] <= 1.35
+    assert 0.05 <= ff.last_fill(plan["planted_shape"]["waves"]) <= 0.4
     fixed = plan["fixed_shape"]["waves"]
     assert fixed / math.ceil(fixed) >= ff.MATMUL_FIX_FILL
     assert plan["m_total"] == plan["m_planted"] * plan["chunks_planted"]
     assert plan["m_total"] == plan["m_fixed"] * plan["chunks_fixed"]
     assert len(seen) == 8 and "1.21 waves" in seen[4]
+
+
+def test_the_matmul_plant_may_be_several_waves_as_the_h200s_fp32_kernel_was():
+    # What the H200's sweep of 2026-11-29 saw of its one-block-a-SM fp32 kernel (grid
+    # [M / 256, 32]): no M of 1.1-1.35 waves, but 14 tiles (448 blocks, 3.39 waves: 4 waves, the
+    # last 39 % full) and 8 tiles (1.94 waves) of the same kernel; lcm 14,336 rows = 4 planted
+    # chunks or 7 fixed ones.
+    sweep = {("float32", 4096, 1024, 256 * t): [gemm(grid=(t, 32, 1))] for t in (8, 14, 15)}
+    plan, _ = ff.choose_matmul(sweep, H200_SMS)
+    assert (plan["m_planted"], plan["m_fixed"]) == (3584, 2048)
+    assert plan["planted_shape"]["waves"] == pytest.approx(448 / 132)
+    assert plan["m_total"] % 14336 == 0
+    assert plan["chunks_planted"] * 7 == plan["chunks_fixed"] * 4
 
 
 def test_the_matmul_fix_must_run_the_plants_kernel():

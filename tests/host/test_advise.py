@@ -51,6 +51,26 @@ def test_two_resident_programs_per_sm_make_the_slots():
     assert grid_options(9, 8) == [(8, 1, 9 / 8), (16, 2, 9 / 16)]
 
 
+def test_records_that_overlap_past_what_the_kernels_registers_allow_do_not_raise_the_slots():
+    # A program's record ends when its first warp does; its other warps may have ended earlier
+    # and made room for the next program, so records can show more programs at once than an SM
+    # holds (H200: 3 of a kernel of 512 threads and 64 registers, which fits 2). The table above,
+    # with SM 0's last program starting 10 ns before the first two end: 3 "at once". Without
+    # the kernel's registers the slots are 12 (3 x 4); with them, 8, as the SMs hold.
+    progs = [(sm, 0, 200) for sm in range(4) for _ in range(2)] + [(0, 190, 400)]
+    launches = [ai.launch(progs, step=0), ai.launch(_shift(progs, 400), step=1)]
+    t = ai.make_table(launches)
+    assert advise(t).findings[0].evidence["resident_per_sm"] == 3  # the records alone
+    t.kernels[0].update(num_warps=16, registers=64, shared_bytes=0)
+    f = advise(t).findings[0]
+    assert f.kind == "partial_wave" and f.evidence["resident_per_sm"] == 2
+    assert f.evidence["slots"] == 8
+    t.kernels[0].update(registers=32)  # fits 4: the records' 3 stand
+    assert advise(t).findings[0].evidence["resident_per_sm"] == 3
+    t.kernels[0].update(registers="many", num_warps=True)  # a file may say anything
+    assert advise(t).findings[0].evidence["resident_per_sm"] == 3
+
+
 def test_a_compute_bound_partial_wave_estimates_what_one_wave_of_more_work_recovers():
     # Issue 55: 10 SMs x 16 resident (160 slots), 176 programs (1.10 waves) of a compute-bound
     # kernel, a = 1 µs a program alone, 16a = 16 µs at full residency (16 share an SM). The full
@@ -78,6 +98,22 @@ def test_an_unfairly_shared_sm_is_timed_by_its_wave_not_its_median_program():
     assert (f.kind, f.kernel) == ("partial_wave", "fma_kernel")
     assert f.evidence["full_wave_program_ns"] == 16_000
     assert 0.7 <= f.estimate_ns_per_step / truth_ns <= 1.3
+
+
+def test_the_full_wave_is_timed_on_the_sms_the_last_wave_left_alone():
+    # 4 SMs x 2 resident, 10 programs: SMs 0 and 1 run their full wave alone (ends at 200 ns);
+    # on SMs 2 and 3 one program ends early (100 ns: the SM shares unfairly), a last-wave
+    # program takes its slot and shares the SM with the other, which it stretches to 250 ns,
+    # and ends at 300 ns. One wave of 1.25x the work takes 1.25 x 200 = 250 ns: 50 ns
+    # recoverable. Timed by the median SM (225 ns), the estimate was 300 - 1.25 x 225 = 19 ns.
+    progs = [(sm, 0, 200) for sm in (0, 1) for _ in range(2)]
+    progs += [(sm, 0, t) for sm in (2, 3) for t in (100, 250)]
+    progs += [(sm, 100, 300) for sm in (2, 3)]
+    launches = [ai.launch(progs, step=0), ai.launch(_shift(progs, 300), step=1)]
+    f = advise(ai.make_table(launches)).findings[0]
+    assert f.kind == "partial_wave" and f.evidence["slots"] == 8
+    assert f.evidence["full_wave_program_ns"] == 200
+    assert f.estimate_ns_per_step == pytest.approx(50.0)
 
 
 @pytest.mark.parametrize("resident", [1, 4, 16])

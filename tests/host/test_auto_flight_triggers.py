@@ -5,6 +5,7 @@ the slow-step verdict against the median; one dump a window and N a run; the sta
 
 from __future__ import annotations
 
+import ctypes
 import math
 
 import pytest
@@ -137,3 +138,55 @@ def test_the_stall_time_is_the_one_set_or_ten_steps_at_least_a_minute():
     assert stall_after_s(None, []) == 60.0
     assert stall_after_s(None, [0.5, 2.0, 1.0]) == 60.0
     assert stall_after_s(None, [0.5, 9.0, 1.0]) == 90.0
+
+
+def test_the_clock_gives_its_events_back_at_the_end():
+    stream = FakeStream()
+    destroyed = []
+    clock = StepClock(stream.event, events=4)
+    clock.mark(0)
+    for e in clock._pool:
+        e.destroy = lambda e=e: destroyed.append(e)
+    pool = list(clock._pool)
+    clock.close()
+    assert destroyed == pool and clock.ready() == []
+    clock.mark(1)  # a region started again makes its events again
+    assert stream.events_made == 8
+
+
+class _FakeDriver:
+    """cuEventRecord, cuEventQuery, cuStreamIsCapturing as the driver answers them."""
+
+    def __init__(self, pending=False, capture_status=0):
+        self.recorded, self.pending, self.status = [], pending, capture_status
+
+    def calls(self):
+        def record(event, stream):
+            self.recorded.append((event.value, stream.value))
+            return 0
+
+        def query(event):
+            return 600 if self.pending else 0  # CUDA_ERROR_NOT_READY
+
+        def capturing(stream, status):
+            status._obj.value = self.status
+            return 0
+
+        return record, query, capturing
+
+
+def test_the_driver_event_records_on_the_stream_given_and_reads_not_ready_as_pending(monkeypatch):
+    from sm_profiler.auto_mode import driver
+
+    fake = _FakeDriver(pending=True)
+    monkeypatch.setattr(driver, "_event_calls", fake.calls)
+    event = driver.TimingEvent.__new__(driver.TimingEvent)
+    event.handle = ctypes.c_void_p(0xE0)
+    event.record(stream=0x5EA)
+    assert fake.recorded == [(0xE0, 0x5EA)]
+    assert event.query() is False
+    fake.pending = False
+    assert event.query() is True
+    assert driver.capturing(0x5EA) is False
+    fake.status = 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
+    assert driver.capturing(0x5EA) is True

@@ -59,7 +59,7 @@ def _fake_load(tmp_path, monkeypatch, ptx_text, shared):
     (tmp_path / "k.json").write_text(json.dumps({"shared": shared, "num_warps": 8}))
     group = {"k.ptx": str(tmp_path / "k.ptx"), "k.json": str(tmp_path / "k.json")}
     monkeypatch.setattr(SmLimits, "of_device", classmethod(lambda cls, device=None: H100))
-    monkeypatch.setattr(occupancy, "_regs_per_thread", lambda function: 128)
+    monkeypatch.setattr(occupancy, "regs_per_thread", lambda function: 128)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         occupancy._on_kernel_load(None, 0, "mm_kernel", group, "h")
