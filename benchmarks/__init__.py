@@ -124,6 +124,14 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         json_option=True,
     ),
     Benchmark(
+        "graph_repoint",
+        "auto mode",
+        "a CUDA graph replay's host time to re-point every kernel node's area at fresh space "
+        "(cuGraphExecKernelNodeSetParams) against one copy-out call, graphs of 8-256 nodes",
+        ("gpu",),
+        json_option=True,
+    ),
+    Benchmark(
         "auto_claim_cost",
         "auto mode",
         "why the record costs a short kernel a fixed time a launch: its end spelled six ways "
