@@ -210,6 +210,11 @@ def ranks_lines(opening: DumpOpening, width: int) -> list[str]:
     states = {r: opening.states[mine[0]] for r, mine in opening.by_rank.items()}
     lead = max(s.last_step_ended for s in states.values())
     leaders = [r for r, s in states.items() if s.last_step_ended == lead]
+    # Within the lead step, a rank whose GPU ended a kernel of a later step is further on: a
+    # rank blocked in a collective ran the step's kernels its peer never queued.
+    on = {r: _kernel_step(s) for r, s in states.items() if r in leaders}
+    front = max(on.values())
+    first = next(r for r in leaders if on[r] == front)
     lines = [f"Flight recorder: {plural(len(states), 'rank')} side by side by step"]
     for r, s in states.items():
         behind = lead - s.last_step_ended
@@ -217,6 +222,11 @@ def ranks_lines(opening: DumpOpening, width: int) -> list[str]:
             where = (
                 f"rank {r} is {_steps(behind)} behind (its last step ended: {s.last_step_ended}; "
                 f"rank {leaders[0]}'s: {lead})"
+            )
+        elif on[r] < front:
+            where = (
+                f"rank {r} is behind in step {front} (its last step ended: {lead}, as rank "
+                f"{first}'s; its GPU ended no kernel of step {front}, rank {first}'s did)"
             )
         else:
             where = f"rank {r}: last step ended: {s.last_step_ended}"
@@ -386,6 +396,11 @@ def _queued(info: dict) -> list[tuple]:
 def _rank(session: dict) -> int:
     r = session.get("rank")
     return r if isinstance(r, int) and not isinstance(r, bool) else 0
+
+
+def _kernel_step(s: GpuState) -> int:
+    """The step of the last kernel the GPU ended (-1: none kept)."""
+    return s.last_ended.step if s.last_ended is not None else -1
 
 
 def _kernel(q: Queued | None) -> str:

@@ -1,12 +1,15 @@
-"""The flight recorder on a GPU (issue 54, "Done when", one GPU): `sm-profiler run
+"""The flight recorder on a GPU (issue 54, "Done when"): `sm-profiler run
 --flight-recorder` of a loop of Triton kernels (tests/support/auto_flight.py). A planted slow
 step (an extra 2x of work in step 137 of 200) writes exactly one dump, holding step 137 and the
 7 before it, whose report names step 137 and the kernel that grew; a Triton kernel spinning on
 a flag at step 90 gives a stall dump within T + 15 s naming it in flight and the last kernel
 that ended, and SIGTERM then writes the ring too (exit 143); with torch.cuda._sleep stuck, the
 dump names the last instrumented kernel that ended and nothing of ours in flight; an exception
-writes the ring; SIGUSR1 writes it and the run finishes. Each asserts decoded content. Run with
--s to see the runs' messages; the file takes about two minutes."""
+writes the ring; SIGUSR1 writes it and the run finishes. On two GPUs (torchrun): a rank behind
+and its peer blocked in the all-reduce both write their stall, and `sm-profiler stats DIR` says
+which rank is behind and where; a rank blocked in an all-reduce whose peer raised writes its ring
+at torchrun's SIGTERM. Each asserts decoded content. Run with -s to see the runs' messages; the
+file takes about two minutes on one GPU."""
 
 from __future__ import annotations
 
@@ -182,3 +185,98 @@ def test_the_example_writes_the_slow_step_the_stall_and_sigusr1(tmp_path):
     stalled = gpu_state(load(dumps[1]), 0)
     assert [(q.kernel, q.step) for q in stalled.in_flight] == [("spin_kernel", 60)]
     assert "in flight: spin_kernel (step 60)" in out.stdout
+
+
+# -- two GPUs (torchrun): a rank behind, a rank that raised -----------------------------------
+
+
+# Two GPUs and NCCL, as the issue asks; one GPU shared by both ranks through gloo where two are
+# not lent (the same dumps and report; the peer's wait is on the host).
+TWO_GPUS = pytest.param(
+    False,
+    id="two_gpus_nccl",
+    marks=pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 GPUs"),
+)
+RANKS = [TWO_GPUS, pytest.param(True, id="one_gpu_gloo")]
+
+
+def _torchrun(tmp_path, mode: str, port: int, one_gpu: bool, *options: str):
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    cmd += ["--master_port", str(port), "-m", "sm_profiler", "run", "--flight-recorder"]
+    cmd += [*options, "--out", str(out), "--", os.path.join(SUPPORT, "auto_flight_dist.py"), mode]
+    env = dict(os.environ, SM_PROFILER_STOP_GRACE_S="2")
+    env["AUTO_FLIGHT_DIST_ONE_GPU"] = "1" if one_gpu else "0"
+    stderr = tmp_path / "stderr"
+    with open(tmp_path / "stdout", "w") as o, open(stderr, "w") as e:
+        p = subprocess.Popen(cmd, stdout=o, stderr=e, text=True, env=env)
+    return p, out, stderr
+
+
+def _dumps(out, rank: int, trigger: str = "*") -> list[str]:
+    return sorted(glob.glob(str(out / f"flight.rank{rank}.*.{trigger}.npz")))
+
+
+@pytest.mark.parametrize("one_gpu", RANKS)
+def test_two_ranks_one_behind_write_their_stalls_and_stats_dir_says_which_and_where(
+    tmp_path, one_gpu
+):
+    opts = ("--stall-s", str(STALL_S), *NOT_SLOW)
+    p, out, stderr = _torchrun(tmp_path, "behind", 29851 + one_gpu, one_gpu, *opts)
+    try:
+        deadline = time.monotonic() + 300
+        while not (_dumps(out, 0, "stall") and _dumps(out, 1, "stall")):
+            assert time.monotonic() < deadline and p.poll() is None, stderr.read_text()[-3000:]
+            time.sleep(0.5)
+        time.sleep(2)  # both written in full
+        # Both GPUs ended step 39; rank 0's ran step 40's kernels, rank 1's never got them.
+        for rank, last in ((0, 40), (1, 39)):
+            state = gpu_state(load(_dumps(out, rank, "stall")[0]), 0)
+            assert (state.host_step, state.last_step_ended) == (40, 39), (rank, state)
+            assert (state.last_ended.kernel, state.last_ended.step) == ("add_kernel", last)
+        r = subprocess.run(
+            [sys.executable, "-m", "sm_profiler", "stats", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        print(r.stdout[:3000])
+        assert r.returncode == 0, r.stderr[-3000:]
+        text = " ".join(r.stdout.split())
+        assert "rank 1 is behind in step 40 (its last step ended: 39, as rank 0's" in text
+        assert "last kernel ended: add_kernel (step 39)" in text
+    finally:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.parametrize("one_gpu", RANKS)
+def test_a_rank_stopped_in_an_all_reduce_whose_peer_raised_writes_its_ring(tmp_path, one_gpu):
+    # Rank 1 raises at step 40: its ring is written at the exception. Rank 0 blocks in step 40's
+    # all-reduce until torchrun stops it with SIGTERM: its ring is written from the rescue path
+    # (the main thread stays blocked), steps 33-40 whole.
+    p, out, stderr = _torchrun(tmp_path, "raise", 29853 + one_gpu, one_gpu, *NOT_SLOW)
+    try:
+        p.wait(300)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = stderr.read_text()
+    print(err[-3000:])
+    assert p.returncode != 0 and "rank 1 fails at step 40" in err
+    assert _dumps(out, 1), err[-3000:]
+    # NCCL: rank 0 waits in a GPU kernel until SIGTERM. gloo: its all-reduce may fail first (the
+    # peer's socket closed), an exception that writes the ring as well.
+    written = _dumps(out, 0, "*" if one_gpu else "SIGTERM")
+    print(written, os.listdir(out))
+    assert len(written) == 1, err[-3000:]
+    table = load(written[0])
+    steps = set(table.launches["step"].tolist())
+    assert steps == set(range(33, 41)), steps  # K = 8: step 40, where it stopped, and 7 before
+    assert whole(table)

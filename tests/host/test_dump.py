@@ -145,6 +145,23 @@ def test_3_the_ranks_side_by_side_say_which_is_behind_and_where():
     assert "Flight recorder (rank 1): no step ended within 3 s" in "\n".join(lines)
 
 
+def test_3_a_rank_that_never_queued_the_steps_kernels_its_peer_ran_is_behind_in_that_step():
+    # As an H200 ran it (two ranks on one GPU, 2026-11-29): rank 1 sleeps at the start of step
+    # 90; rank 0 runs step 90's kernels, then waits in its all-reduce for rank 1. Both GPUs
+    # ended step 89 (no step boundary after it); only rank 0's ended a kernel of step 90.
+    ahead = flight_table(steady(range(83, 91)), stall_info())
+    behind = flight_table(steady(range(83, 90)), stall_info(host_step=90), rank=1)
+    assert gpu_state(ahead, 0).last_step_ended == gpu_state(behind, 0).last_step_ended == 89
+    lines = dump_lines(AutoTable.concat([ahead, behind]), 80)
+    assert lines[:5] == [
+        "Flight recorder: 2 ranks side by side by step",
+        "  rank 0: last step ended: 89; last kernel ended: triton_red_fused_sum_1 (step",
+        "    90)",
+        "  rank 1 is behind in step 90 (its last step ended: 89, as rank 0's; its GPU",
+        "    ended no kernel of step 90, rank 0's did); last kernel ended:",
+    ]
+
+
 @pytest.mark.parametrize("t0_ns", [0, 10**12, 1_700_000_000_000_000_000])
 def test_3_no_figure_of_a_dump_depends_on_the_clock_origin(t0_ns):
     # The records' clock (the GPU's) and the host's queue times move together or apart: the
