@@ -61,6 +61,7 @@ from .flight_triggers import (
 LOG_LAUNCHES = 4096  # launches the binding logs (the newest); the tail of a stuck GPU's queue
 QUEUED_KEPT = 2048  # of them, the newest a dump keeps per GPU
 RING_MARGIN_STEPS = 2  # steps queued or running beside the K kept: the ring holds K + this
+STEP_STARTS_KEPT = 256  # the newest steps' host start times a dump can join collectives to
 _RING_CHECKS = 16  # the ring's size is checked at each of the first steps, then every 100th
 _WATCH_POLL_S = 0.25
 _READ_TRIES = 3  # a read that races the main thread's bookkeeping is tried again
@@ -118,6 +119,9 @@ class FlightRecorder:
         self._ring_marks: dict[int, tuple[int, int, int]] = {}  # GPU -> (step, launches, copies)
         self.records_per_step = 0  # the most records a step took, of the steps sampled
         self._handlers: dict[int, object] = {}  # signal -> the handler before ours
+        # (step, host wall clock ns) of the newest steps' starts: the steps PyTorch's flight
+        # recorder's collectives were queued in (its clock is the same)
+        self._step_starts: deque[tuple[int, int]] = deque(maxlen=STEP_STARTS_KEPT)
 
     # -- on and off --------------------------------------------------------------------------------
 
@@ -163,6 +167,7 @@ class FlightRecorder:
         now = self._monotonic()
         took_s = now - self._step_began_s
         self._step_began_s = self._progress_s = now
+        self._step_starts.append((step, time.time_ns()))  # the host's clock, as the launch log
         kernels = len(binding.STATE.kernels)
         if kernels != self._kernels_at_step:  # the step that ended compiled: not judged
             self._kernels_at_step = kernels
@@ -437,6 +442,8 @@ class FlightRecorder:
         kept = table.select((steps > dump.step - k) & (steps <= dump.step))
         names = binding.kernels_by_function()
         log = list(binding.STATE.launch_log or ())  # a copy: the deque is appended to meanwhile
+        starts = [[s, ns] for s, ns in list(self._step_starts) if s >= dump.step - k]
+        fr = _nccl_trace()  # once for the dump: read from PyTorch's flight recorder
         step_tags = self.prof.step_of_tags()
         written_ns = time.time_ns()
         sessions = []
@@ -455,8 +462,9 @@ class FlightRecorder:
                 "queued": queued_launches(
                     log, address, s.get("capacity", 0), areas, step_tags, names, dump.step - k + 1
                 ),
+                "step_starts_ns": starts,
                 **dump.info,
-                **_nccl_trace(),
+                **fr,
             }
             if copied is not None and copied.nbytes < copied.total:
                 info["read"] = [copied.nbytes, copied.total, copied.why]
@@ -739,18 +747,86 @@ def _signal_why(name: str) -> str:
     return f"{name}, with the main thread blocked (in a GPU wait?)"
 
 
+FR_KEPT = 32  # of PyTorch's flight recorder's collectives, the newest a dump keeps
+FR_WAIT_S = 2.0  # how long a dump waits for PyTorch's flight recorder to answer
+_FR_FIELDS = {  # ours: PyTorch's entry key (its dump format 2.x), whole numbers or text
+    "seq": "collective_seq_id",
+    "p2p_seq": "p2p_seq_id",
+    "name": "profiling_name",
+    "state": "state",
+    "created_ns": "time_created_ns",
+    "started_ns": "time_discovered_started_ns",
+    "completed_ns": "time_discovered_completed_ns",
+}
+
+
 def _nccl_trace() -> dict:
-    """PyTorch's own NCCL flight recorder, where it is on (TORCH_NCCL_TRACE_BUFFER_SIZE): where
-    it dumps, so that the report can point at it beside this dump's step."""
-    size = os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE", "").strip()
-    if not size.isdigit() or int(size) == 0:
+    """PyTorch's own flight recorder, where it is on (TORCH_FR_BUFFER_SIZE, or its older name
+    TORCH_NCCL_TRACE_BUFFER_SIZE): its settings, and its newest collectives read from it now
+    (fr_collectives), so that the report can say which collective the rank was in and in which
+    of our steps the host queued it."""
+    for var in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
+        size = os.environ.get(var, "").strip()
+        if size.isdigit() and int(size) > 0:
+            break
+    else:
         return {}
-    return {
-        "nccl_trace": {
-            "buffer_size": int(size),
-            "dump_on_timeout": os.environ.get("TORCH_NCCL_DUMP_ON_TIMEOUT", ""),
-            "file_prefix": os.environ.get(
-                "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/tmp/nccl_trace_rank_"
-            ),
-        }
+    out = {
+        "buffer_size": int(size),
+        "variable": var,
+        "dump_on_timeout": os.environ.get("TORCH_NCCL_DUMP_ON_TIMEOUT", ""),
+        "file_prefix": os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/tmp/nccl_trace_rank_"),
     }
+    out.update(fr_collectives())
+    return {"nccl_trace": out}
+
+
+def fr_collectives(wait_s: float = FR_WAIT_S) -> dict:
+    """The newest FR_KEPT collectives of PyTorch's flight recorder ({"collectives": [{seq,
+    p2p_seq, name, pg, state, created_ns, started_ns, completed_ns}], "pg_status": ...}), read
+    through its JSON dump (torch._C._distributed_c10d._dump_fr_trace_json, or
+    _dump_nccl_trace_json before torch 2.8), in a thread of its own given `wait_s`: a dump never
+    waits on it longer. {"unread": why} where it cannot be read; {} where torch.distributed is
+    not in use."""
+    import json
+    import sys as _sys
+
+    dist = _sys.modules.get("torch.distributed")  # only where the program imported it
+    try:
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return {}
+        from torch._C import _distributed_c10d as c10d
+    except Exception:  # noqa: BLE001 - a torch without it: nothing to read
+        return {}
+    dump = getattr(c10d, "_dump_fr_trace_json", None) or getattr(
+        c10d, "_dump_nccl_trace_json", None
+    )
+    if dump is None:
+        return {"unread": "this torch has no JSON dump of its flight recorder"}
+    got: list = []
+
+    def read():
+        try:
+            got.append(json.loads(dump(True, False)))
+        except Exception as e:  # noqa: BLE001 - said in the dump
+            got.append(e)
+
+    reader = threading.Thread(target=read, name="sm-profiler-fr", daemon=True)
+    reader.start()
+    reader.join(wait_s)
+    if not got:
+        return {"unread": f"it did not answer within {wait_s:g} s"}
+    if isinstance(got[0], Exception) or not isinstance(got[0], dict):
+        return {"unread": _one_line(f"{type(got[0]).__name__}: {got[0]}")}
+    doc = got[0]
+    entries = doc.get("entries") if isinstance(doc.get("entries"), list) else []
+    kept = []
+    for e in entries[-FR_KEPT:]:
+        if not isinstance(e, dict):
+            continue
+        row = {k: e.get(v) for k, v in _FR_FIELDS.items()}
+        pg = e.get("process_group")
+        row["pg"] = pg[1] or pg[0] if isinstance(pg, list) and len(pg) == 2 else e.get("pg_id")
+        kept.append({k: v for k, v in row.items() if isinstance(v, (int, str))})
+    status = doc.get("pg_status") if isinstance(doc.get("pg_status"), dict) else {}
+    return {"collectives": kept, "pg_status": status, "version": str(doc.get("version", ""))}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..text import middle, plural, wrap
+from ..text import middle, plural, printable, wrap
 from ..units import format_time
 
 GROWN_SHOWN = 3  # kernels that grew most in a slow step
@@ -355,15 +355,71 @@ def _notes(table, sessions: list[int], width: int) -> list[str]:
     info = table.sessions[sessions[0]]["flight"]
     nccl = info.get("nccl_trace")
     if isinstance(nccl, dict):
-        rank = _rank(table.sessions[sessions[0]])
-        lines += _wrap(
-            f"PyTorch's NCCL flight recorder is on (TORCH_NCCL_TRACE_BUFFER_SIZE="
-            f"{nccl.get('buffer_size')}): its dump ({nccl.get('file_prefix')}{rank}) says which "
-            f"collective each rank was in; this dump's host was in step {info.get('host_step')}",
-            width,
-            2,
-        )
+        lines += _wrap(fr_text(info, nccl, _rank(table.sessions[sessions[0]])), width, 2)
     return lines
+
+
+def fr_text(info: dict, nccl: dict, rank) -> str:
+    """What PyTorch's flight recorder said at the dump: its newest collective (sequence number,
+    name, process group, state) and the step of ours the host queued it in (its clock and the
+    host's are one: the wall clock), and the newest one completed where that is another."""
+    var = nccl.get("variable") if isinstance(nccl.get("variable"), str) else None
+    head = (
+        f"PyTorch's flight recorder is on ({var or 'TORCH_NCCL_TRACE_BUFFER_SIZE'}="
+        f"{nccl.get('buffer_size')})"
+    )
+    given = nccl.get("collectives")
+    rows = [
+        c
+        for c in (given if isinstance(given, list) else [])
+        if isinstance(c, dict) and _is_whole(c.get("seq")) and _is_whole(c.get("created_ns"))
+    ]
+    if not rows:
+        why = nccl.get("unread")
+        said = f"not read ({printable(why)})" if isinstance(why, str) else "no collective read"
+        return (
+            f"{head}: {said}; its dump ({nccl.get('file_prefix')}{rank}) says which collective "
+            f"each rank was in; this dump's host was in step {info.get('host_step')}"
+        )
+    step_of = _step_join(info)
+    last = rows[-1]
+    text = f"{head}: the last collective queued: {_collective(last)}, {step_of(last)}"
+    done = [c for c in rows if c.get("state") == "completed"]
+    if done and done[-1] is not last:
+        text += f"; the last completed: #{done[-1]['seq']} ({step_of(done[-1])})"
+    return text
+
+
+def _collective(c: dict) -> str:
+    name = printable(c.get("name")) if isinstance(c.get("name"), str) else "?"
+    pg = f" ({printable(str(c['pg']))})" if isinstance(c.get("pg"), (str, int)) else ""
+    state = printable(c.get("state")) if isinstance(c.get("state"), str) else "state unknown"
+    return f"#{c['seq']} {name}{pg}, {state}"
+
+
+def _step_join(info: dict):
+    """c -> 'queued in step S' for a collective `c`, from the host's step starts the dump kept
+    (step_starts_ns: [step, wall clock ns]); what it can say where the time is outside them."""
+    raw = info.get("step_starts_ns")
+    starts = sorted(
+        (ns, s) for s, ns in (x for x in (raw if isinstance(raw, list) else []) if _is_pair(x))
+    )
+    written = _whole(info, "written_ns", 0)
+
+    def step_of(c: dict) -> str:
+        t = c["created_ns"]
+        if not starts or (written and t > written + 60 * 10**9) or t < starts[0][0] - 3600 * 10**9:
+            return "its time not within this dump's steps"
+        if t < starts[0][0]:
+            return f"queued before step {starts[0][1]}"
+        i = max(j for j, (ns, _) in enumerate(starts) if ns <= t)
+        return f"queued in step {starts[i][1]}"
+
+    return step_of
+
+
+def _is_pair(x) -> bool:
+    return isinstance(x, list) and len(x) == 2 and all(_is_whole(v) and v >= 0 for v in x)
 
 
 def _is_whole(v) -> bool:

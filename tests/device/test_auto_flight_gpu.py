@@ -207,6 +207,7 @@ def _torchrun(tmp_path, mode: str, port: int, one_gpu: bool, *options: str):
     cmd += [*options, "--out", str(out), "--", os.path.join(SUPPORT, "auto_flight_dist.py"), mode]
     env = dict(os.environ, SM_PROFILER_STOP_GRACE_S="2")
     env["AUTO_FLIGHT_DIST_ONE_GPU"] = "1" if one_gpu else "0"
+    env["TORCH_FR_BUFFER_SIZE"] = "64"  # PyTorch's own flight recorder, cross-referenced
     stderr = tmp_path / "stderr"
     with open(tmp_path / "stdout", "w") as o, open(stderr, "w") as e:
         p = subprocess.Popen(cmd, stdout=o, stderr=e, text=True, env=env)
@@ -245,6 +246,7 @@ def test_two_ranks_one_behind_write_their_stalls_and_stats_dir_says_which_and_wh
         text = " ".join(r.stdout.split())
         assert "rank 1 is behind in step 40 (its last step ended: 39, as rank 0's" in text
         assert "last kernel ended: add_kernel (step 39)" in text
+        assert "PyTorch's flight recorder is on (TORCH_FR_BUFFER_SIZE=64)" in text
     finally:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)

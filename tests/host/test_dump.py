@@ -162,6 +162,48 @@ def test_3_a_rank_that_never_queued_the_steps_kernels_its_peer_ran_is_behind_in_
     ]
 
 
+def fr_info(**more):
+    """PyTorch's flight recorder as a dump of step 90 read it: collectives 41-43, queued in steps
+    88, 89 and 90 (the wall clock, as the host's step starts), the last one not started."""
+    starts = [[s, WRITTEN_NS - (91 - s) * 10**9] for s in range(83, 91)]
+    made = [(41, 88, "completed"), (42, 89, "completed"), (43, 90, "scheduled")]
+    collectives = [
+        {"seq": q, "name": "nccl:all_reduce", "pg": "default_pg", "state": state}
+        | {"created_ns": WRITTEN_NS - (91 - step) * 10**9 + 5 * 10**8}
+        for q, step, state in made
+    ]
+    nccl = {"buffer_size": 2000, "variable": "TORCH_FR_BUFFER_SIZE", "collectives": collectives}
+    return stall_info(step_starts_ns=starts, nccl_trace=dict(nccl, **more))
+
+
+def test_3_pytorchs_flight_recorder_says_which_collective_and_which_of_our_steps():
+    table = flight_table(steady(range(83, 90)), fr_info())
+    text = " ".join(" ".join(dump_lines(table, 80)).split())
+    assert (
+        "PyTorch's flight recorder is on (TORCH_FR_BUFFER_SIZE=2000): the last collective "
+        "queued: #43 nccl:all_reduce (default_pg), scheduled, queued in step 90; the last "
+        "completed: #42 (queued in step 89)"
+    ) in text
+    assert all(len(line) <= 80 for line in dump_lines(table, 80))
+
+
+@pytest.mark.parametrize(
+    "nccl, said",
+    [
+        ({"collectives": [], "unread": "it did not answer within 2 s"}, "not read (it did"),
+        ({"collectives": "x"}, "no collective read; its dump (None0) says which"),
+        ({"collectives": [{"seq": 7, "created_ns": 5, "name": 3, "pg": None}]}, "#7 ?, state"),
+    ],
+)
+def test_3_pytorchs_flight_recorder_unread_or_damaged_reads_as_far_as_it_can(nccl, said):
+    info = fr_info()
+    info["nccl_trace"].update(nccl)
+    text = " ".join(" ".join(dump_lines(flight_table(steady(range(83, 90)), info), 80)).split())
+    assert said in text
+    if "#7" in said:
+        assert "its time not within this dump's steps" in text
+
+
 @pytest.mark.parametrize("t0_ns", [0, 10**12, 1_700_000_000_000_000_000])
 def test_3_no_figure_of_a_dump_depends_on_the_clock_origin(t0_ns):
     # The records' clock (the GPU's) and the host's queue times move together or apart: the
