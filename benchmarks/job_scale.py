@@ -1,5 +1,5 @@
-"""A job of R ranks read whole: `stats DIR`, `advise DIR --json`, `merge DIR` and `query DIR`
-over folders of R rank files, their wall time and peak memory (issue 57, item 5).
+"""A job of R ranks read whole: `stats DIR`, `advise DIR --json`, `merge DIR`, `query DIR` and
+`diff DIR DIR --json` over folders of R rank files, their wall time and peak memory (issue 57, item 5).
 
 You will see how the commands that read a job's folder grow with its ranks: each runs in a
 process of its own, as a user runs it (`python -m sm_profiler ...`), over a folder that
@@ -12,7 +12,8 @@ benchmarks/job_folders.py writes (realistic rank files: 132 SMs, 3 steps, 60 lau
     named    whether the output names the planted slow rank (stats: its "slowest: rank N" line
              and a planted kernel on it; advise: its slow_rank finding and a planted kernel; merge:
              "rank N" anywhere in what it prints; query: the first row of QUERY, each rank's
-             launches' time, largest first)
+             launches' time, largest first; diff, of the folder against itself: BEFORE's
+             slow_rank finding)
 
 Each folder's ranks are summarized first (`sm-profiler summarize DIR`, what each rank's `run`
 writes beside its file on its own node; timed apart), so stats and advise read the summaries;
@@ -43,7 +44,7 @@ import time
 from benchmarks import job_folders
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMMANDS = ("stats", "advise", "merge", "query")
+COMMANDS = ("stats", "advise", "merge", "query", "diff")
 # A question across ranks: each rank's launches' time, largest first.
 QUERY = (
     "SELECT rank, sum(end_ns - start_ns) AS launches_ns, count(*) AS launches FROM launches "
@@ -135,7 +136,23 @@ def query_names(out: str, slow: int, kernels) -> tuple[bool, int]:
     return int(lines[1].split()[0]) == slow, 0
 
 
-NAMES = {"stats": stats_names, "advise": advise_names, "merge": merge_names, "query": query_names}
+def diff_names(out: str, slow: int, kernels) -> tuple[bool, int]:
+    """(diff --json compares BEFORE's slow_rank finding, of rank `slow`; 0)."""
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return False, 0
+    ranks = [f.get("rank") for f in doc.get("findings", []) if f.get("kind") == "slow_rank"]
+    return bool(ranks) and ranks[0] == slow, 0
+
+
+NAMES = {
+    "stats": stats_names,
+    "advise": advise_names,
+    "merge": merge_names,
+    "query": query_names,
+    "diff": diff_names,
+}
 
 
 def command_args(name: str, folder: str, trace: str, sql: str) -> list[str]:
@@ -144,6 +161,7 @@ def command_args(name: str, folder: str, trace: str, sql: str) -> list[str]:
         "advise": ["advise", folder, "--json"],
         "merge": ["merge", folder, "-o", trace],
         "query": ["query", folder, sql],
+        "diff": ["diff", folder, folder, "--json"],
     }[name]
 
 
@@ -152,8 +170,8 @@ def run_command(name: str, folder: str, slow: int, kernels, work: str, a) -> dic
     m = measure(command_args(name, folder, trace, a.sql), work, a.timeout)
     r = {k: m[k] for k in ("rc", "wall_s", "peak_bytes", "timed_out")}
     if m["rc"] == 0:
-        # advise --json's answer is its stdout alone (its notes go to stderr)
-        said = m["stdout"] if name == "advise" else m["stdout"] + m["stderr"]
+        # advise and diff --json's answer is their stdout alone (notes go to stderr)
+        said = m["stdout"] if name in ("advise", "diff") else m["stdout"] + m["stderr"]
         r["named_rank"], r["named_kernels"] = NAMES[name](said, slow, kernels)
     else:
         lines = (m["stderr"] or m["stdout"]).strip().splitlines() or ["(no output)"]

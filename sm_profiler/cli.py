@@ -1039,11 +1039,31 @@ def _add_diff(sub) -> None:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from .report.diff import check_auto, diff, diff_lines
+    from .report.diff import Summarized, check_auto, diff, diff_lines
 
-    tables = []
+    tables, given = [], []
+    docs, docs_read = None, False
     for path in (args.before, args.after):
-        if os.path.isdir(path):
+        summarized = None
+        if _summaries_folder(path):  # a run's folder: from its ranks' summaries (issue 57)
+            from .export.job_summaries import load_job
+
+            with stage(f"reading {path}'s rank summaries"):
+                job = load_job(path)
+            if job.from_records:
+                print(
+                    f"note: {path}: {len(job.from_records)} of {len(job.paths)} rank files had "
+                    f"no summary and were read whole (slower): `sm-profiler summarize "
+                    f"{os.path.join(path, 'auto.rank*.npz')}` writes them",
+                    file=sys.stderr,
+                )
+            for note in job.notes + job.torch_notes:
+                print(f"note: {path}: {note}", file=sys.stderr)
+            table = job.launches.job_table
+            summarized = Summarized(job.launches.report, job.launches.measures)
+            if path == args.before:
+                docs, docs_read = job.torch_docs, True
+        elif os.path.isdir(path):
             from .export import auto_job as jobs
 
             table = jobs.merged_table(jobs.load_ranks([path]))
@@ -1051,7 +1071,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
             table = _load(path)
         check_auto(table, path)
         tables.append(table)
-    _, docs = _stored_torch(args.before)
+        given.append(summarized)
+    if not docs_read:
+        _, docs = _stored_torch(args.before)
     with stage("comparing"):
         d = diff(
             *tables,
@@ -1059,6 +1081,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             different_jobs=args.different_jobs,
             cupti=docs,
             top=args.top,
+            given=(given[0], given[1]),
         )
     if args.json:
         print(d.to_json())

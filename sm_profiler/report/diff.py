@@ -300,12 +300,34 @@ def kept_launches(table: AutoTable, per_recording: bool):
     return keep, sorted(int(s) for s in np.unique(step[keep])), [int(s) for s in compiled]
 
 
-def recording(table: AutoTable, label: str, name: str, per_recording: bool) -> Recording:
-    """What the diff reads of `table` (see the module's docstring)."""
+@dataclass
+class Summarized:
+    """A recording's per-launch figures computed before (a run folder's rank summaries,
+    export/job_summaries.py): the report's launch table of its table's launches (report,
+    auto_report.launch_table's columns, every launch in order) and advise's measures. With
+    them the diff reads no program: a job of thousands of ranks is compared from kilobytes a
+    rank."""
+
+    report: dict
+    measures: object  # advise.LaunchMeasures
+
+
+def recording(
+    table: AutoTable, label: str, name: str, per_recording: bool, given: Summarized | None = None
+) -> Recording:
+    """What the diff reads of `table` (see the module's docstring); `given`: its launches'
+    report figures, computed before (the launch table is then not computed from programs)."""
     keep, steps, left_out = kept_launches(table, per_recording)
     table = table.select(keep)
     trace = table.decode()
-    t = launch_table(trace)
+    if given is None:
+        t = launch_table(trace)
+    else:  # the kept launches' rows, numbered as select numbers the launches it keeps
+        kept = np.flatnonzero(keep)
+        caps = np.asarray(given.report["capture"], np.int64)
+        mine = np.isin(caps, kept)
+        t = {k: np.asarray(v)[mine] for k, v in given.report.items()}
+        t["capture"] = np.searchsorted(kept, caps[mine])
     n_steps = max(len(steps), 1)
     L = table.launches
     caps = np.asarray(t["capture"], np.int64)
@@ -420,12 +442,14 @@ def diff(
     different_jobs: bool = False,
     cupti=None,
     top: int | None = TOP,
+    given: tuple[Summarized | None, Summarized | None] = (None, None),
 ) -> Diff:
     """The Diff of two auto-mode recordings (AutoTables) of one job, `names` their files (said
     in messages); `cupti`: the torch trace BEFORE carries (the advisor's `cupti=`, as
-    `sm-profiler advise` takes it); `top`: the findings of BEFORE's advice compared (None: all).
-    Recordings of different jobs (ranks, GPUs) are a ConfigError naming what differs, unless
-    `different_jobs`."""
+    `sm-profiler advise` takes it); `top`: the findings of BEFORE's advice compared (None: all);
+    `given`: each recording's per-launch figures where they were computed before (a run
+    folder's summaries; its table then holds launches alone). Recordings of different jobs
+    (ranks, GPUs) are a ConfigError naming what differs, unless `different_jobs`."""
     check_auto(before, names[0])
     check_auto(after, names[1])
     notes: list[str] = []
@@ -439,12 +463,12 @@ def diff(
     if differs:
         notes.append(f"different jobs, compared anyway: {'; '.join(differs)}")
     per_recording = not (has_steps(before) and has_steps(after))
-    b = recording(before, "BEFORE", names[0], per_recording)
-    a = recording(after, "AFTER", names[1], per_recording)
+    b = recording(before, "BEFORE", names[0], per_recording, given[0])
+    a = recording(after, "AFTER", names[1], per_recording, given[1])
     if per_recording:
         notes.append(_per_recording_note(b, a, before, after))
         before, cupti = without_steps(before), None
-    advice = _advice(before, cupti, notes)
+    advice = _advice(before, cupti, notes, given[0].measures if given[0] else None)
     common = [k for k in b.kernels if k in a.kernels]
     went = sorted((k for k in b.kernels if k not in a.kernels), key=lambda k: -b.kernels[k].time_ns)
     appeared = sorted(
@@ -497,14 +521,14 @@ def _per_recording_note(b: Recording, a: Recording, before, after) -> str:
     )
 
 
-def _advice(table: AutoTable, cupti, notes: list[str]) -> Advice:
+def _advice(table: AutoTable, cupti, notes: list[str], measures=None) -> Advice:
     """BEFORE's advice, as `sm-profiler advise` gives it (a torch trace that cannot be read is
-    left out, and said)."""
+    left out, and said); `measures`: its launches' (advise's), computed before."""
     try:
-        return advise(table, cupti=cupti)
+        return advise(table, cupti=cupti, measures=measures)
     except SmProfilerError as e:
         notes.append(f"BEFORE's torch trace was left out: {e}")
-        return advise(table)
+        return advise(table, measures=measures)
 
 
 def _kernel_rows(b: Recording, a: Recording, common: list[str]) -> list[dict]:

@@ -221,9 +221,12 @@ class AutoTable(AutoColumns, LaunchTable):
         """The table of the launches where `launches` (a bool per launch) is True, renumbered."""
         keep = np.asarray(launches, bool)
         L = {k: v[keep] for k, v in self.launches.items()}
-        rows_keep = np.repeat(keep, self.launches["rows"])
-        rows = {k: v[rows_keep] for k, v in self.rows.items()}
-        rows["launch"] = np.repeat(np.arange(int(keep.sum())), L["rows"])
+        if len(self.rows["launch"]) or not int(np.sum(self.launches["rows"])):
+            rows_keep = np.repeat(keep, self.launches["rows"])
+            rows = {k: v[rows_keep] for k, v in self.rows.items()}
+            rows["launch"] = np.repeat(np.arange(int(keep.sum())), L["rows"])
+        else:  # a table of launches alone (of_launches): no row to keep
+            rows = dict(self.rows)
         L["first_row"] = np.cumsum(L["rows"]) - L["rows"]
         return AutoTable(rows, L, self.kernels, self.sessions, self.metadata)
 

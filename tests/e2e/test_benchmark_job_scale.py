@@ -26,17 +26,18 @@ def test_job_scale_measures_each_command_and_finds_the_slow_rank(tmp_path):
     out = tmp_path / "r.json"
     work = tmp_path / "work"
     r = _job_scale(
-        "--ranks", "3", "--programs-scale", "0.05", "--commands", "stats,advise,merge",
+        "--ranks", "3", "--programs-scale", "0.05", "--commands", "stats,advise,merge,diff",
         "--workdir", str(work), "--keep", "--json", str(out),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     (row,) = json.loads(out.read_text())
     assert row["ranks"] == 3 and 0 <= row["slow_rank"] < 3
     c = row["commands"]
-    assert set(c) == {"stats", "advise", "merge"}
+    assert set(c) == {"stats", "advise", "merge", "diff"}
     for name in ("stats", "advise"):
         assert c[name]["rc"] == 0 and c[name]["named_rank"], (name, c[name])
         assert c[name]["named_kernels"] >= 1, (name, c[name])
+    assert c["diff"]["rc"] == 0 and c["diff"]["named_rank"], c["diff"]
     for v in c.values():
         # A Python process with numpy holds tens of MB: the child's own peak, not ours or 0.
         assert 20e6 < v["peak_bytes"] < 2e9 and v["wall_s"] > 0, v

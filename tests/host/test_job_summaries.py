@@ -219,3 +219,33 @@ def test_the_first_rank_writes_the_jobs_report_from_the_ranks_summaries(tmp_path
     full = jobs.merged_table(real([str(out)]))
     assert report == format_report(full.decode(), width=100)
     assert "slowest: rank 1" in " ".join(report.split())
+
+
+@pytest.mark.parametrize("origin", ORIGINS)
+def test_diff_of_two_run_folders_says_from_summaries_what_the_full_analysis_says(
+    tmp_path, capsys, monkeypatch, origin
+):
+    """`sm-profiler diff DIR DIR` of two runs of a job (rank 2 slow before, rank 1 after), from
+    the ranks' summaries, never a rank's records: the same JSON, finding for finding and kernel
+    for kernel, as the diff of every rank's records loaded and joined; text too."""
+    import sm_profiler.wire.capture as capture
+    from sm_profiler.report.diff import diff, diff_lines
+
+    before, after = tmp_path / "before", tmp_path / "after"
+    write_rank_folder(before, ranks=4, origin_ns=origin, slow_rank=2)
+    write_rank_folder(after, ranks=4, origin_ns=origin + 10**9, slow_rank=1)
+    want = diff(_full(before), _full(after), names=(str(before), str(after)))
+    _cli(capsys, "summarize", before)
+    _cli(capsys, "summarize", after)
+
+    def refuse(path):
+        raise AssertionError(f"records loaded: {path}")
+
+    monkeypatch.setattr(capture, "load", refuse)
+    monkeypatch.setenv("SM_PROFILER_WORKERS", "1")  # every rank read here, where the patch is
+    got = _cli(capsys, "diff", before, after, "--json")
+    assert got.out == want.to_json() + "\n" and got.err == ""
+    doc = json.loads(got.out)
+    assert any(f["kind"] == "slow_rank" and f["rank"] == 2 for f in doc["findings"])
+    text = _cli(capsys, "diff", before, after, "--width", 80).out
+    assert text == "\n".join(diff_lines(want, 80)) + "\n"
