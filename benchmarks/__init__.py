@@ -185,7 +185,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "job_scale",
         "host",
         "a job of R ranks (8 .. 8,192 generated rank files, one slow): wall time and peak memory "
-        "of stats, advise, merge and query over the folder, the trace's size, the slow rank named",
+        "of stats, advise, merge, query and diff over the folder, the trace's size, the slow rank "
+        "named",
         json_option=True,
     ),
     Benchmark(

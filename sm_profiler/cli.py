@@ -1050,13 +1050,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
             with stage(f"reading {path}'s rank summaries"):
                 job = load_job(path)
-            if job.from_records:
-                print(
-                    f"note: {path}: {len(job.from_records)} of {len(job.paths)} rank files had "
-                    f"no summary and were read whole (slower): `sm-profiler summarize "
-                    f"{os.path.join(path, 'auto.rank*.npz')}` writes them",
-                    file=sys.stderr,
-                )
             for note in job.notes + job.torch_notes:
                 print(f"note: {path}: {note}", file=sys.stderr)
             table = job.launches.job_table

@@ -13,7 +13,7 @@ import pytest
 from rank_folders import RUN, rank_table, write_rank_folder
 
 from sm_profiler.cli import main
-from sm_profiler.wire.summary_file import summary_path
+from sm_profiler.wire.summary_file import SUMMARY_VERSION, summary_path
 
 T0 = 1_700_000_000_000_000_000
 
@@ -113,10 +113,11 @@ def test_3_a_missing_rank_is_named_and_the_answer_is_of_the_ranks_found(folder, 
 
 def test_4_a_summary_of_a_newer_version_is_refused_saying_what_to_do(folder, capsys):
     path = summary_path(folder / "auto.rank0.npz")
-    _edit(path, lambda d: d.update(summary_version=2))
+    v = SUMMARY_VERSION
+    _edit(path, lambda d: d.update(summary_version=v + 1))
     capsys.readouterr()
     err = _fails(capsys, "stats", folder)
-    assert f"{path} is a summary of version 2, newer than this sm_profiler reads (1)" in err
+    assert f"{path} is a summary of version {v + 1}, newer than this sm_profiler reads ({v})" in err
     assert f"upgrade sm_profiler, or rebuild it with `sm-profiler summarize {folder}" in err
 
 
@@ -126,12 +127,13 @@ def test_4_a_summary_of_an_earlier_version_is_refused_saying_to_rebuild_it(
     """Its numbers are an earlier analysis's: never joined with this one's."""
     import sm_profiler.wire.summary_file as summary_file
 
-    monkeypatch.setattr(summary_file, "SUMMARY_VERSION", 2)  # as a later sm_profiler reads
+    v = SUMMARY_VERSION
+    monkeypatch.setattr(summary_file, "SUMMARY_VERSION", v + 1)  # as a later sm_profiler reads
     monkeypatch.setenv("SM_PROFILER_WORKERS", "1")  # read here, where the patch is
     capsys.readouterr()
     err = _fails(capsys, "advise", folder)
     path = summary_path(folder / "auto.rank0.npz")
-    assert f"{path} is a summary of version 1, made by an earlier sm_profiler" in err
+    assert f"{path} is a summary of version {v}, made by an earlier sm_profiler" in err
     assert f"rebuild it with `sm-profiler summarize {folder / 'auto.rank0.npz'}`" in err
 
 
