@@ -1095,6 +1095,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         from .export import auto_job as jobs
 
         paths = jobs.rank_paths(args.captures)
+        _check_whole_merge(paths, args.out or os.path.join(args.captures[0], jobs.MERGED_TRACE))
         sources = jobs.load_ranks(paths)
         docs = _torch_parts(paths, args)
         if args.out is None:  # the job's trace, and the one with torch's rows beside it
@@ -1105,6 +1106,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
                 torch_out = os.path.join(folder, RANKS_TORCH_PERFETTO)
     else:
+        _check_whole_merge(args.captures, args.out or "")
         sources = [_load(p) for p in args.captures]
         if all(isinstance(s, AutoTable) for s in sources):
             docs = _torch_parts(args.captures, args)
@@ -1138,6 +1140,21 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
         print("\n".join(coverage_lines(info["coverage"], width=78)))
     return 0
+
+
+def _check_whole_merge(paths, out: str) -> None:
+    """A ConfigError, before anything is read or written, where merging `paths` whole into
+    `out` would not fit in memory (export/auto_job.whole_merge_refusal), with the fix."""
+    from .export.auto_job import MERGE_ANY_SIZE_ENV, whole_merge_refusal
+
+    why = whole_merge_refusal(paths, out)
+    if why is not None:
+        raise ConfigError(
+            f"{why}. Merge a run's folder to a Perfetto trace alone (`sm-profiler merge DIR -o "
+            "job.perfetto-trace`: its slowest, fastest, median and named ranks in full and every "
+            "other rank as a busy-SM counter, within --max-mb, one rank read at a time), or "
+            f"fewer ranks' files; {MERGE_ANY_SIZE_ENV}=1 merges whole anyway"
+        )
 
 
 def _job_folder(args: argparse.Namespace) -> str | None:

@@ -446,7 +446,18 @@ def _job_report(found: dict[int, str], out_dir: str, width, torch_json: bool) ->
     from ..export.job_summaries import carry_torch_traces, load_ranks_of
 
     paths = [found[r] for r in sorted(found)]
-    if not carry_torch_traces(paths):
+    too_big = None
+    if carry_torch_traces(paths):
+        name = os.path.join(out_dir, "auto.ranks" + _torch_suffix(torch_json))
+        too_big = jobs.whole_merge_refusal(paths, name)
+        if too_big is not None:  # the job's report from the summaries; no job torch trace
+            print(
+                f"sm-profiler run: note: the ranks' torch traces are not merged: {too_big}; "
+                "each rank's file keeps its own (`sm-profiler merge` of a few ranks' files "
+                "joins theirs), and the job's report is made from the ranks' summaries",
+                file=sys.stderr,
+            )
+    if too_big is not None or not carry_torch_traces(paths):
         # Read here, not by forked workers: this process ran the job (CUDA, its threads).
         job = load_ranks_of(dict(sorted(found.items())), out_dir, workers=1).launches
         _report(job.job_table.decode(), out_dir, width, job=job)

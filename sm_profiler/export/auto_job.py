@@ -28,6 +28,11 @@ from ..wire.auto_schedule import whole_number
 # The names rank files have: auto.rank0.npz, auto.rank12.npz (ASCII digits, no leading zero).
 RANK_FILE = re.compile(r"^auto\.rank(0|[1-9][0-9]*)\.npz$", re.ASCII)
 MERGED_TRACE = "auto.ranks.perfetto-trace"
+# A merge of whole recordings holds about this many bytes at its peak per byte of their files
+# (2 CPU cores, 2026-11-29: 4 and 16 rank files of 7.5 MB, `merge FILES -o X`: Perfetto 5.6x;
+# Chrome JSON 35-37x, 4.0 GB for 16 ranks, a 571 MB file).
+WHOLE_MERGE_PEAK = {"perfetto": 6, "json": 37}
+MERGE_ANY_SIZE_ENV = "SM_PROFILER_MERGE_ANY_SIZE"  # =1: merge whole whatever the estimate
 # A rank file's metadata key: the ranks `run --ranks` profiled (every rank by default), so that
 # a job's answer names those of them without a file, not the ranks left out on purpose.
 PROFILED_RANKS = "profiled_ranks"
@@ -347,3 +352,42 @@ def merged_table(tables):
     from ..trace.auto_table import AutoTable
 
     return AutoTable.concat([t.on_host_clock() for t in tables])
+
+
+def whole_merge_refusal(paths, out: str) -> str | None:
+    """Why merging the recordings `paths` whole into `out` would not fit in this machine's
+    memory: its estimate (WHOLE_MERGE_PEAK of their files' bytes, by `out`'s format) over half
+    of what this process may use (its cgroup's limit, else the machine's); None where it fits,
+    where the memory cannot be read, or where MERGE_ANY_SIZE_ENV is 1."""
+    if os.environ.get(MERGE_ANY_SIZE_ENV, "").strip() == "1":
+        return None
+    files = sum(os.path.getsize(p) for p in paths if os.path.isfile(p))
+    kind = "json" if str(out).endswith((".json", ".json.gz")) else "perfetto"
+    need, have = files * WHOLE_MERGE_PEAK[kind], memory_bytes()
+    if not have or need <= have // 2:
+        return None
+    fmt = "Chrome JSON" if kind == "json" else "a Perfetto trace"
+    return (
+        f"merged whole into {out}, {len(paths):,} recordings ({files / 1e6:,.0f} MB of files) "
+        f"would take about {need / 1e9:,.1f} GB of memory ({fmt}: about "
+        f"{WHOLE_MERGE_PEAK[kind]}x the files), more than half of the {have / 1e9:,.1f} GB this "
+        f"process may use"
+    )
+
+
+def memory_bytes() -> int:
+    """The memory this process may use: its cgroup's limit (v2 memory.max, v1
+    limit_in_bytes) where lower than the machine's, else the machine's; 0 where unknown."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = 0
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < (total or 2**62):
+            return int(text)
+    return total

@@ -368,6 +368,29 @@ def test_torchrun_ranks_write_torch_files_and_the_first_merges_them(tmp_path, ca
     assert "median of 3 steps over 2 GPUs): instrumented kernels ran 15.6%" in job_report
 
 
+def test_a_job_too_big_to_merge_whole_keeps_each_ranks_torch_trace_and_reports_from_summaries(
+    tmp_path, capsys, monkeypatch
+):
+    # Issue 57: rank 0 of `run --torch` joined every rank's records for the job's torch trace,
+    # whatever the job's size. Where they would not fit, the ranks' files keep their own, and
+    # the job's report comes from the summaries, as without torch traces.
+    monkeypatch.setenv("SM_PROFILER_MERGE_TIMEOUT_S", "5")
+    monkeypatch.setattr(jobs, "memory_bytes", lambda: 1000)
+    out = str(tmp_path / "prof")
+    regions = {r: TorchRegion(step_table(r), step_doc(step_table(r), r)) for r in (0, 1)}
+    for r in (1, 0):
+        job = jobs.Job(r, 2, r, 2)
+        script.write_rank_outputs(regions[r], out, 100, job, [0, 1], torch_json=True)
+    names = os.listdir(out)
+    assert "auto.ranks.torch.json.gz" not in names
+    assert {"auto.rank0.torch.json.gz", "auto.rank1.torch.json.gz", "auto_stats.txt"} <= set(names)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the ranks' torch traces are not merged: merged whole into" in err
+    assert "the job's report is made from the ranks' summaries" in err
+    report = " ".join(open(os.path.join(out, "auto_stats.txt")).read().split())
+    assert "48 programs on 2 GPUs of 2 ranks" in report
+
+
 def _check_job_trace(path, ranks=(0, 1)):
     doc = _json(path)
     procs = _processes(doc)
