@@ -82,16 +82,18 @@ _STREAM_CAPTURE_NONE = 0  # CU_STREAM_CAPTURE_STATUS_NONE
 
 @functools.cache
 def _event_calls():
-    """cuEventRecord, cuEventQuery and cuStreamIsCapturing with their argument types, looked up
-    once (as _memcpy: the flight recorder calls them every step)."""
+    """cuEventRecord, cuEventQuery, cuStreamIsCapturing and cuEventElapsedTime with their
+    argument types, looked up once (as _memcpy: the flight recorder calls them every step)."""
     cuda = libcuda()
     record, query, capturing = cuda.cuEventRecord, cuda.cuEventQuery, cuda.cuStreamIsCapturing
+    elapsed = cuda.cuEventElapsedTime
     record.argtypes = (ctypes.c_void_p, ctypes.c_void_p)
     query.argtypes = (ctypes.c_void_p,)
     capturing.argtypes = (ctypes.c_void_p, ctypes.POINTER(ctypes.c_int))
-    for f in (record, query, capturing):
+    elapsed.argtypes = (ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p)
+    for f in (record, query, capturing, elapsed):
         f.restype = ctypes.c_int
-    return record, query, capturing
+    return record, query, capturing, elapsed
 
 
 def current_device() -> int:
@@ -139,7 +141,7 @@ class TimingEvent:
 
     def elapsed_time(self, end: TimingEvent) -> float:
         ms = ctypes.c_float(0.0)
-        rc = libcuda().cuEventElapsedTime(ctypes.byref(ms), self.handle, end.handle)
+        rc = _event_calls()[3](ctypes.byref(ms), self.handle, end.handle)
         check_rc(rc, "cuEventElapsedTime")
         return ms.value
 

@@ -48,6 +48,7 @@ from ..export.auto_job import job_identity
 from ..text import printable
 from ..wire import format as fmt
 from . import binding
+from .driver import TimingEvent, capturing, current_device, current_stream
 from .flight_triggers import (
     HISTORY,
     DumpBudget,
@@ -702,8 +703,6 @@ def write_dump(table, folder: str, trigger: str, written_ns: int, width: int = 1
 
 
 def _timing_event():
-    from .driver import TimingEvent
-
     return TimingEvent()
 
 
@@ -715,8 +714,6 @@ def _cuda_ready() -> bool:
 
     if not torch.cuda.is_initialized():
         return False
-    from .driver import capturing, current_device, current_stream
-
     return not capturing(current_stream(current_device()))
 
 
@@ -789,9 +786,8 @@ def fr_collectives(wait_s: float = FR_WAIT_S) -> dict:
     waits on it longer. {"unread": why} where it cannot be read; {} where torch.distributed is
     not in use."""
     import json
-    import sys as _sys
 
-    dist = _sys.modules.get("torch.distributed")  # only where the program imported it
+    dist = sys.modules.get("torch.distributed")  # only where the program imported it
     try:
         if dist is None or not dist.is_available() or not dist.is_initialized():
             return {}

@@ -447,7 +447,8 @@ def _job_report(found: dict[int, str], out_dir: str, width, torch_json: bool) ->
 
     paths = [found[r] for r in sorted(found)]
     too_big = None
-    if carry_torch_traces(paths):
+    torch_traces = carry_torch_traces(paths)  # each rank file's zip directory, read once
+    if torch_traces:
         name = os.path.join(out_dir, "auto.ranks" + _torch_suffix(torch_json))
         too_big = jobs.whole_merge_refusal(paths, name)
         if too_big is not None:  # the job's report from the summaries; no job torch trace
@@ -457,7 +458,7 @@ def _job_report(found: dict[int, str], out_dir: str, width, torch_json: bool) ->
                 "joins theirs), and the job's report is made from the ranks' summaries",
                 file=sys.stderr,
             )
-    if too_big is not None or not carry_torch_traces(paths):
+    if too_big is not None or not torch_traces:
         # Read here, not by forked workers: this process ran the job (CUDA, its threads).
         job = load_ranks_of(dict(sorted(found.items())), out_dir, workers=1).launches
         _report(job.job_table.decode(), out_dir, width, job=job)

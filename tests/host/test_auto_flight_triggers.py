@@ -172,7 +172,11 @@ class _FakeDriver:
             status._obj.value = self.status
             return 0
 
-        return record, query, capturing
+        def elapsed(ms, start, end):
+            ms._obj.value = (end.value - start.value) / 4  # ms between two events, by handle
+            return 0
+
+        return record, query, capturing, elapsed
 
 
 def test_the_driver_event_records_on_the_stream_given_and_reads_not_ready_as_pending(monkeypatch):
@@ -190,3 +194,6 @@ def test_the_driver_event_records_on_the_stream_given_and_reads_not_ready_as_pen
     assert driver.capturing(0x5EA) is False
     fake.status = 1  # CU_STREAM_CAPTURE_STATUS_ACTIVE
     assert driver.capturing(0x5EA) is True
+    end = driver.TimingEvent.__new__(driver.TimingEvent)
+    end.handle = ctypes.c_void_p(0xE6)
+    assert event.elapsed_time(end) == 1.5
