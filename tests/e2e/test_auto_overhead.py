@@ -98,13 +98,7 @@ def test_time_ab_rotates_plain_off_on_and_reports_medians(monkeypatch):
     assert got["on_iqr"] == pytest.approx((5.0, 5.0))  # every pair the same here
     assert got["switch_updates"] == 0 and got["switch_ms_each"] is None  # no CUDA graph here
     run = fake_run("gpt", "train", "auto_ab", 0, got["on_ms"], ab={**got, "picks_taken": 7})
-    rows = ao.summarize(
-        [fake_run("gpt", "train", "plain", 0, [10.0]), run],
-        ["gpt"],
-        ["train"],
-        ("plain", "auto_ab"),
-    )
-    line = next(ln for ln in ao.format_table(rows, "h") if " auto_ab " in ln)
+    line = beside_plain(run, "gpt", "train", "auto_ab")
     assert "over plain: off +1.00% [+1.0..+1.0], on +5.00% [+5.0..+5.0] (7 picks shared" in line
     us = {"plain": {"triton_a": 10.0, "nvjet": 50.0}, "off": {"triton_a": 11.0, "nvjet": 50.0}}
     run["ab"]["kernel_us"] = {**us, "on": {"triton_a": 13.0, "nvjet": 50.5}}
@@ -389,17 +383,19 @@ def test_shared_autotune_hands_the_first_processes_picks_to_the_next(tmp_path, m
     assert ao.child_env("auto", str(tmp_path), str(tmp_path))[ao.PICKS_ENV] == str(tmp_path)
 
 
+def beside_plain(run: dict, model: str, scenario: str, mode: str) -> str:
+    """The table's line of `run` (mode `mode`), summarized beside a plain run of 10 ms."""
+    rows = ao.summarize(
+        [fake_run(model, scenario, "plain", 0, [10.0]), run], [model], [scenario], ("plain", mode)
+    )
+    return next(ln for ln in ao.format_table(rows, "h") if f" {mode} " in ln)
+
+
 def test_auto_flight_row_says_its_paired_cost_memory_and_dumps():
     """Issue 54, item 4: the flight recorder's cost, paired with plain in one process."""
     flight = {"flight_pct": 0.8, "flight_iqr": (0.2, 1.4), "rss_kb_before": 2048 * 1024}
     flight.update(rss_kb_after=2048 * 1024, steps_in_region=412, dumps=[])
     run = fake_run("moe", "train_graphs", "auto_flight", 0, [10.08], flight=flight)
-    rows = ao.summarize(
-        [fake_run("moe", "train_graphs", "plain", 0, [10.0]), run],
-        ["moe"],
-        ["train_graphs"],
-        ("plain", "auto_flight"),
-    )
-    line = next(ln for ln in ao.format_table(rows, "h") if " auto_flight " in ln)
+    line = beside_plain(run, "moe", "train_graphs", "auto_flight")
     assert "over plain: +0.80% [+0.2..+1.4]; peak RSS 2,048 -> 2,048 MB over 412 steps" in line
     assert line.endswith("0 dump(s)")
